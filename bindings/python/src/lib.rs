@@ -1,0 +1,1 @@
+//! Python bindings of Undertext (PyO3): land with the Python issue; empty until then.

@@ -1,0 +1,114 @@
+//! The error type of every fallible engine call.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Undertext.
+///
+/// Each variant says what was expected and what was found, so the message is
+/// useful on its own when it crosses the C ABI or reaches Python.
+///
+/// ```
+/// use undertext::Error;
+/// let e = Error::Corrupt { segment: 3, offset: 4096, reason: "record checksum mismatch".into() };
+/// assert_eq!(e.to_string(), "corrupt data in log segment 3 at offset 4096: record checksum mismatch");
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system I/O call failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What the engine was doing (`"open"`, `"write"`, `"fdatasync"`, ...).
+        op: &'static str,
+        /// The file or directory involved.
+        path: DisplayPath,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored bytes do not match their checksum or content address.
+    #[error("corrupt data in log segment {segment} at offset {offset}: {reason}")]
+    Corrupt {
+        /// Segment number (the `NNNNNNNN` of `log/NNNNNNNN.seg`).
+        segment: u64,
+        /// Byte offset of the damaged frame inside that segment.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// Another process (or another handle in this process) holds the store open.
+    #[error("store is locked by another process (pid {pid}); close it there first")]
+    Locked {
+        /// Process id recorded in the lock file, `0` if it could not be read.
+        pid: u32,
+    },
+    /// The requested object does not exist, or belongs to another owner.
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked up.
+        what: String,
+    },
+    /// An edit was based on a revision that is no longer current.
+    #[error("stale revision: expected {expected}, found {found}")]
+    StaleRevision {
+        /// The revision the caller based its change on.
+        expected: u64,
+        /// The chat's current revision.
+        found: u64,
+    },
+    /// An argument was out of range or malformed.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The on-disk format is newer or otherwise not understood by this build.
+    #[error("unsupported format in {path}: expected version {expected}, found {found}")]
+    UnsupportedVersion {
+        /// The file with the unknown version.
+        path: DisplayPath,
+        /// The version this build writes.
+        expected: u32,
+        /// The version found on disk.
+        found: u32,
+    },
+    /// The derived index failed; the log is intact and the index can be rebuilt.
+    #[error("index error: {0}")]
+    Index(String),
+    /// A previous I/O failure left the writer unable to continue; reopen the store.
+    #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
+    Poisoned(String),
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            op,
+            path: DisplayPath(path.into()),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(segment: u64, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corrupt {
+            segment,
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn index(e: impl fmt::Display) -> Self {
+        Error::Index(e.to_string())
+    }
+}
+
+/// A path that prints with `Display` (for error messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisplayPath(pub PathBuf);
+
+impl fmt::Display for DisplayPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.display())
+    }
+}

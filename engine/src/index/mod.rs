@@ -1,0 +1,281 @@
+//! The redb index, derived from the log: where each blob lives, and how far into the log
+//! the index reaches.
+//!
+//! New records first land in an in-memory memtable (under the log writer's lock, so
+//! readers see a batch whole or not at all). The background indexer moves them into
+//! redb with non-durable commits and, periodically, makes redb durable after syncing the
+//! log up to the position it records. On open, the log is replayed from that position.
+
+mod memtable;
+
+use std::path::{Path, PathBuf};
+
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use redb::{
+    Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata,
+    TableDefinition,
+};
+
+use crate::blob::BlobId;
+use crate::error::{Error, Result};
+use crate::log::format::{BatchRef, kind};
+use crate::log::{Location, Position};
+pub(crate) use memtable::Memtable;
+
+/// Blob id -> (segment, record offset, payload length).
+const BLOBS: TableDefinition<'_, [u8; 32], (u64, u64, u32)> = TableDefinition::new("blobs");
+/// Bookkeeping: applied position, next transaction id, index format version.
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+
+/// Version of the index layout. A different version on disk is rebuilt from the log.
+const INDEX_VERSION: u64 = 1;
+
+/// The file name of the index inside the store directory.
+pub(crate) const INDEX_FILE: &str = "index.redb";
+
+/// The index: redb plus the memtable of records not yet in redb.
+#[derive(Debug)]
+pub(crate) struct Index {
+    db: Database,
+    path: PathBuf,
+    pub(crate) mem: RwLock<Memtable>,
+    /// Serializes flushes (the indexer thread, `sync`, rebuild).
+    flush_lock: Mutex<()>,
+}
+
+/// What the index knows about how far it reaches into the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Applied {
+    pub position: Position,
+    pub next_txid: u64,
+}
+
+fn redb_err(e: impl std::fmt::Display) -> Error {
+    Error::index(e)
+}
+
+impl Index {
+    /// Opens (or creates) the index. An index that cannot be opened or has another layout
+    /// version is deleted and recreated empty: it is derived, and the log rebuilds it.
+    pub(crate) fn open(store_dir: &Path) -> Result<(Index, Applied)> {
+        let path = store_dir.join(INDEX_FILE);
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
+                std::fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+                Database::create(&path).map_err(redb_err)?
+            }
+        };
+        let index = Index {
+            db,
+            path,
+            mem: RwLock::new(Memtable::default()),
+            flush_lock: Mutex::new(()),
+        };
+        let applied = index.read_applied()?;
+        let applied = match applied {
+            Some((a, INDEX_VERSION)) => a,
+            Some((_, v)) => {
+                tracing::warn!(
+                    found = v,
+                    expected = INDEX_VERSION,
+                    "index layout version differs; rebuilding"
+                );
+                index.clear()?;
+                Applied {
+                    position: Position::new(1, 0),
+                    next_txid: 0,
+                }
+            }
+            None => Applied {
+                position: Position::new(1, 0),
+                next_txid: 0,
+            },
+        };
+        Ok((index, applied))
+    }
+
+    fn read_applied(&self) -> Result<Option<(Applied, u64)>> {
+        let db = &self.db;
+        let tx = db.begin_read().map_err(redb_err)?;
+        let meta = match tx.open_table(META) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let get = |k: &str| -> Result<Option<u64>> {
+            Ok(meta.get(k).map_err(redb_err)?.map(|v| v.value()))
+        };
+        let (Some(seg), Some(off), Some(txid), Some(ver)) = (
+            get("applied_segment")?,
+            get("applied_offset")?,
+            get("next_txid")?,
+            get("version")?,
+        ) else {
+            return Ok(None);
+        };
+        Ok(Some((
+            Applied {
+                position: Position::new(seg, off),
+                next_txid: txid,
+            },
+            ver,
+        )))
+    }
+
+    /// Deletes every table (before a rebuild).
+    pub(crate) fn clear(&self) -> Result<()> {
+        let db = &self.db;
+        let tx = db.begin_write().map_err(redb_err)?;
+        tx.delete_table(BLOBS).map_err(redb_err)?;
+        tx.delete_table(META).map_err(redb_err)?;
+        tx.commit().map_err(redb_err)?;
+        Ok(())
+    }
+
+    /// Looks a blob up: memtable first, then redb.
+    pub(crate) fn blob(&self, id: &BlobId) -> Result<Option<Location>> {
+        if let Some(loc) = self.mem.read().blob(id) {
+            return Ok(Some(loc));
+        }
+        let db = &self.db;
+        let tx = db.begin_read().map_err(redb_err)?;
+        let t = match tx.open_table(BLOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let found = t.get(id.as_bytes()).map_err(redb_err)?;
+        Ok(found.map(|g| {
+            let (segment, offset, len) = g.value();
+            Location {
+                segment,
+                offset,
+                len,
+            }
+        }))
+    }
+
+    /// Number of blobs in redb (for stats and tests).
+    pub(crate) fn blob_count(&self) -> Result<u64> {
+        let db = &self.db;
+        let tx = db.begin_read().map_err(redb_err)?;
+        match tx.open_table(BLOBS) {
+            Ok(t) => t.len().map_err(redb_err),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(redb_err(e)),
+        }
+    }
+
+    /// Applies replayed batches (recovery, rebuild) straight into redb in one durable
+    /// transaction, recording `applied` as the position reached.
+    pub(crate) fn apply_replayed(
+        &self,
+        batches: &[(u64, Vec<(BlobId, Location)>)],
+        applied: Applied,
+    ) -> Result<()> {
+        let db = &self.db;
+        let mut tx = db.begin_write().map_err(redb_err)?;
+        tx.set_quick_repair(true);
+        {
+            let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
+            for (_, entries) in batches {
+                for (id, loc) in entries {
+                    t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
+                        .map_err(redb_err)?;
+                }
+            }
+        }
+        write_meta(&tx, applied)?;
+        tx.commit().map_err(redb_err)?;
+        Ok(())
+    }
+
+    /// Moves the memtable into redb. With `durable`, first `sync_log(position)` makes the
+    /// log durable up to the position recorded, then redb commits with fsync.
+    pub(crate) fn flush(
+        &self,
+        durable: bool,
+        sync_log: impl FnOnce(Position) -> Result<()>,
+    ) -> Result<bool> {
+        let _g = self.flush_lock.lock();
+        let (entries, applied) = {
+            let mut mem = self.mem.write();
+            if mem.is_empty() && (!durable || mem.bytes_since_durable() == 0) {
+                return Ok(false);
+            }
+            if durable {
+                mem.reset_durable_bytes();
+            }
+            mem.start_flush()
+        };
+        let Some(applied) = applied else {
+            return Ok(false);
+        };
+        if durable {
+            sync_log(applied.position)?;
+        }
+        let db = &self.db;
+        let mut tx = db.begin_write().map_err(redb_err)?;
+        if durable {
+            tx.set_quick_repair(true);
+        } else {
+            tx.set_durability(RedbDurability::None).map_err(redb_err)?;
+        }
+        {
+            let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
+            for (id, loc) in entries.iter() {
+                t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
+                    .map_err(redb_err)?;
+            }
+        }
+        write_meta(&tx, applied)?;
+        let r = tx.commit().map_err(redb_err);
+        // Entries stay visible in the memtable's flushing set until redb has them.
+        self.mem.write().finish_flush(r.is_ok());
+        r?;
+        Ok(true)
+    }
+
+    /// Holds off flushes while a rebuild runs.
+    pub(crate) fn pause_flushes(&self) -> MutexGuard<'_, ()> {
+        self.flush_lock.lock()
+    }
+
+    /// The index file path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
+    let mut m = tx.open_table(META).map_err(redb_err)?;
+    m.insert("applied_segment", a.position.segment)
+        .map_err(redb_err)?;
+    m.insert("applied_offset", a.position.offset)
+        .map_err(redb_err)?;
+    m.insert("next_txid", a.next_txid).map_err(redb_err)?;
+    m.insert("version", INDEX_VERSION).map_err(redb_err)?;
+    Ok(())
+}
+
+/// The index entries a batch produces: each blob record's id and location.
+pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> Vec<(BlobId, Location)> {
+    let mut out = Vec::new();
+    for r in &batch.records {
+        if r.kind == kind::BLOB && r.payload.len() >= 32 {
+            let mut id = [0u8; 32];
+            id.copy_from_slice(&r.payload[..32]);
+            out.push((
+                BlobId(id),
+                Location {
+                    segment,
+                    offset: r.offset,
+                    len: r.payload.len() as u32,
+                },
+            ));
+        }
+    }
+    out
+}

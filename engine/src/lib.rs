@@ -1,0 +1,26 @@
+//! Undertext: embedded, crash-safe storage for the conversation state of LLM agent harnesses.
+//!
+//! Everything is kept as content-addressed blobs in an append-only, checksummed log
+//! ([`log`]); a redb index derived from the log finds them again. See `DESIGN.md` for the
+//! picture and `engine/FORMAT.md` for the bytes on disk.
+//!
+//! ```
+//! # let dir = tempfile::tempdir().unwrap();
+//! use undertext::{Store, Options, Durability};
+//! let store = Store::open(dir.path(), Options { durability: Durability::Group, ..Options::default() })?;
+//! let id = store.put_blob("a tool result".as_bytes())?;
+//! assert_eq!(&*store.get_blob(&id)?, b"a tool result");
+//! # Ok::<(), undertext::Error>(())
+//! ```
+
+pub mod blob;
+pub mod error;
+mod index;
+pub mod log;
+pub mod options;
+mod store;
+
+pub use blob::{Blob, BlobId, Compression, Verify};
+pub use error::{Error, Result};
+pub use options::{Durability, Options};
+pub use store::{CheckProblem, CheckReport, Store, StoreStats};

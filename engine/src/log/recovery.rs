@@ -1,0 +1,174 @@
+//! Opening the log after a clean close or a crash: replay from a position, cut a torn
+//! tail, refuse corruption before the tail.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use super::format::{self, BatchRef, SEGMENT_HEADER_LEN, SegmentHeaderError};
+use super::scan::{ScanEnd, walk_batches};
+use super::writer::LogWriter;
+use super::{Position, list_segments, segment_path};
+use crate::error::{Error, Result};
+
+/// The state of the log after recovery: where the writer continues.
+#[derive(Debug)]
+pub(crate) struct Recovered {
+    /// The last segment, open for writing.
+    pub file: File,
+    /// Its number.
+    pub segment: u64,
+    /// The end of its last valid batch.
+    pub end: u64,
+    /// One past the highest transaction id seen during replay (0 if none was replayed).
+    pub next_txid: u64,
+}
+
+/// Why replay could not start from the requested position.
+#[derive(Debug)]
+pub(crate) enum RecoverError {
+    /// The index claims a position the log does not reach: the index must be rebuilt.
+    IndexAhead(String),
+    /// Any other failure.
+    Other(Error),
+}
+
+impl From<Error> for RecoverError {
+    fn from(e: Error) -> Self {
+        RecoverError::Other(e)
+    }
+}
+
+/// Replays every batch at or after `from` through `apply`, in log order, and returns
+/// where the writer continues. A damaged frame in the last segment with no valid batch
+/// after it is a torn tail: it is cut (and reported through `tracing`). Any other
+/// damaged frame is `Error::Corrupt` naming segment and offset.
+pub(crate) fn recover(
+    dir: &Path,
+    from: Position,
+    mut apply: impl FnMut(u64, &BatchRef<'_>) -> Result<()>,
+) -> Result<Recovered, RecoverError> {
+    let segments = list_segments(dir)?;
+    let Some(&last) = segments.last() else {
+        if from.segment > 1 || from.offset > SEGMENT_HEADER_LEN as u64 {
+            return Err(RecoverError::IndexAhead(format!(
+                "index is at segment {} offset {}, but the log is empty",
+                from.segment, from.offset
+            )));
+        }
+        let file = LogWriter::create_segment(dir, 1)?;
+        return Ok(Recovered {
+            file,
+            segment: 1,
+            end: SEGMENT_HEADER_LEN as u64,
+            next_txid: 0,
+        });
+    };
+    if from.segment > last {
+        return Err(RecoverError::IndexAhead(format!(
+            "index is at segment {}, but the last log segment is {last}",
+            from.segment
+        )));
+    }
+    let mut next_txid = 0u64;
+    let mut end = SEGMENT_HEADER_LEN as u64;
+    for &n in segments.iter().filter(|&&n| n >= from.segment) {
+        let path = segment_path(dir, n);
+        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        let is_last = n == last;
+        match format::decode_segment_header(&bytes, n) {
+            Ok(()) => {}
+            Err(SegmentHeaderError::Version(v)) => {
+                return Err(Error::UnsupportedVersion {
+                    path: crate::error::DisplayPath(path),
+                    expected: format::FORMAT_VERSION,
+                    found: v,
+                }
+                .into());
+            }
+            Err(e)
+                if is_last
+                    && super::scan::next_valid_batch(&bytes, SEGMENT_HEADER_LEN).is_none() =>
+            {
+                // A crash while the segment was being created: nothing in it was ever
+                // acknowledged. Start it again.
+                tracing::warn!(segment = n, reason = ?e, "rewriting the header of a segment torn at creation");
+                let file = reopen_truncated(&path, 0)?;
+                file.write_all_at(&format::encode_segment_header(n), 0)
+                    .map_err(|e| Error::io("write", &path, e))?;
+                file.sync_data()
+                    .map_err(|e| Error::io("fdatasync", &path, e))?;
+                if from.segment == n && from.offset > SEGMENT_HEADER_LEN as u64 {
+                    return Err(RecoverError::IndexAhead(format!(
+                        "index is at segment {n} offset {}, but that segment was torn at creation",
+                        from.offset
+                    )));
+                }
+                return Ok(Recovered {
+                    file,
+                    segment: n,
+                    end: SEGMENT_HEADER_LEN as u64,
+                    next_txid,
+                });
+            }
+            Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e:?}")).into()),
+        }
+        let start = if n == from.segment {
+            from.offset.max(SEGMENT_HEADER_LEN as u64)
+        } else {
+            SEGMENT_HEADER_LEN as u64
+        };
+        if start > bytes.len() as u64 {
+            return Err(RecoverError::IndexAhead(format!(
+                "index is at segment {n} offset {start}, but the segment holds {} bytes",
+                bytes.len()
+            )));
+        }
+        let (valid_end, how) = walk_batches(&bytes, start as usize, |b| {
+            next_txid = next_txid.max(b.txid + 1);
+            apply(n, b)
+        })?;
+        end = valid_end;
+        if let ScanEnd::Damaged {
+            offset,
+            reason,
+            valid_after,
+        } = how
+        {
+            if !is_last || valid_after {
+                return Err(Error::corrupt(n, offset, reason).into());
+            }
+            let cut = bytes.len() as u64 - offset;
+            tracing::warn!(segment = n, offset, bytes_cut = cut, %reason, "cutting torn tail of the log");
+            reopen_truncated(&path, offset)?;
+        }
+    }
+    let path = segment_path(dir, last);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::io("open", &path, e))?;
+    // Whatever replay saw may still sit only in the page cache (the previous process was
+    // killed before its fsync): make it durable before the index records it as applied.
+    file.sync_data()
+        .map_err(|e| Error::io("fdatasync", &path, e))?;
+    Ok(Recovered {
+        file,
+        segment: last,
+        end,
+        next_txid,
+    })
+}
+
+fn reopen_truncated(path: &Path, len: u64) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| Error::io("open", path, e))?;
+    file.set_len(len)
+        .map_err(|e| Error::io("set_len", path, e))?;
+    file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
+    Ok(file)
+}

@@ -1,0 +1,294 @@
+//! Appends batch frames to the active segment and makes them durable (group commit).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::format::{self, Frame};
+use super::{Position, segment_path, sync_dir};
+use crate::error::{Error, Result};
+use crate::options::Durability;
+
+/// The single log writer. Appends are serialized by `state`; durability waits use `sync`.
+#[derive(Debug)]
+pub(crate) struct LogWriter {
+    dir: PathBuf,
+    segment_size: u64,
+    durability: Durability,
+    state: Mutex<WriterState>,
+    sync: Mutex<SyncState>,
+    synced_cv: Condvar,
+    /// The active segment number; every segment below it is sealed and immutable.
+    active_segment: AtomicU64,
+    /// The active segment's file, for readers (`pread`).
+    active_file: RwLock<(u64, Arc<File>)>,
+    /// Number of `fdatasync` calls issued on the log (for tests and stats).
+    syncs: AtomicU64,
+}
+
+#[derive(Debug)]
+struct WriterState {
+    segment: u64,
+    file: Arc<File>,
+    offset: u64,
+    next_txid: u64,
+    poisoned: Option<String>,
+}
+
+#[derive(Debug)]
+struct SyncState {
+    synced: Position,
+    in_progress: bool,
+    poisoned: Option<String>,
+}
+
+impl LogWriter {
+    /// Starts writing at `end` of segment `segment` (already open, header present).
+    /// Everything before `end` is taken as durable (recovery synced it).
+    pub(crate) fn new(
+        dir: PathBuf,
+        segment: u64,
+        file: File,
+        end: u64,
+        next_txid: u64,
+        segment_size: u64,
+        durability: Durability,
+    ) -> Self {
+        let file = Arc::new(file);
+        LogWriter {
+            dir,
+            segment_size,
+            durability,
+            state: Mutex::new(WriterState {
+                segment,
+                file: file.clone(),
+                offset: end,
+                next_txid,
+                poisoned: None,
+            }),
+            sync: Mutex::new(SyncState {
+                synced: Position::new(segment, end),
+                in_progress: false,
+                poisoned: None,
+            }),
+            synced_cv: Condvar::new(),
+            active_segment: AtomicU64::new(segment),
+            active_file: RwLock::new((segment, file)),
+            syncs: AtomicU64::new(0),
+        }
+    }
+
+    /// Creates segment `n` with its header, durably (file and directory synced).
+    pub(crate) fn create_segment(dir: &std::path::Path, n: u64) -> Result<File> {
+        let path = segment_path(dir, n);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io("create", &path, e))?;
+        file.write_all_at(&format::encode_segment_header(n), 0)
+            .map_err(|e| Error::io("write", &path, e))?;
+        file.sync_data()
+            .map_err(|e| Error::io("fdatasync", &path, e))?;
+        sync_dir(dir)?;
+        Ok(file)
+    }
+
+    /// Appends one batch frame. `on_written(start, end, next_txid)` runs under the writer
+    /// lock right after the bytes reach the file, so callers can publish index entries in
+    /// log order.
+    /// Returns the end position, to pass to [`LogWriter::wait_durable`].
+    pub(crate) fn append(
+        &self,
+        mut frame: Frame,
+        on_written: impl FnOnce(Position, Position, u64),
+    ) -> Result<Position> {
+        let mut st = self.state.lock();
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let len = frame.len() as u64;
+        if st.offset > format::SEGMENT_HEADER_LEN as u64 && st.offset + len > self.segment_size {
+            self.roll_over(&mut st)?;
+        }
+        let txid = st.next_txid;
+        let bytes = frame.seal(txid);
+        let start = Position::new(st.segment, st.offset);
+        if let Err(e) = st.file.write_all_at(bytes, st.offset) {
+            let path = segment_path(&self.dir, st.segment);
+            // Cut whatever part of the frame reached the file; if even that fails, the
+            // file's tail is unknown and the writer must stop.
+            if let Err(e2) = st.file.set_len(st.offset) {
+                let why =
+                    format!("write failed ({e}) and the partial frame could not be cut ({e2})");
+                st.poisoned = Some(why);
+            }
+            return Err(Error::io("write", path, e));
+        }
+        st.offset += len;
+        st.next_txid += 1;
+        let end = Position::new(st.segment, st.offset);
+        on_written(start, end, st.next_txid);
+        if self.durability == Durability::Immediate {
+            let r = st.file.sync_data();
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            let mut s = self.sync.lock();
+            match r {
+                Ok(()) => s.synced = s.synced.max(end),
+                Err(e) => {
+                    let why = format!("fdatasync failed: {e}");
+                    st.poisoned = Some(why.clone());
+                    s.poisoned = Some(why);
+                    return Err(Error::io(
+                        "fdatasync",
+                        segment_path(&self.dir, st.segment),
+                        e,
+                    ));
+                }
+            }
+        }
+        Ok(end)
+    }
+
+    /// Seals the active segment (durably) and opens the next one.
+    fn roll_over(&self, st: &mut WriterState) -> Result<()> {
+        let path = segment_path(&self.dir, st.segment);
+        if let Err(e) = st.file.sync_data() {
+            let why = format!("fdatasync while sealing failed: {e}");
+            st.poisoned = Some(why.clone());
+            self.sync.lock().poisoned = Some(why);
+            return Err(Error::io("fdatasync", path, e));
+        }
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut s = self.sync.lock();
+            s.synced = s.synced.max(Position::new(st.segment, st.offset));
+        }
+        let next = st.segment + 1;
+        let file = Arc::new(Self::create_segment(&self.dir, next)?);
+        st.segment = next;
+        st.file = file.clone();
+        st.offset = format::SEGMENT_HEADER_LEN as u64;
+        *self.active_file.write() = (next, file);
+        self.active_segment.store(next, Ordering::Release);
+        Ok(())
+    }
+
+    /// Waits until everything up to `end` is durable, according to the store's durability.
+    pub(crate) fn wait_durable(&self, end: Position) -> Result<()> {
+        match self.durability {
+            Durability::None | Durability::Immediate => Ok(()),
+            Durability::Group => self.sync_to(end),
+        }
+    }
+
+    /// Makes everything up to `end` durable, whatever the durability setting.
+    ///
+    /// Group commit: if an `fdatasync` is in flight, wait for it; if it did not cover `end`,
+    /// the first waiter to wake becomes the leader of the next one, which covers every write
+    /// made before it started.
+    pub(crate) fn sync_to(&self, end: Position) -> Result<()> {
+        let mut s = self.sync.lock();
+        loop {
+            if s.synced >= end {
+                return Ok(());
+            }
+            if let Some(why) = &s.poisoned {
+                return Err(Error::Poisoned(why.clone()));
+            }
+            if s.in_progress {
+                self.synced_cv.wait(&mut s);
+                continue;
+            }
+            s.in_progress = true;
+            drop(s);
+            let (file, target) = {
+                let st = self.state.lock();
+                (st.file.clone(), Position::new(st.segment, st.offset))
+            };
+            let r = file.sync_data();
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            s = self.sync.lock();
+            s.in_progress = false;
+            match r {
+                Ok(()) => s.synced = s.synced.max(target),
+                Err(e) => {
+                    let why = format!("fdatasync failed: {e}");
+                    s.poisoned = Some(why.clone());
+                    self.synced_cv.notify_all();
+                    // Lock order is state -> sync: release sync before taking state.
+                    drop(s);
+                    self.state.lock().poisoned = Some(why);
+                    return Err(Error::io(
+                        "fdatasync",
+                        segment_path(&self.dir, target.segment),
+                        e,
+                    ));
+                }
+            }
+            self.synced_cv.notify_all();
+        }
+    }
+
+    /// Makes everything written so far durable.
+    pub(crate) fn sync_all(&self) -> Result<()> {
+        let end = self.written();
+        self.sync_to(end)
+    }
+
+    /// The end of the last batch written (durable or not).
+    pub(crate) fn written(&self) -> Position {
+        let st = self.state.lock();
+        Position::new(st.segment, st.offset)
+    }
+
+    /// Number of `fdatasync` calls issued on log segments since open.
+    pub(crate) fn sync_count(&self) -> u64 {
+        self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// The active segment number (segments below it are sealed).
+    pub(crate) fn active_segment(&self) -> u64 {
+        self.active_segment.load(Ordering::Acquire)
+    }
+
+    /// The active segment's file if `segment` is still the active one.
+    pub(crate) fn active_file_for(&self, segment: u64) -> Option<Arc<File>> {
+        let g = self.active_file.read();
+        (g.0 == segment).then(|| g.1.clone())
+    }
+
+    /// Blocks appends while `f` runs (used by index rebuild). Everything written is made
+    /// durable first; `f` gets the written end.
+    pub(crate) fn with_appends_paused<T>(
+        &self,
+        f: impl FnOnce(Position) -> Result<T>,
+    ) -> Result<T> {
+        let mut st = self.state.lock();
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Poisoned(why.clone()));
+        }
+        let end = Position::new(st.segment, st.offset);
+        if let Err(e) = st.file.sync_data() {
+            let why = format!("fdatasync failed: {e}");
+            st.poisoned = Some(why.clone());
+            self.sync.lock().poisoned = Some(why);
+            return Err(Error::io(
+                "fdatasync",
+                segment_path(&self.dir, st.segment),
+                e,
+            ));
+        }
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut s = self.sync.lock();
+            s.synced = s.synced.max(end);
+        }
+        f(end)
+    }
+}

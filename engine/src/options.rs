@@ -1,0 +1,66 @@
+//! Options for [`Store::open`](crate::Store::open).
+
+use std::time::Duration;
+
+use crate::blob::{Compression, Verify};
+
+/// When a write is durable relative to the call that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit issues its own `fdatasync` before returning; commits are serialized.
+    Immediate,
+    /// Group commit (the default): a commit returns once an `fdatasync` that started after
+    /// its write has finished. Writers that arrive while one is in flight share the next one,
+    /// so there is exactly one `fdatasync` of the log per group.
+    #[default]
+    Group,
+    /// No `fdatasync` on the write path: a crash may lose recent commits (never tear one).
+    /// For tests and bulk import; [`Store::sync`](crate::Store::sync) makes everything durable.
+    None,
+}
+
+/// Settings of an open store. `Options::default()` is the right choice for most harnesses.
+///
+/// ```
+/// use undertext::{Options, Durability};
+/// let opts = Options { durability: Durability::Immediate, ..Options::default() };
+/// assert_eq!(opts.segment_size, 64 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Durability of every commit. Default [`Durability::Group`].
+    pub durability: Durability,
+    /// Compression of blob bodies. Default [`Compression::Lz4`].
+    pub compression: Compression,
+    /// A segment is sealed once it holds this many bytes (a single larger batch gets a
+    /// segment of its own). Default 64 MiB; at least 4 KiB.
+    pub segment_size: u64,
+    /// What reads check by default. Default [`Verify::Hash`].
+    pub verify: Verify,
+    /// How often the background indexer moves new log records into the index (without fsync).
+    /// Default 20 ms.
+    pub index_flush_interval: Duration,
+    /// How often the index is made durable (one `fsync` of the index, off the write path).
+    /// Reopen after a crash replays at most this much of the log. Default 1 s.
+    pub index_durable_interval: Duration,
+    /// The index is also made durable once this many log bytes were written since the last
+    /// durable index commit. Default 64 MiB.
+    pub index_durable_bytes: u64,
+    /// Create the store if the directory does not hold one. Default `true`.
+    pub create_if_missing: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            durability: Durability::Group,
+            compression: Compression::default(),
+            segment_size: 64 << 20,
+            verify: Verify::Hash,
+            index_flush_interval: Duration::from_millis(20),
+            index_durable_interval: Duration::from_secs(1),
+            index_durable_bytes: 64 << 20,
+            create_if_missing: true,
+        }
+    }
+}

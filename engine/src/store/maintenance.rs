@@ -1,0 +1,230 @@
+//! Durability on demand, index rebuild, integrity check and statistics.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::Store;
+use crate::blob::{BlobId, codec_flag_none, decompress};
+use crate::error::{Error, Result};
+use crate::index::{self, Applied};
+use crate::log::format::{self, RecordRef, kind};
+use crate::log::scan::{ScanEnd, verify_segment, walk_batches};
+use crate::log::{Position, list_segments, log_dir, segment_path};
+
+/// One damaged frame found by [`Store::check`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckProblem {
+    /// Segment number.
+    pub segment: u64,
+    /// Offset of the damaged frame (segment header, batch or record).
+    pub offset: u64,
+    /// What failed.
+    pub reason: String,
+}
+
+/// The result of [`Store::check`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Segments read.
+    pub segments: u64,
+    /// Valid batches.
+    pub batches: u64,
+    /// Valid records.
+    pub records: u64,
+    /// Blob records whose content matched their id.
+    pub blobs: u64,
+    /// Every problem, in log order.
+    pub problems: Vec<CheckProblem>,
+}
+
+impl CheckReport {
+    /// True when nothing is damaged.
+    pub fn is_ok(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Sizes and counters of an open store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Segment files in the log.
+    pub segments: u64,
+    /// Bytes of all segment files.
+    pub log_bytes: u64,
+    /// Bytes of the index file.
+    pub index_bytes: u64,
+    /// `fdatasync` calls on the log since open.
+    pub log_syncs: u64,
+    /// Blobs committed to the index (entries still in the memtable are not counted).
+    pub indexed_blobs: u64,
+}
+
+/// A segment's bytes: the shared map of a sealed one, or a copy of the active one.
+enum SegBytes {
+    Mapped(Arc<memmap2::Mmap>),
+    Owned(Vec<u8>),
+}
+
+impl Deref for SegBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            SegBytes::Mapped(m) => m,
+            SegBytes::Owned(v) => v,
+        }
+    }
+}
+
+impl Store {
+    /// Makes every acknowledged write durable, log and index, whatever the durability mode.
+    pub fn sync(&self) -> Result<()> {
+        let inner = &self.inner;
+        inner.log.sync_all()?;
+        inner.index.flush(true, |p| inner.log.sync_to(p))?;
+        Ok(())
+    }
+
+    /// Rebuilds the index from the log alone. Appends wait while it runs; reads go on.
+    pub fn rebuild_index(&self) -> Result<()> {
+        let inner = &self.inner;
+        let _flushes = inner.index.pause_flushes();
+        inner.log.with_appends_paused(|written| {
+            let mut entries = Vec::new();
+            let mut next_txid = 0u64;
+            for n in list_segments(&log_dir(&inner.dir))? {
+                if n > written.segment {
+                    break;
+                }
+                let bytes = self.segment_bytes(n, written)?;
+                format::decode_segment_header(&bytes, n)
+                    .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
+                let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
+                    next_txid = next_txid.max(b.txid + 1);
+                    entries.push((n, index::entries_of(n, b)));
+                    Ok::<(), Error>(())
+                })?;
+                if let ScanEnd::Damaged { offset, reason, .. } = how {
+                    return Err(Error::corrupt(n, offset, reason));
+                }
+            }
+            let applied = Applied {
+                position: written,
+                next_txid,
+            };
+            inner.index.clear()?;
+            inner.index.apply_replayed(&entries, applied)?;
+            let mut mem = inner.index.mem.write();
+            mem.clear();
+            mem.set_applied(applied);
+            Ok(())
+        })
+    }
+
+    /// Verifies every checksum in the log, every blob's content against its id, and that
+    /// every blob in the log is reachable through the index. Reports each damaged frame.
+    pub fn check(&self) -> Result<CheckReport> {
+        let inner = &self.inner;
+        let written = inner.log.written();
+        let mut report = CheckReport::default();
+        for n in list_segments(&log_dir(&inner.dir))? {
+            if n > written.segment {
+                break;
+            }
+            let bytes = self.segment_bytes(n, written)?;
+            report.segments += 1;
+            let mut blobs = 0u64;
+            let seg = verify_segment(&bytes, n, |r| {
+                let why = self.check_record(r)?;
+                if why.is_none() && r.kind == kind::BLOB {
+                    blobs += 1;
+                }
+                why
+            });
+            report.batches += seg.batches;
+            report.records += seg.records;
+            report.blobs += blobs;
+            report
+                .problems
+                .extend(seg.problems.into_iter().map(|p| CheckProblem {
+                    segment: n,
+                    offset: p.offset,
+                    reason: p.reason,
+                }));
+        }
+        Ok(report)
+    }
+
+    /// Extra checks of one valid record; `Some(reason)` when it is wrong.
+    fn check_record(&self, r: &RecordRef<'_>) -> Option<Option<String>> {
+        if r.kind >= kind::FIRST_OPTIONAL {
+            return Some(None);
+        }
+        if r.kind != kind::BLOB {
+            return Some(Some(format!("unknown required record kind {}", r.kind)));
+        }
+        if r.payload.len() < 32 {
+            return Some(Some(format!(
+                "blob record of {} bytes is shorter than its id",
+                r.payload.len()
+            )));
+        }
+        let mut idb = [0u8; 32];
+        idb.copy_from_slice(&r.payload[..32]);
+        let id = BlobId(idb);
+        let body = &r.payload[32..];
+        let content = if r.codec == codec_flag_none() {
+            std::borrow::Cow::Borrowed(body)
+        } else {
+            match decompress(r.codec, body, r.raw_len as usize) {
+                Ok(v) => std::borrow::Cow::Owned(v),
+                Err(e) => return Some(Some(e)),
+            }
+        };
+        if BlobId::of(&content) != id {
+            return Some(Some(format!("blob content does not hash to its id {id}")));
+        }
+        match self.inner.index.blob(&id) {
+            Ok(Some(_)) => Some(None),
+            Ok(None) => Some(Some(format!(
+                "blob {id} is in the log but not in the index"
+            ))),
+            Err(e) => Some(Some(format!("index lookup of blob {id}: {e}"))),
+        }
+    }
+
+    fn segment_bytes(&self, n: u64, written: Position) -> Result<SegBytes> {
+        let inner = &self.inner;
+        if n < inner.log.active_segment() {
+            return Ok(SegBytes::Mapped(inner.reader.map(n)?));
+        }
+        let path = segment_path(&log_dir(&inner.dir), n);
+        let mut v = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        if n == written.segment {
+            v.truncate(written.offset as usize);
+        }
+        Ok(SegBytes::Owned(v))
+    }
+
+    /// Sizes and counters.
+    pub fn stats(&self) -> Result<StoreStats> {
+        let inner = &self.inner;
+        let logd = log_dir(&inner.dir);
+        let mut log_bytes = 0;
+        let segs = list_segments(&logd)?;
+        for &n in &segs {
+            let p = segment_path(&logd, n);
+            log_bytes += std::fs::metadata(&p)
+                .map_err(|e| Error::io("stat", &p, e))?
+                .len();
+        }
+        let ip = inner.index.path();
+        let index_bytes = std::fs::metadata(ip).map(|m| m.len()).unwrap_or(0);
+        Ok(StoreStats {
+            segments: segs.len() as u64,
+            log_bytes,
+            index_bytes,
+            log_syncs: inner.log.sync_count(),
+            indexed_blobs: inner.index.blob_count()?,
+        })
+    }
+}

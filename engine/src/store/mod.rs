@@ -1,0 +1,167 @@
+//! [`Store`]: the open store, its writer sequencer and its readers.
+
+mod blobs;
+mod indexer;
+mod lock;
+mod maintenance;
+
+pub use maintenance::{CheckProblem, CheckReport, StoreStats};
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
+
+use parking_lot::Mutex;
+
+use crate::error::{Error, Result};
+use crate::index::{self, Applied, Index};
+use crate::log::reader::LogReader;
+use crate::log::recovery::{RecoverError, Recovered, recover};
+use crate::log::writer::LogWriter;
+use crate::log::{Position, format, log_dir};
+use crate::options::Options;
+
+/// An open Undertext store: a directory holding the log (`log/*.seg`), the derived index
+/// (`index.redb`) and a lock file. Cheap to clone; all clones share one store.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use undertext::{Store, Options};
+/// let store = Store::open(dir.path(), Options::default())?;
+/// let id = store.put_blob(b"$ cargo test\n...\ntest result: ok. 42 passed")?;
+/// assert_eq!(store.put_blob(b"$ cargo test\n...\ntest result: ok. 42 passed")?, id); // stored once
+/// assert_eq!(&*store.get_blob(&id)?, b"$ cargo test\n...\ntest result: ok. 42 passed");
+/// # Ok::<(), undertext::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    opts: Options,
+    log: Arc<LogWriter>,
+    reader: LogReader,
+    index: Arc<Index>,
+    indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
+    _lock: lock::DirLock,
+}
+
+impl Store {
+    /// Opens the store in `path`, creating it if `opts.create_if_missing`.
+    ///
+    /// Takes an exclusive lock: another opener gets [`Error::Locked`] at once. Replays the
+    /// log from where the index last became durable, cuts a torn tail (reported through
+    /// `tracing`), and refuses corruption before the tail with [`Error::Corrupt`].
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let dir = path.as_ref().to_path_buf();
+        if opts.segment_size < 4096 {
+            return Err(Error::InvalidArgument(format!(
+                "segment_size: expected at least 4096 bytes, found {}",
+                opts.segment_size
+            )));
+        }
+        if !dir.join(lock::LOCK_FILE).exists() && !dir.join("log").exists() {
+            if !opts.create_if_missing {
+                return Err(Error::NotFound {
+                    what: format!("store at {}", dir.display()),
+                });
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io("create_dir", &dir, e))?;
+        }
+        let lock = lock::acquire(&dir)?;
+        let logd = log_dir(&dir);
+        std::fs::create_dir_all(&logd).map_err(|e| Error::io("create_dir", &logd, e))?;
+        let (index, applied) = Index::open(&dir)?;
+        let (rec, replayed) = match replay(&logd, applied.position) {
+            Ok(r) => r,
+            Err(RecoverError::IndexAhead(why)) => {
+                tracing::warn!(%why, "index is ahead of the log; rebuilding it from the log");
+                index.clear()?;
+                replay(&logd, Position::new(1, 0)).map_err(|e| match e {
+                    RecoverError::IndexAhead(w) => Error::Index(w),
+                    RecoverError::Other(e) => e,
+                })?
+            }
+            Err(RecoverError::Other(e)) => return Err(e),
+        };
+        let now = Applied {
+            position: Position::new(rec.segment, rec.end),
+            next_txid: applied.next_txid.max(rec.next_txid),
+        };
+        if !replayed.is_empty() || now != applied {
+            index.apply_replayed(&replayed, now)?;
+        }
+        index.mem.write().set_applied(now);
+        let log = Arc::new(LogWriter::new(
+            logd.clone(),
+            rec.segment,
+            rec.file,
+            rec.end,
+            now.next_txid,
+            opts.segment_size,
+            opts.durability,
+        ));
+        let index = Arc::new(index);
+        let (tx, rx) = channel();
+        let handle = {
+            let (index, log, opts) = (index.clone(), log.clone(), opts.clone());
+            std::thread::Builder::new()
+                .name("undertext-indexer".into())
+                .spawn(move || indexer::run(index, log, opts, rx))
+                .map_err(|e| Error::io("spawn indexer thread", &dir, e))?
+        };
+        let inner = Inner {
+            dir,
+            opts,
+            log,
+            reader: LogReader::new(logd),
+            index,
+            indexer: Mutex::new(Some((tx, handle))),
+            _lock: lock,
+        };
+        Ok(Store {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// Closes the store: stops the indexer and makes the index durable, so the next open
+    /// replays nothing. Dropping the last handle does the same, ignoring errors.
+    pub fn close(self) -> Result<()> {
+        self.sync()?;
+        Ok(())
+    }
+}
+
+type Replayed = Vec<(u64, Vec<(crate::blob::BlobId, crate::log::Location)>)>;
+
+fn replay(logd: &Path, from: Position) -> Result<(Recovered, Replayed), RecoverError> {
+    let mut replayed = Vec::new();
+    let rec = recover(logd, from, |seg, b: &format::BatchRef<'_>| {
+        replayed.push((seg, index::entries_of(seg, b)));
+        Ok(())
+    })?;
+    Ok((rec, replayed))
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some((tx, handle)) = self.indexer.lock().take() {
+            let _ = tx.send(());
+            let _ = handle.join();
+        }
+    }
+}
