@@ -36,35 +36,91 @@ impl Store {
             inner.log.wait_durable(record_end(loc))?;
             return Ok(id);
         }
-        let (codec, stored) = compress(inner.opts.compression, content);
-        let body = stored.as_deref().unwrap_or(content);
+        self.commit_blobs(&[(id, content)])?;
+        Ok(id)
+    }
+
+    /// Stores several blobs in one transaction: after a crash either all of them are
+    /// present or none of the ones that were new. Returns their ids in order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let ids = store.put_blobs(&[b"call".as_slice(), b"result".as_slice()])?;
+    /// assert_eq!(&*store.get_blob(&ids[1])?, b"result");
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn put_blobs(&self, contents: &[&[u8]]) -> Result<Vec<BlobId>> {
+        let mut ids = Vec::with_capacity(contents.len());
+        let mut new: Vec<(BlobId, &[u8])> = Vec::new();
+        let mut wait = None;
+        for c in contents {
+            if c.len() > MAX_BLOB_LEN {
+                return Err(Error::InvalidArgument(format!(
+                    "blob of {} bytes: at most {MAX_BLOB_LEN} bytes fit one record",
+                    c.len()
+                )));
+            }
+            let id = BlobId::of(c);
+            ids.push(id);
+            if new.iter().any(|(n, _)| *n == id) {
+                continue;
+            }
+            match self.inner.index.blob(&id)? {
+                Some(loc) => wait = wait.max(Some(record_end(loc))),
+                None => new.push((id, c)),
+            }
+        }
+        if let Some(end) = wait {
+            self.inner.log.wait_durable(end)?;
+        }
+        if !new.is_empty() {
+            self.commit_blobs(&new)?;
+        }
+        Ok(ids)
+    }
+
+    /// Writes blob records as one batch and waits for durability.
+    fn commit_blobs(&self, blobs: &[(BlobId, &[u8])]) -> Result<()> {
+        let inner = &self.inner;
         let mut batch = BatchBuf::new();
-        let parts: [&[u8]; 2] = [id.as_bytes(), body];
-        let rel = batch
-            .push(RecordSpec {
+        let mut placed = Vec::with_capacity(blobs.len());
+        for (id, content) in blobs {
+            let (codec, stored) = compress(inner.opts.compression, content);
+            let body = stored.as_deref().unwrap_or(content);
+            let parts: [&[u8]; 2] = [id.as_bytes(), body];
+            let spec = RecordSpec {
                 kind: kind::BLOB,
                 codec,
                 raw_len: content.len() as u32,
                 parts: &parts,
-            })
-            .map_err(Error::InvalidArgument)?;
-        let len = (32 + body.len()) as u32;
+            };
+            let rel = batch.push(spec).map_err(Error::InvalidArgument)?;
+            placed.push((*id, rel, (32 + body.len()) as u32));
+        }
         let frame = batch.finish();
         let bytes = frame.len() as u64;
         let end = inner.log.append(frame, |start, end, next_txid| {
-            let loc = Location {
-                segment: start.segment,
-                offset: start.offset + rel,
-                len,
-            };
+            let entries: Vec<_> = placed
+                .iter()
+                .map(|&(id, rel, len)| {
+                    (
+                        id,
+                        Location {
+                            segment: start.segment,
+                            offset: start.offset + rel,
+                            len,
+                        },
+                    )
+                })
+                .collect();
             inner
                 .index
                 .mem
                 .write()
-                .note_batch(&[(id, loc)], end, next_txid, bytes);
+                .note_batch(&entries, end, next_txid, bytes);
         })?;
-        inner.log.wait_durable(end)?;
-        Ok(id)
+        inner.log.wait_durable(end)
     }
 
     /// Returns the blob `id`, verified against its hash (see [`Store::get_blob_with`]).
