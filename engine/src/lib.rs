@@ -24,3 +24,8 @@ pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
 pub use options::{Durability, Options};
 pub use store::{CheckProblem, CheckReport, Store, StoreStats};
+
+/// The README's example is compiled and run as a doctest, so it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -30,7 +30,7 @@ pub enum Durability {
 pub struct Options {
     /// Durability of every commit. Default [`Durability::Group`].
     pub durability: Durability,
-    /// Compression of blob bodies. Default [`Compression::Lz4`].
+    /// Compression of blob bodies. Default `Compression::Zstd(1)` (see `engine/FORMAT.md`).
     pub compression: Compression,
     /// A segment is sealed once it holds this many bytes (a single larger batch gets a
     /// segment of its own). Default 64 MiB; at least 4 KiB.

@@ -2,6 +2,12 @@
 //! in reads as `Corrupt` naming its segment and record offset, every other blob still
 //! reads, and `check` reports the damaged frame.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test"
+)]
+
 use undertext::{BlobId, Error, Options, Store};
 use undertext_tests::{Frame, Rng, content, frames, seed, segment_files};
 

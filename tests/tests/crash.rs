@@ -3,6 +3,12 @@
 //!
 //! The suite runs 50 kills; `UNDERTEXT_CRASH_KILLS=1000` runs the campaign.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test"
+)]
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

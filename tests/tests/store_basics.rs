@@ -1,6 +1,12 @@
 //! Claims: content is stored once however often it is put; a second opener is refused at
 //! once with the holder's pid; bad arguments are clear errors.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test"
+)]
+
 use std::process::Command;
 use std::time::Instant;
 

@@ -2,6 +2,12 @@
 //! and each of those batches is either whole or absent — whether the index is intact
 //! (and so ahead of the cut log) or gone (and rebuilt by replay).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step fails the test"
+)]
+
 use undertext::{BlobId, Durability, Error, Options, Store};
 use undertext_tests::{Frame, Rng, frames, seed, segment_files};
 

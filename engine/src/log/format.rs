@@ -302,7 +302,7 @@ pub fn decode_batch_header(
         )));
     }
     let body_len = u32_at(h, 4) as usize;
-    if body_len % ALIGN != 0 || body_len > MAX_BATCH_BODY {
+    if !body_len.is_multiple_of(ALIGN) || body_len > MAX_BATCH_BODY {
         return Err(FrameError::Bad(format!(
             "batch body length {body_len} is not valid"
         )));
