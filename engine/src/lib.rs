@@ -15,9 +15,11 @@
 
 pub mod blob;
 pub mod error;
+pub mod history;
 mod index;
 pub mod log;
 pub mod options;
+pub mod snapshot;
 mod store;
 
 pub use blob::{Blob, BlobId, Compression, Verify};

@@ -1,0 +1,400 @@
+//! The log records of conversation history, archived with rkyv so readers use them in
+//! place (from the memory map of a sealed segment) without decoding the whole record.
+
+use rkyv::rancor::Error as RkyvError;
+use rkyv::util::AlignedVec;
+use rkyv::{Archive, Deserialize, Serialize};
+
+use super::types::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
+use crate::blob::BlobId;
+use crate::error::{Error, Result};
+
+/// Record kinds of history (see `engine/FORMAT.md`).
+pub(crate) mod kind {
+    pub const CHAT: u8 = 2;
+    pub const META: u8 = 3;
+    pub const MESSAGE: u8 = 4;
+    pub const REVISION: u8 = 5;
+    pub const STEP: u8 = 6;
+}
+
+/// A chat was created.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct ChatRec {
+    pub chat: u64,
+    pub owner: String,
+    pub created_ms: u64,
+}
+
+/// A new version of a chat's metadata.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct MetaRec {
+    pub chat: u64,
+    pub version: u64,
+    pub title: String,
+    pub model: String,
+    pub draft: String,
+    pub extra: Vec<(String, String)>,
+    pub at_ms: u64,
+}
+
+/// A message version: (chat, seq) at `revision`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct MsgRec {
+    pub chat: u64,
+    pub seq: u64,
+    pub revision: u64,
+    pub role: u8,
+    pub turn: u64,
+    pub at_ms: u64,
+    pub step: Option<StepTagRec>,
+    pub body: BodyRec,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct StepTagRec {
+    pub turn: u64,
+    pub stream_id: String,
+    pub step: u32,
+}
+
+/// Message parts inline, or the id of a blob holding them (large bodies, deduplicated).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) enum BodyRec {
+    Inline(Vec<PartRec>),
+    Blob([u8; 32]),
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct ArchiveRefRec {
+    pub id: [u8; 32],
+    pub bytes: u64,
+    pub chars: u64,
+    pub utf16_units: u64,
+    pub lines: u64,
+}
+
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) enum PartRec {
+    Text(String),
+    ToolCall {
+        id: String,
+        name: String,
+        args: String,
+    },
+    ToolResultText {
+        call_id: String,
+        text: String,
+        is_error: bool,
+    },
+    ToolResultArchived {
+        call_id: String,
+        archive: ArchiveRefRec,
+        preview: String,
+        is_error: bool,
+    },
+    ApprovalRequest {
+        id: String,
+        call_id: Option<String>,
+        prompt: String,
+    },
+    ApprovalResponse {
+        id: String,
+        approved: bool,
+        reason: Option<String>,
+    },
+    Attachment {
+        mime: String,
+        blob: [u8; 32],
+    },
+    Summary(String),
+}
+
+/// The chat's revision moved: an edit of `seq`, or a truncation from `seq`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct RevRec {
+    pub chat: u64,
+    pub revision: u64,
+    pub truncate: bool,
+    pub seq: u64,
+    /// The length the chat had when the previous revision ended.
+    pub len_before: u64,
+    /// The length right after this change.
+    pub len_after: u64,
+    pub at_ms: u64,
+}
+
+/// A recorded model step. Its messages are the message records of the same batch, found at
+/// `offset of this record - delta` (same segment), `len` bytes of payload each.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct StepRec {
+    pub chat: u64,
+    pub turn: u64,
+    pub stream_id: String,
+    pub step: u32,
+    pub complete: bool,
+    pub seqs: Vec<u64>,
+    pub messages: Vec<(u64, u32)>,
+    pub at_ms: u64,
+}
+
+/// Serializes a record.
+pub(crate) fn encode<T>(value: &T) -> Result<AlignedVec>
+where
+    T: for<'a> Serialize<
+        rkyv::api::high::HighSerializer<
+            AlignedVec,
+            rkyv::ser::allocator::ArenaHandle<'a>,
+            RkyvError,
+        >,
+    >,
+{
+    rkyv::to_bytes::<RkyvError>(value)
+        .map_err(|e| Error::InvalidArgument(format!("encoding a record: {e}")))
+}
+
+/// Bytes aligned for rkyv: borrowed when already aligned (memory map), copied otherwise.
+pub(crate) fn aligned(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if (bytes.as_ptr() as usize).is_multiple_of(16) {
+        std::borrow::Cow::Borrowed(bytes)
+    } else {
+        let mut v = AlignedVec::<16>::with_capacity(bytes.len());
+        v.extend_from_slice(bytes);
+        std::borrow::Cow::Owned(v.into_vec())
+    }
+}
+
+/// Validates and deserializes a record from (possibly unaligned) bytes.
+pub(crate) fn decode<T>(bytes: &[u8], what: &str) -> std::result::Result<T, String>
+where
+    T: Archive,
+    T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, RkyvError>>
+        + Deserialize<T, rkyv::api::high::HighDeserializer<RkyvError>>,
+{
+    let mut buf = AlignedVec::<16>::with_capacity(bytes.len());
+    buf.extend_from_slice(bytes);
+    rkyv::from_bytes::<T, RkyvError>(&buf)
+        .map_err(|e| format!("{what} record does not decode: {e}"))
+}
+
+impl PartRec {
+    pub(crate) fn from_part(p: &Part) -> PartRec {
+        match p {
+            Part::Text(t) => PartRec::Text(t.clone()),
+            Part::ToolCall { id, name, args } => PartRec::ToolCall {
+                id: id.clone(),
+                name: name.clone(),
+                args: args.clone(),
+            },
+            Part::ToolResult {
+                call_id,
+                content: ToolContent::Text(text),
+                is_error,
+            } => PartRec::ToolResultText {
+                call_id: call_id.clone(),
+                text: text.clone(),
+                is_error: *is_error,
+            },
+            Part::ToolResult {
+                call_id,
+                content: ToolContent::Archived { archive, preview },
+                is_error,
+            } => PartRec::ToolResultArchived {
+                call_id: call_id.clone(),
+                archive: ArchiveRefRec {
+                    id: archive.id.0,
+                    bytes: archive.bytes,
+                    chars: archive.chars,
+                    utf16_units: archive.utf16_units,
+                    lines: archive.lines,
+                },
+                preview: preview.clone(),
+                is_error: *is_error,
+            },
+            Part::ApprovalRequest {
+                id,
+                call_id,
+                prompt,
+            } => PartRec::ApprovalRequest {
+                id: id.clone(),
+                call_id: call_id.clone(),
+                prompt: prompt.clone(),
+            },
+            Part::ApprovalResponse {
+                id,
+                approved,
+                reason,
+            } => PartRec::ApprovalResponse {
+                id: id.clone(),
+                approved: *approved,
+                reason: reason.clone(),
+            },
+            Part::Attachment { mime, blob } => PartRec::Attachment {
+                mime: mime.clone(),
+                blob: blob.0,
+            },
+            Part::Summary(t) => PartRec::Summary(t.clone()),
+        }
+    }
+
+    pub(crate) fn into_part(self) -> Part {
+        match self {
+            PartRec::Text(t) => Part::Text(t),
+            PartRec::ToolCall { id, name, args } => Part::ToolCall { id, name, args },
+            PartRec::ToolResultText {
+                call_id,
+                text,
+                is_error,
+            } => Part::ToolResult {
+                call_id,
+                content: ToolContent::Text(text),
+                is_error,
+            },
+            PartRec::ToolResultArchived {
+                call_id,
+                archive,
+                preview,
+                is_error,
+            } => Part::ToolResult {
+                call_id,
+                content: ToolContent::Archived {
+                    archive: ArchiveRef {
+                        id: BlobId(archive.id),
+                        bytes: archive.bytes,
+                        chars: archive.chars,
+                        utf16_units: archive.utf16_units,
+                        lines: archive.lines,
+                    },
+                    preview,
+                },
+                is_error,
+            },
+            PartRec::ApprovalRequest {
+                id,
+                call_id,
+                prompt,
+            } => Part::ApprovalRequest {
+                id,
+                call_id,
+                prompt,
+            },
+            PartRec::ApprovalResponse {
+                id,
+                approved,
+                reason,
+            } => Part::ApprovalResponse {
+                id,
+                approved,
+                reason,
+            },
+            PartRec::Attachment { mime, blob } => Part::Attachment {
+                mime,
+                blob: BlobId(blob),
+            },
+            PartRec::Summary(t) => Part::Summary(t),
+        }
+    }
+}
+
+impl MetaRec {
+    pub(crate) fn to_meta(&self) -> ChatMeta {
+        ChatMeta {
+            title: self.title.clone(),
+            model: self.model.clone(),
+            draft: self.draft.clone(),
+            extra: self.extra.iter().cloned().collect(),
+        }
+    }
+}
+
+impl StepTagRec {
+    pub(crate) fn to_tag(&self) -> StepTag {
+        StepTag {
+            turn: self.turn,
+            stream_id: self.stream_id.clone(),
+            step: self.step,
+        }
+    }
+}
+
+pub(crate) fn role_of(code: u8) -> std::result::Result<Role, String> {
+    Role::from_code(code).ok_or_else(|| format!("unknown role code {code}"))
+}
+
+pub(crate) fn status_of(complete: bool) -> StepStatus {
+    if complete {
+        StepStatus::Complete
+    } else {
+        StepStatus::Interrupted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_record_round_trips_with_every_part() {
+        let parts = vec![
+            Part::Text("héllo 👋".into()),
+            Part::ToolCall {
+                id: "c1".into(),
+                name: "read".into(),
+                args: "{\"path\":\"a\"}".into(),
+            },
+            Part::ToolResult {
+                call_id: "c1".into(),
+                content: ToolContent::Text("ok".into()),
+                is_error: false,
+            },
+            Part::ApprovalRequest {
+                id: "a1".into(),
+                call_id: None,
+                prompt: "run rm?".into(),
+            },
+            Part::ApprovalResponse {
+                id: "a1".into(),
+                approved: false,
+                reason: Some("no".into()),
+            },
+            Part::Attachment {
+                mime: "image/png".into(),
+                blob: BlobId::of(b"png"),
+            },
+            Part::Summary("earlier".into()),
+        ];
+        let rec = MsgRec {
+            chat: 1,
+            seq: 2,
+            revision: 3,
+            role: Role::Assistant.code(),
+            turn: 4,
+            at_ms: 5,
+            step: Some(StepTagRec {
+                turn: 4,
+                stream_id: "s".into(),
+                step: 9,
+            }),
+            body: BodyRec::Inline(parts.iter().map(PartRec::from_part).collect()),
+        };
+        let bytes = encode(&rec).unwrap();
+        // Decode from a deliberately misaligned copy too.
+        let mut shifted = vec![0u8];
+        shifted.extend_from_slice(&bytes);
+        let back: MsgRec = decode(&shifted[1..], "message").unwrap();
+        assert_eq!(back, rec);
+        let BodyRec::Inline(p) = back.body else {
+            panic!("inline")
+        };
+        assert_eq!(
+            p.into_iter().map(PartRec::into_part).collect::<Vec<_>>(),
+            parts
+        );
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode::<MsgRec>(&[0xff; 40], "message").is_err());
+        assert!(decode::<MsgRec>(&[], "message").is_err());
+    }
+}

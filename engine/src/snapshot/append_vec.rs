@@ -1,0 +1,87 @@
+//! [`AppendVec`]: a vector that one writer appends to while readers index the prefix they
+//! were handed, without locks and without ever moving an element.
+//!
+//! Elements live in chunks of doubling size (32, 64, 128, …); a chunk is allocated once
+//! and never reallocated, so appending never copies the history and a snapshot that holds
+//! `(Arc<AppendVec>, len)` stays valid and unchanged while the writer goes on.
+
+use std::sync::OnceLock;
+
+const BASE_BITS: u32 = 5;
+const BASE: usize = 1 << BASE_BITS;
+/// Enough chunks for 2^53 elements.
+const CHUNKS: usize = 48;
+
+/// An append-only vector with lock-free reads of every element already set.
+#[derive(Debug)]
+pub struct AppendVec<T> {
+    chunks: [OnceLock<Box<[OnceLock<T>]>>; CHUNKS],
+}
+
+impl<T> Default for AppendVec<T> {
+    fn default() -> Self {
+        AppendVec {
+            chunks: std::array::from_fn(|_| OnceLock::new()),
+        }
+    }
+}
+
+/// (chunk, index in chunk) of element `i`.
+fn locate(i: usize) -> (usize, usize) {
+    let j = i / BASE + 1;
+    let k = (usize::BITS - 1 - j.leading_zeros()) as usize;
+    let start = BASE * ((1 << k) - 1);
+    (k, i - start)
+}
+
+impl<T> AppendVec<T> {
+    /// An empty vector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets element `i`. Each index is set once; setting it again returns the value back.
+    pub fn set(&self, i: usize, value: T) -> Result<(), T> {
+        let (k, at) = locate(i);
+        if k >= CHUNKS {
+            return Err(value);
+        }
+        let chunk =
+            self.chunks[k].get_or_init(|| (0..BASE << k).map(|_| OnceLock::new()).collect());
+        chunk[at].set(value)
+    }
+
+    /// Element `i`, if it was set.
+    pub fn get(&self, i: usize) -> Option<&T> {
+        let (k, at) = locate(i);
+        self.chunks.get(k)?.get()?.get(at)?.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_covers_indexes_without_gaps() {
+        let mut expect = (0, 0);
+        for i in 0..10_000 {
+            assert_eq!(locate(i), expect, "index {i}");
+            expect.1 += 1;
+            if expect.1 == BASE << expect.0 {
+                expect = (expect.0 + 1, 0);
+            }
+        }
+    }
+
+    #[test]
+    fn set_once_and_read_back() {
+        let v = AppendVec::new();
+        for i in 0..1000 {
+            assert!(v.set(i, i * 3).is_ok());
+        }
+        assert_eq!(v.set(5, 0), Err(0));
+        assert!((0..1000).all(|i| v.get(i) == Some(&(i * 3))));
+        assert_eq!(v.get(1000), None);
+    }
+}
