@@ -24,8 +24,12 @@ mod store;
 
 pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
+pub use history::{
+    ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader,
+    NewMessage, Page, PageCursor, Part, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
+};
 pub use options::{Durability, Options};
-pub use store::{CheckProblem, CheckReport, Store, StoreStats};
+pub use store::{CheckProblem, CheckReport, MAX_BLOB_LEN, Store, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]

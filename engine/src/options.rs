@@ -48,6 +48,12 @@ pub struct Options {
     pub index_durable_bytes: u64,
     /// Create the store if the directory does not hold one. Default `true`.
     pub create_if_missing: bool,
+    /// Chats kept in memory; idle chats beyond this leave memory and are reloaded from the
+    /// index when opened again. Default 256.
+    pub chat_cache_capacity: usize,
+    /// Message bodies whose parts total at most this many bytes are stored inside the
+    /// message record; larger ones become blobs of their own (deduplicated). Default 1 KiB.
+    pub inline_body_max: usize,
 }
 
 impl Default for Options {
@@ -61,6 +67,8 @@ impl Default for Options {
             index_durable_interval: Duration::from_secs(1),
             index_durable_bytes: 64 << 20,
             create_if_missing: true,
+            chat_cache_capacity: 256,
+            inline_body_max: 1024,
         }
     }
 }

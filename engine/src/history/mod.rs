@@ -1,6 +1,18 @@
 //! Conversation history: owners, chats, messages, revisions, steps and attempts.
+//!
+//! A chat in memory is a writer (under a lock) and a published [`Snapshot`]; readers load
+//! the snapshot without locks. The log holds every record; the index finds them again
+//! when a chat that left memory is opened.
 
+mod cache;
+mod chat;
+mod load;
 pub(crate) mod record;
+mod snap;
+mod state;
 mod types;
 
+pub(crate) use cache::ChatCache;
+pub use chat::{Chat, MAX_OWNER_LEN};
+pub use snap::Snapshot;
 pub use types::*;

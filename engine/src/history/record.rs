@@ -124,8 +124,8 @@ pub(crate) struct RevRec {
     pub at_ms: u64,
 }
 
-/// A recorded model step. Its messages are the message records of the same batch, found at
-/// `offset of this record - delta` (same segment), `len` bytes of payload each.
+/// A recorded model step. Its messages are the versions `(chat, seq, revision)` for each
+/// seq in `seqs`, written in the same batch.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub(crate) struct StepRec {
     pub chat: u64,
@@ -133,9 +133,15 @@ pub(crate) struct StepRec {
     pub stream_id: String,
     pub step: u32,
     pub complete: bool,
+    pub revision: u64,
     pub seqs: Vec<u64>,
-    pub messages: Vec<(u64, u32)>,
     pub at_ms: u64,
+}
+
+/// The parts of a message body stored as a blob of its own.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct PartsRec {
+    pub parts: Vec<PartRec>,
 }
 
 /// Serializes a record.
@@ -153,14 +159,30 @@ where
         .map_err(|e| Error::InvalidArgument(format!("encoding a record: {e}")))
 }
 
-/// Bytes aligned for rkyv: borrowed when already aligned (memory map), copied otherwise.
-pub(crate) fn aligned(bytes: &[u8]) -> std::borrow::Cow<'_, [u8]> {
-    if (bytes.as_ptr() as usize).is_multiple_of(16) {
-        std::borrow::Cow::Borrowed(bytes)
+/// Bytes aligned for in-place rkyv access: borrowed when already 8-byte aligned (the
+/// memory map of a sealed segment), copied otherwise.
+pub(crate) enum Aligned<'a> {
+    Borrowed(&'a [u8]),
+    Owned(AlignedVec<16>),
+}
+
+impl std::ops::Deref for Aligned<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Aligned::Borrowed(b) => b,
+            Aligned::Owned(v) => v,
+        }
+    }
+}
+
+pub(crate) fn aligned(bytes: &[u8]) -> Aligned<'_> {
+    if (bytes.as_ptr() as usize).is_multiple_of(8) {
+        Aligned::Borrowed(bytes)
     } else {
         let mut v = AlignedVec::<16>::with_capacity(bytes.len());
         v.extend_from_slice(bytes);
-        std::borrow::Cow::Owned(v.into_vec())
+        Aligned::Owned(v)
     }
 }
 
@@ -327,6 +349,50 @@ pub(crate) fn status_of(complete: bool) -> StepStatus {
     } else {
         StepStatus::Interrupted
     }
+}
+
+/// Validates a message record in place and reads its header fields without decoding parts.
+pub(crate) fn message_fields(bytes: &[u8]) -> std::result::Result<MsgFields, String> {
+    let buf = aligned(bytes);
+    let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
+        .map_err(|e| format!("message record does not decode: {e}"))?;
+    Ok(MsgFields {
+        chat: a.chat.to_native(),
+        seq: a.seq.to_native(),
+        revision: a.revision.to_native(),
+        role: role_of(a.role)?,
+        turn: a.turn.to_native(),
+        at_ms: a.at_ms.to_native(),
+        step: a.step.as_ref().map(|s| StepTag {
+            turn: s.turn.to_native(),
+            stream_id: s.stream_id.as_str().to_string(),
+            step: s.step.to_native(),
+        }),
+    })
+}
+
+/// Checks that a history record of `kind` decodes (for `Store::check`).
+pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
+    match k {
+        kind::CHAT => decode::<ChatRec>(payload, "chat").map(drop),
+        kind::META => decode::<MetaRec>(payload, "metadata").map(drop),
+        kind::MESSAGE => decode::<MsgRec>(payload, "message").map(drop),
+        kind::REVISION => decode::<RevRec>(payload, "revision").map(drop),
+        kind::STEP => decode::<StepRec>(payload, "step").map(drop),
+        other => Err(format!("unknown required record kind {other}")),
+    }
+}
+
+/// The fields of a message record other than its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MsgFields {
+    pub chat: u64,
+    pub seq: u64,
+    pub revision: u64,
+    pub role: Role,
+    pub turn: u64,
+    pub at_ms: u64,
+    pub step: Option<StepTag>,
 }
 
 #[cfg(test)]

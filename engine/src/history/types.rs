@@ -259,6 +259,25 @@ pub struct Message {
     pub at_ms: u64,
 }
 
+/// A message without its parts (see [`Snapshot::header`](crate::Snapshot::header)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageHeader {
+    /// Position in the chat.
+    pub seq: u64,
+    /// Revision this version was written at.
+    pub revision: u64,
+    /// Who wrote it.
+    pub role: Role,
+    /// Its user turn.
+    pub turn: u64,
+    /// Whether it opened that turn.
+    pub starts_turn: bool,
+    /// The step that produced it, if recorded with `record_step`.
+    pub step: Option<StepTag>,
+    /// When it was written (ms since the Unix epoch).
+    pub at_ms: u64,
+}
+
 /// Mutable, versioned chat metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatMeta {

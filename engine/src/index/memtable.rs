@@ -2,16 +2,20 @@
 
 use std::collections::HashMap;
 
-use super::Applied;
+use super::{Applied, BatchEntries, PendingRecord};
 use crate::blob::BlobId;
 use crate::log::{Location, Position};
 
-/// Two generations: `active` takes new entries; `flushing` holds the ones being committed
-/// to redb, still visible to readers until the commit is done.
+/// Two generations: `active` takes new entries; `flushing` holds the blob entries being
+/// committed to redb, still visible to readers until the commit is done. History records
+/// are only queued here: readers of a chat use its in-memory state, which stays in memory
+/// until its records are in redb.
 #[derive(Debug, Default)]
 pub(crate) struct Memtable {
     active: HashMap<BlobId, Location>,
     flushing: HashMap<BlobId, Location>,
+    records: Vec<PendingRecord>,
+    flushing_records: Vec<PendingRecord>,
     /// The end of the last batch noted, and the txid after it.
     applied: Option<Applied>,
     bytes_since_durable: u64,
@@ -21,14 +25,15 @@ impl Memtable {
     /// Notes a written batch (called under the log writer's lock, in log order).
     pub(crate) fn note_batch(
         &mut self,
-        entries: &[(BlobId, Location)],
+        entries: BatchEntries,
         end: Position,
         next_txid: u64,
         bytes: u64,
     ) {
-        for (id, loc) in entries {
-            self.active.insert(*id, *loc);
+        for (id, loc) in entries.blobs {
+            self.active.insert(id, loc);
         }
+        self.records.extend(entries.records);
         self.applied = Some(Applied {
             position: end,
             next_txid,
@@ -46,7 +51,7 @@ impl Memtable {
 
     /// True when nothing waits to be flushed.
     pub(crate) fn is_empty(&self) -> bool {
-        self.active.is_empty()
+        self.active.is_empty() && self.records.is_empty()
     }
 
     /// Log bytes written since the last durable flush started.
@@ -54,22 +59,27 @@ impl Memtable {
         self.bytes_since_durable
     }
 
-    /// Moves `active` to `flushing`; returns a copy of the entries and the position they reach.
-    pub(crate) fn start_flush(&mut self) -> (Vec<(BlobId, Location)>, Option<Applied>) {
+    /// Moves `active` to `flushing`; returns the entries and the position they reach.
+    pub(crate) fn start_flush(&mut self) -> (BatchEntries, Option<Applied>) {
         let moved = std::mem::take(&mut self.active);
-        let entries: Vec<_> = moved.iter().map(|(k, v)| (*k, *v)).collect();
+        let blobs: Vec<_> = moved.iter().map(|(k, v)| (*k, *v)).collect();
         self.flushing.extend(moved);
-        (entries, self.applied)
+        let records = std::mem::take(&mut self.records);
+        self.flushing_records = records.clone();
+        (BatchEntries { blobs, records }, self.applied)
     }
 
     /// Ends a flush: on success the flushed entries leave memory; on failure they return
-    /// to `active` to be retried.
+    /// to `active`, ahead of newer records, to be retried.
     pub(crate) fn finish_flush(&mut self, ok: bool) {
         let flushed = std::mem::take(&mut self.flushing);
+        let mut records = std::mem::take(&mut self.flushing_records);
         if !ok {
             for (k, v) in flushed {
                 self.active.entry(k).or_insert(v);
             }
+            records.append(&mut self.records);
+            self.records = records;
         }
     }
 

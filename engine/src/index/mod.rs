@@ -6,6 +6,7 @@
 //! redb with non-durable commits and, periodically, makes redb durable after syncing the
 //! log up to the position it records. On open, the log is replayed from that position.
 
+mod history;
 mod memtable;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +21,9 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
+pub(crate) use history::{
+    CHATS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, REVISIONS, STEPS,
+};
 pub(crate) use memtable::Memtable;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -41,6 +45,23 @@ pub(crate) struct Index {
     pub(crate) mem: RwLock<Memtable>,
     /// Serializes flushes (the indexer thread, `sync`, rebuild).
     flush_lock: Mutex<()>,
+    /// Everything before this position is in redb (visible to read transactions).
+    flushed: Mutex<Position>,
+}
+
+/// What one batch adds to the index: blob locations, and history records to apply.
+#[derive(Debug, Default)]
+pub(crate) struct BatchEntries {
+    pub blobs: Vec<(BlobId, Location)>,
+    pub records: Vec<PendingRecord>,
+}
+
+/// A non-blob record waiting to be applied to redb.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingRecord {
+    pub kind: u8,
+    pub loc: Location,
+    pub payload: Vec<u8>,
 }
 
 /// What the index knows about how far it reaches into the log.
@@ -72,6 +93,7 @@ impl Index {
             path,
             mem: RwLock::new(Memtable::default()),
             flush_lock: Mutex::new(()),
+            flushed: Mutex::new(Position::new(0, 0)),
         };
         let applied = index.read_applied()?;
         let applied = match applied {
@@ -130,6 +152,7 @@ impl Index {
         let tx = db.begin_write().map_err(redb_err)?;
         tx.delete_table(BLOBS).map_err(redb_err)?;
         tx.delete_table(META).map_err(redb_err)?;
+        history::delete_tables(&tx)?;
         tx.commit().map_err(redb_err)?;
         Ok(())
     }
@@ -170,25 +193,15 @@ impl Index {
 
     /// Applies replayed batches (recovery, rebuild) straight into redb in one durable
     /// transaction, recording `applied` as the position reached.
-    pub(crate) fn apply_replayed(
-        &self,
-        batches: &[(u64, Vec<(BlobId, Location)>)],
-        applied: Applied,
-    ) -> Result<()> {
-        let db = &self.db;
-        let mut tx = db.begin_write().map_err(redb_err)?;
+    pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
+        let mut tx = self.db.begin_write().map_err(redb_err)?;
         tx.set_quick_repair(true);
-        {
-            let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
-            for (_, entries) in batches {
-                for (id, loc) in entries {
-                    t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
-                        .map_err(redb_err)?;
-                }
-            }
+        for b in batches {
+            apply_entries(&tx, &b.blobs, &b.records)?;
         }
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;
+        *self.flushed.lock() = applied.position;
         Ok(())
     }
 
@@ -211,31 +224,60 @@ impl Index {
             mem.start_flush()
         };
         let Some(applied) = applied else {
+            self.mem.write().finish_flush(true);
             return Ok(false);
         };
+        let r = self.commit_flush(durable, sync_log, &entries, applied);
+        // Entries stay visible in the memtable's flushing set until redb has them.
+        self.mem.write().finish_flush(r.is_ok());
+        r?;
+        *self.flushed.lock() = applied.position;
+        Ok(true)
+    }
+
+    fn commit_flush(
+        &self,
+        durable: bool,
+        sync_log: impl FnOnce(Position) -> Result<()>,
+        entries: &BatchEntries,
+        applied: Applied,
+    ) -> Result<()> {
         if durable {
             sync_log(applied.position)?;
         }
-        let db = &self.db;
-        let mut tx = db.begin_write().map_err(redb_err)?;
+        let mut tx = self.db.begin_write().map_err(redb_err)?;
         if durable {
             tx.set_quick_repair(true);
         } else {
             tx.set_durability(RedbDurability::None).map_err(redb_err)?;
         }
-        {
-            let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
-            for (id, loc) in entries.iter() {
-                t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
-                    .map_err(redb_err)?;
-            }
-        }
+        apply_entries(&tx, &entries.blobs, &entries.records)?;
         write_meta(&tx, applied)?;
-        let r = tx.commit().map_err(redb_err);
-        // Entries stay visible in the memtable's flushing set until redb has them.
-        self.mem.write().finish_flush(r.is_ok());
-        r?;
-        Ok(true)
+        tx.commit().map_err(redb_err)
+    }
+
+    /// The next chat id to hand out (one past the highest created).
+    pub(crate) fn next_chat(&self) -> Result<u64> {
+        let tx = self.db.begin_read().map_err(redb_err)?;
+        match tx.open_table(META) {
+            Ok(m) => Ok(m
+                .get("next_chat")
+                .map_err(redb_err)?
+                .map(|g| g.value())
+                .unwrap_or(1)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(1),
+            Err(e) => Err(redb_err(e)),
+        }
+    }
+
+    /// Everything written before this position is in redb.
+    pub(crate) fn flushed(&self) -> Position {
+        *self.flushed.lock()
+    }
+
+    /// A read transaction on redb (for history queries).
+    pub(crate) fn read(&self) -> Result<redb::ReadTransaction> {
+        self.db.begin_read().map_err(redb_err)
     }
 
     /// Holds off flushes while a rebuild runs.
@@ -260,22 +302,50 @@ fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
     Ok(())
 }
 
-/// The index entries a batch produces: each blob record's id and location.
-pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> Vec<(BlobId, Location)> {
-    let mut out = Vec::new();
+/// The index entries a batch produces: each blob record's id and location, and a copy of
+/// every history record to apply.
+pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
+    let mut out = BatchEntries::default();
     for r in &batch.records {
-        if r.kind == kind::BLOB && r.payload.len() >= 32 {
-            let mut id = [0u8; 32];
-            id.copy_from_slice(&r.payload[..32]);
-            out.push((
-                BlobId(id),
-                Location {
-                    segment,
-                    offset: r.offset,
-                    len: r.payload.len() as u32,
-                },
-            ));
+        let loc = Location {
+            segment,
+            offset: r.offset,
+            len: r.payload.len() as u32,
+        };
+        if r.kind == kind::BLOB {
+            if r.payload.len() >= 32 {
+                let mut id = [0u8; 32];
+                id.copy_from_slice(&r.payload[..32]);
+                out.blobs.push((BlobId(id), loc));
+            }
+        } else if r.kind < kind::FIRST_OPTIONAL {
+            out.records.push(PendingRecord {
+                kind: r.kind,
+                loc,
+                payload: r.payload.to_vec(),
+            });
         }
     }
     out
+}
+
+fn apply_entries(
+    tx: &redb::WriteTransaction,
+    blobs: &[(BlobId, Location)],
+    records: &[PendingRecord],
+) -> Result<()> {
+    if !blobs.is_empty() {
+        let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
+        for (id, loc) in blobs {
+            t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
+                .map_err(redb_err)?;
+        }
+    }
+    if !records.is_empty() {
+        let mut h = HistoryIndex::open_write(tx)?;
+        for r in records {
+            h.apply(r)?;
+        }
+    }
+    Ok(())
 }

@@ -57,6 +57,8 @@ pub struct StoreStats {
     pub log_syncs: u64,
     /// Blobs committed to the index (entries still in the memtable are not counted).
     pub indexed_blobs: u64,
+    /// Chats held in memory.
+    pub chats_in_memory: u64,
 }
 
 /// A segment's bytes: the shared map of a sealed one, or a copy of the active one.
@@ -78,7 +80,7 @@ impl Deref for SegBytes {
 impl Store {
     /// Makes every acknowledged write durable, log and index, whatever the durability mode.
     pub fn sync(&self) -> Result<()> {
-        let inner = &self.inner;
+        let inner = &*self.inner.core;
         inner.log.sync_all()?;
         inner.index.flush(true, |p| inner.log.sync_to(p))?;
         Ok(())
@@ -86,7 +88,7 @@ impl Store {
 
     /// Rebuilds the index from the log alone. Appends wait while it runs; reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
-        let inner = &self.inner;
+        let inner = &*self.inner.core;
         let _flushes = inner.index.pause_flushes();
         inner.log.with_appends_paused(|written| {
             let mut entries = Vec::new();
@@ -100,7 +102,7 @@ impl Store {
                     .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
                 let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
                     next_txid = next_txid.max(b.txid + 1);
-                    entries.push((n, index::entries_of(n, b)));
+                    entries.push(index::entries_of(n, b));
                     Ok::<(), Error>(())
                 })?;
                 if let ScanEnd::Damaged { offset, reason, .. } = how {
@@ -123,7 +125,7 @@ impl Store {
     /// Verifies every checksum in the log, every blob's content against its id, and that
     /// every blob in the log is reachable through the index. Reports each damaged frame.
     pub fn check(&self) -> Result<CheckReport> {
-        let inner = &self.inner;
+        let inner = &*self.inner.core;
         let written = inner.log.written();
         let mut report = CheckReport::default();
         for n in list_segments(&log_dir(&inner.dir))? {
@@ -160,7 +162,7 @@ impl Store {
             return Some(None);
         }
         if r.kind != kind::BLOB {
-            return Some(Some(format!("unknown required record kind {}", r.kind)));
+            return Some(crate::history::record::check(r.kind, r.payload).err());
         }
         if r.payload.len() < 32 {
             return Some(Some(format!(
@@ -183,7 +185,7 @@ impl Store {
         if BlobId::of(&content) != id {
             return Some(Some(format!("blob content does not hash to its id {id}")));
         }
-        match self.inner.index.blob(&id) {
+        match self.inner.core.index.blob(&id) {
             Ok(Some(_)) => Some(None),
             Ok(None) => Some(Some(format!(
                 "blob {id} is in the log but not in the index"
@@ -193,7 +195,7 @@ impl Store {
     }
 
     fn segment_bytes(&self, n: u64, written: Position) -> Result<SegBytes> {
-        let inner = &self.inner;
+        let inner = &*self.inner.core;
         if n < inner.log.active_segment() {
             return Ok(SegBytes::Mapped(inner.reader.map(n)?));
         }
@@ -207,7 +209,7 @@ impl Store {
 
     /// Sizes and counters.
     pub fn stats(&self) -> Result<StoreStats> {
-        let inner = &self.inner;
+        let inner = &*self.inner.core;
         let logd = log_dir(&inner.dir);
         let mut log_bytes = 0;
         let segs = list_segments(&logd)?;
@@ -225,6 +227,7 @@ impl Store {
             index_bytes,
             log_syncs: inner.log.sync_count(),
             indexed_blobs: inner.index.blob_count()?,
+            chats_in_memory: self.inner.chats.len() as u64,
         })
     }
 }

@@ -1,13 +1,15 @@
 //! [`Store`]: the open store, its writer sequencer and its readers.
 
 mod blobs;
+pub(crate) mod core;
 mod indexer;
 mod lock;
 mod maintenance;
 
+pub use blobs::MAX_BLOB_LEN;
 pub use maintenance::{CheckProblem, CheckReport, StoreStats};
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
 use std::thread::JoinHandle;
@@ -36,16 +38,13 @@ use crate::options::Options;
 /// ```
 #[derive(Debug, Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    dir: PathBuf,
-    opts: Options,
-    log: Arc<LogWriter>,
-    reader: LogReader,
-    index: Arc<Index>,
+pub(crate) struct Inner {
+    pub(crate) core: Arc<core::Core>,
+    pub(crate) chats: crate::history::ChatCache,
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     _lock: lock::DirLock,
 }
@@ -114,12 +113,17 @@ impl Store {
                 .spawn(move || indexer::run(index, log, opts, rx))
                 .map_err(|e| Error::io("spawn indexer thread", &dir, e))?
         };
-        let inner = Inner {
+        let next_chat = index.next_chat()?;
+        let core = Arc::new(core::Core {
             dir,
             opts,
             log,
             reader: LogReader::new(logd),
             index,
+        });
+        let inner = Inner {
+            chats: crate::history::ChatCache::new(core.clone(), next_chat),
+            core,
             indexer: Mutex::new(Some((tx, handle))),
             _lock: lock,
         };
@@ -130,12 +134,12 @@ impl Store {
 
     /// The store directory.
     pub fn path(&self) -> &Path {
-        &self.inner.dir
+        &self.inner.core.dir
     }
 
     /// The options the store was opened with.
     pub fn options(&self) -> &Options {
-        &self.inner.opts
+        &self.inner.core.opts
     }
 
     /// Closes the store: stops the indexer and makes the index durable, so the next open
@@ -146,12 +150,12 @@ impl Store {
     }
 }
 
-type Replayed = Vec<(u64, Vec<(crate::blob::BlobId, crate::log::Location)>)>;
+type Replayed = Vec<index::BatchEntries>;
 
 fn replay(logd: &Path, from: Position) -> Result<(Recovered, Replayed), RecoverError> {
     let mut replayed = Vec::new();
     let rec = recover(logd, from, |seg, b: &format::BatchRef<'_>| {
-        replayed.push((seg, index::entries_of(seg, b)));
+        replayed.push(index::entries_of(seg, b));
         Ok(())
     })?;
     Ok((rec, replayed))

@@ -1,0 +1,128 @@
+//! The chats held in memory, and eviction: a chat leaves memory when nothing holds it, the
+//! index has all its records, and it is among the least recently used.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::load::load_writer;
+use super::state::ChatState;
+use super::types::ChatId;
+use crate::error::{Error, Result};
+use crate::store::core::Core;
+
+/// Chats in memory, by id.
+#[derive(Debug)]
+pub(crate) struct ChatCache {
+    core: Arc<Core>,
+    map: Mutex<HashMap<u64, Arc<ChatState>>>,
+    next_chat: AtomicU64,
+    clock: AtomicU64,
+}
+
+/// The error for a chat that is absent or belongs to another owner: the same in both cases.
+pub(crate) fn not_found(id: ChatId) -> Error {
+    Error::NotFound {
+        what: format!("chat {id}"),
+    }
+}
+
+impl ChatCache {
+    pub(crate) fn new(core: Arc<Core>, next_chat: u64) -> Self {
+        ChatCache {
+            core,
+            map: Mutex::new(HashMap::new()),
+            next_chat: AtomicU64::new(next_chat),
+            clock: AtomicU64::new(0),
+        }
+    }
+
+    /// A fresh chat id.
+    pub(crate) fn allocate(&self) -> ChatId {
+        ChatId(self.next_chat.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Puts a new chat in memory.
+    pub(crate) fn insert(&self, state: Arc<ChatState>) {
+        self.touch(&state);
+        let mut map = self.map.lock();
+        map.insert(state.id.0, state);
+        self.evict(&mut map);
+    }
+
+    fn touch(&self, s: &ChatState) {
+        s.last_used.store(
+            self.clock.fetch_add(1, Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The chat `id` of `owner`, from memory or loaded from the index. A chat of another
+    /// owner is the same `NotFound` as an absent one.
+    pub(crate) fn get(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+        let mut map = self.map.lock();
+        if let Some(s) = map.get(&id.0) {
+            if &*s.owner != owner {
+                return Err(not_found(id));
+            }
+            self.touch(s);
+            return Ok(s.clone());
+        }
+        let Some((row, w)) = load_writer(&self.core, id)? else {
+            return Err(not_found(id));
+        };
+        if row.owner != owner {
+            return Err(not_found(id));
+        }
+        let state = Arc::new(ChatState::new(
+            self.core.clone(),
+            id,
+            row.owner.into(),
+            row.created_ms,
+            w,
+        ));
+        self.touch(&state);
+        map.insert(id.0, state.clone());
+        self.evict(&mut map);
+        Ok(state)
+    }
+
+    /// Chats in memory that belong to `owner`.
+    pub(crate) fn cached_of(&self, owner: &str) -> Vec<Arc<ChatState>> {
+        self.map
+            .lock()
+            .values()
+            .filter(|s| &*s.owner == owner)
+            .cloned()
+            .collect()
+    }
+
+    /// Number of chats in memory.
+    pub(crate) fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    /// Drops least recently used chats above capacity, among those nobody holds and whose
+    /// records are all in redb (so reloading them from the index loses nothing).
+    fn evict(&self, map: &mut HashMap<u64, Arc<ChatState>>) {
+        let cap = self.core.opts.chat_cache_capacity.max(1);
+        if map.len() <= cap {
+            return;
+        }
+        let flushed = self.core.index.flushed();
+        let mut idle: Vec<(u64, u64)> = map
+            .iter()
+            .filter(|(_, s)| {
+                Arc::strong_count(s) == 1 && s.last_end().is_some_and(|e| e <= flushed)
+            })
+            .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), *k))
+            .collect();
+        idle.sort_unstable();
+        let excess = map.len() - cap * 9 / 10;
+        for (_, k) in idle.into_iter().take(excess) {
+            map.remove(&k);
+        }
+    }
+}

@@ -1,0 +1,762 @@
+//! [`Chat`]: appends, edits, truncation, metadata, steps and attempts of one chat, and the
+//! store-level calls that create, open and list chats.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::load::{chat_row, entries_at, len_at_end_of, read_meta, read_meta_at};
+use super::record::{
+    self, BodyRec, ChatRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
+};
+use super::snap::Snapshot;
+use super::state::{ChatState, Entry, SnapInner, Writer, now_ms, read_message};
+use super::types::*;
+use crate::error::{Error, Result};
+use crate::index::{MESSAGES, METAS, OWNER_CHATS, STEPS};
+use crate::log::{Location, Position};
+use crate::snapshot::AppendVec;
+use crate::store::Store;
+use crate::store::core::{Core, RecordOut, Txn};
+
+/// Longest owner name, in bytes.
+pub const MAX_OWNER_LEN: usize = 1024;
+
+fn check_owner(owner: &str) -> Result<()> {
+    if owner.is_empty() || owner.len() > MAX_OWNER_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "owner: expected 1 to {MAX_OWNER_LEN} bytes, found {}",
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_message(m: &NewMessage, at: usize) -> Result<()> {
+    for (i, p) in m.parts.iter().enumerate() {
+        if let Part::ToolCall { args, name, .. } = p
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(args)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "message {at}, part {i}: tool call {name:?} arguments must be JSON ({e})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
+    MetaRec {
+        chat: chat.0,
+        version,
+        title: m.title.clone(),
+        model: m.model.clone(),
+        draft: m.draft.clone(),
+        extra: m
+            .extra
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        at_ms: now_ms(),
+    }
+}
+
+/// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
+fn body(
+    core: &Core,
+    txn: &mut Txn,
+    parts: &[Part],
+    wait: &mut Option<Position>,
+) -> Result<BodyRec> {
+    let recs: Vec<PartRec> = parts.iter().map(PartRec::from_part).collect();
+    let approx: usize = parts.iter().map(part_len).sum();
+    if approx <= core.opts.inline_body_max {
+        return Ok(BodyRec::Inline(recs));
+    }
+    let bytes = record::encode(&PartsRec { parts: recs })?;
+    let (id, existing) = txn.blob(core, &bytes)?;
+    *wait = (*wait).max(existing);
+    Ok(BodyRec::Blob(id.0))
+}
+
+fn part_len(p: &Part) -> usize {
+    match p {
+        Part::Text(t) | Part::Summary(t) => t.len(),
+        Part::ToolCall { id, name, args } => id.len() + name.len() + args.len(),
+        Part::ToolResult {
+            call_id, content, ..
+        } => {
+            call_id.len()
+                + match content {
+                    ToolContent::Text(t) => t.len(),
+                    ToolContent::Archived { preview, .. } => preview.len() + 64,
+                }
+        }
+        Part::ApprovalRequest {
+            id,
+            call_id,
+            prompt,
+        } => id.len() + call_id.as_ref().map_or(0, |c| c.len()) + prompt.len(),
+        Part::ApprovalResponse { id, reason, .. } => {
+            id.len() + reason.as_ref().map_or(0, |r| r.len())
+        }
+        Part::Attachment { mime, .. } => mime.len() + 32,
+    }
+}
+
+impl Store {
+    /// Creates a chat for `owner` and returns its id.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::ChatMeta;
+    /// let id = store.create_chat("alice", ChatMeta { title: "fix the build".into(), ..Default::default() })?;
+    /// assert_eq!(store.chat("alice", id)?.meta().title, "fix the build");
+    /// assert!(store.chat("bob", id).is_err()); // another owner: NotFound
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn create_chat(&self, owner: &str, meta: ChatMeta) -> Result<ChatId> {
+        check_owner(owner)?;
+        let core = &self.inner.core;
+        let id = self.inner.chats.allocate();
+        let now = now_ms();
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(
+            kind::CHAT,
+            record::encode(&ChatRec {
+                chat: id.0,
+                owner: owner.to_string(),
+                created_ms: now,
+            })?
+            .into_vec(),
+        ));
+        txn.push(RecordOut::history(
+            kind::META,
+            record::encode(&meta_rec(id, 1, &meta))?.into_vec(),
+        ));
+        let committed = core.append(txn)?;
+        let w = Writer {
+            revision: 0,
+            len: 0,
+            entries: Arc::new(AppendVec::new()),
+            last_turn: 0,
+            meta: Arc::new(meta),
+            meta_version: 1,
+            last_ms: now,
+            last_end: committed.end,
+        };
+        self.inner.chats.insert(Arc::new(ChatState::new(
+            core.clone(),
+            id,
+            owner.into(),
+            now,
+            w,
+        )));
+        core.wait_durable(committed.end)?;
+        Ok(id)
+    }
+
+    /// Opens chat `id` of `owner`. A chat of another owner is the same
+    /// [`Error::NotFound`] as an absent one.
+    pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
+        check_owner(owner)?;
+        let state = self.inner.chats.get(owner, id)?;
+        Ok(Chat {
+            store: self.clone(),
+            state,
+        })
+    }
+
+    /// One page of `owner`'s chats, newest activity first.
+    pub fn chats(&self, owner: &str, page: Page) -> Result<ChatPage> {
+        check_owner(owner)?;
+        if page.limit == 0 || page.limit > 1000 {
+            return Err(Error::InvalidArgument(format!(
+                "page limit: expected 1..=1000, found {}",
+                page.limit
+            )));
+        }
+        let core = &self.inner.core;
+        core.ensure_flushed(core.log.written())?;
+        // Chats in memory are authoritative; the index may lag them by a flush.
+        let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
+        for s in self.inner.chats.cached_of(owner) {
+            let snap = s.cell.load();
+            cached.insert(s.id.0, summary_of(&snap));
+        }
+        let after = |c: &ChatSummary| match page.after {
+            None => true,
+            Some(cur) => {
+                (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id)
+            }
+        };
+        let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
+        let tx = core.index.read()?;
+        if let Ok(t) = tx.open_table(OWNER_CHATS) {
+            let start = match page.after {
+                Some(c) => (owner, u64::MAX - c.last_activity_ms, c.id.0),
+                None => (owner, 0, 0),
+            };
+            let mut taken = 0;
+            for item in t
+                .range(start..=(owner, u64::MAX, u64::MAX))
+                .map_err(Error::index)?
+            {
+                let (k, _) = item.map_err(Error::index)?;
+                let (_, _, chat) = k.value();
+                if cached.contains_key(&chat) {
+                    continue;
+                }
+                let Some(row) = chat_row(&tx, ChatId(chat))? else {
+                    continue;
+                };
+                let summary = ChatSummary {
+                    id: ChatId(chat),
+                    meta: read_meta(core, &row)?,
+                    len: row.len,
+                    revision: row.revision,
+                    created_ms: row.created_ms,
+                    last_activity_ms: row.last_ms,
+                };
+                if !after(&summary) {
+                    continue;
+                }
+                out.push(summary);
+                taken += 1;
+                if taken > page.limit {
+                    break;
+                }
+            }
+        }
+        out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+        let more = out.len() > page.limit;
+        out.truncate(page.limit);
+        let next = if more {
+            out.last().map(|c| PageCursor {
+                last_activity_ms: c.last_activity_ms,
+                id: c.id,
+            })
+        } else {
+            None
+        };
+        Ok(ChatPage { chats: out, next })
+    }
+}
+
+fn summary_of(s: &SnapInner) -> ChatSummary {
+    ChatSummary {
+        id: s.chat,
+        meta: (*s.meta).clone(),
+        len: s.len,
+        revision: s.revision,
+        created_ms: s.created_ms,
+        last_activity_ms: s.last_ms,
+    }
+}
+
+/// A handle on one chat of one owner. Cheap to clone; all handles share the chat.
+#[derive(Debug, Clone)]
+pub struct Chat {
+    store: Store,
+    state: Arc<ChatState>,
+}
+
+impl Chat {
+    fn core(&self) -> &Arc<Core> {
+        &self.store.inner.core
+    }
+
+    /// The chat's id.
+    pub fn id(&self) -> ChatId {
+        self.state.id
+    }
+
+    /// Its owner.
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// The current snapshot (a few atomic operations, no lock).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            inner: self.state.cell.load(),
+        }
+    }
+
+    /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
+    pub fn revision(&self) -> u64 {
+        self.state.cell.load().revision
+    }
+
+    /// Number of messages (the next `seq`).
+    pub fn len(&self) -> u64 {
+        self.state.cell.load().len
+    }
+
+    /// True when the chat has no message.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Current metadata.
+    pub fn meta(&self) -> ChatMeta {
+        (*self.state.cell.load().meta).clone()
+    }
+
+    /// Replaces the metadata; returns the new version (versions start at 1).
+    pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+        let core = self.core();
+        let mut w = self.state.w.lock();
+        let version = w.meta_version + 1;
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(
+            kind::META,
+            record::encode(&meta_rec(self.id(), version, &meta))?.into_vec(),
+        ));
+        let c = core.append(txn)?;
+        w.meta = Arc::new(meta);
+        w.meta_version = version;
+        w.last_ms = now_ms();
+        w.last_end = c.end;
+        self.state.publish(&w);
+        drop(w);
+        core.wait_durable(c.end)?;
+        Ok(version)
+    }
+
+    /// The metadata as of `version`.
+    pub fn meta_at(&self, version: u64) -> Result<ChatMeta> {
+        let core = self.core();
+        let end = self.state.w.lock().last_end;
+        core.ensure_flushed(end)?;
+        let tx = core.index.read()?;
+        let t = tx.open_table(METAS).map_err(Error::index)?;
+        let Some(g) = t.get((self.id().0, version)).map_err(Error::index)? else {
+            return Err(Error::NotFound {
+                what: format!("metadata version {version} of {}", self.id()),
+            });
+        };
+        let (segment, offset, len) = g.value();
+        read_meta_at(
+            core,
+            Location {
+                segment,
+                offset,
+                len,
+            },
+        )
+    }
+
+    /// Appends one message; returns its `seq`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::NewMessage;
+    /// assert_eq!(chat.append(NewMessage::system("be brief"))?, 0);
+    /// assert_eq!(chat.append(NewMessage::user("hi"))?, 1);
+    /// assert_eq!(chat.get(1)?.turn, 1);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append(&self, message: NewMessage) -> Result<u64> {
+        Ok(self.append_batch(vec![message])?.start)
+    }
+
+    /// Appends messages atomically: after a crash all of them are there or none.
+    pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+        self.append_inner(messages, None).map(|(r, _)| r)
+    }
+
+    fn append_inner(
+        &self,
+        messages: Vec<NewMessage>,
+        step: Option<(StepTag, bool)>,
+    ) -> Result<(Range<u64>, u64)> {
+        for (i, m) in messages.iter().enumerate() {
+            check_message(m, i)?;
+        }
+        let core = self.core().clone();
+        let chat = self.id();
+        let mut w = self.state.w.lock();
+        if let Some((tag, _)) = &step {
+            if tag.turn != w.last_turn {
+                return Err(Error::InvalidArgument(format!(
+                    "steps are recorded for the current user turn {}, found turn {}",
+                    w.last_turn, tag.turn
+                )));
+            }
+            if messages.iter().any(NewMessage::starts_turn) {
+                return Err(Error::InvalidArgument(
+                    "a step's messages cannot start a user turn".into(),
+                ));
+            }
+        }
+        let now = now_ms();
+        let base = w.len;
+        let mut txn = Txn::default();
+        let mut wait = None;
+        let mut turn = w.last_turn;
+        let mut pending = Vec::with_capacity(messages.len());
+        let step_rec = step.as_ref().map(|(t, _)| StepTagRec {
+            turn: t.turn,
+            stream_id: t.stream_id.clone(),
+            step: t.step,
+        });
+        for (i, m) in messages.iter().enumerate() {
+            let starts = m.starts_turn();
+            turn += starts as u64;
+            let seq = base + i as u64;
+            let rec = MsgRec {
+                chat: chat.0,
+                seq,
+                revision: w.revision,
+                role: m.role.code(),
+                turn,
+                at_ms: now,
+                step: step_rec.clone(),
+                body: body(&core, &mut txn, &m.parts, &mut wait)?,
+            };
+            let at = txn.push(RecordOut::history(
+                kind::MESSAGE,
+                record::encode(&rec)?.into_vec(),
+            ));
+            pending.push((at, seq, m.role, turn, starts));
+        }
+        if let Some((tag, complete)) = &step {
+            let rec = StepRec {
+                chat: chat.0,
+                turn: tag.turn,
+                stream_id: tag.stream_id.clone(),
+                step: tag.step,
+                complete: *complete,
+                revision: w.revision,
+                seqs: (base..base + messages.len() as u64).collect(),
+                at_ms: now,
+            };
+            txn.push(RecordOut::history(
+                kind::STEP,
+                record::encode(&rec)?.into_vec(),
+            ));
+        }
+        let c = core.append(txn)?;
+        let tag = step.map(|(t, _)| Arc::new(t));
+        for (at, seq, role, turn, starts) in pending {
+            let e = Entry {
+                seq,
+                revision: w.revision,
+                role,
+                turn,
+                starts_turn: starts,
+                at_ms: now,
+                step: tag.clone(),
+                loc: c.locations[at],
+            };
+            let _ = w.entries.set(seq as usize, e);
+        }
+        w.len = base + messages.len() as u64;
+        w.last_turn = turn;
+        w.last_ms = now;
+        w.last_end = c.end;
+        self.state.publish(&w);
+        let revision = w.revision;
+        drop(w);
+        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
+        Ok((base..base + messages.len() as u64, revision))
+    }
+
+    /// Message `seq` (current revision).
+    pub fn get(&self, seq: u64) -> Result<super::types::Message> {
+        self.snapshot().get(seq)
+    }
+
+    /// Messages in `range` (current revision).
+    pub fn range(&self, range: Range<u64>) -> Result<Vec<super::types::Message>> {
+        self.snapshot().range(range)
+    }
+
+    /// Every message (current revision).
+    pub fn messages(&self) -> Result<Vec<super::types::Message>> {
+        self.snapshot().messages()
+    }
+
+    fn check_revision(w: &Writer, expected: u64) -> Result<()> {
+        if w.revision != expected {
+            return Err(Error::StaleRevision {
+                expected,
+                found: w.revision,
+            });
+        }
+        Ok(())
+    }
+
+    /// Replaces message `seq`, if the chat is still at `expected_revision`; returns the new
+    /// revision. The old version stays readable through [`Chat::snapshot_at`]. An edit may
+    /// not turn a turn-starting user message into another kind or back (it would renumber
+    /// every later turn): truncate and append instead.
+    pub fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
+        check_message(&message, 0)?;
+        let core = self.core().clone();
+        let chat = self.id();
+        let mut w = self.state.w.lock();
+        Self::check_revision(&w, expected_revision)?;
+        if seq >= w.len {
+            return Err(Error::InvalidArgument(format!(
+                "edit of message {seq}: the chat has {} messages",
+                w.len
+            )));
+        }
+        let old = w
+            .entries
+            .get(seq as usize)
+            .cloned()
+            .ok_or_else(|| Error::Index(format!("message {seq} missing")))?;
+        if old.starts_turn != message.starts_turn() {
+            return Err(Error::InvalidArgument(format!(
+                "edit of message {seq} would change whether it starts a user turn; truncate and append instead"
+            )));
+        }
+        let revision = w.revision + 1;
+        let now = now_ms();
+        let mut txn = Txn::default();
+        let mut wait = None;
+        let rev = RevRec {
+            chat: chat.0,
+            revision,
+            truncate: false,
+            seq,
+            len_before: w.len,
+            len_after: w.len,
+            at_ms: now,
+        };
+        txn.push(RecordOut::history(
+            kind::REVISION,
+            record::encode(&rev)?.into_vec(),
+        ));
+        let rec = MsgRec {
+            chat: chat.0,
+            seq,
+            revision,
+            role: message.role.code(),
+            turn: old.turn,
+            at_ms: now,
+            step: None,
+            body: body(&core, &mut txn, &message.parts, &mut wait)?,
+        };
+        let at = txn.push(RecordOut::history(
+            kind::MESSAGE,
+            record::encode(&rec)?.into_vec(),
+        ));
+        let c = core.append(txn)?;
+        let entries = AppendVec::new();
+        for i in 0..w.len as usize {
+            if let Some(e) = w.entries.get(i) {
+                let e = if i as u64 == seq {
+                    Entry {
+                        revision,
+                        role: message.role,
+                        at_ms: now,
+                        step: None,
+                        loc: c.locations[at],
+                        ..old.clone()
+                    }
+                } else {
+                    e.clone()
+                };
+                let _ = entries.set(i, e);
+            }
+        }
+        w.entries = Arc::new(entries);
+        w.revision = revision;
+        w.last_ms = now;
+        w.last_end = c.end;
+        self.state.publish(&w);
+        drop(w);
+        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
+        Ok(revision)
+    }
+
+    /// Drops messages from `from_seq` on, if the chat is still at `expected_revision`;
+    /// returns the new revision. The dropped messages stay readable at older revisions.
+    pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
+        let core = self.core().clone();
+        let mut w = self.state.w.lock();
+        Self::check_revision(&w, expected_revision)?;
+        if from_seq > w.len {
+            return Err(Error::InvalidArgument(format!(
+                "truncate from {from_seq}: the chat has {} messages",
+                w.len
+            )));
+        }
+        let revision = w.revision + 1;
+        let now = now_ms();
+        let rev = RevRec {
+            chat: self.id().0,
+            revision,
+            truncate: true,
+            seq: from_seq,
+            len_before: w.len,
+            len_after: from_seq,
+            at_ms: now,
+        };
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(
+            kind::REVISION,
+            record::encode(&rev)?.into_vec(),
+        ));
+        let c = core.append(txn)?;
+        let entries = AppendVec::new();
+        for i in 0..from_seq as usize {
+            if let Some(e) = w.entries.get(i) {
+                let _ = entries.set(i, e.clone());
+            }
+        }
+        w.last_turn = if from_seq == 0 {
+            0
+        } else {
+            entries.get(from_seq as usize - 1).map_or(0, |e| e.turn)
+        };
+        w.entries = Arc::new(entries);
+        w.len = from_seq;
+        w.revision = revision;
+        w.last_ms = now;
+        w.last_end = c.end;
+        self.state.publish(&w);
+        drop(w);
+        core.wait_durable(c.end)?;
+        Ok(revision)
+    }
+
+    /// The chat as it was when `revision` ended (or now, for the current revision).
+    pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
+        let current = self.snapshot();
+        if revision == current.revision() {
+            return Ok(current);
+        }
+        if revision > current.revision() {
+            return Err(Error::InvalidArgument(format!(
+                "revision {revision}: the chat is at revision {}",
+                current.revision()
+            )));
+        }
+        let core = self.core();
+        core.ensure_flushed(self.state.w.lock().last_end)?;
+        let tx = core.index.read()?;
+        let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
+            Error::Index(format!(
+                "revision {} of {} is missing from the index",
+                revision + 1,
+                self.id()
+            ))
+        })?;
+        let entries = entries_at(core, &tx, self.id(), revision, len)?;
+        let cur = &current.inner;
+        Ok(Snapshot {
+            inner: Arc::new(SnapInner {
+                chat: cur.chat,
+                owner: cur.owner.clone(),
+                revision,
+                len,
+                entries: Arc::new(entries),
+                meta: cur.meta.clone(),
+                meta_version: cur.meta_version,
+                created_ms: cur.created_ms,
+                last_ms: cur.last_ms,
+                core: core.clone(),
+            }),
+        })
+    }
+
+    /// Records a completed (or interrupted) model step of the current user turn: its
+    /// messages are appended, tagged (turn, stream, step), in one transaction, durable
+    /// before this returns. A retry is a new `stream_id` for the same turn.
+    pub fn record_step(
+        &self,
+        turn: u64,
+        stream_id: &str,
+        step: u32,
+        status: StepStatus,
+        messages: Vec<NewMessage>,
+    ) -> Result<Range<u64>> {
+        if stream_id.is_empty() || stream_id.len() > 256 {
+            return Err(Error::InvalidArgument(format!(
+                "stream id: expected 1 to 256 bytes, found {}",
+                stream_id.len()
+            )));
+        }
+        let tag = StepTag {
+            turn,
+            stream_id: stream_id.to_string(),
+            step,
+        };
+        self.append_inner(messages, Some((tag, status == StepStatus::Complete)))
+            .map(|(r, _)| r)
+    }
+
+    /// Every recorded attempt at user turn `turn`, in the order their streams first
+    /// appeared, each with its steps in the order they were recorded.
+    pub fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
+        let core = self.core();
+        core.ensure_flushed(self.state.w.lock().last_end)?;
+        let tx = core.index.read()?;
+        let steps = match tx.open_table(STEPS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(e) => return Err(Error::index(e)),
+        };
+        let messages = tx.open_table(MESSAGES).map_err(Error::index)?;
+        let chat = self.id();
+        let mut out: Vec<Attempt> = Vec::new();
+        let range = (chat.0, turn, 0u64, 0u64)..=(chat.0, turn, u64::MAX, u64::MAX);
+        for item in steps.range(range).map_err(Error::index)? {
+            let (k, v) = item.map_err(Error::index)?;
+            let (_, _, segment, offset) = k.value();
+            let loc = Location {
+                segment,
+                offset,
+                len: v.value(),
+            };
+            let raw = core.read(loc, crate::blob::Verify::Checksum)?;
+            let s: StepRec = record::decode(&raw.payload, "step")
+                .map_err(|e| Error::corrupt(segment, offset, e))?;
+            let mut msgs = Vec::with_capacity(s.seqs.len());
+            for &seq in &s.seqs {
+                let g = messages
+                    .get((chat.0, seq, s.revision))
+                    .map_err(Error::index)?
+                    .ok_or_else(|| {
+                        Error::Index(format!(
+                            "{chat}: message {seq} of revision {} is missing",
+                            s.revision
+                        ))
+                    })?;
+                let (segment, offset, len) = g.value();
+                msgs.push(read_message(
+                    core,
+                    chat,
+                    Location {
+                        segment,
+                        offset,
+                        len,
+                    },
+                )?);
+            }
+            let st = Step {
+                step: s.step,
+                status: record::status_of(s.complete),
+                messages: msgs,
+                seqs: s.seqs,
+                at_ms: s.at_ms,
+            };
+            match out.iter_mut().find(|a| a.stream_id == s.stream_id) {
+                Some(a) => a.steps.push(st),
+                None => out.push(Attempt {
+                    stream_id: s.stream_id,
+                    steps: vec![st],
+                }),
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,138 @@
+//! Loading chats and old revisions back from the index (redb) and the log.
+
+use std::sync::Arc;
+
+use super::record::{self, MetaRec};
+use super::state::{Entry, Writer, read_entry};
+use super::types::{ChatId, ChatMeta};
+use crate::error::{Error, Result};
+use crate::index::{CHATS, ChatRow, MESSAGES, REVISIONS};
+use crate::log::{Location, Position};
+use crate::snapshot::AppendVec;
+use crate::store::core::Core;
+
+fn redb_err(e: impl std::fmt::Display) -> Error {
+    Error::index(e)
+}
+
+/// The index row of a chat, if it exists.
+pub(crate) fn chat_row(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Option<ChatRow>> {
+    let t = match tx.open_table(CHATS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(redb_err(e)),
+    };
+    match t.get(chat.0).map_err(redb_err)? {
+        Some(g) => Ok(Some(ChatRow::decode(g.value())?)),
+        None => Ok(None),
+    }
+}
+
+/// Reads a chat's current metadata from the location in its row.
+pub(crate) fn read_meta(core: &Core, row: &ChatRow) -> Result<ChatMeta> {
+    let Some((segment, offset, len)) = row.meta_loc else {
+        return Ok(ChatMeta::default());
+    };
+    read_meta_at(
+        core,
+        Location {
+            segment,
+            offset,
+            len,
+        },
+    )
+}
+
+pub(crate) fn read_meta_at(core: &Core, loc: Location) -> Result<ChatMeta> {
+    let raw = core.read(loc, crate::blob::Verify::Checksum)?;
+    let m: MetaRec = record::decode(&raw.payload, "metadata")
+        .map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+    Ok(m.to_meta())
+}
+
+/// The entries of `chat` as of `revision`, `len` messages long: for each seq the newest
+/// version written at or before that revision.
+pub(crate) fn entries_at(
+    core: &Core,
+    tx: &redb::ReadTransaction,
+    chat: ChatId,
+    revision: u64,
+    len: u64,
+) -> Result<AppendVec<Entry>> {
+    let t = match tx.open_table(MESSAGES) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(AppendVec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut locs: Vec<Option<Location>> = vec![None; len as usize];
+    for item in t
+        .range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64))
+        .map_err(redb_err)?
+    {
+        let (k, v) = item.map_err(redb_err)?;
+        let (_, seq, rev) = k.value();
+        if rev <= revision && (seq as usize) < locs.len() {
+            let (segment, offset, l) = v.value();
+            locs[seq as usize] = Some(Location {
+                segment,
+                offset,
+                len: l,
+            });
+        }
+    }
+    let out = AppendVec::new();
+    let mut prev_turn = 0;
+    for (seq, loc) in locs.into_iter().enumerate() {
+        let Some(loc) = loc else {
+            return Err(Error::Index(format!(
+                "{chat} revision {revision}: message {seq} is missing from the index"
+            )));
+        };
+        let e = read_entry(core, chat, loc, prev_turn)?;
+        prev_turn = e.turn;
+        let _ = out.set(seq, e);
+    }
+    Ok(out)
+}
+
+/// The length a chat had when `revision` ended (`None`: it is the current revision).
+pub(crate) fn len_at_end_of(
+    tx: &redb::ReadTransaction,
+    chat: ChatId,
+    revision: u64,
+) -> Result<Option<u64>> {
+    let t = match tx.open_table(REVISIONS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(redb_err(e)),
+    };
+    Ok(t.get((chat.0, revision + 1))
+        .map_err(redb_err)?
+        .map(|g| g.value().1))
+}
+
+/// Loads a chat's writer state from the index. `None` if the chat does not exist.
+pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, Writer)>> {
+    let tx = core.index.read()?;
+    let Some(row) = chat_row(&tx, chat)? else {
+        return Ok(None);
+    };
+    let entries = entries_at(core, &tx, chat, row.revision, row.len)?;
+    let last_turn = if row.len == 0 {
+        0
+    } else {
+        entries.get(row.len as usize - 1).map_or(0, |e| e.turn)
+    };
+    let meta = read_meta(core, &row)?;
+    let w = Writer {
+        revision: row.revision,
+        len: row.len,
+        entries: Arc::new(entries),
+        last_turn,
+        meta: Arc::new(meta),
+        meta_version: row.meta_version,
+        last_ms: row.last_ms,
+        last_end: Position::new(0, 0),
+    };
+    Ok(Some((row, w)))
+}

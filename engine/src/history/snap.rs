@@ -1,0 +1,114 @@
+//! [`Snapshot`]: an immutable view of a chat at one moment.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::state::{SnapInner, read_message};
+use super::types::{ChatId, ChatMeta, Message, MessageHeader};
+use crate::error::{Error, Result};
+
+/// An immutable state of a chat: revision, length, messages and metadata. Taking one costs
+/// a few atomic operations and no lock; it stays valid and unchanged while writers go on.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use undertext::{ChatMeta, NewMessage, Store};
+/// let store = Store::open(dir.path(), Default::default())?;
+/// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+/// chat.append(NewMessage::user("hi"))?;
+/// let snap = chat.snapshot();
+/// chat.append(NewMessage::assistant("hello"))?;
+/// assert_eq!(snap.len(), 1); // the snapshot does not move
+/// assert_eq!(chat.snapshot().len(), 2);
+/// # Ok::<(), undertext::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub(crate) inner: Arc<SnapInner>,
+}
+
+impl Snapshot {
+    /// The chat.
+    pub fn chat_id(&self) -> ChatId {
+        self.inner.chat
+    }
+
+    /// The chat's revision in this snapshot.
+    pub fn revision(&self) -> u64 {
+        self.inner.revision
+    }
+
+    /// Number of messages.
+    pub fn len(&self) -> u64 {
+        self.inner.len
+    }
+
+    /// True when the chat has no message.
+    pub fn is_empty(&self) -> bool {
+        self.inner.len == 0
+    }
+
+    /// The chat's metadata.
+    pub fn meta(&self) -> &ChatMeta {
+        &self.inner.meta
+    }
+
+    /// Version of the metadata (1 at creation, +1 per change).
+    pub fn meta_version(&self) -> u64 {
+        self.inner.meta_version
+    }
+
+    /// Everything about message `seq` but its parts, without reading its body.
+    pub fn header(&self, seq: u64) -> Result<MessageHeader> {
+        let e = self.entry(seq)?;
+        Ok(MessageHeader {
+            seq: e.seq,
+            revision: e.revision,
+            role: e.role,
+            turn: e.turn,
+            starts_turn: e.starts_turn,
+            step: e.step.as_deref().cloned(),
+            at_ms: e.at_ms,
+        })
+    }
+
+    fn entry(&self, seq: u64) -> Result<&super::state::Entry> {
+        if seq >= self.inner.len {
+            return Err(Error::InvalidArgument(format!(
+                "message {seq}: the chat has {} messages at revision {}",
+                self.inner.len, self.inner.revision
+            )));
+        }
+        self.inner
+            .entries
+            .get(seq as usize)
+            .ok_or_else(|| Error::Index(format!("message {seq} missing in memory")))
+    }
+
+    /// Message `seq`.
+    pub fn get(&self, seq: u64) -> Result<Message> {
+        let e = self.entry(seq)?;
+        read_message(&self.inner.core, self.inner.chat, e.loc)
+    }
+
+    /// Messages `range.start..range.end`; a range past the end is an error giving the length.
+    pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        if range.start > range.end || range.end > self.inner.len {
+            return Err(Error::InvalidArgument(format!(
+                "range {}..{}: the chat has {} messages at revision {}",
+                range.start, range.end, self.inner.len, self.inner.revision
+            )));
+        }
+        range.map(|s| self.get(s)).collect()
+    }
+
+    /// Every message, in order.
+    pub fn messages(&self) -> Result<Vec<Message>> {
+        self.range(0..self.inner.len)
+    }
+
+    /// An iterator over the messages, reading each as it goes.
+    pub fn iter(&self) -> impl Iterator<Item = Result<Message>> + '_ {
+        (0..self.inner.len).map(|s| self.get(s))
+    }
+}

@@ -1,0 +1,196 @@
+//! The in-memory state of one chat: its writer and its published snapshot.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::Mutex;
+
+use super::record::{self, BodyRec, MsgRec, PartRec, PartsRec};
+use super::types::{ChatId, ChatMeta, Message, Role, StepTag};
+use crate::blob::Verify;
+use crate::error::{Error, Result};
+use crate::log::{Location, Position};
+use crate::snapshot::{AppendVec, SnapshotCell};
+use crate::store::core::Core;
+
+/// What a snapshot knows about one message without reading its body.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub seq: u64,
+    pub revision: u64,
+    pub role: Role,
+    pub turn: u64,
+    /// Whether this message opened its user turn.
+    pub starts_turn: bool,
+    pub at_ms: u64,
+    pub step: Option<Arc<StepTag>>,
+    /// Where the message record is in the log.
+    pub loc: Location,
+}
+
+/// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).
+#[derive(Debug)]
+pub(crate) struct SnapInner {
+    pub chat: ChatId,
+    pub owner: Arc<str>,
+    pub revision: u64,
+    pub len: u64,
+    pub entries: Arc<AppendVec<Entry>>,
+    pub meta: Arc<ChatMeta>,
+    pub meta_version: u64,
+    pub created_ms: u64,
+    pub last_ms: u64,
+    pub core: Arc<Core>,
+}
+
+/// The mutable side of a chat, under its lock.
+#[derive(Debug)]
+pub(crate) struct Writer {
+    pub revision: u64,
+    pub len: u64,
+    pub entries: Arc<AppendVec<Entry>>,
+    pub last_turn: u64,
+    pub meta: Arc<ChatMeta>,
+    pub meta_version: u64,
+    pub last_ms: u64,
+    /// End of the last batch written for this chat.
+    pub last_end: Position,
+}
+
+/// A chat held in memory: writes go through `w`, reads load `cell`.
+#[derive(Debug)]
+pub(crate) struct ChatState {
+    pub id: ChatId,
+    pub owner: Arc<str>,
+    pub created_ms: u64,
+    pub cell: SnapshotCell<SnapInner>,
+    pub w: Mutex<Writer>,
+    /// LRU clock value of the last use.
+    pub last_used: AtomicU64,
+    pub core: Arc<Core>,
+}
+
+impl ChatState {
+    pub(crate) fn new(
+        core: Arc<Core>,
+        id: ChatId,
+        owner: Arc<str>,
+        created_ms: u64,
+        w: Writer,
+    ) -> ChatState {
+        let snap = snap_of(&core, id, &owner, created_ms, &w);
+        ChatState {
+            id,
+            owner,
+            created_ms,
+            cell: SnapshotCell::new(Arc::new(snap)),
+            w: Mutex::new(w),
+            last_used: AtomicU64::new(0),
+            core,
+        }
+    }
+
+    /// Publishes the writer's state as the new snapshot.
+    pub(crate) fn publish(&self, w: &Writer) {
+        self.cell.publish(Arc::new(snap_of(
+            &self.core,
+            self.id,
+            &self.owner,
+            self.created_ms,
+            w,
+        )));
+    }
+
+    /// The end of this chat's last write (for eviction: evictable once redb has it).
+    pub(crate) fn last_end(&self) -> Option<Position> {
+        self.w.try_lock().map(|w| w.last_end)
+    }
+}
+
+fn snap_of(
+    core: &Arc<Core>,
+    chat: ChatId,
+    owner: &Arc<str>,
+    created_ms: u64,
+    w: &Writer,
+) -> SnapInner {
+    SnapInner {
+        chat,
+        owner: owner.clone(),
+        revision: w.revision,
+        len: w.len,
+        entries: w.entries.clone(),
+        meta: w.meta.clone(),
+        meta_version: w.meta_version,
+        created_ms,
+        last_ms: w.last_ms,
+        core: core.clone(),
+    }
+}
+
+/// Reads a message (header and body) from the log.
+pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<Message> {
+    let raw = core.read(loc, Verify::Checksum)?;
+    let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
+    let rec: MsgRec = record::decode(&raw.payload, "message").map_err(corrupt)?;
+    if rec.chat != chat.0 {
+        return Err(corrupt(format!(
+            "message record of chat {}, expected {chat}",
+            ChatId(rec.chat)
+        )));
+    }
+    let parts = match rec.body {
+        BodyRec::Inline(p) => p,
+        BodyRec::Blob(id) => {
+            let blob = core.get_blob(&crate::blob::BlobId(id), Verify::Hash)?;
+            let pr: PartsRec = record::decode(&blob, "message body").map_err(corrupt)?;
+            pr.parts
+        }
+    };
+    Ok(Message {
+        seq: rec.seq,
+        revision: rec.revision,
+        role: record::role_of(rec.role).map_err(corrupt)?,
+        turn: rec.turn,
+        parts: parts.into_iter().map(PartRec::into_part).collect(),
+        step: rec.step.map(|s| s.to_tag()),
+        at_ms: rec.at_ms,
+    })
+}
+
+/// Reads a message record's header fields (in place, without the body) as an [`Entry`].
+pub(crate) fn read_entry(
+    core: &Core,
+    chat: ChatId,
+    loc: Location,
+    prev_turn: u64,
+) -> Result<Entry> {
+    let raw = core.read(loc, Verify::Checksum)?;
+    let f = record::message_fields(&raw.payload)
+        .map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+    if f.chat != chat.0 {
+        return Err(Error::corrupt(
+            loc.segment,
+            loc.offset,
+            format!("message of chat {}, expected {chat}", ChatId(f.chat)),
+        ));
+    }
+    Ok(Entry {
+        seq: f.seq,
+        revision: f.revision,
+        role: f.role,
+        turn: f.turn,
+        starts_turn: f.turn > prev_turn,
+        at_ms: f.at_ms,
+        step: f.step.map(Arc::new),
+        loc,
+    })
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,195 @@
+//! redb tables of conversation history, derived from the history records of the log.
+//! Every value points back into the log; the message text itself lives only there.
+
+use redb::{ReadableTable, TableDefinition};
+use rkyv::{Archive, Deserialize, Serialize};
+
+use super::{META, PendingRecord, redb_err};
+use crate::error::{Error, Result};
+use crate::history::record::{self, ChatRec, MetaRec, MsgRec, RevRec, StepRec, kind};
+use crate::log::Location;
+
+type Loc = (u64, u64, u32);
+
+/// chat -> encoded [`ChatRow`].
+pub(crate) const CHATS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("chats");
+/// (owner, u64::MAX - last activity ms, chat) -> () : an owner's chats, newest first.
+pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> =
+    TableDefinition::new("owner_chats");
+/// (chat, seq, revision) -> message record location: every version of every message.
+pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), Loc> =
+    TableDefinition::new("messages");
+/// (chat, revision) -> (seq, length before, length after, truncate?).
+pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
+    TableDefinition::new("revisions");
+/// (chat, version) -> metadata record location.
+pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
+/// (chat, turn, segment, offset) -> step record payload length: steps in log order.
+pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> =
+    TableDefinition::new("steps");
+
+/// What the index keeps per chat.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ChatRow {
+    pub owner: String,
+    pub created_ms: u64,
+    pub last_ms: u64,
+    pub len: u64,
+    pub revision: u64,
+    pub meta_version: u64,
+    pub meta_loc: Option<(u64, u64, u32)>,
+}
+
+impl ChatRow {
+    pub(crate) fn decode(bytes: &[u8]) -> Result<ChatRow> {
+        record::decode::<ChatRow>(bytes, "chat row").map_err(Error::Index)
+    }
+}
+
+fn loc(l: Location) -> Loc {
+    (l.segment, l.offset, l.len)
+}
+
+fn bad(r: &PendingRecord, why: String) -> Error {
+    Error::corrupt(r.loc.segment, r.loc.offset, why)
+}
+
+/// The history tables opened in a write transaction.
+pub(crate) struct HistoryIndex<'t> {
+    chats: redb::Table<'t, u64, &'static [u8]>,
+    owners: redb::Table<'t, (&'static str, u64, u64), ()>,
+    messages: redb::Table<'t, (u64, u64, u64), Loc>,
+    revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
+    metas: redb::Table<'t, (u64, u64), Loc>,
+    steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
+    meta: redb::Table<'t, &'static str, u64>,
+}
+
+impl<'t> HistoryIndex<'t> {
+    pub(crate) fn open_write(tx: &'t redb::WriteTransaction) -> Result<Self> {
+        Ok(HistoryIndex {
+            chats: tx.open_table(CHATS).map_err(redb_err)?,
+            owners: tx.open_table(OWNER_CHATS).map_err(redb_err)?,
+            messages: tx.open_table(MESSAGES).map_err(redb_err)?,
+            revisions: tx.open_table(REVISIONS).map_err(redb_err)?,
+            metas: tx.open_table(METAS).map_err(redb_err)?,
+            steps: tx.open_table(STEPS).map_err(redb_err)?,
+            meta: tx.open_table(META).map_err(redb_err)?,
+        })
+    }
+
+    fn row(&self, chat: u64, r: &PendingRecord) -> Result<ChatRow> {
+        let Some(g) = self.chats.get(chat).map_err(redb_err)? else {
+            return Err(bad(
+                r,
+                format!("record for chat {chat}, which was never created"),
+            ));
+        };
+        ChatRow::decode(g.value())
+    }
+
+    fn put_row(&mut self, chat: u64, old_last: Option<u64>, row: &ChatRow) -> Result<()> {
+        let bytes = record::encode(row)?;
+        self.chats
+            .insert(chat, bytes.as_slice())
+            .map_err(redb_err)?;
+        if let Some(old) = old_last {
+            self.owners
+                .remove((row.owner.as_str(), u64::MAX - old, chat))
+                .map_err(redb_err)?;
+        }
+        self.owners
+            .insert((row.owner.as_str(), u64::MAX - row.last_ms, chat), ())
+            .map_err(redb_err)?;
+        Ok(())
+    }
+
+    /// Applies one history record.
+    pub(crate) fn apply(&mut self, r: &PendingRecord) -> Result<()> {
+        match r.kind {
+            kind::CHAT => {
+                let c: ChatRec = record::decode(&r.payload, "chat").map_err(|e| bad(r, e))?;
+                let row = ChatRow {
+                    owner: c.owner,
+                    created_ms: c.created_ms,
+                    last_ms: c.created_ms,
+                    len: 0,
+                    revision: 0,
+                    meta_version: 0,
+                    meta_loc: None,
+                };
+                self.put_row(c.chat, None, &row)?;
+                let next = self
+                    .meta
+                    .get("next_chat")
+                    .map_err(redb_err)?
+                    .map(|g| g.value())
+                    .unwrap_or(1);
+                if c.chat >= next {
+                    self.meta
+                        .insert("next_chat", c.chat + 1)
+                        .map_err(redb_err)?;
+                }
+            }
+            kind::META => {
+                let m: MetaRec = record::decode(&r.payload, "metadata").map_err(|e| bad(r, e))?;
+                let mut row = self.row(m.chat, r)?;
+                let old = row.last_ms;
+                self.metas
+                    .insert((m.chat, m.version), loc(r.loc))
+                    .map_err(redb_err)?;
+                if m.version >= row.meta_version {
+                    row.meta_version = m.version;
+                    row.meta_loc = Some(loc(r.loc));
+                }
+                row.last_ms = row.last_ms.max(m.at_ms);
+                self.put_row(m.chat, Some(old), &row)?;
+            }
+            kind::MESSAGE => {
+                let m: MsgRec = record::decode(&r.payload, "message").map_err(|e| bad(r, e))?;
+                let mut row = self.row(m.chat, r)?;
+                let old = row.last_ms;
+                self.messages
+                    .insert((m.chat, m.seq, m.revision), loc(r.loc))
+                    .map_err(redb_err)?;
+                row.len = row.len.max(m.seq + 1);
+                row.last_ms = row.last_ms.max(m.at_ms);
+                self.put_row(m.chat, Some(old), &row)?;
+            }
+            kind::REVISION => {
+                let v: RevRec = record::decode(&r.payload, "revision").map_err(|e| bad(r, e))?;
+                let mut row = self.row(v.chat, r)?;
+                let old = row.last_ms;
+                self.revisions
+                    .insert(
+                        (v.chat, v.revision),
+                        (v.seq, v.len_before, v.len_after, v.truncate),
+                    )
+                    .map_err(redb_err)?;
+                row.revision = row.revision.max(v.revision);
+                row.len = v.len_after;
+                row.last_ms = row.last_ms.max(v.at_ms);
+                self.put_row(v.chat, Some(old), &row)?;
+            }
+            kind::STEP => {
+                let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;
+                self.steps
+                    .insert((s.chat, s.turn, r.loc.segment, r.loc.offset), r.loc.len)
+                    .map_err(redb_err)?;
+            }
+            other => return Err(bad(r, format!("unknown required record kind {other}"))),
+        }
+        Ok(())
+    }
+}
+
+/// Deletes the history tables (before a rebuild).
+pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
+    tx.delete_table(CHATS).map_err(redb_err)?;
+    tx.delete_table(OWNER_CHATS).map_err(redb_err)?;
+    tx.delete_table(MESSAGES).map_err(redb_err)?;
+    tx.delete_table(REVISIONS).map_err(redb_err)?;
+    tx.delete_table(METAS).map_err(redb_err)?;
+    tx.delete_table(STEPS).map_err(redb_err)?;
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! [`Core`]: the log, the reader and the index, shared by the store, its chats and their
+//! snapshots. It holds no reference back to the store, so snapshots never keep it open.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
+use crate::error::{Error, Result};
+use crate::index::{BatchEntries, Index, PendingRecord};
+use crate::log::format::{self, BatchBuf, RecordSpec, kind};
+use crate::log::reader::{LogReader, RawRecord};
+use crate::log::writer::LogWriter;
+use crate::log::{Location, Position};
+use crate::options::Options;
+
+/// Largest blob stored as one record (1 GiB minus the id).
+pub const MAX_BLOB_LEN: usize = format::MAX_RECORD_LEN - 32;
+
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub dir: PathBuf,
+    pub opts: Options,
+    pub log: Arc<LogWriter>,
+    pub reader: LogReader,
+    pub index: Arc<Index>,
+}
+
+/// One record of a transaction being built.
+#[derive(Debug)]
+pub(crate) struct RecordOut {
+    pub kind: u8,
+    pub codec: u8,
+    pub raw_len: u32,
+    /// The stored payload (for a blob: id then stored body).
+    pub payload: Vec<u8>,
+    /// For a blob record, its id.
+    pub blob: Option<BlobId>,
+}
+
+impl RecordOut {
+    /// A history (non-blob) record.
+    pub(crate) fn history(kind: u8, payload: Vec<u8>) -> RecordOut {
+        RecordOut {
+            kind,
+            codec: 0,
+            raw_len: payload.len() as u32,
+            payload,
+            blob: None,
+        }
+    }
+}
+
+/// A transaction: records that become visible (and durable) together.
+#[derive(Debug, Default)]
+pub(crate) struct Txn {
+    pub records: Vec<RecordOut>,
+}
+
+impl Txn {
+    /// Adds `content` as a blob record unless the store (or this transaction) has it.
+    /// Returns the id, and the end position of an existing copy, if any, to wait for.
+    pub(crate) fn blob(
+        &mut self,
+        core: &Core,
+        content: &[u8],
+    ) -> Result<(BlobId, Option<Position>)> {
+        if content.len() > MAX_BLOB_LEN {
+            return Err(Error::InvalidArgument(format!(
+                "blob of {} bytes: at most {MAX_BLOB_LEN} bytes fit one record",
+                content.len()
+            )));
+        }
+        let id = BlobId::of(content);
+        if self.records.iter().any(|r| r.blob == Some(id)) {
+            return Ok((id, None));
+        }
+        if let Some(loc) = core.index.blob(&id)? {
+            return Ok((id, Some(record_end(loc))));
+        }
+        let (codec, stored) = compress(core.opts.compression, content);
+        let body = stored.as_deref().unwrap_or(content);
+        let mut payload = Vec::with_capacity(32 + body.len());
+        payload.extend_from_slice(id.as_bytes());
+        payload.extend_from_slice(body);
+        self.records.push(RecordOut {
+            kind: kind::BLOB,
+            codec,
+            raw_len: content.len() as u32,
+            payload,
+            blob: Some(id),
+        });
+        Ok((id, None))
+    }
+
+    /// Adds a history record; returns its index in the transaction.
+    pub(crate) fn push(&mut self, r: RecordOut) -> usize {
+        self.records.push(r);
+        self.records.len() - 1
+    }
+}
+
+/// Where a committed transaction landed.
+#[derive(Debug)]
+pub(crate) struct Committed {
+    /// Location of each record, in transaction order.
+    pub locations: Vec<Location>,
+    /// End of the batch: durable once the log is synced this far.
+    pub end: Position,
+}
+
+/// The end of a record: durable once the log is synced at least this far.
+pub(crate) fn record_end(loc: Location) -> Position {
+    Position::new(
+        loc.segment,
+        loc.offset + (format::RECORD_HEADER_LEN as u64) + loc.len as u64,
+    )
+}
+
+impl Core {
+    /// Writes a transaction as one batch and notes it in the memtable (under the log
+    /// writer's lock, so it becomes visible whole). Does not wait for durability.
+    /// `on_written` runs under the log lock too, after the memtable is updated.
+    pub(crate) fn append(&self, txn: Txn) -> Result<Committed> {
+        if txn.records.is_empty() {
+            return Ok(Committed {
+                locations: Vec::new(),
+                end: self.log.written(),
+            });
+        }
+        let mut batch = BatchBuf::new();
+        let mut rels = Vec::with_capacity(txn.records.len());
+        for r in &txn.records {
+            let spec = RecordSpec {
+                kind: r.kind,
+                codec: r.codec,
+                raw_len: r.raw_len,
+                parts: &[&r.payload],
+            };
+            rels.push(batch.push(spec).map_err(Error::InvalidArgument)?);
+        }
+        let frame = batch.finish();
+        let bytes = frame.len() as u64;
+        let mut locations = Vec::new();
+        let end = self.log.append(frame, |start, end, next_txid| {
+            let mut entries = BatchEntries::default();
+            for (r, rel) in txn.records.into_iter().zip(&rels) {
+                let loc = Location {
+                    segment: start.segment,
+                    offset: start.offset + rel,
+                    len: r.payload.len() as u32,
+                };
+                locations.push(loc);
+                match r.blob {
+                    Some(id) => entries.blobs.push((id, loc)),
+                    None => entries.records.push(PendingRecord {
+                        kind: r.kind,
+                        loc,
+                        payload: r.payload,
+                    }),
+                }
+            }
+            self.index
+                .mem
+                .write()
+                .note_batch(entries, end, next_txid, bytes);
+        })?;
+        Ok(Committed { locations, end })
+    }
+
+    /// Waits until `end` is durable (per the durability setting).
+    pub(crate) fn wait_durable(&self, end: Position) -> Result<()> {
+        self.log.wait_durable(end)
+    }
+
+    /// Makes sure redb holds every record written before `pos` (flushing the memtable now
+    /// if the background indexer has not yet).
+    pub(crate) fn ensure_flushed(&self, pos: Position) -> Result<()> {
+        if self.index.flushed() >= pos {
+            return Ok(());
+        }
+        self.index.flush(false, |p| self.log.sync_to(p))?;
+        Ok(())
+    }
+
+    /// Reads a record.
+    pub(crate) fn read(&self, loc: Location, verify: Verify) -> Result<RawRecord> {
+        self.reader.read(&self.log, loc, verify)
+    }
+
+    /// Reads and verifies a blob.
+    pub(crate) fn get_blob(&self, id: &BlobId, verify: Verify) -> Result<Blob> {
+        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound {
+            what: format!("blob {id}"),
+        })?;
+        let rec = self.read(loc, verify)?;
+        let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
+        if rec.kind != kind::BLOB || rec.payload.len() < 32 {
+            return Err(corrupt(format!(
+                "expected a blob record, found kind {} of {} bytes",
+                rec.kind,
+                rec.payload.len()
+            )));
+        }
+        if verify != Verify::None && rec.payload[..32] != id.0 {
+            let mut found = [0u8; 32];
+            found.copy_from_slice(&rec.payload[..32]);
+            return Err(corrupt(format!(
+                "record holds blob {}, index says {id}",
+                BlobId(found)
+            )));
+        }
+        let body = rec.payload.skip(32);
+        let data = if rec.codec == codec_flag_none() {
+            body
+        } else {
+            Blob::owned(decompress(rec.codec, &body, rec.raw_len as usize).map_err(corrupt)?)
+        };
+        if verify == Verify::Hash && BlobId::of(&data) != *id {
+            return Err(corrupt(format!(
+                "content hash: expected {id}, found {}",
+                BlobId::of(&data)
+            )));
+        }
+        Ok(data)
+    }
+}
