@@ -31,9 +31,9 @@ pub mod kind {
     pub const FIRST_OPTIONAL: u8 = 128;
 }
 
-/// Rounds `n` up to the frame alignment.
+/// Rounds `n` up to the frame alignment (saturating at the largest aligned `usize`).
 pub const fn align_up(n: usize) -> usize {
-    (n + ALIGN - 1) & !(ALIGN - 1)
+    n.saturating_add(ALIGN - 1) & !(ALIGN - 1)
 }
 
 fn crc(parts: &[&[u8]]) -> u32 {
@@ -327,6 +327,13 @@ pub fn decode_batch(seg: &[u8], offset: usize) -> Result<BatchRef<'_>, FrameErro
     let mut records = Vec::with_capacity((count as usize).min(body_len / RECORD_HEADER_LEN));
     let mut at = 0usize;
     for i in 0..count {
+        if at >= body.len() {
+            // The header (checksummed) promises more records than the body holds: the
+            // batch as a whole is wrong, not a record inside it.
+            return Err(FrameError::Bad(format!(
+                "batch header says {count} records, its body holds {i}"
+            )));
+        }
         let rec_off = (body_start + at) as u64;
         let rec = decode_record_at(body, at, rec_off)
             .map_err(|r| FrameError::BadRecord(rec_off, format!("record {i} of batch: {r}")))?;

@@ -34,7 +34,8 @@ pub fn walk_batches<E>(
                 off = b.end as usize;
             }
             Err(e) => {
-                let valid_after = next_valid_batch(seg, off + format::ALIGN).is_some();
+                // Giving up counts as "something valid may follow": never cut on a guess.
+                let valid_after = probe_valid_batch(seg, off + format::ALIGN) != Probe::NotFound;
                 let end = ScanEnd::Damaged {
                     offset: off as u64,
                     reason: e.reason().to_string(),
@@ -47,17 +48,57 @@ pub fn walk_batches<E>(
     Ok((off as u64, ScanEnd::Clean))
 }
 
-/// The offset of the first fully valid batch at or after `from` (8-byte aligned probes).
-pub fn next_valid_batch(seg: &[u8], from: usize) -> Option<usize> {
+/// The result of probing for a valid batch after damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// A fully valid batch starts here.
+    Found(usize),
+    /// No valid batch follows.
+    NotFound,
+    /// The probe spent its budget (crafted input full of valid-looking headers) without an
+    /// answer. Callers must treat this as "maybe": recovery refuses rather than cut.
+    GaveUp,
+}
+
+/// Probes 8-byte aligned offsets from `from` for a fully valid batch. A candidate's
+/// header checksum is checked before its body, and the body bytes checksummed across all
+/// candidates are capped at twice the input plus 1 MiB, so the probe stays linear even on
+/// input crafted with valid headers everywhere.
+pub fn probe_valid_batch(seg: &[u8], from: usize) -> Probe {
+    let mut budget = seg.len().saturating_mul(2).saturating_add(1 << 20);
     let mut off = format::align_up(from);
     let magic = BATCH_MAGIC.to_le_bytes();
-    while off + format::BATCH_HEADER_LEN <= seg.len() {
-        if seg[off..off + 4] == magic && format::decode_batch(seg, off).is_ok() {
-            return Some(off);
+    while off
+        .checked_add(format::BATCH_HEADER_LEN)
+        .is_some_and(|e| e <= seg.len())
+    {
+        if seg[off..off + 4] == magic
+            && let Ok((body_len, ..)) = format::decode_batch_header(seg, off)
+        {
+            // A body running past the end cannot be valid and costs nothing to rule out.
+            let fits = off + format::BATCH_HEADER_LEN + body_len <= seg.len();
+            if fits {
+                if body_len > budget {
+                    return Probe::GaveUp;
+                }
+                budget -= body_len;
+                if format::decode_batch(seg, off).is_ok() {
+                    return Probe::Found(off);
+                }
+            }
         }
         off += format::ALIGN;
     }
-    None
+    Probe::NotFound
+}
+
+/// The offset of the first fully valid batch at or after `from`, if one is found within
+/// the probe's budget (see [`probe_valid_batch`]).
+pub fn next_valid_batch(seg: &[u8], from: usize) -> Option<usize> {
+    match probe_valid_batch(seg, from) {
+        Probe::Found(off) => Some(off),
+        Probe::NotFound | Probe::GaveUp => None,
+    }
 }
 
 /// One problem found by [`verify_segment`].

@@ -1,0 +1,6 @@
+//! Fuzz-target bodies for Undertext's decoders, shared between the cargo-fuzz targets in
+//! `fuzz_targets/` and the corpus replay in `tests/tests/fuzz_corpus.rs` (which includes
+//! each file below with `#[path]`, so both run exactly the same checks). The files may use
+//! only `std` and `undertext`: the tests crate compiles them too.
+
+pub mod segment_decode;

@@ -1,0 +1,321 @@
+//! The fuzz corpus, replayed and regenerated.
+//!
+//! * `segment_decode_corpus_replays_without_panic` runs the `segment_decode` fuzz target's
+//!   checks on every file of `fuzz/corpus/segment_decode/` and `fuzz/regressions/segment_decode/`.
+//!   The checks are not copied: `fuzz/src/segment_decode.rs` is compiled into this test with
+//!   `#[path]`, the same file the fuzz target calls, so the two cannot drift apart.
+//! * `write_segment_seed_corpus` (ignored) rewrites the deterministic seed files
+//!   (`seed-*`) of that corpus from real stores and hand-made damage:
+//!   `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`.
+
+#![allow(
+    clippy::unwrap_used,
+    reason = "test helpers outside #[test] fns: a failed unwrap is a failed test"
+)]
+
+#[path = "../../fuzz/src/segment_decode.rs"]
+mod segment_decode;
+
+use std::path::{Path, PathBuf};
+
+use undertext::log::format::{
+    BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind,
+};
+use undertext::{Compression, Durability, Options, Store};
+use undertext_tests::{Rng, segment_files};
+
+/// Prefix of the generated seed files; other corpus files (found by fuzzing) are kept.
+const SEED_PREFIX: &str = "seed-";
+/// Upper bound for the generated seeds together.
+const SEED_BUDGET: usize = 300 << 10;
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+/// Files of `dir`, sorted; none if it does not exist.
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Whether the fuzz target's checks pass on `data`, strictly or tolerating one finding.
+fn passes(data: &[u8], tolerate: Option<&str>) -> bool {
+    std::panic::catch_unwind(|| match tolerate {
+        None => segment_decode::check(data),
+        Some(finding) => segment_decode::check_tolerating(data, &[finding]),
+    })
+    .is_ok()
+}
+
+/// Every corpus file passes the fuzz target's checks. So does every regression file,
+/// except those named after an open finding (`<finding>-…`, see `KNOWN_OPEN` in
+/// `fuzz/src/segment_decode.rs`): those must still fail the strict checks, and pass once
+/// that one finding is tolerated. When the engine is fixed they pass and this test says
+/// to drop the finding from `KNOWN_OPEN`.
+#[test]
+fn segment_decode_corpus_replays_without_panic() {
+    let corpus = files_in(&fuzz_dir().join("corpus/segment_decode"));
+    assert!(
+        corpus.len() >= 10,
+        "fuzz/corpus/segment_decode holds {} files; regenerate the seeds with \
+         `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`",
+        corpus.len()
+    );
+    for path in &corpus {
+        let data = std::fs::read(path).unwrap();
+        assert!(
+            passes(&data, None),
+            "segment_decode check failed on {} ({} bytes)",
+            path.display(),
+            data.len()
+        );
+    }
+    for path in files_in(&fuzz_dir().join("regressions/segment_decode")) {
+        let data = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let open = segment_decode::KNOWN_OPEN
+            .iter()
+            .find(|f| name.starts_with(&format!("{f}-")));
+        match open {
+            None => assert!(
+                passes(&data, None),
+                "segment_decode check failed on regression {}",
+                path.display()
+            ),
+            Some(finding) => {
+                assert!(
+                    !passes(&data, None),
+                    "{} passes now: if the engine fixed {finding:?}, remove it from \
+                     KNOWN_OPEN in fuzz/src/segment_decode.rs",
+                    path.display()
+                );
+                assert!(
+                    passes(&data, Some(finding)),
+                    "{} fails for another reason than {finding:?}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+/// The checksum fix-up the fuzz target applies is the engine's own: resealing an intact
+/// segment changes nothing, and a resealed damaged one decodes again.
+#[test]
+fn reseal_matches_the_engine_checksums() {
+    assert_eq!(segment_decode::crc32c(0, b"123456789"), 0xE306_9283);
+    let seg = crafted_segment();
+    assert_eq!(segment_decode::reseal(&seg), seg);
+    let mut damaged = seg.clone();
+    damaged[SEGMENT_HEADER_LEN + 40] ^= 0x20; // a payload byte of the first record
+    let r = undertext::log::scan::verify_segment(&damaged, 1, |_| None);
+    assert_eq!(r.problems.len(), 1, "{r:?}");
+    let r = undertext::log::scan::verify_segment(&segment_decode::reseal(&damaged), 1, |_| None);
+    assert!(r.problems.is_empty(), "{r:?}");
+}
+
+/// A segment holding the odd frames a store rarely writes: an empty batch, an empty
+/// payload, an optional record kind, a blob record too short for its id, a batch of many
+/// records.
+fn crafted_segment() -> Vec<u8> {
+    let mut seg = encode_segment_header(1).to_vec();
+    let batches: [&[(u8, &[u8])]; 4] = [
+        &[(kind::BLOB, b"0123456789abcdef0123456789abcdef payload")],
+        &[],
+        &[(kind::FIRST_OPTIONAL + 72, b""), (kind::BLOB, b"short")],
+        &[
+            (kind::BLOB, &[7u8; 33]),
+            (kind::BLOB, &[8u8; 40]),
+            (kind::FIRST_OPTIONAL, &[9u8; 1]),
+        ],
+    ];
+    for (txid, records) in batches.iter().enumerate() {
+        let mut b = BatchBuf::new();
+        for &(k, p) in *records {
+            b.push(RecordSpec {
+                kind: k,
+                codec: 0,
+                raw_len: p.len() as u32,
+                parts: &[p],
+            })
+            .unwrap();
+        }
+        seg.extend_from_slice(b.finish().seal(txid as u64 + 1));
+    }
+    seg
+}
+
+fn text(rng: &mut Rng, len: usize) -> Vec<u8> {
+    const WORDS: [&str; 10] = [
+        "user: ",
+        "assistant: ",
+        "tool_call ",
+        "{\"path\": \"src/main.rs\"} ",
+        "fn main() ",
+        "Ok(()) ",
+        "error[E0502]: ",
+        "tokens ",
+        "the ",
+        "\n",
+    ];
+    let mut out = Vec::with_capacity(len + 32);
+    while out.len() < len {
+        out.extend_from_slice(WORDS[rng.range(0, WORDS.len() as u64) as usize].as_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Runs `fill` on a fresh store with 16 KiB segments and returns its segment files' bytes.
+fn store_segments(compression: Compression, fill: impl FnOnce(&Store)) -> Vec<Vec<u8>> {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        segment_size: 4096 * 4,
+        compression,
+        durability: Durability::None,
+        ..Options::default()
+    };
+    let store = Store::open(dir.path(), opts).unwrap();
+    fill(&store);
+    store.close().unwrap();
+    segment_files(dir.path())
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect()
+}
+
+fn flipped(bytes: &[u8], at: usize, mask: u8) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    b[at] ^= mask;
+    b
+}
+
+/// Overwrites the little-endian u32 at `at`, then recomputes every checksum: a structural
+/// lie (count, length) that the checksums do not catch.
+fn lie(bytes: &[u8], at: usize, f: impl FnOnce(u32) -> u32) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    let v = u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+    b[at..at + 4].copy_from_slice(&f(v).to_le_bytes());
+    segment_decode::reseal(&b)
+}
+
+#[test]
+#[ignore = "writes fuzz/corpus/segment_decode; run by hand to regenerate the seeds"]
+fn write_segment_seed_corpus() {
+    let mut rng = Rng::new(0x5EED_C0DE);
+    let mut seeds: Vec<(String, Vec<u8>)> = Vec::new();
+
+    // Real segments: compressible text through LZ4 and Zstd, random bytes stored raw,
+    // single-blob batches and multi-blob batches, sealed segments and an active tail.
+    let lz4 = store_segments(Compression::Lz4, |s| {
+        // Text with a random tail each, so that 16 KiB of segment fill up.
+        for i in 0..60 {
+            let mut blob = text(&mut rng, 300 + 50 * i);
+            blob.extend(rng.bytes(250));
+            s.put_blob(&blob).unwrap();
+        }
+    });
+    assert!(lz4.len() >= 2, "expected a sealed and an active segment");
+    seeds.push(("real-lz4-text-sealed".into(), lz4[0].clone()));
+    seeds.push(("real-lz4-text-tail".into(), lz4[lz4.len() - 1].clone()));
+    let zstd = store_segments(Compression::Zstd(3), |s| {
+        let blobs: Vec<Vec<u8>> = (0..6).map(|i| text(&mut rng, 64 << i)).collect();
+        let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+        s.put_blobs(&refs).unwrap();
+    });
+    seeds.push(("real-zstd-text-batch".into(), zstd[0].clone()));
+    let random = store_segments(Compression::Lz4, |s| {
+        for n in [1usize, 31, 32, 33, 500] {
+            s.put_blob(&rng.bytes(n)).unwrap();
+        }
+        let blobs: Vec<Vec<u8>> = (0..4).map(|i| rng.bytes(700 + i)).collect();
+        let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
+        s.put_blobs(&refs).unwrap();
+    });
+    seeds.push(("real-random-mixed".into(), random[0].clone()));
+    let small = store_segments(Compression::None, |s| {
+        s.put_blob(b"hello").unwrap();
+        s.put_blobs(&[b"call".as_slice(), b"result".as_slice()])
+            .unwrap();
+    });
+    let small = small[0].clone();
+    seeds.push(("real-none-small".into(), small.clone()));
+    seeds.push(("crafted-odd-frames".into(), crafted_segment()));
+
+    // Edges of the segment header.
+    seeds.push(("empty".into(), Vec::new()));
+    seeds.push(("header-only".into(), encode_segment_header(1).to_vec()));
+    // 'U' (85), the first byte of every header, is also the number the target takes from it.
+    seeds.push(("header-only-85".into(), encode_segment_header(85).to_vec()));
+    seeds.push(("random-bytes".into(), rng.bytes(96)));
+
+    // Torn tails: cut inside the header, inside a batch header, inside a record.
+    for cut in [
+        SEGMENT_HEADER_LEN - 1,
+        SEGMENT_HEADER_LEN + 1,
+        SEGMENT_HEADER_LEN + 20,
+        SEGMENT_HEADER_LEN + 50,
+        small.len() - 1,
+    ] {
+        seeds.push((format!("truncated-at-{cut}"), small[..cut].to_vec()));
+    }
+    let tail = &lz4[lz4.len() - 1];
+    seeds.push((
+        "truncated-lz4-tail".into(),
+        tail[..tail.len() * 2 / 3].to_vec(),
+    ));
+
+    // Bit flips: segment magic and number, batch magic, body length, count and checksum,
+    // record length and kind, payload.
+    for (name, at, mask) in [
+        ("segment-magic", 2, 0x01),
+        ("segment-number", 16, 0x02),
+        ("batch-magic", 32, 0x10),
+        ("batch-body-len", 36, 0x08),
+        ("batch-count", 40, 0x01),
+        ("batch-body-crc", 56, 0x80),
+        ("record-len", 64, 0x04),
+        ("record-kind", 68, 0x01),
+        ("payload", 90, 0x40),
+    ] {
+        seeds.push((format!("flip-{name}"), flipped(&small, at, mask)));
+    }
+    seeds.push((
+        "flip-lz4-middle".into(),
+        flipped(&lz4[0], lz4[0].len() / 2, 0x10),
+    ));
+
+    // Checksums intact, structure wrong: counts and lengths that disagree with the body.
+    seeds.push(("lie-count-minus-one".into(), lie(&small, 40, |v| v - 1)));
+    seeds.push(("lie-count-zero".into(), lie(&small, 40, |_| 0)));
+    seeds.push(("lie-body-len-plus-8".into(), lie(&small, 36, |v| v + 8)));
+    seeds.push(("lie-body-len-huge".into(), lie(&small, 36, |_| 0x7FFF_FFF8)));
+    seeds.push(("lie-record-len-plus-8".into(), lie(&small, 64, |v| v + 8)));
+
+    let total: usize = seeds.iter().map(|(_, b)| b.len()).sum();
+    assert!(total < SEED_BUDGET, "seeds take {total} bytes");
+    let dir = fuzz_dir().join("corpus/segment_decode");
+    std::fs::create_dir_all(&dir).unwrap();
+    for old in files_in(&dir) {
+        let name = old.file_name().unwrap().to_string_lossy();
+        if name.starts_with(SEED_PREFIX) {
+            std::fs::remove_file(&old).unwrap();
+        }
+    }
+    for (name, bytes) in &seeds {
+        std::fs::write(dir.join(format!("{SEED_PREFIX}{name}")), bytes).unwrap();
+    }
+    eprintln!(
+        "wrote {} seeds ({total} bytes) to {}",
+        seeds.len(),
+        dir.display()
+    );
+}
