@@ -83,19 +83,11 @@ pub enum Error {
 
 impl Error {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io {
-            op,
-            path: DisplayPath(path.into()),
-            source,
-        }
+        Error::Io { op, path: DisplayPath(path.into()), source }
     }
 
     pub(crate) fn corrupt(segment: u64, offset: u64, reason: impl Into<String>) -> Self {
-        Error::Corrupt {
-            segment,
-            offset,
-            reason: reason.into(),
-        }
+        Error::Corrupt { segment, offset, reason: reason.into() }
     }
 
     pub(crate) fn index(e: impl fmt::Display) -> Self {

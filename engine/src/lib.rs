@@ -25,8 +25,8 @@ mod store;
 pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
 pub use history::{
-    ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader,
-    NewMessage, Page, PageCursor, Part, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
+    ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, NewMessage,
+    Page, PageCursor, Part, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
 };
 pub use options::{Durability, Options};
 pub use store::{CheckProblem, CheckReport, MAX_BLOB_LEN, Store, StoreStats};

@@ -51,6 +51,14 @@ pub struct Options {
     /// Chats kept in memory; idle chats beyond this leave memory and are reloaded from the
     /// index when opened again. Default 256.
     pub chat_cache_capacity: usize,
+    /// When index entries waiting in memory exceed this, the writer that pushed them over
+    /// moves them into redb itself before returning (back-pressure). Default 16 MiB.
+    pub index_backlog_bytes: usize,
+    /// Sealed segments kept memory-mapped at once (least recently used are unmapped), which
+    /// bounds the file pages counted in the process's resident memory. Default 4.
+    pub max_mapped_segments: usize,
+    /// Memory redb may use to cache index pages. Default 32 MiB.
+    pub index_cache_bytes: usize,
     /// Message bodies whose parts total at most this many bytes are stored inside the
     /// message record; larger ones become blobs of their own (deduplicated). Default 1 KiB.
     pub inline_body_max: usize,
@@ -67,7 +75,10 @@ impl Default for Options {
             index_durable_interval: Duration::from_secs(1),
             index_durable_bytes: 64 << 20,
             create_if_missing: true,
-            chat_cache_capacity: 256,
+            chat_cache_capacity: 128,
+            index_cache_bytes: 32 << 20,
+            max_mapped_segments: 4,
+            index_backlog_bytes: 16 << 20,
             inline_body_max: 1024,
         }
     }

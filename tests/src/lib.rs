@@ -39,10 +39,7 @@ impl Rng {
 /// The seed for a test: `UNDERTEXT_SEED` if set, else a fixed default. Printed so a
 /// failure can be replayed.
 pub fn seed(default: u64) -> u64 {
-    let s = std::env::var("UNDERTEXT_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
+    let s = std::env::var("UNDERTEXT_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
     eprintln!("seed = {s} (set UNDERTEXT_SEED to replay)");
     s
 }
@@ -50,8 +47,7 @@ pub fn seed(default: u64) -> u64 {
 /// Deterministic content for (seed, stream, index): text-like (compressible) or random
 /// bytes, 16 bytes to about 24 KB, and unique per triple.
 pub fn content(seed: u64, stream: u64, index: u64) -> Vec<u8> {
-    let mut rng =
-        Rng::new(seed ^ stream.wrapping_mul(0x1000_0000_01b3) ^ index.wrapping_mul(0x9e37_79b9));
+    let mut rng = Rng::new(seed ^ stream.wrapping_mul(0x1000_0000_01b3) ^ index.wrapping_mul(0x9e37_79b9));
     let len = match rng.range(0, 10) {
         0 => rng.range(16, 200),
         1..=6 => rng.range(200, 4096),
@@ -60,9 +56,7 @@ pub fn content(seed: u64, stream: u64, index: u64) -> Vec<u8> {
     let mut out = format!("{seed}/{stream}/{index}:").into_bytes();
     let prefix = out.len();
     if rng.range(0, 2) == 0 {
-        const WORDS: [&str; 8] = [
-            "fn ", "let ", "result ", "Ok(()) ", "error: ", "42 ", "tokens ", "\n",
-        ];
+        const WORDS: [&str; 8] = ["fn ", "let ", "result ", "Ok(()) ", "error: ", "42 ", "tokens ", "\n"];
         while out.len() < len {
             out.extend_from_slice(WORDS[rng.range(0, 8) as usize].as_bytes());
         }
@@ -97,10 +91,7 @@ pub fn frames(segment_file: &Path) -> Vec<Frame> {
     let bytes = std::fs::read(segment_file).unwrap_or_default();
     let mut out = Vec::new();
     let _ = walk_batches::<()>(&bytes, SEGMENT_HEADER_LEN, |b| {
-        out.push(Frame::Batch {
-            offset: b.offset,
-            end: b.end,
-        });
+        out.push(Frame::Batch { offset: b.offset, end: b.end });
         for r in &b.records {
             out.push(Frame::Record {
                 offset: r.offset,

@@ -2,11 +2,7 @@
 //! in reads as `Corrupt` naming its segment and record offset, every other blob still
 //! reads, and `check` reports the damaged frame.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use undertext::{BlobId, Error, Options, Store};
 use undertext_tests::{Frame, Rng, content, frames, seed, segment_files};
@@ -16,10 +12,7 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
     let seed = seed(0xB17F);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        segment_size: 32 << 10,
-        ..Options::default()
-    };
+    let opts = Options { segment_size: 32 << 10, ..Options::default() };
     let mut blobs: Vec<(BlobId, Vec<u8>)> = Vec::new();
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
@@ -31,13 +24,8 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
     }
     let segs = segment_files(dir.path());
     let sealed = &segs[..segs.len() - 1];
-    assert!(
-        sealed.len() >= 3,
-        "need several sealed segments, have {}",
-        sealed.len()
-    );
-    let seg_no =
-        |p: &std::path::Path| -> u64 { p.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
+    assert!(sealed.len() >= 3, "need several sealed segments, have {}", sealed.len());
+    let seg_no = |p: &std::path::Path| -> u64 { p.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
     // Which blob lives in which record.
     let mut owner_of_record = std::collections::HashMap::new();
     for (k, (id, c)) in blobs.iter().enumerate() {
@@ -85,21 +73,11 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
         for (k, (id, c)) in blobs.iter().enumerate() {
             match store.get_blob(id) {
                 Ok(got) => {
-                    assert_ne!(
-                        Some(k),
-                        hit_blob,
-                        "trial {trial}: damaged blob {k} read back"
-                    );
+                    assert_ne!(Some(k), hit_blob, "trial {trial}: damaged blob {k} read back");
                     assert_eq!(*got, **c, "trial {trial}: blob {k} returned wrong bytes");
                 }
-                Err(Error::Corrupt {
-                    segment, offset, ..
-                }) => {
-                    assert_eq!(
-                        Some(k),
-                        hit_blob,
-                        "trial {trial}: undamaged blob {k} reported corrupt"
-                    );
+                Err(Error::Corrupt { segment, offset, .. }) => {
+                    assert_eq!(Some(k), hit_blob, "trial {trial}: undamaged blob {k} reported corrupt");
                     assert_eq!((segment, offset), (n, expected_offset), "trial {trial}");
                 }
                 Err(e) => panic!("trial {trial}: blob {k}: {e}"),
@@ -107,18 +85,11 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
         }
         let report = store.check().unwrap();
         assert!(
-            report
-                .problems
-                .iter()
-                .any(|p| p.segment == n && p.offset == expected_offset),
+            report.problems.iter().any(|p| p.segment == n && p.offset == expected_offset),
             "trial {trial}: flip at {n}:{byte} bit {bit} (frame {expected_offset}) not reported: {:?}",
             report.problems
         );
-        assert!(
-            report.problems.iter().all(|p| p.segment == n),
-            "trial {trial}: {:?}",
-            report.problems
-        );
+        assert!(report.problems.iter().all(|p| p.segment == n), "trial {trial}: {:?}", report.problems);
         drop(store);
         std::fs::write(path, &original).unwrap();
     }

@@ -3,11 +3,7 @@
 //!
 //! The suite runs 50 kills; `UNDERTEXT_CRASH_KILLS=1000` runs the campaign.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
@@ -20,10 +16,7 @@ use undertext_tests::{Rng, content, seed};
 
 #[test]
 fn acknowledged_group_commits_survive_sigkill() {
-    let kills: u64 = std::env::var("UNDERTEXT_CRASH_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let kills: u64 = std::env::var("UNDERTEXT_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     let seed = seed(0xC4A5_8001);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
@@ -51,18 +44,11 @@ fn acknowledged_group_commits_survive_sigkill() {
                 }
             }
         });
-        assert_eq!(
-            rx.recv_timeout(Duration::from_secs(30)).unwrap(),
-            "ready",
-            "child did not start"
-        );
+        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), "ready", "child did not start");
         std::thread::sleep(Duration::from_millis(rng.range(5, 120)));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
-        assert!(
-            !status.success(),
-            "child should have been killed, exited with {status}"
-        );
+        assert!(!status.success(), "child should have been killed, exited with {status}");
         reader.join().unwrap();
         let mut this_round = 0;
         for line in rx.try_iter() {
@@ -79,37 +65,23 @@ fn acknowledged_group_commits_survive_sigkill() {
             .unwrap_or_else(|e| panic!("reopen after kill {kill} failed: {e}"));
         for (&(s, t, i), id) in &acked {
             let want = content(s, t, i);
-            let got = store.get_blob(id).unwrap_or_else(|e| {
-                panic!("kill {kill}: acknowledged write ({s},{t},{i}) {id} lost: {e}")
-            });
+            let got = store
+                .get_blob(id)
+                .unwrap_or_else(|e| panic!("kill {kill}: acknowledged write ({s},{t},{i}) {id} lost: {e}"));
             assert!(*got == *want, "kill {kill}: ({s},{t},{i}) differs");
             if i % 4 == 3 {
-                let second = store
-                    .get_blob(&BlobId::of(&content(s, t + 1000, i)))
-                    .unwrap();
+                let second = store.get_blob(&BlobId::of(&content(s, t + 1000, i))).unwrap();
                 assert_eq!(*second, *content(s, t + 1000, i));
             }
             total_checked += 1;
         }
         if kill % 10 == 9 || kill + 1 == kills {
             let report = store.check().unwrap();
-            assert!(
-                report.is_ok(),
-                "kill {kill}: check found {:?}",
-                report.problems
-            );
+            assert!(report.is_ok(), "kill {kill}: check found {:?}", report.problems);
         }
         drop(store);
-        eprintln!(
-            "kill {kill}: {this_round} acknowledged this round, {} in all",
-            acked.len()
-        );
+        eprintln!("kill {kill}: {this_round} acknowledged this round, {} in all", acked.len());
     }
-    eprintln!(
-        "kills: {kills}, reopens: {kills}, acknowledged writes checked: {total_checked}, losses: 0"
-    );
-    assert!(
-        acked.len() as u64 >= kills,
-        "children acknowledged too few writes to prove anything"
-    );
+    eprintln!("kills: {kills}, reopens: {kills}, acknowledged writes checked: {total_checked}, losses: 0");
+    assert!(acked.len() as u64 >= kills, "children acknowledged too few writes to prove anything");
 }

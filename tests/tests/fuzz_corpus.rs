@@ -8,19 +8,14 @@
 //!   (`seed-*`) of that corpus from real stores and hand-made damage:
 //!   `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`.
 
-#![allow(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] fns: a failed unwrap is a failed test"
-)]
+#![allow(clippy::unwrap_used, reason = "test helpers outside #[test] fns: a failed unwrap is a failed test")]
 
 #[path = "../../fuzz/src/segment_decode.rs"]
 mod segment_decode;
 
 use std::path::{Path, PathBuf};
 
-use undertext::log::format::{
-    BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind,
-};
+use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind};
 use undertext::{Compression, Durability, Options, Store};
 use undertext_tests::{Rng, segment_files};
 
@@ -38,10 +33,7 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut v: Vec<PathBuf> = rd
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
+    let mut v: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
     v.sort();
     v
 }
@@ -81,15 +73,11 @@ fn segment_decode_corpus_replays_without_panic() {
     for path in files_in(&fuzz_dir().join("regressions/segment_decode")) {
         let data = std::fs::read(&path).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        let open = segment_decode::KNOWN_OPEN
-            .iter()
-            .find(|f| name.starts_with(&format!("{f}-")));
+        let open = segment_decode::KNOWN_OPEN.iter().find(|f| name.starts_with(&format!("{f}-")));
         match open {
-            None => assert!(
-                passes(&data, None),
-                "segment_decode check failed on regression {}",
-                path.display()
-            ),
+            None => {
+                assert!(passes(&data, None), "segment_decode check failed on regression {}", path.display())
+            }
             Some(finding) => {
                 assert!(
                     !passes(&data, None),
@@ -131,22 +119,12 @@ fn crafted_segment() -> Vec<u8> {
         &[(kind::BLOB, b"0123456789abcdef0123456789abcdef payload")],
         &[],
         &[(kind::FIRST_OPTIONAL + 72, b""), (kind::BLOB, b"short")],
-        &[
-            (kind::BLOB, &[7u8; 33]),
-            (kind::BLOB, &[8u8; 40]),
-            (kind::FIRST_OPTIONAL, &[9u8; 1]),
-        ],
+        &[(kind::BLOB, &[7u8; 33]), (kind::BLOB, &[8u8; 40]), (kind::FIRST_OPTIONAL, &[9u8; 1])],
     ];
     for (txid, records) in batches.iter().enumerate() {
         let mut b = BatchBuf::new();
         for &(k, p) in *records {
-            b.push(RecordSpec {
-                kind: k,
-                codec: 0,
-                raw_len: p.len() as u32,
-                parts: &[p],
-            })
-            .unwrap();
+            b.push(RecordSpec { kind: k, codec: 0, raw_len: p.len() as u32, parts: &[p] }).unwrap();
         }
         seg.extend_from_slice(b.finish().seal(txid as u64 + 1));
     }
@@ -177,19 +155,12 @@ fn text(rng: &mut Rng, len: usize) -> Vec<u8> {
 /// Runs `fill` on a fresh store with 16 KiB segments and returns its segment files' bytes.
 fn store_segments(compression: Compression, fill: impl FnOnce(&Store)) -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        segment_size: 4096 * 4,
-        compression,
-        durability: Durability::None,
-        ..Options::default()
-    };
+    let opts =
+        Options { segment_size: 4096 * 4, compression, durability: Durability::None, ..Options::default() };
     let store = Store::open(dir.path(), opts).unwrap();
     fill(&store);
     store.close().unwrap();
-    segment_files(dir.path())
-        .iter()
-        .map(|p| std::fs::read(p).unwrap())
-        .collect()
+    segment_files(dir.path()).iter().map(|p| std::fs::read(p).unwrap()).collect()
 }
 
 fn flipped(bytes: &[u8], at: usize, mask: u8) -> Vec<u8> {
@@ -243,8 +214,7 @@ fn write_segment_seed_corpus() {
     seeds.push(("real-random-mixed".into(), random[0].clone()));
     let small = store_segments(Compression::None, |s| {
         s.put_blob(b"hello").unwrap();
-        s.put_blobs(&[b"call".as_slice(), b"result".as_slice()])
-            .unwrap();
+        s.put_blobs(&[b"call".as_slice(), b"result".as_slice()]).unwrap();
     });
     let small = small[0].clone();
     seeds.push(("real-none-small".into(), small.clone()));
@@ -268,10 +238,7 @@ fn write_segment_seed_corpus() {
         seeds.push((format!("truncated-at-{cut}"), small[..cut].to_vec()));
     }
     let tail = &lz4[lz4.len() - 1];
-    seeds.push((
-        "truncated-lz4-tail".into(),
-        tail[..tail.len() * 2 / 3].to_vec(),
-    ));
+    seeds.push(("truncated-lz4-tail".into(), tail[..tail.len() * 2 / 3].to_vec()));
 
     // Bit flips: segment magic and number, batch magic, body length, count and checksum,
     // record length and kind, payload.
@@ -288,10 +255,7 @@ fn write_segment_seed_corpus() {
     ] {
         seeds.push((format!("flip-{name}"), flipped(&small, at, mask)));
     }
-    seeds.push((
-        "flip-lz4-middle".into(),
-        flipped(&lz4[0], lz4[0].len() / 2, 0x10),
-    ));
+    seeds.push(("flip-lz4-middle".into(), flipped(&lz4[0], lz4[0].len() / 2, 0x10)));
 
     // Checksums intact, structure wrong: counts and lengths that disagree with the body.
     seeds.push(("lie-count-minus-one".into(), lie(&small, 40, |v| v - 1)));
@@ -313,9 +277,5 @@ fn write_segment_seed_corpus() {
     for (name, bytes) in &seeds {
         std::fs::write(dir.join(format!("{SEED_PREFIX}{name}")), bytes).unwrap();
     }
-    eprintln!(
-        "wrote {} seeds ({total} bytes) to {}",
-        seeds.len(),
-        dir.display()
-    );
+    eprintln!("wrote {} seeds ({total} bytes) to {}", seeds.len(), dir.display());
 }

@@ -2,15 +2,9 @@
 //! revisions with readable history, steps and attempts, metadata versions, listing,
 //! ownership, and everything surviving a reopen.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use undertext::{
-    ChatMeta, Error, NewMessage, Options, Page, Part, Role, StepStatus, Store, ToolContent,
-};
+use undertext::{ChatMeta, Error, NewMessage, Options, Page, Part, Role, StepStatus, Store, ToolContent};
 
 fn open(dir: &std::path::Path) -> Store {
     Store::open(dir, Options::default()).unwrap()
@@ -20,22 +14,14 @@ fn open(dir: &std::path::Path) -> Store {
 fn seqs_are_dense_and_turns_count_user_messages() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let chat = store
-        .chat("o", store.create_chat("o", ChatMeta::default()).unwrap())
-        .unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
     assert_eq!(chat.append(NewMessage::system("sys")).unwrap(), 0);
     assert_eq!(chat.append(NewMessage::user("q1")).unwrap(), 1);
     let call = NewMessage {
         role: Role::Assistant,
-        parts: vec![Part::ToolCall {
-            id: "c1".into(),
-            name: "read".into(),
-            args: r#"{"path":"x"}"#.into(),
-        }],
+        parts: vec![Part::ToolCall { id: "c1".into(), name: "read".into(), args: r#"{"path":"x"}"#.into() }],
     };
-    let r = chat
-        .append_batch(vec![call, NewMessage::tool_result("c1", "contents")])
-        .unwrap();
+    let r = chat.append_batch(vec![call, NewMessage::tool_result("c1", "contents")]).unwrap();
     assert_eq!(r, 2..4);
     // A user message carrying only a tool result does not start a turn (Anthropic shape).
     let carrier = NewMessage {
@@ -53,11 +39,7 @@ fn seqs_are_dense_and_turns_count_user_messages() {
     assert_eq!(chat.revision(), 0, "appends never change the revision");
     let bad = NewMessage {
         role: Role::Assistant,
-        parts: vec![Part::ToolCall {
-            id: "c".into(),
-            name: "n".into(),
-            args: "{not json".into(),
-        }],
+        parts: vec![Part::ToolCall { id: "c".into(), name: "n".into(), args: "{not json".into() }],
     };
     let err = chat.append(bad).unwrap_err();
     assert!(err.to_string().contains("must be JSON"), "{err}");
@@ -68,19 +50,14 @@ fn seqs_are_dense_and_turns_count_user_messages() {
 fn edits_and_truncation_bump_the_revision_and_keep_old_revisions_readable() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let chat = store
-        .chat("o", store.create_chat("o", ChatMeta::default()).unwrap())
-        .unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
     for i in 0..5 {
         chat.append(NewMessage::assistant(format!("m{i}"))).unwrap();
     }
     let r1 = chat.edit(2, NewMessage::assistant("m2 edited"), 0).unwrap();
     assert_eq!(r1, 1);
     match chat.edit(2, NewMessage::assistant("x"), 0) {
-        Err(Error::StaleRevision {
-            expected: 0,
-            found: 1,
-        }) => {}
+        Err(Error::StaleRevision { expected: 0, found: 1 }) => {}
         other => panic!("expected StaleRevision, got {other:?}"),
     }
     let r2 = chat.truncate(3, r1).unwrap();
@@ -92,23 +69,9 @@ fn edits_and_truncation_bump_the_revision_and_keep_old_revisions_readable() {
     };
     let now: Vec<String> = chat.messages().unwrap().iter().map(text).collect();
     assert_eq!(now, vec!["m0", "m1", "m2 edited", "m3 again"]);
-    let at0: Vec<String> = chat
-        .snapshot_at(0)
-        .unwrap()
-        .messages()
-        .unwrap()
-        .iter()
-        .map(text)
-        .collect();
+    let at0: Vec<String> = chat.snapshot_at(0).unwrap().messages().unwrap().iter().map(text).collect();
     assert_eq!(at0, vec!["m0", "m1", "m2", "m3", "m4"]);
-    let at1: Vec<String> = chat
-        .snapshot_at(1)
-        .unwrap()
-        .messages()
-        .unwrap()
-        .iter()
-        .map(text)
-        .collect();
+    let at1: Vec<String> = chat.snapshot_at(1).unwrap().messages().unwrap().iter().map(text).collect();
     assert_eq!(at1, vec!["m0", "m1", "m2 edited", "m3", "m4"]);
     assert!(chat.snapshot_at(9).is_err());
     drop(chat);
@@ -118,14 +81,7 @@ fn edits_and_truncation_bump_the_revision_and_keep_old_revisions_readable() {
     assert_eq!(chat.revision(), 2);
     let now2: Vec<String> = chat.messages().unwrap().iter().map(text).collect();
     assert_eq!(now2, now);
-    let at0b: Vec<String> = chat
-        .snapshot_at(0)
-        .unwrap()
-        .messages()
-        .unwrap()
-        .iter()
-        .map(text)
-        .collect();
+    let at0b: Vec<String> = chat.snapshot_at(0).unwrap().messages().unwrap().iter().map(text).collect();
     assert_eq!(at0b, at0);
 }
 
@@ -136,33 +92,10 @@ fn steps_of_every_attempt_come_back_in_order_with_their_status() {
     let id = store.create_chat("o", ChatMeta::default()).unwrap();
     let chat = store.chat("o", id).unwrap();
     chat.append(NewMessage::user("do it")).unwrap();
-    chat.record_step(
-        1,
-        "s1",
-        0,
-        StepStatus::Complete,
-        vec![NewMessage::assistant("a0")],
-    )
-    .unwrap();
-    chat.record_step(
-        1,
-        "s1",
-        1,
-        StepStatus::Interrupted,
-        vec![NewMessage::assistant("a1 cut")],
-    )
-    .unwrap();
-    chat.record_step(
-        1,
-        "s2",
-        0,
-        StepStatus::Complete,
-        vec![NewMessage::assistant("b0")],
-    )
-    .unwrap();
-    let err = chat
-        .record_step(5, "s3", 0, StepStatus::Complete, vec![])
-        .unwrap_err();
+    chat.record_step(1, "s1", 0, StepStatus::Complete, vec![NewMessage::assistant("a0")]).unwrap();
+    chat.record_step(1, "s1", 1, StepStatus::Interrupted, vec![NewMessage::assistant("a1 cut")]).unwrap();
+    chat.record_step(1, "s2", 0, StepStatus::Complete, vec![NewMessage::assistant("b0")]).unwrap();
+    let err = chat.record_step(5, "s3", 0, StepStatus::Complete, vec![]).unwrap_err();
     assert!(err.to_string().contains("current user turn 1"), "{err}");
     drop(chat);
     drop(store);
@@ -172,26 +105,12 @@ fn steps_of_every_attempt_come_back_in_order_with_their_status() {
     assert_eq!(attempts.len(), 2);
     assert_eq!(attempts[0].stream_id, "s1");
     assert_eq!(
-        attempts[0]
-            .steps
-            .iter()
-            .map(|s| (s.step, s.status))
-            .collect::<Vec<_>>(),
+        attempts[0].steps.iter().map(|s| (s.step, s.status)).collect::<Vec<_>>(),
         vec![(0, StepStatus::Complete), (1, StepStatus::Interrupted)]
     );
     assert_eq!(attempts[1].stream_id, "s2");
-    assert_eq!(
-        attempts[1].steps[0].messages[0].parts,
-        vec![Part::Text("b0".into())]
-    );
-    assert_eq!(
-        attempts[1].steps[0].messages[0]
-            .step
-            .as_ref()
-            .unwrap()
-            .stream_id,
-        "s2"
-    );
+    assert_eq!(attempts[1].steps[0].messages[0].parts, vec![Part::Text("b0".into())]);
+    assert_eq!(attempts[1].steps[0].messages[0].step.as_ref().unwrap().stream_id, "s2");
     assert!(chat.attempts(2).unwrap().is_empty());
 }
 
@@ -199,37 +118,14 @@ fn steps_of_every_attempt_come_back_in_order_with_their_status() {
 fn wrong_owner_is_not_found_on_every_read_path_and_listing_is_per_owner() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
-    let a = store
-        .create_chat(
-            "alice",
-            ChatMeta {
-                title: "a".into(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let b = store
-        .create_chat(
-            "bob",
-            ChatMeta {
-                title: "b".into(),
-                ..Default::default()
-            },
-        )
-        .unwrap();
+    let a = store.create_chat("alice", ChatMeta { title: "a".into(), ..Default::default() }).unwrap();
+    let b = store.create_chat("bob", ChatMeta { title: "b".into(), ..Default::default() }).unwrap();
     let absent = undertext::ChatId(999);
     let e1 = store.chat("bob", a).unwrap_err().to_string();
     let e2 = store.chat("bob", absent).unwrap_err().to_string();
-    assert_eq!(
-        e1.replace(&a.to_string(), "X"),
-        e2.replace(&absent.to_string(), "X"),
-        "same text"
-    );
+    assert_eq!(e1.replace(&a.to_string(), "X"), e2.replace(&absent.to_string(), "X"), "same text");
     let alice = store.chats("alice", Page::default()).unwrap();
-    assert_eq!(
-        alice.chats.iter().map(|c| c.id).collect::<Vec<_>>(),
-        vec![a]
-    );
+    assert_eq!(alice.chats.iter().map(|c| c.id).collect::<Vec<_>>(), vec![a]);
     let bob = store.chats("bob", Page::default()).unwrap();
     assert_eq!(bob.chats.iter().map(|c| c.id).collect::<Vec<_>>(), vec![b]);
 }
@@ -239,41 +135,17 @@ fn metadata_is_versioned_and_listing_is_newest_activity_first_across_pages() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());
     let ids: Vec<_> = (0..7)
-        .map(|i| {
-            store
-                .create_chat(
-                    "o",
-                    ChatMeta {
-                        title: format!("t{i}"),
-                        ..Default::default()
-                    },
-                )
-                .unwrap()
-        })
+        .map(|i| store.create_chat("o", ChatMeta { title: format!("t{i}"), ..Default::default() }).unwrap())
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(3));
-    store
-        .chat("o", ids[2])
-        .unwrap()
-        .append(NewMessage::user("bump"))
-        .unwrap();
+    store.chat("o", ids[2]).unwrap().append(NewMessage::user("bump")).unwrap();
     let chat = store.chat("o", ids[4]).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(3));
-    assert_eq!(
-        chat.set_meta(ChatMeta {
-            title: "renamed".into(),
-            ..Default::default()
-        })
-        .unwrap(),
-        2
-    );
+    assert_eq!(chat.set_meta(ChatMeta { title: "renamed".into(), ..Default::default() }).unwrap(), 2);
     assert_eq!(chat.meta_at(1).unwrap().title, "t4");
     assert_eq!(chat.meta().title, "renamed");
     let mut seen = Vec::new();
-    let mut page = Page {
-        limit: 3,
-        after: None,
-    };
+    let mut page = Page { limit: 3, after: None };
     loop {
         let p = store.chats("o", page.clone()).unwrap();
         seen.extend(p.chats.iter().map(|c| c.id));

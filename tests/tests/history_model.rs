@@ -3,17 +3,11 @@
 //! (with a tiny chat cache, so chats keep leaving memory and coming back from the index)
 //! are checked after every operation: same messages, revisions, old revisions, attempts.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use std::collections::BTreeMap;
 
-use undertext::{
-    ChatId, ChatMeta, Durability, Error, NewMessage, Options, Part, Role, StepStatus, Store,
-};
+use undertext::{ChatId, ChatMeta, Durability, Error, NewMessage, Options, Part, Role, StepStatus, Store};
 use undertext_tests::{Rng, seed};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -46,11 +40,7 @@ impl ChatModel {
 }
 
 fn opts() -> Options {
-    Options {
-        durability: Durability::None,
-        chat_cache_capacity: 2,
-        ..Options::default()
-    }
+    Options { durability: Durability::None, chat_cache_capacity: 2, ..Options::default() }
 }
 
 fn texts(store: &Store, id: ChatId) -> Vec<M> {
@@ -63,11 +53,7 @@ fn to_m(m: undertext::Message) -> M {
         [Part::Text(t)] => t.clone(),
         other => panic!("unexpected parts {other:?}"),
     };
-    M {
-        role: m.role,
-        text,
-        turn: m.turn,
-    }
+    M { role: m.role, text, turn: m.turn }
 }
 
 fn check(store: &Store, id: ChatId, model: &ChatModel, rng: &mut Rng, ctx: &str) {
@@ -77,19 +63,8 @@ fn check(store: &Store, id: ChatId, model: &ChatModel, rng: &mut Rng, ctx: &str)
     assert_eq!(snap.len(), model.messages.len() as u64, "{ctx}: len");
     assert_eq!(texts(store, id), model.messages, "{ctx}: messages");
     assert_eq!(chat.meta().title, model.title, "{ctx}: title");
-    if let Some((&rev, old)) = model
-        .old
-        .iter()
-        .nth(rng.range(0, model.old.len() as u64 + 1) as usize)
-    {
-        let got: Vec<M> = chat
-            .snapshot_at(rev)
-            .unwrap()
-            .messages()
-            .unwrap()
-            .into_iter()
-            .map(to_m)
-            .collect();
+    if let Some((&rev, old)) = model.old.iter().nth(rng.range(0, model.old.len() as u64 + 1) as usize) {
+        let got: Vec<M> = chat.snapshot_at(rev).unwrap().messages().unwrap().into_iter().map(to_m).collect();
         assert_eq!(&got, old, "{ctx}: snapshot_at({rev})");
     }
     let turn = model.turn();
@@ -125,21 +100,9 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
             .map(|i| {
                 let title = format!("h{h}c{i}");
                 let id = store
-                    .create_chat(
-                        "owner",
-                        ChatMeta {
-                            title: title.clone(),
-                            ..Default::default()
-                        },
-                    )
+                    .create_chat("owner", ChatMeta { title: title.clone(), ..Default::default() })
                     .unwrap();
-                (
-                    id,
-                    ChatModel {
-                        title,
-                        ..Default::default()
-                    },
-                )
+                (id, ChatModel { title, ..Default::default() })
             })
             .collect();
         for op in 0..rng.range(20, 45) {
@@ -152,11 +115,7 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
                 0..=29 => {
                     let user = rng.range(0, 3) == 0;
                     let text = format!("{ctx} append");
-                    let m = if user {
-                        NewMessage::user(&text)
-                    } else {
-                        NewMessage::assistant(&text)
-                    };
+                    let m = if user { NewMessage::user(&text) } else { NewMessage::assistant(&text) };
                     chat.append(m).unwrap();
                     let turn = model.turn() + user as u64;
                     model.messages.push(M {
@@ -171,18 +130,10 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
                     for j in 0..count {
                         let text = format!("{ctx} batch {j}");
                         // Mostly short bodies, sometimes one large enough to become a blob.
-                        let text = if rng.range(0, 6) == 0 {
-                            text.repeat(60)
-                        } else {
-                            text
-                        };
+                        let text = if rng.range(0, 6) == 0 { text.repeat(60) } else { text };
                         batch.push(NewMessage::assistant(&text));
                         let turn = model.turn();
-                        model.messages.push(M {
-                            role: Role::Assistant,
-                            text,
-                            turn,
-                        });
+                        model.messages.push(M { role: Role::Assistant, text, turn });
                     }
                     chat.append_batch(batch).unwrap();
                 }
@@ -225,22 +176,12 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
                     let stream = format!("t{turn}s{}", model.stream);
                     let complete = rng.range(0, 4) != 0;
                     let count = rng.range(0, 3);
-                    let step_texts: Vec<String> =
-                        (0..count).map(|j| format!("{ctx} step {j}")).collect();
+                    let step_texts: Vec<String> = (0..count).map(|j| format!("{ctx} step {j}")).collect();
                     let msgs = step_texts.iter().map(NewMessage::assistant).collect();
-                    let status = if complete {
-                        StepStatus::Complete
-                    } else {
-                        StepStatus::Interrupted
-                    };
-                    chat.record_step(turn, &stream, model.step, status, msgs)
-                        .unwrap();
+                    let status = if complete { StepStatus::Complete } else { StepStatus::Interrupted };
+                    chat.record_step(turn, &stream, model.step, status, msgs).unwrap();
                     for t in &step_texts {
-                        model.messages.push(M {
-                            role: Role::Assistant,
-                            text: t.clone(),
-                            turn,
-                        });
+                        model.messages.push(M { role: Role::Assistant, text: t.clone(), turn });
                     }
                     let streams = model.attempts.entry(turn).or_default();
                     let entry = (model.step, complete, step_texts);
@@ -252,11 +193,7 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
                 }
                 85..=89 => {
                     model.title = format!("{ctx} title");
-                    chat.set_meta(ChatMeta {
-                        title: model.title.clone(),
-                        ..Default::default()
-                    })
-                    .unwrap();
+                    chat.set_meta(ChatMeta { title: model.title.clone(), ..Default::default() }).unwrap();
                 }
                 90..=95 => {
                     drop(chat);
@@ -267,11 +204,7 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
                     let text = format!("{ctx} user");
                     chat.append(NewMessage::user(&text)).unwrap();
                     let turn = model.turn() + 1;
-                    model.messages.push(M {
-                        role: Role::User,
-                        text,
-                        turn,
-                    });
+                    model.messages.push(M { role: Role::User, text, turn });
                     model.stream = 0;
                 }
             }
@@ -281,13 +214,7 @@ fn two_hundred_seeded_histories_match_the_model_after_every_operation() {
             ops += 1;
         }
         for (k, (id, model)) in chats.iter().enumerate() {
-            check(
-                &store,
-                *id,
-                model,
-                &mut Rng::new(h),
-                &format!("history {h} end chat {k}"),
-            );
+            check(&store, *id, model, &mut Rng::new(h), &format!("history {h} end chat {k}"));
         }
     }
     assert!(store.check().unwrap().is_ok());

@@ -1,11 +1,7 @@
 //! Claim: the index is derived. Removing it, or rebuilding it in place, gives identical
 //! answers for every blob.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use undertext::{BlobId, Options, Store};
 use undertext_tests::{content, seed};
@@ -20,10 +16,7 @@ fn fill(store: &Store, seed: u64, n: u64) -> Vec<(BlobId, Vec<u8>)> {
 }
 
 fn small_segments() -> Options {
-    Options {
-        segment_size: 64 << 10,
-        ..Options::default()
-    }
+    Options { segment_size: 64 << 10, ..Options::default() }
 }
 
 #[test]
@@ -38,10 +31,7 @@ fn removing_the_index_files_loses_nothing() {
     };
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     let store = Store::open(dir.path(), small_segments()).unwrap();
-    assert!(
-        store.stats().unwrap().segments > 3,
-        "the log should span several segments"
-    );
+    assert!(store.stats().unwrap().segments > 3, "the log should span several segments");
     for (id, c) in &blobs {
         assert_eq!(BlobId::of(c), *id);
         assert_eq!(*store.get_blob(id).unwrap(), **c);

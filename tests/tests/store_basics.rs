@@ -1,11 +1,7 @@
 //! Claims: content is stored once however often it is put; a second opener is refused at
 //! once with the holder's pid; bad arguments are clear errors.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use std::process::Command;
 use std::time::Instant;
@@ -18,11 +14,7 @@ fn dir_bytes(p: &std::path::Path) -> u64 {
     for e in std::fs::read_dir(p).unwrap() {
         let e = e.unwrap();
         let m = e.metadata().unwrap();
-        total += if m.is_dir() {
-            dir_bytes(&e.path())
-        } else {
-            m.len()
-        };
+        total += if m.is_dir() { dir_bytes(&e.path()) } else { m.len() };
     }
     total
 }
@@ -41,20 +33,11 @@ fn putting_one_megabyte_ten_times_stores_it_once() {
     }
     store.sync().unwrap();
     let grown = dir_bytes(dir.path()) - before;
-    eprintln!(
-        "log+index grew by {grown} bytes; {:?}",
-        store.stats().unwrap()
-    );
+    eprintln!("log+index grew by {grown} bytes; {:?}", store.stats().unwrap());
     assert!(ids.iter().all(|id| *id == ids[0]));
     // 1.1 MiB: the blob once, plus the log's frame and the index's page-level growth.
-    assert!(
-        grown < 11 * (1 << 20) / 10,
-        "store grew by {grown} bytes for one 1 MiB blob put 10 times"
-    );
-    assert!(
-        grown >= 1 << 20,
-        "the blob itself must be stored ({grown} bytes)"
-    );
+    assert!(grown < 11 * (1 << 20) / 10, "store grew by {grown} bytes for one 1 MiB blob put 10 times");
+    assert!(grown >= 1 << 20, "the blob itself must be stored ({grown} bytes)");
     assert_eq!(*store.get_blob(&ids[0]).unwrap(), *content);
 }
 
@@ -63,36 +46,23 @@ fn a_second_process_gets_locked_with_the_holders_pid_without_waiting() {
     let dir = tempfile::tempdir().unwrap();
     let _store = Store::open(dir.path(), Options::default()).unwrap();
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_lock_probe"))
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lock_probe")).arg(dir.path()).output().unwrap();
     let wall = t.elapsed();
     let text = String::from_utf8_lossy(&out.stdout);
     let parts: Vec<&str> = text.split_whitespace().collect();
     assert_eq!(parts.first(), Some(&"locked"), "probe said: {text}");
-    assert_eq!(
-        parts[1],
-        std::process::id().to_string(),
-        "lock error must name the holder"
-    );
+    assert_eq!(parts[1], std::process::id().to_string(), "lock error must name the holder");
     let us: u64 = parts[2].parse().unwrap();
     // Not a timing assertion: a generous bound that only a blocking lock would cross.
     eprintln!("second opener refused after {us} µs (process wall time {wall:?})");
-    assert!(
-        us < 5_000_000,
-        "open waited {us} µs: it must not block on the lock"
-    );
+    assert!(us < 5_000_000, "open waited {us} µs: it must not block on the lock");
 }
 
 #[test]
 fn a_second_handle_in_the_same_process_is_locked_too_and_the_lock_ends_with_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    assert!(matches!(
-        Store::open(dir.path(), Options::default()),
-        Err(Error::Locked { .. })
-    ));
+    assert!(matches!(Store::open(dir.path(), Options::default()), Err(Error::Locked { .. })));
     drop(store);
     Store::open(dir.path(), Options::default()).unwrap();
 }
@@ -101,28 +71,10 @@ fn a_second_handle_in_the_same_process_is_locked_too_and_the_lock_ends_with_the_
 fn bad_arguments_and_missing_things_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let err = Store::open(
-        &missing,
-        Options {
-            create_if_missing: false,
-            ..Options::default()
-        },
-    )
-    .unwrap_err();
+    let err = Store::open(&missing, Options { create_if_missing: false, ..Options::default() }).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
-    let err = Store::open(
-        dir.path(),
-        Options {
-            segment_size: 10,
-            ..Options::default()
-        },
-    )
-    .unwrap_err();
-    assert!(
-        err.to_string()
-            .contains("expected at least 4096 bytes, found 10"),
-        "{err}"
-    );
+    let err = Store::open(dir.path(), Options { segment_size: 10, ..Options::default() }).unwrap_err();
+    assert!(err.to_string().contains("expected at least 4096 bytes, found 10"), "{err}");
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let err = store.get_blob(&BlobId::of(b"never stored")).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
@@ -134,25 +86,12 @@ fn every_durability_mode_reads_back_after_reopen() {
     for durability in [Durability::Immediate, Durability::Group, Durability::None] {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<_> = {
-            let store = Store::open(
-                dir.path(),
-                Options {
-                    durability,
-                    ..Options::default()
-                },
-            )
-            .unwrap();
-            (0..50u32)
-                .map(|i| store.put_blob(&i.to_le_bytes().repeat(100)).unwrap())
-                .collect()
+            let store = Store::open(dir.path(), Options { durability, ..Options::default() }).unwrap();
+            (0..50u32).map(|i| store.put_blob(&i.to_le_bytes().repeat(100)).unwrap()).collect()
         };
         let store = Store::open(dir.path(), Options::default()).unwrap();
         for (i, id) in ids.iter().enumerate() {
-            assert_eq!(
-                *store.get_blob(id).unwrap(),
-                *(i as u32).to_le_bytes().repeat(100),
-                "{durability:?}"
-            );
+            assert_eq!(*store.get_blob(id).unwrap(), *(i as u32).to_le_bytes().repeat(100), "{durability:?}");
         }
     }
 }
@@ -168,22 +107,13 @@ fn group_commit_shares_fsyncs_between_concurrent_writers() {
             let store = &store;
             s.spawn(move || {
                 for i in 0..per_thread {
-                    store
-                        .put_blob(format!("writer {t} write {i}").as_bytes())
-                        .unwrap();
+                    store.put_blob(format!("writer {t} write {i}").as_bytes()).unwrap();
                 }
             });
         }
     });
     let syncs = store.stats().unwrap().log_syncs - before;
     // Each put waited for an fsync; never more fsyncs than puts (no second fsync per commit).
-    assert!(
-        syncs <= 4 * per_thread,
-        "{syncs} fsyncs for {} puts",
-        4 * per_thread
-    );
-    eprintln!(
-        "{} puts from 4 threads shared {syncs} fsyncs",
-        4 * per_thread
-    );
+    assert!(syncs <= 4 * per_thread, "{syncs} fsyncs for {} puts", 4 * per_thread);
+    eprintln!("{} puts from 4 threads shared {syncs} fsyncs", 4 * per_thread);
 }

@@ -2,11 +2,7 @@
 //! and each of those batches is either whole or absent — whether the index is intact
 //! (and so ahead of the cut log) or gone (and rebuilt by replay).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "test code: a failed step fails the test"
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use undertext::{BlobId, Durability, Error, Options, Store};
 use undertext_tests::{Frame, Rng, frames, seed, segment_files};
@@ -16,10 +12,7 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
     let seed = seed(0x7042);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        durability: Durability::None,
-        ..Options::default()
-    };
+    let opts = Options { durability: Durability::None, ..Options::default() };
     let mut batches: Vec<Vec<(BlobId, Vec<u8>)>> = Vec::new();
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
@@ -66,10 +59,7 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
             let whole = end <= cut;
             for (id, content) in &batches[i] {
                 match store.get_blob(id) {
-                    Ok(got) => assert!(
-                        whole && *got == **content,
-                        "cut {cut}: batch {i} partly present"
-                    ),
+                    Ok(got) => assert!(whole && *got == **content, "cut {cut}: batch {i} partly present"),
                     Err(Error::NotFound { .. }) => {
                         assert!(!whole, "cut {cut}: whole batch {i} lost")
                     }
@@ -78,13 +68,8 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
             }
         }
         // The store keeps working after the cut: a new write lands and reads back.
-        let id = store
-            .put_blob(format!("after cut {cut}").as_bytes())
-            .unwrap();
-        assert_eq!(
-            &*store.get_blob(&id).unwrap(),
-            format!("after cut {cut}").as_bytes()
-        );
+        let id = store.put_blob(format!("after cut {cut}").as_bytes()).unwrap();
+        assert_eq!(&*store.get_blob(&id).unwrap(), format!("after cut {cut}").as_bytes());
         assert!(store.check().unwrap().is_ok());
         drop(store);
         opened += 1;
@@ -95,34 +80,23 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
 #[test]
 fn damage_before_the_tail_is_an_error_naming_segment_and_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        durability: Durability::None,
-        ..Options::default()
-    };
+    let opts = Options { durability: Durability::None, ..Options::default() };
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
         for i in 0..10u32 {
-            store
-                .put_blob(format!("record number {i} with some text").as_bytes())
-                .unwrap();
+            store.put_blob(format!("record number {i} with some text").as_bytes()).unwrap();
         }
         store.close().unwrap();
     }
     let seg = segment_files(dir.path()).pop().unwrap();
-    let Frame::Batch { offset, .. } = frames(&seg)[0] else {
-        panic!("first frame is a batch")
-    };
+    let Frame::Batch { offset, .. } = frames(&seg)[0] else { panic!("first frame is a batch") };
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[offset as usize + 5] ^= 0x40;
     std::fs::write(&seg, &bytes).unwrap();
     // With the index gone, replay must cross the damaged batch and refuse.
     std::fs::remove_file(dir.path().join("index.redb")).unwrap();
     match Store::open(dir.path(), opts) {
-        Err(Error::Corrupt {
-            segment,
-            offset: at,
-            reason,
-        }) => {
+        Err(Error::Corrupt { segment, offset: at, reason }) => {
             assert_eq!(segment, 1);
             assert_eq!(at, offset, "{reason}");
         }

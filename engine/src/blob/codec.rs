@@ -48,11 +48,7 @@ pub(crate) fn compress(c: Compression, body: &[u8]) -> (u8, Option<Vec<u8>>) {
             Err(_) => return (flag::NONE, None),
         },
     };
-    if out.len() <= body.len() - body.len() / 8 {
-        (f, Some(out))
-    } else {
-        (flag::NONE, None)
-    }
+    if out.len() <= body.len() - body.len() / 8 { (f, Some(out)) } else { (flag::NONE, None) }
 }
 
 /// Decompresses a stored body of codec `f` whose original length is `raw_len`.
@@ -113,10 +109,7 @@ mod tests {
             let (f, out) = compress(c, text.as_bytes());
             let stored = out.unwrap_or_else(|| panic!("{c:?} did not compress repetitive text"));
             assert!(stored.len() < text.len());
-            assert_eq!(
-                decompress(f, &stored, text.len()).as_deref(),
-                Ok(text.as_bytes())
-            );
+            assert_eq!(decompress(f, &stored, text.len()).as_deref(), Ok(text.as_bytes()));
         }
     }
 
@@ -144,11 +137,7 @@ mod tests {
             *b ^= 0xff;
         }
         let r = decompress(f, &stored, text.len());
-        assert_ne!(
-            r.as_deref(),
-            Ok(text.as_bytes()),
-            "damaged bytes decoded to the original"
-        );
+        assert_ne!(r.as_deref(), Ok(text.as_bytes()), "damaged bytes decoded to the original");
         assert!(decompress(99, &stored, 1).is_err());
     }
 }

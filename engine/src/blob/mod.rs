@@ -129,17 +129,11 @@ enum Backing {
 impl Blob {
     pub(crate) fn owned(v: Vec<u8>) -> Blob {
         let range = 0..v.len();
-        Blob {
-            backing: Backing::Owned(v.into()),
-            range,
-        }
+        Blob { backing: Backing::Owned(v.into()), range }
     }
 
     pub(crate) fn mapped(map: Arc<memmap2::Mmap>, range: Range<usize>) -> Blob {
-        Blob {
-            backing: Backing::Mapped(map),
-            range,
-        }
+        Blob { backing: Backing::Mapped(map), range }
     }
 
     /// The bytes from `start` on (no copy). `start` must be at most `len()`.
@@ -178,10 +172,7 @@ impl AsRef<[u8]> for Blob {
 
 impl fmt::Debug for Blob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Blob")
-            .field("len", &self.len())
-            .field("zero_copy", &self.is_zero_copy())
-            .finish()
+        f.debug_struct("Blob").field("len", &self.len()).field("zero_copy", &self.is_zero_copy()).finish()
     }
 }
 
@@ -199,22 +190,10 @@ mod tests {
     fn id_hex_round_trips_and_rejects_bad_input() {
         let id = BlobId::of(b"x");
         assert_eq!(id.to_string().parse::<BlobId>().ok(), Some(id));
-        assert_eq!(
-            id.to_string().to_uppercase().parse::<BlobId>().ok(),
-            Some(id)
-        );
-        let short = "abc"
-            .parse::<BlobId>()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        assert_eq!(id.to_string().to_uppercase().parse::<BlobId>().ok(), Some(id));
+        let short = "abc".parse::<BlobId>().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(short.contains("expected 64 hex digits, found 3"), "{short}");
-        let bad = "g"
-            .repeat(64)
-            .parse::<BlobId>()
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let bad = "g".repeat(64).parse::<BlobId>().err().map(|e| e.to_string()).unwrap_or_default();
         assert!(bad.contains("position 0"), "{bad}");
         let multibyte = "é".repeat(32).parse::<BlobId>();
         assert!(multibyte.is_err());

@@ -24,9 +24,7 @@ pub(crate) struct ChatCache {
 
 /// The error for a chat that is absent or belongs to another owner: the same in both cases.
 pub(crate) fn not_found(id: ChatId) -> Error {
-    Error::NotFound {
-        what: format!("chat {id}"),
-    }
+    Error::NotFound { what: format!("chat {id}") }
 }
 
 impl ChatCache {
@@ -53,10 +51,7 @@ impl ChatCache {
     }
 
     fn touch(&self, s: &ChatState) {
-        s.last_used.store(
-            self.clock.fetch_add(1, Ordering::Relaxed),
-            Ordering::Relaxed,
-        );
+        s.last_used.store(self.clock.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// The chat `id` of `owner`, from memory or loaded from the index. A chat of another
@@ -76,13 +71,7 @@ impl ChatCache {
         if row.owner != owner {
             return Err(not_found(id));
         }
-        let state = Arc::new(ChatState::new(
-            self.core.clone(),
-            id,
-            row.owner.into(),
-            row.created_ms,
-            w,
-        ));
+        let state = Arc::new(ChatState::new(self.core.clone(), id, row.owner.into(), row.created_ms, w));
         self.touch(&state);
         map.insert(id.0, state.clone());
         self.evict(&mut map);
@@ -91,12 +80,7 @@ impl ChatCache {
 
     /// Chats in memory that belong to `owner`.
     pub(crate) fn cached_of(&self, owner: &str) -> Vec<Arc<ChatState>> {
-        self.map
-            .lock()
-            .values()
-            .filter(|s| &*s.owner == owner)
-            .cloned()
-            .collect()
+        self.map.lock().values().filter(|s| &*s.owner == owner).cloned().collect()
     }
 
     /// Number of chats in memory.
@@ -114,9 +98,7 @@ impl ChatCache {
         let flushed = self.core.index.flushed();
         let mut idle: Vec<(u64, u64)> = map
             .iter()
-            .filter(|(_, s)| {
-                Arc::strong_count(s) == 1 && s.last_end().is_some_and(|e| e <= flushed)
-            })
+            .filter(|(_, s)| Arc::strong_count(s) == 1 && s.last_end().is_some_and(|e| e <= flushed))
             .map(|(k, s)| (s.last_used.load(Ordering::Relaxed), *k))
             .collect();
         idle.sort_unstable();

@@ -52,22 +52,13 @@ fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
         title: m.title.clone(),
         model: m.model.clone(),
         draft: m.draft.clone(),
-        extra: m
-            .extra
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
+        extra: m.extra.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         at_ms: now_ms(),
     }
 }
 
 /// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
-fn body(
-    core: &Core,
-    txn: &mut Txn,
-    parts: &[Part],
-    wait: &mut Option<Position>,
-) -> Result<BodyRec> {
+fn body(core: &Core, txn: &mut Txn, parts: &[Part], wait: &mut Option<Position>) -> Result<BodyRec> {
     let recs: Vec<PartRec> = parts.iter().map(PartRec::from_part).collect();
     let approx: usize = parts.iter().map(part_len).sum();
     if approx <= core.opts.inline_body_max {
@@ -83,23 +74,17 @@ fn part_len(p: &Part) -> usize {
     match p {
         Part::Text(t) | Part::Summary(t) => t.len(),
         Part::ToolCall { id, name, args } => id.len() + name.len() + args.len(),
-        Part::ToolResult {
-            call_id, content, ..
-        } => {
+        Part::ToolResult { call_id, content, .. } => {
             call_id.len()
                 + match content {
                     ToolContent::Text(t) => t.len(),
                     ToolContent::Archived { preview, .. } => preview.len() + 64,
                 }
         }
-        Part::ApprovalRequest {
-            id,
-            call_id,
-            prompt,
-        } => id.len() + call_id.as_ref().map_or(0, |c| c.len()) + prompt.len(),
-        Part::ApprovalResponse { id, reason, .. } => {
-            id.len() + reason.as_ref().map_or(0, |r| r.len())
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            id.len() + call_id.as_ref().map_or(0, |c| c.len()) + prompt.len()
         }
+        Part::ApprovalResponse { id, reason, .. } => id.len() + reason.as_ref().map_or(0, |r| r.len()),
         Part::Attachment { mime, .. } => mime.len() + 32,
     }
 }
@@ -124,17 +109,9 @@ impl Store {
         let mut txn = Txn::default();
         txn.push(RecordOut::history(
             kind::CHAT,
-            record::encode(&ChatRec {
-                chat: id.0,
-                owner: owner.to_string(),
-                created_ms: now,
-            })?
-            .into_vec(),
+            record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
         ));
-        txn.push(RecordOut::history(
-            kind::META,
-            record::encode(&meta_rec(id, 1, &meta))?.into_vec(),
-        ));
+        txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
         let committed = core.append(txn)?;
         let w = Writer {
             revision: 0,
@@ -146,13 +123,7 @@ impl Store {
             last_ms: now,
             last_end: committed.end,
         };
-        self.inner.chats.insert(Arc::new(ChatState::new(
-            core.clone(),
-            id,
-            owner.into(),
-            now,
-            w,
-        )));
+        self.inner.chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
         core.wait_durable(committed.end)?;
         Ok(id)
     }
@@ -162,10 +133,7 @@ impl Store {
     pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
         check_owner(owner)?;
         let state = self.inner.chats.get(owner, id)?;
-        Ok(Chat {
-            store: self.clone(),
-            state,
-        })
+        Ok(Chat { store: self.clone(), state })
     }
 
     /// One page of `owner`'s chats, newest activity first.
@@ -187,9 +155,7 @@ impl Store {
         }
         let after = |c: &ChatSummary| match page.after {
             None => true,
-            Some(cur) => {
-                (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id)
-            }
+            Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
         };
         let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
         let tx = core.index.read()?;
@@ -199,10 +165,7 @@ impl Store {
                 None => (owner, 0, 0),
             };
             let mut taken = 0;
-            for item in t
-                .range(start..=(owner, u64::MAX, u64::MAX))
-                .map_err(Error::index)?
-            {
+            for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
                 let (k, _) = item.map_err(Error::index)?;
                 let (_, _, chat) = k.value();
                 if cached.contains_key(&chat) {
@@ -233,10 +196,7 @@ impl Store {
         let more = out.len() > page.limit;
         out.truncate(page.limit);
         let next = if more {
-            out.last().map(|c| PageCursor {
-                last_activity_ms: c.last_activity_ms,
-                id: c.id,
-            })
+            out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
         } else {
             None
         };
@@ -279,9 +239,7 @@ impl Chat {
 
     /// The current snapshot (a few atomic operations, no lock).
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            inner: self.state.cell.load(),
-        }
+        Snapshot { inner: self.state.cell.load() }
     }
 
     /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
@@ -333,19 +291,10 @@ impl Chat {
         let tx = core.index.read()?;
         let t = tx.open_table(METAS).map_err(Error::index)?;
         let Some(g) = t.get((self.id().0, version)).map_err(Error::index)? else {
-            return Err(Error::NotFound {
-                what: format!("metadata version {version} of {}", self.id()),
-            });
+            return Err(Error::NotFound { what: format!("metadata version {version} of {}", self.id()) });
         };
         let (segment, offset, len) = g.value();
-        read_meta_at(
-            core,
-            Location {
-                segment,
-                offset,
-                len,
-            },
-        )
+        read_meta_at(core, Location { segment, offset, len })
     }
 
     /// Appends one message; returns its `seq`.
@@ -388,9 +337,7 @@ impl Chat {
                 )));
             }
             if messages.iter().any(NewMessage::starts_turn) {
-                return Err(Error::InvalidArgument(
-                    "a step's messages cannot start a user turn".into(),
-                ));
+                return Err(Error::InvalidArgument("a step's messages cannot start a user turn".into()));
             }
         }
         let now = now_ms();
@@ -418,10 +365,7 @@ impl Chat {
                 step: step_rec.clone(),
                 body: body(&core, &mut txn, &m.parts, &mut wait)?,
             };
-            let at = txn.push(RecordOut::history(
-                kind::MESSAGE,
-                record::encode(&rec)?.into_vec(),
-            ));
+            let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
             pending.push((at, seq, m.role, turn, starts));
         }
         if let Some((tag, complete)) = &step {
@@ -435,10 +379,7 @@ impl Chat {
                 seqs: (base..base + messages.len() as u64).collect(),
                 at_ms: now,
             };
-            txn.push(RecordOut::history(
-                kind::STEP,
-                record::encode(&rec)?.into_vec(),
-            ));
+            txn.push(RecordOut::history(kind::STEP, record::encode(&rec)?.into_vec()));
         }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));
@@ -483,10 +424,7 @@ impl Chat {
 
     fn check_revision(w: &Writer, expected: u64) -> Result<()> {
         if w.revision != expected {
-            return Err(Error::StaleRevision {
-                expected,
-                found: w.revision,
-            });
+            return Err(Error::StaleRevision { expected, found: w.revision });
         }
         Ok(())
     }
@@ -530,10 +468,7 @@ impl Chat {
             len_after: w.len,
             at_ms: now,
         };
-        txn.push(RecordOut::history(
-            kind::REVISION,
-            record::encode(&rev)?.into_vec(),
-        ));
+        txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
         let rec = MsgRec {
             chat: chat.0,
             seq,
@@ -544,10 +479,7 @@ impl Chat {
             step: None,
             body: body(&core, &mut txn, &message.parts, &mut wait)?,
         };
-        let at = txn.push(RecordOut::history(
-            kind::MESSAGE,
-            record::encode(&rec)?.into_vec(),
-        ));
+        let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let entries = AppendVec::new();
         for i in 0..w.len as usize {
@@ -601,10 +533,7 @@ impl Chat {
             at_ms: now,
         };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(
-            kind::REVISION,
-            record::encode(&rev)?.into_vec(),
-        ));
+        txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
         let c = core.append(txn)?;
         let entries = AppendVec::new();
         for i in 0..from_seq as usize {
@@ -612,11 +541,8 @@ impl Chat {
                 let _ = entries.set(i, e.clone());
             }
         }
-        w.last_turn = if from_seq == 0 {
-            0
-        } else {
-            entries.get(from_seq as usize - 1).map_or(0, |e| e.turn)
-        };
+        w.last_turn =
+            if from_seq == 0 { 0 } else { entries.get(from_seq as usize - 1).map_or(0, |e| e.turn) };
         w.entries = Arc::new(entries);
         w.len = from_seq;
         w.revision = revision;
@@ -644,11 +570,7 @@ impl Chat {
         core.ensure_flushed(self.state.w.lock().last_end)?;
         let tx = core.index.read()?;
         let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
-            Error::Index(format!(
-                "revision {} of {} is missing from the index",
-                revision + 1,
-                self.id()
-            ))
+            Error::Index(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
         let entries = entries_at(core, &tx, self.id(), revision, len)?;
         let cur = &current.inner;
@@ -685,13 +607,8 @@ impl Chat {
                 stream_id.len()
             )));
         }
-        let tag = StepTag {
-            turn,
-            stream_id: stream_id.to_string(),
-            step,
-        };
-        self.append_inner(messages, Some((tag, status == StepStatus::Complete)))
-            .map(|(r, _)| r)
+        let tag = StepTag { turn, stream_id: stream_id.to_string(), step };
+        self.append_inner(messages, Some((tag, status == StepStatus::Complete))).map(|(r, _)| r)
     }
 
     /// Every recorded attempt at user turn `turn`, in the order their streams first
@@ -712,35 +629,17 @@ impl Chat {
         for item in steps.range(range).map_err(Error::index)? {
             let (k, v) = item.map_err(Error::index)?;
             let (_, _, segment, offset) = k.value();
-            let loc = Location {
-                segment,
-                offset,
-                len: v.value(),
-            };
+            let loc = Location { segment, offset, len: v.value() };
             let raw = core.read(loc, crate::blob::Verify::Checksum)?;
-            let s: StepRec = record::decode(&raw.payload, "step")
-                .map_err(|e| Error::corrupt(segment, offset, e))?;
+            let s: StepRec =
+                record::decode(&raw.payload, "step").map_err(|e| Error::corrupt(segment, offset, e))?;
             let mut msgs = Vec::with_capacity(s.seqs.len());
             for &seq in &s.seqs {
-                let g = messages
-                    .get((chat.0, seq, s.revision))
-                    .map_err(Error::index)?
-                    .ok_or_else(|| {
-                        Error::Index(format!(
-                            "{chat}: message {seq} of revision {} is missing",
-                            s.revision
-                        ))
-                    })?;
+                let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
+                    Error::Index(format!("{chat}: message {seq} of revision {} is missing", s.revision))
+                })?;
                 let (segment, offset, len) = g.value();
-                msgs.push(read_message(
-                    core,
-                    chat,
-                    Location {
-                        segment,
-                        offset,
-                        len,
-                    },
-                )?);
+                msgs.push(read_message(core, chat, Location { segment, offset, len })?);
             }
             let st = Step {
                 step: s.step,
@@ -751,10 +650,7 @@ impl Chat {
             };
             match out.iter_mut().find(|a| a.stream_id == s.stream_id) {
                 Some(a) => a.steps.push(st),
-                None => out.push(Attempt {
-                    stream_id: s.stream_id,
-                    steps: vec![st],
-                }),
+                None => out.push(Attempt { stream_id: s.stream_id, steps: vec![st] }),
             }
         }
         Ok(out)

@@ -33,20 +33,13 @@ pub(crate) fn read_meta(core: &Core, row: &ChatRow) -> Result<ChatMeta> {
     let Some((segment, offset, len)) = row.meta_loc else {
         return Ok(ChatMeta::default());
     };
-    read_meta_at(
-        core,
-        Location {
-            segment,
-            offset,
-            len,
-        },
-    )
+    read_meta_at(core, Location { segment, offset, len })
 }
 
 pub(crate) fn read_meta_at(core: &Core, loc: Location) -> Result<ChatMeta> {
     let raw = core.read(loc, crate::blob::Verify::Checksum)?;
-    let m: MetaRec = record::decode(&raw.payload, "metadata")
-        .map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+    let m: MetaRec =
+        record::decode(&raw.payload, "metadata").map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
     Ok(m.to_meta())
 }
 
@@ -65,19 +58,12 @@ pub(crate) fn entries_at(
         Err(e) => return Err(redb_err(e)),
     };
     let mut locs: Vec<Option<Location>> = vec![None; len as usize];
-    for item in t
-        .range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64))
-        .map_err(redb_err)?
-    {
+    for item in t.range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64)).map_err(redb_err)? {
         let (k, v) = item.map_err(redb_err)?;
         let (_, seq, rev) = k.value();
         if rev <= revision && (seq as usize) < locs.len() {
             let (segment, offset, l) = v.value();
-            locs[seq as usize] = Some(Location {
-                segment,
-                offset,
-                len: l,
-            });
+            locs[seq as usize] = Some(Location { segment, offset, len: l });
         }
     }
     let out = AppendVec::new();
@@ -96,19 +82,13 @@ pub(crate) fn entries_at(
 }
 
 /// The length a chat had when `revision` ended (`None`: it is the current revision).
-pub(crate) fn len_at_end_of(
-    tx: &redb::ReadTransaction,
-    chat: ChatId,
-    revision: u64,
-) -> Result<Option<u64>> {
+pub(crate) fn len_at_end_of(tx: &redb::ReadTransaction, chat: ChatId, revision: u64) -> Result<Option<u64>> {
     let t = match tx.open_table(REVISIONS) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
         Err(e) => return Err(redb_err(e)),
     };
-    Ok(t.get((chat.0, revision + 1))
-        .map_err(redb_err)?
-        .map(|g| g.value().1))
+    Ok(t.get((chat.0, revision + 1)).map_err(redb_err)?.map(|g| g.value().1))
 }
 
 /// Loads a chat's writer state from the index. `None` if the chat does not exist.
@@ -118,11 +98,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         return Ok(None);
     };
     let entries = entries_at(core, &tx, chat, row.revision, row.len)?;
-    let last_turn = if row.len == 0 {
-        0
-    } else {
-        entries.get(row.len as usize - 1).map_or(0, |e| e.turn)
-    };
+    let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
     let meta = read_meta(core, &row)?;
     let w = Writer {
         revision: row.revision,

@@ -77,36 +77,12 @@ pub(crate) struct ArchiveRefRec {
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub(crate) enum PartRec {
     Text(String),
-    ToolCall {
-        id: String,
-        name: String,
-        args: String,
-    },
-    ToolResultText {
-        call_id: String,
-        text: String,
-        is_error: bool,
-    },
-    ToolResultArchived {
-        call_id: String,
-        archive: ArchiveRefRec,
-        preview: String,
-        is_error: bool,
-    },
-    ApprovalRequest {
-        id: String,
-        call_id: Option<String>,
-        prompt: String,
-    },
-    ApprovalResponse {
-        id: String,
-        approved: bool,
-        reason: Option<String>,
-    },
-    Attachment {
-        mime: String,
-        blob: [u8; 32],
-    },
+    ToolCall { id: String, name: String, args: String },
+    ToolResultText { call_id: String, text: String, is_error: bool },
+    ToolResultArchived { call_id: String, archive: ArchiveRefRec, preview: String, is_error: bool },
+    ApprovalRequest { id: String, call_id: Option<String>, prompt: String },
+    ApprovalResponse { id: String, approved: bool, reason: Option<String> },
+    Attachment { mime: String, blob: [u8; 32] },
     Summary(String),
 }
 
@@ -148,15 +124,10 @@ pub(crate) struct PartsRec {
 pub(crate) fn encode<T>(value: &T) -> Result<AlignedVec>
 where
     T: for<'a> Serialize<
-        rkyv::api::high::HighSerializer<
-            AlignedVec,
-            rkyv::ser::allocator::ArenaHandle<'a>,
-            RkyvError,
-        >,
+        rkyv::api::high::HighSerializer<AlignedVec, rkyv::ser::allocator::ArenaHandle<'a>, RkyvError>,
     >,
 {
-    rkyv::to_bytes::<RkyvError>(value)
-        .map_err(|e| Error::InvalidArgument(format!("encoding a record: {e}")))
+    rkyv::to_bytes::<RkyvError>(value).map_err(|e| Error::InvalidArgument(format!("encoding a record: {e}")))
 }
 
 /// Bytes aligned for in-place rkyv access: borrowed when already 8-byte aligned (the
@@ -195,66 +166,40 @@ where
 {
     let mut buf = AlignedVec::<16>::with_capacity(bytes.len());
     buf.extend_from_slice(bytes);
-    rkyv::from_bytes::<T, RkyvError>(&buf)
-        .map_err(|e| format!("{what} record does not decode: {e}"))
+    rkyv::from_bytes::<T, RkyvError>(&buf).map_err(|e| format!("{what} record does not decode: {e}"))
 }
 
 impl PartRec {
     pub(crate) fn from_part(p: &Part) -> PartRec {
         match p {
             Part::Text(t) => PartRec::Text(t.clone()),
-            Part::ToolCall { id, name, args } => PartRec::ToolCall {
-                id: id.clone(),
-                name: name.clone(),
-                args: args.clone(),
-            },
-            Part::ToolResult {
-                call_id,
-                content: ToolContent::Text(text),
-                is_error,
-            } => PartRec::ToolResultText {
-                call_id: call_id.clone(),
-                text: text.clone(),
-                is_error: *is_error,
-            },
-            Part::ToolResult {
-                call_id,
-                content: ToolContent::Archived { archive, preview },
-                is_error,
-            } => PartRec::ToolResultArchived {
-                call_id: call_id.clone(),
-                archive: ArchiveRefRec {
-                    id: archive.id.0,
-                    bytes: archive.bytes,
-                    chars: archive.chars,
-                    utf16_units: archive.utf16_units,
-                    lines: archive.lines,
-                },
-                preview: preview.clone(),
-                is_error: *is_error,
-            },
-            Part::ApprovalRequest {
-                id,
-                call_id,
-                prompt,
-            } => PartRec::ApprovalRequest {
-                id: id.clone(),
-                call_id: call_id.clone(),
-                prompt: prompt.clone(),
-            },
-            Part::ApprovalResponse {
-                id,
-                approved,
-                reason,
-            } => PartRec::ApprovalResponse {
-                id: id.clone(),
-                approved: *approved,
-                reason: reason.clone(),
-            },
-            Part::Attachment { mime, blob } => PartRec::Attachment {
-                mime: mime.clone(),
-                blob: blob.0,
-            },
+            Part::ToolCall { id, name, args } => {
+                PartRec::ToolCall { id: id.clone(), name: name.clone(), args: args.clone() }
+            }
+            Part::ToolResult { call_id, content: ToolContent::Text(text), is_error } => {
+                PartRec::ToolResultText { call_id: call_id.clone(), text: text.clone(), is_error: *is_error }
+            }
+            Part::ToolResult { call_id, content: ToolContent::Archived { archive, preview }, is_error } => {
+                PartRec::ToolResultArchived {
+                    call_id: call_id.clone(),
+                    archive: ArchiveRefRec {
+                        id: archive.id.0,
+                        bytes: archive.bytes,
+                        chars: archive.chars,
+                        utf16_units: archive.utf16_units,
+                        lines: archive.lines,
+                    },
+                    preview: preview.clone(),
+                    is_error: *is_error,
+                }
+            }
+            Part::ApprovalRequest { id, call_id, prompt } => {
+                PartRec::ApprovalRequest { id: id.clone(), call_id: call_id.clone(), prompt: prompt.clone() }
+            }
+            Part::ApprovalResponse { id, approved, reason } => {
+                PartRec::ApprovalResponse { id: id.clone(), approved: *approved, reason: reason.clone() }
+            }
+            Part::Attachment { mime, blob } => PartRec::Attachment { mime: mime.clone(), blob: blob.0 },
             Part::Summary(t) => PartRec::Summary(t.clone()),
         }
     }
@@ -263,21 +208,10 @@ impl PartRec {
         match self {
             PartRec::Text(t) => Part::Text(t),
             PartRec::ToolCall { id, name, args } => Part::ToolCall { id, name, args },
-            PartRec::ToolResultText {
-                call_id,
-                text,
-                is_error,
-            } => Part::ToolResult {
-                call_id,
-                content: ToolContent::Text(text),
-                is_error,
-            },
-            PartRec::ToolResultArchived {
-                call_id,
-                archive,
-                preview,
-                is_error,
-            } => Part::ToolResult {
+            PartRec::ToolResultText { call_id, text, is_error } => {
+                Part::ToolResult { call_id, content: ToolContent::Text(text), is_error }
+            }
+            PartRec::ToolResultArchived { call_id, archive, preview, is_error } => Part::ToolResult {
                 call_id,
                 content: ToolContent::Archived {
                     archive: ArchiveRef {
@@ -291,28 +225,11 @@ impl PartRec {
                 },
                 is_error,
             },
-            PartRec::ApprovalRequest {
-                id,
-                call_id,
-                prompt,
-            } => Part::ApprovalRequest {
-                id,
-                call_id,
-                prompt,
-            },
-            PartRec::ApprovalResponse {
-                id,
-                approved,
-                reason,
-            } => Part::ApprovalResponse {
-                id,
-                approved,
-                reason,
-            },
-            PartRec::Attachment { mime, blob } => Part::Attachment {
-                mime,
-                blob: BlobId(blob),
-            },
+            PartRec::ApprovalRequest { id, call_id, prompt } => Part::ApprovalRequest { id, call_id, prompt },
+            PartRec::ApprovalResponse { id, approved, reason } => {
+                Part::ApprovalResponse { id, approved, reason }
+            }
+            PartRec::Attachment { mime, blob } => Part::Attachment { mime, blob: BlobId(blob) },
             PartRec::Summary(t) => Part::Summary(t),
         }
     }
@@ -331,11 +248,7 @@ impl MetaRec {
 
 impl StepTagRec {
     pub(crate) fn to_tag(&self) -> StepTag {
-        StepTag {
-            turn: self.turn,
-            stream_id: self.stream_id.clone(),
-            step: self.step,
-        }
+        StepTag { turn: self.turn, stream_id: self.stream_id.clone(), step: self.step }
     }
 }
 
@@ -344,11 +257,7 @@ pub(crate) fn role_of(code: u8) -> std::result::Result<Role, String> {
 }
 
 pub(crate) fn status_of(complete: bool) -> StepStatus {
-    if complete {
-        StepStatus::Complete
-    } else {
-        StepStatus::Interrupted
-    }
+    if complete { StepStatus::Complete } else { StepStatus::Interrupted }
 }
 
 /// Validates a message record in place and reads its header fields without decoding parts.
@@ -403,30 +312,15 @@ mod tests {
     fn message_record_round_trips_with_every_part() {
         let parts = vec![
             Part::Text("héllo 👋".into()),
-            Part::ToolCall {
-                id: "c1".into(),
-                name: "read".into(),
-                args: "{\"path\":\"a\"}".into(),
-            },
+            Part::ToolCall { id: "c1".into(), name: "read".into(), args: "{\"path\":\"a\"}".into() },
             Part::ToolResult {
                 call_id: "c1".into(),
                 content: ToolContent::Text("ok".into()),
                 is_error: false,
             },
-            Part::ApprovalRequest {
-                id: "a1".into(),
-                call_id: None,
-                prompt: "run rm?".into(),
-            },
-            Part::ApprovalResponse {
-                id: "a1".into(),
-                approved: false,
-                reason: Some("no".into()),
-            },
-            Part::Attachment {
-                mime: "image/png".into(),
-                blob: BlobId::of(b"png"),
-            },
+            Part::ApprovalRequest { id: "a1".into(), call_id: None, prompt: "run rm?".into() },
+            Part::ApprovalResponse { id: "a1".into(), approved: false, reason: Some("no".into()) },
+            Part::Attachment { mime: "image/png".into(), blob: BlobId::of(b"png") },
             Part::Summary("earlier".into()),
         ];
         let rec = MsgRec {
@@ -436,11 +330,7 @@ mod tests {
             role: Role::Assistant.code(),
             turn: 4,
             at_ms: 5,
-            step: Some(StepTagRec {
-                turn: 4,
-                stream_id: "s".into(),
-                step: 9,
-            }),
+            step: Some(StepTagRec { turn: 4, stream_id: "s".into(), step: 9 }),
             body: BodyRec::Inline(parts.iter().map(PartRec::from_part).collect()),
         };
         let bytes = encode(&rec).unwrap();
@@ -449,13 +339,8 @@ mod tests {
         shifted.extend_from_slice(&bytes);
         let back: MsgRec = decode(&shifted[1..], "message").unwrap();
         assert_eq!(back, rec);
-        let BodyRec::Inline(p) = back.body else {
-            panic!("inline")
-        };
-        assert_eq!(
-            p.into_iter().map(PartRec::into_part).collect::<Vec<_>>(),
-            parts
-        );
+        let BodyRec::Inline(p) = back.body else { panic!("inline") };
+        assert_eq!(p.into_iter().map(PartRec::into_part).collect::<Vec<_>>(), parts);
     }
 
     #[test]

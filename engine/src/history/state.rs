@@ -71,13 +71,7 @@ pub(crate) struct ChatState {
 }
 
 impl ChatState {
-    pub(crate) fn new(
-        core: Arc<Core>,
-        id: ChatId,
-        owner: Arc<str>,
-        created_ms: u64,
-        w: Writer,
-    ) -> ChatState {
+    pub(crate) fn new(core: Arc<Core>, id: ChatId, owner: Arc<str>, created_ms: u64, w: Writer) -> ChatState {
         let snap = snap_of(&core, id, &owner, created_ms, &w);
         ChatState {
             id,
@@ -92,13 +86,7 @@ impl ChatState {
 
     /// Publishes the writer's state as the new snapshot.
     pub(crate) fn publish(&self, w: &Writer) {
-        self.cell.publish(Arc::new(snap_of(
-            &self.core,
-            self.id,
-            &self.owner,
-            self.created_ms,
-            w,
-        )));
+        self.cell.publish(Arc::new(snap_of(&self.core, self.id, &self.owner, self.created_ms, w)));
     }
 
     /// The end of this chat's last write (for eviction: evictable once redb has it).
@@ -107,13 +95,7 @@ impl ChatState {
     }
 }
 
-fn snap_of(
-    core: &Arc<Core>,
-    chat: ChatId,
-    owner: &Arc<str>,
-    created_ms: u64,
-    w: &Writer,
-) -> SnapInner {
+fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w: &Writer) -> SnapInner {
     SnapInner {
         chat,
         owner: owner.clone(),
@@ -134,10 +116,7 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
     let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
     let rec: MsgRec = record::decode(&raw.payload, "message").map_err(corrupt)?;
     if rec.chat != chat.0 {
-        return Err(corrupt(format!(
-            "message record of chat {}, expected {chat}",
-            ChatId(rec.chat)
-        )));
+        return Err(corrupt(format!("message record of chat {}, expected {chat}", ChatId(rec.chat))));
     }
     let parts = match rec.body {
         BodyRec::Inline(p) => p,
@@ -159,15 +138,9 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
 }
 
 /// Reads a message record's header fields (in place, without the body) as an [`Entry`].
-pub(crate) fn read_entry(
-    core: &Core,
-    chat: ChatId,
-    loc: Location,
-    prev_turn: u64,
-) -> Result<Entry> {
+pub(crate) fn read_entry(core: &Core, chat: ChatId, loc: Location, prev_turn: u64) -> Result<Entry> {
     let raw = core.read(loc, Verify::Checksum)?;
-    let f = record::message_fields(&raw.payload)
-        .map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+    let f = record::message_fields(&raw.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
     if f.chat != chat.0 {
         return Err(Error::corrupt(
             loc.segment,

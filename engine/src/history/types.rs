@@ -29,9 +29,7 @@ impl FromStr for ChatId {
     fn from_str(s: &str) -> Result<Self, Error> {
         let hex = s.strip_prefix("chat-").unwrap_or(s);
         u64::from_str_radix(hex, 16).map(ChatId).map_err(|_| {
-            Error::InvalidArgument(format!(
-                "chat id: expected chat-<16 hex digits>, found {s:?}"
-            ))
+            Error::InvalidArgument(format!("chat id: expected chat-<16 hex digits>, found {s:?}"))
         })
     }
 }
@@ -180,10 +178,7 @@ pub struct NewMessage {
 impl NewMessage {
     /// A message of `role` with one text part.
     pub fn text(role: Role, text: impl Into<String>) -> Self {
-        NewMessage {
-            role,
-            parts: vec![Part::Text(text.into())],
-        }
+        NewMessage { role, parts: vec![Part::Text(text.into())] }
     }
 
     /// A user message with one text part.
@@ -223,9 +218,7 @@ impl NewMessage {
 
 pub(crate) fn starts_turn(role: Role, parts: &[Part]) -> bool {
     role == Role::User
-        && parts
-            .iter()
-            .any(|p| !matches!(p, Part::ToolResult { .. } | Part::ApprovalResponse { .. }))
+        && parts.iter().any(|p| !matches!(p, Part::ToolResult { .. } | Part::ApprovalResponse { .. }))
 }
 
 /// Which model step produced a message: (user turn, stream, step number).
@@ -352,10 +345,7 @@ pub struct Page {
 
 impl Default for Page {
     fn default() -> Self {
-        Page {
-            limit: 50,
-            after: None,
-        }
+        Page { limit: 50, after: None }
     }
 }
 

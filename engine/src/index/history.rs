@@ -6,7 +6,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
-use crate::history::record::{self, ChatRec, MetaRec, MsgRec, RevRec, StepRec, kind};
+use crate::history::record::{self, ChatRec, MetaRec, RevRec, StepRec, kind};
 use crate::log::Location;
 
 type Loc = (u64, u64, u32);
@@ -14,19 +14,16 @@ type Loc = (u64, u64, u32);
 /// chat -> encoded [`ChatRow`].
 pub(crate) const CHATS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("chats");
 /// (owner, u64::MAX - last activity ms, chat) -> () : an owner's chats, newest first.
-pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> =
-    TableDefinition::new("owner_chats");
+pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> = TableDefinition::new("owner_chats");
 /// (chat, seq, revision) -> message record location: every version of every message.
-pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), Loc> =
-    TableDefinition::new("messages");
+pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), Loc> = TableDefinition::new("messages");
 /// (chat, revision) -> (seq, length before, length after, truncate?).
 pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
     TableDefinition::new("revisions");
 /// (chat, version) -> metadata record location.
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
-pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> =
-    TableDefinition::new("steps");
+pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDefinition::new("steps");
 
 /// What the index keeps per chat.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -54,8 +51,11 @@ fn bad(r: &PendingRecord, why: String) -> Error {
     Error::corrupt(r.loc.segment, r.loc.offset, why)
 }
 
-/// The history tables opened in a write transaction.
+/// The history tables opened in a write transaction. Chat rows are cached for the
+/// transaction and written once by [`HistoryIndex::finish`], so a batch of a hundred
+/// messages costs one row update, not a hundred.
 pub(crate) struct HistoryIndex<'t> {
+    rows: std::collections::HashMap<u64, (ChatRow, Option<u64>)>,
     chats: redb::Table<'t, u64, &'static [u8]>,
     owners: redb::Table<'t, (&'static str, u64, u64), ()>,
     messages: redb::Table<'t, (u64, u64, u64), Loc>,
@@ -68,6 +68,7 @@ pub(crate) struct HistoryIndex<'t> {
 impl<'t> HistoryIndex<'t> {
     pub(crate) fn open_write(tx: &'t redb::WriteTransaction) -> Result<Self> {
         Ok(HistoryIndex {
+            rows: std::collections::HashMap::new(),
             chats: tx.open_table(CHATS).map_err(redb_err)?,
             owners: tx.open_table(OWNER_CHATS).map_err(redb_err)?,
             messages: tx.open_table(MESSAGES).map_err(redb_err)?,
@@ -78,29 +79,33 @@ impl<'t> HistoryIndex<'t> {
         })
     }
 
-    fn row(&self, chat: u64, r: &PendingRecord) -> Result<ChatRow> {
-        let Some(g) = self.chats.get(chat).map_err(redb_err)? else {
-            return Err(bad(
-                r,
-                format!("record for chat {chat}, which was never created"),
-            ));
-        };
-        ChatRow::decode(g.value())
+    /// The chat's row, for changing; written back by `finish`.
+    fn row(&mut self, chat: u64, r: &PendingRecord) -> Result<&mut ChatRow> {
+        if !self.rows.contains_key(&chat) {
+            let Some(g) = self.chats.get(chat).map_err(redb_err)? else {
+                return Err(bad(r, format!("record for chat {chat}, which was never created")));
+            };
+            let row = ChatRow::decode(g.value())?;
+            drop(g);
+            let last = row.last_ms;
+            self.rows.insert(chat, (row, Some(last)));
+        }
+        match self.rows.get_mut(&chat) {
+            Some((row, _)) => Ok(row),
+            None => Err(bad(r, format!("chat {chat} row vanished"))),
+        }
     }
 
-    fn put_row(&mut self, chat: u64, old_last: Option<u64>, row: &ChatRow) -> Result<()> {
-        let bytes = record::encode(row)?;
-        self.chats
-            .insert(chat, bytes.as_slice())
-            .map_err(redb_err)?;
-        if let Some(old) = old_last {
-            self.owners
-                .remove((row.owner.as_str(), u64::MAX - old, chat))
-                .map_err(redb_err)?;
+    /// Writes the changed chat rows and their owner-listing keys.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        for (chat, (row, old_last)) in std::mem::take(&mut self.rows) {
+            let bytes = record::encode(&row)?;
+            self.chats.insert(chat, bytes.as_slice()).map_err(redb_err)?;
+            if let Some(old) = old_last {
+                self.owners.remove((row.owner.as_str(), u64::MAX - old, chat)).map_err(redb_err)?;
+            }
+            self.owners.insert((row.owner.as_str(), u64::MAX - row.last_ms, chat), ()).map_err(redb_err)?;
         }
-        self.owners
-            .insert((row.owner.as_str(), u64::MAX - row.last_ms, chat), ())
-            .map_err(redb_err)?;
         Ok(())
     }
 
@@ -118,58 +123,38 @@ impl<'t> HistoryIndex<'t> {
                     meta_version: 0,
                     meta_loc: None,
                 };
-                self.put_row(c.chat, None, &row)?;
-                let next = self
-                    .meta
-                    .get("next_chat")
-                    .map_err(redb_err)?
-                    .map(|g| g.value())
-                    .unwrap_or(1);
+                self.rows.insert(c.chat, (row, None));
+                let next = self.meta.get("next_chat").map_err(redb_err)?.map(|g| g.value()).unwrap_or(1);
                 if c.chat >= next {
-                    self.meta
-                        .insert("next_chat", c.chat + 1)
-                        .map_err(redb_err)?;
+                    self.meta.insert("next_chat", c.chat + 1).map_err(redb_err)?;
                 }
             }
             kind::META => {
                 let m: MetaRec = record::decode(&r.payload, "metadata").map_err(|e| bad(r, e))?;
-                let mut row = self.row(m.chat, r)?;
-                let old = row.last_ms;
-                self.metas
-                    .insert((m.chat, m.version), loc(r.loc))
-                    .map_err(redb_err)?;
+                self.metas.insert((m.chat, m.version), loc(r.loc)).map_err(redb_err)?;
+                let row = self.row(m.chat, r)?;
                 if m.version >= row.meta_version {
                     row.meta_version = m.version;
                     row.meta_loc = Some(loc(r.loc));
                 }
                 row.last_ms = row.last_ms.max(m.at_ms);
-                self.put_row(m.chat, Some(old), &row)?;
             }
             kind::MESSAGE => {
-                let m: MsgRec = record::decode(&r.payload, "message").map_err(|e| bad(r, e))?;
-                let mut row = self.row(m.chat, r)?;
-                let old = row.last_ms;
-                self.messages
-                    .insert((m.chat, m.seq, m.revision), loc(r.loc))
-                    .map_err(redb_err)?;
+                // Header fields only, read in place: the parts are not needed here.
+                let m = record::message_fields(&r.payload).map_err(|e| bad(r, e))?;
+                self.messages.insert((m.chat, m.seq, m.revision), loc(r.loc)).map_err(redb_err)?;
+                let row = self.row(m.chat, r)?;
                 row.len = row.len.max(m.seq + 1);
                 row.last_ms = row.last_ms.max(m.at_ms);
-                self.put_row(m.chat, Some(old), &row)?;
             }
             kind::REVISION => {
                 let v: RevRec = record::decode(&r.payload, "revision").map_err(|e| bad(r, e))?;
-                let mut row = self.row(v.chat, r)?;
-                let old = row.last_ms;
-                self.revisions
-                    .insert(
-                        (v.chat, v.revision),
-                        (v.seq, v.len_before, v.len_after, v.truncate),
-                    )
-                    .map_err(redb_err)?;
+                let value = (v.seq, v.len_before, v.len_after, v.truncate);
+                self.revisions.insert((v.chat, v.revision), value).map_err(redb_err)?;
+                let row = self.row(v.chat, r)?;
                 row.revision = row.revision.max(v.revision);
                 row.len = v.len_after;
                 row.last_ms = row.last_ms.max(v.at_ms);
-                self.put_row(v.chat, Some(old), &row)?;
             }
             kind::STEP => {
                 let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;

@@ -19,39 +19,35 @@ pub(crate) struct Memtable {
     /// The end of the last batch noted, and the txid after it.
     applied: Option<Applied>,
     bytes_since_durable: u64,
+    /// Payload bytes of history records waiting for redb.
+    pending_bytes: usize,
 }
 
 impl Memtable {
     /// Notes a written batch (called under the log writer's lock, in log order).
-    pub(crate) fn note_batch(
-        &mut self,
-        entries: BatchEntries,
-        end: Position,
-        next_txid: u64,
-        bytes: u64,
-    ) {
+    pub(crate) fn note_batch(&mut self, entries: BatchEntries, end: Position, next_txid: u64, bytes: u64) {
         for (id, loc) in entries.blobs {
             self.active.insert(id, loc);
         }
+        self.pending_bytes += entries.records.iter().map(|r| r.payload.len() + 64).sum::<usize>();
         self.records.extend(entries.records);
-        self.applied = Some(Applied {
-            position: end,
-            next_txid,
-        });
+        self.applied = Some(Applied { position: end, next_txid });
         self.bytes_since_durable += bytes;
     }
 
     /// Looks a blob up in both generations.
     pub(crate) fn blob(&self, id: &BlobId) -> Option<Location> {
-        self.active
-            .get(id)
-            .or_else(|| self.flushing.get(id))
-            .copied()
+        self.active.get(id).or_else(|| self.flushing.get(id)).copied()
     }
 
     /// True when nothing waits to be flushed.
     pub(crate) fn is_empty(&self) -> bool {
         self.active.is_empty() && self.records.is_empty()
+    }
+
+    /// Bytes of history records waiting for redb (for back-pressure on writers).
+    pub(crate) fn pending_bytes(&self) -> usize {
+        self.pending_bytes + self.active.len() * 64
     }
 
     /// Log bytes written since the last durable flush started.
@@ -65,6 +61,7 @@ impl Memtable {
         let blobs: Vec<_> = moved.iter().map(|(k, v)| (*k, *v)).collect();
         self.flushing.extend(moved);
         let records = std::mem::take(&mut self.records);
+        self.pending_bytes = 0;
         self.flushing_records = records.clone();
         (BatchEntries { blobs, records }, self.applied)
     }
@@ -79,6 +76,7 @@ impl Memtable {
                 self.active.entry(k).or_insert(v);
             }
             records.append(&mut self.records);
+            self.pending_bytes = records.iter().map(|r| r.payload.len() + 64).sum();
             self.records = records;
         }
     }

@@ -13,17 +13,14 @@ use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use redb::{
-    Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata,
-    TableDefinition,
+    Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata, TableDefinition,
 };
 
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
-pub(crate) use history::{
-    CHATS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, REVISIONS, STEPS,
-};
+pub(crate) use history::{CHATS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, REVISIONS, STEPS};
 pub(crate) use memtable::Memtable;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -78,14 +75,15 @@ fn redb_err(e: impl std::fmt::Display) -> Error {
 impl Index {
     /// Opens (or creates) the index. An index that cannot be opened or has another layout
     /// version is deleted and recreated empty: it is derived, and the log rebuilds it.
-    pub(crate) fn open(store_dir: &Path) -> Result<(Index, Applied)> {
+    pub(crate) fn open(store_dir: &Path, cache_bytes: usize) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
-        let db = match Database::create(&path) {
+        let create = |p: &Path| Database::builder().set_cache_size(cache_bytes).create(p);
+        let db = match create(&path) {
             Ok(db) => db,
             Err(e) => {
                 tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
                 std::fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-                Database::create(&path).map_err(redb_err)?
+                create(&path).map_err(redb_err)?
             }
         };
         let index = Index {
@@ -105,15 +103,9 @@ impl Index {
                     "index layout version differs; rebuilding"
                 );
                 index.clear()?;
-                Applied {
-                    position: Position::new(1, 0),
-                    next_txid: 0,
-                }
+                Applied { position: Position::new(1, 0), next_txid: 0 }
             }
-            None => Applied {
-                position: Position::new(1, 0),
-                next_txid: 0,
-            },
+            None => Applied { position: Position::new(1, 0), next_txid: 0 },
         };
         Ok((index, applied))
     }
@@ -126,24 +118,13 @@ impl Index {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(redb_err(e)),
         };
-        let get = |k: &str| -> Result<Option<u64>> {
-            Ok(meta.get(k).map_err(redb_err)?.map(|v| v.value()))
-        };
-        let (Some(seg), Some(off), Some(txid), Some(ver)) = (
-            get("applied_segment")?,
-            get("applied_offset")?,
-            get("next_txid")?,
-            get("version")?,
-        ) else {
+        let get = |k: &str| -> Result<Option<u64>> { Ok(meta.get(k).map_err(redb_err)?.map(|v| v.value())) };
+        let (Some(seg), Some(off), Some(txid), Some(ver)) =
+            (get("applied_segment")?, get("applied_offset")?, get("next_txid")?, get("version")?)
+        else {
             return Ok(None);
         };
-        Ok(Some((
-            Applied {
-                position: Position::new(seg, off),
-                next_txid: txid,
-            },
-            ver,
-        )))
+        Ok(Some((Applied { position: Position::new(seg, off), next_txid: txid }, ver)))
     }
 
     /// Deletes every table (before a rebuild).
@@ -172,11 +153,7 @@ impl Index {
         let found = t.get(id.as_bytes()).map_err(redb_err)?;
         Ok(found.map(|g| {
             let (segment, offset, len) = g.value();
-            Location {
-                segment,
-                offset,
-                len,
-            }
+            Location { segment, offset, len }
         }))
     }
 
@@ -207,11 +184,7 @@ impl Index {
 
     /// Moves the memtable into redb. With `durable`, first `sync_log(position)` makes the
     /// log durable up to the position recorded, then redb commits with fsync.
-    pub(crate) fn flush(
-        &self,
-        durable: bool,
-        sync_log: impl FnOnce(Position) -> Result<()>,
-    ) -> Result<bool> {
+    pub(crate) fn flush(&self, durable: bool, sync_log: impl FnOnce(Position) -> Result<()>) -> Result<bool> {
         let _g = self.flush_lock.lock();
         let (entries, applied) = {
             let mut mem = self.mem.write();
@@ -260,11 +233,7 @@ impl Index {
     pub(crate) fn next_chat(&self) -> Result<u64> {
         let tx = self.db.begin_read().map_err(redb_err)?;
         match tx.open_table(META) {
-            Ok(m) => Ok(m
-                .get("next_chat")
-                .map_err(redb_err)?
-                .map(|g| g.value())
-                .unwrap_or(1)),
+            Ok(m) => Ok(m.get("next_chat").map_err(redb_err)?.map(|g| g.value()).unwrap_or(1)),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(1),
             Err(e) => Err(redb_err(e)),
         }
@@ -293,10 +262,8 @@ impl Index {
 
 fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
     let mut m = tx.open_table(META).map_err(redb_err)?;
-    m.insert("applied_segment", a.position.segment)
-        .map_err(redb_err)?;
-    m.insert("applied_offset", a.position.offset)
-        .map_err(redb_err)?;
+    m.insert("applied_segment", a.position.segment).map_err(redb_err)?;
+    m.insert("applied_offset", a.position.offset).map_err(redb_err)?;
     m.insert("next_txid", a.next_txid).map_err(redb_err)?;
     m.insert("version", INDEX_VERSION).map_err(redb_err)?;
     Ok(())
@@ -307,11 +274,7 @@ fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
 pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
     let mut out = BatchEntries::default();
     for r in &batch.records {
-        let loc = Location {
-            segment,
-            offset: r.offset,
-            len: r.payload.len() as u32,
-        };
+        let loc = Location { segment, offset: r.offset, len: r.payload.len() as u32 };
         if r.kind == kind::BLOB {
             if r.payload.len() >= 32 {
                 let mut id = [0u8; 32];
@@ -319,11 +282,7 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
                 out.blobs.push((BlobId(id), loc));
             }
         } else if r.kind < kind::FIRST_OPTIONAL {
-            out.records.push(PendingRecord {
-                kind: r.kind,
-                loc,
-                payload: r.payload.to_vec(),
-            });
+            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec() });
         }
     }
     out
@@ -337,8 +296,7 @@ fn apply_entries(
     if !blobs.is_empty() {
         let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
         for (id, loc) in blobs {
-            t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len))
-                .map_err(redb_err)?;
+            t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len)).map_err(redb_err)?;
         }
     }
     if !records.is_empty() {
@@ -346,6 +304,7 @@ fn apply_entries(
         for r in records {
             h.apply(r)?;
         }
+        h.finish()?;
     }
     Ok(())
 }

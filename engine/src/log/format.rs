@@ -100,9 +100,7 @@ pub fn decode_segment_header(bytes: &[u8], segment: u64) -> Result<(), SegmentHe
     }
     let found = u64_at(h, 16);
     if found != segment {
-        return Err(SegmentHeaderError::Bad(format!(
-            "segment number: expected {segment}, found {found}"
-        )));
+        return Err(SegmentHeaderError::Bad(format!("segment number: expected {segment}, found {found}")));
     }
     Ok(())
 }
@@ -131,25 +129,18 @@ pub struct BatchBuf {
 impl BatchBuf {
     /// An empty batch.
     pub fn new() -> Self {
-        BatchBuf {
-            buf: vec![0u8; BATCH_HEADER_LEN],
-            count: 0,
-        }
+        BatchBuf { buf: vec![0u8; BATCH_HEADER_LEN], count: 0 }
     }
 
     /// Appends a record; returns its offset relative to the start of the batch frame.
     pub fn push(&mut self, rec: RecordSpec<'_>) -> Result<u64, String> {
         let len: usize = rec.parts.iter().map(|p| p.len()).sum();
         if len > MAX_RECORD_LEN {
-            return Err(format!(
-                "record of {len} bytes exceeds the {MAX_RECORD_LEN}-byte limit"
-            ));
+            return Err(format!("record of {len} bytes exceeds the {MAX_RECORD_LEN}-byte limit"));
         }
         let at = self.buf.len();
         if align_up(at + RECORD_HEADER_LEN + len) - BATCH_HEADER_LEN > MAX_BATCH_BODY {
-            return Err(format!(
-                "batch would exceed the {MAX_BATCH_BODY}-byte limit"
-            ));
+            return Err(format!("batch would exceed the {MAX_BATCH_BODY}-byte limit"));
         }
         let mut h = [0u8; RECORD_HEADER_LEN];
         h[0..4].copy_from_slice(&(len as u32).to_le_bytes());
@@ -274,13 +265,8 @@ impl FrameError {
 }
 
 /// Decodes the batch header at `offset` and returns (body length, record count, txid, body crc).
-pub fn decode_batch_header(
-    seg: &[u8],
-    offset: usize,
-) -> Result<(usize, u32, u64, u32), FrameError> {
-    let end = offset
-        .checked_add(BATCH_HEADER_LEN)
-        .filter(|&e| e <= seg.len());
+pub fn decode_batch_header(seg: &[u8], offset: usize) -> Result<(usize, u32, u64, u32), FrameError> {
+    let end = offset.checked_add(BATCH_HEADER_LEN).filter(|&e| e <= seg.len());
     let Some(end) = end else {
         return Err(FrameError::Incomplete(format!(
             "batch header needs {BATCH_HEADER_LEN} bytes, {} remain",
@@ -303,9 +289,7 @@ pub fn decode_batch_header(
     }
     let body_len = u32_at(h, 4) as usize;
     if !body_len.is_multiple_of(ALIGN) || body_len > MAX_BATCH_BODY {
-        return Err(FrameError::Bad(format!(
-            "batch body length {body_len} is not valid"
-        )));
+        return Err(FrameError::Bad(format!("batch body length {body_len} is not valid")));
     }
     Ok((body_len, u32_at(h, 8), u64_at(h, 16), u32_at(h, 24)))
 }
@@ -330,9 +314,7 @@ pub fn decode_batch(seg: &[u8], offset: usize) -> Result<BatchRef<'_>, FrameErro
         if at >= body.len() {
             // The header (checksummed) promises more records than the body holds: the
             // batch as a whole is wrong, not a record inside it.
-            return Err(FrameError::Bad(format!(
-                "batch header says {count} records, its body holds {i}"
-            )));
+            return Err(FrameError::Bad(format!("batch header says {count} records, its body holds {i}")));
         }
         let rec_off = (body_start + at) as u64;
         let rec = decode_record_at(body, at, rec_off)
@@ -348,45 +330,28 @@ pub fn decode_batch(seg: &[u8], offset: usize) -> Result<BatchRef<'_>, FrameErro
             "batch body: {count} records span {at} bytes, header says {body_len}"
         )));
     }
-    Ok(BatchRef {
-        offset: offset as u64,
-        end: body_end as u64,
-        txid,
-        records,
-    })
+    Ok(BatchRef { offset: offset as u64, end: body_end as u64, txid, records })
 }
 
 /// Decodes and verifies one record whose header starts at `at` within `bytes`.
 /// `abs` is the record's offset within its segment (reported back in the result).
 pub fn decode_record_at(bytes: &[u8], at: usize, abs: u64) -> Result<RecordRef<'_>, String> {
-    let hend = at
-        .checked_add(RECORD_HEADER_LEN)
-        .filter(|&e| e <= bytes.len());
+    let hend = at.checked_add(RECORD_HEADER_LEN).filter(|&e| e <= bytes.len());
     let Some(hend) = hend else {
         return Err("record header runs past the end of its batch".into());
     };
     let h = &bytes[at..hend];
     let len = u32_at(h, 0) as usize;
     if len > MAX_RECORD_LEN || hend + len > bytes.len() {
-        return Err(format!(
-            "record length {len} runs past the end of its batch"
-        ));
+        return Err(format!("record length {len} runs past the end of its batch"));
     }
     let payload = &bytes[hend..hend + len];
     let stored = u32_at(h, 12);
     let computed = crc(&[&h[0..12], payload]);
     if stored != computed {
-        return Err(format!(
-            "record checksum: expected {computed:#010x}, found {stored:#010x}"
-        ));
+        return Err(format!("record checksum: expected {computed:#010x}, found {stored:#010x}"));
     }
-    Ok(RecordRef {
-        offset: abs,
-        kind: h[4],
-        codec: h[5],
-        raw_len: u32_at(h, 8),
-        payload,
-    })
+    Ok(RecordRef { offset: abs, kind: h[4], codec: h[5], raw_len: u32_at(h, 8), payload })
 }
 
 /// Reads a record header without verifying the checksum (for `Verify::None` reads).
@@ -404,13 +369,8 @@ mod tests {
     fn batch(records: &[(&[u8], u8)]) -> Vec<u8> {
         let mut b = BatchBuf::new();
         for (p, k) in records {
-            b.push(RecordSpec {
-                kind: *k,
-                codec: 0,
-                raw_len: p.len() as u32,
-                parts: &[p],
-            })
-            .unwrap_or_else(|e| panic!("{e}"));
+            b.push(RecordSpec { kind: *k, codec: 0, raw_len: p.len() as u32, parts: &[p] })
+                .unwrap_or_else(|e| panic!("{e}"));
         }
         let mut f = b.finish();
         f.seal(7).to_vec()
@@ -434,10 +394,7 @@ mod tests {
         for bit in 0..bytes.len() * 8 {
             let mut b = bytes.clone();
             b[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                decode_batch(&b, 0).is_err(),
-                "flip of bit {bit} went unnoticed"
-            );
+            assert!(decode_batch(&b, 0).is_err(), "flip of bit {bit} went unnoticed");
         }
     }
 
@@ -445,10 +402,7 @@ mod tests {
     fn every_truncation_is_incomplete_or_bad_never_a_batch() {
         let bytes = batch(&[(b"abcdefghijklmnop", 1)]);
         for cut in 0..bytes.len() {
-            assert!(
-                decode_batch(&bytes[..cut], 0).is_err(),
-                "cut at {cut} decoded"
-            );
+            assert!(decode_batch(&bytes[..cut], 0).is_err(), "cut at {cut} decoded");
         }
     }
 
@@ -460,9 +414,6 @@ mod tests {
             Err(SegmentHeaderError::Bad(r)) => assert!(r.contains("expected 6, found 5"), "{r}"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            decode_segment_header(&h[..10], 5),
-            Err(SegmentHeaderError::Short)
-        );
+        assert_eq!(decode_segment_header(&h[..10], 5), Err(SegmentHeaderError::Short));
     }
 }

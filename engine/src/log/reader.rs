@@ -6,6 +6,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use memmap2::Mmap;
 use parking_lot::RwLock;
@@ -25,24 +26,33 @@ pub(crate) struct RawRecord {
     pub payload: Blob,
 }
 
-/// Maps sealed segments on first use and keeps the maps for later reads.
+/// Maps sealed segments on first use and keeps the most recently used maps for later
+/// reads. Unmapping the least recently used ones bounds the file pages that count as the
+/// process's resident memory, however large the log grows; a [`Blob`] still borrowing
+/// from a dropped map keeps that map alive until it is dropped.
 #[derive(Debug)]
 pub(crate) struct LogReader {
     dir: PathBuf,
-    maps: RwLock<HashMap<u64, Arc<Mmap>>>,
+    maps: RwLock<HashMap<u64, (Arc<Mmap>, AtomicU64)>>,
+    clock: AtomicU64,
+    max_maps: usize,
 }
 
 impl LogReader {
-    pub(crate) fn new(dir: PathBuf) -> Self {
+    pub(crate) fn new(dir: PathBuf, max_maps: usize) -> Self {
         LogReader {
             dir,
             maps: RwLock::new(HashMap::new()),
+            clock: AtomicU64::new(0),
+            max_maps: max_maps.max(1),
         }
     }
 
     /// The memory map of sealed segment `n`, created on first use.
     pub(crate) fn map(&self, n: u64) -> Result<Arc<Mmap>> {
-        if let Some(m) = self.maps.read().get(&n) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed);
+        if let Some((m, used)) = self.maps.read().get(&n) {
+            used.store(now, Ordering::Relaxed);
             return Ok(m.clone());
         }
         let path = segment_path(&self.dir, n);
@@ -53,7 +63,16 @@ impl LogReader {
         // map is read-only and every access is bounds-checked against its length.
         let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io("mmap", &path, e))?;
         let map = Arc::new(map);
-        self.maps.write().entry(n).or_insert(map.clone());
+        let mut maps = self.maps.write();
+        let map = maps.entry(n).or_insert((map, AtomicU64::new(now))).0.clone();
+        while maps.len() > self.max_maps {
+            let oldest =
+                maps.iter().min_by_key(|(_, (_, used))| used.load(Ordering::Relaxed)).map(|(k, _)| *k);
+            match oldest {
+                Some(k) => maps.remove(&k),
+                None => break,
+            };
+        }
         Ok(map)
     }
 
@@ -64,12 +83,7 @@ impl LogReader {
     }
 
     /// Reads the record at `loc`, checking as much as `verify` asks.
-    pub(crate) fn read(
-        &self,
-        writer: &LogWriter,
-        loc: Location,
-        verify: Verify,
-    ) -> Result<RawRecord> {
+    pub(crate) fn read(&self, writer: &LogWriter, loc: Location, verify: Verify) -> Result<RawRecord> {
         let total = RECORD_HEADER_LEN + loc.len as usize;
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
         let (bytes, base): (Blob, usize) = if loc.segment < writer.active_segment() {
@@ -78,9 +92,7 @@ impl LogReader {
             let mut buf = vec![0u8; total];
             file.read_exact_at(&mut buf, loc.offset).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    corrupt(format!(
-                        "record of {total} bytes runs past the end of the segment"
-                    ))
+                    corrupt(format!("record of {total} bytes runs past the end of the segment"))
                 } else {
                     Error::io("read", segment_path(&self.dir, loc.segment), e)
                 }
@@ -95,20 +107,12 @@ impl LogReader {
             return Err(corrupt("record header is short".into()));
         };
         if len != loc.len as usize {
-            return Err(corrupt(format!(
-                "record length: index says {}, log says {len}",
-                loc.len
-            )));
+            return Err(corrupt(format!("record length: index says {}, log says {len}", loc.len)));
         }
         if verify != Verify::None {
             format::decode_record_at(rec, 0, loc.offset).map_err(corrupt)?;
         }
-        Ok(RawRecord {
-            kind,
-            codec,
-            raw_len,
-            payload: bytes.skip(base + RECORD_HEADER_LEN),
-        })
+        Ok(RawRecord { kind, codec, raw_len, payload: bytes.skip(base + RECORD_HEADER_LEN) })
     }
 
     fn mapped(&self, loc: Location, total: usize) -> Result<(Blob, usize)> {
@@ -118,10 +122,7 @@ impl LogReader {
             return Err(Error::corrupt(
                 loc.segment,
                 loc.offset,
-                format!(
-                    "record of {total} bytes runs past the segment end ({} bytes)",
-                    map.len()
-                ),
+                format!("record of {total} bytes runs past the segment end ({} bytes)", map.len()),
             ));
         }
         Ok((Blob::mapped(map, start..start + total), 0))

@@ -57,12 +57,7 @@ pub(crate) fn recover(
             )));
         }
         let file = LogWriter::create_segment(dir, 1)?;
-        return Ok(Recovered {
-            file,
-            segment: 1,
-            end: SEGMENT_HEADER_LEN as u64,
-            next_txid: 0,
-        });
+        return Ok(Recovered { file, segment: 1, end: SEGMENT_HEADER_LEN as u64, next_txid: 0 });
     };
     if from.segment > last {
         return Err(RecoverError::IndexAhead(format!(
@@ -86,30 +81,21 @@ pub(crate) fn recover(
                 }
                 .into());
             }
-            Err(e)
-                if is_last
-                    && super::scan::next_valid_batch(&bytes, SEGMENT_HEADER_LEN).is_none() =>
-            {
+            Err(e) if is_last && super::scan::next_valid_batch(&bytes, SEGMENT_HEADER_LEN).is_none() => {
                 // A crash while the segment was being created: nothing in it was ever
                 // acknowledged. Start it again.
                 tracing::warn!(segment = n, reason = ?e, "rewriting the header of a segment torn at creation");
                 let file = reopen_truncated(&path, 0)?;
                 file.write_all_at(&format::encode_segment_header(n), 0)
                     .map_err(|e| Error::io("write", &path, e))?;
-                file.sync_data()
-                    .map_err(|e| Error::io("fdatasync", &path, e))?;
+                file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
                 if from.segment == n && from.offset > SEGMENT_HEADER_LEN as u64 {
                     return Err(RecoverError::IndexAhead(format!(
                         "index is at segment {n} offset {}, but that segment was torn at creation",
                         from.offset
                     )));
                 }
-                return Ok(Recovered {
-                    file,
-                    segment: n,
-                    end: SEGMENT_HEADER_LEN as u64,
-                    next_txid,
-                });
+                return Ok(Recovered { file, segment: n, end: SEGMENT_HEADER_LEN as u64, next_txid });
             }
             Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e:?}")).into()),
         }
@@ -129,12 +115,7 @@ pub(crate) fn recover(
             apply(n, b)
         })?;
         end = valid_end;
-        if let ScanEnd::Damaged {
-            offset,
-            reason,
-            valid_after,
-        } = how
-        {
+        if let ScanEnd::Damaged { offset, reason, valid_after } = how {
             if !is_last || valid_after {
                 return Err(Error::corrupt(n, offset, reason).into());
             }
@@ -144,31 +125,18 @@ pub(crate) fn recover(
         }
     }
     let path = segment_path(dir, last);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io("open", &path, e))?;
+    let file =
+        OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.
-    file.sync_data()
-        .map_err(|e| Error::io("fdatasync", &path, e))?;
-    Ok(Recovered {
-        file,
-        segment: last,
-        end,
-        next_txid,
-    })
+    file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+    Ok(Recovered { file, segment: last, end, next_txid })
 }
 
 fn reopen_truncated(path: &Path, len: u64) -> Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| Error::io("open", path, e))?;
-    file.set_len(len)
-        .map_err(|e| Error::io("set_len", path, e))?;
+    let file =
+        OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io("open", path, e))?;
+    file.set_len(len).map_err(|e| Error::io("set_len", path, e))?;
     file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
     Ok(file)
 }

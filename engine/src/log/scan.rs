@@ -36,11 +36,8 @@ pub fn walk_batches<E>(
             Err(e) => {
                 // Giving up counts as "something valid may follow": never cut on a guess.
                 let valid_after = probe_valid_batch(seg, off + format::ALIGN) != Probe::NotFound;
-                let end = ScanEnd::Damaged {
-                    offset: off as u64,
-                    reason: e.reason().to_string(),
-                    valid_after,
-                };
+                let end =
+                    ScanEnd::Damaged { offset: off as u64, reason: e.reason().to_string(), valid_after };
                 return Ok((off as u64, end));
             }
         }
@@ -68,10 +65,7 @@ pub fn probe_valid_batch(seg: &[u8], from: usize) -> Probe {
     let mut budget = seg.len().saturating_mul(2).saturating_add(1 << 20);
     let mut off = format::align_up(from);
     let magic = BATCH_MAGIC.to_le_bytes();
-    while off
-        .checked_add(format::BATCH_HEADER_LEN)
-        .is_some_and(|e| e <= seg.len())
-    {
+    while off.checked_add(format::BATCH_HEADER_LEN).is_some_and(|e| e <= seg.len()) {
         if seg[off..off + 4] == magic
             && let Ok((body_len, ..)) = format::decode_batch_header(seg, off)
         {
@@ -137,10 +131,7 @@ pub fn verify_segment(
 ) -> SegmentCheck {
     let mut out = SegmentCheck::default();
     if let Err(e) = format::decode_segment_header(seg, segment) {
-        out.problems.push(Problem {
-            offset: 0,
-            reason: format!("segment header: {e:?}"),
-        });
+        out.problems.push(Problem { offset: 0, reason: format!("segment header: {e:?}") });
         if seg.len() < SEGMENT_HEADER_LEN {
             return out;
         }
@@ -153,10 +144,7 @@ pub fn verify_segment(
                 for r in &b.records {
                     out.records += 1;
                     if let Some(reason) = extra(r) {
-                        out.problems.push(Problem {
-                            offset: r.offset,
-                            reason,
-                        });
+                        out.problems.push(Problem { offset: r.offset, reason });
                     }
                 }
                 off = b.end as usize;
@@ -173,10 +161,7 @@ pub fn verify_segment(
                     }
                     _ => (off as u64, next_valid_batch(seg, off + format::ALIGN)),
                 };
-                out.problems.push(Problem {
-                    offset,
-                    reason: e.reason().to_string(),
-                });
+                out.problems.push(Problem { offset, reason: e.reason().to_string() });
                 match next {
                     Some(n) if n > off && n <= seg.len() => off = n,
                     _ => break,
@@ -197,13 +182,7 @@ mod tests {
         for i in 0..batches {
             let mut b = BatchBuf::new();
             let p = vec![i as u8; 40 + i];
-            b.push(RecordSpec {
-                kind: 1,
-                codec: 0,
-                raw_len: 0,
-                parts: &[&p],
-            })
-            .unwrap();
+            b.push(RecordSpec { kind: 1, codec: 0, raw_len: 0, parts: &[&p] }).unwrap();
             let mut f = b.finish();
             seg.extend_from_slice(f.seal(i as u64));
         }
@@ -221,9 +200,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, 2);
-        assert!(
-            matches!(how, ScanEnd::Damaged { valid_after: false, offset, .. } if offset == end)
-        );
+        assert!(matches!(how, ScanEnd::Damaged { valid_after: false, offset, .. } if offset == end));
     }
 
     #[test]
@@ -232,23 +209,14 @@ mod tests {
         seg[40] ^= 1;
         let (end, how) = walk_batches::<()>(&seg, 32, |_| Ok(())).unwrap();
         assert_eq!(end, 32);
-        assert!(matches!(
-            how,
-            ScanEnd::Damaged {
-                valid_after: true,
-                ..
-            }
-        ));
+        assert!(matches!(how, ScanEnd::Damaged { valid_after: true, .. }));
     }
 
     #[test]
     fn verify_reports_each_damaged_frame_and_keeps_going() {
         let mut seg = segment(4);
         let clean = verify_segment(&seg, 1, |_| None);
-        assert_eq!(
-            (clean.batches, clean.records, clean.problems.len()),
-            (4, 4, 0)
-        );
+        assert_eq!((clean.batches, clean.records, clean.problems.len()), (4, 4, 0));
         seg[33] ^= 0x10; // first batch header
         let n = seg.len();
         seg[n - 3] ^= 0x01; // last record's payload or padding

@@ -91,10 +91,8 @@ impl LogWriter {
             .create_new(true)
             .open(&path)
             .map_err(|e| Error::io("create", &path, e))?;
-        file.write_all_at(&format::encode_segment_header(n), 0)
-            .map_err(|e| Error::io("write", &path, e))?;
-        file.sync_data()
-            .map_err(|e| Error::io("fdatasync", &path, e))?;
+        file.write_all_at(&format::encode_segment_header(n), 0).map_err(|e| Error::io("write", &path, e))?;
+        file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
         sync_dir(dir)?;
         Ok(file)
     }
@@ -124,8 +122,7 @@ impl LogWriter {
             // Cut whatever part of the frame reached the file; if even that fails, the
             // file's tail is unknown and the writer must stop.
             if let Err(e2) = st.file.set_len(st.offset) {
-                let why =
-                    format!("write failed ({e}) and the partial frame could not be cut ({e2})");
+                let why = format!("write failed ({e}) and the partial frame could not be cut ({e2})");
                 st.poisoned = Some(why);
             }
             return Err(Error::io("write", path, e));
@@ -144,11 +141,7 @@ impl LogWriter {
                     let why = format!("fdatasync failed: {e}");
                     st.poisoned = Some(why.clone());
                     s.poisoned = Some(why);
-                    return Err(Error::io(
-                        "fdatasync",
-                        segment_path(&self.dir, st.segment),
-                        e,
-                    ));
+                    return Err(Error::io("fdatasync", segment_path(&self.dir, st.segment), e));
                 }
             }
         }
@@ -224,11 +217,7 @@ impl LogWriter {
                     // Lock order is state -> sync: release sync before taking state.
                     drop(s);
                     self.state.lock().poisoned = Some(why);
-                    return Err(Error::io(
-                        "fdatasync",
-                        segment_path(&self.dir, target.segment),
-                        e,
-                    ));
+                    return Err(Error::io("fdatasync", segment_path(&self.dir, target.segment), e));
                 }
             }
             self.synced_cv.notify_all();
@@ -265,10 +254,7 @@ impl LogWriter {
 
     /// Blocks appends while `f` runs (used by index rebuild). Everything written is made
     /// durable first; `f` gets the written end.
-    pub(crate) fn with_appends_paused<T>(
-        &self,
-        f: impl FnOnce(Position) -> Result<T>,
-    ) -> Result<T> {
+    pub(crate) fn with_appends_paused<T>(&self, f: impl FnOnce(Position) -> Result<T>) -> Result<T> {
         let mut st = self.state.lock();
         if let Some(why) = &st.poisoned {
             return Err(Error::Poisoned(why.clone()));
@@ -278,11 +264,7 @@ impl LogWriter {
             let why = format!("fdatasync failed: {e}");
             st.poisoned = Some(why.clone());
             self.sync.lock().poisoned = Some(why);
-            return Err(Error::io(
-                "fdatasync",
-                segment_path(&self.dir, st.segment),
-                e,
-            ));
+            return Err(Error::io("fdatasync", segment_path(&self.dir, st.segment), e));
         }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         {

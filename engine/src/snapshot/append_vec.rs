@@ -20,9 +20,7 @@ pub struct AppendVec<T> {
 
 impl<T> Default for AppendVec<T> {
     fn default() -> Self {
-        AppendVec {
-            chunks: std::array::from_fn(|_| OnceLock::new()),
-        }
+        AppendVec { chunks: std::array::from_fn(|_| OnceLock::new()) }
     }
 }
 
@@ -46,8 +44,7 @@ impl<T> AppendVec<T> {
         if k >= CHUNKS {
             return Err(value);
         }
-        let chunk =
-            self.chunks[k].get_or_init(|| (0..BASE << k).map(|_| OnceLock::new()).collect());
+        let chunk = self.chunks[k].get_or_init(|| (0..BASE << k).map(|_| OnceLock::new()).collect());
         chunk[at].set(value)
     }
 

@@ -67,11 +67,7 @@ impl<T> SnapshotCell<T> {
     /// Replaces the value. Concurrent publishers are serialized; the previous value is
     /// dropped once no reader holds it.
     pub fn publish(&self, value: Arc<T>) {
-        while self
-            .writer
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        while self.writer.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
             spin();
         }
         let target = 1 - self.active.load(Ordering::Acquire);
@@ -123,11 +119,7 @@ mod tests {
         let held = cell.load();
         cell.publish(Arc::new(2));
         cell.publish(Arc::new(3));
-        assert_eq!(
-            Arc::strong_count(&first),
-            2,
-            "the test's clone and the reader's"
-        );
+        assert_eq!(Arc::strong_count(&first), 2, "the test's clone and the reader's");
         drop(held);
         assert_eq!(Arc::strong_count(&first), 1);
         assert_eq!(*cell.load(), 3);

@@ -40,13 +40,7 @@ pub(crate) struct RecordOut {
 impl RecordOut {
     /// A history (non-blob) record.
     pub(crate) fn history(kind: u8, payload: Vec<u8>) -> RecordOut {
-        RecordOut {
-            kind,
-            codec: 0,
-            raw_len: payload.len() as u32,
-            payload,
-            blob: None,
-        }
+        RecordOut { kind, codec: 0, raw_len: payload.len() as u32, payload, blob: None }
     }
 }
 
@@ -59,11 +53,7 @@ pub(crate) struct Txn {
 impl Txn {
     /// Adds `content` as a blob record unless the store (or this transaction) has it.
     /// Returns the id, and the end position of an existing copy, if any, to wait for.
-    pub(crate) fn blob(
-        &mut self,
-        core: &Core,
-        content: &[u8],
-    ) -> Result<(BlobId, Option<Position>)> {
+    pub(crate) fn blob(&mut self, core: &Core, content: &[u8]) -> Result<(BlobId, Option<Position>)> {
         if content.len() > MAX_BLOB_LEN {
             return Err(Error::InvalidArgument(format!(
                 "blob of {} bytes: at most {MAX_BLOB_LEN} bytes fit one record",
@@ -110,10 +100,7 @@ pub(crate) struct Committed {
 
 /// The end of a record: durable once the log is synced at least this far.
 pub(crate) fn record_end(loc: Location) -> Position {
-    Position::new(
-        loc.segment,
-        loc.offset + (format::RECORD_HEADER_LEN as u64) + loc.len as u64,
-    )
+    Position::new(loc.segment, loc.offset + (format::RECORD_HEADER_LEN as u64) + loc.len as u64)
 }
 
 impl Core {
@@ -122,20 +109,12 @@ impl Core {
     /// `on_written` runs under the log lock too, after the memtable is updated.
     pub(crate) fn append(&self, txn: Txn) -> Result<Committed> {
         if txn.records.is_empty() {
-            return Ok(Committed {
-                locations: Vec::new(),
-                end: self.log.written(),
-            });
+            return Ok(Committed { locations: Vec::new(), end: self.log.written() });
         }
         let mut batch = BatchBuf::new();
         let mut rels = Vec::with_capacity(txn.records.len());
         for r in &txn.records {
-            let spec = RecordSpec {
-                kind: r.kind,
-                codec: r.codec,
-                raw_len: r.raw_len,
-                parts: &[&r.payload],
-            };
+            let spec = RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[&r.payload] };
             rels.push(batch.push(spec).map_err(Error::InvalidArgument)?);
         }
         let frame = batch.finish();
@@ -152,18 +131,16 @@ impl Core {
                 locations.push(loc);
                 match r.blob {
                     Some(id) => entries.blobs.push((id, loc)),
-                    None => entries.records.push(PendingRecord {
-                        kind: r.kind,
-                        loc,
-                        payload: r.payload,
-                    }),
+                    None => entries.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload }),
                 }
             }
-            self.index
-                .mem
-                .write()
-                .note_batch(entries, end, next_txid, bytes);
+            self.index.mem.write().note_batch(entries, end, next_txid, bytes);
         })?;
+        // Back-pressure: writers faster than the indexer help it rather than let the
+        // memtable grow without bound.
+        if self.index.mem.read().pending_bytes() > self.opts.index_backlog_bytes {
+            self.index.flush(false, |p| self.log.sync_to(p))?;
+        }
         Ok(Committed { locations, end })
     }
 
@@ -189,9 +166,7 @@ impl Core {
 
     /// Reads and verifies a blob.
     pub(crate) fn get_blob(&self, id: &BlobId, verify: Verify) -> Result<Blob> {
-        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound {
-            what: format!("blob {id}"),
-        })?;
+        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         let rec = self.read(loc, verify)?;
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
         if rec.kind != kind::BLOB || rec.payload.len() < 32 {
@@ -204,10 +179,7 @@ impl Core {
         if verify != Verify::None && rec.payload[..32] != id.0 {
             let mut found = [0u8; 32];
             found.copy_from_slice(&rec.payload[..32]);
-            return Err(corrupt(format!(
-                "record holds blob {}, index says {id}",
-                BlobId(found)
-            )));
+            return Err(corrupt(format!("record holds blob {}, index says {id}", BlobId(found))));
         }
         let body = rec.payload.skip(32);
         let data = if rec.codec == codec_flag_none() {
@@ -216,10 +188,7 @@ impl Core {
             Blob::owned(decompress(rec.codec, &body, rec.raw_len as usize).map_err(corrupt)?)
         };
         if verify == Verify::Hash && BlobId::of(&data) != *id {
-            return Err(corrupt(format!(
-                "content hash: expected {id}, found {}",
-                BlobId::of(&data)
-            )));
+            return Err(corrupt(format!("content hash: expected {id}, found {}", BlobId::of(&data))));
         }
         Ok(data)
     }

@@ -109,10 +109,7 @@ impl Store {
                     return Err(Error::corrupt(n, offset, reason));
                 }
             }
-            let applied = Applied {
-                position: written,
-                next_txid,
-            };
+            let applied = Applied { position: written, next_txid };
             inner.index.clear()?;
             inner.index.apply_replayed(&entries, applied)?;
             let mut mem = inner.index.mem.write();
@@ -145,13 +142,11 @@ impl Store {
             report.batches += seg.batches;
             report.records += seg.records;
             report.blobs += blobs;
-            report
-                .problems
-                .extend(seg.problems.into_iter().map(|p| CheckProblem {
-                    segment: n,
-                    offset: p.offset,
-                    reason: p.reason,
-                }));
+            report.problems.extend(seg.problems.into_iter().map(|p| CheckProblem {
+                segment: n,
+                offset: p.offset,
+                reason: p.reason,
+            }));
         }
         Ok(report)
     }
@@ -165,10 +160,7 @@ impl Store {
             return Some(crate::history::record::check(r.kind, r.payload).err());
         }
         if r.payload.len() < 32 {
-            return Some(Some(format!(
-                "blob record of {} bytes is shorter than its id",
-                r.payload.len()
-            )));
+            return Some(Some(format!("blob record of {} bytes is shorter than its id", r.payload.len())));
         }
         let mut idb = [0u8; 32];
         idb.copy_from_slice(&r.payload[..32]);
@@ -187,9 +179,7 @@ impl Store {
         }
         match self.inner.core.index.blob(&id) {
             Ok(Some(_)) => Some(None),
-            Ok(None) => Some(Some(format!(
-                "blob {id} is in the log but not in the index"
-            ))),
+            Ok(None) => Some(Some(format!("blob {id} is in the log but not in the index"))),
             Err(e) => Some(Some(format!("index lookup of blob {id}: {e}"))),
         }
     }
@@ -215,9 +205,7 @@ impl Store {
         let segs = list_segments(&logd)?;
         for &n in &segs {
             let p = segment_path(&logd, n);
-            log_bytes += std::fs::metadata(&p)
-                .map_err(|e| Error::io("stat", &p, e))?
-                .len();
+            log_bytes += std::fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
         }
         let ip = inner.index.path();
         let index_bytes = std::fs::metadata(ip).map(|m| m.len()).unwrap_or(0);

@@ -65,16 +65,14 @@ impl Store {
         }
         if !dir.join(lock::LOCK_FILE).exists() && !dir.join("log").exists() {
             if !opts.create_if_missing {
-                return Err(Error::NotFound {
-                    what: format!("store at {}", dir.display()),
-                });
+                return Err(Error::NotFound { what: format!("store at {}", dir.display()) });
             }
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create_dir", &dir, e))?;
         }
         let lock = lock::acquire(&dir)?;
         let logd = log_dir(&dir);
         std::fs::create_dir_all(&logd).map_err(|e| Error::io("create_dir", &logd, e))?;
-        let (index, applied) = Index::open(&dir)?;
+        let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
         let (rec, replayed) = match replay(&logd, applied.position) {
             Ok(r) => r,
             Err(RecoverError::IndexAhead(why)) => {
@@ -114,22 +112,15 @@ impl Store {
                 .map_err(|e| Error::io("spawn indexer thread", &dir, e))?
         };
         let next_chat = index.next_chat()?;
-        let core = Arc::new(core::Core {
-            dir,
-            opts,
-            log,
-            reader: LogReader::new(logd),
-            index,
-        });
+        let reader = LogReader::new(logd, opts.max_mapped_segments);
+        let core = Arc::new(core::Core { dir, opts, log, reader, index });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
             core,
             indexer: Mutex::new(Some((tx, handle))),
             _lock: lock,
         };
-        Ok(Store {
-            inner: Arc::new(inner),
-        })
+        Ok(Store { inner: Arc::new(inner) })
     }
 
     /// The store directory.
