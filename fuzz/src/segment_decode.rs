@@ -9,8 +9,8 @@
 
 use undertext::log::format::{
     self, ALIGN, BATCH_HEADER_LEN, BATCH_MAGIC, BatchRef, FrameError, RECORD_HEADER_LEN, RecordRef,
-    SEGMENT_HEADER_LEN, align_up, decode_batch, decode_batch_header, decode_record_at,
-    decode_segment_header, encode_segment_header,
+    SEGMENT_HEADER_LEN, align_up, decode_batch, decode_batch_header, decode_record_at, decode_segment_header,
+    encode_segment_header,
 };
 use undertext::log::scan::{
     Probe, ScanEnd, next_valid_batch, probe_valid_batch, verify_segment, walk_batches,
@@ -39,9 +39,7 @@ pub fn check(data: &[u8]) {
 /// [`check`], but letting the open findings named in `tolerate` (from [`KNOWN_OPEN`])
 /// pass, so that a fuzzing run can look for other failures past a known one.
 pub fn check_tolerating(data: &[u8], tolerate: &[&str]) {
-    let lax = Lax {
-        record_offset: tolerate.contains(&BAD_RECORD_OFFSET),
-    };
+    let lax = Lax { record_offset: tolerate.contains(&BAD_RECORD_OFFSET) };
     check_bytes(data, lax);
     let resealed = reseal(data);
     if resealed != data {
@@ -119,12 +117,7 @@ fn check_header(data: &[u8], segment: u64) {
 /// header.
 fn check_batch(data: &[u8], offset: usize, b: &BatchRef<'_>) {
     assert_eq!(b.offset, offset as u64);
-    assert!(
-        b.end <= data.len() as u64,
-        "batch end {} > len {}",
-        b.end,
-        data.len()
-    );
+    assert!(b.end <= data.len() as u64, "batch end {} > len {}", b.end, data.len());
     let end = b.end as usize;
     assert!(end >= offset + BATCH_HEADER_LEN);
     assert_eq!((end - offset) % ALIGN, 0, "batch length not aligned");
@@ -174,25 +167,15 @@ fn check_walk(data: &[u8], start: usize) -> (u64, u64, u64, ScanEnd) {
         next = b.end as usize;
         Ok(())
     });
-    let Ok((end, how)) = walked else {
-        unreachable!("the callback never fails")
-    };
+    let Ok((end, how)) = walked else { unreachable!("the callback never fails") };
     assert_eq!(end, next as u64);
     if start >= data.len() {
         assert_eq!((end, &how), (start as u64, &ScanEnd::Clean));
     } else {
-        assert!(
-            end <= data.len() as u64,
-            "walk end {end} > len {}",
-            data.len()
-        );
+        assert!(end <= data.len() as u64, "walk end {end} > len {}", data.len());
         match &how {
             ScanEnd::Clean => assert_eq!(end, data.len() as u64),
-            ScanEnd::Damaged {
-                offset,
-                reason,
-                valid_after,
-            } => {
+            ScanEnd::Damaged { offset, reason, valid_after } => {
                 assert_eq!(*offset, end);
                 assert!(!reason.is_empty());
                 assert!(decode_batch(data, next).is_err());
@@ -219,10 +202,7 @@ fn check_verify(data: &[u8], segment: u64, walk32: &(u64, u64, u64, ScanEnd), la
     let report = verify_segment(data, segment, |r| {
         check_record(data, r);
         assert!(r.offset >= (SEGMENT_HEADER_LEN + BATCH_HEADER_LEN) as u64);
-        assert!(
-            seen.last().is_none_or(|&p| p < r.offset),
-            "records out of order"
-        );
+        assert!(seen.last().is_none_or(|&p| p < r.offset), "records out of order");
         seen.push(r.offset);
         // A content check like the store's: exercise problems raised by `extra`.
         (r.kind == format::kind::BLOB && r.payload.len() < 32).then(|| {
@@ -232,11 +212,7 @@ fn check_verify(data: &[u8], segment: u64, walk32: &(u64, u64, u64, ScanEnd), la
     });
     assert_eq!(report.records, seen.len() as u64);
     let header_ok = decode_segment_header(data, segment).is_ok();
-    let header_problems = report
-        .problems
-        .iter()
-        .filter(|p| p.reason.starts_with("segment header"))
-        .count();
+    let header_problems = report.problems.iter().filter(|p| p.reason.starts_with("segment header")).count();
     assert_eq!(header_problems, usize::from(!header_ok));
     if !header_ok {
         assert_eq!(report.problems[0].offset, 0);
@@ -265,10 +241,7 @@ fn check_verify(data: &[u8], segment: u64, walk32: &(u64, u64, u64, ScanEnd), la
         assert!(!p.reason.is_empty());
     }
     assert!(
-        report
-            .problems
-            .windows(2)
-            .all(|w| w[0].offset <= w[1].offset),
+        report.problems.windows(2).all(|w| w[0].offset <= w[1].offset),
         "problems out of offset order: {:?}",
         report.problems
     );
@@ -329,9 +302,7 @@ fn check_next_valid(data: &[u8], from: usize) {
     }
     if data.len() <= SMALL {
         let scan_to = found.unwrap_or(data.len());
-        let earlier = (first..scan_to)
-            .step_by(ALIGN)
-            .find(|&o| decode_batch(data, o).is_ok());
+        let earlier = (first..scan_to).step_by(ALIGN).find(|&o| decode_batch(data, o).is_ok());
         assert_eq!(earlier, None, "next_valid_batch skipped a valid batch");
     }
 }
@@ -397,11 +368,7 @@ pub fn crc32c(crc: u32, bytes: &[u8]) -> u32 {
             let mut c = i as u32;
             let mut k = 0;
             while k < 8 {
-                c = if c & 1 == 1 {
-                    (c >> 1) ^ 0x82F6_3B78
-                } else {
-                    c >> 1
-                };
+                c = if c & 1 == 1 { (c >> 1) ^ 0x82F6_3B78 } else { c >> 1 };
                 k += 1;
             }
             t[i] = c;
