@@ -13,6 +13,7 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
+pub mod archive;
 pub mod blob;
 pub mod error;
 pub mod history;
@@ -22,11 +23,12 @@ pub mod options;
 pub mod snapshot;
 mod store;
 
+pub use archive::Unit;
 pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
 pub use history::{
     ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, NewMessage,
-    Page, PageCursor, Part, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
+    Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
 };
 pub use options::{Durability, Options};
 pub use store::{CheckProblem, CheckReport, MAX_BLOB_LEN, Store, StoreStats};

@@ -57,6 +57,14 @@ pub struct Options {
     /// Sealed segments kept memory-mapped at once (least recently used are unmapped), which
     /// bounds the file pages counted in the process's resident memory. Default 4.
     pub max_mapped_segments: usize,
+    /// Tool results longer than this many bytes are archived when appended; the message
+    /// keeps a preview and the archive reference. Default 8 KiB.
+    pub archive_threshold: usize,
+    /// Size of the preview that replaces an archived tool result, in characters. Default 2,000.
+    pub preview_chars: usize,
+    /// The marker a preview carries (placeholders `{id}`, `{total_chars}`, `{total_lines}`,
+    /// `{shown}`, `{omitted}`). Default [`DEFAULT_MARKER`](crate::archive::DEFAULT_MARKER).
+    pub preview_marker: String,
     /// Memory redb may use to cache index pages. Default 32 MiB.
     pub index_cache_bytes: usize,
     /// Message bodies whose parts total at most this many bytes are stored inside the
@@ -78,6 +86,9 @@ impl Default for Options {
             chat_cache_capacity: 128,
             index_cache_bytes: 32 << 20,
             max_mapped_segments: 4,
+            archive_threshold: 8 << 10,
+            preview_chars: 2000,
+            preview_marker: crate::archive::DEFAULT_MARKER.to_string(),
             index_backlog_bytes: 16 << 20,
             inline_body_max: 1024,
         }

@@ -57,6 +57,45 @@ fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
     }
 }
 
+/// Applies the archiving policy to a message about to be written: a tool result longer
+/// than `archive_threshold` is archived in `txn` and replaced by a preview and the archive
+/// reference. A reference the harness supplies must name an archive the owner may read;
+/// its sizes are taken from the store, never from the caller.
+fn prepare(
+    core: &Core,
+    txn: &mut Txn,
+    owner: &str,
+    mut m: NewMessage,
+    wait: &mut Option<Position>,
+) -> Result<NewMessage> {
+    for p in &mut m.parts {
+        let Part::ToolResult { content, .. } = p else { continue };
+        match content {
+            ToolContent::Text(text) if text.len() > core.opts.archive_threshold => {
+                let (r, w) = crate::archive::archive_into(core, txn, owner, text)?;
+                *wait = (*wait).max(w);
+                let preview = crate::archive::preview_of(
+                    text,
+                    &r.id,
+                    core.opts.preview_chars,
+                    &core.opts.preview_marker,
+                );
+                *content = ToolContent::Archived { archive: r, preview };
+            }
+            ToolContent::Archived { archive, .. } => {
+                let pending = txn.records.iter().any(|r| r.blob == Some(archive.id));
+                match crate::archive::grant(core, owner, &archive.id)? {
+                    Some(a) => *archive = crate::archive::to_ref(&a),
+                    None if pending => {}
+                    None => return Err(Error::NotFound { what: format!("archive {}", archive.id) }),
+                }
+            }
+            ToolContent::Text(_) => {}
+        }
+    }
+    Ok(m)
+}
+
 /// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
 fn body(core: &Core, txn: &mut Txn, parts: &[Part], wait: &mut Option<Position>) -> Result<BodyRec> {
     let recs: Vec<PartRec> = parts.iter().map(PartRec::from_part).collect();
@@ -121,6 +160,7 @@ impl Store {
             meta: Arc::new(meta),
             meta_version: 1,
             last_ms: now,
+            pins: Arc::new(Vec::new()),
             last_end: committed.end,
         };
         self.inner.chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
@@ -351,6 +391,11 @@ impl Chat {
             stream_id: t.stream_id.clone(),
             step: t.step,
         });
+        let owner = self.state.owner.clone();
+        let messages = messages
+            .into_iter()
+            .map(|m| prepare(&core, &mut txn, &owner, m, &mut wait))
+            .collect::<Result<Vec<_>>>()?;
         for (i, m) in messages.iter().enumerate() {
             let starts = m.starts_turn();
             turn += starts as u64;
@@ -459,6 +504,7 @@ impl Chat {
         let now = now_ms();
         let mut txn = Txn::default();
         let mut wait = None;
+        let message = prepare(&core, &mut txn, &self.state.owner.clone(), message, &mut wait)?;
         let rev = RevRec {
             chat: chat.0,
             revision,
@@ -585,6 +631,7 @@ impl Chat {
                 meta_version: cur.meta_version,
                 created_ms: cur.created_ms,
                 last_ms: cur.last_ms,
+                pins: cur.pins.clone(),
                 core: core.clone(),
             }),
         })
@@ -654,5 +701,77 @@ impl Chat {
             }
         }
         Ok(out)
+    }
+
+    /// Pins `range` (in `unit`) of archive `archive` into the model view: the budget guard
+    /// will not shrink it again. The owner must be able to read the archive, and the range
+    /// must be valid in it.
+    pub fn pin(
+        &self,
+        archive: &crate::blob::BlobId,
+        range: Range<u64>,
+        unit: crate::archive::Unit,
+    ) -> Result<()> {
+        self.set_pin(archive, range, unit, true)
+    }
+
+    /// Removes a pin made with [`Chat::pin`] (the same archive, range and unit).
+    pub fn unpin(
+        &self,
+        archive: &crate::blob::BlobId,
+        range: Range<u64>,
+        unit: crate::archive::Unit,
+    ) -> Result<()> {
+        self.set_pin(archive, range, unit, false)
+    }
+
+    fn set_pin(
+        &self,
+        archive: &crate::blob::BlobId,
+        range: Range<u64>,
+        unit: crate::archive::Unit,
+        on: bool,
+    ) -> Result<()> {
+        let pin = Pin { archive: *archive, unit, range: range.clone() };
+        if on {
+            // Validates ownership and the range (errors say where and how long).
+            self.store.read_context(&self.state.owner, archive, range.clone(), unit)?;
+        }
+        let core = self.core().clone();
+        let mut w = self.state.w.lock();
+        let present = w.pins.contains(&pin);
+        if on == present {
+            if on {
+                return Ok(());
+            }
+            return Err(Error::NotFound {
+                what: format!("pin of {archive} {}..{} ({})", range.start, range.end, unit.as_str()),
+            });
+        }
+        let now = now_ms();
+        let rec = record::PinRec {
+            chat: self.id().0,
+            id: archive.0,
+            unit: crate::archive::unit_code(unit),
+            start: range.start,
+            end: range.end,
+            pinned: on,
+            at_ms: now,
+        };
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(kind::PIN, record::encode(&rec)?.into_vec()));
+        let c = core.append(txn)?;
+        let mut pins = (*w.pins).clone();
+        if on {
+            pins.push(pin);
+        } else {
+            pins.retain(|p| *p != pin);
+        }
+        w.pins = Arc::new(pins);
+        w.last_ms = now;
+        w.last_end = c.end;
+        self.state.publish(&w);
+        drop(w);
+        core.wait_durable(c.end)
     }
 }

@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use super::record::{self, MetaRec};
 use super::state::{Entry, Writer, read_entry};
-use super::types::{ChatId, ChatMeta};
+use super::types::{ChatId, ChatMeta, Pin};
 use crate::error::{Error, Result};
-use crate::index::{CHATS, ChatRow, MESSAGES, REVISIONS};
+use crate::index::{CHATS, ChatRow, MESSAGES, PINS, REVISIONS};
 use crate::log::{Location, Position};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
@@ -91,6 +91,26 @@ pub(crate) fn len_at_end_of(tx: &redb::ReadTransaction, chat: ChatId, revision: 
     Ok(t.get((chat.0, revision + 1)).map_err(redb_err)?.map(|g| g.value().1))
 }
 
+/// The pages pinned in `chat`.
+pub(crate) fn pins_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<Pin>> {
+    let t = match tx.open_table(PINS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut out = Vec::new();
+    let lo = (chat.0, [0u8; 32], 0u8, 0u64, 0u64);
+    let hi = (chat.0, [0xffu8; 32], u8::MAX, u64::MAX, u64::MAX);
+    for item in t.range(lo..=hi).map_err(redb_err)? {
+        let (k, _) = item.map_err(redb_err)?;
+        let (_, id, unit, start, end) = k.value();
+        let unit = crate::archive::unit_of(unit)
+            .ok_or_else(|| Error::Index(format!("pin with unit code {unit}")))?;
+        out.push(Pin { archive: crate::blob::BlobId(id), unit, range: start..end });
+    }
+    Ok(out)
+}
+
 /// Loads a chat's writer state from the index. `None` if the chat does not exist.
 pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, Writer)>> {
     let tx = core.index.read()?;
@@ -100,6 +120,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let entries = entries_at(core, &tx, chat, row.revision, row.len)?;
     let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
     let meta = read_meta(core, &row)?;
+    let pins = pins_of(&tx, chat)?;
     let w = Writer {
         revision: row.revision,
         len: row.len,
@@ -108,6 +129,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         meta: Arc::new(meta),
         meta_version: row.meta_version,
         last_ms: row.last_ms,
+        pins: Arc::new(pins),
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))

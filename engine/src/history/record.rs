@@ -16,6 +16,33 @@ pub(crate) mod kind {
     pub const MESSAGE: u8 = 4;
     pub const REVISION: u8 = 5;
     pub const STEP: u8 = 6;
+    pub const ARCHIVE: u8 = 7;
+    pub const PIN: u8 = 8;
+}
+
+/// An owner archived a text (or was granted an archive another owner stored first).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct ArchiveRec {
+    pub owner: String,
+    pub id: [u8; 32],
+    /// Blob holding the offset index.
+    pub index: [u8; 32],
+    pub bytes: u64,
+    pub chars: u64,
+    pub utf16: u64,
+    pub lines: u64,
+}
+
+/// A page of an archive pinned into a chat's model view, or unpinned.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct PinRec {
+    pub chat: u64,
+    pub id: [u8; 32],
+    pub unit: u8,
+    pub start: u64,
+    pub end: u64,
+    pub pinned: bool,
+    pub at_ms: u64,
 }
 
 /// A chat was created.
@@ -288,6 +315,8 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::MESSAGE => decode::<MsgRec>(payload, "message").map(drop),
         kind::REVISION => decode::<RevRec>(payload, "revision").map(drop),
         kind::STEP => decode::<StepRec>(payload, "step").map(drop),
+        kind::ARCHIVE => decode::<ArchiveRec>(payload, "archive").map(drop),
+        kind::PIN => decode::<PinRec>(payload, "pin").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

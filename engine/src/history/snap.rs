@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::state::{SnapInner, read_message};
-use super::types::{ChatId, ChatMeta, Message, MessageHeader};
+use super::types::{ChatId, ChatMeta, Message, MessageHeader, Pin};
 use crate::error::{Error, Result};
 
 /// An immutable state of a chat: revision, length, messages and metadata. Taking one costs
@@ -56,6 +56,11 @@ impl Snapshot {
     /// Version of the metadata (1 at creation, +1 per change).
     pub fn meta_version(&self) -> u64 {
         self.inner.meta_version
+    }
+
+    /// Pages pinned into the model view, in the order they were pinned.
+    pub fn pins(&self) -> &[Pin] {
+        &self.inner.pins
     }
 
     /// Everything about message `seq` but its parts, without reading its body.

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use parking_lot::Mutex;
 
 use super::record::{self, BodyRec, MsgRec, PartRec, PartsRec};
-use super::types::{ChatId, ChatMeta, Message, Role, StepTag};
+use super::types::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::log::{Location, Position};
@@ -40,6 +40,7 @@ pub(crate) struct SnapInner {
     pub meta_version: u64,
     pub created_ms: u64,
     pub last_ms: u64,
+    pub pins: Arc<Vec<Pin>>,
     pub core: Arc<Core>,
 }
 
@@ -53,6 +54,7 @@ pub(crate) struct Writer {
     pub meta: Arc<ChatMeta>,
     pub meta_version: u64,
     pub last_ms: u64,
+    pub pins: Arc<Vec<Pin>>,
     /// End of the last batch written for this chat.
     pub last_end: Position,
 }
@@ -106,6 +108,7 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
         meta_version: w.meta_version,
         created_ms,
         last_ms: w.last_ms,
+        pins: w.pins.clone(),
         core: core.clone(),
     }
 }

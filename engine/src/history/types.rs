@@ -271,6 +271,17 @@ pub struct MessageHeader {
     pub at_ms: u64,
 }
 
+/// A page of an archive kept in a chat's model view (see [`Chat::pin`](crate::Chat::pin)).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Pin {
+    /// The archive.
+    pub archive: BlobId,
+    /// The unit `range` counts in.
+    pub unit: crate::archive::Unit,
+    /// The pinned range.
+    pub range: std::ops::Range<u64>,
+}
+
 /// Mutable, versioned chat metadata.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatMeta {

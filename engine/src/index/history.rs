@@ -6,7 +6,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
-use crate::history::record::{self, ChatRec, MetaRec, RevRec, StepRec, kind};
+use crate::history::record::{self, ArchiveRec, ChatRec, MetaRec, PinRec, RevRec, StepRec, kind};
 use crate::log::Location;
 
 type Loc = (u64, u64, u32);
@@ -24,6 +24,11 @@ pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
 pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDefinition::new("steps");
+
+/// (owner, archive id) -> encoded `ArchiveRec`: who may read which archive.
+pub(crate) const ARCHIVES: TableDefinition<'_, (&str, [u8; 32]), &[u8]> = TableDefinition::new("archives");
+/// (chat, archive id, unit, start, end) -> () : pinned pages.
+pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
 
 /// What the index keeps per chat.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,8 @@ pub(crate) struct HistoryIndex<'t> {
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
+    archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
+    pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
     meta: redb::Table<'t, &'static str, u64>,
 }
 
@@ -75,6 +82,8 @@ impl<'t> HistoryIndex<'t> {
             revisions: tx.open_table(REVISIONS).map_err(redb_err)?,
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
+            archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
+            pins: tx.open_table(PINS).map_err(redb_err)?,
             meta: tx.open_table(META).map_err(redb_err)?,
         })
     }
@@ -162,6 +171,21 @@ impl<'t> HistoryIndex<'t> {
                     .insert((s.chat, s.turn, r.loc.segment, r.loc.offset), r.loc.len)
                     .map_err(redb_err)?;
             }
+            kind::ARCHIVE => {
+                let a: ArchiveRec = record::decode(&r.payload, "archive").map_err(|e| bad(r, e))?;
+                self.archives.insert((a.owner.as_str(), a.id), r.payload.as_slice()).map_err(redb_err)?;
+            }
+            kind::PIN => {
+                let p: PinRec = record::decode(&r.payload, "pin").map_err(|e| bad(r, e))?;
+                let key = (p.chat, p.id, p.unit, p.start, p.end);
+                if p.pinned {
+                    self.pins.insert(key, ()).map_err(redb_err)?;
+                } else {
+                    self.pins.remove(key).map_err(redb_err)?;
+                }
+                let row = self.row(p.chat, r)?;
+                row.last_ms = row.last_ms.max(p.at_ms);
+            }
             other => return Err(bad(r, format!("unknown required record kind {other}"))),
         }
         Ok(())
@@ -176,5 +200,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(REVISIONS).map_err(redb_err)?;
     tx.delete_table(METAS).map_err(redb_err)?;
     tx.delete_table(STEPS).map_err(redb_err)?;
+    tx.delete_table(ARCHIVES).map_err(redb_err)?;
+    tx.delete_table(PINS).map_err(redb_err)?;
     Ok(())
 }

@@ -20,7 +20,9 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
-pub(crate) use history::{CHATS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, REVISIONS, STEPS};
+pub(crate) use history::{
+    ARCHIVES, CHATS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, PINS, REVISIONS, STEPS,
+};
 pub(crate) use memtable::Memtable;
 
 /// Blob id -> (segment, record offset, payload length).

@@ -45,6 +45,7 @@ pub struct Store {
 pub(crate) struct Inner {
     pub(crate) core: Arc<core::Core>,
     pub(crate) chats: crate::history::ChatCache,
+    pub(crate) archives: crate::archive::ArchiveCache,
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     _lock: lock::DirLock,
 }
@@ -116,6 +117,7 @@ impl Store {
         let core = Arc::new(core::Core { dir, opts, log, reader, index });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
+            archives: crate::archive::ArchiveCache::default(),
             core,
             indexer: Mutex::new(Some((tx, handle))),
             _lock: lock,

@@ -1,0 +1,252 @@
+//! Archives: large outputs kept whole, previews that say what they leave out, and
+//! `read_context`, which returns any range of the original exactly, in any unit.
+//!
+//! An archive is a blob of UTF-8 text (its id is the text's content address) plus a blob
+//! holding its [offset index](offsets). An `archive` record grants one owner the right to
+//! read it; the same text archived by two owners is stored once with two grants.
+
+mod offsets;
+mod preview;
+
+pub use offsets::Unit;
+pub use preview::DEFAULT_MARKER;
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use self::offsets::OffsetIndex;
+use crate::blob::{BlobId, Verify};
+use crate::error::{Error, Result};
+use crate::history::ArchiveRef;
+use crate::history::record::{self, ArchiveRec, kind};
+use crate::index::ARCHIVES;
+use crate::log::Position;
+use crate::store::Store;
+use crate::store::core::{Core, RecordOut, Txn};
+
+/// A loaded archive: its verified text and offset index.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub text: String,
+    pub index: OffsetIndex,
+}
+
+/// Recently read archives, kept up to a byte budget.
+#[derive(Debug, Default)]
+pub(crate) struct ArchiveCache {
+    map: Mutex<(HashMap<BlobId, (Arc<Loaded>, u64)>, u64)>,
+}
+
+const CACHE_BYTES: usize = 64 << 20;
+
+impl ArchiveCache {
+    fn get(&self, id: &BlobId) -> Option<Arc<Loaded>> {
+        let mut g = self.map.lock();
+        g.1 += 1;
+        let tick = g.1;
+        g.0.get_mut(id).map(|(l, used)| {
+            *used = tick;
+            l.clone()
+        })
+    }
+
+    fn put(&self, id: BlobId, l: Arc<Loaded>) {
+        let mut g = self.map.lock();
+        g.1 += 1;
+        let tick = g.1;
+        g.0.insert(id, (l, tick));
+        let mut total: usize = g.0.values().map(|(l, _)| l.text.len()).sum();
+        while total > CACHE_BYTES && g.0.len() > 1 {
+            let Some(oldest) = g.0.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
+            if let Some((l, _)) = g.0.remove(&oldest) {
+                total -= l.text.len();
+            }
+        }
+    }
+}
+
+pub(crate) fn to_ref(a: &ArchiveRec) -> ArchiveRef {
+    ArchiveRef { id: BlobId(a.id), bytes: a.bytes, chars: a.chars, utf16_units: a.utf16, lines: a.lines }
+}
+
+/// Adds the blobs and the grant of an archive of `text` for `owner` to `txn`.
+/// Returns the reference and the end of any existing copy to wait for.
+pub(crate) fn archive_into(
+    core: &Core,
+    txn: &mut Txn,
+    owner: &str,
+    text: &str,
+) -> Result<(ArchiveRef, Option<Position>)> {
+    let idx = OffsetIndex::build(text);
+    let (id, w1) = txn.blob(core, text.as_bytes())?;
+    let (index_id, w2) = txn.blob(core, &idx.encode())?;
+    let rec = ArchiveRec {
+        owner: owner.to_string(),
+        id: id.0,
+        index: index_id.0,
+        bytes: idx.end.bytes,
+        chars: idx.end.chars,
+        utf16: idx.end.utf16,
+        lines: idx.lines(text.ends_with('\n')),
+    };
+    let r = to_ref(&rec);
+    let granted = grant(core, owner, &id)?.is_some()
+        || txn.records.iter().any(|x| {
+            x.kind == kind::ARCHIVE
+                && x.payload == record::encode(&rec).map(|v| v.into_vec()).unwrap_or_default()
+        });
+    if !granted {
+        txn.push(RecordOut::history(kind::ARCHIVE, record::encode(&rec)?.into_vec()));
+    }
+    Ok((r, w1.max(w2)))
+}
+
+/// The grant of `owner` on archive `id`, if any (consulting records not yet in redb).
+pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<ArchiveRec>> {
+    let lookup = || -> Result<Option<ArchiveRec>> {
+        let tx = core.index.read()?;
+        let t = match tx.open_table(ARCHIVES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(Error::index(e)),
+        };
+        match t.get((owner, id.0)).map_err(Error::index)? {
+            Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::Index)?)),
+            None => Ok(None),
+        }
+    };
+    if let Some(a) = lookup()? {
+        return Ok(Some(a));
+    }
+    // A grant written moments ago may still be in the memtable.
+    if core.index.flushed() < core.log.written() {
+        core.ensure_flushed(core.log.written())?;
+        return lookup();
+    }
+    Ok(None)
+}
+
+/// The code of a unit in pin records.
+pub(crate) fn unit_code(u: Unit) -> u8 {
+    match u {
+        Unit::Chars => 0,
+        Unit::Utf16 => 1,
+        Unit::Bytes => 2,
+        Unit::Lines => 3,
+    }
+}
+
+/// The unit of a code in pin records.
+pub(crate) fn unit_of(c: u8) -> Option<Unit> {
+    Some(match c {
+        0 => Unit::Chars,
+        1 => Unit::Utf16,
+        2 => Unit::Bytes,
+        3 => Unit::Lines,
+        _ => return None,
+    })
+}
+
+fn not_found(id: &BlobId) -> Error {
+    Error::NotFound { what: format!("archive {id}") }
+}
+
+impl Store {
+    /// Archives `text` for `owner` and returns its reference. The id is the text's content
+    /// address: the same text archived twice, or by two owners, is stored once. A preview
+    /// built by this store (it names its archive) archives to the original's reference.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::Unit;
+    /// let log = "line one\nline two: 42 passed\n".repeat(1000);
+    /// let a = store.archive("alice", &log)?;
+    /// assert_eq!(a.lines, 2000);
+    /// assert_eq!(store.read_context("alice", &a.id, 9..30, Unit::Chars)?, "line two: 42 passed\nl");
+    /// assert!(store.read_context("bob", &a.id, 0..1, Unit::Chars).is_err()); // not bob's
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn archive(&self, owner: &str, text: &str) -> Result<ArchiveRef> {
+        let core = &self.inner.core;
+        if let Some(hex) = preview::marked_id(text, &core.opts.preview_marker)
+            && let Ok(id) = hex.parse::<BlobId>()
+            && let Some(a) = grant(core, owner, &id)?
+        {
+            return Ok(to_ref(&a));
+        }
+        let mut txn = Txn::default();
+        let (r, wait) = archive_into(core, &mut txn, owner, text)?;
+        let c = core.append(txn)?;
+        core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
+        Ok(r)
+    }
+
+    /// The reference of archive `id`, if `owner` may read it.
+    pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
+        let a = grant(&self.inner.core, owner, id)?.ok_or_else(|| not_found(id))?;
+        Ok(to_ref(&a))
+    }
+
+    pub(crate) fn load_archive(&self, owner: &str, id: &BlobId) -> Result<Arc<Loaded>> {
+        let core = &self.inner.core;
+        let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+        if let Some(l) = self.inner.archives.get(id) {
+            return Ok(l);
+        }
+        let blob = core.get_blob(id, Verify::Hash)?;
+        let text = String::from_utf8(blob.to_vec()).map_err(|e| {
+            Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+        })?;
+        let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
+        let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
+        if index.end.bytes != text.len() as u64 {
+            return Err(Error::Index(format!(
+                "archive {id}: offset index covers {} bytes, text holds {}",
+                index.end.bytes,
+                text.len()
+            )));
+        }
+        let l = Arc::new(Loaded { text, index });
+        self.inner.archives.put(*id, l.clone());
+        Ok(l)
+    }
+
+    /// Returns `range` of archive `id`, exactly, counted in `unit`. A range that would
+    /// split a UTF-8 sequence or a surrogate pair is an error saying where; a range past
+    /// the end is an error giving the length. Cost: O(log n + range length) once the
+    /// archive is in memory (the first read verifies and loads it).
+    pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
+        if range.start > range.end {
+            return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
+        }
+        let l = self.load_archive(owner, id)?;
+        let a = l.index.byte_of(&l.text, range.start, unit)?;
+        let b = l.index.byte_of(&l.text, range.end, unit)?;
+        Ok(l.text[a..b].to_string())
+    }
+
+    /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
+    /// a `query` the lines between them that contain it, with a marker that says what is
+    /// left out and how to read it (template: [`Options::preview_marker`](crate::Options)).
+    pub fn preview(&self, owner: &str, id: &BlobId, max_chars: usize, query: Option<&str>) -> Result<String> {
+        let l = self.load_archive(owner, id)?;
+        Ok(preview::build(
+            &l.text,
+            &l.index,
+            &id.to_string(),
+            max_chars,
+            query,
+            &self.inner.core.opts.preview_marker,
+        ))
+    }
+}
+
+/// Builds a preview without a store (used when a result is archived on append).
+pub(crate) fn preview_of(text: &str, id: &BlobId, max_chars: usize, template: &str) -> String {
+    let idx = OffsetIndex::build(text);
+    preview::build(text, &idx, &id.to_string(), max_chars, None, template)
+}

@@ -1,0 +1,271 @@
+//! The sparse offset index of an archive: every ~4 KiB of text, the offset of a character
+//! boundary in bytes, Unicode scalar values, UTF-16 code units and lines. Converting a
+//! position in any unit to a byte offset is a binary search plus a scan of at most one
+//! stride: O(log n + stride), independent of where in the text the position is.
+
+use crate::error::{Error, Result};
+
+/// How `read_context` counts positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Unit {
+    /// Unicode scalar values (Rust `char`s, Python `str` indexes). The default.
+    #[default]
+    Chars,
+    /// UTF-16 code units (JavaScript string indexes).
+    Utf16,
+    /// UTF-8 bytes.
+    Bytes,
+    /// Lines: line `i` starts after the `i`-th `\n` (a lone `\r` does not end a line).
+    Lines,
+}
+
+impl Unit {
+    /// The lowercase name used in messages and previews.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Chars => "chars",
+            Unit::Utf16 => "utf16",
+            Unit::Bytes => "bytes",
+            Unit::Lines => "lines",
+        }
+    }
+}
+
+/// Bytes of text between checkpoints.
+pub(crate) const STRIDE: usize = 4096;
+
+/// One checkpoint: the same character boundary counted in every unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Mark {
+    pub bytes: u64,
+    pub chars: u64,
+    pub utf16: u64,
+    /// `\n`s before this point.
+    pub newlines: u64,
+}
+
+impl Mark {
+    fn get(&self, unit: Unit) -> u64 {
+        match unit {
+            Unit::Chars => self.chars,
+            Unit::Utf16 => self.utf16,
+            Unit::Bytes => self.bytes,
+            Unit::Lines => self.newlines,
+        }
+    }
+}
+
+/// Totals and checkpoints of one text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OffsetIndex {
+    pub marks: Vec<Mark>,
+    /// The end of the text, counted in every unit.
+    pub end: Mark,
+}
+
+impl OffsetIndex {
+    /// Builds the index of `text` in one pass.
+    pub(crate) fn build(text: &str) -> OffsetIndex {
+        let mut marks = vec![Mark::default()];
+        let mut m = Mark::default();
+        let mut next = STRIDE;
+        for (i, c) in text.char_indices() {
+            if i >= next {
+                marks.push(Mark { bytes: i as u64, ..m });
+                next = i + STRIDE;
+            }
+            m.chars += 1;
+            m.utf16 += c.len_utf16() as u64;
+            m.newlines += (c == '\n') as u64;
+        }
+        m.bytes = text.len() as u64;
+        OffsetIndex { marks, end: m }
+    }
+
+    /// Number of lines: `\n`s, plus one for a last line without one.
+    pub(crate) fn lines(&self, text_ends_with_newline: bool) -> u64 {
+        if self.end.bytes == 0 { 0 } else { self.end.newlines + (!text_ends_with_newline) as u64 }
+    }
+
+    /// Total length of the text in `unit`.
+    pub(crate) fn total(&self, unit: Unit, text: &str) -> u64 {
+        match unit {
+            Unit::Lines => self.lines(text.ends_with('\n')),
+            u => self.end.get(u),
+        }
+    }
+
+    /// Serializes as little-endian u64s: count, then each mark, then the end mark.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(8 + 32 * (self.marks.len() + 1));
+        out.extend_from_slice(&(self.marks.len() as u64).to_le_bytes());
+        for m in self.marks.iter().chain(std::iter::once(&self.end)) {
+            for v in [m.bytes, m.chars, m.utf16, m.newlines] {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+
+    /// Reads what [`OffsetIndex::encode`] wrote.
+    pub(crate) fn decode(b: &[u8]) -> std::result::Result<OffsetIndex, String> {
+        let u = |i: usize| -> Option<u64> {
+            let s = b.get(i * 8..i * 8 + 8)?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(s);
+            Some(u64::from_le_bytes(a))
+        };
+        let n = u(0).ok_or("offset index is empty")? as usize;
+        if b.len() != 8 + 32 * (n + 1) {
+            return Err(format!(
+                "offset index: {n} marks need {} bytes, found {}",
+                8 + 32 * (n + 1),
+                b.len()
+            ));
+        }
+        let mark = |k: usize| -> Option<Mark> {
+            let base = 1 + 4 * k;
+            Some(Mark { bytes: u(base)?, chars: u(base + 1)?, utf16: u(base + 2)?, newlines: u(base + 3)? })
+        };
+        let marks = (0..n).map(mark).collect::<Option<Vec<_>>>().ok_or("offset index truncated")?;
+        let end = mark(n).ok_or("offset index truncated")?;
+        Ok(OffsetIndex { marks, end })
+    }
+
+    /// The byte offset of position `pos` in `unit`. Errors say where a position splits a
+    /// character and what the length is when it is past the end.
+    pub(crate) fn byte_of(&self, text: &str, pos: u64, unit: Unit) -> Result<usize> {
+        let total = self.total(unit, text);
+        if pos > total {
+            return Err(Error::InvalidArgument(format!(
+                "position {pos} is past the end: the archive holds {total} {}",
+                unit.as_str()
+            )));
+        }
+        match unit {
+            Unit::Bytes => {
+                let p = pos as usize;
+                if !text.is_char_boundary(p) {
+                    let start = (0..p).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                    return Err(Error::InvalidArgument(format!(
+                        "byte offset {pos} splits a UTF-8 sequence: the character starts at byte {start}"
+                    )));
+                }
+                Ok(p)
+            }
+            Unit::Lines => {
+                if pos == 0 {
+                    return Ok(0);
+                }
+                if pos == total {
+                    return Ok(text.len());
+                }
+                // The start of line `pos` is just after the `pos`-th newline: start from the
+                // last mark with fewer newlines than that.
+                let k = self.marks.partition_point(|m| m.newlines < pos).saturating_sub(1);
+                let m = self.marks[k];
+                let mut seen = m.newlines;
+                for (i, b) in text.as_bytes()[m.bytes as usize..].iter().enumerate() {
+                    if *b == b'\n' {
+                        seen += 1;
+                        if seen == pos {
+                            return Ok(m.bytes as usize + i + 1);
+                        }
+                    }
+                }
+                Ok(text.len())
+            }
+            Unit::Chars | Unit::Utf16 => {
+                let k = self.marks.partition_point(|m| m.get(unit) <= pos).saturating_sub(1);
+                let m = self.marks[k];
+                let mut at = m.get(unit);
+                for (i, c) in text[m.bytes as usize..].char_indices() {
+                    if at == pos {
+                        return Ok(m.bytes as usize + i);
+                    }
+                    let w = if unit == Unit::Chars { 1 } else { c.len_utf16() as u64 };
+                    if at + w > pos {
+                        return Err(Error::InvalidArgument(format!(
+                            "UTF-16 offset {pos} splits a surrogate pair: the character spans {at}..{}",
+                            at + w
+                        )));
+                    }
+                    at += w;
+                }
+                Ok(text.len())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(text: &str, a: u64, b: u64, unit: Unit) -> Option<String> {
+        match unit {
+            Unit::Chars => {
+                let v: Vec<char> = text.chars().collect();
+                (b as usize <= v.len()).then(|| v[a as usize..b as usize].iter().collect())
+            }
+            Unit::Bytes => text.get(a as usize..b as usize).map(str::to_string),
+            Unit::Utf16 => {
+                let v: Vec<u16> = text.encode_utf16().collect();
+                v.get(a as usize..b as usize).and_then(|s| String::from_utf16(s).ok())
+            }
+            Unit::Lines => {
+                let lines: Vec<&str> = text.split_inclusive('\n').collect();
+                lines.get(a as usize..b as usize).map(|l| l.concat())
+            }
+        }
+    }
+
+    fn slice(idx: &OffsetIndex, text: &str, a: u64, b: u64, unit: Unit) -> Option<String> {
+        let x = idx.byte_of(text, a, unit).ok()?;
+        let y = idx.byte_of(text, b, unit).ok()?;
+        Some(text[x..y].to_string())
+    }
+
+    #[test]
+    fn every_unit_matches_naive_slicing_on_tricky_text() {
+        let piece = "a\u{0}é\r\n👩‍👩‍👧 e\u{301} 中文 עברית 𐍈\n\r\u{10FFFF}\u{FFFF}\u{80}x";
+        let text = piece.repeat(700); // several strides
+        let idx = OffsetIndex::build(&text);
+        assert!(idx.marks.len() > 3);
+        let mut x = 7u64;
+        for unit in [Unit::Chars, Unit::Utf16, Unit::Bytes, Unit::Lines] {
+            let total = idx.total(unit, &text);
+            for _ in 0..400 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let a = x % (total + 1);
+                let b = a + (x >> 20) % (total - a + 1);
+                let want = naive(&text, a, b, unit);
+                assert_eq!(slice(&idx, &text, a, b, unit), want, "{unit:?} {a}..{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn encode_decode_round_trips_and_overhead_is_under_one_percent() {
+        let text = "x".repeat(10 << 20);
+        let idx = OffsetIndex::build(&text);
+        let enc = idx.encode();
+        assert_eq!(OffsetIndex::decode(&enc).unwrap(), idx);
+        assert!((enc.len() as f64) < text.len() as f64 * 0.01, "{} bytes", enc.len());
+        assert!(OffsetIndex::decode(&enc[..enc.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn errors_say_where_and_how_long() {
+        let text = "a😀b";
+        let idx = OffsetIndex::build(text);
+        let e = idx.byte_of(text, 2, Unit::Utf16).unwrap_err().to_string();
+        assert!(e.contains("splits a surrogate pair") && e.contains("1..3"), "{e}");
+        let e = idx.byte_of(text, 2, Unit::Bytes).unwrap_err().to_string();
+        assert!(e.contains("starts at byte 1"), "{e}");
+        let e = idx.byte_of(text, 4, Unit::Chars).unwrap_err().to_string();
+        assert!(e.contains("holds 3 chars"), "{e}");
+    }
+}
