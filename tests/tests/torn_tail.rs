@@ -9,10 +9,21 @@ use undertext_tests::{Frame, Rng, frames, seed, segment_files};
 
 #[test]
 fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_absent() {
+    // Not preallocated: a torn write shortens the file.
+    torn_at_every_offset(false);
+}
+
+#[test]
+fn a_torn_write_into_a_preallocated_segment_keeps_batches_whole_or_absent() {
+    // Preallocated: the bytes after a torn write are the zeros that were there before.
+    torn_at_every_offset(true);
+}
+
+fn torn_at_every_offset(preallocate: bool) {
     let seed = seed(0x7042);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { durability: Durability::None, ..Options::default() };
+    let opts = Options { durability: Durability::None, preallocate, segment_size: 256 << 10, ..Options::default() };
     let mut batches: Vec<Vec<(BlobId, Vec<u8>)>> = Vec::new();
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
@@ -44,9 +55,14 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
         .collect();
     assert_eq!(batch_frames.len(), batches.len());
     let first_cut = batch_frames[batch_frames.len() - 3].0;
+    let data_end = batch_frames.last().unwrap().1;
     let mut opened = 0;
-    for cut in first_cut..original.len() as u64 {
-        std::fs::write(&seg, &original[..cut as usize]).unwrap();
+    for cut in first_cut..data_end {
+        let mut torn = original[..cut as usize].to_vec();
+        if preallocate {
+            torn.resize(original.len(), 0);
+        }
+        std::fs::write(&seg, &torn).unwrap();
         let keep_index = cut % 2 == 0;
         if keep_index {
             std::fs::write(dir.path().join("index.redb"), &index_copy).unwrap();
@@ -56,10 +72,13 @@ fn truncation_at_every_offset_of_the_last_three_batches_keeps_batches_whole_or_a
         let store = Store::open(dir.path(), opts.clone())
             .unwrap_or_else(|e| panic!("open after cut at {cut} (index kept: {keep_index}): {e}"));
         for (i, &(_, end)) in batch_frames.iter().enumerate() {
-            let whole = end <= cut;
+            // In preallocated space a cut only zeroes bytes: a batch whose bytes past the cut
+            // were zeros already (padding) is still whole.
+            let whole =
+                end <= cut || (preallocate && original[cut as usize..end as usize].iter().all(|&b| b == 0));
             for (id, content) in &batches[i] {
                 match store.get_blob(id) {
-                    Ok(got) => assert!(whole && *got == **content, "cut {cut}: batch {i} partly present"),
+                    Ok(got) => assert!(whole && *got == **content, "cut {cut} (index kept: {keep_index}): batch {i} partly present ({} bytes, whole: {whole}, equal: {})", got.len(), *got == **content),
                     Err(Error::NotFound { .. }) => {
                         assert!(!whole, "cut {cut}: whole batch {i} lost")
                     }

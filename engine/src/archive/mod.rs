@@ -27,12 +27,67 @@ use crate::log::Position;
 use crate::store::Store;
 use crate::store::core::{Core, RecordOut, Txn};
 
-/// A loaded archive: its verified text and offset index.
-#[derive(Debug)]
-pub(crate) struct Loaded {
-    pub text: String,
-    pub index: OffsetIndex,
+/// A text with its offset index: exact slicing in any [`Unit`] in O(log n + range).
+/// This is what `read_context` runs on; it is public for harnesses that hold a text in
+/// memory and for the fuzz target that checks it against naive slicing.
+///
+/// ```
+/// use undertext::archive::ArchiveText;
+/// use undertext::Unit;
+/// let t = ArchiveText::new("a😀b\nsecond line\n".into());
+/// assert_eq!(t.read(1..2, Unit::Chars)?, "😀");
+/// assert_eq!(t.read(1..3, Unit::Utf16)?, "😀");
+/// assert!(t.read(1..2, Unit::Utf16).is_err()); // would split the surrogate pair
+/// assert_eq!(t.read(1..2, Unit::Lines)?, "second line\n");
+/// assert_eq!(t.len(Unit::Bytes), 19);
+/// # Ok::<(), undertext::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct ArchiveText {
+    text: String,
+    index: OffsetIndex,
 }
+
+impl ArchiveText {
+    /// Indexes `text` (one pass).
+    pub fn new(text: String) -> ArchiveText {
+        let index = OffsetIndex::build(&text);
+        ArchiveText { text, index }
+    }
+
+    /// The whole text.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Length in `unit`.
+    pub fn len(&self, unit: Unit) -> u64 {
+        self.index.total(unit, &self.text)
+    }
+
+    /// True for the empty text.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// `range` counted in `unit`, exactly; an error says where a bound splits a character
+    /// and gives the length when a bound is past the end.
+    pub fn read(&self, range: Range<u64>, unit: Unit) -> Result<&str> {
+        if range.start > range.end {
+            return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
+        }
+        let a = self.index.byte_of(&self.text, range.start, unit)?;
+        let b = self.index.byte_of(&self.text, range.end, unit)?;
+        Ok(&self.text[a..b])
+    }
+
+    /// Bytes of the encoded offset index (the overhead stored with the archive).
+    pub fn index_bytes(&self) -> usize {
+        self.index.encode().len()
+    }
+}
+
+type Loaded = ArchiveText;
 
 /// Recently read archives, kept up to a byte budget.
 #[derive(Debug, Default)]
@@ -210,7 +265,7 @@ impl Store {
                 text.len()
             )));
         }
-        let l = Arc::new(Loaded { text, index });
+        let l = Arc::new(ArchiveText { text, index });
         self.inner.archives.put(*id, l.clone());
         Ok(l)
     }
@@ -220,13 +275,8 @@ impl Store {
     /// the end is an error giving the length. Cost: O(log n + range length) once the
     /// archive is in memory (the first read verifies and loads it).
     pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
-        if range.start > range.end {
-            return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
-        }
         let l = self.load_archive(owner, id)?;
-        let a = l.index.byte_of(&l.text, range.start, unit)?;
-        let b = l.index.byte_of(&l.text, range.end, unit)?;
-        Ok(l.text[a..b].to_string())
+        Ok(l.read(range, unit)?.to_string())
     }
 
     /// A preview of archive `id` in about `max_chars` characters: head and tail, and with

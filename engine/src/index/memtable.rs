@@ -25,13 +25,20 @@ pub(crate) struct Memtable {
 
 impl Memtable {
     /// Notes a written batch (called under the log writer's lock, in log order).
-    pub(crate) fn note_batch(&mut self, entries: BatchEntries, end: Position, next_txid: u64, bytes: u64) {
+    pub(crate) fn note_batch(
+        &mut self,
+        entries: BatchEntries,
+        start: Position,
+        end: Position,
+        next_txid: u64,
+        bytes: u64,
+    ) {
         for (id, loc) in entries.blobs {
             self.active.insert(id, loc);
         }
         self.pending_bytes += entries.records.iter().map(|r| r.payload.len() + 64).sum::<usize>();
         self.records.extend(entries.records);
-        self.applied = Some(Applied { position: end, next_txid });
+        self.applied = Some(Applied { position: end, next_txid, batch_start: start.offset });
         self.bytes_since_durable += bytes;
     }
 

@@ -68,6 +68,9 @@ pub(crate) struct PendingRecord {
 pub(crate) struct Applied {
     pub position: Position,
     pub next_txid: u64,
+    /// Offset of the batch that ends at `position` (0 when `position` starts a segment):
+    /// on open, that batch must decode and end there, or the index is not this log's.
+    pub batch_start: u64,
 }
 
 fn redb_err(e: impl std::fmt::Display) -> Error {
@@ -105,9 +108,9 @@ impl Index {
                     "index layout version differs; rebuilding"
                 );
                 index.clear()?;
-                Applied { position: Position::new(1, 0), next_txid: 0 }
+                Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 }
             }
-            None => Applied { position: Position::new(1, 0), next_txid: 0 },
+            None => Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 },
         };
         Ok((index, applied))
     }
@@ -126,7 +129,8 @@ impl Index {
         else {
             return Ok(None);
         };
-        Ok(Some((Applied { position: Position::new(seg, off), next_txid: txid }, ver)))
+        let batch_start = get("applied_batch")?.unwrap_or(0);
+        Ok(Some((Applied { position: Position::new(seg, off), next_txid: txid, batch_start }, ver)))
     }
 
     /// Deletes every table (before a rebuild).
@@ -267,6 +271,7 @@ fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
     m.insert("applied_segment", a.position.segment).map_err(redb_err)?;
     m.insert("applied_offset", a.position.offset).map_err(redb_err)?;
     m.insert("next_txid", a.next_txid).map_err(redb_err)?;
+    m.insert("applied_batch", a.batch_start).map_err(redb_err)?;
     m.insert("version", INDEX_VERSION).map_err(redb_err)?;
     Ok(())
 }

@@ -6,6 +6,7 @@
 //! * `scan` — walks segments frame by frame, for recovery, rebuild and `check`.
 
 pub mod format;
+pub(crate) mod prealloc;
 pub(crate) mod reader;
 pub(crate) mod recovery;
 pub mod scan;

@@ -7,8 +7,7 @@ use std::path::Path;
 
 use super::format::{self, BatchRef, SEGMENT_HEADER_LEN, SegmentHeaderError};
 use super::scan::{ScanEnd, walk_batches};
-use super::writer::LogWriter;
-use super::{Position, list_segments, segment_path};
+use super::{Position, list_segments, prealloc, segment_path};
 use crate::error::{Error, Result};
 
 /// The state of the log after recovery: where the writer continues.
@@ -22,6 +21,8 @@ pub(crate) struct Recovered {
     pub end: u64,
     /// One past the highest transaction id seen during replay (0 if none was replayed).
     pub next_txid: u64,
+    /// Offset of the last batch in the last segment (0 if it has none).
+    pub last_batch: u64,
 }
 
 /// Why replay could not start from the requested position.
@@ -46,8 +47,11 @@ impl From<Error> for RecoverError {
 pub(crate) fn recover(
     dir: &Path,
     from: Position,
+    from_batch: Option<(u64, u64)>,
+    prealloc: u64,
     mut apply: impl FnMut(u64, &BatchRef<'_>) -> Result<()>,
 ) -> Result<Recovered, RecoverError> {
+    prealloc::remove_leftovers(dir)?;
     let segments = list_segments(dir)?;
     let Some(&last) = segments.last() else {
         if from.segment > 1 || from.offset > SEGMENT_HEADER_LEN as u64 {
@@ -56,8 +60,14 @@ pub(crate) fn recover(
                 from.segment, from.offset
             )));
         }
-        let file = LogWriter::create_segment(dir, 1)?;
-        return Ok(Recovered { file, segment: 1, end: SEGMENT_HEADER_LEN as u64, next_txid: 0 });
+        let file = prealloc::activate(dir, 1, prealloc)?;
+        return Ok(Recovered {
+            file,
+            segment: 1,
+            end: SEGMENT_HEADER_LEN as u64,
+            next_txid: 0,
+            last_batch: 0,
+        });
     };
     if from.segment > last {
         return Err(RecoverError::IndexAhead(format!(
@@ -66,6 +76,7 @@ pub(crate) fn recover(
         )));
     }
     let mut next_txid = 0u64;
+    let mut last_batch = 0u64;
     let mut end = SEGMENT_HEADER_LEN as u64;
     for &n in segments.iter().filter(|&&n| n >= from.segment) {
         let path = segment_path(dir, n);
@@ -95,7 +106,13 @@ pub(crate) fn recover(
                         from.offset
                     )));
                 }
-                return Ok(Recovered { file, segment: n, end: SEGMENT_HEADER_LEN as u64, next_txid });
+                return Ok(Recovered {
+                    file,
+                    segment: n,
+                    end: SEGMENT_HEADER_LEN as u64,
+                    next_txid,
+                    last_batch: 0,
+                });
             }
             Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e:?}")).into()),
         }
@@ -110,8 +127,24 @@ pub(crate) fn recover(
                 bytes.len()
             )));
         }
+        // The index's position must end the batch it names, with the transaction id it
+        // expects: otherwise the index belongs to another log or to a longer past of this one.
+        if n == from.segment
+            && let Some((batch_start, txid)) = from_batch
+            && start > SEGMENT_HEADER_LEN as u64
+        {
+            let ok = format::decode_batch(&bytes, batch_start as usize)
+                .is_ok_and(|b| b.end == start && b.txid == txid);
+            if !ok {
+                return Err(RecoverError::IndexAhead(format!(
+                    "index says a batch of txid {txid} ends at segment {n} offset {start}; the log disagrees"
+                )));
+            }
+        }
+        last_batch = if n == from.segment { from_batch.map_or(0, |(s, _)| s) } else { 0 };
         let (valid_end, how) = walk_batches(&bytes, start as usize, |b| {
             next_txid = next_txid.max(b.txid + 1);
+            last_batch = b.offset;
             apply(n, b)
         })?;
         end = valid_end;
@@ -121,16 +154,24 @@ pub(crate) fn recover(
             }
             let cut = bytes.len() as u64 - offset;
             tracing::warn!(segment = n, offset, bytes_cut = cut, %reason, "cutting torn tail of the log");
-            reopen_truncated(&path, offset)?;
+            // Zero the torn bytes rather than shorten the file, so a preallocated segment
+            // stays preallocated; zeros after the last batch read as the end of the data.
+            let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+            prealloc::zero_fill(&file, offset, bytes.len() as u64, &path)?;
+            file.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
         }
     }
     let path = segment_path(dir, last);
     let file =
         OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+    let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+    if len < prealloc {
+        prealloc::zero_fill(&file, len, prealloc, &path)?;
+    }
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.
     file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
-    Ok(Recovered { file, segment: last, end, next_txid })
+    Ok(Recovered { file, segment: last, end, next_txid, last_batch })
 }
 
 fn reopen_truncated(path: &Path, len: u64) -> Result<File> {

@@ -5,7 +5,8 @@ use super::format::{self, BATCH_MAGIC, BatchRef, FrameError, RecordRef, SEGMENT_
 /// How a walk over a segment's batches ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScanEnd {
-    /// Every byte up to the end was part of a valid batch.
+    /// Every byte up to the end was part of a valid batch, or zero (preallocated space
+    /// after the last batch; the walk returns where the zeros start).
     Clean,
     /// The frame at `offset` could not be decoded.
     Damaged {
@@ -32,6 +33,10 @@ pub fn walk_batches<E>(
             Ok(b) => {
                 f(&b)?;
                 off = b.end as usize;
+            }
+            Err(_) if super::prealloc::is_zero(&seg[off..]) => {
+                // Preallocated space after the last batch: the end of the data.
+                return Ok((off as u64, ScanEnd::Clean));
             }
             Err(e) => {
                 // Giving up counts as "something valid may follow": never cut on a guess.
@@ -139,6 +144,7 @@ pub fn verify_segment(
     let mut off = SEGMENT_HEADER_LEN;
     while off < seg.len() {
         match format::decode_batch(seg, off) {
+            Err(_) if super::prealloc::is_zero(&seg[off..]) => break,
             Ok(b) => {
                 out.batches += 1;
                 for r in &b.records {

@@ -1,6 +1,6 @@
 //! Appends batch frames to the active segment and makes them durable (group commit).
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::format::{self, Frame};
-use super::{Position, segment_path, sync_dir};
+use super::{Position, prealloc, segment_path};
 use crate::error::{Error, Result};
 use crate::options::Durability;
 
@@ -18,6 +18,8 @@ use crate::options::Durability;
 pub(crate) struct LogWriter {
     dir: PathBuf,
     segment_size: u64,
+    /// Size new segments are preallocated to (0: no preallocation).
+    prealloc: u64,
     durability: Durability,
     state: Mutex<WriterState>,
     sync: Mutex<SyncState>,
@@ -56,12 +58,14 @@ impl LogWriter {
         end: u64,
         next_txid: u64,
         segment_size: u64,
+        prealloc: u64,
         durability: Durability,
     ) -> Self {
         let file = Arc::new(file);
         LogWriter {
             dir,
             segment_size,
+            prealloc,
             durability,
             state: Mutex::new(WriterState {
                 segment,
@@ -80,21 +84,6 @@ impl LogWriter {
             active_file: RwLock::new((segment, file)),
             syncs: AtomicU64::new(0),
         }
-    }
-
-    /// Creates segment `n` with its header, durably (file and directory synced).
-    pub(crate) fn create_segment(dir: &std::path::Path, n: u64) -> Result<File> {
-        let path = segment_path(dir, n);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io("create", &path, e))?;
-        file.write_all_at(&format::encode_segment_header(n), 0).map_err(|e| Error::io("write", &path, e))?;
-        file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
-        sync_dir(dir)?;
-        Ok(file)
     }
 
     /// Appends one batch frame. `on_written(start, end, next_txid)` runs under the writer
@@ -151,7 +140,8 @@ impl LogWriter {
     /// Seals the active segment (durably) and opens the next one.
     fn roll_over(&self, st: &mut WriterState) -> Result<()> {
         let path = segment_path(&self.dir, st.segment);
-        if let Err(e) = st.file.sync_data() {
+        // A sealed segment keeps no preallocated tail: its size is its data.
+        if let Err(e) = st.file.set_len(st.offset).and_then(|()| st.file.sync_data()) {
             let why = format!("fdatasync while sealing failed: {e}");
             st.poisoned = Some(why.clone());
             self.sync.lock().poisoned = Some(why);
@@ -163,7 +153,19 @@ impl LogWriter {
             s.synced = s.synced.max(Position::new(st.segment, st.offset));
         }
         let next = st.segment + 1;
-        let file = Arc::new(Self::create_segment(&self.dir, next)?);
+        let file = Arc::new(prealloc::activate(&self.dir, next, self.prealloc)?);
+        if self.prealloc > 0 {
+            // Prepare the one after in the background, off every writer's path.
+            let (dir, size) = (self.dir.clone(), self.prealloc);
+            let spawned = std::thread::Builder::new().name("undertext-prealloc".into()).spawn(move || {
+                if let Err(e) = prealloc::prepare(&dir, next + 1, size) {
+                    tracing::warn!(error = %e, segment = next + 1, "preparing the next segment failed; it will be made when needed");
+                }
+            });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "could not start the segment preparer");
+            }
+        }
         st.segment = next;
         st.file = file.clone();
         st.offset = format::SEGMENT_HEADER_LEN as u64;

@@ -134,7 +134,7 @@ impl Core {
                     None => entries.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload }),
                 }
             }
-            self.index.mem.write().note_batch(entries, end, next_txid, bytes);
+            self.index.mem.write().note_batch(entries, start, end, next_txid, bytes);
         })?;
         // Back-pressure: writers faster than the indexer help it rather than let the
         // memtable grow without bound.

@@ -49,8 +49,10 @@ impl CheckReport {
 pub struct StoreStats {
     /// Segment files in the log.
     pub segments: u64,
-    /// Bytes of all segment files.
+    /// Bytes of data in the log (sealed segments, and the active one up to its last batch).
     pub log_bytes: u64,
+    /// Bytes of the segment files on disk, including the active segment's preallocated tail.
+    pub log_file_bytes: u64,
     /// Bytes of the index file.
     pub index_bytes: u64,
     /// `fdatasync` calls on the log since open.
@@ -93,6 +95,7 @@ impl Store {
         inner.log.with_appends_paused(|written| {
             let mut entries = Vec::new();
             let mut next_txid = 0u64;
+            let mut last_batch = 0u64;
             for n in list_segments(&log_dir(&inner.dir))? {
                 if n > written.segment {
                     break;
@@ -102,6 +105,9 @@ impl Store {
                     .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
                 let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
                     next_txid = next_txid.max(b.txid + 1);
+                    if n == written.segment {
+                        last_batch = b.offset;
+                    }
                     entries.push(index::entries_of(n, b));
                     Ok::<(), Error>(())
                 })?;
@@ -109,7 +115,7 @@ impl Store {
                     return Err(Error::corrupt(n, offset, reason));
                 }
             }
-            let applied = Applied { position: written, next_txid };
+            let applied = Applied { position: written, next_txid, batch_start: last_batch };
             inner.index.clear()?;
             inner.index.apply_replayed(&entries, applied)?;
             let mut mem = inner.index.mem.write();
@@ -201,17 +207,20 @@ impl Store {
     pub fn stats(&self) -> Result<StoreStats> {
         let inner = &*self.inner.core;
         let logd = log_dir(&inner.dir);
-        let mut log_bytes = 0;
+        let written = inner.log.written();
+        let (mut log_bytes, mut log_file_bytes) = (0, 0);
         let segs = list_segments(&logd)?;
         for &n in &segs {
             let p = segment_path(&logd, n);
-            log_bytes += std::fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
+            let len = std::fs::metadata(&p).map_err(|e| Error::io("stat", &p, e))?.len();
+            log_file_bytes += len;
+            log_bytes += if n == written.segment { written.offset } else { len };
         }
-        let ip = inner.index.path();
-        let index_bytes = std::fs::metadata(ip).map(|m| m.len()).unwrap_or(0);
+        let index_bytes = std::fs::metadata(inner.index.path()).map(|m| m.len()).unwrap_or(0);
         Ok(StoreStats {
             segments: segs.len() as u64,
             log_bytes,
+            log_file_bytes,
             index_bytes,
             log_syncs: inner.log.sync_count(),
             indexed_blobs: inner.index.blob_count()?,

@@ -74,12 +74,17 @@ impl Store {
         let logd = log_dir(&dir);
         std::fs::create_dir_all(&logd).map_err(|e| Error::io("create_dir", &logd, e))?;
         let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
-        let (rec, replayed) = match replay(&logd, applied.position) {
+        let (rec, replayed) = match replay(
+            &logd,
+            applied.position,
+            Some((applied.batch_start, applied.next_txid.saturating_sub(1))),
+            prealloc_size(&opts),
+        ) {
             Ok(r) => r,
             Err(RecoverError::IndexAhead(why)) => {
                 tracing::warn!(%why, "index is ahead of the log; rebuilding it from the log");
                 index.clear()?;
-                replay(&logd, Position::new(1, 0)).map_err(|e| match e {
+                replay(&logd, Position::new(1, 0), None, prealloc_size(&opts)).map_err(|e| match e {
                     RecoverError::IndexAhead(w) => Error::Index(w),
                     RecoverError::Other(e) => e,
                 })?
@@ -89,6 +94,7 @@ impl Store {
         let now = Applied {
             position: Position::new(rec.segment, rec.end),
             next_txid: applied.next_txid.max(rec.next_txid),
+            batch_start: rec.last_batch,
         };
         if !replayed.is_empty() || now != applied {
             index.apply_replayed(&replayed, now)?;
@@ -101,6 +107,7 @@ impl Store {
             rec.end,
             now.next_txid,
             opts.segment_size,
+            prealloc_size(&opts),
             opts.durability,
         ));
         let index = Arc::new(index);
@@ -145,9 +152,19 @@ impl Store {
 
 type Replayed = Vec<index::BatchEntries>;
 
-fn replay(logd: &Path, from: Position) -> Result<(Recovered, Replayed), RecoverError> {
+/// The size new segments are preallocated to (0: none).
+fn prealloc_size(opts: &Options) -> u64 {
+    if opts.preallocate { opts.segment_size } else { 0 }
+}
+
+fn replay(
+    logd: &Path,
+    from: Position,
+    from_batch: Option<(u64, u64)>,
+    prealloc: u64,
+) -> Result<(Recovered, Replayed), RecoverError> {
     let mut replayed = Vec::new();
-    let rec = recover(logd, from, |seg, b: &format::BatchRef<'_>| {
+    let rec = recover(logd, from, from_batch, prealloc, |seg, b: &format::BatchRef<'_>| {
         replayed.push(index::entries_of(seg, b));
         Ok(())
     })?;
