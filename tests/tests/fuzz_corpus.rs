@@ -7,9 +7,15 @@
 //! * `write_segment_seed_corpus` (ignored) rewrites the deterministic seed files
 //!   (`seed-*`) of that corpus from real stores and hand-made damage:
 //!   `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`.
+//! * `read_context_corpus_replays` runs the `read_context` fuzz target's checks
+//!   (`fuzz/src/read_context.rs`, included the same way) on every file of
+//!   `fuzz/corpus/read_context/` and `fuzz/regressions/read_context/`;
+//!   `write_read_context_seed_corpus` (ignored) rewrites that corpus's `seed-*` files.
 
 #![allow(clippy::unwrap_used, reason = "test helpers outside #[test] fns: a failed unwrap is a failed test")]
 
+#[path = "../../fuzz/src/read_context.rs"]
+mod read_context;
 #[path = "../../fuzz/src/segment_decode.rs"]
 mod segment_decode;
 
@@ -271,6 +277,114 @@ fn write_segment_seed_corpus() {
     for old in files_in(&dir) {
         let name = old.file_name().unwrap().to_string_lossy();
         if name.starts_with(SEED_PREFIX) {
+            std::fs::remove_file(&old).unwrap();
+        }
+    }
+    for (name, bytes) in &seeds {
+        std::fs::write(dir.join(format!("{SEED_PREFIX}{name}")), bytes).unwrap();
+    }
+    eprintln!("wrote {} seeds ({total} bytes) to {}", seeds.len(), dir.display());
+}
+
+/// Every file of the `read_context` corpus and regressions passes the fuzz target's checks:
+/// `ArchiveText::read` agrees with naive slicing in every unit.
+#[test]
+fn read_context_corpus_replays() {
+    let corpus = files_in(&fuzz_dir().join("corpus/read_context"));
+    assert!(
+        corpus.len() >= 10,
+        "fuzz/corpus/read_context holds {} files; regenerate the seeds with \
+         `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`",
+        corpus.len()
+    );
+    let regressions = files_in(&fuzz_dir().join("regressions/read_context"));
+    for path in corpus.iter().chain(&regressions) {
+        let data = std::fs::read(path).unwrap();
+        let r = std::panic::catch_unwind(|| read_context::check(&data));
+        assert!(r.is_ok(), "read_context check failed on {} ({} bytes)", path.display(), data.len());
+    }
+    eprintln!("read_context: replayed {} corpus and {} regression files", corpus.len(), regressions.len());
+}
+
+/// Random ranges: every unit and every way of drawing a bound.
+fn mixed_ranges(rng: &mut Rng, n: usize) -> Vec<(u8, u16, u16)> {
+    (0..n).map(|_| (rng.next_u64() as u8 & 0x3F, rng.next_u64() as u16, rng.next_u64() as u16)).collect()
+}
+
+#[test]
+#[ignore = "writes fuzz/corpus/read_context; run by hand to regenerate the seeds"]
+fn write_read_context_seed_corpus() {
+    let mut rng = Rng::new(0x5EED_7E47);
+    let all_pieces: Vec<u8> = (0xF5..=0xFF).collect();
+    // Every (unit, start mode, end mode): 64 ranges over two seeds.
+    let every_mode: Vec<(u8, u16, u16)> =
+        (0..64u8).map(|c| (c, rng.next_u64() as u16 % 64, rng.next_u64() as u16 % 64)).collect();
+    let mut seeds: Vec<(String, Vec<u8>)> = vec![
+        ("empty".into(), Vec::new()),
+        ("header-only".into(), read_context::encode(0, &[], b"")),
+        ("ascii-lines".into(), read_context::encode(0, &mixed_ranges(&mut rng, 12), b"hello\nworld\n\nlast")),
+        ("pieces".into(), read_context::encode(3, &every_mode[..32], &all_pieces)),
+        ("pieces-every-mode".into(), read_context::encode(7, &every_mode[32..], &all_pieces)),
+    ];
+    // Across 4 KiB strides: a long run, then characters straddling the stride boundary.
+    for (name, lead, tail) in [
+        ("astral-at-stride", 4094, "\u{1F600}\u{10FFFF}"),
+        ("astral-after-stride", 4096, "\u{1F600}"),
+        ("cjk-at-stride", 4095, "\u{4E2D}\u{6587}"),
+        ("crlf-at-stride", 4095, "\r\n\r\n"),
+        ("two-byte-at-stride", 4093, "\u{E9}\u{E9}\u{E9}"),
+    ] {
+        let mut t = "a".repeat(lead).into_bytes();
+        t.extend_from_slice(tail.as_bytes());
+        t.extend_from_slice(b"\nend");
+        seeds.push((name.into(), read_context::encode(1, &mixed_ranges(&mut rng, 16), &t)));
+    }
+    let texts: [(&str, u8, String); 9] = [
+        ("astral-only", 0, "\u{10FFFF}".repeat(1100)),
+        ("two-byte-only", 0, "\u{E9}".repeat(2100)),
+        ("cjk-repeated", 31, "\u{4E2D}\u{6587}\u{5B57}\u{7B26} ".repeat(20)),
+        (
+            "zwj-flags-skin",
+            15,
+            "\u{1F469}\u{200D}\u{1F469}\u{200D}\u{1F467} \u{1F44B}\u{1F3FD} \u{1F1EB}\u{1F1F7}\n".repeat(8),
+        ),
+        ("combining", 20, "e\u{301}\u{302}a\u{20DD}\n".repeat(30)),
+        ("rtl", 25, "\u{645}\u{631}\u{62D}\u{628}\u{627} \u{5E9}\u{5DC}\u{5D5}\u{5DD}\u{200F}\n".repeat(10)),
+        ("nul-and-cr", 12, "a\0b\r\rc\r\n\0\n".repeat(40)),
+        ("newlines-only", 31, "\n".repeat(300)),
+        ("bmp-edges", 9, "\u{80}\u{7FF}\u{800}\u{FFFF}\u{FFFD}\u{FEFF}\u{10000}".repeat(30)),
+    ];
+    for (name, rep, t) in texts {
+        seeds.push((name.into(), read_context::encode(rep, &mixed_ranges(&mut rng, 20), t.as_bytes())));
+    }
+    let mut invalid = rng.bytes(300);
+    invalid.extend_from_slice(&[0xC3, 0xE4, 0xB8, 0xF0, 0x9F, 0x98, b'\n', 0xED, 0xA0, 0x80]);
+    seeds.push(("invalid-utf8".into(), read_context::encode(4, &mixed_ranges(&mut rng, 20), &invalid)));
+    // Two real tool results with multibyte characters, cut to 3 KB.
+    let real = undertext_tests::transcripts::tool_results(&undertext_tests::transcripts::transcripts_dir());
+    for (i, (_, t)) in
+        real.iter().filter(|(_, t)| t.len() > 200 && t.chars().any(|c| c.len_utf8() > 2)).take(2).enumerate()
+    {
+        let mut cut = t.len().min(3000);
+        while !t.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        seeds.push((
+            format!("real-tool-result-{i}"),
+            read_context::encode(2, &mixed_ranges(&mut rng, 20), &t.as_bytes()[..cut]),
+        ));
+    }
+
+    let total: usize = seeds.iter().map(|(_, b)| b.len()).sum();
+    assert!(total < 100 << 10, "seeds take {total} bytes");
+    for (name, bytes) in &seeds {
+        let r = std::panic::catch_unwind(|| read_context::check(bytes));
+        assert!(r.is_ok(), "seed {name} fails the checks");
+    }
+    let dir = fuzz_dir().join("corpus/read_context");
+    std::fs::create_dir_all(&dir).unwrap();
+    for old in files_in(&dir) {
+        if old.file_name().unwrap().to_string_lossy().starts_with(SEED_PREFIX) {
             std::fs::remove_file(&old).unwrap();
         }
     }

@@ -83,7 +83,7 @@ fn four_writers_and_four_readers_never_see_a_torn_or_backward_state() {
                         );
                     }
                     last[k] = now;
-                    if snap.len() > 0 {
+                    if !snap.is_empty() {
                         let seq = rng.range(0, snap.len());
                         let m = snap.get(seq).unwrap();
                         let Part::Text(t) = &m.parts[0] else { panic!("{:?}", m.parts) };

@@ -23,7 +23,8 @@ fn torn_at_every_offset(preallocate: bool) {
     let seed = seed(0x7042);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { durability: Durability::None, preallocate, segment_size: 256 << 10, ..Options::default() };
+    let opts =
+        Options { durability: Durability::None, preallocate, segment_size: 256 << 10, ..Options::default() };
     let mut batches: Vec<Vec<(BlobId, Vec<u8>)>> = Vec::new();
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
@@ -78,7 +79,12 @@ fn torn_at_every_offset(preallocate: bool) {
                 end <= cut || (preallocate && original[cut as usize..end as usize].iter().all(|&b| b == 0));
             for (id, content) in &batches[i] {
                 match store.get_blob(id) {
-                    Ok(got) => assert!(whole && *got == **content, "cut {cut} (index kept: {keep_index}): batch {i} partly present ({} bytes, whole: {whole}, equal: {})", got.len(), *got == **content),
+                    Ok(got) => assert!(
+                        whole && *got == **content,
+                        "cut {cut} (index kept: {keep_index}): batch {i} partly present ({} bytes, whole: {whole}, equal: {})",
+                        got.len(),
+                        *got == **content
+                    ),
                     Err(Error::NotFound { .. }) => {
                         assert!(!whole, "cut {cut}: whole batch {i} lost")
                     }

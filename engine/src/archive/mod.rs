@@ -92,32 +92,42 @@ type Loaded = ArchiveText;
 /// Recently read archives, kept up to a byte budget.
 #[derive(Debug, Default)]
 pub(crate) struct ArchiveCache {
-    map: Mutex<(HashMap<BlobId, (Arc<Loaded>, u64)>, u64)>,
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    /// Archive, and the clock value of its last use.
+    map: HashMap<BlobId, (Arc<Loaded>, u64)>,
+    clock: u64,
+    bytes: usize,
 }
 
 const CACHE_BYTES: usize = 64 << 20;
 
 impl ArchiveCache {
     fn get(&self, id: &BlobId) -> Option<Arc<Loaded>> {
-        let mut g = self.map.lock();
-        g.1 += 1;
-        let tick = g.1;
-        g.0.get_mut(id).map(|(l, used)| {
+        let mut g = self.inner.lock();
+        g.clock += 1;
+        let tick = g.clock;
+        g.map.get_mut(id).map(|(l, used)| {
             *used = tick;
             l.clone()
         })
     }
 
     fn put(&self, id: BlobId, l: Arc<Loaded>) {
-        let mut g = self.map.lock();
-        g.1 += 1;
-        let tick = g.1;
-        g.0.insert(id, (l, tick));
-        let mut total: usize = g.0.values().map(|(l, _)| l.text.len()).sum();
-        while total > CACHE_BYTES && g.0.len() > 1 {
-            let Some(oldest) = g.0.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
-            if let Some((l, _)) = g.0.remove(&oldest) {
-                total -= l.text.len();
+        let mut g = self.inner.lock();
+        g.clock += 1;
+        let tick = g.clock;
+        g.bytes += l.text.len();
+        if let Some((old, _)) = g.map.insert(id, (l, tick)) {
+            g.bytes -= old.text.len();
+        }
+        while g.bytes > CACHE_BYTES && g.map.len() > 1 {
+            let Some(oldest) = g.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
+            if let Some((l, _)) = g.map.remove(&oldest) {
+                g.bytes -= l.text.len();
             }
         }
     }
@@ -230,6 +240,11 @@ impl Store {
         if let Some(hex) = preview::marked_id(text, &core.opts.preview_marker)
             && let Ok(id) = hex.parse::<BlobId>()
             && let Some(a) = grant(core, owner, &id)?
+            && preview::is_preview_of(
+                text,
+                self.load_archive(owner, &id)?.as_str(),
+                &core.opts.preview_marker,
+            )
         {
             return Ok(to_ref(&a));
         }

@@ -79,6 +79,36 @@ pub(crate) fn build(
     out
 }
 
+/// True when `text` is a preview of `original` as [`build`] makes them: a head of the
+/// original, the marker line, then (with a query) lines of the original, then a tail of the
+/// original. A text that merely quotes a preview (a `cat` of a file holding one, or a
+/// preview with more output after it) is not one.
+pub(crate) fn is_preview_of(text: &str, original: &str, template: &str) -> bool {
+    let Some(prefix) = template.split("{id}").next().filter(|p| !p.is_empty()) else { return false };
+    let Some(p) = text.find(prefix) else { return false };
+    let marker_end = text[p..].find('\n').map_or(text.len(), |i| p + i + 1);
+    let before = &text[..p];
+    let head_ok = original.starts_with(before)
+        || before
+            .strip_suffix('\n')
+            .is_some_and(|h| original.starts_with(h) && !original[h.len()..].starts_with('\n'));
+    if !head_ok || text.len() >= original.len() + template.len() + 64 {
+        return false;
+    }
+    let after = &text[marker_end..];
+    let mut k = 0;
+    loop {
+        let middle_ok = after[..k].split_inclusive('\n').all(|l| original.contains(l.trim_end_matches('\n')));
+        if middle_ok && original.ends_with(&after[k..]) {
+            return true;
+        }
+        match after[k..].find('\n') {
+            Some(i) => k += i + 1,
+            None => return false,
+        }
+    }
+}
+
 /// If `text` carries a preview marker built from `template`, the archive id it names.
 pub(crate) fn marked_id(text: &str, template: &str) -> Option<String> {
     let prefix = template.split("{id}").next()?;
@@ -110,5 +140,8 @@ mod tests {
         let short = build("tiny", &OffsetIndex::build("tiny"), &id, 1000, None, DEFAULT_MARKER);
         assert_eq!(short, "tiny");
         assert_eq!(marked_id("no marker here", DEFAULT_MARKER), None);
+        assert!(is_preview_of(&p, &text, DEFAULT_MARKER));
+        assert!(!is_preview_of(&format!("$ cat old.txt\n{p}"), &text, DEFAULT_MARKER));
+        assert!(!is_preview_of(&format!("{p}exit code 1\n"), &text, DEFAULT_MARKER));
     }
 }

@@ -48,19 +48,21 @@ struct SyncState {
     poisoned: Option<String>,
 }
 
+/// How the writer lays out and syncs segments.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterConfig {
+    pub dir: PathBuf,
+    pub segment_size: u64,
+    /// Size new segments are preallocated to (0: none).
+    pub prealloc: u64,
+    pub durability: Durability,
+}
+
 impl LogWriter {
     /// Starts writing at `end` of segment `segment` (already open, header present).
     /// Everything before `end` is taken as durable (recovery synced it).
-    pub(crate) fn new(
-        dir: PathBuf,
-        segment: u64,
-        file: File,
-        end: u64,
-        next_txid: u64,
-        segment_size: u64,
-        prealloc: u64,
-        durability: Durability,
-    ) -> Self {
+    pub(crate) fn new(cfg: WriterConfig, segment: u64, file: File, end: u64, next_txid: u64) -> Self {
+        let WriterConfig { dir, segment_size, prealloc, durability } = cfg;
         let file = Arc::new(file);
         LogWriter {
             dir,

@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::index::{self, Applied, Index};
 use crate::log::reader::LogReader;
 use crate::log::recovery::{RecoverError, Recovered, recover};
-use crate::log::writer::LogWriter;
+use crate::log::writer::{LogWriter, WriterConfig};
 use crate::log::{Position, format, log_dir};
 use crate::options::Options;
 
@@ -100,16 +100,13 @@ impl Store {
             index.apply_replayed(&replayed, now)?;
         }
         index.mem.write().set_applied(now);
-        let log = Arc::new(LogWriter::new(
-            logd.clone(),
-            rec.segment,
-            rec.file,
-            rec.end,
-            now.next_txid,
-            opts.segment_size,
-            prealloc_size(&opts),
-            opts.durability,
-        ));
+        let cfg = WriterConfig {
+            dir: logd.clone(),
+            segment_size: opts.segment_size,
+            prealloc: prealloc_size(&opts),
+            durability: opts.durability,
+        };
+        let log = Arc::new(LogWriter::new(cfg, rec.segment, rec.file, rec.end, now.next_txid));
         let index = Arc::new(index);
         let (tx, rx) = channel();
         let handle = {

@@ -19,7 +19,7 @@ fn step_messages(stream: &str, step: u32) -> Vec<NewMessage> {
         }],
     };
     // Every third result is large enough to be stored as a blob of its own.
-    let size = if step % 3 == 0 { 3000 } else { 200 };
+    let size = if step.is_multiple_of(3) { 3000 } else { 200 };
     let body: String = format!("// file {step} read by {stream}\n").repeat(size / 30 + 1);
     vec![call, NewMessage::tool_result(format!("{stream}-{step}"), body)]
 }
