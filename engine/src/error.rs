@@ -73,6 +73,12 @@ pub enum Error {
         /// The version found on disk.
         found: u32,
     },
+    /// A compaction plan broke the linter's rules; nothing was applied.
+    #[error("compaction plan rejected: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
+    Lint {
+        /// Every problem found, each naming its rule.
+        problems: Vec<crate::compaction::LintProblem>,
+    },
     /// The derived index failed; the log is intact and the index can be rebuilt.
     #[error("index error: {0}")]
     Index(String),

@@ -15,6 +15,8 @@
 
 pub mod archive;
 pub mod blob;
+pub mod budget;
+pub mod compaction;
 pub mod error;
 pub mod history;
 mod index;

@@ -69,6 +69,14 @@ pub struct Options {
     /// The marker a preview carries (placeholders `{id}`, `{total_chars}`, `{total_lines}`,
     /// `{shown}`, `{omitted}`). Default [`DEFAULT_MARKER`](crate::archive::DEFAULT_MARKER).
     pub preview_marker: String,
+    /// Token estimator for views and compaction. Default [`Heuristic`](crate::budget::Heuristic).
+    pub estimator: std::sync::Arc<dyn crate::budget::Estimator>,
+    /// Size of the previews the budget guard puts in place of older tool results, in
+    /// characters. Default 400.
+    pub guard_preview_chars: usize,
+    /// A squish may cover at most this many tokens, unless it is one call with its results.
+    /// Default 20,000.
+    pub squish_max_tokens: u64,
     /// Memory redb may use to cache index pages. Default 32 MiB.
     pub index_cache_bytes: usize,
     /// Message bodies whose parts total at most this many bytes are stored inside the
@@ -92,6 +100,9 @@ impl Default for Options {
             index_cache_bytes: 32 << 20,
             max_mapped_segments: 4,
             archive_threshold: 8 << 10,
+            estimator: std::sync::Arc::new(crate::budget::Heuristic),
+            guard_preview_chars: 400,
+            squish_max_tokens: 20_000,
             preview_chars: 2000,
             preview_marker: crate::archive::DEFAULT_MARKER.to_string(),
             index_backlog_bytes: 16 << 20,

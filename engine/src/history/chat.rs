@@ -161,6 +161,8 @@ impl Store {
             meta_version: 1,
             last_ms: now,
             pins: Arc::new(Vec::new()),
+            compactions: Arc::new(Vec::new()),
+            calibration: Arc::new(Default::default()),
             last_end: committed.end,
         };
         self.inner.chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
@@ -265,6 +267,14 @@ pub struct Chat {
 impl Chat {
     fn core(&self) -> &Arc<Core> {
         &self.store.inner.core
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub(crate) fn state(&self) -> &Arc<ChatState> {
+        &self.state
     }
 
     /// The chat's id.
@@ -632,6 +642,8 @@ impl Chat {
                 created_ms: cur.created_ms,
                 last_ms: cur.last_ms,
                 pins: cur.pins.clone(),
+                compactions: cur.compactions.clone(),
+                calibration: cur.calibration.clone(),
                 core: core.clone(),
             }),
         })

@@ -1,12 +1,13 @@
 //! Loading chats and old revisions back from the index (redb) and the log.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::record::{self, MetaRec};
+use super::record::{self, CompactionRec, MetaRec};
 use super::state::{Entry, Writer, read_entry};
 use super::types::{ChatId, ChatMeta, Pin};
 use crate::error::{Error, Result};
-use crate::index::{CHATS, ChatRow, MESSAGES, PINS, REVISIONS};
+use crate::index::{CALIB, CHATS, COMPACTIONS, ChatRow, MESSAGES, PINS, REVISIONS};
 use crate::log::{Location, Position};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
@@ -111,6 +112,38 @@ pub(crate) fn pins_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<Pi
     Ok(out)
 }
 
+/// The compaction records of `chat`, in log order.
+pub(crate) fn compactions_of(core: &Core, tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<CompactionRec>> {
+    let t = match tx.open_table(COMPACTIONS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut out = Vec::new();
+    for item in t.range((chat.0, 0u64, 0u64)..=(chat.0, u64::MAX, u64::MAX)).map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        let (_, segment, offset) = k.value();
+        let raw = core.read(Location { segment, offset, len: v.value() }, crate::blob::Verify::Checksum)?;
+        out.push(record::decode(&raw.payload, "compaction").map_err(|e| Error::corrupt(segment, offset, e))?);
+    }
+    Ok(out)
+}
+
+/// The calibration factors of `chat`, by model.
+pub(crate) fn calibration_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<HashMap<String, f64>> {
+    let t = match tx.open_table(CALIB) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(HashMap::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut out = HashMap::new();
+    for item in t.range((chat.0, "")..(chat.0 + 1, "")).map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        out.insert(k.value().1.to_string(), f64::from_bits(v.value()));
+    }
+    Ok(out)
+}
+
 /// Loads a chat's writer state from the index. `None` if the chat does not exist.
 pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, Writer)>> {
     let tx = core.index.read()?;
@@ -121,6 +154,8 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
     let meta = read_meta(core, &row)?;
     let pins = pins_of(&tx, chat)?;
+    let compactions = compactions_of(core, &tx, chat)?;
+    let calibration = calibration_of(&tx, chat)?;
     let w = Writer {
         revision: row.revision,
         len: row.len,
@@ -130,6 +165,8 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         meta_version: row.meta_version,
         last_ms: row.last_ms,
         pins: Arc::new(pins),
+        compactions: Arc::new(compactions),
+        calibration: Arc::new(calibration),
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))

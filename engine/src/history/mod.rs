@@ -6,6 +6,7 @@
 
 mod cache;
 mod chat;
+mod chat_view;
 mod load;
 pub(crate) mod record;
 mod snap;

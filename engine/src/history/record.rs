@@ -18,6 +18,29 @@ pub(crate) mod kind {
     pub const STEP: u8 = 6;
     pub const ARCHIVE: u8 = 7;
     pub const PIN: u8 = 8;
+    pub const USAGE: u8 = 9;
+    pub const COMPACTION: u8 = 10;
+}
+
+/// A chat's calibration factor for a model changed (after reported usage).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct UsageRec {
+    pub chat: u64,
+    pub model: String,
+    pub factor: f64,
+    pub at_ms: u64,
+}
+
+/// A compaction plan accepted by the linter, made at `revision`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct CompactionRec {
+    pub chat: u64,
+    pub revision: u64,
+    /// (seq of a tool-result message, archive holding its text)
+    pub trims: Vec<(u64, [u8; 32])>,
+    /// (from, to, rewrite)
+    pub squishes: Vec<(u64, u64, String)>,
+    pub at_ms: u64,
 }
 
 /// An owner archived a text (or was granted an archive another owner stored first).
@@ -317,6 +340,8 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::STEP => decode::<StepRec>(payload, "step").map(drop),
         kind::ARCHIVE => decode::<ArchiveRec>(payload, "archive").map(drop),
         kind::PIN => decode::<PinRec>(payload, "pin").map(drop),
+        kind::USAGE => decode::<UsageRec>(payload, "usage").map(drop),
+        kind::COMPACTION => decode::<CompactionRec>(payload, "compaction").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

@@ -1,11 +1,12 @@
 //! The in-memory state of one chat: its writer and its published snapshot.
 
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use super::record::{self, BodyRec, MsgRec, PartRec, PartsRec};
+use super::record::{self, BodyRec, CompactionRec, MsgRec, PartRec, PartsRec};
 use super::types::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
@@ -41,6 +42,8 @@ pub(crate) struct SnapInner {
     pub created_ms: u64,
     pub last_ms: u64,
     pub pins: Arc<Vec<Pin>>,
+    pub compactions: Arc<Vec<CompactionRec>>,
+    pub calibration: Arc<HashMap<String, f64>>,
     pub core: Arc<Core>,
 }
 
@@ -55,6 +58,8 @@ pub(crate) struct Writer {
     pub meta_version: u64,
     pub last_ms: u64,
     pub pins: Arc<Vec<Pin>>,
+    pub compactions: Arc<Vec<CompactionRec>>,
+    pub calibration: Arc<HashMap<String, f64>>,
     /// End of the last batch written for this chat.
     pub last_end: Position,
 }
@@ -69,6 +74,9 @@ pub(crate) struct ChatState {
     pub w: Mutex<Writer>,
     /// LRU clock value of the last use.
     pub last_used: AtomicU64,
+    /// Recent views: (step, raw estimate, model), for `report_usage`.
+    pub views: Mutex<VecDeque<(u64, u64, String)>>,
+    pub view_counter: AtomicU64,
     pub core: Arc<Core>,
 }
 
@@ -82,6 +90,8 @@ impl ChatState {
             cell: SnapshotCell::new(Arc::new(snap)),
             w: Mutex::new(w),
             last_used: AtomicU64::new(0),
+            views: Mutex::new(VecDeque::new()),
+            view_counter: AtomicU64::new(1),
             core,
         }
     }
@@ -109,6 +119,8 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
         created_ms,
         last_ms: w.last_ms,
         pins: w.pins.clone(),
+        compactions: w.compactions.clone(),
+        calibration: w.calibration.clone(),
         core: core.clone(),
     }
 }

@@ -6,7 +6,9 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
-use crate::history::record::{self, ArchiveRec, ChatRec, MetaRec, PinRec, RevRec, StepRec, kind};
+use crate::history::record::{
+    self, ArchiveRec, ChatRec, CompactionRec, MetaRec, PinRec, RevRec, StepRec, UsageRec, kind,
+};
 use crate::log::Location;
 
 type Loc = (u64, u64, u32);
@@ -29,6 +31,11 @@ pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDe
 pub(crate) const ARCHIVES: TableDefinition<'_, (&str, [u8; 32]), &[u8]> = TableDefinition::new("archives");
 /// (chat, archive id, unit, start, end) -> () : pinned pages.
 pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
+
+/// (chat, model) -> calibration factor (f64 bits).
+pub(crate) const CALIB: TableDefinition<'_, (u64, &str), u64> = TableDefinition::new("calibration");
+/// (chat, segment, offset) -> payload length of a compaction record.
+pub(crate) const COMPACTIONS: TableDefinition<'_, (u64, u64, u64), u32> = TableDefinition::new("compactions");
 
 /// What the index keeps per chat.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -69,6 +76,8 @@ pub(crate) struct HistoryIndex<'t> {
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
+    calib: redb::Table<'t, (u64, &'static str), u64>,
+    compactions: redb::Table<'t, (u64, u64, u64), u32>,
     meta: redb::Table<'t, &'static str, u64>,
 }
 
@@ -84,6 +93,8 @@ impl<'t> HistoryIndex<'t> {
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
             pins: tx.open_table(PINS).map_err(redb_err)?,
+            calib: tx.open_table(CALIB).map_err(redb_err)?,
+            compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
             meta: tx.open_table(META).map_err(redb_err)?,
         })
     }
@@ -186,6 +197,16 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(p.chat, r)?;
                 row.last_ms = row.last_ms.max(p.at_ms);
             }
+            kind::USAGE => {
+                let u: UsageRec = record::decode(&r.payload, "usage").map_err(|e| bad(r, e))?;
+                self.calib.insert((u.chat, u.model.as_str()), u.factor.to_bits()).map_err(redb_err)?;
+            }
+            kind::COMPACTION => {
+                let c: CompactionRec = record::decode(&r.payload, "compaction").map_err(|e| bad(r, e))?;
+                self.compactions.insert((c.chat, r.loc.segment, r.loc.offset), r.loc.len).map_err(redb_err)?;
+                let row = self.row(c.chat, r)?;
+                row.last_ms = row.last_ms.max(c.at_ms);
+            }
             other => return Err(bad(r, format!("unknown required record kind {other}"))),
         }
         Ok(())
@@ -202,5 +223,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
     tx.delete_table(PINS).map_err(redb_err)?;
+    tx.delete_table(CALIB).map_err(redb_err)?;
+    tx.delete_table(COMPACTIONS).map_err(redb_err)?;
     Ok(())
 }

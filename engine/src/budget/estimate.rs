@@ -1,0 +1,163 @@
+//! Token estimation: a trait, a fast default heuristic, and (feature `tiktoken`) exact
+//! counts with OpenAI's `o200k_base` / `cl100k_base` encodings.
+
+use std::fmt::Debug;
+
+/// Counts tokens. Implementations must be deterministic.
+pub trait Estimator: Debug + Send + Sync {
+    /// A stable name (part of what calibration is keyed by).
+    fn id(&self) -> &str;
+    /// Tokens of `text`.
+    fn text_tokens(&self, text: &str) -> u64;
+    /// Tokens every message costs besides its content (role, separators).
+    fn message_overhead(&self) -> u64 {
+        4
+    }
+    /// Tokens reserved for one attachment (images, files), whose real cost the text
+    /// estimator cannot see.
+    fn attachment_reserve(&self) -> u64 {
+        1_500
+    }
+}
+
+/// The default estimator: a single pass over the text that counts what a byte-pair
+/// encoder tends to merge — letter runs cost about one token per 4 letters, digits one
+/// per 3, punctuation one each, a space folds into the next word, CJK and emoji about one
+/// per character, other scripts one per 2–3 characters. Within about ±15 % of `o200k_base`
+/// on real agent transcripts before calibration (see benches/README.md); [`Chat::report_usage`]
+/// (crate::Chat::report_usage) corrects the rest per chat and model.
+///
+/// ```
+/// use undertext::budget::{Estimator, Heuristic};
+/// let h = Heuristic::default();
+/// assert!(h.text_tokens("hello world") >= 2);
+/// assert_eq!(h.text_tokens(""), 0);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Heuristic;
+
+impl Estimator for Heuristic {
+    fn id(&self) -> &str {
+        "heuristic-v1"
+    }
+
+    fn text_tokens(&self, text: &str) -> u64 {
+        heuristic_tokens(text)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Letter,
+    Digit,
+    Space,
+    Newline,
+    Punct,
+    Wide,
+    Other,
+}
+
+fn class(c: char) -> Class {
+    match c {
+        'a'..='z' | 'A'..='Z' => Class::Letter,
+        '0'..='9' => Class::Digit,
+        ' ' | '\t' => Class::Space,
+        '\n' | '\r' => Class::Newline,
+        c if c.is_ascii() => Class::Punct,
+        // CJK, kana, hangul, emoji and symbols: about one token per character.
+        '\u{1100}'..='\u{11FF}' | '\u{2E80}'..='\u{9FFF}' | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}' => {
+            Class::Wide
+        }
+        c if (c as u32) >= 0x1F000 => Class::Wide,
+        c if c.is_alphabetic() => Class::Other,
+        _ => Class::Punct,
+    }
+}
+
+/// The heuristic's count (public through [`Heuristic`]).
+pub(crate) fn heuristic_tokens(text: &str) -> u64 {
+    let mut tokens = 0f64;
+    let mut run = 0u32;
+    let mut cur = Class::Space;
+    let flush = |cls: Class, n: u32, tokens: &mut f64| {
+        let n = n as f64;
+        *tokens += match cls {
+            Class::Letter => (n / 4.0).ceil(),
+            Class::Digit => (n / 3.0).ceil(),
+            Class::Space => (n / 4.0).floor(),
+            Class::Newline => (n / 2.0).ceil(),
+            Class::Punct => n * 0.75,
+            Class::Wide => n,
+            Class::Other => (n / 2.5).ceil(),
+        };
+    };
+    for c in text.chars() {
+        let k = class(c);
+        if k == cur && k != Class::Punct {
+            run += 1;
+        } else {
+            flush(cur, run, &mut tokens);
+            cur = k;
+            run = 1;
+        }
+    }
+    flush(cur, run, &mut tokens);
+    tokens.ceil() as u64
+}
+
+/// Exact counts with a tiktoken encoding (feature `tiktoken`).
+#[cfg(feature = "tiktoken")]
+pub struct Tiktoken {
+    name: &'static str,
+    bpe: tiktoken_rs::CoreBPE,
+}
+
+#[cfg(feature = "tiktoken")]
+impl Debug for Tiktoken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiktoken").field("encoding", &self.name).finish()
+    }
+}
+
+#[cfg(feature = "tiktoken")]
+impl Tiktoken {
+    /// The `o200k_base` encoding (GPT-4o and later).
+    pub fn o200k() -> crate::Result<Tiktoken> {
+        let bpe = tiktoken_rs::o200k_base().map_err(|e| crate::Error::InvalidArgument(format!("o200k_base: {e}")))?;
+        Ok(Tiktoken { name: "tiktoken-o200k_base", bpe })
+    }
+
+    /// The `cl100k_base` encoding (GPT-4, GPT-3.5).
+    pub fn cl100k() -> crate::Result<Tiktoken> {
+        let bpe =
+            tiktoken_rs::cl100k_base().map_err(|e| crate::Error::InvalidArgument(format!("cl100k_base: {e}")))?;
+        Ok(Tiktoken { name: "tiktoken-cl100k_base", bpe })
+    }
+}
+
+#[cfg(feature = "tiktoken")]
+impl Estimator for Tiktoken {
+    fn id(&self) -> &str {
+        self.name
+    }
+
+    fn text_tokens(&self, text: &str) -> u64 {
+        self.bpe.encode_ordinary(text).len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heuristic_grows_with_text_and_counts_wide_characters() {
+        let h = Heuristic;
+        assert_eq!(h.text_tokens(""), 0);
+        let a = h.text_tokens("the quick brown fox");
+        let b = h.text_tokens(&"the quick brown fox ".repeat(10));
+        assert!(b >= 9 * a && b <= 11 * a, "{a} {b}");
+        assert!(h.text_tokens("中文文本处理") >= 5);
+        assert!(h.text_tokens("{\"path\": \"src/main.rs\", \"line\": 42}") >= 10);
+    }
+}

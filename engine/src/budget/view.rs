@@ -1,0 +1,255 @@
+//! [`View`]: the model view of a chat under a [`Budget`], and the guard that keeps it there.
+
+use std::ops::Range;
+
+use super::Budget;
+use super::estimate::Estimator;
+use crate::archive::{self, Unit};
+use crate::history::{Message, Part, Role, ToolContent};
+
+/// One message of the view: original messages, or a condensed stand-in for a range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ViewMessage {
+    /// The original messages it stands for (one seq, or a squished range; empty for
+    /// pinned context, which is not a message of the chat).
+    pub seqs: Range<u64>,
+    /// Its role.
+    pub role: Role,
+    /// Its parts as the model will see them.
+    pub parts: Vec<Part>,
+    /// Estimated tokens (uncalibrated), overhead included.
+    pub tokens: u64,
+}
+
+/// What the guard did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// At or under the soft line: sent as is.
+    Fits,
+    /// Over the soft line: these tool results became previews (oldest first) until the
+    /// estimate was at or under the target, or nothing more could be previewed.
+    Compacted {
+        /// Seqs of the previewed tool results.
+        previewed: Vec<u64>,
+        /// Tokens saved (calibrated).
+        tokens_saved: u64,
+    },
+    /// Still over the hard line after compaction: do not send.
+    Refused {
+        /// The estimate (calibrated).
+        estimate: u64,
+        /// The hard line, in tokens.
+        limit: u64,
+        /// `estimate − limit`.
+        over_by: u64,
+    },
+}
+
+/// The model view of a chat: deterministic for a given state and budget.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub(crate) messages: Vec<ViewMessage>,
+    pub(crate) decision: Decision,
+    pub(crate) estimate: u64,
+    pub(crate) raw_estimate: u64,
+    pub(crate) step: u64,
+    pub(crate) revision: u64,
+    pub(crate) factor: f64,
+}
+
+impl View {
+    /// What the guard decided.
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+
+    /// The messages to send.
+    pub fn messages(&self) -> &[ViewMessage] {
+        &self.messages
+    }
+
+    /// Estimated input tokens, calibration applied.
+    pub fn estimate(&self) -> u64 {
+        self.estimate
+    }
+
+    /// The estimate before calibration.
+    pub fn raw_estimate(&self) -> u64 {
+        self.raw_estimate
+    }
+
+    /// The calibration factor applied.
+    pub fn calibration(&self) -> f64 {
+        self.factor
+    }
+
+    /// The id to give [`Chat::report_usage`](crate::Chat::report_usage) when the model
+    /// answers with its real input token count.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The chat revision the view was built from.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+}
+
+/// A line of [`Chat::index`](crate::Chat::index): enough for a model to choose what to compact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexLine {
+    /// The message.
+    pub seq: u64,
+    /// Its role.
+    pub role: Role,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// The first 60 characters of its text.
+    pub preview: String,
+}
+
+/// Tokens of one part.
+pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
+    match p {
+        Part::Text(t) | Part::Summary(t) => e.text_tokens(t),
+        Part::ToolCall { id, name, args } => e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3,
+        Part::ToolResult { content, .. } => {
+            3 + match content {
+                ToolContent::Text(t) => e.text_tokens(t),
+                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+            }
+        }
+        Part::ApprovalRequest { prompt, .. } => e.text_tokens(prompt) + 4,
+        Part::ApprovalResponse { reason, .. } => reason.as_deref().map_or(0, |r| e.text_tokens(r)) + 4,
+        Part::Attachment { .. } => e.attachment_reserve(),
+    }
+}
+
+/// Tokens of a message with its parts.
+pub(crate) fn message_tokens(e: &dyn Estimator, parts: &[Part]) -> u64 {
+    e.message_overhead() + parts.iter().map(|p| part_tokens(e, p)).sum::<u64>()
+}
+
+/// The first 60 characters of a message's text, on one line.
+pub(crate) fn preview60(m: &Message) -> String {
+    let mut s = String::new();
+    for p in &m.parts {
+        let t = match p {
+            Part::Text(t) | Part::Summary(t) => t.as_str(),
+            Part::ToolCall { name, .. } => name.as_str(),
+            Part::ToolResult { content: ToolContent::Text(t), .. } => t.as_str(),
+            Part::ToolResult { content: ToolContent::Archived { preview, .. }, .. } => preview.as_str(),
+            Part::ApprovalRequest { prompt, .. } => prompt.as_str(),
+            _ => "",
+        };
+        if !s.is_empty() && !t.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(t);
+        if s.chars().count() >= 60 {
+            break;
+        }
+    }
+    s.chars().map(|c| if c.is_control() { ' ' } else { c }).take(60).collect()
+}
+
+/// A candidate for previewing: (index in view messages, index of the part).
+pub(crate) struct Candidate {
+    pub at: usize,
+    pub part: usize,
+    pub seq: u64,
+}
+
+/// The guard's preview of a tool result, and the archive text to store if it was inline.
+pub(crate) fn guard_preview(content: &ToolContent, chars: usize, marker: &str) -> (ToolContent, Option<String>) {
+    match content {
+        ToolContent::Text(t) => {
+            let at = archive::ArchiveText::new(t.clone());
+            let id = crate::blob::BlobId::of(t.as_bytes());
+            let preview = archive::preview_of(t, &id, chars, marker);
+            let r = crate::history::ArchiveRef {
+                id,
+                bytes: at.len(Unit::Bytes),
+                chars: at.len(Unit::Chars),
+                utf16_units: at.len(Unit::Utf16),
+                lines: at.len(Unit::Lines),
+            };
+            (ToolContent::Archived { archive: r, preview }, Some(t.clone()))
+        }
+        ToolContent::Archived { archive, preview } => (ToolContent::Archived { archive: *archive, preview: preview.clone() }, None),
+    }
+}
+
+/// Everything `Chat::view` computes, before the writes it needs (archiving previewed
+/// inline results) are made.
+pub(crate) struct Planned {
+    pub view: View,
+    pub to_archive: Vec<String>,
+    /// Archived results whose preview must be rebuilt shorter from the archive.
+    pub reshrink: Vec<(usize, usize)>,
+}
+
+/// Applies the guard to `messages` (already with compaction records and pins applied).
+pub(crate) fn guard(
+    e: &dyn Estimator,
+    budget: &Budget,
+    mut messages: Vec<ViewMessage>,
+    candidates: Vec<Candidate>,
+    factor: f64,
+    preview_chars: usize,
+    marker: &str,
+) -> Planned {
+    let schema_tokens: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+    let raw = |msgs: &[ViewMessage]| msgs.iter().map(|m| m.tokens).sum::<u64>() + schema_tokens;
+    let cal = |r: u64| (r as f64 * factor).ceil() as u64;
+    let raw0 = raw(&messages);
+    let before = cal(raw0);
+    let mut to_archive = Vec::new();
+    let mut reshrink = Vec::new();
+    let mut previewed = Vec::new();
+    let mut total_raw = raw0;
+    if before > budget.soft_limit() {
+        for c in candidates {
+            if cal(total_raw) <= budget.target_limit() {
+                break;
+            }
+            let m = &mut messages[c.at];
+            let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
+            let (new, text) = guard_preview(content, preview_chars, marker);
+            let (old_t, new_t) = match (&*content, &new) {
+                (ToolContent::Text(t), ToolContent::Archived { preview, .. }) => (e.text_tokens(t), e.text_tokens(preview)),
+                (ToolContent::Archived { preview, .. }, _) => {
+                    // Already archived: its preview is rebuilt at guard size from the archive.
+                    let approx = preview.chars().take(preview_chars).collect::<String>();
+                    (e.text_tokens(preview), e.text_tokens(&approx) + 40)
+                }
+                _ => continue,
+            };
+            if new_t >= old_t {
+                continue;
+            }
+            if let Some(t) = text {
+                to_archive.push(t);
+            } else {
+                reshrink.push((c.at, c.part));
+            }
+            *content = new;
+            m.tokens = m.tokens - old_t + new_t;
+            total_raw = total_raw - old_t + new_t;
+            previewed.push(c.seq);
+        }
+    }
+    let estimate = cal(total_raw);
+    let decision = if estimate > budget.hard_limit() {
+        Decision::Refused { estimate, limit: budget.hard_limit(), over_by: estimate - budget.hard_limit() }
+    } else if before > budget.soft_limit() {
+        Decision::Compacted { previewed, tokens_saved: before - estimate }
+    } else {
+        Decision::Fits
+    };
+    Planned {
+        view: View { messages, decision, estimate, raw_estimate: total_raw, step: 0, revision: 0, factor },
+        to_archive,
+        reshrink,
+    }
+}

@@ -1,0 +1,268 @@
+//! The model view of a chat, its index for compaction, usage calibration and compaction
+//! plans: the `Chat` side of the budget and compaction modules.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::chat::Chat;
+use super::record::{self, CompactionRec, UsageRec, kind};
+use super::state::now_ms;
+use super::types::{ArchiveRef, Message, Part, Role, ToolContent};
+use crate::archive;
+use crate::blob::BlobId;
+use crate::budget::view::{Candidate, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
+use crate::budget::Budget;
+use crate::compaction::{LintProblem, Plan, lint};
+use crate::error::{Error, Result};
+use crate::store::core::{RecordOut, Txn};
+
+/// The first seq of the protected recent part: the last two user turns.
+fn protected_from(msgs: &[Message]) -> u64 {
+    let last = msgs.last().map_or(0, |m| m.turn);
+    msgs.iter().position(|m| m.turn + 1 >= last).map_or(msgs.len() as u64, |i| i as u64)
+}
+
+fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String {
+    let call = m
+        .parts
+        .iter()
+        .find_map(|p| match p {
+            Part::ToolResult { call_id, .. } => Some(call_id.as_str()),
+            _ => None,
+        })
+        .unwrap_or("?");
+    let size = r.map(|r| format!("{} chars, {} lines", r.chars, r.lines)).unwrap_or_default();
+    format!("[trimmed: the result of tool call {call} ({size}) is in archive {id}; read it with read_context(\"{id}\", start..end)]")
+}
+
+impl Chat {
+    /// The model view under `budget`: every message (compaction records applied), pinned
+    /// pages, and, over the soft line, older tool results turned into previews oldest first
+    /// until the estimate is at or below the target — never a pinned page, never inside
+    /// the last two user turns. Still over the hard line: [`Decision::Refused`].
+    ///
+    /// Previewing an inline tool result archives it (content-addressed, so a second view
+    /// writes nothing new): the preview's archive id always reads the result back whole.
+    pub fn view(&self, budget: &Budget) -> Result<View> {
+        budget.validate()?;
+        let snap = self.snapshot();
+        let core = self.store().inner.core.clone();
+        let e = core.opts.estimator.clone();
+        let msgs = snap.messages()?;
+        let inner = &snap.inner;
+        let prot = protected_from(&msgs);
+        let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
+        // Compaction records still valid at this revision: every message they cover is
+        // unchanged since they were made.
+        let unchanged =
+            |r: std::ops::Range<u64>, rev: u64| r.end <= msgs.len() as u64 && msgs[r.start as usize..r.end as usize].iter().all(|m| m.revision <= rev);
+        let mut squish_at: HashMap<u64, (u64, String)> = HashMap::new();
+        let mut trims: HashMap<u64, BlobId> = HashMap::new();
+        for c in inner.compactions.iter() {
+            for (from, to, rw) in &c.squishes {
+                if unchanged(*from..*to, c.revision) {
+                    squish_at.insert(*from, (*to, rw.clone()));
+                }
+            }
+            for (seq, id) in &c.trims {
+                if unchanged(*seq..*seq + 1, c.revision) {
+                    trims.insert(*seq, BlobId(*id));
+                }
+            }
+        }
+        let mut out: Vec<ViewMessage> = Vec::new();
+        let mut candidates = Vec::new();
+        let lead = msgs.iter().take_while(|m| m.role == Role::System).count();
+        let mut seq = 0u64;
+        while (seq as usize) < msgs.len() {
+            if seq as usize == lead && !inner.pins.is_empty() {
+                let mut text = String::from("[pinned context: pages kept in view]\n");
+                for p in inner.pins.iter() {
+                    let page = self.store().read_context(self.owner(), &p.archive, p.range.clone(), p.unit)?;
+                    text.push_str(&format!(
+                        "--- archive {} {}..{} ({}) ---\n{page}\n",
+                        p.archive,
+                        p.range.start,
+                        p.range.end,
+                        p.unit.as_str()
+                    ));
+                }
+                let parts = vec![Part::Text(text)];
+                out.push(ViewMessage { seqs: 0..0, role: Role::System, tokens: message_tokens(&*e, &parts), parts });
+            }
+            if let Some((to, rw)) = squish_at.get(&seq) {
+                let parts = vec![Part::Summary(format!(
+                    "[messages {seq}..{to} condensed; the originals stay readable as messages {seq}..{to}]\n{rw}"
+                ))];
+                out.push(ViewMessage { seqs: seq..*to, role: Role::User, tokens: message_tokens(&*e, &parts), parts });
+                seq = *to;
+                continue;
+            }
+            let m = &msgs[seq as usize];
+            let mut parts = m.parts.clone();
+            if let Some(id) = trims.get(&seq) {
+                let r = archive::grant(&core, self.owner(), id)?.map(|a| archive::to_ref(&a));
+                let pointer = pointer_for_trim(m, id, r.as_ref());
+                for p in &mut parts {
+                    if let Part::ToolResult { content, .. } = p {
+                        *content = match r {
+                            Some(r) => ToolContent::Archived { archive: r, preview: pointer.clone() },
+                            None => ToolContent::Text(pointer.clone()),
+                        };
+                    }
+                }
+            } else if seq < prot {
+                for (i, p) in parts.iter().enumerate() {
+                    if let Part::ToolResult { content, .. } = p {
+                        let pinned_here =
+                            matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
+                        if !pinned_here {
+                            candidates.push(Candidate { at: out.len(), part: i, seq });
+                        }
+                    }
+                }
+            }
+            out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens: message_tokens(&*e, &parts), parts });
+            seq += 1;
+        }
+        let model = inner.meta.model.clone();
+        let factor = inner.calibration.get(&model).copied().unwrap_or(1.0);
+        let mut planned = guard(
+            &*e,
+            budget,
+            out,
+            candidates,
+            factor,
+            core.opts.guard_preview_chars,
+            &core.opts.preview_marker,
+        );
+        if !planned.to_archive.is_empty() {
+            let mut txn = Txn::default();
+            let mut wait = None;
+            for t in &planned.to_archive {
+                let (_, w) = archive::archive_into(&core, &mut txn, self.owner(), t)?;
+                wait = wait.max(w);
+            }
+            let c = core.append(txn)?;
+            core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
+        }
+        for (at, part) in std::mem::take(&mut planned.reshrink) {
+            if let Part::ToolResult { content: ToolContent::Archived { archive, preview }, .. } =
+                &mut planned.view.messages[at].parts[part]
+            {
+                *preview = self.store().preview(self.owner(), &archive.id, core.opts.guard_preview_chars, None)?;
+            }
+        }
+        let mut view = planned.view;
+        view.revision = inner.revision;
+        view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
+        let mut recent = self.state().views.lock();
+        recent.push_back((view.step, view.raw_estimate, model));
+        while recent.len() > 256 {
+            recent.pop_front();
+        }
+        Ok(view)
+    }
+
+    /// Reports the real input tokens of the call made with view `step`. When they are above
+    /// the estimate, the correction factor for this chat and its model rises to match at
+    /// once; when below, it eases down. The factor is persisted and applies to later views.
+    /// Returns the new factor.
+    pub fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
+        let Some((raw, model)) =
+            self.state().views.lock().iter().find(|(s, ..)| *s == step).map(|(_, r, m)| (*r, m.clone()))
+        else {
+            return Err(Error::NotFound { what: format!("view step {step} (only the last 256 views are kept)") });
+        };
+        let core = self.store().inner.core.clone();
+        let mut w = self.state().w.lock();
+        let old = w.calibration.get(&model).copied().unwrap_or(1.0);
+        let ratio = actual_input_tokens as f64 / raw.max(1) as f64;
+        let new = if ratio > old { ratio } else { old + (ratio - old) * 0.3 }.clamp(0.25, 8.0);
+        let now = now_ms();
+        let rec = UsageRec { chat: self.id().0, model: model.clone(), factor: new, at_ms: now };
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(kind::USAGE, record::encode(&rec)?.into_vec()));
+        let c = core.append(txn)?;
+        let mut cal = (*w.calibration).clone();
+        cal.insert(model, new);
+        w.calibration = Arc::new(cal);
+        w.last_end = c.end;
+        self.state().publish(&w);
+        drop(w);
+        core.wait_durable(c.end)?;
+        Ok(new)
+    }
+
+    /// Every message with its seq, role, token estimate and a 60-character preview, for a
+    /// model to choose what to compact.
+    pub fn index(&self) -> Result<Vec<IndexLine>> {
+        let e = self.store().inner.core.opts.estimator.clone();
+        Ok(self
+            .messages()?
+            .iter()
+            .map(|m| IndexLine { seq: m.seq, role: m.role, tokens: message_tokens(&*e, &m.parts), preview: preview60(m) })
+            .collect())
+    }
+
+    /// Checks a plan without applying it: every problem, each naming its rule.
+    pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
+        let core = &self.store().inner.core;
+        let msgs = self.messages()?;
+        Ok(lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator))
+    }
+
+    /// Records a compaction plan, applied when views are built (originals untouched), if
+    /// the chat is still at `expected_revision` and the linter finds nothing; otherwise
+    /// nothing is written and [`Error::Lint`] lists every problem at once. Trimmed tool
+    /// results are archived so their pointer can be followed. Returns how many changes the
+    /// plan holds.
+    pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+        let core = self.store().inner.core.clone();
+        let snap = self.snapshot();
+        if snap.revision() != expected_revision {
+            return Err(Error::StaleRevision { expected: expected_revision, found: snap.revision() });
+        }
+        let msgs = snap.messages()?;
+        let problems = lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator);
+        if !problems.is_empty() {
+            return Err(Error::Lint { problems });
+        }
+        let mut txn = Txn::default();
+        let mut wait = None;
+        let mut trims = Vec::new();
+        for &t in &plan.trims {
+            for p in &msgs[t as usize].parts {
+                if let Part::ToolResult { content, .. } = p {
+                    let id = match content {
+                        ToolContent::Text(text) => {
+                            let (r, w) = archive::archive_into(&core, &mut txn, self.owner(), text)?;
+                            wait = wait.max(w);
+                            r.id
+                        }
+                        ToolContent::Archived { archive, .. } => archive.id,
+                    };
+                    trims.push((t, id.0));
+                    break;
+                }
+            }
+        }
+        let squishes = plan.squishes.iter().map(|s| (s.from, s.to, s.rewrite.clone())).collect();
+        let mut w = self.state().w.lock();
+        if w.revision != expected_revision {
+            return Err(Error::StaleRevision { expected: expected_revision, found: w.revision });
+        }
+        let rec = CompactionRec { chat: self.id().0, revision: w.revision, trims, squishes, at_ms: now_ms() };
+        txn.push(RecordOut::history(kind::COMPACTION, record::encode(&rec)?.into_vec()));
+        let c = core.append(txn)?;
+        let mut list = (*w.compactions).clone();
+        list.push(rec);
+        w.compactions = Arc::new(list);
+        w.last_end = c.end;
+        self.state().publish(&w);
+        drop(w);
+        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
+        Ok(plan.trims.len() + plan.squishes.len())
+    }
+}
