@@ -11,9 +11,9 @@ pub mod estimate;
 mod render;
 pub(crate) mod view;
 
-pub use estimate::{Estimator, Heuristic};
 #[cfg(feature = "tiktoken")]
 pub use estimate::Tiktoken;
+pub use estimate::{Estimator, Heuristic};
 pub use view::{Decision, IndexLine, View, ViewMessage};
 
 /// The token budget of one model call. Fractions are of the usable input,

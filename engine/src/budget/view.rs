@@ -112,7 +112,9 @@ pub struct IndexLine {
 pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
     match p {
         Part::Text(t) | Part::Summary(t) => e.text_tokens(t),
-        Part::ToolCall { id, name, args } => e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3,
+        Part::ToolCall { id, name, args } => {
+            e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3
+        }
         Part::ToolResult { content, .. } => {
             3 + match content {
                 ToolContent::Text(t) => e.text_tokens(t),
@@ -161,7 +163,11 @@ pub(crate) struct Candidate {
 }
 
 /// The guard's preview of a tool result, and the archive text to store if it was inline.
-pub(crate) fn guard_preview(content: &ToolContent, chars: usize, marker: &str) -> (ToolContent, Option<String>) {
+pub(crate) fn guard_preview(
+    content: &ToolContent,
+    chars: usize,
+    marker: &str,
+) -> (ToolContent, Option<String>) {
     match content {
         ToolContent::Text(t) => {
             let at = archive::ArchiveText::new(t.clone());
@@ -176,7 +182,9 @@ pub(crate) fn guard_preview(content: &ToolContent, chars: usize, marker: &str) -
             };
             (ToolContent::Archived { archive: r, preview }, Some(t.clone()))
         }
-        ToolContent::Archived { archive, preview } => (ToolContent::Archived { archive: *archive, preview: preview.clone() }, None),
+        ToolContent::Archived { archive, preview } => {
+            (ToolContent::Archived { archive: *archive, preview: preview.clone() }, None)
+        }
     }
 }
 
@@ -217,7 +225,9 @@ pub(crate) fn guard(
             let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
             let (new, text) = guard_preview(content, preview_chars, marker);
             let (old_t, new_t) = match (&*content, &new) {
-                (ToolContent::Text(t), ToolContent::Archived { preview, .. }) => (e.text_tokens(t), e.text_tokens(preview)),
+                (ToolContent::Text(t), ToolContent::Archived { preview, .. }) => {
+                    (e.text_tokens(t), e.text_tokens(preview))
+                }
                 (ToolContent::Archived { preview, .. }, _) => {
                     // Already archived: its preview is rebuilt at guard size from the archive.
                     let approx = preview.chars().take(preview_chars).collect::<String>();

@@ -67,7 +67,9 @@ fn is_call_with_results(msgs: &[Message]) -> bool {
     !ids.is_empty()
         && !rest.is_empty()
         && rest.iter().all(|m| {
-            m.parts.iter().all(|p| matches!(p, Part::ToolResult { call_id, .. } if ids.contains(&call_id.as_str())))
+            m.parts
+                .iter()
+                .all(|p| matches!(p, Part::ToolResult { call_id, .. } if ids.contains(&call_id.as_str())))
         })
 }
 
@@ -98,14 +100,23 @@ pub fn lint(
         }
         covered.push((s.from..s.to, name.clone()));
         if s.to > protected_from {
-            p("protected", format!("{name} reaches the last two user turns, which start at {protected_from}"));
+            p(
+                "protected",
+                format!("{name} reaches the last two user turns, which start at {protected_from}"),
+            );
         }
         let range = &messages[s.from as usize..s.to as usize];
         if has_result(&range[0]) {
-            p("boundary", format!("{name} starts on a tool result (message {}), splitting it from its call", s.from));
+            p(
+                "boundary",
+                format!("{name} starts on a tool result (message {}), splitting it from its call", s.from),
+            );
         }
         if has_call(&range[range.len() - 1]) {
-            p("boundary", format!("{name} ends on a tool call (message {}), splitting it from its result", s.to - 1));
+            p(
+                "boundary",
+                format!("{name} ends on a tool call (message {}), splitting it from its result", s.to - 1),
+            );
         }
         let replaced: u64 = range.iter().map(|m| message_tokens(e, &m.parts)).sum();
         let rewrite = e.text_tokens(&s.rewrite) + e.message_overhead();

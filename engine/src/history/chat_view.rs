@@ -11,8 +11,8 @@ use super::state::now_ms;
 use super::types::{ArchiveRef, Message, Part, Role, ToolContent};
 use crate::archive;
 use crate::blob::BlobId;
-use crate::budget::view::{Candidate, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
 use crate::budget::Budget;
+use crate::budget::view::{Candidate, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
 use crate::store::core::{RecordOut, Txn};
@@ -33,7 +33,9 @@ fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String 
         })
         .unwrap_or("?");
     let size = r.map(|r| format!("{} chars, {} lines", r.chars, r.lines)).unwrap_or_default();
-    format!("[trimmed: the result of tool call {call} ({size}) is in archive {id}; read it with read_context(\"{id}\", start..end)]")
+    format!(
+        "[trimmed: the result of tool call {call} ({size}) is in archive {id}; read it with read_context(\"{id}\", start..end)]"
+    )
 }
 
 impl Chat {
@@ -55,8 +57,10 @@ impl Chat {
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
         // Compaction records still valid at this revision: every message they cover is
         // unchanged since they were made.
-        let unchanged =
-            |r: std::ops::Range<u64>, rev: u64| r.end <= msgs.len() as u64 && msgs[r.start as usize..r.end as usize].iter().all(|m| m.revision <= rev);
+        let unchanged = |r: std::ops::Range<u64>, rev: u64| {
+            r.end <= msgs.len() as u64
+                && msgs[r.start as usize..r.end as usize].iter().all(|m| m.revision <= rev)
+        };
         let mut squish_at: HashMap<u64, (u64, String)> = HashMap::new();
         let mut trims: HashMap<u64, BlobId> = HashMap::new();
         for c in inner.compactions.iter() {
@@ -79,7 +83,8 @@ impl Chat {
             if seq as usize == lead && !inner.pins.is_empty() {
                 let mut text = String::from("[pinned context: pages kept in view]\n");
                 for p in inner.pins.iter() {
-                    let page = self.store().read_context(self.owner(), &p.archive, p.range.clone(), p.unit)?;
+                    let page =
+                        self.store().read_context(self.owner(), &p.archive, p.range.clone(), p.unit)?;
                     text.push_str(&format!(
                         "--- archive {} {}..{} ({}) ---\n{page}\n",
                         p.archive,
@@ -89,13 +94,23 @@ impl Chat {
                     ));
                 }
                 let parts = vec![Part::Text(text)];
-                out.push(ViewMessage { seqs: 0..0, role: Role::System, tokens: message_tokens(&*e, &parts), parts });
+                out.push(ViewMessage {
+                    seqs: 0..0,
+                    role: Role::System,
+                    tokens: message_tokens(&*e, &parts),
+                    parts,
+                });
             }
             if let Some((to, rw)) = squish_at.get(&seq) {
                 let parts = vec![Part::Summary(format!(
                     "[messages {seq}..{to} condensed; the originals stay readable as messages {seq}..{to}]\n{rw}"
                 ))];
-                out.push(ViewMessage { seqs: seq..*to, role: Role::User, tokens: message_tokens(&*e, &parts), parts });
+                out.push(ViewMessage {
+                    seqs: seq..*to,
+                    role: Role::User,
+                    tokens: message_tokens(&*e, &parts),
+                    parts,
+                });
                 seq = *to;
                 continue;
             }
@@ -115,15 +130,19 @@ impl Chat {
             } else if seq < prot {
                 for (i, p) in parts.iter().enumerate() {
                     if let Part::ToolResult { content, .. } = p {
-                        let pinned_here =
-                            matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
+                        let pinned_here = matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
                         if !pinned_here {
                             candidates.push(Candidate { at: out.len(), part: i, seq });
                         }
                     }
                 }
             }
-            out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens: message_tokens(&*e, &parts), parts });
+            out.push(ViewMessage {
+                seqs: seq..seq + 1,
+                role: m.role,
+                tokens: message_tokens(&*e, &parts),
+                parts,
+            });
             seq += 1;
         }
         let model = inner.meta.model.clone();
@@ -151,7 +170,8 @@ impl Chat {
             if let Part::ToolResult { content: ToolContent::Archived { archive, preview }, .. } =
                 &mut planned.view.messages[at].parts[part]
             {
-                *preview = self.store().preview(self.owner(), &archive.id, core.opts.guard_preview_chars, None)?;
+                *preview =
+                    self.store().preview(self.owner(), &archive.id, core.opts.guard_preview_chars, None)?;
             }
         }
         let mut view = planned.view;
@@ -173,7 +193,9 @@ impl Chat {
         let Some((raw, model)) =
             self.state().views.lock().iter().find(|(s, ..)| *s == step).map(|(_, r, m)| (*r, m.clone()))
         else {
-            return Err(Error::NotFound { what: format!("view step {step} (only the last 256 views are kept)") });
+            return Err(Error::NotFound {
+                what: format!("view step {step} (only the last 256 views are kept)"),
+            });
         };
         let core = self.store().inner.core.clone();
         let mut w = self.state().w.lock();
@@ -202,7 +224,12 @@ impl Chat {
         Ok(self
             .messages()?
             .iter()
-            .map(|m| IndexLine { seq: m.seq, role: m.role, tokens: message_tokens(&*e, &m.parts), preview: preview60(m) })
+            .map(|m| IndexLine {
+                seq: m.seq,
+                role: m.role,
+                tokens: message_tokens(&*e, &m.parts),
+                preview: preview60(m),
+            })
             .collect())
     }
 
@@ -225,7 +252,8 @@ impl Chat {
             return Err(Error::StaleRevision { expected: expected_revision, found: snap.revision() });
         }
         let msgs = snap.messages()?;
-        let problems = lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator);
+        let problems =
+            lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator);
         if !problems.is_empty() {
             return Err(Error::Lint { problems });
         }

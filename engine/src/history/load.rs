@@ -113,7 +113,11 @@ pub(crate) fn pins_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<Pi
 }
 
 /// The compaction records of `chat`, in log order.
-pub(crate) fn compactions_of(core: &Core, tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<CompactionRec>> {
+pub(crate) fn compactions_of(
+    core: &Core,
+    tx: &redb::ReadTransaction,
+    chat: ChatId,
+) -> Result<Vec<CompactionRec>> {
     let t = match tx.open_table(COMPACTIONS) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),

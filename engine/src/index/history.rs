@@ -203,7 +203,9 @@ impl<'t> HistoryIndex<'t> {
             }
             kind::COMPACTION => {
                 let c: CompactionRec = record::decode(&r.payload, "compaction").map_err(|e| bad(r, e))?;
-                self.compactions.insert((c.chat, r.loc.segment, r.loc.offset), r.loc.len).map_err(redb_err)?;
+                self.compactions
+                    .insert((c.chat, r.loc.segment, r.loc.offset), r.loc.len)
+                    .map_err(redb_err)?;
                 let row = self.row(c.chat, r)?;
                 row.last_ms = row.last_ms.max(c.at_ms);
             }

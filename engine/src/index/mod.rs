@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, PINS, REVISIONS,
-    STEPS,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, PINS,
+    REVISIONS, STEPS,
 };
 pub(crate) use memtable::Memtable;
 
