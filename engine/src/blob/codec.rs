@@ -6,7 +6,7 @@ use std::cell::RefCell;
 /// Compression applied to blob bodies on write.
 ///
 /// The default, `Zstd(1)`, was chosen by measurement on real agent transcripts
-/// (`engine/FORMAT.md` gives the figures): 35–45 % smaller than LZ4 on 2–64 KB records,
+/// (`engine/FORMAT.md` gives the figures): 26–31 % smaller than LZ4 on 2–64 KB records,
 /// at a compression cost that is noise next to an `fdatasync`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {

@@ -1,0 +1,89 @@
+//! The model view of a 1,000-message, ~200k-token chat, against SQLite (query + JSON
+//! decode of the same messages) and against copying the view's bytes, in the same run; and
+//! the cost of estimating it. (No checkpoint yet: checkpoints land with their own issue.)
+
+#![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the bench")]
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use undertext::budget::{Budget, Estimator, Heuristic};
+use undertext::{ChatMeta, NewMessage, Options, Store};
+use undertext_benches::{Rng, bench_tempdir};
+
+fn body(i: u64) -> String {
+    let mut rng = Rng::new(i);
+    let words =
+        ["parser", "token", "value", "error", "result", "function", "module", "test", "index", "chat"];
+    let mut s = format!("message {i}: ");
+    while s.len() < 800 {
+        s.push_str(words[(rng.next_u64() % 10) as usize]);
+        s.push(' ');
+    }
+    s
+}
+
+fn view(c: &mut Criterion) {
+    let dir = bench_tempdir().unwrap();
+    let store = Store::open(dir.path().join("u"), Options::default()).unwrap();
+    let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    for b in 0..10u64 {
+        let batch = (0..100).map(|i| NewMessage::assistant(body(b * 100 + i))).collect();
+        chat.append_batch(batch).unwrap();
+    }
+    store.sync().unwrap();
+    let budget = Budget::new(1_000_000, 0);
+    let v = chat.view(&budget).unwrap();
+    let view_bytes: usize = v.to_openai_json().len();
+    println!(
+        "view: {} messages, estimate {} tokens, {} bytes as OpenAI JSON",
+        v.messages().len(),
+        v.estimate(),
+        view_bytes
+    );
+
+    let conn = rusqlite::Connection::open(dir.path().join("s.db")).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; CREATE TABLE m (chat INTEGER, seq INTEGER, role TEXT, turn INTEGER, body TEXT,
+         PRIMARY KEY (chat, seq)) WITHOUT ROWID; BEGIN;",
+    )
+    .unwrap();
+    for i in 0..1000u64 {
+        let b = serde_json::json!([{"type": "text", "text": body(i)}]).to_string();
+        conn.execute("INSERT INTO m VALUES (1, ?1, 'assistant', 0, ?2)", rusqlite::params![i as i64, b])
+            .unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+
+    let mut g = c.benchmark_group("view_1000_messages_200k_tokens");
+    g.bench_function("undertext_view", |b| b.iter(|| chat.view(&budget).unwrap()));
+    g.bench_function("undertext_view_as_openai_json", |b| {
+        b.iter(|| chat.view(&budget).unwrap().to_openai_json())
+    });
+    g.bench_function("sqlite_select_json_decode", |b| {
+        b.iter(|| {
+            let mut st =
+                conn.prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq").unwrap();
+            let rows = st
+                .query_map([], |r| {
+                    let body: String = r.get(2)?;
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+                    ))
+                })
+                .unwrap();
+            rows.map(|r| r.unwrap()).collect::<Vec<_>>()
+        })
+    });
+    let json = v.to_openai_json();
+    g.bench_function("copy_view_bytes", |b| b.iter(|| json.clone()));
+    let texts: Vec<String> = (0..1000).map(body).collect();
+    let h = Heuristic;
+    g.bench_function("estimate_200k_tokens_heuristic", |b| {
+        b.iter(|| texts.iter().map(|t| h.text_tokens(t)).sum::<u64>())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, view);
+criterion_main!(benches);
