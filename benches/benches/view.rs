@@ -77,6 +77,7 @@ fn view(c: &mut Criterion) {
     });
     let json = v.to_openai_json();
     g.bench_function("copy_view_bytes", |b| b.iter(|| json.clone()));
+    g.bench_function("undertext_estimate_cached", |b| b.iter(|| chat.estimate(&budget).unwrap()));
     let texts: Vec<String> = (0..1000).map(body).collect();
     let h = Heuristic;
     g.bench_function("estimate_200k_tokens_heuristic", |b| {

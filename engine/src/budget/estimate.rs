@@ -77,45 +77,67 @@ fn class(c: char) -> Class {
     }
 }
 
-/// The heuristic's count (public through [`Heuristic`]).
-pub(crate) fn heuristic_tokens(text: &str) -> u64 {
-    let mut tokens = 0f64;
-    // Current run: its class, length, and for alphanumeric runs how many digits it holds.
-    let (mut cur, mut run, mut digits) = (Class::Space, 0u32, 0u32);
-    let cost = |cls: Class, n: u32, digits: u32| -> f64 {
-        let n = n as f64;
-        match cls {
-            // Words: about 7 letters a token. Numbers: 3 digits. Mixed (hex, ids, base64):
-            // byte-pair merges break down, about 2.5 characters a token.
-            Class::Letter if digits == 0 => (n / 7.0).ceil(),
-            Class::Letter if digits as f64 == n => (n / 3.0).ceil(),
-            Class::Letter => (n / 2.5).ceil(),
-            Class::Digit => (n / 3.0).ceil(),
-            Class::Space => (n / 16.0).floor(),
-            Class::Newline => (n / 2.0).ceil(),
-            Class::Punct => (n / 2.5).ceil(),
-            Class::Wide => n,
-            Class::Other => (n / 2.0).ceil(),
-        }
-    };
-    for c in text.chars() {
-        // Letters and digits form one alphanumeric run.
-        let k = match class(c) {
-            Class::Digit => Class::Letter,
-            k => k,
+/// Class of each ASCII byte; digits are `Letter` (letters and digits form one run) and
+/// counted separately.
+const ASCII: [Class; 128] = {
+    let mut t = [Class::Punct; 128];
+    let mut b = 0;
+    while b < 128 {
+        t[b] = match b as u8 {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' => Class::Letter,
+            b' ' | b'\t' => Class::Space,
+            b'\n' | b'\r' => Class::Newline,
+            _ => Class::Punct,
         };
-        if k == cur {
+        b += 1;
+    }
+    t
+};
+
+fn run_cost(cls: Class, n: u32, digits: u32) -> u32 {
+    match cls {
+        // Words: about 7 letters a token. Numbers: 3 digits. Mixed (hex, ids, base64):
+        // byte-pair merges break down, about 2.5 characters a token.
+        Class::Letter if digits == 0 => n.div_ceil(7),
+        Class::Letter if digits == n => n.div_ceil(3),
+        Class::Letter => (n * 2).div_ceil(5),
+        Class::Digit => n.div_ceil(3),
+        Class::Space => n / 16,
+        Class::Newline => n.div_ceil(2),
+        Class::Punct => (n * 2).div_ceil(5),
+        Class::Wide => n,
+        Class::Other => n.div_ceil(2),
+    }
+}
+
+/// The heuristic's count (public through [`Heuristic`]). One pass over the bytes: ASCII
+/// through a table, other characters decoded and classified.
+pub(crate) fn heuristic_tokens(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let mut tokens = 0u64;
+    // Current run: its class, length in characters, and how many digits it holds.
+    let (mut cur, mut run, mut digits) = (Class::Space, 0u32, 0u32);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let (k, is_digit, width) = if b < 0x80 {
+            (ASCII[b as usize], b.is_ascii_digit(), 1)
+        } else {
+            let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
+            (class(c), false, c.len_utf8())
+        };
+        if k == cur && run < u32::MAX / 4 {
             run += 1;
         } else {
-            tokens += cost(cur, run, digits);
+            tokens += u64::from(run_cost(cur, run, digits));
             cur = k;
             run = 1;
             digits = 0;
         }
-        digits += c.is_ascii_digit() as u32;
+        digits += u32::from(is_digit);
+        i += width;
     }
-    tokens += cost(cur, run, digits);
-    tokens.ceil() as u64
+    tokens + u64::from(run_cost(cur, run, digits))
 }
 
 /// Exact counts with a tiktoken encoding (feature `tiktoken`).

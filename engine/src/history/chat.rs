@@ -448,6 +448,7 @@ impl Chat {
                 at_ms: now,
                 step: tag.clone(),
                 loc: c.locations[at],
+                tokens: Default::default(),
             };
             let _ = w.entries.set(seq as usize, e);
         }
@@ -547,6 +548,7 @@ impl Chat {
                         at_ms: now,
                         step: None,
                         loc: c.locations[at],
+                        tokens: Default::default(),
                         ..old.clone()
                     }
                 } else {

@@ -137,12 +137,12 @@ impl Chat {
                     }
                 }
             }
-            out.push(ViewMessage {
-                seqs: seq..seq + 1,
-                role: m.role,
-                tokens: message_tokens(&*e, &parts),
-                parts,
-            });
+            // An unchanged message's estimate is computed once per store and cached.
+            let tokens = match inner.entries.get(seq as usize) {
+                Some(entry) if parts == m.parts => *entry.tokens.get_or_init(|| message_tokens(&*e, &parts)),
+                _ => message_tokens(&*e, &parts),
+            };
+            out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens, parts });
             seq += 1;
         }
         let model = inner.meta.model.clone();
@@ -183,6 +183,28 @@ impl Chat {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// The estimated input tokens of the chat as it stands (calibrated, tool schemas of
+    /// `budget` included), without building a view: each message's estimate is cached, so
+    /// after the first call this costs a sum over the messages. Compaction records, pins and
+    /// previews are not applied; use [`Chat::view`] for what will be sent.
+    pub fn estimate(&self, budget: &Budget) -> Result<u64> {
+        let snap = self.snapshot();
+        let inner = &snap.inner;
+        let e = self.store().inner.core.opts.estimator.clone();
+        let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        for seq in 0..inner.len {
+            let Some(entry) = inner.entries.get(seq as usize) else { continue };
+            raw += match entry.tokens.get() {
+                Some(t) => *t,
+                None => {
+                    *entry.tokens.get_or_init(|| snap.get(seq).map_or(0, |m| message_tokens(&*e, &m.parts)))
+                }
+            };
+        }
+        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
+        Ok((raw as f64 * factor).ceil() as u64)
     }
 
     /// Reports the real input tokens of the call made with view `step`. When they are above

@@ -27,6 +27,8 @@ pub(crate) struct Entry {
     pub step: Option<Arc<StepTag>>,
     /// Where the message record is in the log.
     pub loc: Location,
+    /// The message's token estimate, computed on first use by the store's estimator.
+    pub tokens: std::sync::OnceLock<u64>,
 }
 
 /// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).
@@ -172,6 +174,7 @@ pub(crate) fn read_entry(core: &Core, chat: ChatId, loc: Location, prev_turn: u6
         at_ms: f.at_ms,
         step: f.step.map(Arc::new),
         loc,
+        tokens: Default::default(),
     })
 }
 
