@@ -80,7 +80,10 @@ pub struct Options {
     /// Memory redb may use to cache index pages. Default 32 MiB.
     pub index_cache_bytes: usize,
     /// Message bodies whose parts total at most this many bytes are stored inside the
-    /// message record; larger ones become blobs of their own (deduplicated). Default 1 KiB.
+    /// message record, read in place; larger ones become blobs of their own (compressed,
+    /// deduplicated). Default 8 KiB, the archiving threshold: a 2 KB message read from its
+    /// own record costs a fraction of a blob lookup, decompression and hash check
+    /// (benches/README.md, cold load).
     pub inline_body_max: usize,
 }
 
@@ -106,7 +109,7 @@ impl Default for Options {
             preview_chars: 2000,
             preview_marker: crate::archive::DEFAULT_MARKER.to_string(),
             index_backlog_bytes: 16 << 20,
-            inline_body_max: 1024,
+            inline_body_max: 8 << 10,
         }
     }
 }

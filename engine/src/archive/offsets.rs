@@ -178,12 +178,33 @@ impl OffsetIndex {
             Unit::Chars | Unit::Utf16 => {
                 let k = self.marks.partition_point(|m| m.get(unit) <= pos).saturating_sub(1);
                 let m = self.marks[k];
+                let bytes = text.as_bytes();
+                // Skip whole 8-byte words while the target lies beyond them: a word's units
+                // are its non-continuation bytes (plus one per 4-byte lead for UTF-16).
                 let mut at = m.get(unit);
-                for (i, c) in text[m.bytes as usize..].char_indices() {
-                    if at == pos {
-                        return Ok(m.bytes as usize + i);
+                let mut b = m.bytes as usize;
+                while b + 8 <= bytes.len() {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&bytes[b..b + 8]);
+                    let n = units_in_word(u64::from_le_bytes(a), unit);
+                    if at + n >= pos {
+                        break;
                     }
-                    let w = if unit == Unit::Chars { 1 } else { c.len_utf16() as u64 };
+                    at += n;
+                    b += 8;
+                }
+                // Then byte by byte. Continuation bytes at the start belong to a character
+                // whose lead byte was counted in the words skipped.
+                while b < bytes.len() {
+                    let byte = bytes[b];
+                    if byte & 0xC0 == 0x80 {
+                        b += 1;
+                        continue;
+                    }
+                    if at == pos {
+                        return Ok(b);
+                    }
+                    let w = if unit == Unit::Utf16 && byte >= 0xF0 { 2 } else { 1 };
                     if at + w > pos {
                         return Err(Error::InvalidArgument(format!(
                             "UTF-16 offset {pos} splits a surrogate pair: the character spans {at}..{}",
@@ -191,11 +212,26 @@ impl OffsetIndex {
                         )));
                     }
                     at += w;
+                    b += 1;
                 }
                 Ok(text.len())
             }
         }
     }
+}
+
+/// Units of `unit` (chars or UTF-16) whose first byte lies in the 8 bytes of `w`.
+fn units_in_word(w: u64, unit: Unit) -> u64 {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Continuation bytes are 10xxxxxx: bit 7 set, bit 6 clear.
+    let cont = (w & !(w << 1)) & HI;
+    let leads = 8 - u64::from(cont.count_ones());
+    if unit == Unit::Chars {
+        return leads;
+    }
+    // 4-byte leads are 11110xxx: bits 7..4 set; each is a surrogate pair in UTF-16.
+    let four = w & (w << 1) & (w << 2) & (w << 3) & HI;
+    leads + u64::from(four.count_ones())
 }
 
 #[cfg(test)]

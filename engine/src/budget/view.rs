@@ -27,14 +27,18 @@ pub enum Decision {
     /// At or under the soft line: sent as is.
     Fits,
     /// Over the soft line: these tool results became previews (oldest first) until the
-    /// estimate was at or under the target, or nothing more could be previewed.
+    /// estimate was at or under the target, or nothing more could be previewed. `previewed`
+    /// is empty when everything over the soft line is protected (the last two user turns,
+    /// pinned archives): the view is sent as is, and the harness learns it is past the soft
+    /// line (time to prepare a checkpoint).
     Compacted {
         /// Seqs of the previewed tool results.
         previewed: Vec<u64>,
         /// Tokens saved (calibrated).
         tokens_saved: u64,
     },
-    /// Still over the hard line after compaction: do not send.
+    /// Still over the hard line after compaction: do not send. The view's messages carry
+    /// the previews made before refusing.
     Refused {
         /// The estimate (calibrated).
         estimate: u64,

@@ -36,6 +36,8 @@ pub(crate) struct LogReader {
     maps: RwLock<HashMap<u64, (Arc<Mmap>, AtomicU64)>>,
     clock: AtomicU64,
     max_maps: usize,
+    /// The map of the active segment, by segment number.
+    active: RwLock<Option<(u64, Arc<Mmap>)>>,
 }
 
 impl LogReader {
@@ -44,6 +46,7 @@ impl LogReader {
             dir,
             maps: RwLock::new(HashMap::new()),
             clock: AtomicU64::new(0),
+            active: RwLock::new(None),
             max_maps: max_maps.max(1),
         }
     }
@@ -76,6 +79,32 @@ impl LogReader {
         Ok(map)
     }
 
+    /// A map of the active segment `n` (preallocated, so its length is known up front), or
+    /// `None` if it cannot be mapped (reads then use `pread`). Kept apart from the sealed
+    /// maps: a sealed segment is cut to its data, and is mapped anew at its final length.
+    fn active_map(&self, n: u64, file: &File) -> Result<Option<Arc<Mmap>>> {
+        if let Some((seg, m)) = &*self.active.read()
+            && *seg == n
+        {
+            return Ok(Some(m.clone()));
+        }
+        // SAFETY: the active segment is written only with `pwrite` past the end of the data
+        // the index has published, into preallocated space; a record is read through this map
+        // only after its bytes were written and published, and they are never written again.
+        // The file is never shortened below its data end (sealing cuts only the zero tail),
+        // so no mapped page that a read touches can fall beyond the end of the file. The store
+        // directory is locked against other processes.
+        let map = match unsafe { Mmap::map(file) } {
+            Ok(m) => Arc::new(m),
+            Err(e) => {
+                tracing::debug!(error = %e, segment = n, "active segment not mapped; reading with pread");
+                return Ok(None);
+            }
+        };
+        *self.active.write() = Some((n, map.clone()));
+        Ok(Some(map))
+    }
+
     /// Drops the map of segment `n` (before the segment file is removed or rewritten).
     #[allow(dead_code, reason = "used by GC, which lands with its own issue")]
     pub(crate) fn forget(&self, n: u64) {
@@ -89,15 +118,23 @@ impl LogReader {
         let (bytes, base): (Blob, usize) = if loc.segment < writer.active_segment() {
             self.mapped(loc, total)?
         } else if let Some(file) = writer.active_file_for(loc.segment) {
-            let mut buf = vec![0u8; total];
-            file.read_exact_at(&mut buf, loc.offset).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    corrupt(format!("record of {total} bytes runs past the end of the segment"))
-                } else {
-                    Error::io("read", segment_path(&self.dir, loc.segment), e)
+            match self.active_map(loc.segment, &file)? {
+                Some(map) if (loc.offset as usize).checked_add(total).is_some_and(|e| e <= map.len()) => {
+                    let start = loc.offset as usize;
+                    (Blob::mapped(map, start..start + total), 0)
                 }
-            })?;
-            (Blob::owned(buf), 0)
+                _ => {
+                    let mut buf = vec![0u8; total];
+                    file.read_exact_at(&mut buf, loc.offset).map_err(|e| {
+                        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                            corrupt(format!("record of {total} bytes runs past the end of the segment"))
+                        } else {
+                            Error::io("read", segment_path(&self.dir, loc.segment), e)
+                        }
+                    })?;
+                    (Blob::owned(buf), 0)
+                }
+            }
         } else {
             // The segment was sealed between the two checks above.
             self.mapped(loc, total)?
