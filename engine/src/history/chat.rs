@@ -446,7 +446,7 @@ impl Chat {
                 turn,
                 starts_turn: starts,
                 at_ms: now,
-                step: tag.clone(),
+                step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
                 tokens: Default::default(),
             };
@@ -546,7 +546,7 @@ impl Chat {
                         revision,
                         role: message.role,
                         at_ms: now,
-                        step: None,
+                        step: std::sync::OnceLock::from(None),
                         loc: c.locations[at],
                         tokens: Default::default(),
                         ..old.clone()
@@ -630,7 +630,7 @@ impl Chat {
         let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
             Error::Index(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
-        let entries = entries_at(core, &tx, self.id(), revision, len)?;
+        let entries = entries_at(&tx, self.id(), revision, len)?;
         let cur = &current.inner;
         Ok(Snapshot {
             inner: Arc::new(SnapInner {
@@ -699,7 +699,7 @@ impl Chat {
                 let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
                     Error::Index(format!("{chat}: message {seq} of revision {} is missing", s.revision))
                 })?;
-                let (segment, offset, len) = g.value();
+                let (segment, offset, len, ..) = g.value();
                 msgs.push(read_message(core, chat, Location { segment, offset, len })?);
             }
             let st = Step {

@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::record::{self, CompactionRec, MetaRec};
-use super::state::{Entry, Writer, read_entry};
+use super::state::{Entry, Writer};
 use super::types::{ChatId, ChatMeta, Pin};
 use crate::error::{Error, Result};
-use crate::index::{CALIB, CHATS, COMPACTIONS, ChatRow, MESSAGES, PINS, REVISIONS};
+use crate::index::{CALIB, CHATS, COMPACTIONS, ChatRow, MESSAGES, MsgVal, PINS, REVISIONS};
 use crate::log::{Location, Position};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
@@ -47,7 +47,6 @@ pub(crate) fn read_meta_at(core: &Core, loc: Location) -> Result<ChatMeta> {
 /// The entries of `chat` as of `revision`, `len` messages long: for each seq the newest
 /// version written at or before that revision.
 pub(crate) fn entries_at(
-    core: &Core,
     tx: &redb::ReadTransaction,
     chat: ChatId,
     revision: u64,
@@ -58,25 +57,41 @@ pub(crate) fn entries_at(
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(AppendVec::new()),
         Err(e) => return Err(redb_err(e)),
     };
-    let mut locs: Vec<Option<Location>> = vec![None; len as usize];
+    let mut vals: Vec<Option<(u64, MsgVal)>> = vec![None; len as usize];
     for item in t.range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64)).map_err(redb_err)? {
         let (k, v) = item.map_err(redb_err)?;
         let (_, seq, rev) = k.value();
-        if rev <= revision && (seq as usize) < locs.len() {
-            let (segment, offset, l) = v.value();
-            locs[seq as usize] = Some(Location { segment, offset, len: l });
+        if rev <= revision && (seq as usize) < vals.len() {
+            vals[seq as usize] = Some((rev, v.value()));
         }
     }
+    // Entries come from the index alone: no record is read until a message is.
     let out = AppendVec::new();
     let mut prev_turn = 0;
-    for (seq, loc) in locs.into_iter().enumerate() {
-        let Some(loc) = loc else {
+    for (seq, val) in vals.into_iter().enumerate() {
+        let Some((rev, (segment, offset, l, role, turn, at_ms, has_step))) = val else {
             return Err(Error::Index(format!(
                 "{chat} revision {revision}: message {seq} is missing from the index"
             )));
         };
-        let e = read_entry(core, chat, loc, prev_turn)?;
-        prev_turn = e.turn;
+        let role = crate::history::Role::from_code(role)
+            .ok_or_else(|| Error::Index(format!("{chat}: message {seq} has role code {role}")))?;
+        let step = std::sync::OnceLock::new();
+        if !has_step {
+            let _ = step.set(None);
+        }
+        let e = Entry {
+            seq: seq as u64,
+            revision: rev,
+            role,
+            turn,
+            starts_turn: turn > prev_turn,
+            at_ms,
+            step,
+            loc: Location { segment, offset, len: l },
+            tokens: Default::default(),
+        };
+        prev_turn = turn;
         let _ = out.set(seq, e);
     }
     Ok(out)
@@ -154,7 +169,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let Some(row) = chat_row(&tx, chat)? else {
         return Ok(None);
     };
-    let entries = entries_at(core, &tx, chat, row.revision, row.len)?;
+    let entries = entries_at(&tx, chat, row.revision, row.len)?;
     let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
     let meta = read_meta(core, &row)?;
     let pins = pins_of(&tx, chat)?;

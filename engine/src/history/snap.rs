@@ -72,7 +72,14 @@ impl Snapshot {
             role: e.role,
             turn: e.turn,
             starts_turn: e.starts_turn,
-            step: e.step.as_deref().cloned(),
+            step: e
+                .step
+                .get_or_init(|| {
+                    let raw = self.inner.core.read(e.loc, crate::blob::Verify::Checksum).ok()?;
+                    super::record::message_fields(&raw.payload).ok()?.step.map(std::sync::Arc::new)
+                })
+                .as_deref()
+                .cloned(),
             at_ms: e.at_ms,
         })
     }

@@ -24,7 +24,8 @@ pub(crate) struct Entry {
     /// Whether this message opened its user turn.
     pub starts_turn: bool,
     pub at_ms: u64,
-    pub step: Option<Arc<StepTag>>,
+    /// The step tag; read from the record on first use when the entry came from the index.
+    pub step: std::sync::OnceLock<Option<Arc<StepTag>>>,
     /// Where the message record is in the log.
     pub loc: Location,
     /// The message's token estimate, computed on first use by the store's estimator.
@@ -151,30 +152,6 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
         parts: parts.into_iter().map(PartRec::into_part).collect(),
         step: rec.step.map(|s| s.to_tag()),
         at_ms: rec.at_ms,
-    })
-}
-
-/// Reads a message record's header fields (in place, without the body) as an [`Entry`].
-pub(crate) fn read_entry(core: &Core, chat: ChatId, loc: Location, prev_turn: u64) -> Result<Entry> {
-    let raw = core.read(loc, Verify::Checksum)?;
-    let f = record::message_fields(&raw.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
-    if f.chat != chat.0 {
-        return Err(Error::corrupt(
-            loc.segment,
-            loc.offset,
-            format!("message of chat {}, expected {chat}", ChatId(f.chat)),
-        ));
-    }
-    Ok(Entry {
-        seq: f.seq,
-        revision: f.revision,
-        role: f.role,
-        turn: f.turn,
-        starts_turn: f.turn > prev_turn,
-        at_ms: f.at_ms,
-        step: f.step.map(Arc::new),
-        loc,
-        tokens: Default::default(),
     })
 }
 

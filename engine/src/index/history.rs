@@ -17,8 +17,12 @@ type Loc = (u64, u64, u32);
 pub(crate) const CHATS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("chats");
 /// (owner, u64::MAX - last activity ms, chat) -> () : an owner's chats, newest first.
 pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> = TableDefinition::new("owner_chats");
-/// (chat, seq, revision) -> message record location: every version of every message.
-pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), Loc> = TableDefinition::new("messages");
+/// A message version in the index: where its record is, and the header fields a cold load
+/// needs without reading the record — (segment, offset, length, role, turn, at_ms, has step).
+pub(crate) type MsgVal = (u64, u64, u32, u8, u64, u64, bool);
+
+/// (chat, seq, revision) -> [`MsgVal`]: every version of every message.
+pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), MsgVal> = TableDefinition::new("messages");
 /// (chat, revision) -> (seq, length before, length after, truncate?).
 pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
     TableDefinition::new("revisions");
@@ -70,7 +74,7 @@ pub(crate) struct HistoryIndex<'t> {
     rows: std::collections::HashMap<u64, (ChatRow, Option<u64>)>,
     chats: redb::Table<'t, u64, &'static [u8]>,
     owners: redb::Table<'t, (&'static str, u64, u64), ()>,
-    messages: redb::Table<'t, (u64, u64, u64), Loc>,
+    messages: redb::Table<'t, (u64, u64, u64), MsgVal>,
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
@@ -162,7 +166,9 @@ impl<'t> HistoryIndex<'t> {
             kind::MESSAGE => {
                 // Header fields only, read in place: the parts are not needed here.
                 let m = record::message_fields(&r.payload).map_err(|e| bad(r, e))?;
-                self.messages.insert((m.chat, m.seq, m.revision), loc(r.loc)).map_err(redb_err)?;
+                let (segment, offset, len) = loc(r.loc);
+                let value = (segment, offset, len, m.role.code(), m.turn, m.at_ms, m.step.is_some());
+                self.messages.insert((m.chat, m.seq, m.revision), value).map_err(redb_err)?;
                 let row = self.row(m.chat, r)?;
                 row.len = row.len.max(m.seq + 1);
                 row.last_ms = row.last_ms.max(m.at_ms);

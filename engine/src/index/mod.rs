@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, OWNER_CHATS, PINS,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS,
     REVISIONS, STEPS,
 };
 pub(crate) use memtable::Memtable;
@@ -32,7 +32,7 @@ const BLOBS: TableDefinition<'_, [u8; 32], (u64, u64, u32)> = TableDefinition::n
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 
 /// Version of the index layout. A different version on disk is rebuilt from the log.
-const INDEX_VERSION: u64 = 1;
+const INDEX_VERSION: u64 = 2;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";
