@@ -22,9 +22,13 @@
 //!
 //! Prints one markdown table per window: per session the messages appended, the steps
 //! (assistant messages = model calls = views), the total input tokens sent with the guard,
-//! the total when resending everything, their ratio, the raw total, the largest single view,
-//! how many distinct message seqs the guard turned into previews over the session, and how
-//! many views were `Refused` (their estimate still counts in the guarded total). Totals per
+//! the total when resending everything, their ratio, the raw total, the largest single view
+//! (guarded / resend everything / raw), how many views were `Compacted` (and how many of those
+//! previewed nothing: over the soft line with every candidate inside the protected last two
+//! user turns), how many distinct message seqs the guard turned into previews over the
+//! session, and how many views were `Refused` (their estimate still counts in the guarded
+//! total: the replay sends what the view holds, a harness would have to stop), and the ratio
+//! over the views that were not refused only (the calls a harness would make). Totals per
 //! format follow the sessions. tau-bench's 200 conversations are all replayed; their rows are
 //! printed only when the guard previewed or refused something (`--all-rows` prints all).
 //!
@@ -151,7 +155,8 @@ fn claude_code(path: &Path) -> Result<Vec<NewMessage>> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Value = serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))?;
+        let v: Value =
+            serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))?;
         if v.get("isSidechain").and_then(Value::as_bool) == Some(true) {
             continue;
         }
@@ -162,7 +167,9 @@ fn claude_code(path: &Path) -> Result<Vec<NewMessage>> {
                 let mut parts = Vec::new();
                 for b in content.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
                     match str_of(b, "type") {
-                        Some("text") => parts.push(Part::Text(str_of(b, "text").unwrap_or_default().to_string())),
+                        Some("text") => {
+                            parts.push(Part::Text(str_of(b, "text").unwrap_or_default().to_string()))
+                        }
                         Some("tool_use") => parts.push(Part::ToolCall {
                             id: str_of(b, "id").unwrap_or_default().to_string(),
                             name: str_of(b, "name").unwrap_or_default().to_string(),
@@ -228,10 +235,15 @@ fn openai(messages: &[Value]) -> Vec<NewMessage> {
                 if !content.is_empty() {
                     parts.push(Part::Text(content));
                 }
-                for (i, c) in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate() {
+                for (i, c) in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate()
+                {
                     parts.push(Part::ToolCall {
                         id: str_of(c, "id").map_or_else(|| format!("call-{}-{i}", out.len()), str::to_string),
-                        name: c.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+                        name: c
+                            .pointer("/function/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
                         args: args_json(c.pointer("/function/arguments")),
                     });
                 }
@@ -252,7 +264,6 @@ fn openai(messages: &[Value]) -> Vec<NewMessage> {
 fn short_name(path: &Path) -> String {
     let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let stem = file.trim_end_matches(".jsonl").trim_end_matches(".traj.json").trim_end_matches(".traj");
-    stem.chars().take(8).collect::<String>().len();
     stem.to_string()
 }
 
@@ -272,24 +283,32 @@ fn load(dir: &Path) -> Result<Vec<Session>> {
         } else if file.ends_with(".traj") {
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
             let history = v.get("history").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            // The folder names the configuration; the file names the task.
+            // The file names the task, the folder the configuration: keep the folder's
+            // segments that are neither the task nor a sampling setting.
+            let stem = short_name(&path);
             let parent = rel.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
-            let name = match parent {
-                Some(p) if p.contains("__") => {
-                    let cfg = p.split("__").nth(2).unwrap_or(&p);
-                    format!("{}/{cfg}", short_name(&path))
-                }
-                Some(p) => format!("{p}/{}", short_name(&path)),
-                None => short_name(&path),
-            };
+            let cfg: Vec<&str> = parent
+                .as_deref()
+                .unwrap_or_default()
+                .split("__")
+                .filter(|seg| {
+                    !stem.contains(seg) && !["t-", "p-", "c-", "install-"].iter().any(|x| seg.starts_with(x))
+                })
+                .collect();
+            let name = format!("{stem} [{}]", cfg.join("/"));
             sessions.push(Session { format: Format::SweAgent, name, messages: openai(history) });
         } else if file.ends_with(".json") {
             let v: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
             if let Some(ms) = v.get("messages").and_then(Value::as_array) {
-                sessions.push(Session { format: Format::MiniSweAgent, name: short_name(&path), messages: openai(ms) });
+                sessions.push(Session {
+                    format: Format::MiniSweAgent,
+                    name: short_name(&path),
+                    messages: openai(ms),
+                });
             } else if let Some(list) = v.as_array() {
                 for (i, conv) in list.iter().enumerate() {
-                    let traj = conv.get("traj").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                    let traj =
+                        conv.get("traj").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
                     let task = conv.get("task_id").map(Value::to_string).unwrap_or_default();
                     sessions.push(Session {
                         format: Format::TauBench,
@@ -316,7 +335,15 @@ struct Guarded {
     peak: u64,
     previewed: BTreeSet<u64>,
     compacted_views: u64,
+    /// `Compacted` views whose `previewed` list was empty (over the soft line, nothing
+    /// outside the protected last two user turns left to preview).
+    compacted_empty: u64,
     refused: u64,
+    /// `Refused` views in which the guard had previewed something before refusing.
+    refused_previewing: u64,
+    /// The guarded views that were not refused, and the same steps resent whole.
+    sent_ok: u64,
+    resend_ok: u64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -326,6 +353,7 @@ struct Row {
     resend: u64,
     resend_peak: u64,
     raw: u64,
+    raw_peak: u64,
     guarded: [Guarded; 2],
 }
 
@@ -341,25 +369,54 @@ fn replay(store: &Store, raw_store: &Store, s: &Session) -> Result<Row> {
         if m.role == Role::Assistant {
             row.steps += 1;
             step_at.push(row.messages as usize);
+            let all = chat.view(&infinite)?;
+            if *all.decision() != Decision::Fits {
+                return Err(
+                    format!("{}: the infinite window did not fit: {:?}", s.name, all.decision()).into()
+                );
+            }
+            row.resend += all.estimate();
+            row.resend_peak = row.resend_peak.max(all.estimate());
             for (g, b) in row.guarded.iter_mut().zip(&budgets) {
                 let v = chat.view(b)?;
                 g.sent += v.estimate();
                 g.peak = g.peak.max(v.estimate());
+                // What the guard changed, read off the messages themselves: `Refused` does
+                // not say what it previewed before refusing.
+                if v.messages().len() != all.messages().len() {
+                    return Err(format!("{}: guarded and unguarded views differ in length", s.name).into());
+                }
+                let changed: BTreeSet<u64> = v
+                    .messages()
+                    .iter()
+                    .zip(all.messages())
+                    .filter(|(a, b)| a.parts != b.parts)
+                    .map(|(a, _)| a.seqs.start)
+                    .collect();
                 match v.decision() {
                     Decision::Fits => {}
                     Decision::Compacted { previewed, .. } => {
                         g.compacted_views += 1;
-                        g.previewed.extend(previewed);
+                        g.compacted_empty += u64::from(previewed.is_empty());
+                        if previewed.iter().copied().collect::<BTreeSet<u64>>() != changed {
+                            return Err(format!(
+                                "{}: Compacted lists {previewed:?}, the view changed {changed:?}",
+                                s.name
+                            )
+                            .into());
+                        }
                     }
-                    Decision::Refused { .. } => g.refused += 1,
+                    Decision::Refused { .. } => {
+                        g.refused += 1;
+                        g.refused_previewing += u64::from(!changed.is_empty());
+                    }
                 }
+                if !matches!(v.decision(), Decision::Refused { .. }) {
+                    g.sent_ok += v.estimate();
+                    g.resend_ok += all.estimate();
+                }
+                g.previewed.extend(changed);
             }
-            let v = chat.view(&infinite)?;
-            if *v.decision() != Decision::Fits {
-                return Err(format!("{}: the infinite window did not fit: {:?}", s.name, v.decision()).into());
-            }
-            row.resend += v.estimate();
-            row.resend_peak = row.resend_peak.max(v.estimate());
         }
         chat.append(m.clone())?;
         raw_chat.append(m.clone())?;
@@ -370,6 +427,7 @@ fn replay(store: &Store, raw_store: &Store, s: &Session) -> Result<Row> {
         prefix.push(prefix.last().copied().unwrap_or(0) + line.tokens);
     }
     row.raw = step_at.iter().map(|&i| prefix[i]).sum();
+    row.raw_peak = step_at.iter().map(|&i| prefix[i]).max().unwrap_or(0);
     Ok(row)
 }
 
@@ -382,7 +440,7 @@ fn num(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -397,7 +455,7 @@ fn ratio(a: u64, b: u64) -> String {
 fn line(name: &str, r: &Row, w: usize, previewed: u64) -> String {
     let g = &r.guarded[w];
     format!(
-        "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {name} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {} ({} empty) | {} | {} ({} with previews) | {} |",
         num(r.messages),
         num(r.steps),
         num(g.sent),
@@ -405,9 +463,14 @@ fn line(name: &str, r: &Row, w: usize, previewed: u64) -> String {
         ratio(g.sent, r.resend),
         num(r.raw),
         num(g.peak),
+        num(r.resend_peak),
+        num(r.raw_peak),
         num(g.compacted_views),
+        num(g.compacted_empty),
         num(previewed),
         num(g.refused),
+        num(g.refused_previewing),
+        ratio(g.sent_ok, g.resend_ok),
     )
 }
 
@@ -456,9 +519,9 @@ fn main() -> Result<()> {
         println!();
         println!(
             "| session | messages | steps | sent with guard | resend everything | ratio | raw (no archive) \
-             | largest view | compacted views | previewed seqs | refused |"
+             | largest view: guard / resend / raw | compacted views | previewed seqs | refused | ratio, views not refused |"
         );
-        println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+        println!("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
         for f in Format::ALL {
             let mut total = Row::default();
             let mut previewed = 0u64;
@@ -473,11 +536,17 @@ fn main() -> Result<()> {
                 total.steps += r.steps;
                 total.resend += r.resend;
                 total.raw += r.raw;
+                total.resend_peak = total.resend_peak.max(r.resend_peak);
+                total.raw_peak = total.raw_peak.max(r.raw_peak);
                 let t = &mut total.guarded[w];
                 t.sent += g.sent;
                 t.peak = t.peak.max(g.peak);
                 t.compacted_views += g.compacted_views;
+                t.compacted_empty += g.compacted_empty;
                 t.refused += g.refused;
+                t.refused_previewing += g.refused_previewing;
+                t.sent_ok += g.sent_ok;
+                t.resend_ok += g.resend_ok;
                 if f == Format::TauBench && !all_rows && p == 0 && g.refused == 0 {
                     hidden += 1;
                     continue;
@@ -485,7 +554,10 @@ fn main() -> Result<()> {
                 println!("{}", line(&format!("{} {}", f.name(), s.name), r, w, p));
             }
             let label = if hidden > 0 {
-                format!("**{} total ({n} sessions; {hidden} rows without previews or refusals not shown)**", f.name())
+                format!(
+                    "**{} total ({n} sessions; {hidden} rows without previews or refusals not shown)**",
+                    f.name()
+                )
             } else {
                 format!("**{} total ({n} sessions)**", f.name())
             };

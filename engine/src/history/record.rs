@@ -214,8 +214,9 @@ where
     T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, RkyvError>>
         + Deserialize<T, rkyv::api::high::HighDeserializer<RkyvError>>,
 {
-    let mut buf = AlignedVec::<16>::with_capacity(bytes.len());
-    buf.extend_from_slice(bytes);
+    // Records in a mapped segment are 8-byte aligned and are validated in place; others are
+    // copied into an aligned buffer first.
+    let buf = aligned(bytes);
     rkyv::from_bytes::<T, RkyvError>(&buf).map_err(|e| format!("{what} record does not decode: {e}"))
 }
 
