@@ -633,7 +633,7 @@ impl Chat {
         let entries = entries_at(&tx, self.id(), revision, len)?;
         let cur = &current.inner;
         Ok(Snapshot {
-            inner: Arc::new(SnapInner {
+            inner: crate::snapshot::SnapArc::new(SnapInner {
                 chat: cur.chat,
                 owner: cur.owner.clone(),
                 revision,

@@ -1,7 +1,6 @@
 //! [`Snapshot`]: an immutable view of a chat at one moment.
 
 use std::ops::Range;
-use std::sync::Arc;
 
 use super::state::{SnapInner, read_message};
 use super::types::{ChatId, ChatMeta, Message, MessageHeader, Pin};
@@ -24,7 +23,7 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    pub(crate) inner: Arc<SnapInner>,
+    pub(crate) inner: crate::snapshot::SnapArc<SnapInner>,
 }
 
 impl Snapshot {

@@ -11,7 +11,7 @@ use super::types::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::log::{Location, Position};
-use crate::snapshot::{AppendVec, SnapshotCell};
+use crate::snapshot::{AppendVec, SnapArc, SnapshotCell};
 use crate::store::core::Core;
 
 /// What a snapshot knows about one message without reading its body.
@@ -90,7 +90,7 @@ impl ChatState {
             id,
             owner,
             created_ms,
-            cell: SnapshotCell::new(Arc::new(snap)),
+            cell: SnapshotCell::new(SnapArc::new(snap)),
             w: Mutex::new(w),
             last_used: AtomicU64::new(0),
             views: Mutex::new(VecDeque::new()),
@@ -101,7 +101,7 @@ impl ChatState {
 
     /// Publishes the writer's state as the new snapshot.
     pub(crate) fn publish(&self, w: &Writer) {
-        self.cell.publish(Arc::new(snap_of(&self.core, self.id, &self.owner, self.created_ms, w)));
+        self.cell.publish(SnapArc::new(snap_of(&self.core, self.id, &self.owner, self.created_ms, w)));
     }
 
     /// The end of this chat's last write (for eviction: evictable once redb has it).

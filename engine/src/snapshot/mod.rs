@@ -9,3 +9,5 @@ mod sync;
 
 pub use append_vec::AppendVec;
 pub use cell::SnapshotCell;
+/// The `Arc` the cell holds: `std`'s, or loom's under `cfg(loom)`.
+pub(crate) use sync::Arc as SnapArc;
