@@ -13,6 +13,7 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
+pub mod approval;
 pub mod archive;
 pub mod blob;
 pub mod budget;
