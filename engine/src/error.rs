@@ -73,6 +73,9 @@ pub enum Error {
         /// The version found on disk.
         found: u32,
     },
+    /// A checkpoint could not be published; nothing was written.
+    #[error("checkpoint not published: {0}")]
+    Conflict(Conflict),
     /// A compaction plan broke the linter's rules; nothing was applied.
     #[error("compaction plan rejected: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Lint {
@@ -99,6 +102,25 @@ impl Error {
     pub(crate) fn index(e: impl fmt::Display) -> Self {
         Error::Index(e.to_string())
     }
+}
+
+/// Why a checkpoint publication was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Conflict {
+    /// The chat was edited (or truncated) since the checkpoint's base revision.
+    #[error("it was built on revision {base}, the chat is now at revision {now}")]
+    Edited {
+        /// The checkpoint's base revision.
+        base: u64,
+        /// The chat's revision now.
+        now: u64,
+    },
+    /// A checkpoint reaching as far or further is already published.
+    #[error("its reach is not beyond the published reach {published_reach}")]
+    NotNewer {
+        /// The reach of the published checkpoint.
+        published_reach: u64,
+    },
 }
 
 /// A path that prints with `Display` (for error messages).

@@ -17,6 +17,7 @@ pub mod approval;
 pub mod archive;
 pub mod blob;
 pub mod budget;
+pub mod checkpoint;
 pub mod compaction;
 pub mod error;
 pub mod history;

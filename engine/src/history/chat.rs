@@ -163,6 +163,7 @@ impl Store {
             pins: Arc::new(Vec::new()),
             compactions: Arc::new(Vec::new()),
             calibration: Arc::new(Default::default()),
+            checkpoint: None,
             last_end: committed.end,
         };
         self.inner.chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
@@ -646,6 +647,7 @@ impl Chat {
                 pins: cur.pins.clone(),
                 compactions: cur.compactions.clone(),
                 calibration: cur.calibration.clone(),
+                checkpoint: cur.checkpoint.clone(),
                 core: core.clone(),
             }),
         })

@@ -51,16 +51,22 @@ impl Chat {
         let snap = self.snapshot();
         let core = self.store().inner.core.clone();
         let e = core.opts.estimator.clone();
-        let msgs = snap.messages()?;
         let inner = &snap.inner;
-        let prot = protected_from(&msgs);
+        // A published checkpoint stands for messages 0..reach while none of them changed
+        // since its base revision; the view then holds its summary and the messages after.
+        let unchanged_since = |r: std::ops::Range<u64>, rev: u64| {
+            r.end <= inner.len
+                && (r.start..r.end).all(|i| inner.entries.get(i as usize).is_some_and(|e| e.revision <= rev))
+        };
+        let cp = inner.checkpoint.as_ref().filter(|p| unchanged_since(0..p.rec.reach, p.rec.base_revision));
+        let base = cp.map_or(0, |p| p.rec.reach);
+        let msgs = snap.range(base..inner.len)?;
+        let at = |seq: u64| &msgs[(seq - base) as usize];
+        let prot = base + protected_from(&msgs);
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
         // Compaction records still valid at this revision: every message they cover is
         // unchanged since they were made.
-        let unchanged = |r: std::ops::Range<u64>, rev: u64| {
-            r.end <= msgs.len() as u64
-                && msgs[r.start as usize..r.end as usize].iter().all(|m| m.revision <= rev)
-        };
+        let unchanged = |r: std::ops::Range<u64>, rev: u64| r.start >= base && unchanged_since(r, rev);
         let mut squish_at: HashMap<u64, (u64, String)> = HashMap::new();
         let mut trims: HashMap<u64, BlobId> = HashMap::new();
         for c in inner.compactions.iter() {
@@ -77,10 +83,22 @@ impl Chat {
         }
         let mut out: Vec<ViewMessage> = Vec::new();
         let mut candidates = Vec::new();
-        let lead = msgs.iter().take_while(|m| m.role == Role::System).count();
-        let mut seq = 0u64;
-        while (seq as usize) < msgs.len() {
-            if seq as usize == lead && !inner.pins.is_empty() {
+        if let Some(p) = cp {
+            let parts = vec![Part::Summary(format!(
+                "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
+                p.rec.reach, p.summary
+            ))];
+            out.push(ViewMessage {
+                seqs: 0..p.rec.reach,
+                role: Role::User,
+                tokens: message_tokens(&*e, &parts),
+                parts,
+            });
+        }
+        let lead = base + msgs.iter().take_while(|m| m.role == Role::System).count() as u64;
+        let mut seq = base;
+        while seq < inner.len {
+            if seq == lead && !inner.pins.is_empty() {
                 let mut text = String::from("[pinned context: pages kept in view]\n");
                 for p in inner.pins.iter() {
                     let page =
@@ -114,7 +132,7 @@ impl Chat {
                 seq = *to;
                 continue;
             }
-            let m = &msgs[seq as usize];
+            let m = at(seq);
             let mut parts = m.parts.clone();
             if let Some(id) = trims.get(&seq) {
                 let r = archive::grant(&core, self.owner(), id)?.map(|a| archive::to_ref(&a));

@@ -7,7 +7,7 @@ use super::record::{self, CompactionRec, MetaRec};
 use super::state::{Entry, Writer};
 use super::types::{ChatId, ChatMeta, Pin};
 use crate::error::{Error, Result};
-use crate::index::{CALIB, CHATS, COMPACTIONS, ChatRow, MESSAGES, MsgVal, PINS, REVISIONS};
+use crate::index::{CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, MESSAGES, MsgVal, PINS, REVISIONS};
 use crate::log::{Location, Position};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
@@ -163,6 +163,27 @@ pub(crate) fn calibration_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result
     Ok(out)
 }
 
+/// The published checkpoint of `chat`, if any.
+pub(crate) fn checkpoint_of(
+    core: &Core,
+    tx: &redb::ReadTransaction,
+    chat: ChatId,
+) -> Result<Option<Arc<super::state::Published>>> {
+    let t = match tx.open_table(CHECKPOINTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let Some(g) = t.get(chat.0).map_err(redb_err)? else { return Ok(None) };
+    let (segment, offset, len) = g.value();
+    let raw = core.read(Location { segment, offset, len }, crate::blob::Verify::Checksum)?;
+    let rec: record::CheckpointRec =
+        record::decode(&raw.payload, "checkpoint").map_err(|e| Error::corrupt(segment, offset, e))?;
+    let text = core.get_blob(&crate::blob::BlobId(rec.summary), crate::blob::Verify::Hash)?;
+    let summary: Arc<str> = String::from_utf8_lossy(&text).into_owned().into();
+    Ok(Some(Arc::new(super::state::Published { rec, summary })))
+}
+
 /// Loads a chat's writer state from the index. `None` if the chat does not exist.
 pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, Writer)>> {
     let tx = core.index.read()?;
@@ -186,6 +207,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         pins: Arc::new(pins),
         compactions: Arc::new(compactions),
         calibration: Arc::new(calibration),
+        checkpoint: checkpoint_of(core, &tx, chat)?,
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))

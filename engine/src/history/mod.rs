@@ -16,4 +16,5 @@ mod types;
 pub(crate) use cache::ChatCache;
 pub use chat::{Chat, MAX_OWNER_LEN};
 pub use snap::Snapshot;
+pub(crate) use state::{Published, now_ms};
 pub use types::*;

@@ -20,6 +20,30 @@ pub(crate) mod kind {
     pub const PIN: u8 = 8;
     pub const USAGE: u8 = 9;
     pub const COMPACTION: u8 = 10;
+    pub const SUMMARY: u8 = 11;
+    pub const CHECKPOINT: u8 = 12;
+}
+
+/// A cached summary: of a segment (key = segment id) or of merged summaries (key = node id),
+/// by one summarizer. The text is a blob.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct SummaryRec {
+    pub key: [u8; 32],
+    pub summarizer: String,
+    pub text: [u8; 32],
+}
+
+/// A published checkpoint of a chat.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct CheckpointRec {
+    pub chat: u64,
+    pub base_revision: u64,
+    pub reach: u64,
+    pub summary: [u8; 32],
+    pub root: [u8; 32],
+    pub summarizer: String,
+    pub segments: Vec<(u64, u64, [u8; 32])>,
+    pub at_ms: u64,
 }
 
 /// A chat's calibration factor for a model changed (after reported usage).
@@ -343,6 +367,8 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::PIN => decode::<PinRec>(payload, "pin").map(drop),
         kind::USAGE => decode::<UsageRec>(payload, "usage").map(drop),
         kind::COMPACTION => decode::<CompactionRec>(payload, "compaction").map(drop),
+        kind::SUMMARY => decode::<SummaryRec>(payload, "summary").map(drop),
+        kind::CHECKPOINT => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use super::record::{self, BodyRec, CompactionRec, MsgRec, PartRec, PartsRec};
+use super::record::{self, BodyRec, CheckpointRec, CompactionRec, MsgRec, PartRec, PartsRec};
 use super::types::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
@@ -47,7 +47,15 @@ pub(crate) struct SnapInner {
     pub pins: Arc<Vec<Pin>>,
     pub compactions: Arc<Vec<CompactionRec>>,
     pub calibration: Arc<HashMap<String, f64>>,
+    pub checkpoint: Option<Arc<Published>>,
     pub core: Arc<Core>,
+}
+
+/// A published checkpoint held in memory: its record and summary text.
+#[derive(Debug)]
+pub(crate) struct Published {
+    pub rec: CheckpointRec,
+    pub summary: Arc<str>,
 }
 
 /// The mutable side of a chat, under its lock.
@@ -63,6 +71,7 @@ pub(crate) struct Writer {
     pub pins: Arc<Vec<Pin>>,
     pub compactions: Arc<Vec<CompactionRec>>,
     pub calibration: Arc<HashMap<String, f64>>,
+    pub checkpoint: Option<Arc<Published>>,
     /// End of the last batch written for this chat.
     pub last_end: Position,
 }
@@ -124,6 +133,7 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
         pins: w.pins.clone(),
         compactions: w.compactions.clone(),
         calibration: w.calibration.clone(),
+        checkpoint: w.checkpoint.clone(),
         core: core.clone(),
     }
 }

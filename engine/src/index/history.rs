@@ -7,7 +7,8 @@ use rkyv::{Archive, Deserialize, Serialize};
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::history::record::{
-    self, ArchiveRec, ChatRec, CompactionRec, MetaRec, PinRec, RevRec, StepRec, UsageRec, kind,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, MetaRec, PinRec, RevRec, StepRec, SummaryRec,
+    UsageRec, kind,
 };
 use crate::log::Location;
 
@@ -40,6 +41,12 @@ pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = 
 pub(crate) const CALIB: TableDefinition<'_, (u64, &str), u64> = TableDefinition::new("calibration");
 /// (chat, segment, offset) -> payload length of a compaction record.
 pub(crate) const COMPACTIONS: TableDefinition<'_, (u64, u64, u64), u32> = TableDefinition::new("compactions");
+
+/// (key, summarizer id) -> blob of the summary text.
+pub(crate) const SUMMARIES: TableDefinition<'_, ([u8; 32], &str), [u8; 32]> =
+    TableDefinition::new("summaries");
+/// chat -> location of its latest published checkpoint record.
+pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, Loc> = TableDefinition::new("checkpoints");
 
 /// What the index keeps per chat.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
@@ -82,6 +89,8 @@ pub(crate) struct HistoryIndex<'t> {
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
     calib: redb::Table<'t, (u64, &'static str), u64>,
     compactions: redb::Table<'t, (u64, u64, u64), u32>,
+    summaries: redb::Table<'t, ([u8; 32], &'static str), [u8; 32]>,
+    checkpoints: redb::Table<'t, u64, Loc>,
     meta: redb::Table<'t, &'static str, u64>,
 }
 
@@ -99,6 +108,8 @@ impl<'t> HistoryIndex<'t> {
             pins: tx.open_table(PINS).map_err(redb_err)?,
             calib: tx.open_table(CALIB).map_err(redb_err)?,
             compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
+            summaries: tx.open_table(SUMMARIES).map_err(redb_err)?,
+            checkpoints: tx.open_table(CHECKPOINTS).map_err(redb_err)?,
             meta: tx.open_table(META).map_err(redb_err)?,
         })
     }
@@ -215,6 +226,16 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(c.chat, r)?;
                 row.last_ms = row.last_ms.max(c.at_ms);
             }
+            kind::SUMMARY => {
+                let s: SummaryRec = record::decode(&r.payload, "summary").map_err(|e| bad(r, e))?;
+                self.summaries.insert((s.key, s.summarizer.as_str()), s.text).map_err(redb_err)?;
+            }
+            kind::CHECKPOINT => {
+                let c: CheckpointRec = record::decode(&r.payload, "checkpoint").map_err(|e| bad(r, e))?;
+                self.checkpoints.insert(c.chat, loc(r.loc)).map_err(redb_err)?;
+                let row = self.row(c.chat, r)?;
+                row.last_ms = row.last_ms.max(c.at_ms);
+            }
             other => return Err(bad(r, format!("unknown required record kind {other}"))),
         }
         Ok(())
@@ -233,5 +254,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(PINS).map_err(redb_err)?;
     tx.delete_table(CALIB).map_err(redb_err)?;
     tx.delete_table(COMPACTIONS).map_err(redb_err)?;
+    tx.delete_table(SUMMARIES).map_err(redb_err)?;
+    tx.delete_table(CHECKPOINTS).map_err(redb_err)?;
     Ok(())
 }

@@ -24,6 +24,7 @@ pub(crate) use history::{
     ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS,
     REVISIONS, STEPS,
 };
+pub(crate) use history::{CHECKPOINTS, SUMMARIES};
 pub(crate) use memtable::Memtable;
 
 /// Blob id -> (segment, record offset, payload length).

@@ -1,0 +1,302 @@
+//! Checkpoints: the settled history summarized, so a view is the summary plus the messages
+//! after it.
+//!
+//! * The **cut**: the last two user turns stay raw, and the cut stops before the first
+//!   pending approval ([`crate::approval`]).
+//! * **Segments**: the history before the cut, split at safe points (never between a tool
+//!   call and its result) into runs of about `segment_tokens`; a segment's id is the hash of
+//!   its messages, in order.
+//! * The **summary tree**: segment summaries, cached by (segment id, summarizer id), merged
+//!   `fan_in` at a time into the checkpoint summary; merged nodes are cached by (hash of their
+//!   children, summarizer id). A refresh starts from segment summaries — never from the
+//!   previous checkpoint's summary — and summarizes only what it has not seen.
+//! * **Publication** is guarded: refused if the chat was edited since the checkpoint's base
+//!   revision, or if it does not reach beyond the published checkpoint.
+
+mod summarizer;
+
+pub use summarizer::{Extractive, Summarizer};
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::approval::{ApprovalPatterns, first_pending};
+use crate::blob::BlobId;
+use crate::budget::view::message_tokens;
+use crate::error::{Conflict, Error, Result};
+use crate::history::record::{self, CheckpointRec, SummaryRec, kind};
+use crate::history::{Chat, Message, Part};
+use crate::index::SUMMARIES;
+use crate::store::core::{Core, RecordOut, Txn};
+
+/// How a checkpoint is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointOptions {
+    /// Target size of a segment, in estimated tokens. Default 8,000.
+    pub segment_tokens: u64,
+    /// Summaries merged at a time. Default 4.
+    pub fan_in: usize,
+}
+
+impl Default for CheckpointOptions {
+    fn default() -> Self {
+        CheckpointOptions { segment_tokens: 8_000, fan_in: 4 }
+    }
+}
+
+/// A segment of settled history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Its messages.
+    pub range: Range<u64>,
+    /// The hash of its messages, in order.
+    pub id: BlobId,
+}
+
+/// What a build did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BuildStats {
+    /// Segments summarized now (not found in the cache).
+    pub summarized: usize,
+    /// Merges made now.
+    pub merged: usize,
+    /// Summaries (segments and merges) found in the cache.
+    pub cached: usize,
+    /// Levels of merging above the segments.
+    pub depth: usize,
+}
+
+/// A checkpoint, built and not yet published (see [`Chat::publish_checkpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The revision it was built from.
+    pub base_revision: u64,
+    /// The first seq it does not cover.
+    pub reach: u64,
+    /// The summary of messages `0..reach`.
+    pub summary: String,
+    /// The root of the summary tree.
+    pub root: BlobId,
+    /// The segments, in order.
+    pub segments: Vec<SegmentInfo>,
+    /// The summarizer's id.
+    pub summarizer: String,
+    /// What the build did.
+    pub stats: BuildStats,
+}
+
+/// The first seq of the last two user turns.
+pub(crate) fn protected_from(msgs: &[Message]) -> u64 {
+    let last = msgs.last().map_or(0, |m| m.turn);
+    msgs.iter().position(|m| m.turn + 1 >= last).map_or(msgs.len() as u64, |i| i as u64)
+}
+
+fn segment_id(msgs: &[Message]) -> BlobId {
+    let mut h = blake3::Hasher::new();
+    for m in msgs {
+        h.update(&m.seq.to_le_bytes());
+        h.update(m.role.as_str().as_bytes());
+        h.update(format!("{:?}", m.parts).as_bytes());
+        h.update(&[0xff]);
+    }
+    BlobId(*h.finalize().as_bytes())
+}
+
+fn node_id(children: &[BlobId], summarizer: &str) -> BlobId {
+    let mut h = blake3::Hasher::new();
+    h.update(b"merge\0");
+    h.update(summarizer.as_bytes());
+    for c in children {
+        h.update(&c.0);
+    }
+    BlobId(*h.finalize().as_bytes())
+}
+
+/// Splits `msgs` (all before the cut) into segments of about `target` tokens, never
+/// separating a tool result from what precedes it.
+pub(crate) fn segments(core: &Core, msgs: &[Message], target: u64) -> Vec<Range<u64>> {
+    let e = &core.opts.estimator;
+    let mut out = Vec::new();
+    let (mut start, mut acc) = (0u64, 0u64);
+    for (i, m) in msgs.iter().enumerate() {
+        let safe_before = !m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. }));
+        if acc >= target && safe_before && i as u64 > start {
+            out.push(start..i as u64);
+            start = i as u64;
+            acc = 0;
+        }
+        acc += message_tokens(&**e, &m.parts);
+    }
+    if (start as usize) < msgs.len() {
+        out.push(start..msgs.len() as u64);
+    }
+    out
+}
+
+struct Cache<'a> {
+    core: &'a Core,
+    summarizer: &'a str,
+    txn: Txn,
+}
+
+impl Cache<'_> {
+    fn get(&self, key: &BlobId) -> Result<Option<String>> {
+        let tx = self.core.index.read()?;
+        let t = match tx.open_table(SUMMARIES) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(Error::index(e)),
+        };
+        let Some(g) = t.get((key.0, self.summarizer)).map_err(Error::index)? else { return Ok(None) };
+        let blob = self.core.get_blob(&BlobId(g.value()), crate::blob::Verify::Hash)?;
+        Ok(Some(String::from_utf8_lossy(&blob).into_owned()))
+    }
+
+    fn put(&mut self, key: BlobId, text: &str) -> Result<()> {
+        let (id, _) = self.txn.blob(self.core, text.as_bytes())?;
+        let rec = SummaryRec { key: key.0, summarizer: self.summarizer.to_string(), text: id.0 };
+        self.txn.push(RecordOut::history(kind::SUMMARY, record::encode(&rec)?.into_vec()));
+        Ok(())
+    }
+}
+
+impl Chat {
+    /// Builds a checkpoint of the settled history (before the last two user turns and
+    /// before the first pending approval) with `summarizer`. Summaries already made for an
+    /// unchanged segment or merge are reused. Summaries are stored (marked as summaries) as
+    /// they are made; the checkpoint itself is not published.
+    pub fn build_checkpoint(
+        &self,
+        summarizer: &dyn Summarizer,
+        opts: &CheckpointOptions,
+    ) -> Result<Checkpoint> {
+        if opts.fan_in < 2 || opts.segment_tokens == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint options: expected fan_in >= 2 and segment_tokens > 0, found {} and {}",
+                opts.fan_in, opts.segment_tokens
+            )));
+        }
+        let core = self.store().inner.core.clone();
+        let snap = self.snapshot();
+        let msgs = snap.messages()?;
+        let mut cut = protected_from(&msgs);
+        let owner = self.owner().to_string();
+        let store = self.store().clone();
+        let full = |a: &crate::history::ArchiveRef| {
+            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
+        };
+        // Responses anywhere in the chat answer requests before the cut.
+        if let Some((seq, _)) = first_pending(&msgs, &ApprovalPatterns::default(), &full) {
+            cut = cut.min(seq);
+        }
+        if cut == 0 {
+            return Err(Error::InvalidArgument(
+                "nothing is settled yet: the whole chat is protected or waits for an approval".into(),
+            ));
+        }
+        core.ensure_flushed(core.log.written())?;
+        let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
+        let mut stats = BuildStats::default();
+        let mut level: Vec<(BlobId, String)> = Vec::new();
+        let mut infos = Vec::new();
+        for r in segments(&core, &msgs[..cut as usize], opts.segment_tokens) {
+            let part = &msgs[r.start as usize..r.end as usize];
+            let id = segment_id(part);
+            let text = match cache.get(&id)? {
+                Some(t) => {
+                    stats.cached += 1;
+                    t
+                }
+                None => {
+                    let t = summarizer.summarize(part)?;
+                    cache.put(id, &t)?;
+                    stats.summarized += 1;
+                    t
+                }
+            };
+            infos.push(SegmentInfo { range: r, id });
+            level.push((id, text));
+        }
+        while level.len() > 1 {
+            stats.depth += 1;
+            let mut next = Vec::new();
+            for group in level.chunks(opts.fan_in) {
+                if group.len() == 1 {
+                    next.push(group[0].clone());
+                    continue;
+                }
+                let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
+                let id = node_id(&ids, summarizer.id());
+                let text = match cache.get(&id)? {
+                    Some(t) => {
+                        stats.cached += 1;
+                        t
+                    }
+                    None => {
+                        let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
+                        let t = summarizer.merge(&texts)?;
+                        cache.put(id, &t)?;
+                        stats.merged += 1;
+                        t
+                    }
+                };
+                next.push((id, text));
+            }
+            level = next;
+        }
+        let (root, summary) =
+            level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
+        let txn = std::mem::take(&mut cache.txn);
+        let c = core.append(txn)?;
+        core.wait_durable(c.end)?;
+        Ok(Checkpoint {
+            base_revision: snap.revision(),
+            reach: infos.last().map_or(0, |s| s.range.end),
+            summary,
+            root,
+            segments: infos,
+            summarizer: summarizer.id().to_string(),
+            stats,
+        })
+    }
+
+    /// Publishes `cp` in one transaction, if the chat was not edited since `cp.base_revision`
+    /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
+    /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
+    pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        let core = self.store().inner.core.clone();
+        let mut txn = Txn::default();
+        let (summary_id, wait) = txn.blob(&core, cp.summary.as_bytes())?;
+        let mut w = self.state().w.lock();
+        if w.revision != cp.base_revision {
+            return Err(Error::Conflict(Conflict::Edited { base: cp.base_revision, now: w.revision }));
+        }
+        if let Some(p) = &w.checkpoint
+            && p.rec.reach >= cp.reach
+        {
+            return Err(Error::Conflict(Conflict::NotNewer { published_reach: p.rec.reach }));
+        }
+        let rec = CheckpointRec {
+            chat: self.id().0,
+            base_revision: cp.base_revision,
+            reach: cp.reach,
+            summary: summary_id.0,
+            root: cp.root.0,
+            summarizer: cp.summarizer.clone(),
+            segments: cp.segments.iter().map(|s| (s.range.start, s.range.end, s.id.0)).collect(),
+            at_ms: crate::history::now_ms(),
+        };
+        txn.push(RecordOut::history(kind::CHECKPOINT, record::encode(&rec)?.into_vec()));
+        let c = core.append(txn)?;
+        w.checkpoint = Some(Arc::new(crate::history::Published { rec, summary: cp.summary.as_str().into() }));
+        w.last_end = c.end;
+        self.state().publish(&w);
+        drop(w);
+        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))
+    }
+
+    /// The published checkpoint's (base revision, reach), if any.
+    pub fn published_checkpoint(&self) -> Option<(u64, u64)> {
+        self.snapshot().inner.checkpoint.as_ref().map(|p| (p.rec.base_revision, p.rec.reach))
+    }
+}
