@@ -86,5 +86,80 @@ fn view(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, view);
+/// The same chat with a published checkpoint covering all but its last two user turns: the
+/// view is the summary plus a few messages. SQLite builds the same view: the summary row and
+/// the messages from the reach, decoded.
+fn view_with_checkpoint(c: &mut Criterion) {
+    use undertext::checkpoint::{CheckpointOptions, Extractive};
+    let dir = bench_tempdir().unwrap();
+    let store = Store::open(dir.path().join("u"), Options::default()).unwrap();
+    let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    chat.append(NewMessage::user("start")).unwrap();
+    for b in 0..10u64 {
+        let batch = (0..100).map(|i| NewMessage::assistant(body(b * 100 + i))).collect();
+        chat.append_batch(batch).unwrap();
+    }
+    chat.append(NewMessage::user("second turn")).unwrap();
+    chat.append(NewMessage::assistant(body(5000))).unwrap();
+    chat.append(NewMessage::user("third turn")).unwrap();
+    let cp = chat.build_checkpoint(&Extractive::default(), &CheckpointOptions::default()).unwrap();
+    chat.publish_checkpoint(&cp).unwrap();
+    store.sync().unwrap();
+    let budget = Budget::new(1_000_000, 0);
+    let v = chat.view(&budget).unwrap();
+    let json = v.to_openai_json();
+    println!(
+        "view with checkpoint: reach {}, {} view messages, estimate {} tokens, {} bytes as OpenAI JSON",
+        cp.reach,
+        v.messages().len(),
+        v.estimate(),
+        json.len()
+    );
+    let conn = rusqlite::Connection::open(dir.path().join("s.db")).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; CREATE TABLE m (chat INTEGER, seq INTEGER, role TEXT, turn INTEGER, body TEXT,
+         PRIMARY KEY (chat, seq)) WITHOUT ROWID; CREATE TABLE cp (chat INTEGER PRIMARY KEY, reach INTEGER, summary TEXT);
+         BEGIN;",
+    )
+    .unwrap();
+    for m in chat.messages().unwrap() {
+        let Some(undertext::Part::Text(t)) = m.parts.first() else { continue };
+        let b = serde_json::json!([{"type": "text", "text": t}]).to_string();
+        conn.execute(
+            "INSERT INTO m VALUES (1, ?1, ?2, ?3, ?4)",
+            rusqlite::params![m.seq as i64, m.role.as_str(), m.turn as i64, b],
+        )
+        .unwrap();
+    }
+    conn.execute("INSERT INTO cp VALUES (1, ?1, ?2)", rusqlite::params![cp.reach as i64, cp.summary])
+        .unwrap();
+    conn.execute_batch("COMMIT").unwrap();
+    let mut g = c.benchmark_group("view_with_checkpoint_1000_messages");
+    g.bench_function("undertext_view", |b| b.iter(|| chat.view(&budget).unwrap()));
+    g.bench_function("sqlite_summary_and_tail_json_decode", |b| {
+        b.iter(|| {
+            let (reach, summary): (i64, String) = conn
+                .query_row("SELECT reach, summary FROM cp WHERE chat = 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap();
+            let mut st = conn
+                .prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 AND seq >= ?1 ORDER BY seq")
+                .unwrap();
+            let rows = st
+                .query_map([reach], |r| {
+                    let body: String = r.get(2)?;
+                    Ok((
+                        r.get::<_, i64>(0)?,
+                        r.get::<_, String>(1)?,
+                        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+                    ))
+                })
+                .unwrap();
+            (summary, rows.map(|r| r.unwrap()).collect::<Vec<_>>())
+        })
+    });
+    g.bench_function("copy_view_bytes", |b| b.iter(|| json.clone()));
+    g.finish();
+}
+
+criterion_group!(benches, view, view_with_checkpoint);
 criterion_main!(benches);
