@@ -26,6 +26,7 @@ pub mod log;
 pub mod options;
 pub mod snapshot;
 mod store;
+pub mod worker;
 
 pub use archive::Unit;
 pub use blob::{Blob, BlobId, Compression, Verify};

@@ -59,6 +59,7 @@ pub struct View {
     pub(crate) step: u64,
     pub(crate) revision: u64,
     pub(crate) factor: f64,
+    pub(crate) swap: Option<std::time::Duration>,
 }
 
 impl View {
@@ -91,6 +92,12 @@ impl View {
     /// answers with its real input token count.
     pub fn step(&self) -> u64 {
         self.step
+    }
+
+    /// When building this view published the worker's prepared checkpoint (the swap at the
+    /// hard line), how long that took.
+    pub fn swap(&self) -> Option<std::time::Duration> {
+        self.swap
     }
 
     /// The chat revision the view was built from.
@@ -262,7 +269,16 @@ pub(crate) fn guard(
         Decision::Fits
     };
     Planned {
-        view: View { messages, decision, estimate, raw_estimate: total_raw, step: 0, revision: 0, factor },
+        view: View {
+            messages,
+            decision,
+            estimate,
+            raw_estimate: total_raw,
+            step: 0,
+            revision: 0,
+            factor,
+            swap: None,
+        },
         to_archive,
         reshrink,
     }

@@ -300,3 +300,32 @@ impl Chat {
         self.snapshot().inner.checkpoint.as_ref().map(|p| (p.rec.base_revision, p.rec.reach))
     }
 }
+
+impl Chat {
+    /// The checkpoint the worker prepared for this chat, if any (it may be stale: compare its
+    /// `base_revision` with [`Chat::revision`]).
+    pub fn prepared(&self) -> Option<Arc<Checkpoint>> {
+        self.state().prepared.lock().clone()
+    }
+
+    pub(crate) fn set_prepared(&self, cp: Checkpoint) {
+        *self.state().prepared.lock() = Some(Arc::new(cp));
+    }
+
+    /// Estimated tokens of the messages a view would hold after the published checkpoint
+    /// (calibrated; compaction records and pins not applied). Cheap: per-message estimates
+    /// are cached.
+    pub(crate) fn estimate_after_checkpoint(&self) -> Result<u64> {
+        let snap = self.snapshot();
+        let inner = &snap.inner;
+        let e = self.store().inner.core.opts.estimator.clone();
+        let base = inner.checkpoint.as_ref().map_or(0, |p| p.rec.reach).min(inner.len);
+        let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
+        for seq in base..inner.len {
+            let Some(entry) = inner.entries.get(seq as usize) else { continue };
+            raw += *entry.tokens.get_or_init(|| snap.get(seq).map_or(0, |m| message_tokens(&*e, &m.parts)));
+        }
+        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
+        Ok((raw as f64 * factor).ceil() as u64)
+    }
+}

@@ -48,6 +48,7 @@ impl Chat {
     /// writes nothing new): the preview's archive id always reads the result back whole.
     pub fn view(&self, budget: &Budget) -> Result<View> {
         budget.validate()?;
+        let swap = self.pay_before_the_wall(budget)?;
         let snap = self.snapshot();
         let core = self.store().inner.core.clone();
         let e = core.opts.estimator.clone();
@@ -193,6 +194,7 @@ impl Chat {
             }
         }
         let mut view = planned.view;
+        view.swap = swap;
         view.revision = inner.revision;
         view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
         let mut recent = self.state().views.lock();
@@ -201,6 +203,58 @@ impl Chat {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// With a worker running: past its soft line, ask it to prepare a checkpoint; past the
+    /// hard line, publish the prepared one (the swap), or follow the hard-line policy.
+    /// Returns how long the swap took, when there was one.
+    fn pay_before_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
+        let Some(wk) = self.store().inner.worker.lock().clone() else { return Ok(None) };
+        let est = self.estimate_after_checkpoint()?;
+        let usable = budget.usable() as f64;
+        if (est as f64) <= wk.opts.soft * usable {
+            return Ok(None);
+        }
+        let published = self.published_checkpoint().map_or(0, |(_, r)| r);
+        let fresh = |c: &Self| c.prepared().filter(|p| p.base_revision == c.revision());
+        // One job in flight per chat; a new one once the prepared checkpoint is stale or
+        // already published.
+        let usable_prepared = fresh(self).is_some_and(|p| p.reach > published);
+        if !usable_prepared && self.state().requested.swap(1, Ordering::AcqRel) == 0 {
+            wk.request(self.owner(), self.id());
+        }
+        if est <= budget.hard_limit() {
+            return Ok(None);
+        }
+        let mut cp = fresh(self).filter(|p| p.reach > published);
+        if cp.is_none() {
+            match wk.opts.at_hard_line {
+                crate::worker::HardLinePolicy::Refuse => {}
+                crate::worker::HardLinePolicy::Synchronous => {
+                    let built = self.build_checkpoint(&*wk.summarizer, &wk.opts.checkpoint)?;
+                    cp = Some(Arc::new(built)).filter(|p| p.reach > published);
+                }
+                crate::worker::HardLinePolicy::Wait(limit) => {
+                    let deadline = std::time::Instant::now() + limit;
+                    while cp.is_none() && std::time::Instant::now() < deadline {
+                        let seen = wk.jobs_done();
+                        cp = fresh(self).filter(|p| p.reach > published);
+                        if cp.is_none() {
+                            wk.wait_job(seen, deadline.saturating_duration_since(std::time::Instant::now()));
+                            cp = fresh(self).filter(|p| p.reach > published);
+                        }
+                    }
+                }
+            }
+        }
+        let Some(cp) = cp else { return Ok(None) };
+        let t = std::time::Instant::now();
+        match self.publish_checkpoint(&cp) {
+            Ok(()) => Ok(Some(t.elapsed())),
+            // Raced with an edit or another publication: the view goes on without it.
+            Err(Error::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The estimated input tokens of the chat as it stands (calibrated, tool schemas of

@@ -89,6 +89,10 @@ pub(crate) struct ChatState {
     /// Recent views: (step, raw estimate, model), for `report_usage`.
     pub views: Mutex<VecDeque<(u64, u64, String)>>,
     pub view_counter: AtomicU64,
+    /// A checkpoint the worker prepared, not yet published.
+    pub prepared: Mutex<Option<Arc<crate::checkpoint::Checkpoint>>>,
+    /// Revision + 1 for which a worker job was last requested (0: none).
+    pub requested: AtomicU64,
     pub core: Arc<Core>,
 }
 
@@ -104,6 +108,8 @@ impl ChatState {
             last_used: AtomicU64::new(0),
             views: Mutex::new(VecDeque::new()),
             view_counter: AtomicU64::new(1),
+            prepared: Mutex::new(None),
+            requested: AtomicU64::new(0),
             core,
         }
     }

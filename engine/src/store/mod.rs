@@ -46,6 +46,7 @@ pub(crate) struct Inner {
     pub(crate) core: Arc<core::Core>,
     pub(crate) chats: crate::history::ChatCache,
     pub(crate) archives: crate::archive::ArchiveCache,
+    pub(crate) worker: Mutex<Option<Arc<crate::worker::Shared>>>,
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     _lock: lock::DirLock,
 }
@@ -122,6 +123,7 @@ impl Store {
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
             archives: crate::archive::ArchiveCache::default(),
+            worker: Mutex::new(None),
             core,
             indexer: Mutex::new(Some((tx, handle))),
             _lock: lock,

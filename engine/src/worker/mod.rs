@@ -1,0 +1,226 @@
+//! The background pre-compaction worker: pay before the wall.
+//!
+//! When a view finds a chat past the worker's soft line (default 2/3 of the usable window),
+//! it asks the worker for a checkpoint; a worker thread builds it from a snapshot, off the
+//! request path, and keeps it *prepared*. When a view finds the chat past the hard line, it
+//! publishes the prepared checkpoint — a guarded transaction, not a model call — and the
+//! messages after the checkpoint's reach ride on top raw. A prepared checkpoint made stale by
+//! an edit is dropped and rebuilt. If none is ready at the hard line, [`HardLinePolicy`]
+//! decides.
+//!
+//! Threads: the summarizer is called on the worker's own threads, never on a caller's.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::checkpoint::{CheckpointOptions, Summarizer};
+use crate::error::{Error, Result};
+use crate::history::ChatId;
+use crate::store::Store;
+
+/// What a view does at the hard line when no prepared checkpoint is ready.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HardLinePolicy {
+    /// Wait up to this long for the worker's job, then refuse.
+    Wait(Duration),
+    /// Let the guard refuse the call.
+    Refuse,
+    /// Build the checkpoint now, on the caller's thread.
+    Synchronous,
+}
+
+/// Settings of the worker.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Worker threads. Default 1.
+    pub threads: usize,
+    /// Fraction of the usable window past which a checkpoint is prepared. Default 2/3.
+    pub soft: f64,
+    /// How checkpoints are built.
+    pub checkpoint: CheckpointOptions,
+    /// What happens at the hard line with nothing prepared. Default `Wait(30 s)`.
+    pub at_hard_line: HardLinePolicy,
+    /// A failed job is retried this many times. Default 2.
+    pub retries: u32,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            threads: 1,
+            soft: 2.0 / 3.0,
+            checkpoint: CheckpointOptions::default(),
+            at_hard_line: HardLinePolicy::Wait(Duration::from_secs(30)),
+            retries: 2,
+        }
+    }
+}
+
+/// A job: prepare a checkpoint of this chat.
+#[derive(Debug)]
+struct Job {
+    owner: String,
+    chat: ChatId,
+    attempt: u32,
+}
+
+/// State shared by the worker threads and the store's views.
+pub(crate) struct Shared {
+    tx: Mutex<Option<Sender<Job>>>,
+    pub(crate) summarizer: Arc<dyn Summarizer>,
+    pub(crate) opts: WorkerOptions,
+    /// Signalled whenever a job ends.
+    done: (Mutex<u64>, Condvar),
+    jobs_done: AtomicU64,
+    errors: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerShared")
+            .field("summarizer", &self.summarizer.id())
+            .field("opts", &self.opts)
+            .finish()
+    }
+}
+
+impl Shared {
+    /// Asks for a checkpoint of `chat` (no-op if the worker is stopping).
+    pub(crate) fn request(&self, owner: &str, chat: ChatId) {
+        if let Some(tx) = &*self.tx.lock() {
+            let _ = tx.send(Job { owner: owner.to_string(), chat, attempt: 0 });
+        }
+    }
+
+    /// Waits until the number of finished jobs moves past `seen`, or `timeout` passes.
+    pub(crate) fn wait_job(&self, seen: u64, timeout: Duration) -> bool {
+        let (m, cv) = &self.done;
+        let mut n = m.lock();
+        if *n > seen {
+            return true;
+        }
+        !cv.wait_for(&mut n, timeout).timed_out() || *n > seen
+    }
+
+    pub(crate) fn jobs_done(&self) -> u64 {
+        *self.done.0.lock()
+    }
+}
+
+/// A running worker. Dropping it (or [`Worker::stop`]) ends its threads after their current job.
+#[derive(Debug)]
+pub struct Worker {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    store: Store,
+}
+
+impl Store {
+    /// Starts the background pre-compaction worker with `summarizer`. One worker per store;
+    /// starting another replaces it for new requests.
+    pub fn start_worker(&self, summarizer: Arc<dyn Summarizer>, opts: WorkerOptions) -> Result<Worker> {
+        if !(0.0 < opts.soft && opts.soft < 1.0) || opts.threads == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "worker: expected 0 < soft < 1 and threads >= 1, found soft {} threads {}",
+                opts.soft, opts.threads
+            )));
+        }
+        let (tx, rx) = channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let shared = Arc::new(Shared {
+            tx: Mutex::new(Some(tx)),
+            summarizer,
+            opts,
+            done: (Mutex::new(0), Condvar::new()),
+            jobs_done: AtomicU64::new(0),
+            errors: Mutex::new(Vec::new()),
+        });
+        let mut threads = Vec::new();
+        for i in 0..shared.opts.threads {
+            let (shared, rx, store) = (shared.clone(), rx.clone(), self.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("undertext-worker-{i}"))
+                .spawn(move || run(&store, &shared, &rx))
+                .map_err(|e| Error::io("spawn worker thread", self.path(), e))?;
+            threads.push(h);
+        }
+        *self.inner.worker.lock() = Some(shared.clone());
+        Ok(Worker { shared, threads, store: self.clone() })
+    }
+}
+
+impl Worker {
+    /// Jobs finished (successfully or not).
+    pub fn jobs_done(&self) -> u64 {
+        self.shared.jobs_done.load(Ordering::Relaxed)
+    }
+
+    /// Errors reported by failed jobs (a summarizer's error, a build failure), oldest first.
+    pub fn errors(&self) -> Vec<String> {
+        self.shared.errors.lock().clone()
+    }
+
+    /// Stops the worker: no new jobs; threads end after their current one.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.shared.tx.lock().take();
+        let mut w = self.store.inner.worker.lock();
+        if w.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.shared)) {
+            *w = None;
+        }
+        drop(w);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
+    loop {
+        let job = match rx.lock().recv() {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        let r = prepare(store, shared, &job);
+        let retry = r.is_err() && job.attempt < shared.opts.retries;
+        if !retry && let Ok(chat) = store.chat(&job.owner, job.chat) {
+            // The chat may ask for the next job.
+            chat.state().requested.store(0, Ordering::Release);
+        }
+        if let Err(e) = &r {
+            let msg = format!("checkpoint of {} (attempt {}): {e}", job.chat, job.attempt + 1);
+            tracing::warn!(%msg, "worker job failed");
+            shared.errors.lock().push(msg);
+            if retry && let Some(tx) = &*shared.tx.lock() {
+                let _ = tx.send(Job { attempt: job.attempt + 1, ..job });
+            }
+        }
+        shared.jobs_done.fetch_add(1, Ordering::Relaxed);
+        let (m, cv) = &shared.done;
+        *m.lock() += 1;
+        cv.notify_all();
+    }
+}
+
+/// Builds a checkpoint of the job's chat and keeps it prepared, unless the chat moved on.
+fn prepare(store: &Store, shared: &Shared, job: &Job) -> Result<()> {
+    let chat = store.chat(&job.owner, job.chat)?;
+    // Summaries of unchanged segments are cached: rebuilding costs only what is new.
+    let cp = chat.build_checkpoint(&*shared.summarizer, &shared.opts.checkpoint)?;
+    chat.set_prepared(cp);
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Claims of the worker: past the soft line it prepares a checkpoint off the request path;
+//! at the hard line a view swaps it in instead of calling the model, so a tool loop with a
+//! slow summarizer crosses the hard line several times without ever finding nothing ready;
+//! a checkpoint made stale by an edit is not used; a summarizer's error is reported.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use undertext::budget::{Budget, Decision};
+use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
+use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::{ChatMeta, Error, Message, NewMessage, Options, Part, Role, Store};
+
+/// The extractive summarizer, made slow like a model: `delay` per call.
+struct Slow {
+    delay: Duration,
+}
+
+impl Summarizer for Slow {
+    fn id(&self) -> &str {
+        "slow-extractive"
+    }
+    fn summarize(&self, m: &[Message]) -> undertext::Result<String> {
+        std::thread::sleep(self.delay);
+        Extractive { max_chars: 1200 }.summarize(m).map(|s| s.chars().take(600).collect())
+    }
+    fn merge(&self, s: &[String]) -> undertext::Result<String> {
+        std::thread::sleep(self.delay);
+        Extractive { max_chars: 1200 }.merge(s)
+    }
+}
+
+fn step(i: usize) -> Vec<NewMessage> {
+    let id = format!("c{i}");
+    vec![
+        NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall {
+                id: id.clone(),
+                name: "read".into(),
+                args: format!("{{\"file\": \"f{i}.rs\"}}"),
+            }],
+        },
+        NewMessage::tool_result(
+            id,
+            format!("file {i}: ").to_string() + &"fn item() { let value = compute(); } ".repeat(40),
+        ),
+    ]
+}
+
+#[test]
+fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_nothing_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    // Refuse at the hard line if nothing is prepared: a refusal would mean the loop had to wait.
+    let opts = WorkerOptions {
+        at_hard_line: HardLinePolicy::Refuse,
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        ..WorkerOptions::default()
+    };
+    let worker = store.start_worker(Arc::new(Slow { delay: Duration::from_millis(20) }), opts).unwrap();
+    let budget = Budget::new(14_000, 2_000);
+    let mut swaps = Vec::new();
+    let mut refused = 0;
+    for i in 0..100 {
+        if i % 4 == 0 {
+            chat.append(NewMessage::user(format!("next task {i}"))).unwrap();
+        }
+        chat.append_batch(step(i)).unwrap();
+        let v = chat.view(&budget).unwrap();
+        if let Some(d) = v.swap() {
+            swaps.push(d);
+        }
+        if matches!(v.decision(), Decision::Refused { .. }) {
+            refused += 1;
+        }
+        if std::env::var("DEBUG_WORKER").is_ok() {
+            eprintln!(
+                "step {i}: len {} est {} decision {:?} published {:?} prepared {:?}",
+                chat.len(),
+                v.estimate(),
+                std::mem::discriminant(v.decision()),
+                chat.published_checkpoint(),
+                chat.prepared().map(|p| (p.base_revision, p.reach))
+            );
+        }
+        // The model's turn: the worker works meanwhile.
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    swaps.sort();
+    eprintln!(
+        "{} swaps at the hard line (median {:?}, max {:?}); {} jobs; {refused} refused",
+        swaps.len(),
+        swaps.get(swaps.len() / 2),
+        swaps.last(),
+        worker.jobs_done()
+    );
+    assert!(swaps.len() >= 2, "the loop should cross the hard line several times, swapped {}", swaps.len());
+    assert_eq!(refused, 0, "a view found nothing prepared at the hard line");
+    assert!(worker.errors().is_empty(), "{:?}", worker.errors());
+    let (base, reach) = chat.published_checkpoint().unwrap();
+    assert!(reach > 100 && base == chat.revision());
+    worker.stop();
+}
+
+#[test]
+fn a_prepared_checkpoint_made_stale_by_an_edit_is_not_published() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    let opts = WorkerOptions {
+        at_hard_line: HardLinePolicy::Refuse,
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        ..WorkerOptions::default()
+    };
+    let worker = store.start_worker(Arc::new(Extractive::default()), opts).unwrap();
+    let budget = Budget::new(14_000, 2_000);
+    for i in 0..30 {
+        if i % 4 == 0 {
+            chat.append(NewMessage::user(format!("task {i}"))).unwrap();
+        }
+        chat.append_batch(step(i)).unwrap();
+        let _ = chat.view(&budget).unwrap();
+    }
+    // Let the worker finish what it was asked.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while chat.prepared().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let prepared = chat.prepared().expect("the worker prepared a checkpoint past the soft line");
+    chat.edit(1, NewMessage::assistant("edited"), chat.revision()).unwrap();
+    assert_ne!(prepared.base_revision, chat.revision());
+    match chat.publish_checkpoint(&prepared) {
+        Err(Error::Conflict(_)) => {}
+        other => panic!("a stale checkpoint must not publish: {other:?}"),
+    }
+    worker.stop();
+}
+
+/// A summarizer that always fails.
+struct Failing;
+
+impl Summarizer for Failing {
+    fn id(&self) -> &str {
+        "failing"
+    }
+    fn summarize(&self, _: &[Message]) -> undertext::Result<String> {
+        Err(Error::InvalidArgument("the model is down".into()))
+    }
+    fn merge(&self, _: &[String]) -> undertext::Result<String> {
+        Err(Error::InvalidArgument("the model is down".into()))
+    }
+}
+
+#[test]
+fn a_failing_summarizer_is_reported_and_retried_by_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    let opts = WorkerOptions {
+        at_hard_line: HardLinePolicy::Refuse,
+        retries: 2,
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        ..WorkerOptions::default()
+    };
+    let worker = store.start_worker(Arc::new(Failing), opts).unwrap();
+    let budget = Budget::new(14_000, 2_000);
+    for i in 0..30 {
+        if i % 4 == 0 {
+            chat.append(NewMessage::user(format!("task {i}"))).unwrap();
+        }
+        chat.append_batch(step(i)).unwrap();
+        let _ = chat.view(&budget).unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while worker.errors().len() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let errors = worker.errors();
+    assert!(errors.len() >= 3, "one failure and two retries expected: {errors:?}");
+    assert!(errors.iter().all(|e| e.contains("the model is down")), "{errors:?}");
+    assert!(chat.prepared().is_none());
+    worker.stop();
+}
