@@ -1,9 +1,10 @@
 //! Claim: publication never lands a stale checkpoint. Threads edit, append, build and
 //! publish checkpoints on one chat at once (10,000 operations by default,
 //! `UNDERTEXT_STRESS_OPS` to change); a reader checks every snapshot: the published
-//! checkpoint never goes back (a slow job never overwrites a newer one); publications built on
-//! a revision an editor moved past are refused, and both outcomes happen. (The loom model of
-//! this race is still to come.)
+//! checkpoint never goes back (a slow job never overwrites a newer one); afterwards a
+//! checkpoint overtaken by an edit is refused and a fresh one lands. How many publications
+//! win the race depends on scheduling and is only printed. (The loom model of this race is
+//! still to come.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
@@ -105,5 +106,17 @@ fn overlapping_edits_appends_and_publications_never_publish_a_stale_checkpoint()
     });
     let (p, c) = (published.load(Ordering::Relaxed), conflicts.load(Ordering::Relaxed));
     eprintln!("{total} operations: {p} publications, {c} refused as stale or not newer");
-    assert!(p > 0 && c > 0, "the race must both publish and refuse: {p} published, {c} refused");
+    assert!(p + c > 0, "the publishers made no attempt");
+    // After the race, the guard still holds: a checkpoint overtaken by an edit is refused,
+    // a fresh one lands and moves the reach forward.
+    let before = chat.published_checkpoint().map_or(0, |(_, r)| r);
+    let stale = chat.build_checkpoint(&Extractive::default(), &opts).unwrap();
+    chat.edit(1, NewMessage::assistant("last edit"), chat.revision()).unwrap();
+    assert!(matches!(chat.publish_checkpoint(&stale), Err(Error::Conflict(_))));
+    chat.append(NewMessage::user("one more turn")).unwrap();
+    chat.append(NewMessage::user("and another")).unwrap();
+    let fresh = chat.build_checkpoint(&Extractive::default(), &opts).unwrap();
+    assert!(fresh.reach > before, "two new user turns settle everything before them");
+    chat.publish_checkpoint(&fresh).unwrap();
+    assert_eq!(chat.published_checkpoint(), Some((chat.revision(), fresh.reach)));
 }
