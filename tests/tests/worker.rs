@@ -88,7 +88,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
             );
         }
         // The model's turn: the worker works meanwhile.
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(Duration::from_millis(100));
     }
     swaps.sort();
     eprintln!(
