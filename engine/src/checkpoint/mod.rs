@@ -13,6 +13,7 @@
 //! * **Publication** is guarded: refused if the chat was edited since the checkpoint's base
 //!   revision, or if it does not reach beyond the published checkpoint.
 
+mod guard;
 mod summarizer;
 
 pub use summarizer::{Extractive, Summarizer};
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use crate::approval::{ApprovalPatterns, first_pending};
 use crate::blob::BlobId;
 use crate::budget::view::message_tokens;
-use crate::error::{Conflict, Error, Result};
+use crate::error::{Error, Result};
 use crate::history::record::{self, CheckpointRec, SummaryRec, kind};
 use crate::history::{Chat, Message, Part};
 use crate::index::SUMMARIES;
@@ -268,14 +269,8 @@ impl Chat {
         let mut txn = Txn::default();
         let (summary_id, wait) = txn.blob(&core, cp.summary.as_bytes())?;
         let mut w = self.state().w.lock();
-        if w.revision != cp.base_revision {
-            return Err(Error::Conflict(Conflict::Edited { base: cp.base_revision, now: w.revision }));
-        }
-        if let Some(p) = &w.checkpoint
-            && p.rec.reach >= cp.reach
-        {
-            return Err(Error::Conflict(Conflict::NotNewer { published_reach: p.rec.reach }));
-        }
+        let published = w.checkpoint.as_ref().map(|p| p.rec.reach);
+        guard::check_publish(w.revision, published, cp.base_revision, cp.reach).map_err(Error::Conflict)?;
         let rec = CheckpointRec {
             chat: self.id().0,
             base_revision: cp.base_revision,
