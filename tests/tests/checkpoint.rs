@@ -167,3 +167,84 @@ fn the_cut_stops_before_a_pending_approval() {
     let cp2 = c.build_checkpoint(&Extractive::default(), &opts()).unwrap();
     assert!(cp2.reach > pending, "answered, the approval no longer stops the cut");
 }
+
+/// Records what it was asked to summarize.
+#[derive(Default)]
+struct Recording {
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl Summarizer for Recording {
+    fn id(&self) -> &str {
+        "recording"
+    }
+    fn summarize(&self, m: &[Message]) -> undertext::Result<String> {
+        let mut seen = self.seen.lock().unwrap();
+        for msg in m {
+            if let Some(Part::Text(t)) = msg.parts.first() {
+                seen.push(t.clone());
+            }
+        }
+        Extractive::default().summarize(m)
+    }
+    fn merge(&self, s: &[String]) -> undertext::Result<String> {
+        Extractive::default().merge(s)
+    }
+}
+
+#[test]
+fn a_checkpoint_after_a_retry_takes_the_completed_steps_of_every_attempt_in_order() {
+    use undertext::StepStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let c = chat(&store);
+    c.append(NewMessage::user("fix the build")).unwrap();
+    let after_user = c.len();
+    for k in 0..3 {
+        c.record_step(
+            1,
+            "first",
+            k,
+            StepStatus::Complete,
+            vec![NewMessage::assistant(format!("first attempt step {k}"))],
+        )
+        .unwrap();
+    }
+    c.record_step(
+        1,
+        "first",
+        3,
+        StepStatus::Interrupted,
+        vec![NewMessage::assistant("first attempt cut off")],
+    )
+    .unwrap();
+    // The harness retries: it truncates the failed attempt and runs a new stream.
+    c.truncate(after_user, c.revision()).unwrap();
+    for k in 0..2 {
+        c.record_step(
+            1,
+            "retry",
+            k,
+            StepStatus::Complete,
+            vec![NewMessage::assistant(format!("retry step {k}"))],
+        )
+        .unwrap();
+    }
+    c.append(NewMessage::user("two")).unwrap();
+    c.append(NewMessage::user("three")).unwrap();
+    let s = Recording::default();
+    c.build_checkpoint(&s, &CheckpointOptions { segment_tokens: 100_000, fan_in: 4 }).unwrap();
+    let seen = s.seen.lock().unwrap().clone();
+    for want in [
+        "first attempt step 0",
+        "first attempt step 1",
+        "first attempt step 2",
+        "retry step 0",
+        "retry step 1",
+    ] {
+        assert!(seen.iter().any(|t| t == want), "{want:?} not summarized: {seen:?}");
+    }
+    assert!(!seen.iter().any(|t| t == "first attempt cut off"), "an interrupted step is not source material");
+    let first: Vec<&String> = seen.iter().filter(|t| t.starts_with("first attempt step")).collect();
+    assert_eq!(first, ["first attempt step 0", "first attempt step 1", "first attempt step 2"], "in order");
+}

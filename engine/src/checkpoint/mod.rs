@@ -200,8 +200,18 @@ impl Chat {
         let mut stats = BuildStats::default();
         let mut level: Vec<(BlobId, String)> = Vec::new();
         let mut infos = Vec::new();
+        // Interrupted work: completed steps of every recorded attempt of a settled turn whose
+        // messages are no longer in the chat (a retry truncated them) are source material
+        // too, in order, with the segment where their turn starts.
+        let lost = self.lost_steps(&msgs[..cut as usize])?;
         for r in segments(&core, &msgs[..cut as usize], opts.segment_tokens) {
-            let part = &msgs[r.start as usize..r.end as usize];
+            let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
+            for (turn_start, extra) in &lost {
+                if r.contains(turn_start) {
+                    part.extend(extra.iter().cloned());
+                }
+            }
+            let part = &part[..];
             let id = segment_id(part);
             let text = match cache.get(&id)? {
                 Some(t) => {
@@ -259,6 +269,39 @@ impl Chat {
             summarizer: summarizer.id().to_string(),
             stats,
         })
+    }
+
+    /// For each settled user turn, the messages of completed steps of its recorded attempts
+    /// that are no longer in the chat, keyed by the seq where the turn starts.
+    fn lost_steps(&self, settled: &[Message]) -> Result<Vec<(u64, Vec<Message>)>> {
+        let mut out = Vec::new();
+        let mut turn_starts: Vec<(u64, u64)> = Vec::new();
+        for m in settled {
+            if turn_starts.last().is_none_or(|(t, _)| *t != m.turn) {
+                turn_starts.push((m.turn, m.seq));
+            }
+        }
+        for (turn, start) in turn_starts {
+            let mut extra = Vec::new();
+            for attempt in self.attempts(turn)? {
+                for step in
+                    attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
+                {
+                    for m in step.messages {
+                        let present = settled
+                            .get(m.seq as usize)
+                            .is_some_and(|c| c.revision == m.revision && c.parts == m.parts);
+                        if !present {
+                            extra.push(m);
+                        }
+                    }
+                }
+            }
+            if !extra.is_empty() {
+                out.push((start, extra));
+            }
+        }
+        Ok(out)
     }
 
     /// Publishes `cp` in one transaction, if the chat was not edited since `cp.base_revision`
