@@ -27,7 +27,7 @@ fn publish(c: &mut Criterion) {
     let s = Extractive::default();
     let opts = CheckpointOptions::default();
     // Each publication needs a checkpoint reaching further: one more turn settles two messages.
-    let mut next = || {
+    let next = || {
         chat.append(NewMessage::user("one more turn")).unwrap();
         chat.build_checkpoint(&s, &opts).unwrap()
     };
