@@ -61,7 +61,13 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
         checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
         ..WorkerOptions::default()
     };
-    let worker = store.start_worker(Arc::new(Slow { delay: Duration::from_millis(20) }), opts).unwrap();
+    // The setting is 2 s per summarizer call; the suite scales time down (20 ms per
+    // call, 100 ms per model step). The full setting:
+    // UNDERTEXT_WORKER_SUMMARIZER_MS=2000 UNDERTEXT_WORKER_STEP_MS=2500 (about 4 minutes).
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (call_ms, step_ms) =
+        (env("UNDERTEXT_WORKER_SUMMARIZER_MS", 20), env("UNDERTEXT_WORKER_STEP_MS", 100));
+    let worker = store.start_worker(Arc::new(Slow { delay: Duration::from_millis(call_ms) }), opts).unwrap();
     let budget = Budget::new(14_000, 2_000);
     let mut swaps = Vec::new();
     let mut refused = 0;
@@ -88,7 +94,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
             );
         }
         // The model's turn: the worker works meanwhile.
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(step_ms));
     }
     swaps.sort();
     eprintln!(

@@ -16,7 +16,7 @@
 mod guard;
 mod summarizer;
 
-pub use summarizer::{Extractive, Summarizer};
+pub use summarizer::{Extractive, FnSummarizer, Summarizer};
 
 use std::ops::Range;
 use std::sync::Arc;

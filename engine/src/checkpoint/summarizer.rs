@@ -77,3 +77,55 @@ impl Summarizer for Extractive {
         Ok(summaries.iter().map(|s| s.chars().take(per).collect::<String>()).collect::<Vec<_>>().join("\n"))
     }
 }
+
+/// A [`Summarizer`] made of two closures — the way a harness plugs in a model from Rust.
+///
+/// ```
+/// use undertext::checkpoint::{FnSummarizer, Summarizer};
+/// let s = FnSummarizer::new(
+///     "my-model-v1",
+///     |msgs| Ok(format!("{} messages", msgs.len())),
+///     |parts| Ok(parts.join(" / ")),
+/// );
+/// assert_eq!(s.merge(&["a".into(), "b".into()]).unwrap(), "a / b");
+/// ```
+pub struct FnSummarizer<S, M> {
+    id: String,
+    summarize: S,
+    merge: M,
+}
+
+impl<S, M> FnSummarizer<S, M>
+where
+    S: Fn(&[Message]) -> Result<String> + Send + Sync,
+    M: Fn(&[String]) -> Result<String> + Send + Sync,
+{
+    /// A summarizer with this id, summarizing with `summarize` and merging with `merge`.
+    pub fn new(id: impl Into<String>, summarize: S, merge: M) -> Self {
+        FnSummarizer { id: id.into(), summarize, merge }
+    }
+}
+
+impl<S, M> std::fmt::Debug for FnSummarizer<S, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FnSummarizer").field("id", &self.id).finish()
+    }
+}
+
+impl<S, M> Summarizer for FnSummarizer<S, M>
+where
+    S: Fn(&[Message]) -> Result<String> + Send + Sync,
+    M: Fn(&[String]) -> Result<String> + Send + Sync,
+{
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn summarize(&self, messages: &[Message]) -> Result<String> {
+        (self.summarize)(messages)
+    }
+
+    fn merge(&self, summaries: &[String]) -> Result<String> {
+        (self.merge)(summaries)
+    }
+}
