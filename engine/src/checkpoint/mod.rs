@@ -84,6 +84,8 @@ pub struct Checkpoint {
     pub summarizer: String,
     /// What the build did.
     pub stats: BuildStats,
+    /// The blob holding `summary`, stored by the build (so publication writes one record).
+    summary_blob: BlobId,
 }
 
 /// The first seq of the last two user turns.
@@ -260,6 +262,7 @@ impl Chat {
         let txn = std::mem::take(&mut cache.txn);
         let c = core.append(txn)?;
         core.wait_durable(c.end)?;
+        let summary_blob = BlobId::of(summary.as_bytes());
         Ok(Checkpoint {
             base_revision: snap.revision(),
             reach: infos.last().map_or(0, |s| s.range.end),
@@ -268,6 +271,7 @@ impl Chat {
             segments: infos,
             summarizer: summarizer.id().to_string(),
             stats,
+            summary_blob,
         })
     }
 
@@ -310,7 +314,13 @@ impl Chat {
     pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
         let core = self.store().inner.core.clone();
         let mut txn = Txn::default();
-        let (summary_id, wait) = txn.blob(&core, cp.summary.as_bytes())?;
+        // The build stored the summary's blob (as the tree's root summary); a checkpoint whose
+        // summary was changed since is stored again.
+        let (summary_id, wait) = if BlobId::of(cp.summary.as_bytes()) == cp.summary_blob {
+            (cp.summary_blob, None)
+        } else {
+            txn.blob(&core, cp.summary.as_bytes())?
+        };
         let mut w = self.state().w.lock();
         let published = w.checkpoint.as_ref().map(|p| p.rec.reach);
         guard::check_publish(w.revision, published, cp.base_revision, cp.reach).map_err(Error::Conflict)?;
