@@ -88,7 +88,8 @@ pub struct Checkpoint {
     summary_blob: BlobId,
 }
 
-/// The first seq of the last two user turns.
+/// The first seq of the protected recent part, the last two user turns (index into `msgs`):
+/// shared by the guard, the compaction linter and the checkpoint cut.
 pub(crate) fn protected_from(msgs: &[Message]) -> u64 {
     let last = msgs.last().map_or(0, |m| m.turn);
     msgs.iter().position(|m| m.turn + 1 >= last).map_or(msgs.len() as u64, |i| i as u64)

@@ -13,15 +13,10 @@ use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::view::{Candidate, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
+use crate::checkpoint::protected_from;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
 use crate::store::core::{RecordOut, Txn};
-
-/// The first seq of the protected recent part: the last two user turns.
-fn protected_from(msgs: &[Message]) -> u64 {
-    let last = msgs.last().map_or(0, |m| m.turn);
-    msgs.iter().position(|m| m.turn + 1 >= last).map_or(msgs.len() as u64, |i| i as u64)
-}
 
 fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String {
     let call = m
