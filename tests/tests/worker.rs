@@ -50,6 +50,17 @@ fn step(i: usize) -> Vec<NewMessage> {
     ]
 }
 
+/// Runs `steps` steps of a tool loop, a user turn every 4, viewing after each.
+fn drive(chat: &undertext::Chat, budget: &Budget, steps: usize) {
+    for i in 0..steps {
+        if i % 4 == 0 {
+            chat.append(NewMessage::user(format!("task {i}"))).unwrap();
+        }
+        chat.append_batch(step(i)).unwrap();
+        let _ = chat.view(budget).unwrap();
+    }
+}
+
 #[test]
 fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_nothing_ready() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,13 +135,7 @@ fn a_prepared_checkpoint_made_stale_by_an_edit_is_not_published() {
     };
     let worker = store.start_worker(Arc::new(Extractive::default()), opts).unwrap();
     let budget = Budget::new(14_000, 2_000);
-    for i in 0..30 {
-        if i % 4 == 0 {
-            chat.append(NewMessage::user(format!("task {i}"))).unwrap();
-        }
-        chat.append_batch(step(i)).unwrap();
-        let _ = chat.view(&budget).unwrap();
-    }
+    drive(&chat, &budget, 30);
     // Let the worker finish what it was asked.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while chat.prepared().is_none() && std::time::Instant::now() < deadline {
@@ -174,13 +179,7 @@ fn a_failing_summarizer_is_reported_and_retried_by_policy() {
     };
     let worker = store.start_worker(Arc::new(Failing), opts).unwrap();
     let budget = Budget::new(14_000, 2_000);
-    for i in 0..30 {
-        if i % 4 == 0 {
-            chat.append(NewMessage::user(format!("task {i}"))).unwrap();
-        }
-        chat.append_batch(step(i)).unwrap();
-        let _ = chat.view(&budget).unwrap();
-    }
+    drive(&chat, &budget, 30);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while worker.errors().len() < 3 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));

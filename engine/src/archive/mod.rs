@@ -158,13 +158,11 @@ pub(crate) fn archive_into(
         lines: idx.lines(text.ends_with('\n')),
     };
     let r = to_ref(&rec);
+    let payload = record::encode(&rec)?.into_vec();
     let granted = grant(core, owner, &id)?.is_some()
-        || txn.records.iter().any(|x| {
-            x.kind == kind::ARCHIVE
-                && x.payload == record::encode(&rec).map(|v| v.into_vec()).unwrap_or_default()
-        });
+        || txn.records.iter().any(|x| x.kind == kind::ARCHIVE && x.payload == payload);
     if !granted {
-        txn.push(RecordOut::history(kind::ARCHIVE, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::history(kind::ARCHIVE, payload));
     }
     Ok((r, w1.max(w2)))
 }

@@ -153,7 +153,9 @@ impl Chat {
             }
             // An unchanged message's estimate is computed once per store and cached.
             let tokens = match inner.entries.get(seq as usize) {
-                Some(entry) if parts == m.parts => *entry.tokens.get_or_init(|| message_tokens(&*e, &parts)),
+                Some(entry) if !trims.contains_key(&seq) => {
+                    *entry.tokens.get_or_init(|| message_tokens(&*e, &parts))
+                }
                 _ => message_tokens(&*e, &parts),
             };
             out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens, parts });

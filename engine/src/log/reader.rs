@@ -105,12 +105,6 @@ impl LogReader {
         Ok(Some(map))
     }
 
-    /// Drops the map of segment `n` (before the segment file is removed or rewritten).
-    #[allow(dead_code, reason = "used by GC, which lands with its own issue")]
-    pub(crate) fn forget(&self, n: u64) {
-        self.maps.write().remove(&n);
-    }
-
     /// Reads the record at `loc`, checking as much as `verify` asks.
     pub(crate) fn read(&self, writer: &LogWriter, loc: Location, verify: Verify) -> Result<RawRecord> {
         let total = RECORD_HEADER_LEN + loc.len as usize;

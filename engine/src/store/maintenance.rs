@@ -196,10 +196,14 @@ impl Store {
             return Ok(SegBytes::Mapped(inner.reader.map(n)?));
         }
         let path = segment_path(&log_dir(&inner.dir), n);
-        let mut v = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
-        if n == written.segment {
-            v.truncate(written.offset as usize);
+        if n != written.segment {
+            return Ok(SegBytes::Owned(std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?));
         }
+        // The active segment: its data only, not the preallocated zeros after it.
+        let file = std::fs::File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let mut v = vec![0u8; written.offset as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut v, 0)
+            .map_err(|e| Error::io("read", &path, e))?;
         Ok(SegBytes::Owned(v))
     }
 

@@ -11,7 +11,7 @@
 //! Threads: the summarizer is called on the worker's own threads, never on a caller's.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -76,7 +76,6 @@ pub(crate) struct Shared {
     pub(crate) opts: WorkerOptions,
     /// Signalled whenever a job ends.
     done: (Mutex<u64>, Condvar),
-    jobs_done: AtomicU64,
     errors: Mutex<Vec<String>>,
 }
 
@@ -137,7 +136,6 @@ impl Store {
             summarizer,
             opts,
             done: (Mutex::new(0), Condvar::new()),
-            jobs_done: AtomicU64::new(0),
             errors: Mutex::new(Vec::new()),
         });
         let mut threads = Vec::new();
@@ -157,7 +155,7 @@ impl Store {
 impl Worker {
     /// Jobs finished (successfully or not).
     pub fn jobs_done(&self) -> u64 {
-        self.shared.jobs_done.load(Ordering::Relaxed)
+        self.shared.jobs_done()
     }
 
     /// Errors reported by failed jobs (a summarizer's error, a build failure), oldest first.
@@ -209,7 +207,6 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
                 let _ = tx.send(Job { attempt: job.attempt + 1, ..job });
             }
         }
-        shared.jobs_done.fetch_add(1, Ordering::Relaxed);
         let (m, cv) = &shared.done;
         *m.lock() += 1;
         cv.notify_all();
