@@ -1,0 +1,287 @@
+"""An OpenAI Agents SDK session over an Undertext store.
+
+``UndertextSession`` implements the SDK's ``Session`` protocol (``session_id``,
+``session_settings``, async ``get_items``/``add_items``/``pop_item``/``clear_session``)
+and its compaction hook ``_get_compaction_snapshot``, answering the same calls the way the
+SDK's ``SQLiteSession`` does.
+
+Layout: one engine chat per session (owner ``owner``, title the session id). Each item is
+one message whose text is the item's JSON. Every mutation is one engine transaction:
+
+* ``add_items``: one ``append_batch``;
+* ``pop_item``: a truncation of the last message, or (when the last live item is not
+  the chat's last message) a *marker* appended after it;
+* ``clear_session``: one truncation to 0;
+* a compaction's suffix replacement: one ``append_batch`` holding a marker and the new
+  items, so history is replaced atomically — never cleared first and re-added after
+  (after a crash it is the old history or the new one, nothing in between).
+
+A marker is a system message with one ``summary`` part holding ``{"cut": C, "floor": F}``:
+every record from seq ``C`` up to the marker is dead, and so is every record below ``F``
+(a pruned prefix). Reads walk the chat backwards from the newest message and jump over
+dead ranges, so ``get_items(limit)`` reads about ``limit`` messages however long the
+history is. A marker carries the largest floor of the markers it kills, so no floor is
+ever lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Awaitable, Iterator
+from typing import Any, Callable, Optional
+
+import undertext
+
+try:  # the SDK's helper that finishes a mutation even if the caller is cancelled
+    from agents.memory.session import _await_mutation
+except ImportError:  # pragma: no cover - older SDKs
+
+    async def _await_mutation(awaitable: Awaitable[Any]) -> Any:
+        return await awaitable
+
+
+try:
+    from agents.memory.session import _CompactionSnapshot
+except ImportError:  # pragma: no cover - older SDKs
+    _CompactionSnapshot = None  # type: ignore[assignment,misc]
+
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+
+__all__ = ["UndertextSession"]
+
+#: ``extra`` key marking a chat as an Agents SDK session.
+SESSION_KEY = "undertext.agents"
+
+_LOCKS: dict[tuple[str, str], threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_for(store: Any, chat_id: str) -> threading.RLock:
+    """One lock per chat per process, shared by every session object on it."""
+    key = (str(store.path), chat_id)
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(key)
+        if lock is None:
+            lock = _LOCKS[key] = threading.RLock()
+        return lock
+
+
+def _role_of(item: Any) -> str:
+    if isinstance(item, dict):
+        role = item.get("role")
+        if role in ("user", "assistant", "system"):
+            return str(role)
+        if role == "developer":
+            return "system"
+        if str(item.get("type", "")).endswith("_output"):
+            return "tool"
+    return "assistant"
+
+
+def _message_of(item: Any) -> dict[str, Any]:
+    return {"role": _role_of(item), "content": json.dumps(item, separators=(",", ":"))}
+
+
+def _marker(cut: int, floor: int) -> dict[str, Any]:
+    return {"role": "system", "parts": [{"type": "summary", "text": json.dumps({"cut": cut, "floor": floor})}]}
+
+
+class _Walk:
+    """Live items of a snapshot, newest first. ``floor`` is the largest floor of the
+    markers passed so far."""
+
+    def __init__(self, snap: Any) -> None:
+        self.snap = snap
+        self.floor = 0
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        end = len(self.snap)
+        while end > self.floor:
+            jumped = False
+            for m in self.snap.iter(self.floor, end, reverse=True):
+                parts = m.parts
+                if parts and parts[0].get("type") == "summary":
+                    mark = json.loads(parts[0]["text"])
+                    self.floor = max(self.floor, int(mark["floor"]))
+                    end = min(m.seq, int(mark["cut"]))
+                    jumped = True
+                    break
+                yield m.seq, m.text
+            if not jumped:
+                return
+
+
+class UndertextSession:
+    """Agents SDK session stored in an Undertext store.
+
+    Args:
+        session_id: the session's id (the chat's title).
+        store: an open ``undertext.Store`` shared by every session of the process (the
+            session does not close it).
+        owner: the engine owner of the session chats.
+        session_settings: as for the SDK's sessions (``limit`` is the default of
+            ``get_items``).
+
+    Example::
+
+        with undertext.Store.open("state") as store:
+            session = UndertextSession("conversation-1", store)
+            result = await Runner.run(agent, "hi", session=session)
+    """
+
+    session_settings: Optional[SessionSettings] = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: Any,
+        *,
+        owner: str = "openai-agents",
+        session_settings: Optional[Any] = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        )
+        self.store = store
+        self.owner = owner
+        found = store.find_chats(owner, title=session_id, extra={SESSION_KEY: "1"})
+        if found:
+            self._chat = store.chat(owner, found[0].id)
+        else:
+            self._chat = store.create_chat(owner, title=session_id, extra={SESSION_KEY: "1"})
+        self._lock = _lock_for(store, self._chat.id)
+
+    # -- synchronous core ---------------------------------------------------------------------
+
+    def _live(self, limit: Optional[int]) -> tuple[Any, _Walk, list[tuple[int, str]]]:
+        """Newest ``limit`` live items (all when None), oldest first, with their seqs."""
+        snap = self._chat.snapshot()
+        walk = _Walk(snap)
+        out: list[tuple[int, str]] = []
+        if limit is None or limit > 0:
+            for seq, text in walk:
+                out.append((seq, text))
+                if limit is not None and len(out) >= limit:
+                    break
+        out.reverse()
+        return snap, walk, out
+
+    def get_items_sync(self, limit: Optional[int] = None) -> list[Any]:
+        """``get_items`` without the event loop."""
+        n = resolve_session_limit(limit, self.session_settings)
+        if n is not None and n < 0:
+            n = None  # like SQLiteSession: a negative limit is no limit
+        _snap, _walk, rows = self._live(n)
+        return [json.loads(text) for _seq, text in rows]
+
+    def add_items_sync(self, items: list[Any]) -> None:
+        """``add_items`` without the event loop: one transaction."""
+        if not items:
+            return
+        messages = [_message_of(i) for i in items]
+        with self._lock:
+            self._chat.append_batch(messages)
+
+    def pop_item_sync(self) -> Any:
+        """``pop_item`` without the event loop: one truncation or one marker."""
+        with self._lock:
+            snap = self._chat.snapshot()
+            walk = _Walk(snap)
+            for seq, text in walk:
+                if seq == len(snap) - 1:
+                    self._chat.truncate(seq, expected_revision=snap.revision)
+                else:
+                    self._chat.append(_marker(seq, walk.floor))
+                return json.loads(text)
+            return None
+
+    def clear_session_sync(self) -> None:
+        """``clear_session`` without the event loop: one truncation."""
+        with self._lock:
+            if len(self._chat):
+                self._chat.truncate(0, expected_revision=self._chat.revision)
+
+    def replace_all_sync(self, items: list[Any]) -> None:
+        """Replaces the whole history with ``items`` in one transaction."""
+        with self._lock:
+            self._chat.append_batch([_marker(0, 0)] + [_message_of(i) for i in items])
+
+    # -- the Session protocol -----------------------------------------------------------------
+
+    async def get_items(self, limit: Optional[int] = None) -> list[Any]:
+        """The latest ``limit`` items (``session_settings.limit`` when None), oldest first."""
+        return await asyncio.to_thread(self.get_items_sync, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Appends items, all or none."""
+        if not items:
+            return
+        await _await_mutation(asyncio.to_thread(self.add_items_sync, items))
+
+    async def pop_item(self) -> Any:
+        """Removes and returns the newest item (None when empty)."""
+        return await _await_mutation(asyncio.to_thread(self.pop_item_sync))
+
+    async def clear_session(self) -> None:
+        """Drops every item."""
+        await _await_mutation(asyncio.to_thread(self.clear_session_sync))
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    async def _get_compaction_snapshot(
+        self,
+        limit: int,
+        *,
+        prune_prefix: Optional[Callable[[Any], bool]] = None,
+    ) -> Any:
+        """The SDK's compaction hook: the newest ``limit`` items, whether they are the whole
+        history, and ``replace_suffix(start, output)``, which replaces ``items[start:]``
+        with ``output`` in one transaction if the history's tail is still what was read
+        (else returns False and writes nothing)."""
+        if _CompactionSnapshot is None:
+            return None
+        # A subclass that transforms items on the way in or out must supply its own.
+        cls = type(self)
+        if cls.add_items is not UndertextSession.add_items or cls.get_items is not UndertextSession.get_items:
+            return None
+
+        def read() -> tuple[list[tuple[int, str]], bool]:
+            _snap, walk, rows = self._live(limit + 1 if limit > 0 else 0)
+            complete = len(rows) <= limit
+            return rows[-limit:] if limit > 0 else [], complete
+
+        rows, complete = await asyncio.to_thread(read)
+        items = [json.loads(text) for _seq, text in rows]
+
+        async def replace_suffix(start: int, output: list[Any]) -> bool:
+            expected = rows[start:]
+            if not expected:
+                return False
+            return await _await_mutation(asyncio.to_thread(self._replace_suffix_sync, expected, output, prune_prefix))
+
+        return _CompactionSnapshot(items, complete, replace_suffix)
+
+    def _replace_suffix_sync(
+        self,
+        expected: list[tuple[int, str]],
+        output: list[Any],
+        prune_prefix: Optional[Callable[[Any], bool]],
+    ) -> bool:
+        with self._lock:
+            _snap, walk, current = self._live(len(expected))
+            if current != expected:
+                return False
+            cut = expected[0][0]
+            floor = walk.floor
+            if prune_prefix is not None:
+                # The oldest items, while the predicate holds, go below a new floor.
+                _s, _w, everything = self._live(None)
+                for seq, text in everything:
+                    if seq >= cut or not prune_prefix(json.loads(text)):
+                        break
+                    floor = max(floor, seq + 1)
+            self._chat.append_batch([_marker(cut, floor)] + [_message_of(i) for i in output])
+            return True
