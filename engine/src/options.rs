@@ -85,6 +85,14 @@ pub struct Options {
     /// own record costs a fraction of a blob lookup, decompression and hash check
     /// (benches/README.md, cold load).
     pub inline_body_max: usize,
+    /// Blobs larger than this are split by content-defined chunking (FastCDC) into chunk
+    /// blobs plus a manifest, so a value that shares most of its bytes with stored values
+    /// costs only its new chunks. The blob's id stays the BLAKE3 of its whole content.
+    /// Default 64 KiB; `usize::MAX` turns chunking off.
+    pub chunk_threshold: usize,
+    /// Average chunk size of content-defined chunking; chunks are between a quarter and
+    /// four times this. Default 16 KiB; between 256 bytes and 4 MiB.
+    pub chunk_avg: u32,
 }
 
 impl Default for Options {
@@ -110,6 +118,8 @@ impl Default for Options {
             preview_marker: crate::archive::DEFAULT_MARKER.to_string(),
             index_backlog_bytes: 16 << 20,
             inline_body_max: 8 << 10,
+            chunk_threshold: 64 << 10,
+            chunk_avg: 16 << 10,
         }
     }
 }

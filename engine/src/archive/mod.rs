@@ -11,6 +11,7 @@ mod preview;
 pub use offsets::Unit;
 pub use preview::DEFAULT_MARKER;
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
@@ -286,10 +287,40 @@ impl Store {
     /// Returns `range` of archive `id`, exactly, counted in `unit`. A range that would
     /// split a UTF-8 sequence or a surrogate pair is an error saying where; a range past
     /// the end is an error giving the length. Cost: O(log n + range length) once the
-    /// archive is in memory (the first read verifies and loads it).
+    /// archive is in memory (the first read verifies and loads it). An archive above the
+    /// chunking threshold is not loaded whole: the read touches only the chunks around
+    /// the two bounds and those the range covers.
     pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
-        let l = self.load_archive(owner, id)?;
-        Ok(l.read(range, unit)?.to_string())
+        let core = &self.inner.core;
+        let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+        if let Some(l) = self.inner.archives.get(id) {
+            return Ok(l.read(range, unit)?.to_string());
+        }
+        if !core.blob_is_chunked(id)? {
+            let l = self.load_archive(owner, id)?;
+            return Ok(l.read(range, unit)?.to_string());
+        }
+        if range.start > range.end {
+            return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
+        }
+        let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
+        let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
+        let len = core.blob_len(id)?;
+        if index.end.bytes != len {
+            return Err(Error::Index(format!(
+                "archive {id}: offset index covers {} bytes, text holds {len}",
+                index.end.bytes
+            )));
+        }
+        let verify = core.opts.verify;
+        let read = |r: Range<usize>| core.get_blob_range(id, r.start as u64..r.end as u64, verify);
+        let ends_with_newline = len > 0 && read(len as usize - 1..len as usize)? == b"\n";
+        let mut window = |r: Range<usize>| read(r).map(Cow::Owned);
+        let from = index.byte_of_in(range.start, unit, ends_with_newline, &mut window)?;
+        let to = index.byte_of_in(range.end, unit, ends_with_newline, &mut window)?;
+        String::from_utf8(read(from..to)?).map_err(|e| {
+            Error::Index(format!("archive {id} is not UTF-8 at byte {}", from + e.utf8_error().valid_up_to()))
+        })
     }
 
     /// A preview of archive `id` in about `max_chars` characters: head and tail, and with

@@ -3,6 +3,9 @@
 //! position in any unit to a byte offset is a binary search plus a scan of at most one
 //! stride: O(log n + stride), independent of where in the text the position is.
 
+use std::borrow::Cow;
+use std::ops::Range;
+
 use crate::error::{Error, Result};
 
 /// How `read_context` counts positions.
@@ -135,18 +138,46 @@ impl OffsetIndex {
     /// The byte offset of position `pos` in `unit`. Errors say where a position splits a
     /// character and what the length is when it is past the end.
     pub(crate) fn byte_of(&self, text: &str, pos: u64, unit: Unit) -> Result<usize> {
-        let total = self.total(unit, text);
+        let bytes = text.as_bytes();
+        self.byte_of_in(pos, unit, text.ends_with('\n'), &mut |r| Ok(Cow::Borrowed(&bytes[r])))
+    }
+
+    /// [`OffsetIndex::byte_of`] for a text that is not in memory: `window` returns the
+    /// bytes of a range of it. Only the bytes between two marks (one stride) around `pos`
+    /// are asked for, so a chunked archive reads one or two chunks per bound.
+    pub(crate) fn byte_of_in<'a>(
+        &self,
+        pos: u64,
+        unit: Unit,
+        ends_with_newline: bool,
+        window: &mut dyn FnMut(Range<usize>) -> Result<Cow<'a, [u8]>>,
+    ) -> Result<usize> {
+        let total = match unit {
+            Unit::Lines => self.lines(ends_with_newline),
+            u => self.end.get(u),
+        };
         if pos > total {
             return Err(Error::InvalidArgument(format!(
                 "position {pos} is past the end: the archive holds {total} {}",
                 unit.as_str()
             )));
         }
+        let len = self.end.bytes as usize;
+        // The stretch between the mark at or before the target and the next one.
+        let stretch = |k: usize| -> (Mark, usize) {
+            let m = self.marks[k];
+            (m, self.marks.get(k + 1).map_or(len, |n| n.bytes as usize))
+        };
         match unit {
             Unit::Bytes => {
                 let p = pos as usize;
-                if !text.is_char_boundary(p) {
-                    let start = (0..p).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
+                if p == len {
+                    return Ok(p);
+                }
+                let from = p.saturating_sub(3);
+                let w = window(from..p + 1)?;
+                if w[p - from] & 0xC0 == 0x80 {
+                    let start = (0..p - from).rev().find(|&i| w[i] & 0xC0 != 0x80).map_or(0, |i| from + i);
                     return Err(Error::InvalidArgument(format!(
                         "byte offset {pos} splits a UTF-8 sequence: the character starts at byte {start}"
                     )));
@@ -158,14 +189,15 @@ impl OffsetIndex {
                     return Ok(0);
                 }
                 if pos == total {
-                    return Ok(text.len());
+                    return Ok(len);
                 }
                 // The start of line `pos` is just after the `pos`-th newline: start from the
-                // last mark with fewer newlines than that.
+                // last mark with fewer newlines than that; the next mark has at least `pos`.
                 let k = self.marks.partition_point(|m| m.newlines < pos).saturating_sub(1);
-                let m = self.marks[k];
+                let (m, end) = stretch(k);
+                let w = window(m.bytes as usize..end)?;
                 let mut seen = m.newlines;
-                for (i, b) in text.as_bytes()[m.bytes as usize..].iter().enumerate() {
+                for (i, b) in w.iter().enumerate() {
                     if *b == b'\n' {
                         seen += 1;
                         if seen == pos {
@@ -173,16 +205,17 @@ impl OffsetIndex {
                         }
                     }
                 }
-                Ok(text.len())
+                Ok(end)
             }
             Unit::Chars | Unit::Utf16 => {
                 let k = self.marks.partition_point(|m| m.get(unit) <= pos).saturating_sub(1);
-                let m = self.marks[k];
-                let bytes = text.as_bytes();
+                let (m, end) = stretch(k);
+                let base = m.bytes as usize;
+                let bytes = window(base..end)?;
                 // Skip whole 8-byte words while the target lies beyond them: a word's units
                 // are its non-continuation bytes (plus one per 4-byte lead for UTF-16).
                 let mut at = m.get(unit);
-                let mut b = m.bytes as usize;
+                let mut b = 0;
                 while b + 8 <= bytes.len() {
                     let mut a = [0u8; 8];
                     a.copy_from_slice(&bytes[b..b + 8]);
@@ -202,7 +235,7 @@ impl OffsetIndex {
                         continue;
                     }
                     if at == pos {
-                        return Ok(b);
+                        return Ok(base + b);
                     }
                     let w = if unit == Unit::Utf16 && byte >= 0xF0 { 2 } else { 1 };
                     if at + w > pos {
@@ -214,7 +247,8 @@ impl OffsetIndex {
                     at += w;
                     b += 1;
                 }
-                Ok(text.len())
+                // The target is the next mark itself (or the end of the text).
+                Ok(end)
             }
         }
     }

@@ -284,7 +284,7 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
     let mut out = BatchEntries::default();
     for r in &batch.records {
         let loc = Location { segment, offset: r.offset, len: r.payload.len() as u32 };
-        if r.kind == kind::BLOB {
+        if r.kind == kind::BLOB || r.kind == kind::MANIFEST {
             if r.payload.len() >= 32 {
                 let mut id = [0u8; 32];
                 id.copy_from_slice(&r.payload[..32]);

@@ -27,6 +27,9 @@ pub const MAX_BATCH_BODY: usize = 1 << 31;
 pub mod kind {
     /// A content-addressed blob: 32-byte BLAKE3 id, then the (possibly compressed) body.
     pub const BLOB: u8 = 1;
+    /// A chunked blob: its 32-byte id, then the list of its chunks (see
+    /// `blob::chunk::Manifest`). Kinds 2–12 are history records.
+    pub const MANIFEST: u8 = 13;
     /// First optional kind.
     pub const FIRST_OPTIONAL: u8 = 128;
 }

@@ -1,5 +1,7 @@
 //! `put_blob` and `get_blob`: content-addressed, deduplicated, verified.
 
+use std::ops::Range;
+
 use super::Store;
 use super::core::Txn;
 use crate::blob::{Blob, BlobId, Verify};
@@ -62,6 +64,31 @@ impl Store {
     /// sealed segments are returned without a copy.
     pub fn get_blob_with(&self, id: &BlobId, verify: Verify) -> Result<Blob> {
         self.inner.core.get_blob(id, verify)
+    }
+
+    /// Bytes `range` of blob `id`: for a chunked blob (see [`Options::chunk_threshold`]),
+    /// only the chunks the range overlaps are read. A range past the end is an error
+    /// giving the length.
+    ///
+    /// [`Options::chunk_threshold`]: crate::Options::chunk_threshold
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    /// let id = store.put_blob(&big)?;
+    /// assert_eq!(store.get_blob_range(&id, 100_000..100_010)?, &big[100_000..100_010]);
+    /// assert_eq!(store.blob_len(&id)?, 300_000);
+    /// assert!(store.get_blob_range(&id, 0..300_001).is_err());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn get_blob_range(&self, id: &BlobId, range: Range<u64>) -> Result<Vec<u8>> {
+        self.inner.core.get_blob_range(id, range, self.inner.core.opts.verify)
+    }
+
+    /// Length of blob `id` in bytes (a chunked blob's chunks are not read).
+    pub fn blob_len(&self, id: &BlobId) -> Result<u64> {
+        self.inner.core.blob_len(id)
     }
 
     /// True when a blob with this id is stored.

@@ -1,9 +1,12 @@
 //! [`Core`]: the log, the reader and the index, shared by the store, its chats and their
 //! snapshots. It holds no reference back to the store, so snapshots never keep it open.
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::blob::chunk::{Manifest, cut_points};
 use crate::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
 use crate::error::{Error, Result};
 use crate::index::{BatchEntries, Index, PendingRecord};
@@ -23,6 +26,9 @@ pub(crate) struct Core {
     pub log: Arc<LogWriter>,
     pub reader: LogReader,
     pub index: Arc<Index>,
+    /// Blob bodies (whole blobs or chunks) read since open; shows that ranged reads of a
+    /// chunked blob touch only the chunks they need.
+    pub blob_bodies_read: AtomicU64,
 }
 
 /// One record of a transaction being built.
@@ -51,8 +57,10 @@ pub(crate) struct Txn {
 }
 
 impl Txn {
-    /// Adds `content` as a blob record unless the store (or this transaction) has it.
-    /// Returns the id, and the end position of an existing copy, if any, to wait for.
+    /// Adds `content` as a blob unless the store (or this transaction) has it: one blob
+    /// record, or above the chunking threshold its new chunks and a manifest. Returns the
+    /// id, and the end position of an existing copy (of the blob or of a chunk it reuses),
+    /// if any, to wait for.
     pub(crate) fn blob(&mut self, core: &Core, content: &[u8]) -> Result<(BlobId, Option<Position>)> {
         if content.len() > MAX_BLOB_LEN {
             return Err(Error::InvalidArgument(format!(
@@ -61,12 +69,45 @@ impl Txn {
             )));
         }
         let id = BlobId::of(content);
-        if self.records.iter().any(|r| r.blob == Some(id)) {
+        if let Some(found) = self.existing(core, &id)? {
+            return Ok((id, found));
+        }
+        if content.len() <= core.opts.chunk_threshold {
+            self.push_blob(core, id, content);
             return Ok((id, None));
         }
-        if let Some(loc) = core.index.blob(&id)? {
-            return Ok((id, Some(record_end(loc))));
+        let mut wait = None;
+        let mut chunks = Vec::new();
+        for r in cut_points(content, core.opts.chunk_avg) {
+            let part = &content[r.clone()];
+            let cid = BlobId::of(part);
+            match self.existing(core, &cid)? {
+                Some(w) => wait = wait.max(w),
+                None => self.push_blob(core, cid, part),
+            }
+            chunks.push((cid, r.end as u64));
         }
+        let payload = Manifest { id, chunks }.encode();
+        self.records.push(RecordOut {
+            kind: kind::MANIFEST,
+            codec: codec_flag_none(),
+            raw_len: payload.len() as u32,
+            payload,
+            blob: Some(id),
+        });
+        Ok((id, wait))
+    }
+
+    /// `Some(wait)` when blob `id` is in this transaction (nothing to wait for) or in the
+    /// store (wait for the end of its record).
+    fn existing(&self, core: &Core, id: &BlobId) -> Result<Option<Option<Position>>> {
+        if self.records.iter().any(|r| r.blob == Some(*id)) {
+            return Ok(Some(None));
+        }
+        Ok(core.index.blob(id)?.map(|loc| Some(record_end(loc))))
+    }
+
+    fn push_blob(&mut self, core: &Core, id: BlobId, content: &[u8]) {
         let (codec, stored) = compress(core.opts.compression, content);
         let body = stored.as_deref().unwrap_or(content);
         let mut payload = Vec::with_capacity(32 + body.len());
@@ -79,7 +120,6 @@ impl Txn {
             payload,
             blob: Some(id),
         });
-        Ok((id, None))
     }
 
     /// Adds a history record; returns its index in the transaction.
@@ -164,14 +204,97 @@ impl Core {
         self.reader.read(&self.log, loc, verify)
     }
 
-    /// Reads and verifies a blob.
+    /// Reads and verifies a blob, reassembling a chunked one.
     pub(crate) fn get_blob(&self, id: &BlobId, verify: Verify) -> Result<Blob> {
+        self.get_blob_at_depth(id, verify, 0)
+    }
+
+    fn get_blob_at_depth(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Blob> {
+        match self.blob_record(id, verify, depth)? {
+            Stored::Whole(b) => Ok(b),
+            Stored::Chunked(m) => {
+                // Chunks are checked by checksum; the whole is then hashed once against
+                // the id, which proves every chunk too.
+                let each = if verify == Verify::Hash { Verify::Checksum } else { verify };
+                let mut out = Vec::with_capacity(m.len() as usize);
+                for (cid, _) in &m.chunks {
+                    out.extend_from_slice(&self.get_blob_at_depth(cid, each, depth + 1)?);
+                }
+                let data = Blob::owned(out);
+                if verify == Verify::Hash && BlobId::of(&data) != *id {
+                    return Err(Error::Index(format!(
+                        "chunked blob {id}: the chunks reassemble to content {}",
+                        BlobId::of(&data)
+                    )));
+                }
+                Ok(data)
+            }
+        }
+    }
+
+    /// Bytes `range` of blob `id`. A chunked blob reads only the chunks the range
+    /// overlaps, each verified as `verify` asks.
+    pub(crate) fn get_blob_range(&self, id: &BlobId, range: Range<u64>, verify: Verify) -> Result<Vec<u8>> {
+        self.blob_range_at_depth(id, range, verify, 0)
+    }
+
+    fn blob_range_at_depth(&self, id: &BlobId, range: Range<u64>, verify: Verify, depth: u8) -> Result<Vec<u8>> {
+        let out_of_bounds = |len: u64| {
+            Error::InvalidArgument(format!(
+                "byte range {}..{} of blob {id}: expected start <= end <= {len}",
+                range.start, range.end
+            ))
+        };
+        match self.blob_record(id, verify, depth)? {
+            Stored::Whole(b) => {
+                let len = b.len() as u64;
+                if range.start > range.end || range.end > len {
+                    return Err(out_of_bounds(len));
+                }
+                Ok(b[range.start as usize..range.end as usize].to_vec())
+            }
+            Stored::Chunked(m) => {
+                if range.start > range.end || range.end > m.len() {
+                    return Err(out_of_bounds(m.len()));
+                }
+                let (which, mut at) = m.overlapping(&range);
+                let mut out = Vec::with_capacity((range.end - range.start) as usize);
+                for (cid, end) in &m.chunks[which] {
+                    let lo = range.start.max(at) - at;
+                    let hi = range.end.min(*end) - at;
+                    out.extend(self.blob_range_at_depth(cid, lo..hi, verify, depth + 1)?);
+                    at = *end;
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Length of blob `id` in bytes, without reading a chunked blob's chunks.
+    pub(crate) fn blob_len(&self, id: &BlobId) -> Result<u64> {
+        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let rec = self.read(loc, Verify::Checksum)?;
+        if rec.kind == kind::MANIFEST {
+            let m = Manifest::decode(&rec.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+            return Ok(m.len());
+        }
+        Ok(u64::from(rec.raw_len))
+    }
+
+    /// True when blob `id` is stored chunked (a manifest and its chunks).
+    pub(crate) fn blob_is_chunked(&self, id: &BlobId) -> Result<bool> {
+        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        Ok(self.read(loc, Verify::None)?.kind == kind::MANIFEST)
+    }
+
+    /// The record of blob `id`: its verified bytes, or its manifest.
+    fn blob_record(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Stored> {
         let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         let rec = self.read(loc, verify)?;
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
-        if rec.kind != kind::BLOB || rec.payload.len() < 32 {
+        if (rec.kind != kind::BLOB && rec.kind != kind::MANIFEST) || rec.payload.len() < 32 {
             return Err(corrupt(format!(
-                "expected a blob record, found kind {} of {} bytes",
+                "expected a blob or manifest record, found kind {} of {} bytes",
                 rec.kind,
                 rec.payload.len()
             )));
@@ -181,6 +304,13 @@ impl Core {
             found.copy_from_slice(&rec.payload[..32]);
             return Err(corrupt(format!("record holds blob {}, index says {id}", BlobId(found))));
         }
+        if rec.kind == kind::MANIFEST {
+            if depth >= MAX_MANIFEST_DEPTH {
+                return Err(corrupt(format!("manifest of blob {id} nests deeper than {MAX_MANIFEST_DEPTH}")));
+            }
+            return Manifest::decode(&rec.payload).map(Stored::Chunked).map_err(corrupt);
+        }
+        self.blob_bodies_read.fetch_add(1, Ordering::Relaxed);
         let body = rec.payload.skip(32);
         let data = if rec.codec == codec_flag_none() {
             body
@@ -190,6 +320,16 @@ impl Core {
         if verify == Verify::Hash && BlobId::of(&data) != *id {
             return Err(corrupt(format!("content hash: expected {id}, found {}", BlobId::of(&data))));
         }
-        Ok(data)
+        Ok(Stored::Whole(data))
     }
+}
+
+/// A chunk of a chunked blob may itself be chunked only when the chunking options changed
+/// between writes; deeper nesting means a damaged manifest.
+const MAX_MANIFEST_DEPTH: u8 = 3;
+
+/// What a blob's record holds.
+enum Stored {
+    Whole(Blob),
+    Chunked(Manifest),
 }

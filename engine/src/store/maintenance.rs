@@ -4,6 +4,7 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use super::Store;
+use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Error, Result};
 use crate::index::{self, Applied};
@@ -61,6 +62,8 @@ pub struct StoreStats {
     pub indexed_blobs: u64,
     /// Chats held in memory.
     pub chats_in_memory: u64,
+    /// Blob bodies (whole blobs or chunks of chunked ones) read since open.
+    pub blob_bodies_read: u64,
 }
 
 /// A segment's bytes: the shared map of a sealed one, or a copy of the active one.
@@ -140,7 +143,7 @@ impl Store {
             let mut blobs = 0u64;
             let seg = verify_segment(&bytes, n, |r| {
                 let why = self.check_record(r)?;
-                if why.is_none() && r.kind == kind::BLOB {
+                if why.is_none() && (r.kind == kind::BLOB || r.kind == kind::MANIFEST) {
                     blobs += 1;
                 }
                 why
@@ -161,6 +164,9 @@ impl Store {
     fn check_record(&self, r: &RecordRef<'_>) -> Option<Option<String>> {
         if r.kind >= kind::FIRST_OPTIONAL {
             return Some(None);
+        }
+        if r.kind == kind::MANIFEST {
+            return Some(self.check_manifest(r.payload));
         }
         if r.kind != kind::BLOB {
             return Some(crate::history::record::check(r.kind, r.payload).err());
@@ -187,6 +193,26 @@ impl Store {
             Ok(Some(_)) => Some(None),
             Ok(None) => Some(Some(format!("blob {id} is in the log but not in the index"))),
             Err(e) => Some(Some(format!("index lookup of blob {id}: {e}"))),
+        }
+    }
+
+    /// A manifest decodes, and every chunk it lists is stored.
+    fn check_manifest(&self, payload: &[u8]) -> Option<String> {
+        let m = match Manifest::decode(payload) {
+            Ok(m) => m,
+            Err(e) => return Some(e),
+        };
+        for (cid, _) in &m.chunks {
+            match self.inner.core.index.blob(cid) {
+                Ok(Some(_)) => {}
+                Ok(None) => return Some(format!("chunked blob {}: chunk {cid} is not stored", m.id)),
+                Err(e) => return Some(format!("index lookup of chunk {cid}: {e}")),
+            }
+        }
+        match self.inner.core.index.blob(&m.id) {
+            Ok(Some(_)) => None,
+            Ok(None) => Some(format!("blob {} is in the log but not in the index", m.id)),
+            Err(e) => Some(format!("index lookup of blob {}: {e}", m.id)),
         }
     }
 
@@ -229,6 +255,7 @@ impl Store {
             log_syncs: inner.log.sync_count(),
             indexed_blobs: inner.index.blob_count()?,
             chats_in_memory: self.inner.chats.len() as u64,
+            blob_bodies_read: inner.blob_bodies_read.load(std::sync::atomic::Ordering::Relaxed),
         })
     }
 }
