@@ -1,1 +1,49 @@
-//! Python bindings of Undertext (PyO3): land with the Python issue; empty until then.
+//! Python bindings of Undertext (PyO3, abi3 for CPython >= 3.9): the extension module
+//! `undertext._native`, re-exported by the `undertext` package (`python/undertext`).
+//!
+//! The bindings hold no logic of their own: each method maps to one engine call, made with
+//! the GIL released and with panics caught ([`errors::run`]).
+
+mod chat;
+mod convert;
+mod errors;
+mod snapshot;
+mod store;
+mod types;
+mod view;
+mod worker;
+
+use pyo3::prelude::*;
+
+/// The native half of the `undertext` package; import `undertext` instead.
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<store::PyStore>()?;
+    m.add_class::<store::PyChatIter>()?;
+    m.add_class::<chat::PyChat>()?;
+    m.add_class::<snapshot::PySnapshot>()?;
+    m.add_class::<snapshot::PyMessageIter>()?;
+    m.add_class::<types::PyMessage>()?;
+    m.add_class::<types::PyChatMeta>()?;
+    m.add_class::<types::PyChatInfo>()?;
+    m.add_class::<types::PyArchiveRef>()?;
+    m.add_class::<types::PyPin>()?;
+    m.add_class::<types::PyAttempt>()?;
+    m.add_class::<types::PyStep>()?;
+    m.add_class::<types::PyIndexLine>()?;
+    m.add_class::<view::PyBudget>()?;
+    m.add_class::<view::PyView>()?;
+    m.add_class::<view::PyCheckpoint>()?;
+    m.add_class::<worker::PyExtractive>()?;
+    m.add_class::<worker::PyWorker>()?;
+    m.add_function(wrap_pyfunction!(blob_id, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
+
+/// The content address (64 hex digits) `Store.put_blob(data)` would return.
+#[pyfunction]
+fn blob_id(data: &[u8]) -> String {
+    undertext::BlobId::of(data).to_string()
+}

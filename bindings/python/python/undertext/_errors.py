@@ -1,0 +1,138 @@
+"""The exceptions of undertext: one class per kind of engine error.
+
+Every class derives from :class:`UndertextError`. The native module raises them by name
+(``bindings/python/src/errors.rs``), with the attributes each one documents set from the
+engine's error.
+"""
+
+from typing import Any, List, Optional, Tuple
+
+__all__ = [
+    "UndertextError",
+    "IOFailure",
+    "Corrupt",
+    "Locked",
+    "NotFound",
+    "StaleRevision",
+    "InvalidArgument",
+    "UnsupportedVersion",
+    "Conflict",
+    "LintRejected",
+    "IndexFailure",
+    "Poisoned",
+    "Refused",
+    "Closed",
+    "InternalError",
+]
+
+
+class UndertextError(Exception):
+    """Base class of every error raised by undertext.
+
+    ``str(e)`` is the engine's message: it says what was expected and what was found.
+    Keyword arguments become attributes of the exception.
+    """
+
+    def __init__(self, message: str = "", **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class IOFailure(UndertextError, OSError):
+    """An operating-system I/O call failed (``errno`` when the OS gave one)."""
+
+    errno: Optional[int]
+
+    def __init__(self, message: str = "", **fields: Any) -> None:
+        UndertextError.__init__(self, message, **fields)
+
+
+class Corrupt(UndertextError):
+    """Stored bytes do not match their checksum or content address (``segment``, ``offset``, ``reason``)."""
+
+    segment: int
+    offset: int
+    reason: str
+
+
+class Locked(UndertextError):
+    """Another process (or another open handle) holds the store; ``pid`` is its process id (0 if unknown)."""
+
+    pid: int
+
+
+class NotFound(UndertextError, KeyError):
+    """The object does not exist or belongs to another owner (the two are indistinguishable)."""
+
+    what: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class StaleRevision(UndertextError):
+    """An edit was based on revision ``expected``; the chat is at ``found``."""
+
+    expected: int
+    found: int
+
+
+class InvalidArgument(UndertextError, ValueError):
+    """An argument was out of range or malformed."""
+
+
+class UnsupportedVersion(UndertextError):
+    """The on-disk format is not understood by this build (``expected``, ``found``)."""
+
+    expected: int
+    found: int
+
+
+class Conflict(UndertextError):
+    """A checkpoint was not published. ``kind`` is ``"edited"`` (with ``base`` and ``now``)
+    or ``"not_newer"`` (with ``published_reach``)."""
+
+    kind: str
+    base: Optional[int] = None
+    now: Optional[int] = None
+    published_reach: Optional[int] = None
+
+
+class LintRejected(UndertextError):
+    """A compaction plan broke the linter's rules; ``problems`` is a list of (rule, detail)."""
+
+    problems: List[Tuple[str, str]]
+
+
+class IndexFailure(UndertextError):
+    """The derived index failed; the log is intact and the index can be rebuilt."""
+
+
+class Poisoned(UndertextError):
+    """An earlier I/O failure left the writer unable to continue; reopen the store."""
+
+
+class Refused(UndertextError):
+    """The view is over the hard line even after compaction: do not send it.
+
+    ``estimate`` and ``limit`` are in tokens, ``over_by = estimate - limit``; ``view`` is the
+    refused view (its messages carry the previews made before refusing).
+    """
+
+    estimate: int
+    limit: int
+    over_by: int
+    view: Any
+
+
+class Closed(UndertextError):
+    """The store was closed; open it again."""
+
+
+class InternalError(UndertextError):
+    """A bug in undertext (a Rust panic caught before it reached Python)."""

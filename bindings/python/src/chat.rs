@@ -1,0 +1,414 @@
+//! `undertext.Chat`: one chat's messages, edits, steps, pins, view and checkpoints. Each
+//! method is one engine call on `undertext::Chat`, made with the GIL released.
+
+use std::collections::BTreeMap;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyRange};
+use undertext::checkpoint::CheckpointOptions;
+use undertext::compaction::{Plan, Squish};
+use undertext::{Chat, ChatId, StepStatus};
+
+use crate::convert::{blob_id, message_in, messages_in, unit_of};
+use crate::errors::run;
+use crate::snapshot::{PyMessageIter, PySnapshot};
+use crate::store::PyStore;
+use crate::types::{PyAttempt, PyChatMeta, PyIndexLine, PyMessage, PyPin};
+use crate::view::{PyBudget, PyCheckpoint, PyView, refused};
+
+/// A chat of one owner: an append-only message log with revision-guarded edits.
+///
+/// Get one from `Store.create_chat` or `Store.chat`. `len(chat)` is the next seq,
+/// `chat[seq]` a message, `iter(chat)` the messages of one snapshot in order.
+#[pyclass(name = "Chat", module = "undertext", frozen)]
+#[derive(Debug)]
+pub struct PyChat {
+    store: Py<PyStore>,
+    owner: String,
+    id: ChatId,
+}
+
+fn range_of(py: Python<'_>, r: std::ops::Range<u64>) -> PyResult<Bound<'_, PyRange>> {
+    PyRange::new(py, r.start as isize, r.end as isize)
+}
+
+fn plan_of(trims: Vec<u64>, squishes: Vec<(u64, u64, String)>) -> Plan {
+    Plan {
+        trims,
+        squishes: squishes.into_iter().map(|(from, to, rewrite)| Squish { from, to, rewrite }).collect(),
+    }
+}
+
+impl PyChat {
+    pub(crate) fn new(store: Py<PyStore>, owner: String, id: ChatId) -> PyChat {
+        PyChat { store, owner, id }
+    }
+
+    /// Runs `f` on the engine chat with the GIL released.
+    pub(crate) fn with<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
+    where
+        F: FnOnce(&Chat) -> undertext::Result<T> + Send,
+        T: Send,
+    {
+        let store = self.store.get().get(py)?;
+        let (owner, id) = (&self.owner, self.id);
+        run(py, move || f(&store.chat(owner, id)?))
+    }
+}
+
+#[pymethods]
+impl PyChat {
+    /// The chat id (`chat-` and 16 hex digits).
+    #[getter]
+    fn id(&self) -> String {
+        self.id.to_string()
+    }
+
+    /// The owner (tenant) of the chat.
+    #[getter]
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// The current revision: it rises on every edit or truncation, not on appends.
+    #[getter]
+    fn revision(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |c| Ok(c.revision()))
+    }
+
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |c| Ok(c.len() as usize))
+    }
+
+    /// The current metadata.
+    #[getter]
+    fn meta(&self, py: Python<'_>) -> PyResult<PyChatMeta> {
+        self.with(py, |c| Ok(PyChatMeta::from(&c.meta())))
+    }
+
+    /// The version of the current metadata (1 at creation).
+    #[getter]
+    fn meta_version(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |c| Ok(c.snapshot().meta_version()))
+    }
+
+    /// Changes the given metadata fields (the others keep their value); returns the new
+    /// metadata version. `extra` replaces the whole key-value map.
+    #[pyo3(signature = (*, title=None, model=None, draft=None, extra=None))]
+    fn set_meta(
+        &self,
+        py: Python<'_>,
+        title: Option<String>,
+        model: Option<String>,
+        draft: Option<String>,
+        extra: Option<BTreeMap<String, String>>,
+    ) -> PyResult<u64> {
+        self.with(py, move |c| {
+            let mut m = c.meta();
+            if let Some(t) = title {
+                m.title = t;
+            }
+            if let Some(t) = model {
+                m.model = t;
+            }
+            if let Some(t) = draft {
+                m.draft = t;
+            }
+            if let Some(e) = extra {
+                m.extra = e;
+            }
+            c.set_meta(m)
+        })
+    }
+
+    /// The metadata as it was at `version`.
+    fn meta_at(&self, py: Python<'_>, version: u64) -> PyResult<PyChatMeta> {
+        self.with(py, move |c| c.meta_at(version).map(|m| PyChatMeta::from(&m)))
+    }
+
+    /// Appends one message (a dict) and returns its seq. Durable when this returns (per
+    /// the store's durability). Tool results over the archive threshold are archived and
+    /// replaced by a preview.
+    fn append(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let m = message_in(py, message)?;
+        self.with(py, move |c| c.append(m))
+    }
+
+    /// Appends messages in one transaction; returns the `range` of their seqs.
+    fn append_batch<'py>(
+        &self,
+        py: Python<'py>,
+        messages: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyRange>> {
+        let ms = messages_in(py, messages)?;
+        let r = self.with(py, move |c| c.append_batch(ms))?;
+        range_of(py, r)
+    }
+
+    /// Records a model step of user turn `turn` (a retry is a new `stream_id`): its messages
+    /// are appended, tagged, in one transaction. `complete=False` marks an interrupted
+    /// response. Returns the `range` of their seqs.
+    #[pyo3(signature = (turn, stream_id, step, messages, *, complete=true))]
+    fn record_step<'py>(
+        &self,
+        py: Python<'py>,
+        turn: u64,
+        stream_id: String,
+        step: u32,
+        messages: &Bound<'py, PyAny>,
+        complete: bool,
+    ) -> PyResult<Bound<'py, PyRange>> {
+        let ms = messages_in(py, messages)?;
+        let status = if complete { StepStatus::Complete } else { StepStatus::Interrupted };
+        let r = self.with(py, move |c| c.record_step(turn, &stream_id, step, status, ms))?;
+        range_of(py, r)
+    }
+
+    /// Every recorded attempt at user turn `turn`, in order.
+    fn attempts(&self, py: Python<'_>, turn: u64) -> PyResult<Vec<PyAttempt>> {
+        let a = self.with(py, move |c| c.attempts(turn))?;
+        a.iter().map(|a| PyAttempt::new(py, a)).collect()
+    }
+
+    /// The message at `seq` (current revision). `NotFound` past the end.
+    fn get(&self, py: Python<'_>, seq: u64) -> PyResult<PyMessage> {
+        let m = self.with(py, move |c| c.get(seq))?;
+        PyMessage::new(py, &m)
+    }
+
+    fn __getitem__(&self, py: Python<'_>, index: i64) -> PyResult<PyMessage> {
+        let m = self.with(py, move |c| {
+            let len = c.len() as i64;
+            let seq = if index < 0 { len + index } else { index };
+            if seq < 0 || seq >= len {
+                return Err(undertext::Error::NotFound {
+                    what: format!("message {index} of a chat of {len}"),
+                });
+            }
+            c.get(seq as u64)
+        })?;
+        PyMessage::new(py, &m)
+    }
+
+    /// Messages `start..end` (end defaults to the length) of the current revision.
+    #[pyo3(signature = (start=0, end=None))]
+    fn messages<'py>(&self, py: Python<'py>, start: u64, end: Option<u64>) -> PyResult<Bound<'py, PyList>> {
+        let ms = self.with(py, move |c| {
+            let end = end.unwrap_or_else(|| c.len());
+            c.range(start..end)
+        })?;
+        PyMessage::list(py, &ms)
+    }
+
+    /// An iterator over messages `start..end` of one snapshot (later writes do not show),
+    /// oldest first, or newest first with `reverse=True`. Messages are read in batches.
+    #[pyo3(signature = (start=0, end=None, *, reverse=false))]
+    fn iter(&self, py: Python<'_>, start: u64, end: Option<u64>, reverse: bool) -> PyResult<PyMessageIter> {
+        let snap = self.with(py, |c| Ok(c.snapshot()))?;
+        PyMessageIter::new(py, snap, start, end, reverse)
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<PyMessageIter> {
+        self.iter(py, 0, None, false)
+    }
+
+    /// Replaces message `seq` if the chat is still at `expected_revision` (else
+    /// `StaleRevision`); returns the new revision. The old version stays readable through
+    /// `snapshot(old_revision)`.
+    fn edit(
+        &self,
+        py: Python<'_>,
+        seq: u64,
+        message: &Bound<'_, PyAny>,
+        expected_revision: u64,
+    ) -> PyResult<u64> {
+        let m = message_in(py, message)?;
+        self.with(py, move |c| c.edit(seq, m, expected_revision))
+    }
+
+    /// Drops messages from `from_seq` on if the chat is still at `expected_revision` (else
+    /// `StaleRevision`); returns the new revision.
+    fn truncate(&self, py: Python<'_>, from_seq: u64, expected_revision: u64) -> PyResult<u64> {
+        self.with(py, move |c| c.truncate(from_seq, expected_revision))
+    }
+
+    /// An immutable snapshot: of now, or of the chat as it was when `revision` ended.
+    #[pyo3(signature = (revision=None))]
+    fn snapshot(&self, py: Python<'_>, revision: Option<u64>) -> PyResult<PySnapshot> {
+        let s = self.with(py, move |c| match revision {
+            None => Ok(c.snapshot()),
+            Some(r) => c.snapshot_at(r),
+        })?;
+        Ok(PySnapshot::new(s))
+    }
+
+    /// Pins `start..end` (in `unit`) of an archive into the model view: the budget guard
+    /// will not shrink it. The owner must be able to read the archive.
+    #[pyo3(signature = (archive_id, start, end, unit="chars"))]
+    fn pin(
+        &self,
+        py: Python<'_>,
+        archive_id: &Bound<'_, PyAny>,
+        start: u64,
+        end: u64,
+        unit: &str,
+    ) -> PyResult<()> {
+        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, unit)?);
+        self.with(py, move |c| c.pin(&id, start..end, unit))
+    }
+
+    /// Removes a pin (same archive, range and unit).
+    #[pyo3(signature = (archive_id, start, end, unit="chars"))]
+    fn unpin(
+        &self,
+        py: Python<'_>,
+        archive_id: &Bound<'_, PyAny>,
+        start: u64,
+        end: u64,
+        unit: &str,
+    ) -> PyResult<()> {
+        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, unit)?);
+        self.with(py, move |c| c.unpin(&id, start..end, unit))
+    }
+
+    /// The pinned pages.
+    #[getter]
+    fn pins(&self, py: Python<'_>) -> PyResult<Vec<PyPin>> {
+        self.with(py, |c| Ok(c.snapshot().pins().iter().map(PyPin::from).collect()))
+    }
+
+    /// The model view under `budget`. Over the soft line older tool results become
+    /// previews; still over the hard line raises `Refused` (its `.view` holds the view).
+    fn view(&self, py: Python<'_>, budget: PyRef<'_, PyBudget>) -> PyResult<PyView> {
+        let b = budget.budget.clone();
+        let v = self.with(py, move |c| c.view(&b))?;
+        let view = PyView::new(v);
+        match refused(py, &view) {
+            Some(e) => Err(e),
+            None => Ok(view),
+        }
+    }
+
+    /// The estimated input tokens of the chat as it stands (no view built).
+    fn estimate(&self, py: Python<'_>, budget: PyRef<'_, PyBudget>) -> PyResult<u64> {
+        let b = budget.budget.clone();
+        self.with(py, move |c| c.estimate(&b))
+    }
+
+    /// Reports the real input tokens of the call made with view `step` (`View.step`);
+    /// returns the new calibration factor.
+    fn report_usage(&self, py: Python<'_>, step: u64, actual_input_tokens: u64) -> PyResult<f64> {
+        self.with(py, move |c| c.report_usage(step, actual_input_tokens))
+    }
+
+    /// Every message's seq, role, token estimate and a short preview.
+    fn index(&self, py: Python<'_>) -> PyResult<Vec<PyIndexLine>> {
+        self.with(py, |c| Ok(c.index()?.iter().map(PyIndexLine::from).collect()))
+    }
+
+    /// Checks a compaction plan without applying it: a list of `(rule, detail)`. A squish
+    /// is `(from, to, rewrite)`.
+    #[pyo3(signature = (trims=Vec::new(), squishes=Vec::new()))]
+    fn lint(
+        &self,
+        py: Python<'_>,
+        trims: Vec<u64>,
+        squishes: Vec<(u64, u64, String)>,
+    ) -> PyResult<Vec<(String, String)>> {
+        let plan = plan_of(trims, squishes);
+        let p = self.with(py, move |c| c.lint(&plan))?;
+        Ok(p.into_iter().map(|p| (p.rule.to_string(), p.detail)).collect())
+    }
+
+    /// Records a compaction plan (applied when views are built, originals untouched) if the
+    /// chat is at `expected_revision` and the linter finds nothing (else `LintRejected`).
+    /// Returns the number of changes.
+    #[pyo3(signature = (trims=Vec::new(), squishes=Vec::new(), *, expected_revision))]
+    fn compact(
+        &self,
+        py: Python<'_>,
+        trims: Vec<u64>,
+        squishes: Vec<(u64, u64, String)>,
+        expected_revision: u64,
+    ) -> PyResult<usize> {
+        let plan = plan_of(trims, squishes);
+        self.with(py, move |c| c.compact(&plan, expected_revision))
+    }
+
+    /// The first message holding a pending approval: `(seq, {"kind": "request"|"json",
+    /// "detail": str})`, or None.
+    fn first_pending_approval<'py>(&self, py: Python<'py>) -> PyResult<Option<(u64, Bound<'py, PyDict>)>> {
+        let p = self.with(py, |c| c.first_pending_approval(None))?;
+        let Some((seq, pending)) = p else { return Ok(None) };
+        let d = PyDict::new(py);
+        match pending {
+            undertext::approval::Pending::Request(id) => {
+                d.set_item("kind", "request")?;
+                d.set_item("detail", id)?;
+            }
+            undertext::approval::Pending::Json(rule) => {
+                d.set_item("kind", "json")?;
+                d.set_item("detail", rule)?;
+            }
+        }
+        Ok(Some((seq, d)))
+    }
+
+    /// Builds a checkpoint of the settled history with `summarizer` (default: the engine's
+    /// `Extractive`). Not published: see `publish_checkpoint`. An exception raised by a
+    /// Python summarizer propagates as itself.
+    #[pyo3(signature = (summarizer=None, *, segment_tokens=8000, fan_in=4))]
+    fn build_checkpoint(
+        &self,
+        py: Python<'_>,
+        summarizer: Option<&Bound<'_, PyAny>>,
+        segment_tokens: u64,
+        fan_in: usize,
+    ) -> PyResult<PyCheckpoint> {
+        let s = match summarizer {
+            Some(s) => crate::worker::summarizer_of(s)?.0,
+            None => std::sync::Arc::new(undertext::checkpoint::Extractive::default()),
+        };
+        let opts = CheckpointOptions { segment_tokens, fan_in };
+        crate::worker::clear_raised();
+        match self.with(py, move |c| c.build_checkpoint(&*s, &opts)) {
+            Ok(cp) => Ok(PyCheckpoint::new(cp)),
+            Err(e) => Err(crate::worker::take_raised(py).unwrap_or(e)),
+        }
+    }
+
+    /// Publishes `checkpoint` if the chat was not edited since it was built and it reaches
+    /// beyond the published one (else `Conflict`).
+    fn publish_checkpoint(&self, py: Python<'_>, checkpoint: PyRef<'_, PyCheckpoint>) -> PyResult<()> {
+        let cp = checkpoint.cp.clone();
+        self.with(py, move |c| c.publish_checkpoint(&cp))
+    }
+
+    /// `(base_revision, reach)` of the published checkpoint, or None.
+    #[getter]
+    fn published_checkpoint(&self, py: Python<'_>) -> PyResult<Option<(u64, u64)>> {
+        self.with(py, |c| Ok(c.published_checkpoint()))
+    }
+
+    /// The checkpoint the worker prepared for this chat, or None (it may be stale: compare
+    /// its `base_revision` with `revision`).
+    #[getter]
+    fn prepared_checkpoint(&self, py: Python<'_>) -> PyResult<Option<PyCheckpoint>> {
+        self.with(py, |c| Ok(c.prepared().map(PyCheckpoint::from_arc)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Chat(id={:?}, owner={:?})", self.id.to_string(), self.owner)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        other.cast::<PyChat>().is_ok_and(|o| {
+            let o = o.get();
+            o.id == self.id && o.owner == self.owner && o.store.is(&self.store)
+        })
+    }
+
+    fn __hash__(&self) -> u64 {
+        self.id.0
+    }
+}

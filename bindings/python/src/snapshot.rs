@@ -1,0 +1,162 @@
+//! `undertext.Snapshot` (an immutable state of a chat) and the message iterator.
+
+use std::collections::VecDeque;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use undertext::{Message, Snapshot};
+
+use crate::errors::{invalid, run};
+use crate::types::{PyChatMeta, PyMessage, PyPin};
+
+/// Messages read from the engine per batch while iterating.
+const BATCH: u64 = 64;
+
+/// An immutable state of a chat: it never changes, whatever is written later. Taking one
+/// costs a few atomic operations.
+#[pyclass(name = "Snapshot", module = "undertext", frozen)]
+#[derive(Debug)]
+pub struct PySnapshot {
+    snap: Snapshot,
+}
+
+impl PySnapshot {
+    pub(crate) fn new(snap: Snapshot) -> PySnapshot {
+        PySnapshot { snap }
+    }
+}
+
+#[pymethods]
+impl PySnapshot {
+    /// The chat id.
+    #[getter]
+    fn chat_id(&self) -> String {
+        self.snap.chat_id().to_string()
+    }
+
+    /// The revision this snapshot shows.
+    #[getter]
+    fn revision(&self) -> u64 {
+        self.snap.revision()
+    }
+
+    fn __len__(&self) -> usize {
+        self.snap.len() as usize
+    }
+
+    /// The metadata at the time of the snapshot.
+    #[getter]
+    fn meta(&self) -> PyChatMeta {
+        PyChatMeta::from(self.snap.meta())
+    }
+
+    /// The pinned pages at the time of the snapshot.
+    #[getter]
+    fn pins(&self) -> Vec<PyPin> {
+        self.snap.pins().iter().map(PyPin::from).collect()
+    }
+
+    /// The message at `seq`.
+    fn get(&self, py: Python<'_>, seq: u64) -> PyResult<PyMessage> {
+        let snap = self.snap.clone();
+        let m = run(py, move || snap.get(seq))?;
+        PyMessage::new(py, &m)
+    }
+
+    fn __getitem__(&self, py: Python<'_>, index: i64) -> PyResult<PyMessage> {
+        let len = self.snap.len() as i64;
+        let seq = if index < 0 { len + index } else { index };
+        if seq < 0 || seq >= len {
+            return Err(crate::errors::to_py(
+                py,
+                undertext::Error::NotFound { what: format!("message {index} of a snapshot of {len}") },
+            ));
+        }
+        self.get(py, seq as u64)
+    }
+
+    /// Messages `start..end` (end defaults to the length).
+    #[pyo3(signature = (start=0, end=None))]
+    fn messages<'py>(&self, py: Python<'py>, start: u64, end: Option<u64>) -> PyResult<Bound<'py, PyList>> {
+        let snap = self.snap.clone();
+        let end = end.unwrap_or_else(|| snap.len());
+        let ms = run(py, move || snap.range(start..end))?;
+        PyMessage::list(py, &ms)
+    }
+
+    /// An iterator over messages `start..end`, newest first with `reverse=True`.
+    #[pyo3(signature = (start=0, end=None, *, reverse=false))]
+    fn iter(&self, py: Python<'_>, start: u64, end: Option<u64>, reverse: bool) -> PyResult<PyMessageIter> {
+        PyMessageIter::new(py, self.snap.clone(), start, end, reverse)
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<PyMessageIter> {
+        PyMessageIter::new(py, self.snap.clone(), 0, None, false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Snapshot(chat_id={:?}, revision={}, len={})",
+            self.chat_id(),
+            self.snap.revision(),
+            self.snap.len()
+        )
+    }
+}
+
+/// An iterator over the messages of one snapshot, in either direction, read in batches.
+#[pyclass(name = "MessageIterator", module = "undertext")]
+#[derive(Debug)]
+pub struct PyMessageIter {
+    snap: Snapshot,
+    /// Positions not yet read: `lo..hi`.
+    lo: u64,
+    hi: u64,
+    reverse: bool,
+    buf: VecDeque<Message>,
+}
+
+impl PyMessageIter {
+    pub(crate) fn new(
+        py: Python<'_>,
+        snap: Snapshot,
+        start: u64,
+        end: Option<u64>,
+        reverse: bool,
+    ) -> PyResult<PyMessageIter> {
+        let len = snap.len();
+        let end = end.unwrap_or(len).min(len);
+        if start > end {
+            return Err(invalid(py, format!("range: expected start <= end, found {start}..{end}")));
+        }
+        Ok(PyMessageIter { snap, lo: start, hi: end, reverse, buf: VecDeque::new() })
+    }
+}
+
+#[pymethods]
+impl PyMessageIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
+        if self.buf.is_empty() && self.lo < self.hi {
+            let r = if self.reverse {
+                self.hi.saturating_sub(BATCH).max(self.lo)..self.hi
+            } else {
+                self.lo..(self.lo + BATCH).min(self.hi)
+            };
+            let snap = self.snap.clone();
+            let rr = r.clone();
+            let ms = run(py, move || snap.range(rr))?;
+            if self.reverse {
+                self.hi = r.start;
+                self.buf.extend(ms.into_iter().rev());
+            } else {
+                self.lo = r.end;
+                self.buf.extend(ms);
+            }
+        }
+        self.buf.pop_front().map(|m| PyMessage::new(py, &m)).transpose()
+    }
+}

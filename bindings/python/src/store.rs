@@ -1,0 +1,422 @@
+//! `undertext.Store`: open and close, blobs, chats, archives, maintenance, the worker.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyType};
+use undertext::{ChatId, ChatMeta, Durability, Options, Page, PageCursor, Store};
+
+use crate::chat::PyChat;
+use crate::convert::{blob_id, unit_of};
+use crate::errors::{closed, invalid, run};
+use crate::types::{PyArchiveRef, PyChatInfo};
+use crate::worker::{PyWorker, WorkerSlot, worker_options};
+
+/// An open Undertext store: one directory, one process at a time.
+///
+/// Open it with `Store.open(path)`, preferably as a context manager::
+///
+///     with undertext.Store.open("agent-data") as store:
+///         chat = store.create_chat("alice", title="fix the build")
+///
+/// Every call releases the GIL while the engine works, so threads run in parallel.
+#[pyclass(name = "Store", module = "undertext", frozen)]
+#[derive(Debug)]
+pub struct PyStore {
+    store: RwLock<Option<Store>>,
+    workers: Mutex<Vec<WorkerSlot>>,
+}
+
+impl PyStore {
+    /// The engine store, or `Closed`.
+    pub(crate) fn get(&self, py: Python<'_>) -> PyResult<Store> {
+        match self.store.read() {
+            Ok(g) => g.clone().ok_or_else(|| closed(py)),
+            Err(p) => p.into_inner().clone().ok_or_else(|| closed(py)),
+        }
+    }
+}
+
+fn durability(py: Python<'_>, s: &str) -> PyResult<Durability> {
+    Ok(match s {
+        "immediate" => Durability::Immediate,
+        "group" => Durability::Group,
+        "none" => Durability::None,
+        other => {
+            return Err(invalid(
+                py,
+                format!("durability: expected \"immediate\", \"group\" or \"none\", found {other:?}"),
+            ));
+        }
+    })
+}
+
+fn meta_of(title: String, model: String, draft: String, extra: Option<BTreeMap<String, String>>) -> ChatMeta {
+    ChatMeta { title, model, draft, extra: extra.unwrap_or_default() }
+}
+
+fn chat_id(py: Python<'_>, s: &str) -> PyResult<ChatId> {
+    s.parse::<ChatId>().map_err(|e| crate::errors::to_py(py, e))
+}
+
+/// Lazily paged iterator over an owner's chats (`Store.chats`).
+#[pyclass(name = "ChatIterator", module = "undertext")]
+#[derive(Debug)]
+pub struct PyChatIter {
+    store: Py<PyStore>,
+    owner: String,
+    page_size: usize,
+    buf: std::collections::VecDeque<undertext::ChatSummary>,
+    after: Option<PageCursor>,
+    done: bool,
+}
+
+#[pymethods]
+impl PyChatIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyChatInfo>> {
+        if self.buf.is_empty() && !self.done {
+            let store = self.store.get().get(py)?;
+            let (owner, page) = (self.owner.clone(), Page { limit: self.page_size, after: self.after });
+            let p = run(py, move || store.chats(&owner, page))?;
+            self.after = p.next;
+            self.done = p.next.is_none();
+            self.buf.extend(p.chats);
+        }
+        Ok(self.buf.pop_front().map(|s| PyChatInfo::from(&s)))
+    }
+}
+
+#[pymethods]
+impl PyStore {
+    /// Opens (or creates) the store in directory `path`.
+    ///
+    /// Raises `Locked` if another process holds it, `Corrupt` if the log is damaged before
+    /// its tail (a torn tail is cut and reported through logging), `NotFound` when
+    /// `create_if_missing` is false and there is no store.
+    #[classmethod]
+    #[pyo3(signature = (path, *, durability="group", create_if_missing=true, archive_threshold=8192,
+        preview_chars=2000, segment_size=67_108_864, preallocate=true, chat_cache_capacity=128))]
+    #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
+    fn open(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        durability: &str,
+        create_if_missing: bool,
+        archive_threshold: usize,
+        preview_chars: usize,
+        segment_size: u64,
+        preallocate: bool,
+        chat_cache_capacity: usize,
+    ) -> PyResult<PyStore> {
+        let opts = Options {
+            durability: self::durability(py, durability)?,
+            create_if_missing,
+            archive_threshold,
+            preview_chars,
+            segment_size,
+            preallocate,
+            chat_cache_capacity,
+            ..Options::default()
+        };
+        let store = run(py, move || Store::open(path, opts))?;
+        Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
+    }
+
+    /// Stops the workers started from this store, makes the index durable and releases the
+    /// directory lock. Later calls raise `Closed`; closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let workers: Vec<WorkerSlot> = match self.workers.lock() {
+            Ok(mut g) => g.drain(..).collect(),
+            Err(p) => p.into_inner().drain(..).collect(),
+        };
+        for w in workers {
+            crate::worker::stop_slot(py, &w)?;
+        }
+        let taken = match self.store.write() {
+            Ok(mut g) => g.take(),
+            Err(p) => p.into_inner().take(),
+        };
+        match taken {
+            Some(store) => run(py, move || store.close()),
+            None => Ok(()),
+        }
+    }
+
+    /// True once `close()` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        match self.store.read() {
+            Ok(g) => g.is_none(),
+            Err(p) => p.into_inner().is_none(),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    /// The store directory.
+    #[getter]
+    fn path(&self, py: Python<'_>) -> PyResult<std::path::PathBuf> {
+        Ok(self.get(py)?.path().to_path_buf())
+    }
+
+    /// Stores `data` and returns its content address (64 hex digits). The same bytes are
+    /// stored once.
+    fn put_blob(&self, py: Python<'_>, data: &[u8]) -> PyResult<String> {
+        let store = self.get(py)?;
+        let data = data.to_vec();
+        Ok(run(py, move || store.put_blob(&data))?.to_string())
+    }
+
+    /// Stores several blobs in one transaction (after a crash: all or none).
+    fn put_blobs(&self, py: Python<'_>, data: Vec<Vec<u8>>) -> PyResult<Vec<String>> {
+        let store = self.get(py)?;
+        let ids = run(py, move || {
+            let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            store.put_blobs(&refs)
+        })?;
+        Ok(ids.iter().map(|i| i.to_string()).collect())
+    }
+
+    /// The bytes of blob `blob_id` (checksum and hash verified). `NotFound`, `Corrupt`.
+    fn get_blob<'py>(&self, py: Python<'py>, blob_id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let store = self.get(py)?;
+        let id = crate::convert::blob_id(py, blob_id)?;
+        let blob = run(py, move || store.get_blob(&id).map(|b| b.to_vec()))?;
+        Ok(PyBytes::new(py, &blob))
+    }
+
+    /// Whether blob `blob_id` is stored.
+    fn contains_blob(&self, py: Python<'_>, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let store = self.get(py)?;
+        let id = crate::convert::blob_id(py, blob_id)?;
+        run(py, move || store.contains_blob(&id))
+    }
+
+    /// Makes every commit so far durable (one fsync).
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let store = self.get(py)?;
+        run(py, move || store.sync())
+    }
+
+    /// Sizes and counters of the open store, as a dict.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.get(py)?;
+        let s = run(py, move || store.stats())?;
+        let d = PyDict::new(py);
+        d.set_item("segments", s.segments)?;
+        d.set_item("log_bytes", s.log_bytes)?;
+        d.set_item("log_file_bytes", s.log_file_bytes)?;
+        d.set_item("index_bytes", s.index_bytes)?;
+        d.set_item("log_syncs", s.log_syncs)?;
+        d.set_item("indexed_blobs", s.indexed_blobs)?;
+        d.set_item("chats_in_memory", s.chats_in_memory)?;
+        Ok(d)
+    }
+
+    /// Verifies every checksum of the log; a dict with counts, `ok` and `problems`.
+    fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.get(py)?;
+        let r = run(py, move || store.check())?;
+        let d = PyDict::new(py);
+        d.set_item("ok", r.is_ok())?;
+        d.set_item("segments", r.segments)?;
+        d.set_item("batches", r.batches)?;
+        d.set_item("records", r.records)?;
+        d.set_item("blobs", r.blobs)?;
+        let problems = PyList::empty(py);
+        for p in &r.problems {
+            let pd = PyDict::new(py);
+            pd.set_item("segment", p.segment)?;
+            pd.set_item("offset", p.offset)?;
+            pd.set_item("reason", &p.reason)?;
+            problems.append(pd)?;
+        }
+        d.set_item("problems", problems)?;
+        Ok(d)
+    }
+
+    /// Creates a chat for `owner` and returns it.
+    #[pyo3(signature = (owner, *, title=String::new(), model=String::new(), draft=String::new(), extra=None))]
+    fn create_chat(
+        slf: &Bound<'_, Self>,
+        owner: String,
+        title: String,
+        model: String,
+        draft: String,
+        extra: Option<BTreeMap<String, String>>,
+    ) -> PyResult<PyChat> {
+        let py = slf.py();
+        let store = slf.get().get(py)?;
+        let meta = meta_of(title, model, draft, extra);
+        let o = owner.clone();
+        let id = run(py, move || store.create_chat(&o, meta))?;
+        Ok(PyChat::new(slf.clone().unbind(), owner, id))
+    }
+
+    /// Opens chat `chat_id` of `owner`. Another owner's chat is the same `NotFound` as an
+    /// absent one.
+    fn chat(slf: &Bound<'_, Self>, owner: String, chat_id: &str) -> PyResult<PyChat> {
+        let py = slf.py();
+        let store = slf.get().get(py)?;
+        let id = self::chat_id(py, chat_id)?;
+        let o = owner.clone();
+        run(py, move || store.chat(&o, id).map(|_| ()))?;
+        Ok(PyChat::new(slf.clone().unbind(), owner, id))
+    }
+
+    /// Every chat of `owner`, newest activity first, as `ChatInfo` (pages of `page_size`
+    /// are fetched as the iteration goes).
+    #[pyo3(signature = (owner, *, page_size=100))]
+    fn chats(slf: &Bound<'_, Self>, owner: String, page_size: usize) -> PyResult<PyChatIter> {
+        let py = slf.py();
+        if page_size == 0 || page_size > 1000 {
+            return Err(invalid(py, format!("page_size: expected 1..=1000, found {page_size}")));
+        }
+        slf.get().get(py)?;
+        Ok(PyChatIter {
+            store: slf.clone().unbind(),
+            owner,
+            page_size,
+            buf: Default::default(),
+            after: None,
+            done: false,
+        })
+    }
+
+    /// The chats of `owner` whose title equals `title` (when given) and whose `extra`
+    /// holds every pair of `extra` (when given), newest activity first. A scan of the
+    /// owner's chats.
+    #[pyo3(signature = (owner, *, title=None, extra=None))]
+    fn find_chats(
+        &self,
+        py: Python<'_>,
+        owner: String,
+        title: Option<String>,
+        extra: Option<BTreeMap<String, String>>,
+    ) -> PyResult<Vec<PyChatInfo>> {
+        let store = self.get(py)?;
+        let extra = extra.unwrap_or_default();
+        let found = run(py, move || {
+            let mut out = Vec::new();
+            let mut after = None;
+            loop {
+                let p = store.chats(&owner, Page { limit: 1000, after })?;
+                out.extend(p.chats.into_iter().filter(|c| {
+                    title.as_ref().is_none_or(|t| &c.meta.title == t)
+                        && extra.iter().all(|(k, v)| c.meta.extra.get(k) == Some(v))
+                }));
+                match p.next {
+                    Some(n) => after = Some(n),
+                    None => return Ok(out),
+                }
+            }
+        })?;
+        Ok(found.iter().map(PyChatInfo::from).collect())
+    }
+
+    /// Archives `text` for `owner`; the id is its content address.
+    fn archive(&self, py: Python<'_>, owner: String, text: String) -> PyResult<PyArchiveRef> {
+        let store = self.get(py)?;
+        Ok(PyArchiveRef { r: run(py, move || store.archive(&owner, &text))? })
+    }
+
+    /// The reference of archive `archive_id`, if `owner` may read it.
+    fn archive_ref(
+        &self,
+        py: Python<'_>,
+        owner: String,
+        archive_id: &Bound<'_, PyAny>,
+    ) -> PyResult<PyArchiveRef> {
+        let store = self.get(py)?;
+        let id = blob_id(py, archive_id)?;
+        Ok(PyArchiveRef { r: run(py, move || store.archive_ref(&owner, &id))? })
+    }
+
+    /// `text[start:end]` of archive `archive_id`, exactly. `unit` is `"chars"` (Python
+    /// `str` indexes, the default), `"utf16"`, `"bytes"` or `"lines"`. A range past the end,
+    /// or one that splits a UTF-8 sequence or surrogate pair, raises `InvalidArgument`.
+    #[pyo3(signature = (owner, archive_id, start, end, unit="chars"))]
+    fn read_context(
+        &self,
+        py: Python<'_>,
+        owner: String,
+        archive_id: &Bound<'_, PyAny>,
+        start: u64,
+        end: u64,
+        unit: &str,
+    ) -> PyResult<String> {
+        let store = self.get(py)?;
+        let id = blob_id(py, archive_id)?;
+        let unit = unit_of(py, unit)?;
+        run(py, move || store.read_context(&owner, &id, start..end, unit))
+    }
+
+    /// A preview of archive `archive_id` in about `max_chars` characters (head, tail, and
+    /// with `query` the lines holding it), with a marker saying what is left out.
+    #[pyo3(signature = (owner, archive_id, max_chars=2000, query=None))]
+    fn preview(
+        &self,
+        py: Python<'_>,
+        owner: String,
+        archive_id: &Bound<'_, PyAny>,
+        max_chars: usize,
+        query: Option<String>,
+    ) -> PyResult<String> {
+        let store = self.get(py)?;
+        let id = blob_id(py, archive_id)?;
+        run(py, move || store.preview(&owner, &id, max_chars, query.as_deref()))
+    }
+
+    /// Starts the background pre-compaction worker with `summarizer` (an `Extractive`, a
+    /// callable `f(messages) -> str`, or an object with `summarize` and `merge`). It is
+    /// called with the GIL taken on the worker's own threads; what it raises is reported
+    /// in `Worker.errors` / `Worker.exceptions` and the job is retried `retries` times.
+    #[pyo3(signature = (summarizer, *, threads=1, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
+        at_hard_line="wait", wait_seconds=30.0, retries=2))]
+    #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
+    fn start_worker(
+        &self,
+        py: Python<'_>,
+        summarizer: &Bound<'_, PyAny>,
+        threads: usize,
+        soft: f64,
+        segment_tokens: u64,
+        fan_in: usize,
+        at_hard_line: &str,
+        wait_seconds: f64,
+        retries: u32,
+    ) -> PyResult<PyWorker> {
+        let store = self.get(py)?;
+        let (s, exceptions) = crate::worker::summarizer_of(summarizer)?;
+        let opts =
+            worker_options(py, threads, soft, segment_tokens, fan_in, at_hard_line, wait_seconds, retries)?;
+        let w = run(py, move || store.start_worker(s, opts))?;
+        let slot: WorkerSlot = Arc::new(Mutex::new(Some(w)));
+        match self.workers.lock() {
+            Ok(mut g) => g.push(slot.clone()),
+            Err(p) => p.into_inner().push(slot.clone()),
+        }
+        Ok(PyWorker::new(slot, exceptions))
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        match self.get(py) {
+            Ok(s) => format!("Store({:?})", s.path().display().to_string()),
+            Err(_) => "Store(<closed>)".to_string(),
+        }
+    }
+}
