@@ -161,5 +161,83 @@ fn view_with_checkpoint(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, view, view_with_checkpoint);
+/// The view as a harness asks for it: after each append. One message is appended (not
+/// timed), then the view is built (timed); every 200 appends the chat is cut back to its
+/// 1,000 messages (not timed; the truncation changes the revision, so the next view is
+/// rebuilt from scratch and that rebuild is in the figure). SQLite: insert the row (not
+/// timed), then query every message and decode it (timed).
+fn view_after_each_append(c: &mut Criterion) {
+    use std::time::{Duration, Instant};
+    let dir = bench_tempdir().unwrap();
+    let opts = Options { durability: undertext::Durability::None, ..Options::default() };
+    let store = Store::open(dir.path().join("u"), opts).unwrap();
+    let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    for b in 0..10u64 {
+        chat.append_batch((0..100).map(|i| NewMessage::assistant(body(b * 100 + i))).collect()).unwrap();
+    }
+    let budget = Budget::new(1_000_000, 0);
+    let conn = rusqlite::Connection::open(dir.path().join("s.db")).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; CREATE TABLE m (chat INTEGER, seq INTEGER, role TEXT,
+         turn INTEGER, body TEXT, PRIMARY KEY (chat, seq)) WITHOUT ROWID; BEGIN;",
+    )
+    .unwrap();
+    for i in 0..1000u64 {
+        let b = serde_json::json!([{"type": "text", "text": body(i)}]).to_string();
+        conn.execute("INSERT INTO m VALUES (1, ?1, 'assistant', 0, ?2)", rusqlite::params![i as i64, b])
+            .unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let mut g = c.benchmark_group("view_after_each_append_1000_messages");
+    g.bench_function("undertext_view", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for i in 0..iters {
+                if chat.len() >= 1200 {
+                    chat.truncate(1000, chat.revision()).unwrap();
+                }
+                chat.append(NewMessage::assistant(body(2000 + i % 200))).unwrap();
+                let t = Instant::now();
+                std::hint::black_box(chat.view(&budget).unwrap());
+                timed += t.elapsed();
+            }
+            timed
+        })
+    });
+    let mut len = 1000i64;
+    g.bench_function("sqlite_insert_then_select_json_decode", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for i in 0..iters {
+                if len >= 1200 {
+                    conn.execute("DELETE FROM m WHERE chat = 1 AND seq >= 1000", []).unwrap();
+                    len = 1000;
+                }
+                let row = serde_json::json!([{"type": "text", "text": body(2000 + i % 200)}]).to_string();
+                conn.execute("INSERT INTO m VALUES (1, ?1, 'assistant', 0, ?2)", rusqlite::params![len, row])
+                    .unwrap();
+                len += 1;
+                let t = Instant::now();
+                let mut st =
+                    conn.prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq").unwrap();
+                let rows = st
+                    .query_map([], |r| {
+                        let body: String = r.get(2)?;
+                        Ok((
+                            r.get::<_, i64>(0)?,
+                            r.get::<_, String>(1)?,
+                            serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+                        ))
+                    })
+                    .unwrap();
+                std::hint::black_box(rows.map(|r| r.unwrap()).collect::<Vec<_>>());
+                timed += t.elapsed();
+            }
+            timed
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, view, view_with_checkpoint, view_after_each_append);
 criterion_main!(benches);

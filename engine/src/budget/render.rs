@@ -36,7 +36,7 @@ impl View {
     /// tool calls as `tool_calls` of assistant messages, results as `role: "tool"`.
     pub fn to_openai_json(&self) -> String {
         let mut out = Vec::new();
-        for m in &self.messages {
+        for m in self.messages.iter() {
             openai_message(m, &mut out);
         }
         Value::Array(out).to_string()
@@ -48,7 +48,7 @@ impl View {
     pub fn to_anthropic_json(&self) -> String {
         let mut system = Vec::new();
         let mut msgs: Vec<(String, Vec<Value>)> = Vec::new();
-        for m in &self.messages {
+        for m in self.messages.iter() {
             if m.role == Role::System {
                 system.extend(m.parts.iter().filter_map(plain));
                 continue;

@@ -1,5 +1,6 @@
 //! [`View`]: the model view of a chat under a [`Budget`], and the guard that keeps it there.
 
+use std::sync::Arc;
 use std::ops::Range;
 
 use super::Budget;
@@ -52,7 +53,9 @@ pub enum Decision {
 /// The model view of a chat: deterministic for a given state and budget.
 #[derive(Debug, Clone)]
 pub struct View {
-    pub(crate) messages: Vec<ViewMessage>,
+    /// Shared with the chat's view memo: a view unchanged since the last call, or only
+    /// extended by appends, is not rebuilt (see `Chat::view`).
+    pub(crate) messages: Arc<Vec<ViewMessage>>,
     pub(crate) decision: Decision,
     pub(crate) estimate: u64,
     pub(crate) raw_estimate: u64,
@@ -270,7 +273,7 @@ pub(crate) fn guard(
     };
     Planned {
         view: View {
-            messages,
+            messages: Arc::new(messages),
             decision,
             estimate,
             raw_estimate: total_raw,

@@ -12,7 +12,8 @@ use super::types::{ArchiveRef, Message, Part, Role, ToolContent};
 use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
-use crate::budget::view::{Candidate, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
+use super::view_memo::ViewMemo;
+use crate::budget::view::{Candidate, Decision, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
 use crate::checkpoint::protected_from;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
@@ -45,6 +46,33 @@ impl Chat {
         budget.validate()?;
         let swap = self.pay_before_the_wall(budget)?;
         let snap = self.snapshot();
+        let inner = &snap.inner;
+        let model = inner.meta.model.clone();
+        let mut view = match self.view_from_memo(&snap, budget)? {
+            Some(v) => v,
+            None => self.build_view(&snap, budget)?,
+        };
+        view.swap = swap;
+        view.revision = inner.revision;
+        view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
+        let mut recent = self.state().views.lock();
+        recent.push_back((view.step, view.raw_estimate, model));
+        while recent.len() > 256 {
+            recent.pop_front();
+        }
+        Ok(view)
+    }
+
+    /// Forgets the remembered view, so the next [`Chat::view`] builds from scratch. For
+    /// tests that compare the incremental view with a rebuilt one; never needed for
+    /// correctness.
+    #[doc(hidden)]
+    pub fn clear_view_memo(&self) {
+        *self.state().view_memo.lock() = None;
+    }
+
+    /// The view built from scratch; remembered in the chat's view memo.
+    fn build_view(&self, snap: &super::Snapshot, budget: &Budget) -> Result<View> {
         let core = self.store().inner.core.clone();
         let e = core.opts.estimator.clone();
         let inner = &snap.inner;
@@ -79,6 +107,7 @@ impl Chat {
         }
         let mut out: Vec<ViewMessage> = Vec::new();
         let mut candidates = Vec::new();
+        let mut memo_ok = true;
         if let Some(p) = cp {
             let parts = vec![Part::Summary(format!(
                 "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
@@ -132,6 +161,7 @@ impl Chat {
             let mut parts = m.parts.clone();
             if let Some(id) = trims.get(&seq) {
                 let r = archive::grant(&core, self.owner(), id)?.map(|a| archive::to_ref(&a));
+                memo_ok &= r.is_some();
                 let pointer = pointer_for_trim(m, id, r.as_ref());
                 for p in &mut parts {
                     if let Part::ToolResult { content, .. } = p {
@@ -161,8 +191,7 @@ impl Chat {
             out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens, parts });
             seq += 1;
         }
-        let model = inner.meta.model.clone();
-        let factor = inner.calibration.get(&model).copied().unwrap_or(1.0);
+        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
         let mut planned = guard(
             &*e,
             budget,
@@ -184,22 +213,73 @@ impl Chat {
         }
         for (at, part) in std::mem::take(&mut planned.reshrink) {
             if let Part::ToolResult { content: ToolContent::Archived { archive, preview }, .. } =
-                &mut planned.view.messages[at].parts[part]
+                &mut Arc::make_mut(&mut planned.view.messages)[at].parts[part]
             {
                 *preview =
                     self.store().preview(self.owner(), &archive.id, core.opts.guard_preview_chars, None)?;
             }
         }
-        let mut view = planned.view;
-        view.swap = swap;
-        view.revision = inner.revision;
-        view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
-        let mut recent = self.state().views.lock();
-        recent.push_back((view.step, view.raw_estimate, model));
-        while recent.len() > 256 {
-            recent.pop_front();
+        let view = planned.view;
+        // A trim whose archive has no grant renders as a pointer that a later grant would
+        // change: such a view is not remembered.
+        if memo_ok {
+            let appendable = inner.pins.is_empty() || lead < inner.len;
+            *self.state().view_memo.lock() = Some(ViewMemo::new(
+                inner,
+                budget,
+                appendable,
+                view.messages.clone(),
+                view.decision.clone(),
+                view.estimate,
+                view.raw_estimate,
+                view.factor,
+            ));
         }
         Ok(view)
+    }
+
+    /// The view from the memo: the same view when nothing changed, the memo's messages
+    /// plus the appended ones when only appends happened and the total still fits under
+    /// the soft line. `None`: build it from scratch.
+    fn view_from_memo(&self, snap: &super::Snapshot, budget: &Budget) -> Result<Option<View>> {
+        let inner = &snap.inner;
+        let mut memo = self.state().view_memo.lock();
+        let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
+        if m.len < inner.len {
+            if m.decision != Decision::Fits || !m.appendable {
+                return Ok(None);
+            }
+            let e = self.store().inner.core.opts.estimator.clone();
+            let fresh = snap.range(m.len..inner.len)?;
+            let mut raw = m.raw_estimate;
+            let mut add = Vec::with_capacity(fresh.len());
+            for (seq, msg) in (m.len..inner.len).zip(fresh) {
+                let tokens = match inner.entries.get(seq as usize) {
+                    Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, &msg.parts)),
+                    None => message_tokens(&*e, &msg.parts),
+                };
+                raw += tokens;
+                add.push(ViewMessage { seqs: seq..seq + 1, role: msg.role, tokens, parts: msg.parts });
+            }
+            let estimate = (raw as f64 * m.factor).ceil() as u64;
+            if estimate > budget.soft_limit() {
+                return Ok(None);
+            }
+            Arc::make_mut(&mut m.messages).extend(add);
+            m.len = inner.len;
+            m.raw_estimate = raw;
+            m.estimate = estimate;
+        }
+        Ok(Some(View {
+            messages: m.messages.clone(),
+            decision: m.decision.clone(),
+            estimate: m.estimate,
+            raw_estimate: m.raw_estimate,
+            step: 0,
+            revision: 0,
+            factor: m.factor,
+            swap: None,
+        }))
     }
 
     /// With a worker running: past its soft line, ask it to prepare a checkpoint; past the

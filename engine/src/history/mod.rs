@@ -12,6 +12,7 @@ pub(crate) mod record;
 mod snap;
 mod state;
 mod types;
+mod view_memo;
 
 pub(crate) use cache::ChatCache;
 pub use chat::{Chat, MAX_OWNER_LEN};

@@ -91,6 +91,8 @@ pub(crate) struct ChatState {
     pub view_counter: AtomicU64,
     /// A checkpoint the worker prepared, not yet published.
     pub prepared: Mutex<Option<Arc<crate::checkpoint::Checkpoint>>>,
+    /// The last view built, for the next one (see `view_memo`).
+    pub view_memo: Mutex<Option<super::view_memo::ViewMemo>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     pub core: Arc<Core>,
@@ -109,6 +111,7 @@ impl ChatState {
             views: Mutex::new(VecDeque::new()),
             view_counter: AtomicU64::new(1),
             prepared: Mutex::new(None),
+            view_memo: Mutex::new(None),
             requested: AtomicU64::new(0),
             core,
         }
