@@ -21,6 +21,7 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod error;
 pub mod history;
+pub mod import;
 mod index;
 pub mod log;
 pub mod options;

@@ -1,0 +1,205 @@
+//! The command line's grammar (clap).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Undertext: embedded storage for LLM agent conversation state.
+#[derive(Debug, Parser)]
+#[command(name = "undertext", version, about, long_about = None)]
+pub struct Cli {
+    /// The store directory (the embedded default store).
+    #[arg(long, global = true, default_value = "./undertext-data", value_name = "DIR")]
+    pub store: PathBuf,
+    /// The owner (tenant) whose chats and archives the command sees.
+    #[arg(long, global = true, default_value = "local", value_name = "NAME")]
+    pub owner: String,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The main job: a long agent session on the store, shown live (budget, previews,
+    /// background checkpoints, the swap at the hard line, read-back), then a summary.
+    Demo(DemoArgs),
+    /// Import transcripts (files or folders): one chat per session; importing again adds nothing.
+    Import(ImportArgs),
+    /// Replay transcripts through the budget guard and the worker on a scratch store.
+    Replay(ReplayArgs),
+    /// List the owner's chats.
+    Chats(ChatsArgs),
+    /// A chat's messages with their seq.
+    Show(ShowArgs),
+    /// The model view of a chat within a window.
+    View(ViewArgs),
+    /// Store a file's text as an archive and print its reference.
+    Archive(ArchiveArgs),
+    /// Print a range of an archive, exactly, and nothing else.
+    Read(ReadArgs),
+    /// Store sizes and what the owner's chats hold.
+    Stats(JsonArg),
+    /// Context size per step of a chat, as an SVG.
+    Plot(PlotArgs),
+    /// Verify every checksum of the log (and optionally rebuild the index from it).
+    Check(CheckArgs),
+    /// Reclaim space held by unreachable data.
+    Gc(JsonArg),
+}
+
+/// `--json`.
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print JSON (shape documented in the README).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `demo`.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Model steps to run.
+    #[arg(long, default_value_t = 160)]
+    pub steps: u64,
+    /// The model's context window, in tokens.
+    #[arg(long, default_value_t = 32_000)]
+    pub window: u64,
+    /// Replay this transcript's first session instead of the scripted agent.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    /// Simulated model latency per step, in milliseconds (the worker works meanwhile).
+    #[arg(long, default_value_t = 60, value_name = "MS")]
+    pub step_ms: u64,
+    /// Print the summary as JSON (after the live output, which goes to stderr then).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Transcript files or folders.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent or tau-bench.
+    #[arg(long, default_value = "auto")]
+    pub format: String,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Transcript files or folders.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// The model's context window, in tokens.
+    #[arg(long, default_value_t = 32_000)]
+    pub window: u64,
+    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent or tau-bench.
+    #[arg(long, default_value = "auto")]
+    pub format: String,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `chats`.
+#[derive(Debug, Args)]
+pub struct ChatsArgs {
+    /// At most this many chats (newest activity first).
+    #[arg(long, default_value_t = 1000)]
+    pub limit: usize,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The chat (`chat-<16 hex digits>`).
+    pub chat: String,
+    /// Print every part whole (default: texts cut to 400 characters).
+    #[arg(long)]
+    pub full: bool,
+    /// Print JSON (always whole).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `view`.
+#[derive(Debug, Args)]
+pub struct ViewArgs {
+    /// The chat.
+    pub chat: String,
+    /// The model's context window, in tokens.
+    #[arg(long, default_value_t = 200_000)]
+    pub window: u64,
+    /// Tokens kept free for the answer.
+    #[arg(long, default_value_t = 4_096)]
+    pub reserve: u64,
+    /// text, openai or anthropic.
+    #[arg(long, default_value = "text")]
+    pub format: String,
+    /// Print JSON: the decision, the estimate and the messages.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `archive`.
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// A UTF-8 text file.
+    pub file: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `read`.
+#[derive(Debug, Args)]
+pub struct ReadArgs {
+    /// The archive id (64 hex digits).
+    pub archive: String,
+    /// `A..B` (end exclusive), `A..` or `..B`.
+    #[arg(long, default_value = "..")]
+    pub range: String,
+    /// char, utf16, byte or line.
+    #[arg(long, default_value = "char")]
+    pub unit: String,
+    /// Print JSON: `{"archive", "unit", "start", "end", "text"}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `plot`.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The chat.
+    pub chat: String,
+    /// The SVG file to write.
+    #[arg(short = 'o', long = "output", value_name = "FILE.svg")]
+    pub output: PathBuf,
+    /// The window whose soft and hard lines are drawn, in tokens.
+    #[arg(long, default_value_t = 32_000)]
+    pub window: u64,
+    /// Print the series as JSON too.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Rebuild the index from the log after checking.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}

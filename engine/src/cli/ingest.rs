@@ -1,0 +1,278 @@
+//! `import` and `replay`: transcripts in, through the library's importers.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use undertext::import::replay::{ReplayOptions, ReplayRow, replay_session, start_worker};
+use undertext::import::{self, Format, Problem, Session};
+use undertext::{Durability, Options, Store};
+
+use super::args::{ImportArgs, ReplayArgs};
+use super::out::{self, bytes, num};
+use super::{Cli, CliError, CliResult};
+
+fn bar(len: u64, what: &str, show: bool) -> ProgressBar {
+    if !show {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{msg:>10} [{bar:40}] {pos}/{len} {wide_msg}") {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b.set_message(what.to_string());
+    b
+}
+
+/// The sessions of every transcript file under `paths`, the problems met, and the bytes read.
+fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<(Vec<Session>, Vec<Problem>, u64, usize)> {
+    let format: Format = format.parse()?;
+    let files = import::transcript_files(paths)?;
+    if files.is_empty() {
+        return Err(CliError(format!(
+            "no transcript files (*.jsonl, *.json, *.traj) under {}",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let folders = paths.iter().any(|p| p.is_dir());
+    let pb = bar(files.len() as u64, "reading", folders);
+    let (mut sessions, mut problems, mut bytes_in) = (Vec::new(), Vec::new(), 0u64);
+    for f in &files {
+        pb.set_message(f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let data = std::fs::read(f).map_err(|e| CliError(format!("{}: {e}", f.display())))?;
+        bytes_in += data.len() as u64;
+        match import::parse_bytes(f, &data, format) {
+            Ok(p) => {
+                sessions.extend(p.sessions);
+                problems.extend(p.problems);
+            }
+            Err(e) => problems.push(Problem { file: f.clone(), line: 0, reason: strip(&e.to_string(), f) }),
+        }
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    Ok((sessions, problems, bytes_in, files.len()))
+}
+
+/// An engine message that already names the file, without the "invalid argument: path: " lead.
+fn strip(msg: &str, f: &std::path::Path) -> String {
+    let m = msg.strip_prefix("invalid argument: ").unwrap_or(msg);
+    let lead = format!("{}: ", f.display());
+    m.strip_prefix(&lead).unwrap_or(m).to_string()
+}
+
+/// Prints every problem but the last as an `error:` line and returns the last one as the
+/// command's error (a single bad file or line is one line of output).
+fn report_problems(problems: &[Problem], json: bool) -> CliResult {
+    let Some((last, rest)) = problems.split_last() else { return Ok(()) };
+    if !json {
+        for p in rest {
+            eprintln!("error: {p}");
+        }
+    }
+    let more =
+        if problems.len() > 1 { format!("; {} problems in all", problems.len()) } else { String::new() };
+    Err(CliError(format!("{last}{more}")))
+}
+
+/// `import PATH…`.
+pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
+    let (sessions, problems, bytes_in, files) = parse_all(&a.paths, &a.format)?;
+    if sessions.is_empty() && !problems.is_empty() {
+        return report_problems(&problems, false);
+    }
+    // Bulk import: no fsync per session; one sync at the end makes it all durable. A crash
+    // midway loses nothing imported before the last sync, and importing again completes it.
+    let store = out::open(cli, true, Durability::None)?;
+    let pb = bar(sessions.len() as u64, "importing", a.paths.iter().any(|p| p.is_dir()));
+    let r = import::import_sessions(&store, &cli.owner, &sessions, |s| {
+        pb.set_message(s.title.chars().take(50).collect::<String>());
+        pb.inc(1);
+    })?;
+    pb.finish_and_clear();
+    store.sync()?;
+    let st = store.stats()?;
+    let mut per: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
+    for s in &sessions {
+        let e = per.entry(s.format.name()).or_default();
+        e.0 += 1;
+        e.1 += s.tool_results;
+        e.2 += s.tool_result_bytes;
+    }
+    if a.json {
+        let per_format: serde_json::Map<String, serde_json::Value> = per
+            .iter()
+            .map(|(k, (n, t, b))| {
+                (k.to_string(), json!({"sessions": n, "tool_results": t, "tool_result_bytes": b}))
+            })
+            .collect();
+        out::print_json(&json!({
+            "files": files, "bytes_in": bytes_in,
+            "sessions": sessions.len(), "sessions_new": r.sessions_new, "sessions_unchanged": r.sessions_unchanged,
+            "sessions_extended": r.sessions_extended, "messages": r.messages, "tool_results": r.tool_results,
+            "archived": r.archived, "linked": r.linked,
+            "log_bytes": st.log_bytes, "index_bytes": st.index_bytes,
+            "per_format": per_format,
+            "problems": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+        }))?;
+    } else {
+        println!("{:<16} {:>8} {:>12} {:>14}", "format", "sessions", "tool results", "result bytes");
+        for (k, (n, t, b)) in &per {
+            println!("{k:<16} {:>8} {:>12} {:>14}", num(*n), num(*t), num(*b));
+        }
+        println!(
+            "{} files ({} in): {} sessions — {} new, {} unchanged, {} grown; added {} messages, {} tool results ({} archived); {} side chains linked",
+            num(files as u64),
+            bytes(bytes_in),
+            num(sessions.len() as u64),
+            num(r.sessions_new),
+            num(r.sessions_unchanged),
+            num(r.sessions_extended),
+            num(r.messages),
+            num(r.tool_results),
+            num(r.archived),
+            num(r.linked)
+        );
+        println!(
+            "store {}: {} on disk (log {}, index {})",
+            cli.store.display(),
+            bytes(st.log_bytes + st.index_bytes),
+            bytes(st.log_bytes),
+            bytes(st.index_bytes)
+        );
+    }
+    report_problems(&problems, a.json)
+}
+
+/// A scratch store in the temporary directory, removed when dropped.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn ms(d: std::time::Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1000.0)
+}
+
+fn ratio(a: u64, b: u64) -> String {
+    if b == 0 { "-".into() } else { format!("{:.2}", a as f64 / b as f64) }
+}
+
+/// `replay PATH… --window N`: every session through the guard and the worker, on a scratch
+/// store (the `--store` is not touched).
+pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
+    let _ = cli;
+    let (sessions, problems, _, _) = parse_all(&a.paths, &a.format)?;
+    if !problems.is_empty() && sessions.is_empty() {
+        return report_problems(&problems, false);
+    }
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let scratch = Scratch {
+        dir: std::env::temp_dir().join(format!("undertext-replay-{}-{nanos}", std::process::id())),
+    };
+    let store = Store::open(&scratch.dir, Options { durability: Durability::None, ..Options::default() })?;
+    let opts = ReplayOptions { window: a.window, ..ReplayOptions::default() };
+    let worker = start_worker(&store, &opts)?;
+    let pb = bar(sessions.len() as u64, "replaying", !a.json);
+    let mut rows: Vec<ReplayRow> = Vec::new();
+    for s in &sessions {
+        pb.set_message(s.title.chars().take(50).collect::<String>());
+        rows.push(replay_session(&store, "replay", s, &opts)?);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let errors = worker.errors();
+    worker.stop();
+    store.close()?;
+    drop(scratch);
+    if a.json {
+        let list: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "key": r.key, "title": r.title, "format": r.format, "steps": r.steps,
+                    "naive_tokens": r.naive_tokens, "guarded_tokens": r.guarded_tokens, "peak_tokens": r.peak_tokens,
+                    "previews": r.previews, "archived": r.archived, "checkpoints": r.checkpoints, "refused": r.refused,
+                    "stall_ms": r.stall.as_secs_f64() * 1000.0, "recovered_bytes": r.recovered_bytes,
+                    "recovery_mismatches": r.recovery_mismatches,
+                })
+            })
+            .collect();
+        out::print_json(&json!({"window": a.window, "sessions": list, "worker_errors": errors}))?;
+    } else {
+        println!(
+            "{:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>9} {:>10}",
+            "session",
+            "steps",
+            "resend all",
+            "guarded",
+            "ratio",
+            "peak",
+            "previews",
+            "archived",
+            "swaps",
+            "refused",
+            "stall ms",
+            "read back"
+        );
+        let mut totals: BTreeMap<String, ReplayRow> = BTreeMap::new();
+        for r in &rows {
+            print_row(&r.title, r);
+            let t = totals.entry(r.format.clone()).or_default();
+            t.steps += r.steps;
+            t.naive_tokens += r.naive_tokens;
+            t.guarded_tokens += r.guarded_tokens;
+            t.peak_tokens = t.peak_tokens.max(r.peak_tokens);
+            t.previews += r.previews;
+            t.archived += r.archived;
+            t.checkpoints += r.checkpoints;
+            t.refused += r.refused;
+            t.stall += r.stall;
+            t.recovered_bytes += r.recovered_bytes;
+            t.recovery_mismatches += r.recovery_mismatches;
+            t.key.push('.');
+        }
+        println!("totals per format (window {} tokens):", num(a.window));
+        for (f, t) in &totals {
+            print_row(&format!("{f} ({} sessions)", t.key.len()), t);
+        }
+        for e in &errors {
+            eprintln!("worker: {e}");
+        }
+    }
+    let mismatches: u64 = rows.iter().map(|r| r.recovery_mismatches).sum();
+    if mismatches > 0 {
+        return Err(CliError(format!("{mismatches} archived result(s) did not read back exactly")));
+    }
+    report_problems(&problems, a.json)
+}
+
+fn print_row(name: &str, r: &ReplayRow) {
+    let name: String = name.chars().take(44).collect();
+    let back = if r.recovery_mismatches == 0 {
+        format!("ok {}", bytes(r.recovered_bytes))
+    } else {
+        format!("{} BAD", r.recovery_mismatches)
+    };
+    println!(
+        "{name:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>9} {:>10}",
+        num(r.steps),
+        num(r.naive_tokens),
+        num(r.guarded_tokens),
+        ratio(r.guarded_tokens, r.naive_tokens),
+        num(r.peak_tokens),
+        num(r.previews),
+        num(r.archived),
+        num(r.checkpoints),
+        num(r.refused),
+        ms(r.stall),
+        back
+    );
+}

@@ -1,0 +1,95 @@
+//! The `undertext` command line. Every command is a thin layer over the engine's public API:
+//! parse arguments, open the store, call the library, print. Errors are one line on stderr
+//! (`error: ...`) and a non-zero exit code; bad input never panics.
+
+mod args;
+mod demo;
+mod ingest;
+mod out;
+mod plot;
+mod read;
+mod store_cmds;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+pub use args::{Cli, Command};
+
+/// A command's failure: the one line to print.
+#[derive(Debug)]
+pub struct CliError(pub String);
+
+impl From<undertext::Error> for CliError {
+    fn from(e: undertext::Error) -> Self {
+        let msg = e.to_string();
+        CliError(msg.strip_prefix("invalid argument: ").map_or_else(|| msg.clone(), str::to_string))
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// What a command returns.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// Exit code of a failed command.
+const FAILURE: u8 = 1;
+/// Exit code of a command line clap could not parse.
+const USAGE: u8 = 2;
+
+/// Runs the command line and returns the process's exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                let _ = e.print();
+                return ExitCode::from(USAGE);
+            }
+            // One line: clap's message without its blank lines and usage block.
+            let text = e.render().to_string();
+            let line: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information")
+                })
+                .collect();
+            eprintln!("{} (try --help)", line.join(" "));
+            return ExitCode::from(USAGE);
+        }
+    };
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(FAILURE)
+        }
+    }
+}
+
+fn run(cli: &Cli) -> CliResult {
+    match &cli.command {
+        Command::Demo(a) => demo::run(cli, a),
+        Command::Import(a) => ingest::import(cli, a),
+        Command::Replay(a) => ingest::replay(cli, a),
+        Command::Chats(a) => read::chats(cli, a),
+        Command::Show(a) => read::show(cli, a),
+        Command::View(a) => read::view(cli, a),
+        Command::Archive(a) => read::archive(cli, a),
+        Command::Read(a) => read::read(cli, a),
+        Command::Plot(a) => plot::run(cli, a),
+        Command::Stats(a) => store_cmds::stats(cli, a),
+        Command::Check(a) => store_cmds::check(cli, a),
+        Command::Gc(a) => store_cmds::gc(cli, a),
+    }
+}

@@ -1,0 +1,147 @@
+//! Shared helpers of the commands: opening the store, parsing ids, formatting numbers, and
+//! the JSON of messages.
+
+use serde_json::{Value, json};
+use undertext::{ChatId, Durability, Error, Message, Options, Part, Store, ToolContent};
+
+use super::{Cli, CliError, CliResult};
+
+/// Opens the store of `--store`; with `create`, makes it if absent; otherwise a missing store
+/// is an error that says how to make one.
+pub fn open(cli: &Cli, create: bool, durability: Durability) -> CliResult<Store> {
+    let opts = Options { create_if_missing: create, durability, ..Options::default() };
+    Store::open(&cli.store, opts).map_err(|e| match e {
+        Error::NotFound { .. } => CliError(format!(
+            "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",
+            cli.store.display()
+        )),
+        other => CliError(format!("cannot open the store at {}: {other}", cli.store.display())),
+    })
+}
+
+/// Opens an existing store for reading.
+pub fn open_existing(cli: &Cli) -> CliResult<Store> {
+    open(cli, false, Durability::Group)
+}
+
+/// Parses a chat id (`chat-<16 hex>` or the hex alone).
+pub fn chat_id(s: &str) -> CliResult<ChatId> {
+    s.parse::<ChatId>().map_err(|e| CliError(format!("{e} (list chats with `undertext chats`)")))
+}
+
+/// Opens chat `s` of the owner.
+pub fn chat(cli: &Cli, store: &Store, s: &str) -> CliResult<undertext::Chat> {
+    let id = chat_id(s)?;
+    store.chat(&cli.owner, id).map_err(|e| match e {
+        Error::NotFound { .. } => {
+            CliError(format!("no chat {id} for owner {:?} (list chats with `undertext chats`)", cli.owner))
+        }
+        other => other.into(),
+    })
+}
+
+/// `1234567` as `1,234,567`.
+pub fn num(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes as `12.3 MB` / `45.6 KB` / `789 B`.
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.2} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} B"),
+    }
+}
+
+/// Prints a JSON value, pretty, to stdout.
+pub fn print_json(v: &Value) -> CliResult {
+    let s = serde_json::to_string_pretty(v).map_err(|e| CliError(format!("JSON output: {e}")))?;
+    println!("{s}");
+    Ok(())
+}
+
+/// The JSON of one part (`{"type": ...}`; see the README's CLI section).
+pub fn part_json(p: &Part) -> Value {
+    match p {
+        Part::Text(t) => json!({"type": "text", "text": t}),
+        Part::Summary(t) => json!({"type": "summary", "text": t}),
+        Part::ToolCall { id, name, args } => {
+            json!({"type": "tool_call", "id": id, "name": name, "args": args})
+        }
+        Part::ToolResult { call_id, content, is_error } => match content {
+            ToolContent::Text(t) => {
+                json!({"type": "tool_result", "call_id": call_id, "is_error": is_error, "text": t})
+            }
+            ToolContent::Archived { archive, preview } => json!({
+                "type": "tool_result", "call_id": call_id, "is_error": is_error, "preview": preview,
+                "archive": archive_json(archive),
+            }),
+        },
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            json!({"type": "approval_request", "id": id, "call_id": call_id, "prompt": prompt})
+        }
+        Part::ApprovalResponse { id, approved, reason } => {
+            json!({"type": "approval_response", "id": id, "approved": approved, "reason": reason})
+        }
+        Part::Attachment { mime, blob } => {
+            json!({"type": "attachment", "mime": mime, "blob": blob.to_string()})
+        }
+    }
+}
+
+/// The JSON of an archive reference.
+pub fn archive_json(a: &undertext::ArchiveRef) -> Value {
+    json!({"id": a.id.to_string(), "bytes": a.bytes, "chars": a.chars, "utf16_units": a.utf16_units, "lines": a.lines})
+}
+
+/// The JSON of a message.
+pub fn message_json(m: &Message) -> Value {
+    json!({
+        "seq": m.seq, "role": m.role.as_str(), "turn": m.turn, "revision": m.revision, "at_ms": m.at_ms,
+        "parts": m.parts.iter().map(part_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One part as text, cut to `max` characters (0: whole).
+pub fn part_text(p: &Part, max: usize) -> String {
+    let cut = |t: &str| -> String {
+        if max == 0 || t.chars().count() <= max {
+            t.to_string()
+        } else {
+            let head: String = t.chars().take(max).collect();
+            format!("{head}… [{} more chars]", t.chars().count() - max)
+        }
+    };
+    match p {
+        Part::Text(t) => cut(t),
+        Part::Summary(t) => format!("[summary] {}", cut(t)),
+        Part::ToolCall { id, name, args } => format!("[call {id}] {name} {}", cut(args)),
+        Part::ToolResult { call_id, content: ToolContent::Text(t), is_error } => {
+            format!("[result {call_id}{}] {}", if *is_error { " error" } else { "" }, cut(t))
+        }
+        Part::ToolResult { call_id, content: ToolContent::Archived { archive, preview }, .. } => format!(
+            "[result {call_id}, archived {} ({} bytes, {} lines)] {}",
+            archive.id,
+            archive.bytes,
+            archive.lines,
+            cut(preview)
+        ),
+        Part::ApprovalRequest { id, prompt, .. } => format!("[approval request {id}] {}", cut(prompt)),
+        Part::ApprovalResponse { id, approved, reason } => format!(
+            "[approval {id}: {}] {}",
+            if *approved { "granted" } else { "denied" },
+            reason.as_deref().unwrap_or_default()
+        ),
+        Part::Attachment { mime, blob } => format!("[attachment {mime} {blob}]"),
+    }
+}

@@ -1,0 +1,244 @@
+//! `chats`, `show`, `view`, `archive`, `read`.
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+use undertext::budget::{Budget, Decision};
+use undertext::{BlobId, Durability, Page, Unit};
+
+use super::args::{ArchiveArgs, ChatsArgs, ReadArgs, ShowArgs, ViewArgs};
+use super::out::{self, num};
+use super::{Cli, CliError, CliResult};
+
+/// `chats`: the owner's chats, newest activity first.
+pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
+    let store = out::open_existing(cli)?;
+    let mut page = Page { limit: a.limit.clamp(1, 1000), after: None };
+    let mut all = Vec::new();
+    while all.len() < a.limit {
+        let p = store.chats(&cli.owner, page.clone())?;
+        all.extend(p.chats);
+        match p.next {
+            Some(n) => page.after = Some(n),
+            None => break,
+        }
+    }
+    all.truncate(a.limit);
+    if a.json {
+        let rows: Vec<Value> = all
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id.to_string(), "title": c.meta.title, "model": c.meta.model, "messages": c.len,
+                    "revision": c.revision, "created_ms": c.created_ms, "last_activity_ms": c.last_activity_ms,
+                    "extra": c.meta.extra,
+                })
+            })
+            .collect();
+        return out::print_json(&json!({"owner": cli.owner, "chats": rows}));
+    }
+    println!("{:<22} {:>8}  {:<16} title", "chat", "messages", "format");
+    for c in &all {
+        let format = c.meta.extra.get(undertext::import::FORMAT).map_or("", String::as_str);
+        let parent =
+            c.meta.extra.get(undertext::import::PARENT_CHAT).map(|p| format!(" (side chain of {p})"));
+        println!(
+            "{:<22} {:>8}  {:<16} {}{}",
+            c.id.to_string(),
+            num(c.len),
+            format,
+            c.meta.title,
+            parent.unwrap_or_default()
+        );
+    }
+    println!("{} chats of owner {:?} in {}", all.len(), cli.owner, cli.store.display());
+    Ok(())
+}
+
+/// `show CHAT`: every message with its seq.
+pub fn show(cli: &Cli, a: &ShowArgs) -> CliResult {
+    let store = out::open_existing(cli)?;
+    let chat = out::chat(cli, &store, &a.chat)?;
+    let snap = chat.snapshot();
+    if a.json {
+        let mut msgs = Vec::new();
+        for m in snap.iter() {
+            msgs.push(out::message_json(&m?));
+        }
+        let meta = snap.meta();
+        return out::print_json(&json!({
+            "id": chat.id().to_string(), "title": meta.title, "model": meta.model, "extra": meta.extra,
+            "revision": snap.revision(), "messages": msgs,
+        }));
+    }
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    writeln!(
+        w,
+        "{} — {} ({} messages, revision {})",
+        chat.id(),
+        snap.meta().title,
+        snap.len(),
+        snap.revision()
+    )?;
+    for m in snap.iter() {
+        let m = m?;
+        for (i, p) in m.parts.iter().enumerate() {
+            let head = if i == 0 { format!("{:>5} {:<9}", m.seq, m.role.as_str()) } else { " ".repeat(15) };
+            writeln!(w, "{head} {}", out::part_text(p, if a.full { 0 } else { 400 }))?;
+        }
+    }
+    Ok(())
+}
+
+/// `view CHAT --window N`: what the next model call would see.
+pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
+    let store = out::open_existing(cli)?;
+    let chat = out::chat(cli, &store, &a.chat)?;
+    let budget = Budget::new(a.window, a.reserve);
+    let v = chat.view(&budget)?;
+    let decision = match v.decision() {
+        Decision::Fits => json!({"kind": "fits"}),
+        Decision::Compacted { previewed, tokens_saved } => {
+            json!({"kind": "compacted", "previewed": previewed, "tokens_saved": tokens_saved})
+        }
+        Decision::Refused { estimate, limit, over_by } => {
+            json!({"kind": "refused", "estimate": estimate, "limit": limit, "over_by": over_by})
+        }
+    };
+    if a.json {
+        let msgs: Vec<Value> = v
+            .messages()
+            .iter()
+            .map(|m| {
+                json!({
+                    "seqs": [m.seqs.start, m.seqs.end], "role": m.role.as_str(), "tokens": m.tokens,
+                    "parts": m.parts.iter().map(out::part_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        return out::print_json(&json!({
+            "chat": chat.id().to_string(), "window": a.window, "reserve": a.reserve,
+            "soft_limit": budget.soft_limit(), "target_limit": budget.target_limit(), "hard_limit": budget.hard_limit(),
+            "estimate": v.estimate(), "raw_estimate": v.raw_estimate(), "decision": decision, "messages": msgs,
+        }));
+    }
+    match a.format.as_str() {
+        "openai" => println!("{}", v.to_openai_json()),
+        "anthropic" => println!("{}", v.to_anthropic_json()),
+        "text" => {
+            println!(
+                "{}: {} of {} usable tokens (soft {}, hard {}); {}",
+                chat.id(),
+                num(v.estimate()),
+                num(budget.usable()),
+                num(budget.soft_limit()),
+                num(budget.hard_limit()),
+                match v.decision() {
+                    Decision::Fits => "fits".to_string(),
+                    Decision::Compacted { previewed, tokens_saved } => {
+                        format!(
+                            "{} older tool results shown as previews ({} tokens saved)",
+                            previewed.len(),
+                            num(*tokens_saved)
+                        )
+                    }
+                    Decision::Refused { over_by, .. } =>
+                        format!("REFUSED: over the hard line by {} tokens", num(*over_by)),
+                }
+            );
+            for m in v.messages() {
+                let seqs = if m.seqs.end == m.seqs.start + 1 {
+                    m.seqs.start.to_string()
+                } else {
+                    format!("{}..{}", m.seqs.start, m.seqs.end)
+                };
+                for (i, p) in m.parts.iter().enumerate() {
+                    let head = if i == 0 {
+                        format!("{seqs:>9} {:<9} {:>6}t", m.role.as_str(), m.tokens)
+                    } else {
+                        " ".repeat(25)
+                    };
+                    println!("{head} {}", out::part_text(p, 200));
+                }
+            }
+        }
+        other => {
+            return Err(CliError(format!("--format: expected text, openai or anthropic, found {other:?}")));
+        }
+    }
+    Ok(())
+}
+
+/// `archive FILE`: stores the file's text as an archive of the owner.
+pub fn archive(cli: &Cli, a: &ArchiveArgs) -> CliResult {
+    let bytes = std::fs::read(&a.file).map_err(|e| CliError(format!("{}: {e}", a.file.display())))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        CliError(format!(
+            "{}: expected UTF-8 text, found invalid UTF-8 at byte {}",
+            a.file.display(),
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let store = out::open(cli, true, Durability::Group)?;
+    let r = store.archive(&cli.owner, &text)?;
+    if a.json {
+        return out::print_json(&out::archive_json(&r));
+    }
+    println!("archive {}", r.id);
+    println!("bytes {}  chars {}  utf16_units {}  lines {}", r.bytes, r.chars, r.utf16_units, r.lines);
+    println!("read it back: undertext read {} --range 0..{} --unit char", r.id, r.chars);
+    Ok(())
+}
+
+fn unit(s: &str) -> CliResult<Unit> {
+    Ok(match s {
+        "char" | "chars" => Unit::Chars,
+        "utf16" => Unit::Utf16,
+        "byte" | "bytes" => Unit::Bytes,
+        "line" | "lines" => Unit::Lines,
+        other => {
+            return Err(CliError(format!("--unit: expected char, utf16, byte or line, found {other:?}")));
+        }
+    })
+}
+
+/// Parses `A..B`, `A..`, `..B` or `..` against a length.
+fn range(s: &str, len: u64) -> CliResult<std::ops::Range<u64>> {
+    let bad = || {
+        CliError(format!(
+            "--range: expected A..B (end exclusive), A.. or ..B with whole numbers, found {s:?}"
+        ))
+    };
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    let a = if a.is_empty() { 0 } else { a.trim().parse().map_err(|_| bad())? };
+    let b = if b.is_empty() { len } else { b.trim().parse().map_err(|_| bad())? };
+    Ok(a..b)
+}
+
+/// `read ARCHIVE --range A..B --unit U`: exactly that text on stdout, nothing else.
+pub fn read(cli: &Cli, a: &ReadArgs) -> CliResult {
+    let id: BlobId = a.archive.parse().map_err(|e| {
+        CliError(format!("{e} (archive ids are 64 hex digits, printed by `archive` and `show`)"))
+    })?;
+    let unit = unit(&a.unit)?;
+    let store = out::open_existing(cli)?;
+    let r = store.archive_ref(&cli.owner, &id)?;
+    let len = match unit {
+        Unit::Chars => r.chars,
+        Unit::Utf16 => r.utf16_units,
+        Unit::Bytes => r.bytes,
+        Unit::Lines => r.lines,
+    };
+    let range = range(&a.range, len)?;
+    let text = store.read_context(&cli.owner, &id, range.clone(), unit)?;
+    if a.json {
+        return out::print_json(&json!({
+            "archive": id.to_string(), "unit": unit.as_str(), "start": range.start, "end": range.end, "text": text,
+        }));
+    }
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes())?;
+    o.flush()?;
+    Ok(())
+}
