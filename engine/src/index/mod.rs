@@ -9,6 +9,7 @@
 mod history;
 mod memtable;
 
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
@@ -18,6 +19,7 @@ use redb::{
 
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
+use crate::io::{self, SeamBackend};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
@@ -84,15 +86,23 @@ impl Index {
     /// version is deleted and recreated empty: it is derived, and the log rebuilds it.
     pub(crate) fn open(store_dir: &Path, cache_bytes: usize) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
-        let create = |p: &Path| Database::builder().set_cache_size(cache_bytes).create(p);
+        // redb writes through the file seam (`crate::io`), like the log.
+        let create = |p: &Path| -> Result<Database> {
+            let opts = OpenOptions::new().read(true).write(true).create(true).truncate(false);
+            let file = io::open(opts, p).map_err(|e| Error::io("open", p, e))?;
+            let backend = SeamBackend::new(file, p.to_path_buf()).map_err(|e| Error::io("open", p, e))?;
+            Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
+        };
         let db = match create(&path) {
             Ok(db) => db,
             Err(e) => {
                 tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
-                std::fs::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-                create(&path).map_err(redb_err)?
+                io::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
+                create(&path)?
             }
         };
+        // The store directory's entries (`LOCK`, `log/`, `index.redb`) must survive a power cut.
+        io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
         let index = Index {
             db,
             path,

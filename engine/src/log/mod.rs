@@ -76,6 +76,5 @@ pub(crate) fn list_segments(log_dir: &Path) -> Result<Vec<u64>> {
 
 /// fsyncs a directory so that file creations and removals in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    let f = std::fs::File::open(dir).map_err(|e| Error::io("open", dir, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", dir, e))
+    crate::io::sync_dir(dir).map_err(|e| Error::io("fsync", dir, e))
 }

@@ -10,13 +10,12 @@
 //! has reached the end of the data.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::format::{self, SEGMENT_HEADER_LEN};
 use super::{segment_path, sync_dir};
 use crate::error::{Error, Result};
+use crate::io;
 
 /// The prepared (not yet active) file of segment `n`.
 pub(crate) fn prep_path(dir: &Path, n: u64) -> PathBuf {
@@ -37,7 +36,7 @@ pub(crate) fn zero_fill(file: &File, from: u64, to: u64, path: &Path) -> Result<
     let mut at = from;
     while at < to {
         let n = ((to - at) as usize).min(CHUNK);
-        file.write_all_at(&zeros[..n], at).map_err(|e| Error::io("write", path, e))?;
+        io::write_all_at(file, &zeros[..n], at, path).map_err(|e| Error::io("write", path, e))?;
         at += n as u64;
     }
     Ok(())
@@ -45,24 +44,21 @@ pub(crate) fn zero_fill(file: &File, from: u64, to: u64, path: &Path) -> Result<
 
 /// Creates segment `n` durably: its header, then zeros up to `size` (when `size` is larger).
 fn write_new(path: &Path, n: u64, size: u64) -> Result<File> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(path)
+    let file = io::open(OpenOptions::new().read(true).write(true).create_new(true), path)
         .map_err(|e| Error::io("create", path, e))?;
-    file.write_all(&format::encode_segment_header(n)).map_err(|e| Error::io("write", path, e))?;
+    io::write_all_at(&file, &format::encode_segment_header(n), 0, path)
+        .map_err(|e| Error::io("write", path, e))?;
     zero_fill(&file, SEGMENT_HEADER_LEN as u64, size, path)?;
-    file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
+    io::sync_all(&file, path).map_err(|e| Error::io("fsync", path, e))?;
     Ok(file)
 }
 
 /// Prepares segment `n` in the background's own file, then publishes it as `.prep`.
 pub(crate) fn prepare(dir: &Path, n: u64, size: u64) -> Result<()> {
     let tmp = dir.join(format!("{n:08}.seg.prep.tmp"));
-    let _ = std::fs::remove_file(&tmp);
+    let _ = io::remove_file(&tmp);
     write_new(&tmp, n, size)?;
-    std::fs::rename(&tmp, prep_path(dir, n)).map_err(|e| Error::io("rename", &tmp, e))
+    io::rename(&tmp, &prep_path(dir, n)).map_err(|e| Error::io("rename", &tmp, e))
 }
 
 /// Makes segment `n` the active one: the prepared file if one is complete, else a new
@@ -72,15 +68,12 @@ pub(crate) fn activate(dir: &Path, n: u64, size: u64) -> Result<File> {
     let prep = prep_path(dir, n);
     let ready = std::fs::metadata(&prep).is_ok_and(|m| m.len() == size.max(SEGMENT_HEADER_LEN as u64));
     if ready {
-        std::fs::rename(&prep, &path).map_err(|e| Error::io("rename", &prep, e))?;
+        io::rename(&prep, &path).map_err(|e| Error::io("rename", &prep, e))?;
         sync_dir(dir)?;
-        return OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
+        return io::open(OpenOptions::new().read(true).write(true), &path)
             .map_err(|e| Error::io("open", &path, e));
     }
-    let _ = std::fs::remove_file(&prep);
+    let _ = io::remove_file(&prep);
     let file = write_new(&path, n, size)?;
     sync_dir(dir)?;
     Ok(file)
@@ -92,7 +85,7 @@ pub(crate) fn remove_leftovers(dir: &Path) -> Result<()> {
     for entry in rd.flatten() {
         let name = entry.file_name();
         if name.to_str().is_some_and(|n| n.ends_with(".seg.prep") || n.ends_with(".seg.prep.tmp")) {
-            let _ = std::fs::remove_file(entry.path());
+            let _ = io::remove_file(&entry.path());
         }
     }
     Ok(())

@@ -64,7 +64,7 @@ impl LogReader {
         // only truncates the last segment before any map exists. The store directory is
         // held under an exclusive lock, so no cooperating process modifies it either. The
         // map is read-only and every access is bounds-checked against its length.
-        let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io("mmap", &path, e))?;
+        let map = unsafe { crate::io::map(&file, &path) }.map_err(|e| Error::io("mmap", &path, e))?;
         let map = Arc::new(map);
         let mut maps = self.maps.write();
         let map = maps.entry(n).or_insert((map, AtomicU64::new(now))).0.clone();
@@ -94,7 +94,7 @@ impl LogReader {
         // The file is never shortened below its data end (sealing cuts only the zero tail),
         // so no mapped page that a read touches can fall beyond the end of the file. The store
         // directory is locked against other processes.
-        let map = match unsafe { Mmap::map(file) } {
+        let map = match unsafe { crate::io::map(file, &self.dir) } {
             Ok(m) => Arc::new(m),
             Err(e) => {
                 tracing::debug!(error = %e, segment = n, "active segment not mapped; reading with pread");

@@ -2,13 +2,13 @@
 //! tail, refuse corruption before the tail.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use super::format::{self, BatchRef, SEGMENT_HEADER_LEN, SegmentHeaderError};
 use super::scan::{ScanEnd, walk_batches};
 use super::{Position, list_segments, prealloc, segment_path};
 use crate::error::{Error, Result};
+use crate::io;
 
 /// The state of the log after recovery: where the writer continues.
 #[derive(Debug)]
@@ -97,9 +97,9 @@ pub(crate) fn recover(
                 // acknowledged. Start it again.
                 tracing::warn!(segment = n, reason = ?e, "rewriting the header of a segment torn at creation");
                 let file = reopen_truncated(&path, 0)?;
-                file.write_all_at(&format::encode_segment_header(n), 0)
+                io::write_all_at(&file, &format::encode_segment_header(n), 0, &path)
                     .map_err(|e| Error::io("write", &path, e))?;
-                file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+                io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
                 if from.segment == n && from.offset > SEGMENT_HEADER_LEN as u64 {
                     return Err(RecoverError::IndexAhead(format!(
                         "index is at segment {n} offset {}, but that segment was torn at creation",
@@ -156,28 +156,29 @@ pub(crate) fn recover(
             tracing::warn!(segment = n, offset, bytes_cut = cut, %reason, "cutting torn tail of the log");
             // Zero the torn bytes rather than shorten the file, so a preallocated segment
             // stays preallocated; zeros after the last batch read as the end of the data.
-            let file = OpenOptions::new().write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+            let file = io::open(OpenOptions::new().read(true).write(true), &path)
+                .map_err(|e| Error::io("open", &path, e))?;
             prealloc::zero_fill(&file, offset, bytes.len() as u64, &path)?;
-            file.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
+            io::sync_all(&file, &path).map_err(|e| Error::io("fsync", &path, e))?;
         }
     }
     let path = segment_path(dir, last);
-    let file =
-        OpenOptions::new().read(true).write(true).open(&path).map_err(|e| Error::io("open", &path, e))?;
+    let file = io::open(OpenOptions::new().read(true).write(true), &path)
+        .map_err(|e| Error::io("open", &path, e))?;
     let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
     if len < prealloc {
         prealloc::zero_fill(&file, len, prealloc, &path)?;
     }
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.
-    file.sync_data().map_err(|e| Error::io("fdatasync", &path, e))?;
+    io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
     Ok(Recovered { file, segment: last, end, next_txid, last_batch })
 }
 
 fn reopen_truncated(path: &Path, len: u64) -> Result<File> {
     let file =
-        OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io("open", path, e))?;
-    file.set_len(len).map_err(|e| Error::io("set_len", path, e))?;
-    file.sync_all().map_err(|e| Error::io("fsync", path, e))?;
+        io::open(OpenOptions::new().read(true).write(true), path).map_err(|e| Error::io("open", path, e))?;
+    io::set_len(&file, len, path).map_err(|e| Error::io("set_len", path, e))?;
+    io::sync_all(&file, path).map_err(|e| Error::io("fsync", path, e))?;
     Ok(file)
 }

@@ -1,7 +1,6 @@
 //! Appends batch frames to the active segment and makes them durable (group commit).
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +10,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use super::format::{self, Frame};
 use super::{Position, prealloc, segment_path};
 use crate::error::{Error, Result};
+use crate::io;
 use crate::options::Durability;
 
 /// The single log writer. Appends are serialized by `state`; durability waits use `sync`.
@@ -108,11 +108,11 @@ impl LogWriter {
         let txid = st.next_txid;
         let bytes = frame.seal(txid);
         let start = Position::new(st.segment, st.offset);
-        if let Err(e) = st.file.write_all_at(bytes, st.offset) {
+        if let Err(e) = io::write_all_at(&st.file, bytes, st.offset, &self.dir) {
             let path = segment_path(&self.dir, st.segment);
             // Cut whatever part of the frame reached the file; if even that fails, the
             // file's tail is unknown and the writer must stop.
-            if let Err(e2) = st.file.set_len(st.offset) {
+            if let Err(e2) = io::set_len(&st.file, st.offset, &self.dir) {
                 let why = format!("write failed ({e}) and the partial frame could not be cut ({e2})");
                 st.poisoned = Some(why);
             }
@@ -123,7 +123,7 @@ impl LogWriter {
         let end = Position::new(st.segment, st.offset);
         on_written(start, end, st.next_txid);
         if self.durability == Durability::Immediate {
-            let r = st.file.sync_data();
+            let r = io::sync_data(&st.file, &self.dir);
             self.syncs.fetch_add(1, Ordering::Relaxed);
             let mut s = self.sync.lock();
             match r {
@@ -143,7 +143,9 @@ impl LogWriter {
     fn roll_over(&self, st: &mut WriterState) -> Result<()> {
         let path = segment_path(&self.dir, st.segment);
         // A sealed segment keeps no preallocated tail: its size is its data.
-        if let Err(e) = st.file.set_len(st.offset).and_then(|()| st.file.sync_data()) {
+        if let Err(e) =
+            io::set_len(&st.file, st.offset, &self.dir).and_then(|()| io::sync_data(&st.file, &self.dir))
+        {
             let why = format!("fdatasync while sealing failed: {e}");
             st.poisoned = Some(why.clone());
             self.sync.lock().poisoned = Some(why);
@@ -208,7 +210,7 @@ impl LogWriter {
                 let st = self.state.lock();
                 (st.file.clone(), Position::new(st.segment, st.offset))
             };
-            let r = file.sync_data();
+            let r = io::sync_data(&file, &self.dir);
             self.syncs.fetch_add(1, Ordering::Relaxed);
             s = self.sync.lock();
             s.in_progress = false;
@@ -264,7 +266,7 @@ impl LogWriter {
             return Err(Error::Poisoned(why.clone()));
         }
         let end = Position::new(st.segment, st.offset);
-        if let Err(e) = st.file.sync_data() {
+        if let Err(e) = io::sync_data(&st.file, &self.dir) {
             let why = format!("fdatasync failed: {e}");
             st.poisoned = Some(why.clone());
             self.sync.lock().poisoned = Some(why);

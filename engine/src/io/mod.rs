@@ -1,0 +1,130 @@
+//! The file seam: every file operation of the log and the index that changes a file (create,
+//! write, sync, rename, resize, map, remove, directory sync) goes through these functions.
+//!
+//! In a normal build each one is the `std` call it names, inlined: the seam costs nothing.
+//! With the cargo feature `fault-injection`, each first asks the fault controller registered
+//! for the store directory (see [`fault`]) whether to fail, and records what a power cut
+//! would undo; the real operation on the real file follows.
+
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+mod redb_backend;
+
+use std::fs::{File, OpenOptions};
+use std::io::Result;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use memmap2::Mmap;
+
+pub(crate) use redb_backend::SeamBackend;
+
+/// The kind of a file operation, as the fault controller counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// Opening a file for writing, or creating one.
+    Open,
+    /// Writing bytes at an offset.
+    Write,
+    /// `fdatasync` or `fsync` of a file.
+    Sync,
+    /// Renaming a file.
+    Rename,
+    /// Setting a file's length.
+    SetLen,
+    /// Memory-mapping a file.
+    Mmap,
+    /// Removing a file.
+    Remove,
+    /// `fsync` of a directory.
+    SyncDir,
+}
+
+/// Asks the fault controller (fault builds only) whether `op` on a file under `at` fails.
+#[inline(always)]
+fn check(_op: Op, _at: &Path, _file: Option<&File>) -> Result<()> {
+    #[cfg(feature = "fault-injection")]
+    fault::before(_op, _at, _file)?;
+    Ok(())
+}
+
+/// Opens (or creates) `path` with `opts`.
+#[inline]
+pub(crate) fn open(opts: &OpenOptions, path: &Path) -> Result<File> {
+    check(Op::Open, path, None)?;
+    opts.open(path)
+}
+
+/// `pwrite` of all of `buf` at `offset`; `at` names the file or a directory above it.
+#[inline]
+pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64, at: &Path) -> Result<()> {
+    check(Op::Write, at, Some(file))?;
+    #[cfg(feature = "fault-injection")]
+    fault::record_write(at, file, offset, buf.len() as u64);
+    file.write_all_at(buf, offset)
+}
+
+/// `fdatasync`.
+#[inline]
+pub(crate) fn sync_data(file: &File, at: &Path) -> Result<()> {
+    check(Op::Sync, at, Some(file))?;
+    file.sync_data()?;
+    #[cfg(feature = "fault-injection")]
+    fault::synced(at, file);
+    Ok(())
+}
+
+/// `fsync`.
+#[inline]
+pub(crate) fn sync_all(file: &File, at: &Path) -> Result<()> {
+    check(Op::Sync, at, Some(file))?;
+    file.sync_all()?;
+    #[cfg(feature = "fault-injection")]
+    fault::synced(at, file);
+    Ok(())
+}
+
+/// Sets the file's length (cutting or extending with zeros).
+#[inline]
+pub(crate) fn set_len(file: &File, len: u64, at: &Path) -> Result<()> {
+    check(Op::SetLen, at, Some(file))?;
+    #[cfg(feature = "fault-injection")]
+    fault::record_set_len(at, file, len);
+    file.set_len(len)
+}
+
+/// Renames `from` to `to`.
+#[inline]
+pub(crate) fn rename(from: &Path, to: &Path) -> Result<()> {
+    check(Op::Rename, from, None)?;
+    std::fs::rename(from, to)
+}
+
+/// Removes a file.
+#[inline]
+pub(crate) fn remove_file(path: &Path) -> Result<()> {
+    check(Op::Remove, path, None)?;
+    std::fs::remove_file(path)
+}
+
+/// `fsync` of a directory, so that names created, renamed or removed in it are durable.
+#[inline]
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    check(Op::SyncDir, dir, None)?;
+    File::open(dir)?.sync_all()?;
+    #[cfg(feature = "fault-injection")]
+    fault::dir_synced(dir);
+    Ok(())
+}
+
+/// A shared read-only map of the whole file.
+///
+/// # Safety
+/// As [`Mmap::map`]: the caller makes sure no one shortens the file or changes the mapped
+/// bytes while the map (or a slice of it) lives.
+#[inline]
+pub(crate) unsafe fn map(file: &File, at: &Path) -> Result<Mmap> {
+    check(Op::Mmap, at, Some(file))?;
+    // SAFETY: the caller upholds `Mmap::map`'s contract (this function's own).
+    unsafe { Mmap::map(file) }
+}
