@@ -88,8 +88,9 @@ impl Index {
         let path = store_dir.join(INDEX_FILE);
         // redb writes through the file seam (`crate::io`), like the log.
         let create = |p: &Path| -> Result<Database> {
-            let opts = OpenOptions::new().read(true).write(true).create(true).truncate(false);
-            let file = io::open(opts, p).map_err(|e| Error::io("open", p, e))?;
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(true).create(true).truncate(false);
+            let file = io::open(&opts, p).map_err(|e| Error::io("open", p, e))?;
             let backend = SeamBackend::new(file, p.to_path_buf()).map_err(|e| Error::io("open", p, e))?;
             Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
         };
