@@ -176,18 +176,21 @@ impl PyChat {
         PyMessage::new(py, &m)
     }
 
+    /// `chat[i]`: the message at seq `i`; negative indexes count from the end. `IndexError`
+    /// outside the chat.
     fn __getitem__(&self, py: Python<'_>, index: i64) -> PyResult<PyMessage> {
         let m = self.with(py, move |c| {
             let len = c.len() as i64;
             let seq = if index < 0 { len + index } else { index };
             if seq < 0 || seq >= len {
-                return Err(undertext::Error::NotFound {
-                    what: format!("message {index} of a chat of {len}"),
-                });
+                return Ok(Err(format!("message {index} of a chat of {len}")));
             }
-            c.get(seq as u64)
+            c.get(seq as u64).map(Ok)
         })?;
-        PyMessage::new(py, &m)
+        match m {
+            Ok(m) => PyMessage::new(py, &m),
+            Err(msg) => Err(pyo3::exceptions::PyIndexError::new_err(msg)),
+        }
     }
 
     /// Messages `start..end` (end defaults to the length) of the current revision.

@@ -63,14 +63,14 @@ impl PySnapshot {
         PyMessage::new(py, &m)
     }
 
+    /// `snapshot[i]`; negative indexes count from the end. `IndexError` outside.
     fn __getitem__(&self, py: Python<'_>, index: i64) -> PyResult<PyMessage> {
         let len = self.snap.len() as i64;
         let seq = if index < 0 { len + index } else { index };
         if seq < 0 || seq >= len {
-            return Err(crate::errors::to_py(
-                py,
-                undertext::Error::NotFound { what: format!("message {index} of a snapshot of {len}") },
-            ));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "message {index} of a snapshot of {len}"
+            )));
         }
         self.get(py, seq as u64)
     }

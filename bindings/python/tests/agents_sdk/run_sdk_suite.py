@@ -1,0 +1,113 @@
+"""Runs the OpenAI Agents SDK's own tests twice and compares the failure sets.
+
+1. the sdist's ``tests/`` unmodified (the baseline on this machine);
+2. the same tests with ``tests/utils/simple_session.py`` replaced by
+   ``simple_session.py`` next to this file (``SimpleListSession`` backed by
+   ``undertext.agents.UndertextSession``).
+
+Both runs execute the same test files: by default every file that imports
+``simple_session`` (directly, or through a helper module of ``tests/`` that does), the
+only files the swap can change; ``--all`` runs the whole suite. Prints both failure sets
+and exits 1 unless they are equal.
+
+Usage: python run_sdk_suite.py SDIST.tar.gz [--all] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def extract(sdist: Path, into: Path) -> Path:
+    with tarfile.open(sdist) as tar:
+        try:
+            tar.extractall(into, filter="data")
+        except TypeError:  # Python < 3.12 without the filter argument
+            tar.extractall(into)
+    roots = [p for p in into.iterdir() if p.is_dir()]
+    if len(roots) != 1:
+        raise SystemExit(f"expected one top directory in {sdist}, found {[p.name for p in roots]}")
+    return roots[0]
+
+
+def files_using_simple_session(root: Path) -> list[str]:
+    """Test files importing simple_session, directly or through one helper module."""
+    tests = root / "tests"
+    users = {p for p in tests.rglob("*.py") if "simple_session" in p.read_text(errors="replace")}
+    helpers = {p for p in users if not p.name.startswith("test_")}
+    modules = {".".join(p.relative_to(root).with_suffix("").parts) for p in helpers}
+    selected = {p for p in users if p.name.startswith("test_")}
+    if modules:
+        pattern = re.compile("|".join(re.escape(m) for m in sorted(modules)))
+        for p in tests.rglob("test_*.py"):
+            if pattern.search(p.read_text(errors="replace")):
+                selected.add(p)
+    return sorted(str(p.relative_to(root)) for p in selected)
+
+
+def failures(junit: Path) -> set[str]:
+    out = set()
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            out.add(f"{case.get('classname')}::{case.get('name')}")
+    return out
+
+
+def run(root: Path, targets: list[str], junit: Path) -> set[str]:
+    cmd = [
+        sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
+        "--continue-on-collection-errors", f"--junitxml={junit}",
+    ]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []
+    print(f"  {root.name}: pytest exit {proc.returncode}; {' '.join(tail)}")
+    if not junit.exists():
+        print(proc.stdout[-4000:], proc.stderr[-4000:])
+        raise SystemExit("pytest wrote no report")
+    return failures(junit)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("sdist", type=Path)
+    ap.add_argument("--all", action="store_true", help="run the whole suite, not only the files the swap affects")
+    ap.add_argument("--workdir", type=Path)
+    args = ap.parse_args()
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="undertext-sdk-"))
+    try:
+        base = extract(args.sdist, work / "baseline")
+        swap = extract(args.sdist, work / "undertext")
+        shutil.copy(HERE / "simple_session.py", swap / "tests" / "utils" / "simple_session.py")
+        targets = ["tests"] if args.all else files_using_simple_session(base)
+        print(f"SDK tests: {len(targets)} target(s): {' '.join(targets) if len(targets) < 40 else '...'}")
+        before = run(base, targets, work / "baseline.xml")
+        after = run(swap, targets, work / "undertext.xml")
+        print(f"baseline failures ({len(before)}):")
+        for f in sorted(before):
+            print(f"  {f}")
+        print(f"with UndertextSession failures ({len(after)}):")
+        for f in sorted(after):
+            print(f"  {f}")
+        if before != after:
+            print("DIFFERENT: only with UndertextSession:", sorted(after - before))
+            print("           only in the baseline:     ", sorted(before - after))
+            return 1
+        print("SAME failure set")
+        return 0
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""Chats and messages: every call round-trips, owners are walls, edits are revision-guarded."""
+
+import json
+
+import pytest
+
+import undertext
+
+EVERY_PART = [
+    {"type": "text", "text": "plain text"},
+    {"type": "summary", "text": "a summary of earlier turns"},
+    {"type": "tool_call", "id": "call-1", "name": "read_file", "args": '{"path": "Cargo.toml"}'},
+    {"type": "tool_result", "call_id": "call-1", "content": "[package]", "is_error": False},
+    {"type": "tool_result", "call_id": "call-2", "content": "boom", "is_error": True},
+    {"type": "approval_request", "id": "ap-1", "call_id": "call-3", "prompt": "run rm -rf target?"},
+    {"type": "approval_request", "id": "ap-2", "call_id": None, "prompt": "continue?"},
+    {"type": "approval_response", "id": "ap-1", "approved": True, "reason": "fine"},
+    {"type": "approval_response", "id": "ap-2", "approved": False, "reason": None},
+]
+
+
+def test_every_part_kind_round_trips(store, chat):
+    blob = store.put_blob(b"\x89PNG")
+    parts = EVERY_PART + [{"type": "attachment", "mime": "image/png", "blob": blob}]
+    seq = chat.append({"role": "assistant", "parts": parts})
+    m = chat.get(seq)
+    assert m.parts == parts
+    assert m.role == "assistant" and m.seq == seq and m.revision == chat.revision
+    assert m.text == "plain text"
+    again = chat.append({"role": m.role, "parts": m.parts})  # what comes out goes back in
+    assert chat[again].parts == parts
+    d = m.to_dict()
+    assert d["parts"] == parts and d["seq"] == seq and d["step"] is None
+
+
+def test_tool_call_args_may_be_any_json_value(chat):
+    chat.append(undertext.tool_call("c1", "search", {"q": "ünï", "n": 3}, text="searching"))
+    part = chat[0].parts[1]
+    assert json.loads(part["args"]) == {"q": "ünï", "n": 3}
+    assert chat[0].text == "searching"
+    with pytest.raises(undertext.InvalidArgument, match="must be JSON"):
+        chat.append({"role": "assistant", "parts": [{"type": "tool_call", "id": "x", "name": "n", "args": "{not"}]})
+
+
+def test_seqs_are_dense_and_turns_count_user_messages(chat):
+    assert chat.append(undertext.system("be brief")) == 0
+    assert chat.append(undertext.user("one")) == 1
+    assert chat.append(undertext.assistant("reply")) == 2
+    assert chat.append(undertext.tool_result("c", "out")) == 3
+    assert chat.append(undertext.user("two")) == 4
+    assert [m.turn for m in chat] == [0, 1, 1, 1, 2]
+    assert len(chat) == 5
+    assert chat[-1].text == "two" and chat[0].role == "system"
+    with pytest.raises(IndexError):
+        chat[5]
+    with pytest.raises(undertext.InvalidArgument, match="the chat has 5 messages"):
+        chat.get(99)
+
+
+def test_append_batch_returns_the_range_of_seqs(chat):
+    chat.append(undertext.user("first"))
+    r = chat.append_batch([undertext.assistant(f"m{i}") for i in range(5)])
+    assert r == range(1, 6)
+    assert [m.text for m in chat.messages(1, 6)] == [f"m{i}" for i in range(5)]
+    assert [m.text for m in chat.messages()][0] == "first"
+
+
+def test_arbitrary_text_survives_exactly(chat):
+    texts = ["", "line\nbreak\r\n", "\x00nul inside", "😀" * 1000, json.dumps({"k": [1, 2, {"deep": "é"}]}), "x" * 200_000]
+    for t in texts:
+        chat.append({"role": "user", "content": t})
+    assert [m.text for m in chat] == texts
+
+
+def test_iteration_forward_and_reverse_over_one_snapshot(chat):
+    chat.append_batch([undertext.user(str(i)) for i in range(150)])
+    assert [int(m.text) for m in chat.iter()] == list(range(150))
+    assert [int(m.text) for m in chat.iter(reverse=True)] == list(range(149, -1, -1))
+    assert [int(m.text) for m in chat.iter(10, 75, reverse=True)] == list(range(74, 9, -1))
+    it = chat.iter()
+    first = next(it)
+    chat.append(undertext.user("later"))  # not seen by the running iterator
+    assert first.text == "0" and len(list(it)) == 149
+    with pytest.raises(undertext.InvalidArgument):
+        chat.iter(5, 2)
+
+
+def test_edit_and_truncate_need_the_current_revision(chat):
+    chat.append_batch([undertext.user("q"), undertext.assistant("draft answer"), undertext.user("q2")])
+    rev = chat.revision
+    assert rev == 0  # appends do not change it
+    before = chat.snapshot()
+    rev1 = chat.edit(1, undertext.assistant("final answer"), expected_revision=rev)
+    assert rev1 == rev + 1 and chat[1].text == "final answer"
+    with pytest.raises(undertext.StaleRevision) as e:
+        chat.truncate(1, expected_revision=rev)
+    assert (e.value.expected, e.value.found) == (rev, rev1)
+    assert before[1].text == "draft answer" and before.revision == rev  # snapshots never move
+    assert chat.snapshot(rev)[1].text == "draft answer"
+    rev2 = chat.truncate(1, expected_revision=rev1)
+    assert len(chat) == 1 and rev2 == rev1 + 1
+    assert len(chat.snapshot(rev1)) == 3
+    with pytest.raises(undertext.InvalidArgument):
+        chat.snapshot(rev2 + 5)
+
+
+def test_owners_are_walls(store, chat):
+    chat.append(undertext.user("secret"))
+    with pytest.raises(undertext.NotFound):
+        store.chat("mallory", chat.id)
+    assert list(store.chats("mallory")) == []
+    with pytest.raises(undertext.InvalidArgument, match="owner"):
+        store.create_chat("")
+    with pytest.raises(undertext.InvalidArgument, match="chat id"):
+        store.chat("alice", "chat-zz")
+
+
+def test_metadata_set_read_and_versioned(store):
+    chat = store.create_chat("alice", title="t1", model="m", draft="d", extra={"a": "1"})
+    assert chat.meta == store.chat("alice", chat.id).meta
+    assert (chat.meta.title, chat.meta.model, chat.meta.draft, chat.meta.extra) == ("t1", "m", "d", {"a": "1"})
+    v = chat.set_meta(title="t2", extra={"b": "2"})
+    assert v == chat.meta_version == 2
+    assert (chat.meta.title, chat.meta.model, chat.meta.extra) == ("t2", "m", {"b": "2"})
+    assert chat.meta_at(1).title == "t1"
+
+
+def test_chats_are_listed_newest_first_across_pages_and_found_by_metadata(store):
+    made = [store.create_chat("bob", title=f"c{i}", extra={"thread": f"t{i % 3}"}) for i in range(7)]
+    made[2].append(undertext.user("recent activity"))
+    listed = list(store.chats("bob", page_size=2))
+    assert len(listed) == 7 and listed[0].id == made[2].id
+    assert {c.id for c in listed} == {c.id for c in made}
+    assert listed[0].len == 1
+    assert [c.id for c in store.find_chats("bob", title="c4")] == [made[4].id]
+    assert sorted(c.title for c in store.find_chats("bob", extra={"thread": "t1"})) == ["c1", "c4"]
+    assert store.find_chats("bob", title="c4", extra={"thread": "t0"}) == []
+    with pytest.raises(undertext.InvalidArgument, match="page_size"):
+        store.chats("bob", page_size=0)
+
+
+def test_steps_and_attempts_keep_every_retry(chat):
+    chat.append(undertext.user("why does CI fail?"))
+    r1 = chat.record_step(1, "stream-1", 0, [undertext.assistant("Let me che")], complete=False)
+    r2 = chat.record_step(1, "stream-2", 0, [undertext.tool_call("c1", "sh", {"cmd": "cargo test"})])
+    r3 = chat.record_step(1, "stream-2", 1, [undertext.tool_result("c1", "ok"), undertext.assistant("fixed")])
+    assert (r1, r2, r3) == (range(1, 2), range(2, 3), range(3, 5))
+    attempts = chat.attempts(1)
+    assert [a.stream_id for a in attempts] == ["stream-1", "stream-2"]
+    assert [s.complete for s in attempts[0].steps] == [False]
+    assert [s.step for s in attempts[1].steps] == [0, 1]
+    assert attempts[1].steps[1].seqs == [3, 4]
+    assert attempts[1].steps[1].messages[1].text == "fixed"
+    assert chat[4].step == (1, "stream-2", 1)
+    assert chat.attempts(7) == []
+    with pytest.raises(undertext.InvalidArgument, match="stream id"):
+        chat.record_step(1, "", 0, [undertext.assistant("x")])
+
+
+@pytest.mark.parametrize(
+    "message, needle",
+    [
+        ("just a string", "expected a dict"),
+        ({"content": "x"}, 'expected key "role"'),
+        ({"role": "robot", "content": "x"}, "found \"robot\""),
+        ({"role": "user"}, '"content" or "parts"'),
+        ({"role": "user", "content": 3}, '"content" to be a str'),
+        ({"role": "user", "parts": "no"}, '"parts" to be a list'),
+        ({"role": "user", "parts": [{"text": "no type"}]}, 'expected key "type"'),
+        ({"role": "user", "parts": [{"type": "video"}]}, 'found "video"'),
+        ({"role": "tool", "parts": [{"type": "tool_result", "content": "x"}]}, '"call_id"'),
+        ({"role": "user", "parts": [{"type": "approval_response", "id": "a", "approved": "yes"}]}, '"approved" to be a bool'),
+    ],
+)
+def test_malformed_messages_say_what_was_expected(chat, message, needle):
+    with pytest.raises(undertext.InvalidArgument) as e:
+        chat.append(message)
+    assert needle in str(e.value)
+    assert len(chat) == 0
+
+
+def test_chat_objects_compare_by_identity_of_the_chat(store, chat):
+    same = store.chat("alice", chat.id)
+    assert same == chat and hash(same) == hash(chat)
+    assert store.create_chat("alice") != chat
+    assert chat.owner == "alice" and chat.id.startswith("chat-")

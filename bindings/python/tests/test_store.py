@@ -1,0 +1,183 @@
+"""Store round trips: open/close, blobs, stats, check, reopen across processes, the lock."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import undertext
+
+
+def test_blob_round_trip_returns_the_same_bytes_and_a_content_address(store):
+    data = bytes(range(256)) * 40
+    bid = store.put_blob(data)
+    assert len(bid) == 64 and int(bid, 16) >= 0
+    assert bid == undertext.blob_id(data)
+    assert store.put_blob(data) == bid  # content addressed: stored once, same id
+    assert store.get_blob(bid) == data
+    assert store.contains_blob(bid)
+    assert not store.contains_blob(undertext.blob_id(b"never stored"))
+
+
+def test_put_blobs_stores_every_blob_in_one_call(store):
+    items = [b"tool call", b"tool result", b"", "é".encode()]
+    ids = store.put_blobs(items)
+    assert [store.get_blob(i) for i in ids] == items
+
+
+def test_a_missing_blob_is_not_found_and_a_bad_id_is_invalid(store):
+    with pytest.raises(undertext.NotFound) as e:
+        store.get_blob(undertext.blob_id(b"absent"))
+    assert isinstance(e.value, KeyError)
+    with pytest.raises(undertext.InvalidArgument) as e:
+        store.get_blob("not-hex")
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(undertext.InvalidArgument, match="expected a str of 64 hex digits"):
+        store.get_blob(42)
+
+
+def test_stats_sync_and_check_describe_a_healthy_store(store):
+    store.put_blob(os.urandom(1000))  # incompressible
+    store.sync()
+    stats = store.stats()
+    assert stats["segments"] >= 1 and stats["log_bytes"] > 1000
+    report = store.check()
+    assert report["ok"] and report["problems"] == [] and report["blobs"] >= 1
+
+
+def test_close_releases_the_lock_and_later_calls_raise_closed(tmp_path):
+    path = tmp_path / "s"
+    s = undertext.Store.open(path)
+    chat = s.create_chat("alice")
+    assert not s.closed
+    s.close()
+    s.close()  # harmless twice
+    assert s.closed
+    with pytest.raises(undertext.Closed):
+        s.put_blob(b"x")
+    with pytest.raises(undertext.Closed):
+        chat.append(undertext.user("after close"))
+    with undertext.Store.open(path) as again:  # the lock was released
+        assert again.chat("alice", chat.id).id == chat.id
+
+
+def test_a_second_open_of_the_same_store_is_locked(tmp_path):
+    with undertext.Store.open(tmp_path / "s"):
+        with pytest.raises(undertext.Locked) as e:
+            undertext.Store.open(tmp_path / "s")
+        assert e.value.pid == os.getpid()
+        assert "locked" in str(e.value)
+
+
+def test_opening_a_missing_store_without_create_is_not_found(tmp_path):
+    with pytest.raises(undertext.NotFound, match="store at"):
+        undertext.Store.open(tmp_path / "absent", create_if_missing=False)
+
+
+def test_options_are_checked(tmp_path):
+    with pytest.raises(undertext.InvalidArgument, match="durability"):
+        undertext.Store.open(tmp_path / "s", durability="sometimes")
+    with pytest.raises(undertext.InvalidArgument, match="segment_size"):
+        undertext.Store.open(tmp_path / "s", segment_size=100)
+
+
+def test_opening_a_file_as_a_store_is_an_io_failure(tmp_path):
+    f = tmp_path / "a-file"
+    f.write_text("not a directory")
+    with pytest.raises(undertext.IOFailure) as e:
+        undertext.Store.open(f)
+    assert isinstance(e.value, OSError)
+
+
+def _child(code: str, path) -> str:
+    script = textwrap.dedent(code)
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def test_a_store_written_by_one_process_reads_back_in_another(tmp_path):
+    path = tmp_path / "shared"
+    out = _child(
+        """
+        import sys, undertext
+        with undertext.Store.open(sys.argv[1], durability="immediate") as s:
+            c = s.create_chat("alice", title="from the child", extra={"thread": "t-1"})
+            c.append(undertext.user("written in process one"))
+            c.append(undertext.assistant("ünïcödé 😀"))
+            print(c.id, s.put_blob(b"child blob"))
+        """,
+        path,
+    )
+    chat_id, bid = out.split()
+    with undertext.Store.open(path) as s:
+        chat = s.chat("alice", chat_id)
+        assert [m.text for m in chat] == ["written in process one", "ünïcödé 😀"]
+        assert chat.meta.extra == {"thread": "t-1"}
+        assert s.get_blob(bid) == b"child blob"
+        chat.append(undertext.user("and appended in process two"))
+    out = _child(
+        """
+        import sys, undertext
+        with undertext.Store.open(sys.argv[1]) as s:
+            (info,) = s.find_chats("alice", extra={"thread": "t-1"})
+            print(len(s.chat("alice", info.id)))
+        """,
+        path,
+    )
+    assert out.strip() == "3"
+
+
+def test_a_store_held_by_another_process_is_locked_with_its_pid(tmp_path):
+    path = tmp_path / "held"
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, undertext\n"
+            "s = undertext.Store.open(sys.argv[1])\n"
+            "print('open', flush=True)\n"
+            "sys.stdin.readline()\n"
+            "s.close()\n",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "open"
+        with pytest.raises(undertext.Locked) as e:
+            undertext.Store.open(path)
+        assert e.value.pid == child.pid
+    finally:
+        child.stdin.write("\n")
+        child.stdin.close()
+        assert child.wait(timeout=60) == 0
+    with undertext.Store.open(path):
+        pass
+
+
+def test_a_flipped_byte_in_a_sealed_segment_reads_as_corrupt(tmp_path):
+    path = tmp_path / "s"
+    payload = os.urandom(3000)
+    with undertext.Store.open(path, segment_size=4096) as s:
+        bid = s.put_blob(payload)
+        for i in range(6):  # roll over to later segments, so the first one is sealed
+            s.put_blob(os.urandom(3000) + bytes([i]))
+    segs = sorted((path / "log").iterdir())
+    first = segs[0]
+    raw = bytearray(first.read_bytes())
+    at = raw.find(payload[:64])
+    assert at >= 0, "the incompressible blob is stored as is"
+    raw[at + 100] ^= 0x01
+    first.write_bytes(bytes(raw))
+    with undertext.Store.open(path, segment_size=4096) as s:
+        with pytest.raises(undertext.Corrupt) as e:
+            s.get_blob(bid)
+        assert e.value.segment == int(first.stem)
+        assert not s.check()["ok"]
