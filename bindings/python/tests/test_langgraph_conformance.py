@@ -8,11 +8,16 @@ and the 3 optional ones (copy_thread, delete_for_runs, prune).
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+
+if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
+    pytest.importorskip("langgraph.checkpoint.conformance", reason="run scripts/test-python-integrations")
+
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 
@@ -60,6 +65,7 @@ def _registered(cls: type[UndertextSaver], name: str) -> Any:
     return factory
 
 
+@pytest.mark.asyncio
 @pytest.mark.parametrize(
     "cls,name",
     [(UndertextSaver, "UndertextSaver"), (SyncPathSaver, "UndertextSaver via the sync methods")],
