@@ -1,0 +1,197 @@
+"""UndertextSession: the Agents SDK Session protocol, answered like SQLiteSession, and
+the compaction hook replacing history in one transaction."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
+    pytest.importorskip("agents.memory", reason="run scripts/test-python-integrations")
+
+from agents.memory import Session, SQLiteSession
+from agents.memory.session_settings import SessionSettings
+
+import undertext
+from undertext.agents import UndertextSession
+
+pytestmark = pytest.mark.asyncio
+
+
+def item(n: int, role: str = "user") -> dict[str, Any]:
+    return {"role": role, "content": f"message {n} " + "é✓" * (n % 5)}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with undertext.Store.open(tmp_path / "store") as s:
+        yield s
+
+
+async def test_it_is_an_sdk_session(store: Any) -> None:
+    session = UndertextSession("s", store)
+    assert isinstance(session, Session)
+    assert session.session_id == "s"
+    assert session.session_settings == SessionSettings()
+
+
+async def test_a_random_sequence_of_calls_answers_like_sqlite_session(store: Any, tmp_path: Path) -> None:
+    rng = random.Random(8)
+    ours = UndertextSession("same", store)
+    sqlite = SQLiteSession("same", tmp_path / "sdk.db")
+    n = 0
+    for step in range(400):
+        op = rng.choice(["add", "add", "add", "pop", "get", "get_limit", "clear", "compact"] if step % 97 else ["clear"])
+        if op == "add":
+            batch = [item(n + i, rng.choice(["user", "assistant"])) for i in range(rng.randint(0, 4))]
+            n += len(batch)
+            await ours.add_items(batch)
+            await sqlite.add_items(batch)
+        elif op == "pop":
+            assert await ours.pop_item() == await sqlite.pop_item(), step
+        elif op == "get":
+            assert await ours.get_items() == await sqlite.get_items(), step
+        elif op == "get_limit":
+            limit = rng.randint(-1, 8)
+            assert await ours.get_items(limit) == await sqlite.get_items(limit), (step, limit)
+        elif op == "clear":
+            await ours.clear_session()
+            await sqlite.clear_session()
+        else:
+            limit = rng.randint(1, 6)
+            a = await ours._get_compaction_snapshot(limit)
+            b = await sqlite._get_compaction_snapshot(limit)
+            assert (a.items, a.complete) == (b.items, b.complete), step
+            if a.items:
+                start = rng.randint(0, len(a.items) - 1)
+                out = [{"role": "assistant", "content": f"summary at {step}"}]
+                assert await a.replace_suffix(start, out) == await b.replace_suffix(start, out)
+        assert await ours.get_items() == await sqlite.get_items(), (step, op)
+    sqlite.close()
+
+
+async def test_session_settings_limit_is_the_default_of_get_items(store: Any) -> None:
+    session = UndertextSession("s", store, session_settings={"limit": 2})
+    await session.add_items([item(i) for i in range(5)])
+    assert await session.get_items() == [item(3), item(4)]
+    assert await session.get_items(4) == [item(i) for i in range(1, 5)]
+
+
+async def test_compaction_replaces_the_suffix_in_one_step_and_history_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        session = UndertextSession("s", store)
+        await session.add_items([item(i) for i in range(10)])
+        snap = await session._get_compaction_snapshot(4)
+        assert snap.items == [item(i) for i in range(6, 10)] and snap.complete is False
+        summary = {"role": "assistant", "content": "summary of 7..9"}
+        assert await snap.replace_suffix(1, [summary]) is True
+        expected = [item(i) for i in range(7)] + [summary]
+        assert await session.get_items() == expected
+    with undertext.Store.open(path) as store:
+        again = UndertextSession("s", store)
+        assert await again.get_items() == expected
+        assert await again.get_items(2) == [item(6), summary]
+        assert await again.pop_item() == summary
+        assert await again.pop_item() == item(6)
+        assert await again.get_items() == [item(i) for i in range(6)]
+
+
+async def test_a_suffix_replacement_after_the_history_moved_writes_nothing(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(5)])
+    snap = await session._get_compaction_snapshot(3)
+    await session.add_items([item(5)])
+    assert await snap.replace_suffix(0, [{"role": "assistant", "content": "x"}]) is False
+    assert await session.get_items() == [item(i) for i in range(6)]
+
+
+async def test_a_failed_replacement_leaves_the_old_history_whole(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(5)])
+    snap = await session._get_compaction_snapshot(5)
+    with pytest.raises(TypeError):
+        await snap.replace_suffix(2, [{"role": "assistant", "content": object()}])
+    assert await session.get_items() == [item(i) for i in range(5)]
+
+
+async def test_prune_prefix_drops_the_oldest_items_while_the_predicate_holds(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(8)])
+    snap = await session._get_compaction_snapshot(2, prune_prefix=lambda it: it["content"].startswith(("message 0", "message 1")))
+    assert await snap.replace_suffix(0, [{"role": "assistant", "content": "tail"}]) is True
+    items = await session.get_items()
+    assert items == [item(i) for i in range(2, 6)] + [{"role": "assistant", "content": "tail"}]
+    # A later pop that jumps over the compaction marker keeps the pruned prefix pruned.
+    assert await session.pop_item() == {"role": "assistant", "content": "tail"}
+    assert await session.pop_item() == item(5)
+    assert await session.get_items() == [item(i) for i in range(2, 5)]
+
+
+async def test_get_items_with_a_limit_reads_only_the_newest_messages(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(2000)])
+    calls = []
+    chat = session._chat
+    real = chat.snapshot
+
+    class CountingSnapshot:
+        def __init__(self, snap: Any) -> None:
+            self.snap = snap
+
+        def __len__(self) -> int:
+            return len(self.snap)
+
+        def iter(self, start: int, end: int, *, reverse: bool = False) -> Any:
+            for m in self.snap.iter(start, end, reverse=reverse):
+                calls.append(m.seq)
+                yield m
+
+    class Wrapped:
+        def snapshot(self) -> Any:
+            return CountingSnapshot(real())
+
+    session._chat = Wrapped()
+    assert await session.get_items(3) == [item(1997), item(1998), item(1999)]
+    assert calls == [1999, 1998, 1997]
+
+
+async def test_sessions_with_the_same_id_share_history_and_other_ids_do_not(store: Any) -> None:
+    a = UndertextSession("one", store)
+    await a.add_items([item(1)])
+    assert await UndertextSession("one", store).get_items() == [item(1)]
+    assert await UndertextSession("two", store).get_items() == []
+
+
+async def test_eight_threads_adding_lose_nothing(store: Any) -> None:
+    session = UndertextSession("s", store)
+
+    def add(t: int) -> None:
+        for i in range(50):
+            session.add_items_sync([{"role": "user", "content": f"{t}:{i}"}])
+
+    threads = [threading.Thread(target=add, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    items = await session.get_items()
+    assert len(items) == 400
+    for t in range(8):
+        mine = [x["content"] for x in items if x["content"].startswith(f"{t}:")]
+        assert mine == [f"{t}:{i}" for i in range(50)]
+
+
+async def test_items_are_stored_as_json_in_engine_messages(store: Any) -> None:
+    session = UndertextSession("s", store)
+    call = {"type": "function_call_output", "call_id": "c1", "output": "42"}
+    await session.add_items([item(1), call])
+    msgs = session._chat.messages()
+    assert [m.role for m in msgs] == ["user", "tool"]
+    assert json.loads(msgs[1].text) == call
