@@ -238,7 +238,6 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         self.owner = owner
         self._owns_store = False
         self._lock = threading.RLock()
-        self._known_blobs: set[str] = set()
         self._lanes: dict[tuple[str, str], _Lane] = {}
         self._threads: dict[str, set[str]] = {}
         for info in store.chats(owner):
@@ -290,16 +289,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     # -- blobs ---------------------------------------------------------------------------
 
     def _store_values(self, values: list[bytes]) -> list[str]:
-        """Content addresses of ``values``; only bytes not yet known are written."""
-        ids = [undertext.blob_id(v) for v in values]
-        new = {}
-        for bid, v in zip(ids, values):
-            if bid not in self._known_blobs:
-                new[bid] = v
-        if new:
-            stored = self.store.put_blobs(list(new.values()))
-            self._known_blobs.update(stored)
-        return ids
+        """Content addresses of ``values``, stored in one transaction. The engine writes
+        only bytes it does not hold yet (and, for large values, only new chunks)."""
+        if not values:
+            return []
+        return list(self.store.put_blobs(values))
 
     def _load(self, typ: str, blob_id: str) -> Any:
         return self.serde.loads_typed((typ, self.store.get_blob(blob_id)))
