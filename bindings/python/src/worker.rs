@@ -89,10 +89,17 @@ impl PySummarizer {
     }
 
     fn text(&self, py: Python<'_>, what: &str, r: PyResult<Bound<'_, PyAny>>) -> undertext::Result<String> {
-        match r.and_then(|v| v.extract::<String>()) {
+        let r = r.and_then(|v| match v.extract::<String>() {
             Ok(s) => Ok(s),
-            Err(e) => Err(self.failed(py, what, e)),
-        }
+            Err(_) => {
+                let ty = v.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "summarizer {:?}: {what} must return a str, it returned {ty}",
+                    self.id
+                )))
+            }
+        });
+        r.map_err(|e| self.failed(py, what, e))
     }
 }
 
