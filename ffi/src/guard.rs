@@ -1,0 +1,48 @@
+//! The boundary every exported function goes through: panics are caught and become
+//! [`UNDERTEXT_INTERNAL`](crate::status::UNDERTEXT_INTERNAL), errors are recorded as the
+//! thread's last error, and the status is returned.
+
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::status::{FfiError, FfiResult, Status, UNDERTEXT_INTERNAL, UNDERTEXT_OK};
+
+thread_local! {
+    /// The message of the last failed call on this thread.
+    static LAST_ERROR: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// Runs `f`, catching any panic; records the error message of a failure for
+/// `undertext_last_error` and returns the status.
+pub(crate) fn call(f: impl FnOnce() -> FfiResult<()>) -> Status {
+    let result = catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let what = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with a non-string payload".to_string());
+        Err(FfiError::new(UNDERTEXT_INTERNAL, format!("internal error (caught panic): {what}")))
+    });
+    match result {
+        Ok(()) => UNDERTEXT_OK,
+        Err(e) => {
+            set_last_error(&e.message);
+            e.status
+        }
+    }
+}
+
+/// Records `message` as this thread's last error.
+pub(crate) fn set_last_error(message: &str) {
+    // A thread being torn down has no thread-locals left; there is nobody to read it then.
+    let _ = LAST_ERROR.try_with(|m| {
+        let mut m = m.borrow_mut();
+        m.clear();
+        m.push_str(message);
+    });
+}
+
+/// Runs `g` with this thread's last error message.
+pub(crate) fn with_last_error<T>(g: impl FnOnce(&str) -> T) -> T {
+    LAST_ERROR.with(|m| g(&m.borrow()))
+}

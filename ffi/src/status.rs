@@ -1,0 +1,90 @@
+//! Status codes returned by every function, and the error type that carries a status and
+//! its message inside the crate.
+
+use undertext::Error;
+
+/// The status every `undertext_*` function returns: [`UNDERTEXT_OK`] or an error code;
+/// the error's message is then readable with `undertext_last_error`.
+pub type Status = i32;
+
+/// Success.
+pub const UNDERTEXT_OK: Status = 0;
+/// A required pointer argument was NULL (or misaligned for its type).
+pub const UNDERTEXT_NULL_POINTER: Status = 1;
+/// A string argument was not valid UTF-8.
+pub const UNDERTEXT_INVALID_UTF8: Status = 2;
+/// An argument was malformed (bad enum value, empty owner, invalid JSON, ...).
+pub const UNDERTEXT_INVALID_ARGUMENT: Status = 3;
+/// A range or position is past the end of what it indexes (the message gives the length).
+pub const UNDERTEXT_OUT_OF_RANGE: Status = 4;
+/// A handle was never issued, is of another kind, or is the zero handle.
+pub const UNDERTEXT_BAD_HANDLE: Status = 5;
+/// A handle was freed or closed (its slot's generation moved on), or its store was closed.
+pub const UNDERTEXT_STALE_HANDLE: Status = 6;
+/// Not found, or owned by another owner (the two are indistinguishable by design).
+pub const UNDERTEXT_NOT_FOUND: Status = 7;
+/// An edit or truncation was based on a revision that is no longer current.
+pub const UNDERTEXT_STALE_REVISION: Status = 8;
+/// A checkpoint publication was refused (the chat was edited, or it is not newer).
+pub const UNDERTEXT_CONFLICT: Status = 9;
+/// The store is held open by another process or handle.
+pub const UNDERTEXT_LOCKED: Status = 10;
+/// Stored data failed its checksum or content address.
+pub const UNDERTEXT_CORRUPT: Status = 11;
+/// An operating-system I/O call failed.
+pub const UNDERTEXT_IO: Status = 12;
+/// The on-disk format is not understood by this build.
+pub const UNDERTEXT_UNSUPPORTED: Status = 13;
+/// The derived index failed (the log is intact), or the writer is poisoned: reopen.
+pub const UNDERTEXT_INDEX: Status = 14;
+/// A buffer given by the caller is too small (the needed length is returned).
+pub const UNDERTEXT_BUFFER_TOO_SMALL: Status = 15;
+/// A buffer passed to `undertext_buf_free` was not handed out by this library, or was
+/// already freed.
+pub const UNDERTEXT_BAD_BUFFER: Status = 16;
+/// A C callback (the summarizer) reported an error.
+pub const UNDERTEXT_CALLBACK: Status = 17;
+/// A bug in Undertext (a caught panic); the message says where.
+pub const UNDERTEXT_INTERNAL: Status = 99;
+
+/// An error on its way to C: a status and a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FfiError {
+    pub(crate) status: Status,
+    pub(crate) message: String,
+}
+
+/// Result of the crate's internal calls.
+pub(crate) type FfiResult<T> = Result<T, FfiError>;
+
+impl FfiError {
+    pub(crate) fn new(status: Status, message: impl Into<String>) -> FfiError {
+        FfiError { status, message: message.into() }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> FfiError {
+        FfiError::new(UNDERTEXT_INVALID_ARGUMENT, message)
+    }
+
+    pub(crate) fn out_of_range(message: impl Into<String>) -> FfiError {
+        FfiError::new(UNDERTEXT_OUT_OF_RANGE, message)
+    }
+}
+
+impl From<Error> for FfiError {
+    fn from(e: Error) -> FfiError {
+        let status = match &e {
+            Error::Io { .. } => UNDERTEXT_IO,
+            Error::Corrupt { .. } => UNDERTEXT_CORRUPT,
+            Error::Locked { .. } => UNDERTEXT_LOCKED,
+            Error::NotFound { .. } => UNDERTEXT_NOT_FOUND,
+            Error::StaleRevision { .. } => UNDERTEXT_STALE_REVISION,
+            Error::InvalidArgument(_) | Error::Lint { .. } => UNDERTEXT_INVALID_ARGUMENT,
+            Error::UnsupportedVersion { .. } => UNDERTEXT_UNSUPPORTED,
+            Error::Conflict(_) => UNDERTEXT_CONFLICT,
+            Error::Index(_) | Error::Poisoned(_) => UNDERTEXT_INDEX,
+            _ => UNDERTEXT_INTERNAL,
+        };
+        FfiError::new(status, e.to_string())
+    }
+}
