@@ -42,7 +42,7 @@ pub use history::{
     Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
 };
 pub use options::{Durability, Options};
-pub use store::{CheckProblem, CheckReport, MAX_BLOB_LEN, Store, StoreStats};
+pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Store, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]

@@ -5,6 +5,8 @@
 //! value (bytes, or `read_context` in any unit) read only the chunks they need; chunked
 //! blobs survive reopen, index rebuild and `check`, and damage to a chunk is reported.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
 use std::ops::Range;
 
 use undertext::{BlobId, Compression, Durability, Options, Store, Unit};
@@ -21,8 +23,26 @@ fn log_bytes(store: &Store) -> u64 {
 /// Text-like bytes: words from a small vocabulary, like serialized agent state.
 fn words(rng: &mut Rng, n: usize) -> Vec<u8> {
     const VOCAB: &[&str] = &[
-        "the", "tool", "result", "message", "assistant", "user", "file", "error", "line", "cargo", "test",
-        "passed", "{\"role\":", "\"content\":", "src/lib.rs", "fn", "let", "0x1f", "42", "\n",
+        "the",
+        "tool",
+        "result",
+        "message",
+        "assistant",
+        "user",
+        "file",
+        "error",
+        "line",
+        "cargo",
+        "test",
+        "passed",
+        "{\"role\":",
+        "\"content\":",
+        "src/lib.rs",
+        "fn",
+        "let",
+        "0x1f",
+        "42",
+        "\n",
     ];
     let mut out = Vec::with_capacity(n + 16);
     while out.len() < n {
@@ -103,7 +123,9 @@ fn a_list_serialized_with_one_more_element_stores_about_one_new_chunk() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
     let mut rng = Rng::new(seed(12));
-    let mut items: Vec<String> = (0..1000).map(|i| format!("{{\"i\":{i},\"text\":\"{}\"}}", String::from_utf8(words(&mut rng, 200)).unwrap())).collect();
+    let mut items: Vec<String> = (0..1000)
+        .map(|i| format!("{{\"i\":{i},\"text\":\"{}\"}}", String::from_utf8(words(&mut rng, 200)).unwrap()))
+        .collect();
     let list = |items: &[String]| format!("[{}]", items.join(",")).into_bytes();
     store.put_blob(&list(&items)).unwrap();
     let before = log_bytes(&store);

@@ -1,7 +1,7 @@
 //! [`View`]: the model view of a chat under a [`Budget`], and the guard that keeps it there.
 
-use std::sync::Arc;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::Budget;
 use super::estimate::Estimator;

@@ -59,7 +59,7 @@ impl ChatCache {
     pub(crate) fn get(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
         let mut map = self.map.lock();
         if let Some(s) = map.get(&id.0) {
-            if &*s.owner != owner {
+            if &*s.owner != owner || s.deleted.load(Ordering::Acquire) {
                 return Err(not_found(id));
             }
             self.touch(s);
@@ -80,7 +80,12 @@ impl ChatCache {
 
     /// Chats in memory that belong to `owner`.
     pub(crate) fn cached_of(&self, owner: &str) -> Vec<Arc<ChatState>> {
-        self.map.lock().values().filter(|s| &*s.owner == owner).cloned().collect()
+        self.map
+            .lock()
+            .values()
+            .filter(|s| &*s.owner == owner && !s.deleted.load(Ordering::Acquire))
+            .cloned()
+            .collect()
     }
 
     /// Number of chats in memory.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::load::{chat_row, entries_at, len_at_end_of, read_meta, read_meta_at};
 use super::record::{
-    self, BodyRec, ChatRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
+    self, BodyRec, ChatRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
 };
 use super::snap::Snapshot;
 use super::state::{ChatState, Entry, SnapInner, Writer, now_ms, read_message};
@@ -171,6 +171,39 @@ impl Store {
         Ok(id)
     }
 
+    /// Deletes chat `id` of `owner`: it can no longer be opened, listed or written (open
+    /// handles get [`Error::NotFound`]; snapshots already taken still read). Its records
+    /// stay in the log until [`Store::gc`] removes them and every blob only they used; its
+    /// id is never given to another chat.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.delete_chat("me", id)?;
+    /// assert!(matches!(store.chat("me", id), Err(undertext::Error::NotFound { .. })));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn delete_chat(&self, owner: &str, id: ChatId) -> Result<()> {
+        check_owner(owner)?;
+        let state = self.inner.chats.get(owner, id)?;
+        let core = &self.inner.core;
+        let mut w = state.w.lock();
+        state.live()?;
+        let mut txn = Txn::default();
+        txn.push(RecordOut::history(
+            kind::DELETE,
+            record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
+        ));
+        let c = core.append(txn)?;
+        state.deleted.store(true, std::sync::atomic::Ordering::Release);
+        w.last_end = c.end;
+        drop(w);
+        *state.view_memo.lock() = None;
+        *state.prepared.lock() = None;
+        core.wait_durable(c.end)
+    }
+
     /// Opens chat `id` of `owner`. A chat of another owner is the same
     /// [`Error::NotFound`] as an absent one.
     pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
@@ -317,6 +350,7 @@ impl Chat {
     pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
         let core = self.core();
         let mut w = self.state.w.lock();
+        self.state.live()?;
         let version = w.meta_version + 1;
         let mut txn = Txn::default();
         txn.push(RecordOut::history(
@@ -380,6 +414,7 @@ impl Chat {
         let core = self.core().clone();
         let chat = self.id();
         let mut w = self.state.w.lock();
+        self.state.live()?;
         if let Some((tag, _)) = &step {
             if tag.turn != w.last_turn {
                 return Err(Error::InvalidArgument(format!(
@@ -495,6 +530,7 @@ impl Chat {
         let core = self.core().clone();
         let chat = self.id();
         let mut w = self.state.w.lock();
+        self.state.live()?;
         Self::check_revision(&w, expected_revision)?;
         if seq >= w.len {
             return Err(Error::InvalidArgument(format!(
@@ -573,6 +609,7 @@ impl Chat {
     pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
         let core = self.core().clone();
         let mut w = self.state.w.lock();
+        self.state.live()?;
         Self::check_revision(&w, expected_revision)?;
         if from_seq > w.len {
             return Err(Error::InvalidArgument(format!(
@@ -755,6 +792,7 @@ impl Chat {
         }
         let core = self.core().clone();
         let mut w = self.state.w.lock();
+        self.state.live()?;
         let present = w.pins.contains(&pin);
         if on == present {
             if on {

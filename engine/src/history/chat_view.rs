@@ -9,11 +9,13 @@ use super::chat::Chat;
 use super::record::{self, CompactionRec, UsageRec, kind};
 use super::state::now_ms;
 use super::types::{ArchiveRef, Message, Part, Role, ToolContent};
+use super::view_memo::ViewMemo;
 use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
-use super::view_memo::ViewMemo;
-use crate::budget::view::{Candidate, Decision, IndexLine, View, ViewMessage, guard, message_tokens, preview60};
+use crate::budget::view::{
+    Candidate, Decision, IndexLine, View, ViewMessage, guard, message_tokens, preview60,
+};
 use crate::checkpoint::protected_from;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
@@ -370,6 +372,7 @@ impl Chat {
         };
         let core = self.store().inner.core.clone();
         let mut w = self.state().w.lock();
+        self.state().live()?;
         let old = w.calibration.get(&model).copied().unwrap_or(1.0);
         let ratio = actual_input_tokens as f64 / raw.max(1) as f64;
         let new = if ratio > old { ratio } else { old + (ratio - old) * 0.3 }.clamp(0.25, 8.0);
@@ -449,6 +452,7 @@ impl Chat {
         }
         let squishes = plan.squishes.iter().map(|s| (s.from, s.to, s.rewrite.clone())).collect();
         let mut w = self.state().w.lock();
+        self.state().live()?;
         if w.revision != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: w.revision });
         }

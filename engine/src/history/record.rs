@@ -22,6 +22,15 @@ pub(crate) mod kind {
     pub const COMPACTION: u8 = 10;
     pub const SUMMARY: u8 = 11;
     pub const CHECKPOINT: u8 = 12;
+    /// Kind 13 is the blob manifest (`log::format::kind::MANIFEST`).
+    pub const DELETE: u8 = 14;
+}
+
+/// A chat was deleted: its records no longer count (the chat's id is never reused).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct DeleteRec {
+    pub chat: u64,
+    pub at_ms: u64,
 }
 
 /// A cached summary: of a segment (key = segment id) or of merged summaries (key = node id),
@@ -369,6 +378,7 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::COMPACTION => decode::<CompactionRec>(payload, "compaction").map(drop),
         kind::SUMMARY => decode::<SummaryRec>(payload, "summary").map(drop),
         kind::CHECKPOINT => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
+        kind::DELETE => decode::<DeleteRec>(payload, "delete").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

@@ -91,6 +91,8 @@ pub(crate) struct ChatState {
     pub view_counter: AtomicU64,
     /// A checkpoint the worker prepared, not yet published.
     pub prepared: Mutex<Option<Arc<crate::checkpoint::Checkpoint>>>,
+    /// Set (under `w`) once the chat is deleted: writes and opens fail with `NotFound`.
+    pub deleted: std::sync::atomic::AtomicBool,
     /// The last view built, for the next one (see `view_memo`).
     pub view_memo: Mutex<Option<super::view_memo::ViewMemo>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
@@ -112,9 +114,19 @@ impl ChatState {
             view_counter: AtomicU64::new(1),
             prepared: Mutex::new(None),
             view_memo: Mutex::new(None),
+            deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             core,
         }
+    }
+
+    /// `NotFound` once the chat is deleted. Write paths call it holding `w`, which the
+    /// deletion holds while it sets the flag.
+    pub(crate) fn live(&self) -> Result<()> {
+        if self.deleted.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(super::cache::not_found(self.id));
+        }
+        Ok(())
     }
 
     /// Publishes the writer's state as the new snapshot.

@@ -49,7 +49,10 @@ fn same<T>(a: &Option<Arc<T>>, b: &Option<Arc<T>>) -> bool {
 
 impl ViewMemo {
     /// A memo of a view built from `inner` under `budget`.
-    #[expect(clippy::too_many_arguments, reason = "one memo field per view output; a struct would only rename them")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one memo field per view output; a struct would only rename them"
+    )]
     pub(crate) fn new(
         inner: &SnapInner,
         budget: &Budget,

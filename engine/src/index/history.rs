@@ -7,8 +7,8 @@ use rkyv::{Archive, Deserialize, Serialize};
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::history::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, MetaRec, PinRec, RevRec, StepRec, SummaryRec,
-    UsageRec, kind,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, PinRec, RevRec, StepRec,
+    SummaryRec, UsageRec, kind,
 };
 use crate::log::Location;
 
@@ -144,6 +144,38 @@ impl<'t> HistoryIndex<'t> {
         Ok(())
     }
 
+    /// Removes every row of `chat` (its records stay in the log until `gc`).
+    fn delete_chat(&mut self, chat: u64, r: &PendingRecord) -> Result<()> {
+        let (row, old_last) = match self.rows.remove(&chat) {
+            Some(x) => x,
+            None => {
+                let Some(g) = self.chats.get(chat).map_err(redb_err)? else {
+                    return Err(bad(r, format!("delete of chat {chat}, which was never created")));
+                };
+                let row = ChatRow::decode(g.value())?;
+                drop(g);
+                let last = row.last_ms;
+                (row, Some(last))
+            }
+        };
+        if let Some(old) = old_last {
+            self.owners.remove((row.owner.as_str(), u64::MAX - old, chat)).map_err(redb_err)?;
+        }
+        self.chats.remove(chat).map_err(redb_err)?;
+        let m = u64::MAX;
+        self.messages.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        self.revisions.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
+        self.metas.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
+        self.steps.retain_in((chat, 0, 0, 0)..=(chat, m, m, m), |_, _| false).map_err(redb_err)?;
+        self.pins
+            .retain_in((chat, [0; 32], 0, 0, 0)..=(chat, [255; 32], 255, m, m), |_, _| false)
+            .map_err(redb_err)?;
+        self.calib.retain_in((chat, "")..(chat.saturating_add(1), ""), |_, _| false).map_err(redb_err)?;
+        self.compactions.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        self.checkpoints.remove(chat).map_err(redb_err)?;
+        Ok(())
+    }
+
     /// Applies one history record.
     pub(crate) fn apply(&mut self, r: &PendingRecord) -> Result<()> {
         match r.kind {
@@ -235,6 +267,10 @@ impl<'t> HistoryIndex<'t> {
                 self.checkpoints.insert(c.chat, loc(r.loc)).map_err(redb_err)?;
                 let row = self.row(c.chat, r)?;
                 row.last_ms = row.last_ms.max(c.at_ms);
+            }
+            kind::DELETE => {
+                let d: DeleteRec = record::decode(&r.payload, "delete").map_err(|e| bad(r, e))?;
+                self.delete_chat(d.chat, r)?;
             }
             other => return Err(bad(r, format!("unknown required record kind {other}"))),
         }

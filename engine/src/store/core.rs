@@ -238,7 +238,13 @@ impl Core {
         self.blob_range_at_depth(id, range, verify, 0)
     }
 
-    fn blob_range_at_depth(&self, id: &BlobId, range: Range<u64>, verify: Verify, depth: u8) -> Result<Vec<u8>> {
+    fn blob_range_at_depth(
+        &self,
+        id: &BlobId,
+        range: Range<u64>,
+        verify: Verify,
+        depth: u8,
+    ) -> Result<Vec<u8>> {
         let out_of_bounds = |len: u64| {
             Error::InvalidArgument(format!(
                 "byte range {}..{} of blob {id}: expected start <= end <= {len}",

@@ -67,7 +67,7 @@ pub struct StoreStats {
 }
 
 /// A segment's bytes: the shared map of a sealed one, or a copy of the active one.
-enum SegBytes {
+pub(super) enum SegBytes {
     Mapped(Arc<memmap2::Mmap>),
     Owned(Vec<u8>),
 }
@@ -216,7 +216,7 @@ impl Store {
         }
     }
 
-    fn segment_bytes(&self, n: u64, written: Position) -> Result<SegBytes> {
+    pub(super) fn segment_bytes(&self, n: u64, written: Position) -> Result<SegBytes> {
         let inner = &*self.inner.core;
         if n < inner.log.active_segment() {
             return Ok(SegBytes::Mapped(inner.reader.map(n)?));

@@ -2,11 +2,13 @@
 
 mod blobs;
 pub(crate) mod core;
+mod gc;
 mod indexer;
 mod lock;
 mod maintenance;
 
 pub use blobs::MAX_BLOB_LEN;
+pub use gc::GcReport;
 pub use maintenance::{CheckProblem, CheckReport, StoreStats};
 
 use std::path::Path;
@@ -48,7 +50,8 @@ pub(crate) struct Inner {
     pub(crate) archives: crate::archive::ArchiveCache,
     pub(crate) worker: Mutex<Option<Arc<crate::worker::Shared>>>,
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
-    _lock: lock::DirLock,
+    /// The directory lock; taken out only by `gc`, which keeps it across its swap.
+    lock: Mutex<Option<lock::DirLock>>,
 }
 
 impl Store {
@@ -72,6 +75,7 @@ impl Store {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io("create_dir", &dir, e))?;
         }
         let lock = lock::acquire(&dir)?;
+        gc::finish_swap(&dir)?;
         let logd = log_dir(&dir);
         std::fs::create_dir_all(&logd).map_err(|e| Error::io("create_dir", &logd, e))?;
         let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
@@ -119,14 +123,15 @@ impl Store {
         };
         let next_chat = index.next_chat()?;
         let reader = LogReader::new(logd, opts.max_mapped_segments);
-        let core = Arc::new(core::Core { dir, opts, log, reader, index, blob_bodies_read: Default::default() });
+        let core =
+            Arc::new(core::Core { dir, opts, log, reader, index, blob_bodies_read: Default::default() });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
             archives: crate::archive::ArchiveCache::default(),
             worker: Mutex::new(None),
             core,
             indexer: Mutex::new(Some((tx, handle))),
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         };
         Ok(Store { inner: Arc::new(inner) })
     }

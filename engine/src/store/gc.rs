@@ -1,0 +1,403 @@
+//! Garbage collection: the log rewritten without what only deleted chats used.
+//!
+//! **What is garbage.** A chat deleted with [`Store::delete_chat`] leaves its records in the
+//! log. `gc` drops them (all but the chat's creation and deletion records, so its id is
+//! never reused), and every blob that only they referenced: message bodies, archived tool
+//! results (with their offset index and their grant), attachments, checkpoint summaries,
+//! and the chunks of chunked blobs, counted through their manifests. A blob that a live
+//! record references is kept, and so is a blob that no record references at all (stored
+//! with [`Store::put_blob`] or [`Store::archive`] by the harness, which owns it).
+//!
+//! **How.** The live records are copied, byte for byte and in their original order, into a
+//! new log beside the store (`gc.new/`), whose index is rebuilt from it; then the two are
+//! swapped in under the store's lock. The swap is a few renames announced by a marker file
+//! (`GC-SWAP`): a crash before the marker leaves the old store and a stray `gc.new/` that the
+//! next open removes; a crash after it is rolled forward by the next open. Offline: `gc`
+//! opens the store itself, so no other handle can hold it.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::Store;
+use crate::blob::BlobId;
+use crate::blob::chunk::Manifest;
+use crate::error::{Error, Result};
+use crate::history::record::{
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec,
+    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind as hkind,
+};
+use crate::index::INDEX_FILE;
+use crate::log::format::{self, BatchBuf, RecordRef, RecordSpec, kind};
+use crate::log::scan::{ScanEnd, walk_batches};
+use crate::log::{list_segments, log_dir, segment_path};
+use crate::options::Options;
+
+const NEW_DIR: &str = "gc.new";
+const OLD_DIR: &str = "gc.old";
+const MARKER: &str = "GC-SWAP";
+
+/// What a garbage collection did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GcReport {
+    /// Deleted chats whose records were dropped.
+    pub deleted_chats: u64,
+    /// Records in the log before and after.
+    pub records_before: u64,
+    /// Records in the log after.
+    pub records_after: u64,
+    /// Blob and manifest records dropped (unreferenced by any live record).
+    pub blobs_removed: u64,
+    /// Bytes of log data before.
+    pub log_bytes_before: u64,
+    /// Bytes of log data after.
+    pub log_bytes_after: u64,
+}
+
+/// Where a record belongs: a chat, or the store as a whole.
+fn chat_of(r: &RecordRef<'_>) -> std::result::Result<Option<u64>, String> {
+    let p = r.payload;
+    Ok(Some(match r.kind {
+        hkind::CHAT => record::decode::<ChatRec>(p, "chat")?.chat,
+        hkind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
+        hkind::MESSAGE => record::message_fields(p)?.chat,
+        hkind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
+        hkind::STEP => record::decode::<StepRec>(p, "step")?.chat,
+        hkind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
+        hkind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,
+        hkind::COMPACTION => record::decode::<CompactionRec>(p, "compaction")?.chat,
+        hkind::CHECKPOINT => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
+        hkind::DELETE => record::decode::<DeleteRec>(p, "delete")?.chat,
+        _ => return Ok(None),
+    }))
+}
+
+fn blob_id(r: &RecordRef<'_>) -> Option<BlobId> {
+    let mut id = [0u8; 32];
+    id.copy_from_slice(r.payload.get(..32)?);
+    Some(BlobId(id))
+}
+
+fn part_refs(parts: &[PartRec], out: &mut Vec<BlobId>) {
+    for p in parts {
+        match p {
+            PartRec::ToolResultArchived { archive, .. } => out.push(BlobId(archive.id)),
+            PartRec::Attachment { blob, .. } => out.push(BlobId(*blob)),
+            _ => {}
+        }
+    }
+}
+
+impl Store {
+    /// Rewrites the store in `path` without the records of deleted chats and the blobs
+    /// only they used (see the module docs for exactly what is kept). Opens the store
+    /// itself: it fails with [`Error::Locked`] while anyone has it open.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{NewMessage, Options, Store};
+    /// let store = Store::open(dir.path(), Options::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.chat("me", id)?.append(NewMessage::user("x".repeat(100_000)))?;
+    /// store.delete_chat("me", id)?;
+    /// store.close()?;
+    /// let report = Store::gc(dir.path(), Options::default())?;
+    /// assert!(report.log_bytes_after < report.log_bytes_before);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
+        let dir = path.as_ref().to_path_buf();
+        let store = Store::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;
+        store.sync()?;
+        let new = dir.join(NEW_DIR);
+        remove_dir(&new)?;
+        let report = store.copy_live(&new.join("log"), opts.segment_size)?;
+        // The new log's index, rebuilt from it by an ordinary open.
+        Store::open(&new, Options { create_if_missing: false, ..opts })?.close()?;
+        crate::log::sync_dir(&new)?;
+        // Close the old store but keep its lock: the swap happens with no file of the old
+        // log or index open, and no other opener in between.
+        let lock = store.inner.lock.lock().take();
+        drop(store);
+        let marker = dir.join(MARKER);
+        File::create(&marker).and_then(|f| f.sync_all()).map_err(|e| Error::io("create", &marker, e))?;
+        crate::log::sync_dir(&dir)?;
+        finish_swap(&dir)?;
+        drop(lock);
+        Ok(report)
+    }
+
+    /// Writes the live records into a new log at `to`; returns the counts.
+    fn copy_live(&self, to: &Path, segment_size: u64) -> Result<GcReport> {
+        let core = &*self.inner.core;
+        let written = core.log.written();
+        let segments: Vec<u64> =
+            list_segments(&log_dir(&core.dir))?.into_iter().filter(|n| *n <= written.segment).collect();
+        let mut report = GcReport::default();
+        // Pass 1: deleted chats, archive offset indexes, manifests.
+        let mut deleted = HashSet::new();
+        let mut archive_index: HashMap<BlobId, BlobId> = HashMap::new();
+        let mut manifests: HashMap<BlobId, Vec<BlobId>> = HashMap::new();
+        self.each_record(&segments, written, |n, r| {
+            report.records_before += 1;
+            let bad = |e: String| Error::corrupt(n, r.offset, e);
+            match r.kind {
+                hkind::DELETE => {
+                    deleted.insert(record::decode::<DeleteRec>(r.payload, "delete").map_err(bad)?.chat);
+                }
+                hkind::ARCHIVE => {
+                    let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
+                    archive_index.insert(BlobId(a.id), BlobId(a.index));
+                }
+                kind::MANIFEST => {
+                    let m = Manifest::decode(r.payload).map_err(bad)?;
+                    manifests.insert(m.id, m.chunks.iter().map(|c| c.0).collect());
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+        report.deleted_chats = deleted.len() as u64;
+        // Pass 2: what live records and dropped records reference.
+        let (mut live, mut dead) = (HashSet::new(), HashSet::new());
+        self.each_record(&segments, written, |n, r| {
+            let bad = |e: String| Error::corrupt(n, r.offset, e);
+            let mut refs = Vec::new();
+            match r.kind {
+                hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
+                    record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
+                    record::BodyRec::Blob(id) => {
+                        refs.push(BlobId(id));
+                        let b = self.get_blob(&BlobId(id))?;
+                        let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
+                        part_refs(&parts.parts, &mut refs);
+                    }
+                },
+                hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
+                hkind::COMPACTION => {
+                    let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
+                    refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
+                }
+                hkind::CHECKPOINT => {
+                    refs.push(BlobId(
+                        record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary,
+                    ));
+                }
+                hkind::SUMMARY => {
+                    refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
+                }
+                _ => return Ok(()),
+            }
+            // An archive's offset index goes wherever its text goes.
+            let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
+            refs.extend(extra);
+            let into = match chat_of(r).map_err(bad)? {
+                Some(chat) if deleted.contains(&chat) => &mut dead,
+                _ => &mut live,
+            };
+            into.extend(refs);
+            Ok(())
+        })?;
+        let live = closure(live, &manifests);
+        let dead: HashSet<BlobId> = closure(dead, &manifests).difference(&live).copied().collect();
+        // Pass 3: copy, in order, what stays; batches keep their records' order and are
+        // renumbered (a batch left empty disappears).
+        let mut out = NewLog::create(to, segment_size)?;
+        self.each_batch(&segments, written, |n, records| {
+            let mut batch = BatchBuf::new();
+            for r in records {
+                let bad = |e: String| Error::corrupt(n, r.offset, e);
+                let keep = match r.kind {
+                    kind::BLOB | kind::MANIFEST => {
+                        let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
+                        !dead.contains(&id) && out.first_copy(id)
+                    }
+                    hkind::ARCHIVE => {
+                        let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
+                        !dead.contains(&BlobId(a.id))
+                    }
+                    hkind::CHAT | hkind::DELETE => true,
+                    _ => !matches!(chat_of(r).map_err(bad)?, Some(c) if deleted.contains(&c)),
+                };
+                if !keep {
+                    report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
+                    continue;
+                }
+                report.records_after += 1;
+                {
+                    let spec =
+                        RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] };
+                    batch.push(spec).map_err(Error::InvalidArgument)?;
+                }
+            }
+            if !batch.is_empty() {
+                out.write(batch)?;
+            }
+            Ok(())
+        })?;
+        report.log_bytes_before = self.stats()?.log_bytes;
+        report.log_bytes_after = out.finish()?;
+        Ok(report)
+    }
+
+    /// Calls `f` on every valid record of the log, in order.
+    fn each_record(
+        &self,
+        segments: &[u64],
+        written: crate::log::Position,
+        mut f: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
+    ) -> Result<()> {
+        self.each_batch(segments, written, |n, records| records.iter().try_for_each(|r| f(n, r)))
+    }
+
+    /// Calls `f` on the records of every batch of the log, in order.
+    fn each_batch(
+        &self,
+        segments: &[u64],
+        written: crate::log::Position,
+        mut f: impl FnMut(u64, &[RecordRef<'_>]) -> Result<()>,
+    ) -> Result<()> {
+        for &n in segments {
+            let bytes = self.segment_bytes(n, written)?;
+            format::decode_segment_header(&bytes, n)
+                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
+            let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| f(n, &b.records))?;
+            if let ScanEnd::Damaged { offset, reason, .. } = how {
+                return Err(Error::corrupt(n, offset, reason));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `ids` and every chunk their manifests list.
+fn closure(ids: HashSet<BlobId>, manifests: &HashMap<BlobId, Vec<BlobId>>) -> HashSet<BlobId> {
+    let mut out = HashSet::new();
+    let mut todo: Vec<BlobId> = ids.into_iter().collect();
+    while let Some(id) = todo.pop() {
+        if out.insert(id)
+            && let Some(chunks) = manifests.get(&id)
+        {
+            todo.extend(chunks.iter().copied());
+        }
+    }
+    out
+}
+
+/// The log being written: segments of about `segment_size` bytes, batches renumbered.
+struct NewLog {
+    dir: PathBuf,
+    segment_size: u64,
+    segment: u64,
+    file: Option<(File, u64)>,
+    txid: u64,
+    blobs: HashSet<BlobId>,
+    bytes: u64,
+}
+
+impl NewLog {
+    fn create(dir: &Path, segment_size: u64) -> Result<NewLog> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir", dir, e))?;
+        Ok(NewLog {
+            dir: dir.to_path_buf(),
+            segment_size,
+            segment: 0,
+            file: None,
+            txid: 1,
+            blobs: HashSet::new(),
+            bytes: 0,
+        })
+    }
+
+    /// True the first time `id` is asked about.
+    fn first_copy(&mut self, id: BlobId) -> bool {
+        self.blobs.insert(id)
+    }
+
+    fn write(&mut self, batch: BatchBuf) -> Result<()> {
+        let mut frame = batch.finish();
+        let len = frame.len() as u64;
+        let full = self
+            .file
+            .as_ref()
+            .is_none_or(|(_, at)| *at > format::SEGMENT_HEADER_LEN as u64 && at + len > self.segment_size);
+        if full {
+            self.seal()?;
+            self.segment += 1;
+            let path = segment_path(&self.dir, self.segment);
+            let mut f = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+            f.write_all(&format::encode_segment_header(self.segment))
+                .map_err(|e| Error::io("write", &path, e))?;
+            self.file = Some((f, format::SEGMENT_HEADER_LEN as u64));
+        }
+        let path = segment_path(&self.dir, self.segment);
+        let Some((f, at)) = self.file.as_mut() else { return Ok(()) };
+        f.write_all(frame.seal(self.txid)).map_err(|e| Error::io("write", &path, e))?;
+        self.txid += 1;
+        *at += len;
+        self.bytes += len;
+        Ok(())
+    }
+
+    fn seal(&mut self) -> Result<()> {
+        if let Some((f, at)) = self.file.take() {
+            let path = segment_path(&self.dir, self.segment);
+            f.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
+            self.bytes += format::SEGMENT_HEADER_LEN as u64;
+            let _ = at;
+        }
+        Ok(())
+    }
+
+    /// Syncs everything; returns the bytes of log data written.
+    fn finish(mut self) -> Result<u64> {
+        if self.file.is_none() && self.segment == 0 {
+            // An empty log still has its first segment.
+            self.segment = 1;
+            let path = segment_path(&self.dir, 1);
+            let mut f = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+            f.write_all(&format::encode_segment_header(1)).map_err(|e| Error::io("write", &path, e))?;
+            self.file = Some((f, format::SEGMENT_HEADER_LEN as u64));
+        }
+        self.seal()?;
+        crate::log::sync_dir(&self.dir)?;
+        Ok(self.bytes)
+    }
+}
+
+fn remove_dir(p: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", p, e)),
+    }
+}
+
+/// Finishes (or cleans up after) a garbage collection in `dir`; called by `Store::open`
+/// under the store's lock. With the marker: the new log and index replace the old ones
+/// (each step is repeatable). Without it: a `gc.new/` left by a collection that did not
+/// reach its swap is removed.
+pub(crate) fn finish_swap(dir: &Path) -> Result<()> {
+    let marker = dir.join(MARKER);
+    let new = dir.join(NEW_DIR);
+    if !marker.exists() {
+        return remove_dir(&new);
+    }
+    let old = dir.join(OLD_DIR);
+    std::fs::create_dir_all(&old).map_err(|e| Error::io("create_dir", &old, e))?;
+    for name in ["log", INDEX_FILE] {
+        let (cur, fresh, aside) = (dir.join(name), new.join(name), old.join(name));
+        if fresh.exists() {
+            if cur.exists() {
+                std::fs::rename(&cur, &aside).map_err(|e| Error::io("rename", &cur, e))?;
+            }
+            std::fs::rename(&fresh, &cur).map_err(|e| Error::io("rename", &fresh, e))?;
+        }
+    }
+    crate::log::sync_dir(dir)?;
+    std::fs::remove_file(&marker).map_err(|e| Error::io("remove", &marker, e))?;
+    crate::log::sync_dir(dir)?;
+    remove_dir(&new)?;
+    remove_dir(&old)
+}
