@@ -341,11 +341,10 @@ impl NewLog {
     }
 
     fn seal(&mut self) -> Result<()> {
-        if let Some((f, at)) = self.file.take() {
+        if let Some((f, _)) = self.file.take() {
             let path = segment_path(&self.dir, self.segment);
             f.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
             self.bytes += format::SEGMENT_HEADER_LEN as u64;
-            let _ = at;
         }
         Ok(())
     }
