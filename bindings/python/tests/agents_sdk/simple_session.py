@@ -5,6 +5,13 @@ This version keeps the same classes and constructor signatures but stores every 
 an Undertext store through ``undertext.agents.UndertextSession``: each instance is its own
 chat in one store per test process. ``saved_items`` is a write-through list: reading it
 reads the store, changing it changes the store.
+
+The original class has no compaction hook (``_get_compaction_snapshot``), and the SDK
+takes another path when a session has one: with it, automatic compaction may replace a
+matched suffix; without it, it compacts only a completely matched history. The SDK's
+compaction tests assert the second behaviour for this class, so the replacement hides the
+hook to keep the class's surface what the tests were written against. The hook itself is
+checked against ``SQLiteSession``'s in ``tests/test_agents_session.py``.
 """
 
 from __future__ import annotations
@@ -94,6 +101,7 @@ class SimpleListSession(UndertextSession):
     """A session for tests, stored in Undertext (one chat per instance)."""
 
     session_settings: SessionSettings | None = None
+    _get_compaction_snapshot = None  # type: ignore[assignment]  # see the module docstring
 
     def __init__(
         self,
@@ -107,7 +115,10 @@ class SimpleListSession(UndertextSession):
             self.add_items_sync(list(history))
         # Some session implementations strip IDs on write; tests can opt-in via attribute.
         self._ignore_ids_for_matching = False
-        self.saved_items = cast(list[TResponseInputItem], _SavedItems(self))
+        # The original keeps its items in ``_items`` and mirrors them as ``saved_items`` (one
+        # list); tests read both, so both are the same write-through view here.
+        self._items = cast(list[TResponseInputItem], _SavedItems(self))
+        self.saved_items = self._items
 
 
 class CountingSession(SimpleListSession):
