@@ -38,6 +38,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<worker::PyExtractive>()?;
     m.add_class::<worker::PyWorker>()?;
     m.add_function(wrap_pyfunction!(blob_id, m)?)?;
+    m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
@@ -46,4 +47,13 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn blob_id(data: &[u8]) -> String {
     undertext::BlobId::of(data).to_string()
+}
+
+/// Panics inside [`errors::run`], as a bug in an engine call would: the test suite uses it
+/// to prove that a panic arrives as `undertext.InternalError`, never as a crash or a
+/// `PanicException`.
+#[pyfunction]
+#[pyo3(name = "_panic_in_engine_call")]
+fn panic_in_engine_call(py: Python<'_>, message: String) -> PyResult<()> {
+    errors::run(py, move || -> undertext::Result<()> { panic!("{message}") })
 }

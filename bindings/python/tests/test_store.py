@@ -181,3 +181,29 @@ def test_a_flipped_byte_in_a_sealed_segment_reads_as_corrupt(tmp_path):
             s.get_blob(bid)
         assert e.value.segment == int(first.stem)
         assert not s.check()["ok"]
+
+
+def _crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), the checksum of the log's frames (engine/FORMAT.md)."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def test_a_segment_of_a_newer_format_version_is_refused_as_unsupported(tmp_path):
+    path = tmp_path / "s"
+    with undertext.Store.open(path) as s:
+        s.put_blob(b"written by version 1")
+    (seg,) = sorted((path / "log").iterdir())
+    raw = bytearray(seg.read_bytes())
+    assert raw[:8] == b"UTXTSEG\x00"
+    raw[8:12] = (2).to_bytes(4, "little")  # a format version this build does not know
+    raw[28:32] = _crc32c(bytes(raw[:28])).to_bytes(4, "little")  # a valid header otherwise
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(undertext.UnsupportedVersion) as e:
+        undertext.Store.open(path)
+    assert (e.value.expected, e.value.found) == (1, 2)
+    assert str(seg) in str(e.value)
