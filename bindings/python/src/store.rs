@@ -177,8 +177,7 @@ impl PyStore {
     /// stored once.
     fn put_blob(&self, py: Python<'_>, data: &[u8]) -> PyResult<String> {
         let store = self.get(py)?;
-        let data = data.to_vec();
-        Ok(run(py, move || store.put_blob(&data))?.to_string())
+        Ok(run(py, move || store.put_blob(data))?.to_string())
     }
 
     /// Stores several blobs in one transaction (after a crash: all or none).
@@ -195,7 +194,7 @@ impl PyStore {
     fn get_blob<'py>(&self, py: Python<'py>, blob_id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
-        let blob = run(py, move || store.get_blob(&id).map(|b| b.to_vec()))?;
+        let blob = run(py, move || store.get_blob(&id))?;
         Ok(PyBytes::new(py, &blob))
     }
 
