@@ -15,10 +15,12 @@ use crate::worker::{PyWorker, WorkerSlot, worker_options};
 
 /// An open Undertext store: one directory, one process at a time.
 ///
-/// Open it with `Store.open(path)`, preferably as a context manager::
+/// Open it with `Store.open(path)`, preferably as a context manager:
 ///
-///     with undertext.Store.open("agent-data") as store:
-///         chat = store.create_chat("alice", title="fix the build")
+/// ```python
+/// with undertext.Store.open("agent-data") as store:
+///     chat = store.create_chat("alice", title="fix the build")
+/// ```
 ///
 /// Every call releases the GIL while the engine works, so threads run in parallel.
 #[pyclass(name = "Store", module = "undertext", frozen)]
