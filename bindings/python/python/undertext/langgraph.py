@@ -600,10 +600,12 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     seq, rec = found
                     # Older checkpoints die below the floor; newer non-latest ones (ids
                     # out of order) and writes of dead checkpoints by tombstone.
-                    others = [
-                        s for s, r in lane.walk() if s > seq and (r["k"] == "c" or r.get("c") != rec["id"])
-                    ]
-                    others = [s for s in others if lane.recs[s]["k"] in ("c", "w")]
+                    others = []
+                    for s, r in lane.walk():  # newest first: only the records after the latest
+                        if s <= seq:
+                            break
+                        if r["k"] == "c" or (r["k"] == "w" and r["c"] != rec["id"]):
+                            others.append(s)
                     if seq > lane.floor:
                         self._append(lane, {"k": "x", "f": seq})
                     if others:
