@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
-use undertext::{ChatId, ChatMeta, Durability, Options, Page, PageCursor, Store};
+use undertext::{ChatId, ChatMeta, Compression, Durability, Options, Page, PageCursor, Store};
 
 use crate::chat::PyChat;
 use crate::convert::{blob_id, unit_of};
@@ -50,6 +50,28 @@ fn durability(py: Python<'_>, s: &str) -> PyResult<Durability> {
                 py,
                 format!("durability: expected \"immediate\", \"group\" or \"none\", found {other:?}"),
             ));
+        }
+    })
+}
+
+/// `"zstd"` (level 1), `"zstd:<level>"`, `"lz4"` or `"none"`.
+fn compression(py: Python<'_>, s: &str) -> PyResult<Compression> {
+    let bad = || {
+        invalid(
+            py,
+            format!("compression: expected \"zstd\", \"zstd:<1..22>\", \"lz4\" or \"none\", found {s:?}"),
+        )
+    };
+    Ok(match s {
+        "none" => Compression::None,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd(1),
+        other => {
+            let level: i32 = other.strip_prefix("zstd:").and_then(|l| l.parse().ok()).ok_or_else(bad)?;
+            if !(1..=22).contains(&level) {
+                return Err(bad());
+            }
+            Compression::Zstd(level)
         }
     })
 }
@@ -102,7 +124,8 @@ impl PyStore {
     /// `create_if_missing` is false and there is no store.
     #[classmethod]
     #[pyo3(signature = (path, *, durability="group", create_if_missing=true, archive_threshold=8192,
-        preview_chars=2000, segment_size=67_108_864, preallocate=true, chat_cache_capacity=128))]
+        preview_chars=2000, segment_size=67_108_864, preallocate=true, chat_cache_capacity=128,
+        compression="zstd", guard_preview_chars=400, inline_body_max=8192))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn open(
         _cls: &Bound<'_, PyType>,
@@ -115,8 +138,14 @@ impl PyStore {
         segment_size: u64,
         preallocate: bool,
         chat_cache_capacity: usize,
+        compression: &str,
+        guard_preview_chars: usize,
+        inline_body_max: usize,
     ) -> PyResult<PyStore> {
         let opts = Options {
+            compression: self::compression(py, compression)?,
+            guard_preview_chars,
+            inline_body_max,
             durability: self::durability(py, durability)?,
             create_if_missing,
             archive_threshold,

@@ -76,7 +76,20 @@ def test_opening_a_missing_store_without_create_is_not_found(tmp_path):
         undertext.Store.open(tmp_path / "absent", create_if_missing=False)
 
 
+@pytest.mark.parametrize("compression", ["none", "lz4", "zstd", "zstd:19"])
+def test_every_compression_reads_back_across_a_reopen(tmp_path, compression):
+    data = b"a tool result that compresses well " * 500
+    with undertext.Store.open(tmp_path / "s", compression=compression) as s:
+        bid = s.put_blob(data)
+        size = s.stats()["log_bytes"]
+    with undertext.Store.open(tmp_path / "s") as s:
+        assert s.get_blob(bid) == data
+    assert (size > len(data)) == (compression == "none")
+
+
 def test_options_are_checked(tmp_path):
+    with pytest.raises(undertext.InvalidArgument, match="compression"):
+        undertext.Store.open(tmp_path / "s", compression="zstd:99")
     with pytest.raises(undertext.InvalidArgument, match="durability"):
         undertext.Store.open(tmp_path / "s", durability="sometimes")
     with pytest.raises(undertext.InvalidArgument, match="segment_size"):

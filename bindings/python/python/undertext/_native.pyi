@@ -36,6 +36,9 @@ class Store:
         segment_size: int = 67108864,
         preallocate: bool = True,
         chat_cache_capacity: int = 128,
+        compression: str = "zstd",
+        guard_preview_chars: int = 400,
+        inline_body_max: int = 8192,
     ) -> "Store": ...
     def close(self) -> None: ...
     @property
