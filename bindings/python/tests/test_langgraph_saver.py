@@ -103,7 +103,7 @@ def test_reopened_store_answers_latest_and_list_from_the_newest_records_only(tmp
         assert latest.pending_writes == [("task-299", "out", 299)]
         listed = [t.checkpoint["id"] for t in saver.list(cfg("long"), limit=10)]
         assert listed == ids[::-1][:10]
-        lane = saver._lanes[("long", "")]
+        lane = saver._registry.lanes[("long", "")]
         assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 600 records decoded for the newest 10"
         # The chain goes on after the reopen, still newest first.
         nxt = put(saver, "long", ids[-1], {"step": 300}, {"step": 301}, {"step": 301}, step=300)
@@ -254,3 +254,12 @@ def test_a_checkpoint_id_unknown_to_the_thread_is_none_not_an_error(store: Any) 
     put(saver, "t", None, {}, {}, {})
     assert saver.get_tuple(cfg("t", str(uuid.uuid4()))) is None
     assert saver.get_tuple(cfg("never-written")) is None
+
+
+def test_two_savers_on_one_store_see_each_others_threads(store: Any) -> None:
+    first, second = UndertextSaver(store), UndertextSaver(store)
+    assert second.get_tuple(cfg("t")) is None
+    cid = put(first, "t", None, {"v": 1}, {"v": 1}, {"v": 1})
+    assert second.get_tuple(cfg("t")).checkpoint["id"] == cid
+    nxt = put(second, "t", cid, {"v": 2}, {"v": 2}, {"v": 2})
+    assert [t.checkpoint["id"] for t in first.list(cfg("t"))] == [nxt, cid]

@@ -209,6 +209,56 @@ class _Lane:
         ]
 
 
+class _Registry:
+    """The lanes of one owner in one open store, shared by every saver on that store in
+    the process (a store has one process; this makes it one map), so a thread created
+    through one saver is seen by the others."""
+
+    _all: dict[tuple[int, str], _Registry] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, store: Any, owner: str) -> None:
+        self.store = store  # held: the id in the key cannot be reused while this lives
+        self.owner = owner
+        self.lock = threading.RLock()
+        self.lanes: dict[tuple[str, str], _Lane] = {}
+        self.threads: dict[str, set[str]] = {}
+        for info in store.chats(owner):
+            ns = info.extra.get(LANE_KEY)
+            if ns is None:
+                continue
+            self.threads.setdefault(info.title, set()).add(ns)
+            self.lanes[(info.title, ns)] = _Lane(store.chat(owner, info.id), info.title, ns)
+
+    @classmethod
+    def of(cls, store: Any, owner: str) -> _Registry:
+        with cls._guard:
+            for key in [k for k, r in cls._all.items() if r.store.closed]:
+                del cls._all[key]
+            reg = cls._all.get((id(store), owner))
+            if reg is None:
+                reg = cls._all[(id(store), owner)] = _Registry(store, owner)
+            return reg
+
+    def lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:
+        with self.lock:
+            lane = self.lanes.get((thread_id, ns))
+            if lane is None and create:
+                chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns})
+                lane = _Lane(chat, thread_id, ns)
+                self.lanes[(thread_id, ns)] = lane
+                self.threads.setdefault(thread_id, set()).add(ns)
+            return lane
+
+    def lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
+        with self.lock:
+            if thread_id is None:
+                lanes = list(self.lanes.values())
+            else:
+                lanes = [self.lanes[(thread_id, n)] for n in sorted(self.threads.get(thread_id, ()))]
+        return [ln for ln in lanes if ns is None or ln.ns == ns]
+
+
 class UndertextSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver storing checkpoints in an Undertext store.
 
@@ -237,15 +287,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         self.store = store
         self.owner = owner
         self._owns_store = False
-        self._lock = threading.RLock()
-        self._lanes: dict[tuple[str, str], _Lane] = {}
-        self._threads: dict[str, set[str]] = {}
-        for info in store.chats(owner):
-            ns = info.extra.get(LANE_KEY)
-            if ns is None:
-                continue
-            self._threads.setdefault(info.title, set()).add(ns)
-            self._lanes[(info.title, ns)] = _Lane(store.chat(owner, info.id), info.title, ns)
+        self._registry = _Registry.of(store, owner)
 
     @classmethod
     def open(cls, path: str, **kwargs: Any) -> UndertextSaver:
@@ -269,22 +311,10 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     # -- lanes ---------------------------------------------------------------------------
 
     def _lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:
-        with self._lock:
-            lane = self._lanes.get((thread_id, ns))
-            if lane is None and create:
-                chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns})
-                lane = _Lane(chat, thread_id, ns)
-                self._lanes[(thread_id, ns)] = lane
-                self._threads.setdefault(thread_id, set()).add(ns)
-            return lane
+        return self._registry.lane(thread_id, ns, create)
 
     def _lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
-        with self._lock:
-            if thread_id is None:
-                lanes = list(self._lanes.values())
-            else:
-                lanes = [self._lanes[(thread_id, n)] for n in sorted(self._threads.get(thread_id, ()))]
-        return [ln for ln in lanes if ns is None or ln.ns == ns]
+        return self._registry.lanes_of(thread_id, ns)
 
     # -- blobs ---------------------------------------------------------------------------
 
