@@ -263,3 +263,24 @@ def test_two_savers_on_one_store_see_each_others_threads(store: Any) -> None:
     assert second.get_tuple(cfg("t")).checkpoint["id"] == cid
     nxt = put(second, "t", cid, {"v": 2}, {"v": 2}, {"v": 2})
     assert [t.checkpoint["id"] for t in first.list(cfg("t"))] == [nxt, cid]
+
+
+def test_writes_stored_before_their_checkpoint_belong_to_it_after_reopen_and_prune(tmp_path: Path) -> None:
+    # LangGraph may store a checkpoint's writes (an interrupt, for one) before the checkpoint.
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        first = put(saver, "t", None, {}, {}, {})
+        early = str(uuid6(clock_seq=-1))
+        saver.put_writes(cfg("t", early), [(ERROR, "early"), ("x", 1)], "task")
+        put(saver, "t", first, {}, {}, {}, step=1, cid=early)
+        # Writes are keyed by (task, index): index 1 is taken by the early ("x", 1), so "y" is
+        # dropped, as LangGraph's own savers do; index 0 is new.
+        saver.put_writes(cfg("t", early), [("x", 2), ("y", 3)], "task")
+        expected = [("task", ERROR, "early"), ("task", "x", 1), ("task", "x", 2)]
+        assert sorted(saver.get_tuple(cfg("t")).pending_writes) == expected
+        saver.prune(["t"])
+    with undertext.Store.open(path) as store:
+        got = UndertextSaver(store).get_tuple(cfg("t"))
+        assert got.checkpoint["id"] == early
+        assert sorted(got.pending_writes) == expected

@@ -200,12 +200,24 @@ class _Lane:
                 return seq, rec
         return None
 
-    def live_writes(self, checkpoint_seq: int, checkpoint_id: str) -> list[tuple[int, dict[str, Any]]]:
-        """Write records of a checkpoint (all are newer than it, so all are decoded)."""
-        return [
+    def live_writes(self, checkpoint_seq: int, checkpoint: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+        """Write records of a checkpoint: those stored before it, copied into its record
+        (``pw``), and those after it (all decoded once the checkpoint was found)."""
+        early = [(int(s), r) for s, r in checkpoint.get("pw", ())]
+        return early + [
             (s, self.recs[s])
-            for s in self.writes.get(checkpoint_id, ())
+            for s in self.writes.get(checkpoint["id"], ())
             if s > checkpoint_seq and s >= self.floor and s not in self.dead and s in self.recs
+        ]
+
+    def orphan_writes(self, checkpoint_id: str) -> list[list[Any]]:
+        """Live decoded write records for a checkpoint that has no record yet, as
+        ``[seq, record]`` pairs. LangGraph may store the writes of a checkpoint (an
+        interrupt, for one) before the checkpoint itself."""
+        return [
+            [s, self.recs[s]]
+            for s in self.writes.get(checkpoint_id, ())
+            if s >= self.floor and s not in self.dead and s in self.recs
         ]
 
 
@@ -345,14 +357,14 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             checkpoint=checkpoint,  # type: ignore[arg-type]
             metadata=metadata,
             parent_config=parent,  # type: ignore[arg-type]
-            pending_writes=self._pending_writes(lane, seq, rec["id"]),
+            pending_writes=self._pending_writes(lane, seq, rec),
         )
 
-    def _pending_writes(self, lane: _Lane, seq: int, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+    def _pending_writes(self, lane: _Lane, seq: int, checkpoint: dict[str, Any]) -> list[tuple[str, str, Any]]:
         # (task_id, idx) -> (seq, task_path, channel, type, blob): a regular write keeps its
         # first version, a special channel (error, interrupt, ...) its last.
         chosen: dict[tuple[str, int], tuple[int, str, str, str, str]] = {}
-        for wseq, rec in lane.live_writes(seq, checkpoint_id):
+        for wseq, rec in lane.live_writes(seq, checkpoint):
             for idx, channel, typ, blob in rec["w"]:
                 key = (rec["t"], idx)
                 old = chosen.get(key)
@@ -485,6 +497,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             cp_typed = self.serde.dumps_typed(rest)
             md_typed = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
             cid = checkpoint["id"]
+            early = lane.orphan_writes(cid)
             prev_mx = lane.current_mx()
             mx = cid if prev_mx is None else max(cid, prev_mx)
             rec = {
@@ -496,6 +509,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 "md": [md_typed[0], _b64(md_typed[1])],
                 "ch": manifest,
             }
+            if early:
+                rec["pw"] = early
             self._append(lane, rec)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
@@ -525,14 +540,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             found = lane.find(cid)
             existing: set[tuple[str, int]] = set()
             if found is not None:
-                for _s, w in lane.live_writes(found[0], cid):
+                for _s, w in lane.live_writes(*found):
                     existing.update((w["t"], e[0]) for e in w["w"])
             else:
-                # Writes for a checkpoint not (or no longer) stored: keep them anyway, as
-                # LangGraph's own savers do; they show once the checkpoint is put.
-                for s in lane.writes.get(cid, ()):
-                    if s not in lane.dead and s >= lane.floor:
-                        existing.update((lane.recs[s]["t"], e[0]) for e in lane.recs[s]["w"])
+                # Writes for a checkpoint not stored yet (LangGraph may put a checkpoint's
+                # writes first): kept, and copied into the checkpoint's record when it comes.
+                for _s, w in lane.orphan_writes(cid):
+                    existing.update((w["t"], e[0]) for e in w["w"])
             entries = []
             for idx, (channel, value) in enumerate(writes):
                 widx = WRITES_IDX_MAP.get(channel, idx)
