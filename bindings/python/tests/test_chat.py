@@ -184,3 +184,35 @@ def test_chat_objects_compare_by_identity_of_the_chat(store, chat):
     assert same == chat and hash(same) == hash(chat)
     assert store.create_chat("alice") != chat
     assert chat.owner == "alice" and chat.id.startswith("chat-")
+
+
+def test_a_snapshot_serves_every_read_of_its_revision(store):
+    chat = store.create_chat("alice", title="before")
+    chat.append_batch([undertext.user(f"m{i}") for i in range(10)])
+    a = store.archive("alice", "pinned page text")
+    chat.pin(a, 0, 6)
+    snap = chat.snapshot()
+    chat.set_meta(title="after")
+    chat.truncate(3, expected_revision=chat.revision)
+    chat.unpin(a, 0, 6)
+    assert snap.chat_id == chat.id and snap.revision == 0 and len(snap) == 10
+    assert snap.meta.title == "before" and [p.start for p in snap.pins] == [0]
+    assert snap.get(9).text == "m9" and snap[-1].text == "m9"
+    with pytest.raises(IndexError):
+        snap[10]
+    assert [m.text for m in snap.messages(7)] == ["m7", "m8", "m9"]
+    assert [m.text for m in snap.iter(0, 3, reverse=True)] == ["m2", "m1", "m0"]
+    assert [m.seq for m in snap] == list(range(10))
+    assert len(chat) == 3 and chat.meta.title == "after" and chat.pins == []
+
+
+def test_message_and_chat_info_fields(store):
+    chat = store.create_chat("alice", title="t", model="gpt-x", draft="unsent", extra={"k": "v"})
+    chat.append(undertext.user("hello"))
+    m = chat[0]
+    assert m.at_ms > 1_600_000_000_000 and m.turn == 1 and m.revision == 0
+    (info,) = list(store.chats("alice"))
+    assert (info.id, info.title, info.model, info.draft, info.extra) == (chat.id, "t", "gpt-x", "unsent", {"k": "v"})
+    assert info.len == 1 and info.revision == 0
+    assert info.created_ms <= info.last_activity_ms
+    assert "hello" in repr(m) and chat.id in repr(info)

@@ -52,6 +52,8 @@ def test_build_and_publish_with_a_python_summarizer_then_the_view_starts_with_th
     assert s.summarized == cp.stats["summarized"] == len(cp.segments)
     assert s.merged == cp.stats["merged"] >= 1
     assert "messages from seq 0" in cp.summary
+    assert len(cp.root) == 64 and all(len(seg[2]) == 64 for seg in cp.segments)
+    assert cp.stats["depth"] >= 1 and cp.stats["cached"] == 0
     again = c.build_checkpoint(s, segment_tokens=200, fan_in=4)  # cached: no model call
     assert (again.stats["summarized"], again.stats["merged"]) == (0, 0) and again.summary == cp.summary
     c.publish_checkpoint(cp)
@@ -67,6 +69,7 @@ def test_a_plain_callable_and_the_extractive_summarizer_are_accepted(store):
     c = settled_chat(store)
     cp = c.build_checkpoint(lambda msgs: f"{len(msgs)} msgs", segment_tokens=200)
     assert "msgs" in cp.summary and cp.summarizer.endswith("<lambda>")
+    assert undertext.Extractive(max_chars=500).max_chars == 500
     ex = c.build_checkpoint(undertext.Extractive(max_chars=500))
     assert ex.summarizer == "extractive-v1" and "[0 user] start" in ex.summary
     assert c.build_checkpoint().summarizer == "extractive-v1"

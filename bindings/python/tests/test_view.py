@@ -36,7 +36,8 @@ def test_under_the_soft_line_the_view_fits_unchanged(big_store):
     est = chat.estimate(undertext.Budget(10_000_000))
     v = chat.view(undertext.Budget(est * 100 // 60))
     assert v.decision == "fits" and v.previewed == [] and v.tokens_saved == 0
-    assert len(v) == len(chat) and v.estimate == est
+    assert len(v) == len(chat) and v.estimate == est == v.raw_estimate
+    assert v.revision == chat.revision and v.swap_seconds is None and v.calibration == 1.0
     assert [m["seqs"] for m in v.messages] == [(i, i + 1) for i in range(len(chat))]
     assert v.messages[3]["parts"][0]["content"] == result_text(0)
 
@@ -109,7 +110,9 @@ def test_reported_usage_above_the_estimate_raises_later_estimates(chat):
 
 
 def test_budget_is_checked_and_reports_its_lines():
-    b = undertext.Budget(200_000, 8_000)
+    b = undertext.Budget(200_000, 8_000, tool_schemas=['{"name": "read"}'])
+    assert (b.window, b.reserve_output, b.soft, b.target, b.hard) == (200_000, 8_000, 0.7, 0.5, 0.9)
+    assert b.tool_schemas == ['{"name": "read"}']
     assert (b.usable, b.soft_limit, b.target_limit, b.hard_limit) == (192_000, 134_400, 96_000, 172_800)
     with pytest.raises(undertext.InvalidArgument, match="budget"):
         undertext.Budget(100, 200)
