@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
 use undertext::{ChatId, ChatMeta, Compression, Durability, Options, Page, PageCursor, Store};
 
@@ -204,11 +205,11 @@ impl PyStore {
         Ok(self.get(py)?.path().to_path_buf())
     }
 
-    /// Stores `data` and returns its content address (64 hex digits). The same bytes are
-    /// stored once.
-    fn put_blob(&self, py: Python<'_>, data: &[u8]) -> PyResult<String> {
+    /// Stores `data` (`bytes` or `bytearray`) and returns its content address (64 hex
+    /// digits). The same bytes are stored once.
+    fn put_blob(&self, py: Python<'_>, data: PyBackedBytes) -> PyResult<String> {
         let store = self.get(py)?;
-        Ok(run(py, move || store.put_blob(data))?.to_string())
+        Ok(run(py, move || store.put_blob(&data))?.to_string())
     }
 
     /// Stores several blobs in one transaction (after a crash: all or none).

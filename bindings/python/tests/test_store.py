@@ -16,6 +16,7 @@ def test_blob_round_trip_returns_the_same_bytes_and_a_content_address(store):
     assert len(bid) == 64 and int(bid, 16) >= 0
     assert bid == undertext.blob_id(data)
     assert store.put_blob(data) == bid  # content addressed: stored once, same id
+    assert store.put_blob(bytearray(data)) == bid
     assert store.get_blob(bid) == data
     assert store.contains_blob(bid)
     assert not store.contains_blob(undertext.blob_id(b"never stored"))
