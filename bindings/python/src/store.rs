@@ -298,6 +298,44 @@ impl PyStore {
         Ok(PyChat::new(slf.clone().unbind(), owner, id))
     }
 
+    /// Deletes chat `chat_id` of `owner`: later opens get `NotFound`; snapshots already
+    /// taken still read. Its records stay in the log until `Store.gc` removes them.
+    fn delete_chat(&self, py: Python<'_>, owner: String, chat_id: &str) -> PyResult<()> {
+        let store = self.get(py)?;
+        let id = self::chat_id(py, chat_id)?;
+        run(py, move || store.delete_chat(&owner, id))
+    }
+
+    /// Rewrites the log of the closed store in `path` without deleted chats' records and
+    /// the blobs only they used (takes the store's lock: `Locked` while it is open).
+    /// Returns a dict: `deleted_chats`, `records_before`, `records_after`, `blobs_removed`,
+    /// `log_bytes_before`, `log_bytes_after`.
+    #[classmethod]
+    #[pyo3(signature = (path, *, segment_size=67_108_864, compression="zstd"))]
+    fn gc<'py>(
+        _cls: &Bound<'py, PyType>,
+        py: Python<'py>,
+        path: std::path::PathBuf,
+        segment_size: u64,
+        compression: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let opts = Options {
+            segment_size,
+            compression: self::compression(py, compression)?,
+            create_if_missing: false,
+            ..Options::default()
+        };
+        let r = run(py, move || Store::gc(path, opts))?;
+        let d = PyDict::new(py);
+        d.set_item("deleted_chats", r.deleted_chats)?;
+        d.set_item("records_before", r.records_before)?;
+        d.set_item("records_after", r.records_after)?;
+        d.set_item("blobs_removed", r.blobs_removed)?;
+        d.set_item("log_bytes_before", r.log_bytes_before)?;
+        d.set_item("log_bytes_after", r.log_bytes_after)?;
+        Ok(d)
+    }
+
     /// Opens chat `chat_id` of `owner`. Another owner's chat is the same `NotFound` as an
     /// absent one.
     fn chat(slf: &Bound<'_, Self>, owner: String, chat_id: &str) -> PyResult<PyChat> {

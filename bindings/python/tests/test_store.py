@@ -221,3 +221,26 @@ def test_a_segment_of_a_newer_format_version_is_refused_as_unsupported(tmp_path)
         undertext.Store.open(path)
     assert (e.value.expected, e.value.found) == (1, 2)
     assert str(seg) in str(e.value)
+
+
+def test_a_deleted_chat_is_gone_and_gc_reclaims_its_bytes(tmp_path):
+    path = tmp_path / "s"
+    with undertext.Store.open(path) as s:
+        keep = s.create_chat("alice", title="keep")
+        keep.append(undertext.user("kept"))
+        gone = s.create_chat("alice", title="gone")
+        gone.append(undertext.user(os.urandom(50_000).hex()))
+        snap = gone.snapshot()
+        s.delete_chat("alice", gone.id)
+        with pytest.raises(undertext.NotFound):
+            s.chat("alice", gone.id)
+        assert [c.id for c in s.chats("alice")] == [keep.id]
+        assert snap[0].text  # a snapshot taken before still reads
+        with pytest.raises(undertext.Locked):
+            undertext.Store.gc(path)
+    report = undertext.Store.gc(path)
+    assert report["deleted_chats"] == 1
+    assert report["log_bytes_after"] < report["log_bytes_before"]
+    with undertext.Store.open(path) as s:
+        assert [m.text for m in s.chat("alice", keep.id)] == ["kept"]
+        assert s.check()["ok"]
