@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests of Undertext: a seeded generator, content
 //! that is deterministic per (seed, stream, index), and a map of the frames in a segment.
 
+pub mod mixed;
+pub mod sweep;
 pub mod transcripts;
 
 use std::path::Path;

@@ -91,6 +91,8 @@ struct State {
     names: HashMap<PathBuf, HashMap<OsString, FileId>>,
     /// Bookkeeping failures (a power cut could not be modelled exactly).
     errors: Vec<String>,
+    /// Every operation, when tracing.
+    trace: Option<Vec<String>>,
 }
 
 /// The fault controller of one store directory. Unregistered when dropped.
@@ -186,6 +188,16 @@ impl Controller {
     /// Cuts the power now: every later operation fails with `EIO`.
     pub fn cut_power_now(&self) {
         self.state.lock().off = true;
+    }
+
+    /// Starts recording every operation (see [`Controller::trace`]).
+    pub fn start_trace(&self) {
+        self.state.lock().trace = Some(Vec::new());
+    }
+
+    /// The operations recorded since [`Controller::start_trace`]: number, kind, path, outcome.
+    pub fn trace(&self) -> Vec<String> {
+        self.state.lock().trace.clone().unwrap_or_default()
     }
 
     /// Stops failing operations (the power stays as it is).
@@ -332,7 +344,14 @@ pub(super) fn before(op: Op, at: &Path, _file: Option<&File>) -> Result<()> {
         && (n == at_n || (sticky && n > at_n))
     {
         s.injected += 1;
+        if let Some(t) = s.trace.as_mut() {
+            t.push(format!("{n} {op:?} {} -> {kind:?}", at.display()));
+        }
         return Err(kind.error());
+    }
+    let syncs = s.syncs;
+    if let Some(t) = s.trace.as_mut() {
+        t.push(format!("{n} {op:?} {} (syncs so far {syncs})", at.display()));
     }
     if op == Op::Remove
         && s.track
@@ -385,13 +404,15 @@ fn count_sync(s: &mut State) {
     }
 }
 
-/// Called after a file sync returned: what was written to it is durable (unless the power
-/// went off while the sync ran).
-pub(super) fn synced(at: &Path, file: &File) {
-    let Some(c) = lookup(at) else { return };
+/// Called after a file sync returned: what was written to it is durable. If the power went
+/// off while the sync ran (another thread's sync was the last one), it fails instead: the
+/// caller never learns of a success the disk did not have.
+pub(super) fn synced(at: &Path, file: &File) -> Result<()> {
+    let Some(c) = lookup(at) else { return Ok(()) };
     let mut s = c.state.lock();
     if s.off {
-        return;
+        s.injected += 1;
+        return Err(FaultKind::Eio.error());
     }
     if s.track {
         match file.metadata() {
@@ -402,14 +423,17 @@ pub(super) fn synced(at: &Path, file: &File) {
         }
     }
     count_sync(&mut s);
+    Ok(())
 }
 
-/// Called after a directory sync returned: the names in it are durable.
-pub(super) fn dir_synced(dir: &Path) {
-    let Some(c) = lookup(dir) else { return };
+/// Called after a directory sync returned: the names in it are durable (or, as for
+/// [`synced`], the power went off first and the sync fails).
+pub(super) fn dir_synced(dir: &Path) -> Result<()> {
+    let Some(c) = lookup(dir) else { return Ok(()) };
     let mut s = c.state.lock();
     if s.off {
-        return;
+        s.injected += 1;
+        return Err(FaultKind::Eio.error());
     }
     if s.track {
         let mut names = HashMap::new();
@@ -431,4 +455,5 @@ pub(super) fn dir_synced(dir: &Path) {
         }
     }
     count_sync(&mut s);
+    Ok(())
 }

@@ -70,7 +70,7 @@ pub(crate) fn sync_data(file: &File, at: &Path) -> Result<()> {
     check(Op::Sync, at, Some(file))?;
     file.sync_data()?;
     #[cfg(feature = "fault-injection")]
-    fault::synced(at, file);
+    fault::synced(at, file)?;
     Ok(())
 }
 
@@ -80,7 +80,7 @@ pub(crate) fn sync_all(file: &File, at: &Path) -> Result<()> {
     check(Op::Sync, at, Some(file))?;
     file.sync_all()?;
     #[cfg(feature = "fault-injection")]
-    fault::synced(at, file);
+    fault::synced(at, file)?;
     Ok(())
 }
 
@@ -113,7 +113,7 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     check(Op::SyncDir, dir, None)?;
     File::open(dir)?.sync_all()?;
     #[cfg(feature = "fault-injection")]
-    fault::dir_synced(dir);
+    fault::dir_synced(dir)?;
     Ok(())
 }
 

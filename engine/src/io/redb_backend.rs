@@ -47,7 +47,7 @@ impl StorageBackend for SeamBackend {
         super::check(super::Op::Sync, &self.path, Some(&self.file))?;
         self.inner.sync_data()?;
         #[cfg(feature = "fault-injection")]
-        super::fault::synced(&self.path, &self.file);
+        super::fault::synced(&self.path, &self.file)?;
         Ok(())
     }
 

@@ -1,0 +1,71 @@
+//! Claim: a file operation that fails (EIO or ENOSPC) at any point of a mixed workload makes
+//! the call that hit it return an error, shows no partial transaction, leaves the store
+//! working or refusing cleanly (`Error::Poisoned`), and after reopen exactly the
+//! acknowledged state is there (the failed call whole or not at all).
+//!
+//! The workload (tests/src/mixed.rs) is run once clean to count its file operations, then
+//! once per N with operation N failing. The suite steps N by a stride (printed);
+//! `UNDERTEXT_SWEEP_STRIDE=1` (scripts/crash-campaign) runs every N.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+use undertext::fault::{FaultKind, Op};
+use undertext_tests::mixed::actions;
+use undertext_tests::seed;
+use undertext_tests::sweep::{calls, run_once, stride};
+
+#[test]
+fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
+    let seed = seed(0xFA17_0001);
+    let acts = actions(seed, calls(170));
+    // The clean run: how many file operations, and of which kinds.
+    let dir = tempfile::tempdir().unwrap();
+    let mut kinds = Vec::new();
+    let clean = run_once(
+        dir.path(),
+        seed,
+        &acts,
+        "clean run",
+        |_| {},
+        |c| {
+            for op in
+                [Op::Open, Op::Write, Op::Sync, Op::Rename, Op::SetLen, Op::Mmap, Op::Remove, Op::SyncDir]
+            {
+                kinds.push((op, c.ops_of(op)));
+            }
+        },
+    );
+    eprintln!(
+        "workload: {} calls, {} file operations {kinds:?}, {} syncs",
+        acts.len(),
+        clean.ops,
+        clean.syncs
+    );
+    assert!(clean.ops >= 500, "the workload must make at least 500 file operations, made {}", clean.ops);
+    // Publications refused as not newer are expected; nothing else may fail.
+    assert_eq!(clean.in_doubt, 0, "the clean run failed calls: {:?}", clean.errors);
+    assert!(clean.errors.iter().all(|(_, e)| e.contains("not published")), "{:?}", clean.errors);
+    let step = stride(5);
+    let (mut runs, mut injected, mut kept_working, mut poisoned, mut open_failed) = (0u64, 0, 0, 0, 0);
+    let mut n = 1;
+    while n <= clean.ops {
+        let kind = if n % 2 == 1 { FaultKind::Eio } else { FaultKind::Enospc };
+        let dir = tempfile::tempdir().unwrap();
+        let label = format!("fault at operation {n} ({kind:?}), seed {seed}");
+        let r = run_once(dir.path(), seed, &acts, &label, |c| c.fail_at(n, kind), |c| c.clear_faults());
+        assert!(r.injected >= 1, "{label}: the fault was never reached ({} operations)", r.ops);
+        assert!(r.open_failed || r.failed >= 1 || r.ops >= n, "{label}: no call saw the fault");
+        runs += 1;
+        injected += r.injected;
+        kept_working += u64::from(r.acked_after_failure > 0);
+        poisoned += u64::from(r.poisoned > 0);
+        open_failed += u64::from(r.open_failed);
+        n += step;
+    }
+    eprintln!(
+        "fault sweep: {runs} runs (N = 1, 1 + {step}, ... of {} operations), {injected} faults injected, \
+         {kept_working} runs kept acknowledging calls after the fault, {poisoned} refused later calls as Poisoned, \
+         {open_failed} failed at open; every reopen held exactly the acknowledged state",
+        clean.ops
+    );
+}
