@@ -397,6 +397,48 @@ impl PyStore {
         Ok(found.iter().map(PyChatInfo::from).collect())
     }
 
+    /// Imports agent transcripts (files, or folders walked for `.jsonl`, `.json` and
+    /// `.traj`) into chats of `owner`: one chat per session, keyed by a stable session key
+    /// in its metadata (`extra["import.key"]`), so importing the same transcript again adds
+    /// nothing. `format` is `"auto"` or a format name (`claude-code`, `codex`, `openai`,
+    /// ...). Returns a dict: `files`, `sessions_new`, `sessions_unchanged`,
+    /// `sessions_extended`, `messages`, `tool_results`, `archived`, `linked`, and
+    /// `problems` (the lines skipped, each `"file:line: reason"`).
+    #[pyo3(signature = (owner, paths, *, format="auto"))]
+    fn import_transcripts<'py>(
+        &self,
+        py: Python<'py>,
+        owner: String,
+        paths: Vec<std::path::PathBuf>,
+        format: &str,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        use undertext::import;
+        let store = self.get(py)?;
+        let format: import::Format = format.parse().map_err(|e| crate::errors::to_py(py, e))?;
+        let (files, report, problems) = run(py, move || {
+            let files = import::transcript_files(&paths)?;
+            let (mut sessions, mut problems) = (Vec::new(), Vec::new());
+            for f in &files {
+                let parsed = import::parse_file(f, format)?;
+                sessions.extend(parsed.sessions);
+                problems.extend(parsed.problems.iter().map(|p| p.to_string()));
+            }
+            let report = import::import_sessions(&store, &owner, &sessions, |_| {})?;
+            Ok((files.len(), report, problems))
+        })?;
+        let d = PyDict::new(py);
+        d.set_item("files", files)?;
+        d.set_item("sessions_new", report.sessions_new)?;
+        d.set_item("sessions_unchanged", report.sessions_unchanged)?;
+        d.set_item("sessions_extended", report.sessions_extended)?;
+        d.set_item("messages", report.messages)?;
+        d.set_item("tool_results", report.tool_results)?;
+        d.set_item("archived", report.archived)?;
+        d.set_item("linked", report.linked)?;
+        d.set_item("problems", problems)?;
+        Ok(d)
+    }
+
     /// Archives `text` for `owner`; the id is its content address.
     fn archive(&self, py: Python<'_>, owner: String, text: String) -> PyResult<PyArchiveRef> {
         let store = self.get(py)?;
