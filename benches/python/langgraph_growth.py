@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sqlite3
 import statistics
@@ -146,12 +145,17 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for name, a, b in rows:
         print(f"| {name} | {a:,.2f} | {b:,.2f} | {a / b:,.1f}× |")
-    print(f"| bytes on disk (files, apparent) | {sq_app / 1e6:,.1f} MB | {ut_app / 1e6:,.1f} MB | {sq_app / ut_app:,.1f}× |")
-    print(f"| bytes on disk (allocated blocks) | {sq_alloc / 1e6:,.1f} MB | {ut_alloc / 1e6:,.1f} MB | {sq_alloc / ut_alloc:,.1f}× |")
-    print(f"| data written (sqlite files / undertext log+index) | {sq_app / 1e6:,.1f} MB | {ut_data / 1e6:,.2f} MB | {sq_app / ut_data:,.1f}× |")
+    mb = [
+        ("bytes on disk (files, apparent)", sq_app, ut_app),
+        ("bytes on disk (allocated blocks)", sq_alloc, ut_alloc),
+        ("data written (sqlite files / undertext log+index)", sq_app, ut_data),
+    ]
+    for name, a, b in mb:
+        print(f"| {name} | {a / 1e6:,.1f} MB | {b / 1e6:,.2f} MB | {a / b:,.1f}× |")
     print(f"\nUndertext data / distinct message text: {ut_data / distinct:.2f}×; SqliteSaver: {sq_app / distinct:.0f}×")
-    print(json.dumps({"steps": args.steps, "distinct_bytes": distinct, "sqlite": {**r_sq, "bytes": sq_app, "allocated": sq_alloc},
-                      "undertext": {**r_ut, "bytes": ut_app, "allocated": ut_alloc, "data_bytes": ut_data, "stats": stats}}))
+    sq_out = {**r_sq, "bytes": sq_app, "allocated": sq_alloc}
+    ut_out = {**r_ut, "bytes": ut_app, "allocated": ut_alloc, "data_bytes": ut_data, "stats": stats}
+    print(json.dumps({"steps": args.steps, "distinct_bytes": distinct, "sqlite": sq_out, "undertext": ut_out}))
 
 
 if __name__ == "__main__":

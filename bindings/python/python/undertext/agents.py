@@ -32,8 +32,6 @@ import threading
 from collections.abc import Awaitable, Iterator
 from typing import Any, Callable, Optional
 
-import undertext
-
 try:  # the SDK's helper that finishes a mutation even if the caller is cancelled
     from agents.memory.session import _await_mutation
 except ImportError:  # pragma: no cover - older SDKs

@@ -170,7 +170,6 @@ class _Lane:
     def checkpoints_newest_first(self) -> Iterator[tuple[int, dict[str, Any]]]:
         """Live checkpoint records in descending id order, one per id."""
         seen: set[str] = set()
-        ordered: list[tuple[int, dict[str, Any]]] = []
         for seq, rec in self.walk():
             if rec["k"] != "c":
                 continue
@@ -179,7 +178,6 @@ class _Lane:
             if rec["id"] in seen:
                 continue
             seen.add(rec["id"])
-            ordered.append((seq, rec))
             yield seq, rec
         else:
             return
@@ -193,6 +191,7 @@ class _Lane:
                 yield best[cid]
 
     def find(self, checkpoint_id: Optional[str]) -> Optional[tuple[int, dict[str, Any]]]:
+        """The live record of a checkpoint (the latest by id when ``checkpoint_id`` is None)."""
         if checkpoint_id is None:
             return next(self.checkpoints_newest_first(), None)
         for seq, rec in self.walk():
