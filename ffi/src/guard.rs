@@ -46,3 +46,29 @@ pub(crate) fn set_last_error(message: &str) {
 pub(crate) fn with_last_error<T>(g: impl FnOnce(&str) -> T) -> T {
     LAST_ERROR.with(|m| g(&m.borrow()))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+    use crate::status::UNDERTEXT_NOT_FOUND;
+
+    #[test]
+    fn a_panic_becomes_internal_with_its_message() {
+        let status = call(|| panic!("boom at step {}", 7));
+        assert_eq!(status, UNDERTEXT_INTERNAL);
+        with_last_error(|m| assert_eq!(m, "internal error (caught panic): boom at step 7"));
+    }
+
+    #[test]
+    fn an_error_is_recorded_for_this_thread_only() {
+        let status = call(|| Err(FfiError::new(UNDERTEXT_NOT_FOUND, "not found: chat 9")));
+        assert_eq!(status, UNDERTEXT_NOT_FOUND);
+        with_last_error(|m| assert_eq!(m, "not found: chat 9"));
+        std::thread::spawn(|| with_last_error(|m| assert_eq!(m, ""))).join().unwrap();
+        // A later success leaves the message in place.
+        assert_eq!(call(|| Ok(())), crate::status::UNDERTEXT_OK);
+        with_last_error(|m| assert_eq!(m, "not found: chat 9"));
+    }
+}

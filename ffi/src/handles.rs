@@ -273,3 +273,31 @@ handle_impl!(WorkerHandle, "worker", Worker, Arc<Worker>);
 pub(crate) fn store_of(id: u64, parent: Option<u64>) -> u64 {
     parent.unwrap_or(id)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    fn temp_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), undertext::Options::default()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn a_freed_handle_is_stale_even_after_its_slot_is_reused() {
+        let (_dir, store) = temp_store();
+        let a = insert(Object::Store(store.clone()), None).unwrap();
+        remove(a, "store").unwrap();
+        let b = insert(Object::Store(store), None).unwrap();
+        assert_eq!(a as u32, b as u32, "the slot is reused");
+        assert_ne!(a, b, "with a new generation");
+        assert_eq!(get(a, "store").unwrap_err().status, UNDERTEXT_STALE_HANDLE);
+        assert!(get(b, "store").is_ok());
+        assert_eq!(get(b, "chat").unwrap_err().status, UNDERTEXT_BAD_HANDLE);
+        assert_eq!(get(0, "store").unwrap_err().status, UNDERTEXT_BAD_HANDLE);
+        remove(b, "store").unwrap();
+    }
+}

@@ -79,6 +79,14 @@ static inline int buf_has(undertext_buf_t b, const char *s) {
   return 0;
 }
 
+/* A NUL-terminated copy of a buffer (buffers carry no terminator); free() it. */
+static inline char *buf_cstr(undertext_buf_t b) {
+  char *s = malloc(b.len + 1);
+  if (b.len) memcpy(s, b.ptr, b.len);
+  s[b.len] = 0;
+  return s;
+}
+
 /* A fresh temporary directory for a store (removed by remove_dir). */
 static inline char *temp_dir(void) {
   const char *base = getenv("TMPDIR");

@@ -147,7 +147,8 @@ static void chats_owners_list_and_metadata(void) {
   CHECK(!buf_has(buf, "\"next\":null"));
   /* Parse the cursor out of the JSON: "next":{"id":N,"last_activity_ms":M} in some order. */
   undertext_page_cursor_t cur = {0, 0};
-  const char *n = strstr((const char *)buf.ptr, "\"next\":");
+  char *json = buf_cstr(buf);
+  const char *n = strstr(json, "\"next\":");
   const char *pid = n ? strstr(n, "\"id\":") : NULL;
   const char *pms = n ? strstr(n, "\"last_activity_ms\":") : NULL;
   CHECK(pid && pms);
@@ -155,6 +156,7 @@ static void chats_owners_list_and_metadata(void) {
     cur.id = strtoull(pid + 5, NULL, 10);
     cur.last_activity_ms = strtoull(pms + 19, NULL, 10);
   }
+  free(json);
   OK(undertext_buf_free(&buf));
   OK(undertext_chat_list(s, S("alice"), 1, &cur, &buf));
   CHECK(buf_has(buf, "\"next\":null") && buf_has(buf, "\"chats\":[{"));
@@ -258,7 +260,7 @@ static void messages_batches_edits_and_steps(void) {
   CHECK(buf_has(b, "\"approved\":true") && buf_has(b, "\"reason\":null"));
   OK(undertext_buf_free(&b));
   OK(undertext_chat_range(c, 0, 7, &b));
-  CHECK(b.ptr[0] == '[' && buf_has(b, "\"seq\":6") && buf_has(b, "\"type\":\"summary\""));
+  CHECK(b.len > 0 && b.ptr[0] == '[' && buf_has(b, "\"seq\":6") && buf_has(b, "\"type\":\"summary\""));
   OK(undertext_buf_free(&b));
   OK(undertext_chat_range(c, 3, 3, &b));
   CHECK(buf_eq(b, "[]"));
@@ -521,7 +523,7 @@ static void views_decide_under_a_budget(void) {
   CHECK(d.kind == UNDERTEXT_DECISION_FITS && d.estimate > 0 && d.n_messages == 29 && d.revision == 0);
   undertext_buf_t b = {0};
   OK(undertext_view_messages(v, UNDERTEXT_FORMAT_NEUTRAL, &b));
-  CHECK(b.ptr[0] == '[' && buf_has(b, "\"seqs\":[0,1]") && buf_has(b, "\"tokens\":"));
+  CHECK(b.len > 0 && b.ptr[0] == '[' && buf_has(b, "\"seqs\":[0,1]") && buf_has(b, "\"tokens\":"));
   OK(undertext_buf_free(&b));
   OK(undertext_view_messages(v, UNDERTEXT_FORMAT_OPENAI, &b));
   CHECK(buf_has(b, "\"role\":\"system\"") && buf_has(b, "\"tool_calls\""));

@@ -103,9 +103,11 @@ int main(void) {
       misordered++;
       continue;
     }
-    const char *p = strstr((const char *)b.ptr, "\"text\":\"thread ");
+    char *json = buf_cstr(b);
+    const char *p = strstr(json, "\"text\":\"thread ");
     int t = -1, i = -1;
     if (p) sscanf(p, "\"text\":\"thread %d message %d", &t, &i);
+    free(json);
     if (t < 0 || t >= THREADS || i != next[t]) {
       misordered++;
     } else {
