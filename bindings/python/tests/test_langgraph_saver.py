@@ -284,3 +284,24 @@ def test_writes_stored_before_their_checkpoint_belong_to_it_after_reopen_and_pru
         got = UndertextSaver(store).get_tuple(cfg("t"))
         assert got.checkpoint["id"] == early
         assert sorted(got.pending_writes) == expected
+
+
+def test_a_deleted_thread_is_reclaimed_by_gc_and_other_threads_keep_their_values(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    gone, shared = os.urandom(300_000), os.urandom(50_000)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        c = put(saver, "gone", None, {"doc": gone, "common": shared}, {"doc": 1, "common": 1}, {"doc": 1, "common": 1})
+        put(saver, "gone", c, {"doc": gone, "common": shared}, {"doc": 1, "common": 1}, {}, step=1)
+        # The same value in another thread: stored once, and it must outlive "gone".
+        put(saver, "kept", None, {"common": shared}, {"common": 1}, {"common": 1})
+        saver.delete_thread("gone")
+        assert saver.get_tuple(cfg("gone")) is None and list(saver.list(cfg("gone"))) == []
+    report = undertext.Store.gc(path)
+    assert report["deleted_chats"] == 1
+    assert report["log_bytes_before"] - report["log_bytes_after"] > len(gone)
+    assert report["log_bytes_before"] - report["log_bytes_after"] < len(gone) + len(shared)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert saver.get_tuple(cfg("gone")) is None
+        assert saver.get_tuple(cfg("kept")).checkpoint["channel_values"] == {"common": shared}

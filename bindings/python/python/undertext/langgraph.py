@@ -9,7 +9,8 @@
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs.
   Deletions append a tombstone (``delete_for_runs``) or a floor (``prune``) record, so
-  every change is one engine transaction; ``delete_thread`` truncates the chats.
+  every change is one engine transaction; ``delete_thread`` deletes the thread's chats,
+  and ``Store.gc`` (store closed) then drops their records and the blobs only they used.
 
 Reads walk a chat from its newest record backwards and stop as soon as they have what
 they need: ``get_tuple`` of the latest checkpoint and ``list(limit=100)`` read only the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import random
 import threading
@@ -62,6 +64,31 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"))
 
 
+#: MIME type of the attachment parts naming the value blobs a record uses.
+VALUE_MIME = "application/x-undertext-langgraph-value"
+
+
+def _blobs_of(rec: dict[str, Any]) -> list[str]:
+    """The value blobs a record refers to, each once."""
+    ids: list[str] = []
+    if rec["k"] == "c":
+        ids.extend(b for _v, _t, b in rec["ch"].values())
+        for _s, w in rec.get("pw", ()):
+            ids.extend(e[3] for e in w["w"])
+    elif rec["k"] == "w":
+        ids.extend(e[3] for e in rec["w"])
+    return list(dict.fromkeys(ids))
+
+
+def _message(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record as an engine message: its JSON as the text part, and one attachment part
+    per value blob it uses, so the engine knows the references (``Store.gc`` keeps a blob
+    while a live chat attaches it, and drops it with the last deleted chat that did)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": json.dumps(rec, separators=(",", ":"))}]
+    parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in _blobs_of(rec))
+    return {"role": "system", "parts": parts}
+
+
 class _Lane:
     """The records of one (thread, namespace) chat, decoded lazily from the newest back.
 
@@ -74,6 +101,7 @@ class _Lane:
         self.thread_id = thread_id
         self.ns = ns
         self.lock = threading.RLock()
+        self.deleted = False  # the chat was deleted (delete_thread): the lane reads as empty
         self.reset()
 
     def reset(self) -> None:
@@ -91,6 +119,11 @@ class _Lane:
 
     def sync(self) -> None:
         """Notices truncations (reset) and records appended by other handles."""
+        if self.deleted:
+            self.hi = self.lo = 0
+            self.recs = {}
+            self.writes = {}
+            return
         if self.chat.revision != self.revision:
             self.reset()
             return
@@ -261,6 +294,12 @@ class _Registry:
                 self.threads.setdefault(thread_id, set()).add(ns)
             return lane
 
+    def drop(self, thread_id: str) -> list[_Lane]:
+        """Forgets a thread's lanes (a later write creates new chats) and returns them."""
+        with self.lock:
+            lanes = [self.lanes.pop((thread_id, n)) for n in sorted(self.threads.pop(thread_id, ()))]
+        return lanes
+
     def lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
         with self.lock:
             if thread_id is None:
@@ -326,6 +365,20 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     def _lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
         return self._registry.lanes_of(thread_id, ns)
+
+    @contextlib.contextmanager
+    def _write_lane(self, thread_id: str, ns: str) -> Iterator[_Lane]:
+        """The lane to write to, locked and synced; a lane deleted while we waited for its
+        lock is replaced by a fresh one."""
+        while True:
+            lane = self._registry.lane(thread_id, ns, create=True)
+            assert lane is not None
+            with lane.lock:
+                if lane.deleted:
+                    continue
+                lane.sync()
+                yield lane
+                return
 
     # -- blobs ---------------------------------------------------------------------------
 
@@ -468,12 +521,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         thread_id = conf["thread_id"]
         ns = conf.get("checkpoint_ns", "")
         parent_id = conf.get("checkpoint_id")
-        lane = self._lane(thread_id, ns, create=True)
-        assert lane is not None
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
-        with lane.lock:
-            lane.sync()
+        with self._write_lane(thread_id, ns) as lane:
             parent_manifest: dict[str, list[Any]] = {}
             if parent_id is not None:
                 found = lane.find(parent_id)
@@ -514,7 +564,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     def _append(self, lane: _Lane, rec: dict[str, Any]) -> int:
-        seq = lane.chat.append({"role": "system", "content": json.dumps(rec, separators=(",", ":"))})
+        seq = lane.chat.append(_message(rec))
         lane.appended(seq, rec)
         return seq
 
@@ -531,11 +581,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         kept; a write to a special channel (error, interrupt, ...) replaces the old one.
         """
         conf = config["configurable"]
-        lane = self._lane(conf["thread_id"], conf.get("checkpoint_ns", ""), create=True)
-        assert lane is not None
         cid = conf["checkpoint_id"]
-        with lane.lock:
-            lane.sync()
+        with self._write_lane(conf["thread_id"], conf.get("checkpoint_ns", "")) as lane:
             found = lane.find(cid)
             existing: set[tuple[str, int]] = set()
             if found is not None:
@@ -565,13 +612,14 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             self._append(lane, rec)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Drops every checkpoint and write of the thread (one truncation per namespace)."""
-        for lane in self._lanes_of(thread_id, None):
+        """Drops every checkpoint and write of the thread: its chats are deleted (one engine
+        record per namespace), and ``Store.gc`` later removes their records and every
+        value blob only they used."""
+        for lane in self._registry.drop(thread_id):
             with lane.lock:
-                lane.sync()
-                if len(lane.chat):
-                    lane.chat.truncate(0, expected_revision=lane.chat.revision)
-                lane.sync()
+                if not lane.deleted:
+                    self.store.delete_chat(self.owner, lane.chat.id)
+                    lane.deleted = True
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Drops the checkpoints whose metadata ``run_id`` is one of ``run_ids``, and their
@@ -608,10 +656,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             if not live:
                 continue
             live.reverse()
-            dst = self._lane(target_thread_id, src.ns, create=True)
-            assert dst is not None
-            with dst.lock:
-                dst.sync()
+            with self._write_lane(target_thread_id, src.ns) as dst:
                 mx = dst.current_mx()
                 recs = []
                 for _s, r in live:
@@ -620,8 +665,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
                     recs.append(r)
-                texts = [{"role": "system", "content": json.dumps(r, separators=(",", ":"))} for r in recs]
-                seqs = dst.chat.append_batch(texts)
+                seqs = dst.chat.append_batch([_message(r) for r in recs])
                 for seq, r in zip(seqs, recs):
                     dst.appended(seq, r)
 
