@@ -56,6 +56,12 @@ pub enum Action {
         /// Chat index.
         chat: usize,
     },
+    /// `Chat::view` with a small budget: past the worker's soft line it asks a running
+    /// worker for a checkpoint; past the hard line it publishes the prepared one.
+    View {
+        /// Chat index.
+        chat: usize,
+    },
     /// `Store::sync`.
     Sync,
 }
@@ -69,6 +75,8 @@ pub enum Effect {
     Create {
         /// Its id.
         chat: u64,
+        /// Action number.
+        action: u64,
     },
     /// Messages `msg(seed, action, 0..n)` appended to `chat`.
     Append {
@@ -109,6 +117,12 @@ pub enum Effect {
         /// Action number.
         action: u64,
     },
+    /// A view of `chat` that may publish a prepared checkpoint (what it publishes is known
+    /// only once it returns, as a [`Effect::Publish`]).
+    MayPublish {
+        /// Chat id.
+        chat: u64,
+    },
     /// A checkpoint (base revision, reach) published on `chat`.
     Publish {
         /// Chat id.
@@ -136,13 +150,14 @@ impl Effect {
     /// The effect as one line of text (for the crash campaign's pipe).
     pub fn encode(&self) -> String {
         match *self {
-            Effect::Create { chat } => format!("create {chat}"),
+            Effect::Create { chat, action } => format!("create {chat} {action}"),
             Effect::Append { chat, action, n } => format!("append {chat} {action} {n}"),
             Effect::Edit { chat, seq, action, role } => format!("edit {chat} {seq} {action} {role}"),
             Effect::Step { chat, action } => format!("step {chat} {action}"),
             Effect::Blob { action, two } => format!("blob {action} {}", u8::from(two)),
             Effect::Archive { action } => format!("archive {action}"),
             Effect::Publish { chat, base, reach } => format!("publish {chat} {base} {reach}"),
+            Effect::MayPublish { chat } => format!("maypublish {chat}"),
         }
     }
 
@@ -151,13 +166,14 @@ impl Effect {
         let w: Vec<&str> = s.split(' ').collect();
         let n = |i: usize| w.get(i).and_then(|x| x.parse::<u64>().ok());
         Some(match *w.first()? {
-            "create" => Effect::Create { chat: n(1)? },
+            "create" => Effect::Create { chat: n(1)?, action: n(2)? },
             "append" => Effect::Append { chat: n(1)?, action: n(2)?, n: n(3)? },
             "edit" => Effect::Edit { chat: n(1)?, seq: n(2)?, action: n(3)?, role: n(4)? as u8 },
             "step" => Effect::Step { chat: n(1)?, action: n(2)? },
             "blob" => Effect::Blob { action: n(1)?, two: n(2)? == 1 },
             "archive" => Effect::Archive { action: n(1)? },
             "publish" => Effect::Publish { chat: n(1)?, base: n(2)?, reach: n(3)? },
+            "maypublish" => Effect::MayPublish { chat: n(1)? },
             _ => return None,
         })
     }
@@ -201,8 +217,9 @@ pub fn actions(seed: u64, len: usize) -> Vec<Action> {
             62..67 => Action::TwoBlobs,
             67..77 => Action::Edit { chat, pick: rng.next_u64() },
             77..85 => Action::Archive,
-            85..93 => Action::Checkpoint { chat },
-            93..96 => Action::CreateChat,
+            85..90 => Action::Checkpoint { chat },
+            90..94 => Action::View { chat },
+            94..97 => Action::CreateChat,
             _ => Action::Sync,
         });
     }
@@ -298,11 +315,13 @@ pub struct RunStats {
     pub errors: Vec<(u64, String)>,
 }
 
-/// Runs `actions` on `store`, reporting every write call to `report`. Stops early when
-/// `stop` says so (checked between calls).
+/// Runs `actions` on `store`, reporting every write call to `report`; call `k` of the list
+/// is action number `base + k` (so that several runs on one store make distinct content).
+/// Stops early when `stop` says so (checked between calls).
 pub fn run(
     store: &Store,
     seed: u64,
+    base: u64,
     actions: &[Action],
     mut report: impl FnMut(Event),
     stop: impl Fn() -> bool,
@@ -327,7 +346,7 @@ pub fn run(
         if stop() {
             break;
         }
-        let i = i as u64;
+        let i = base + i as u64;
         let chat_of = |c: usize| chats.get(c % chats.len().max(1)).copied();
         let outcome =
             |r: Result<Option<Effect>, Error>, stats: &mut RunStats, report: &mut dyn FnMut(Event)| match r {
@@ -359,8 +378,11 @@ pub fn run(
                 let r =
                     store.create_chat(OWNER, ChatMeta { title: format!("chat {i}"), ..Default::default() });
                 let id = r.as_ref().ok().copied();
-                if outcome(r.map(|id| Some(Effect::Create { chat: id.0 })), &mut stats, &mut report)
-                    && let Some(id) = id
+                if outcome(
+                    r.map(|id| Some(Effect::Create { chat: id.0, action: i })),
+                    &mut stats,
+                    &mut report,
+                ) && let Some(id) = id
                 {
                     chats.push(id);
                 }
@@ -421,6 +443,22 @@ pub fn run(
                 report(Event::Begin(i, Some(effect)));
                 outcome(c.publish_checkpoint(&cp).map(|_| None), &mut stats, &mut report);
             }
+            Action::View { chat } => {
+                let Some(id) = chat_of(chat) else { continue };
+                let Ok(c) = store.chat(OWNER, id) else { continue };
+                let before = c.published_checkpoint();
+                report(Event::Begin(i, Some(Effect::MayPublish { chat: id.0 })));
+                let r = c.view(&undertext::budget::Budget::new(6000, 1000)).map(|_| {
+                    let after = c.published_checkpoint();
+                    match after {
+                        Some((base, reach)) if after != before => {
+                            Some(Effect::Publish { chat: id.0, base, reach })
+                        }
+                        _ => None,
+                    }
+                });
+                outcome(r, &mut stats, &mut report);
+            }
             Action::Sync => {
                 let _ = store.sync();
             }
@@ -449,7 +487,8 @@ impl Model {
                 self.begun.insert(i, x);
             }
             Event::Ack(i, x) => {
-                let x = self.begun.remove(&i).flatten().or(x);
+                let begun = self.begun.remove(&i).flatten();
+                let x = x.or(begun);
                 if let Some(x) = x {
                     self.effects.push((x, false));
                 }
@@ -497,10 +536,10 @@ type ChatState = (Vec<(Role, Vec<Part>)>, Option<(u64, u64)>);
 /// store shows at that point. Every message carries its call number, so the choice is
 /// unique; a torn transaction (part of an append) or a lost acknowledged call matches no
 /// choice and is reported by the comparison that follows.
-fn chat_expected(seed: u64, model: &Model, chat: u64, seen: &ChatState) -> ChatState {
+fn chat_expected(seed: u64, effects: &[(Effect, bool)], chat: u64, seen: &ChatState) -> ChatState {
     let mut msgs: Vec<(Role, Vec<Part>)> = Vec::new();
     let mut published = None;
-    for (e, doubt) in &model.effects {
+    for (e, doubt) in effects {
         match *e {
             Effect::Append { chat: c, action, n } if c == chat => {
                 let new: Vec<(Role, Vec<Part>)> =
@@ -529,6 +568,9 @@ fn chat_expected(seed: u64, model: &Model, chat: u64, seen: &ChatState) -> ChatS
             {
                 published = Some((base, reach));
             }
+            // A view cut off (or failed) after it may have published: what it published is
+            // unknown, so what the store shows is taken.
+            Effect::MayPublish { chat: c } if c == chat && *doubt => published = seen.1,
             _ => {}
         }
     }
@@ -568,13 +610,17 @@ pub fn sweep_options() -> undertext::Options {
 
 /// Compares `store` with `model`: every acknowledged blob, archive, chat, message, edit and
 /// publication is there, exactly; in-doubt calls are there whole or not at all; nothing
-/// else. Returns the number of items checked.
-pub fn verify(store: &Store, seed: u64, model: &Model) -> Result<u64, Mismatch> {
+/// else. Blobs, archives and chats of actions numbered below `since` are skipped (a crash
+/// campaign checks the latest run each time and everything now and then); the number of
+/// chats is always checked. Returns the number of items checked.
+pub fn verify(store: &Store, seed: u64, model: &Model, since: u64) -> Result<u64, Mismatch> {
     use Mismatch::{Differs, Refused};
     let mut checked = 0u64;
-    for (e, d) in &model.effects {
-        match *e {
-            Effect::Blob { action, two } if !d => {
+    let mut by_chat: HashMap<u64, Vec<(Effect, bool)>> = HashMap::new();
+    let mut known = Vec::new();
+    for &(e, d) in &model.effects {
+        match e {
+            Effect::Blob { action, two } if !d && action >= since => {
                 let mut want = vec![content(seed, 77, action)];
                 if two {
                     want.push(content(seed, 78, action));
@@ -589,7 +635,7 @@ pub fn verify(store: &Store, seed: u64, model: &Model) -> Result<u64, Mismatch> 
                     checked += 1;
                 }
             }
-            Effect::Archive { action } if !d => {
+            Effect::Archive { action } if !d && action >= since => {
                 let t = archive_text(seed, action);
                 let id = BlobId::of(t.as_bytes());
                 let n = t.chars().count() as u64;
@@ -601,18 +647,27 @@ pub fn verify(store: &Store, seed: u64, model: &Model) -> Result<u64, Mismatch> 
                 }
                 checked += 1;
             }
+            Effect::Create { chat, action } => known.push((chat, action)),
+            Effect::Append { chat, .. }
+            | Effect::Edit { chat, .. }
+            | Effect::Step { chat, .. }
+            | Effect::Publish { chat, .. }
+            | Effect::MayPublish { chat } => by_chat.entry(chat).or_default().push((e, d)),
             _ => {}
         }
     }
-    let known: Vec<u64> = model
-        .effects
-        .iter()
-        .filter_map(|(e, _)| if let Effect::Create { chat } = e { Some(*chat) } else { None })
-        .collect();
-    let listed = store
-        .chats(OWNER, Page { limit: 1000, after: None })
-        .map_err(|e| Refused(format!("listing chats: {e}")))?;
-    let n = listed.chats.len() as u64;
+    let mut n = 0u64;
+    let mut after = None;
+    loop {
+        let page = store
+            .chats(OWNER, Page { limit: 1000, after })
+            .map_err(|e| Refused(format!("listing chats: {e}")))?;
+        n += page.chats.len() as u64;
+        match page.next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
     if n < known.len() as u64 || n > known.len() as u64 + model.creates_in_doubt {
         return Err(Differs(format!(
             "{n} chats listed; expected {} acknowledged (+ up to {} in doubt)",
@@ -620,7 +675,10 @@ pub fn verify(store: &Store, seed: u64, model: &Model) -> Result<u64, Mismatch> 
             model.creates_in_doubt
         )));
     }
-    for id in known {
+    for (id, action) in known {
+        if action < since {
+            continue;
+        }
         let c = store.chat(OWNER, ChatId(id)).map_err(|e| Refused(format!("chat {id}: {e}")))?;
         let got: Vec<(Role, Vec<Part>)> = c
             .messages()
@@ -629,7 +687,7 @@ pub fn verify(store: &Store, seed: u64, model: &Model) -> Result<u64, Mismatch> 
             .map(|m| (m.role, m.parts))
             .collect();
         let state = (got, c.published_checkpoint());
-        let want = chat_expected(seed, model, id, &state);
+        let want = chat_expected(seed, by_chat.get(&id).map_or(&[][..], |v| &v[..]), id, &state);
         if want != state {
             let first = want.0.iter().zip(&state.0).position(|(a, b)| a != b);
             let at = first.unwrap_or(want.0.len().min(state.0.len()));

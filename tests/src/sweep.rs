@@ -55,7 +55,7 @@ pub fn run_once(
     let mut out = Run::default();
     match Store::open(dir, sweep_options()) {
         Ok(store) => {
-            let stats = run(&store, seed, actions, |e| model.apply(e), || false);
+            let stats = run(&store, seed, 0, actions, |e| model.apply(e), || false);
             out.acked = stats.acked;
             out.failed = stats.failed;
             out.poisoned = stats.poisoned;
@@ -64,7 +64,7 @@ pub fn run_once(
             out.errors = stats.errors.clone();
             // What the store shows before the restart must be an allowed state too, or a
             // refusal: never a wrong answer.
-            match verify(&store, seed, &model) {
+            match verify(&store, seed, &model, 0) {
                 Ok(_) => {}
                 Err(Mismatch::Refused(_)) => out.live_refused = true,
                 Err(e @ Mismatch::Differs(_)) => {
@@ -81,7 +81,7 @@ pub fn run_once(
     out.injected = ctl.injected();
     between(&ctl);
     let store = Store::open(dir, sweep_options()).unwrap_or_else(|e| panic!("{label}: reopen failed: {e}"));
-    out.checked = verify(&store, seed, &model).unwrap_or_else(|e| {
+    out.checked = verify(&store, seed, &model, 0).unwrap_or_else(|e| {
         panic!("{label}: after reopen: {e}; the calls' errors: {:?}; effects {:?}", out.errors, model.effects)
     });
     let report = store.check().unwrap_or_else(|e| panic!("{label}: check failed: {e}"));
