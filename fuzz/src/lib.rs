@@ -3,5 +3,7 @@
 //! each file below with `#[path]`, so both run exactly the same checks). The files may use
 //! only `std` and `undertext`: the tests crate compiles them too.
 
+pub mod approval;
+pub mod op_sequence;
 pub mod read_context;
 pub mod segment_decode;
