@@ -230,7 +230,8 @@ typedef undertext_status_t (*undertext_summarize_fn)(void *user_data,
 // So they must be thread-safe with `user_data`. No callback runs after
 // `undertext_worker_stop` (or `undertext_store_close`) has returned, once no
 // `undertext_chat_view` call of that store is still running; `user_data` may be freed then.
-// Callbacks may call other `undertext_*` functions.
+// Callbacks may call other `undertext_*` functions, except `undertext_worker_stop` and
+// `undertext_store_close` of their own store (those wait for the callback to return).
 typedef struct {
   // The summarizer's stable id (1 to 256 bytes).
   undertext_str_t id;

@@ -48,7 +48,8 @@ pub type SummarizeFn =
 /// So they must be thread-safe with `user_data`. No callback runs after
 /// `undertext_worker_stop` (or `undertext_store_close`) has returned, once no
 /// `undertext_chat_view` call of that store is still running; `user_data` may be freed then.
-/// Callbacks may call other `undertext_*` functions.
+/// Callbacks may call other `undertext_*` functions, except `undertext_worker_stop` and
+/// `undertext_store_close` of their own store (those wait for the callback to return).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct SummarizerIn {
