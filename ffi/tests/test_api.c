@@ -600,6 +600,13 @@ typedef struct {
   int bogus_out;  /* call undertext_summary_out_set with a pointer that is not `out` */
   pthread_t last_thread;
   pthread_mutex_t lock;
+  /* For the synchronous hard-line test: calls on other threads than `main` wait until
+   * `released`, so the calls made on the viewing thread are not raced by the worker. */
+  int block_others;
+  int released;
+  int on_main_calls;
+  pthread_t main;
+  pthread_cond_t cv;
 } counter_t;
 
 static undertext_status_t count_summarize(void *ud, undertext_str_t input, undertext_summary_out_t *out) {
@@ -607,6 +614,9 @@ static undertext_status_t count_summarize(void *ud, undertext_str_t input, under
   pthread_mutex_lock(&c->lock);
   c->summarize_calls++;
   c->last_thread = pthread_self();
+  int on_main = c->block_others && pthread_equal(pthread_self(), c->main);
+  c->on_main_calls += on_main;
+  while (c->block_others && !on_main && !c->released) pthread_cond_wait(&c->cv, &c->lock);
   int fail = c->fail, bogus = c->bogus_out;
   pthread_mutex_unlock(&c->lock);
   if (bogus) {
@@ -832,6 +842,35 @@ static void worker_prepares_on_its_own_thread(void) {
   FAILS(UNDERTEXT_STALE_HANDLE, "worker handle", undertext_worker_stats(w, &st));
 
   s = open_store(dir);
+  /* Synchronous policy: at the hard line with nothing prepared, the view builds the
+   * checkpoint on the calling thread (the worker's own job is held back meanwhile). */
+  counter_t sync;
+  memset(&sync, 0, sizeof sync);
+  pthread_mutex_init(&sync.lock, NULL);
+  pthread_cond_init(&sync.cv, NULL);
+  sync.block_others = 1;
+  sync.main = pthread_self();
+  undertext_summarizer_t sync_sum = {S("c-sync-v1"), count_summarize, count_merge, &sync};
+  wo.at_hard_line = UNDERTEXT_HARD_LINE_SYNCHRONOUS;
+  OK(undertext_worker_start(s, &sync_sum, &wo, &w));
+  undertext_chat_t c3 = new_chat(s, "alice");
+  fill_history(c3, 12);
+  OK(undertext_chat_estimate(c3, &big, &est));
+  OK(undertext_budget_default(est * 100 / 95, 0, &b95));
+  OK(undertext_chat_view(c3, &b95, &v));
+  OK(undertext_view_decision(v, &d));
+  CHECK(d.swapped == 1);
+  OK(undertext_view_free(v));
+  pthread_mutex_lock(&sync.lock);
+  CHECK(sync.on_main_calls > 0);
+  sync.released = 1;
+  pthread_cond_broadcast(&sync.cv);
+  pthread_mutex_unlock(&sync.lock);
+  OK(undertext_worker_stop(w));
+  pthread_cond_destroy(&sync.cv);
+  pthread_mutex_destroy(&sync.lock);
+  wo.at_hard_line = UNDERTEXT_HARD_LINE_REFUSE;
+
   FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_worker_start(s, NULL, NULL, NULL));
   wo.threads = 0;
   FAILS(UNDERTEXT_INVALID_ARGUMENT, "threads", undertext_worker_start(s, NULL, &wo, &w));
