@@ -178,9 +178,14 @@ fn take(id: u64, kind: &str) -> FfiResult<Vec<Object>> {
     let mut t = TABLE.lock();
     t.entry(id, kind)?;
     let (_, index) = split(id);
-    let children: Vec<u32> = (0..t.slots.len() as u32)
-        .filter(|&i| t.slots[i as usize].entry.as_ref().is_some_and(|e| e.parent == Some(id)))
-        .collect();
+    // Only stores have children; other frees do not scan the table.
+    let children: Vec<u32> = if kind == StoreHandle::KIND {
+        (0..t.slots.len() as u32)
+            .filter(|&i| t.slots[i as usize].entry.as_ref().is_some_and(|e| e.parent == Some(id)))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut out = Vec::with_capacity(children.len() + 1);
     // Children first, so the store itself is dropped last.
     for i in children {
