@@ -36,7 +36,7 @@ static const char *DECISIONS[] = {"fits", "compacted", "REFUSED"};
 
 /* A simulated tool: `cargo test` output, large on step 2. */
 static char *run_tool(int step) {
-  int lines = step == 2 ? 4000 : 5;
+  int lines = step == 2 ? 4000 : 30;
   char *out = malloc((size_t)lines * 48 + 64);
   size_t n = 0;
   for (int i = 0; i < lines; i++) n += (size_t)sprintf(out + n, "test module_%d::case_%d ... ok\n", step, i);
@@ -95,9 +95,9 @@ int main(int argc, char **argv) {
   TRY(undertext_chat_append_text(chat, UNDERTEXT_ROLE_SYSTEM, S("You are a careful coding agent."), &seq));
 
   undertext_budget_t budget;
-  TRY(undertext_budget_default(12000, 2000, &budget));
+  TRY(undertext_budget_default(6000, 1000, &budget));
   uint64_t big_result = 0;
-  for (int step = 0; step < 6; step++) {
+  for (int step = 0; step < 8; step++) {
     if (step % 2 == 0) {
       char task[64];
       snprintf(task, sizeof task, "Task %d: make module_%d pass.", step / 2 + 1, step);
