@@ -230,6 +230,32 @@ impl PyStore {
         Ok(PyBytes::new(py, &blob))
     }
 
+    /// Bytes `start:end` of blob `blob_id`, as `get_blob(blob_id)[start:end]` but reading
+    /// only what the range needs: a chunked blob (one above 64 KiB, stored as
+    /// content-defined chunks) reads only the chunks the range overlaps. A range with
+    /// `start > end` or `end` past the blob's length raises `InvalidArgument` giving the
+    /// length; an unknown blob `NotFound`; damaged bytes `Corrupt`.
+    fn get_blob_range<'py>(
+        &self,
+        py: Python<'py>,
+        blob_id: &Bound<'py, PyAny>,
+        start: u64,
+        end: u64,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let store = self.get(py)?;
+        let id = crate::convert::blob_id(py, blob_id)?;
+        let bytes = run(py, move || store.get_blob_range(&id, start..end))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Length in bytes of blob `blob_id`, without reading its content (a chunked blob's
+    /// chunks are not read). `NotFound` for an unknown blob.
+    fn blob_len(&self, py: Python<'_>, blob_id: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let store = self.get(py)?;
+        let id = crate::convert::blob_id(py, blob_id)?;
+        run(py, move || store.blob_len(&id))
+    }
+
     /// Whether blob `blob_id` is stored.
     fn contains_blob(&self, py: Python<'_>, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let store = self.get(py)?;
@@ -243,7 +269,9 @@ impl PyStore {
         run(py, move || store.sync())
     }
 
-    /// Sizes and counters of the open store, as a dict.
+    /// Sizes and counters of the open store, as a dict: `segments`, `log_bytes`,
+    /// `log_file_bytes`, `index_bytes`, `log_syncs`, `indexed_blobs`, `chats_in_memory`
+    /// and `blob_bodies_read` (whole blobs or chunks read from the log since open).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.get(py)?;
         let s = run(py, move || store.stats())?;
@@ -255,6 +283,7 @@ impl PyStore {
         d.set_item("log_syncs", s.log_syncs)?;
         d.set_item("indexed_blobs", s.indexed_blobs)?;
         d.set_item("chats_in_memory", s.chats_in_memory)?;
+        d.set_item("blob_bodies_read", s.blob_bodies_read)?;
         Ok(d)
     }
 
