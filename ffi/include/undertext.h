@@ -37,6 +37,10 @@
 // Characters of a blob or archive id in hex.
 #define UNDERTEXT_BLOB_ID_HEX_LEN 64
 
+// The largest blob `undertext_put_blob` accepts, in bytes (2^30 - 32; a literal so that
+// the header can show it; a unit test holds it equal to the engine's limit).
+#define UNDERTEXT_MAX_BLOB_LEN 1073741792
+
 // Role: instructions for the model.
 #define UNDERTEXT_ROLE_SYSTEM 0
 
@@ -69,6 +73,12 @@
 
 // Part kind: a summary of earlier history in `text` (data, never authority).
 #define UNDERTEXT_PART_SUMMARY 5
+
+// Part kind: a binary attachment stored as a blob: its MIME type in `name`, the blob's id
+// as `UNDERTEXT_BLOB_ID_HEX_LEN` hex digits in `id` (store the bytes first with
+// `undertext_put_blob`; an attachment naming a blob that is not stored is
+// `UNDERTEXT_NOT_FOUND`). Read back as `{"type": "attachment", "mime", "blob": hex}`.
+#define UNDERTEXT_PART_ATTACHMENT 6
 
 // Step status: the model's response finished.
 #define UNDERTEXT_STEP_COMPLETE 0
@@ -131,6 +141,22 @@ typedef struct {
   size_t len;
 } undertext_str_t;
 
+// An open chat of one owner (`undertext_chat_open`); freed with `undertext_chat_close`.
+typedef struct {
+  // `(generation << 32) | slot`; 0 is never a valid handle.
+  uint64_t id;
+} undertext_chat_t;
+
+// Bytes handed to C: `len` bytes at `ptr` (UTF-8 text or JSON unless documented
+// otherwise; no terminator). An empty buffer is `{NULL, 0}`. Free with
+// `undertext_buf_free`, which also resets the struct to `{NULL, 0}`.
+typedef struct {
+  // The first byte, or NULL for an empty buffer.
+  uint8_t *ptr;
+  // Length in bytes.
+  size_t len;
+} undertext_buf_t;
+
 // A content address (BLAKE3, 32 bytes); printed as 64 hex digits.
 typedef struct {
   // The hash.
@@ -156,22 +182,6 @@ typedef struct {
   // Number of lines.
   uint64_t lines;
 } undertext_archive_info_t;
-
-// Bytes handed to C: `len` bytes at `ptr` (UTF-8 text or JSON unless documented
-// otherwise; no terminator). An empty buffer is `{NULL, 0}`. Free with
-// `undertext_buf_free`, which also resets the struct to `{NULL, 0}`.
-typedef struct {
-  // The first byte, or NULL for an empty buffer.
-  uint8_t *ptr;
-  // Length in bytes.
-  size_t len;
-} undertext_buf_t;
-
-// An open chat of one owner (`undertext_chat_open`); freed with `undertext_chat_close`.
-typedef struct {
-  // `(generation << 32) | slot`; 0 is never a valid handle.
-  uint64_t id;
-} undertext_chat_t;
 
 // Chat metadata passed in. Every string may be empty; `extra_json` is empty or a JSON
 // object whose values are strings (`{"repo": "undertext"}`).
@@ -277,6 +287,61 @@ typedef struct {
   uint64_t reach;
 } undertext_published_t;
 
+// Sizes and counters of an open store (`undertext_store_stats`).
+typedef struct {
+  // Segment files in the log.
+  uint64_t segments;
+  // Bytes of data in the log (sealed segments, and the active one up to its last batch).
+  uint64_t log_bytes;
+  // Bytes of the segment files on disk, including preallocated space.
+  uint64_t log_file_bytes;
+  // Bytes of the index file.
+  uint64_t index_bytes;
+  // `fdatasync` calls on the log since the store was opened.
+  uint64_t log_syncs;
+  // Blobs committed to the index (entries not yet flushed to it are not counted).
+  uint64_t indexed_blobs;
+  // Chats held in memory.
+  uint64_t chats_in_memory;
+  // Blob bodies (whole blobs, or chunks of chunked ones) read since open.
+  uint64_t blob_bodies_read;
+} undertext_store_stats_t;
+
+// Options of `undertext_store_open`. Fill with `undertext_options_default`, then change
+// what you need.
+typedef struct {
+  // One of `UNDERTEXT_DURABILITY_*`.
+  uint32_t durability;
+  // Nonzero: create the store if the directory holds none.
+  uint8_t create_if_missing;
+  // Nonzero: create log segments at full size (faster `fdatasync`).
+  uint8_t preallocate;
+  // A log segment is sealed at this many bytes (at least 4096).
+  uint64_t segment_size;
+  // Tool results longer than this many bytes are archived on append.
+  uint64_t archive_threshold;
+  // Characters of the preview that replaces an archived tool result.
+  uint64_t preview_chars;
+  // Characters of the previews the budget guard puts in place of older tool results.
+  uint64_t guard_preview_chars;
+} undertext_options_t;
+
+// What `undertext_gc` did.
+typedef struct {
+  // Deleted chats whose records were dropped.
+  uint64_t deleted_chats;
+  // Records in the log before.
+  uint64_t records_before;
+  // Records in the log after.
+  uint64_t records_after;
+  // Blob and chunk-manifest records dropped (used only by deleted chats).
+  uint64_t blobs_removed;
+  // Bytes of log data before.
+  uint64_t log_bytes_before;
+  // Bytes of log data after.
+  uint64_t log_bytes_after;
+} undertext_gc_report_t;
+
 // One part of a message passed in; which fields are read depends on `kind`
 // (`UNDERTEXT_PART_*`), the others are ignored.
 typedef struct {
@@ -286,9 +351,9 @@ typedef struct {
   uint8_t flag;
   // Text, tool output, approval prompt, or approval reason.
   undertext_str_t text;
-  // Tool call id, or approval id.
+  // Tool call id, approval id, or an attachment's blob id (hex).
   undertext_str_t id;
-  // Tool name.
+  // Tool name, or an attachment's MIME type.
   undertext_str_t name;
   // Tool call arguments (JSON text).
   undertext_str_t args;
@@ -323,25 +388,6 @@ typedef struct {
   // The metadata version it shows.
   uint64_t meta_version;
 } undertext_snapshot_info_t;
-
-// Options of `undertext_store_open`. Fill with `undertext_options_default`, then change
-// what you need.
-typedef struct {
-  // One of `UNDERTEXT_DURABILITY_*`.
-  uint32_t durability;
-  // Nonzero: create the store if the directory holds none.
-  uint8_t create_if_missing;
-  // Nonzero: create log segments at full size (faster `fdatasync`).
-  uint8_t preallocate;
-  // A log segment is sealed at this many bytes (at least 4096).
-  uint64_t segment_size;
-  // Tool results longer than this many bytes are archived on append.
-  uint64_t archive_threshold;
-  // Characters of the preview that replaces an archived tool result.
-  uint64_t preview_chars;
-  // Characters of the previews the budget guard puts in place of older tool results.
-  uint64_t guard_preview_chars;
-} undertext_options_t;
 
 // The token budget of one model call. Fill with `undertext_budget_default`; the fractions
 // are of the usable input, `window - reserve_output`.
@@ -486,6 +532,11 @@ typedef struct {
 // A C callback (the summarizer) reported an error.
 #define UNDERTEXT_CALLBACK 17
 
+// A compaction plan was refused by the linter; nothing was written. The last error lists
+// every problem (`rule: detail`, separated by `; `); `undertext_chat_lint` gives them as
+// JSON.
+#define UNDERTEXT_PLAN_REFUSED 18
+
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
 
@@ -511,6 +562,21 @@ undertext_status_t undertext_last_error(uint8_t *buf,
 // # Safety
 // `out` is NULL or writable.
 undertext_status_t undertext_version(undertext_str_t *out);
+
+// The first message of the chat's current revision that holds a pending approval, as JSON
+// in `*out`: `{"seq", "kind": "request", "id"}` for a structured approval request with no
+// response of the same id, or `{"seq", "kind": "json", "rule"}` for a tool result whose
+// text holds JSON (at any depth) that a rule matches (archived results are scanned
+// whole). Nothing in a tool result ever answers a request. `UNDERTEXT_NOT_FOUND` when no
+// approval is pending. `patterns_json` with a NULL pointer means the default rules;
+// otherwise it replaces them: `[{"name", "key", "values": [...]}]` (an object whose `key`
+// holds one of `values` — strings compared case-insensitively — is pending).
+//
+// # Safety
+// `patterns_json` is a valid string argument; `out` is NULL or writable.
+undertext_status_t undertext_chat_first_pending_approval(undertext_chat_t chat,
+                                                         undertext_str_t patterns_json,
+                                                         undertext_buf_t *out);
 
 // Parses 64 hex digits into an id.
 //
@@ -606,6 +672,53 @@ undertext_status_t undertext_chat_unpin(undertext_chat_t chat,
 undertext_status_t undertext_chat_pins(undertext_chat_t chat,
                                        undertext_buf_t *out);
 
+// Stores `len` bytes at `data` (any bytes, not only UTF-8) and returns their content
+// address in `*out`. The same bytes are stored once and always get the same id; in
+// `GROUP` and `IMMEDIATE` durability the blob is durable when this returns. Large blobs
+// are stored in content-defined chunks, so an edited copy stores only its new chunks.
+// More than `UNDERTEXT_MAX_BLOB_LEN` bytes is `UNDERTEXT_INVALID_ARGUMENT`. Blobs belong
+// to the harness, not to an owner: `undertext_gc` never removes one that no chat uses.
+//
+// # Safety
+// `data` points to `len` readable bytes (NULL only when `len` is 0); `out` is NULL or
+// writable.
+undertext_status_t undertext_put_blob(undertext_store_t store,
+                                      const uint8_t *data,
+                                      size_t len,
+                                      undertext_blob_id_t *out);
+
+// The whole blob `id` in `*out` (its bytes, verified against the id; no terminator).
+// A blob never stored is `UNDERTEXT_NOT_FOUND`; damaged bytes are `UNDERTEXT_CORRUPT`
+// naming segment and offset. An empty blob is `{NULL, 0}`.
+//
+// # Safety
+// `id` is NULL or valid; `out` is NULL or writable.
+undertext_status_t undertext_get_blob(undertext_store_t store,
+                                      const undertext_blob_id_t *id,
+                                      undertext_buf_t *out);
+
+// Bytes `start .. end` of blob `id` in `*out`. Of a chunked blob only the chunks the
+// range overlaps are read. `start > end` is `UNDERTEXT_INVALID_ARGUMENT`; `end` past the
+// blob's length is `UNDERTEXT_OUT_OF_RANGE` (the message gives the length); an empty
+// range is `{NULL, 0}`.
+//
+// # Safety
+// `id` is NULL or valid; `out` is NULL or writable.
+undertext_status_t undertext_get_blob_range(undertext_store_t store,
+                                            const undertext_blob_id_t *id,
+                                            uint64_t start,
+                                            uint64_t end,
+                                            undertext_buf_t *out);
+
+// The length of blob `id` in bytes, in `*out_len` (a chunked blob's chunks are not
+// read). A blob never stored is `UNDERTEXT_NOT_FOUND`.
+//
+// # Safety
+// `id` is NULL or valid; `out_len` is NULL or writable.
+undertext_status_t undertext_blob_len(undertext_store_t store,
+                                      const undertext_blob_id_t *id,
+                                      uint64_t *out_len);
+
 // Frees a buffer returned by the library and resets `*buf` to `{NULL, 0}`. Freeing
 // `{NULL, 0}` does nothing; freeing a buffer twice (through a copy of the struct) or one
 // the library did not hand out returns `UNDERTEXT_BAD_BUFFER` and touches no memory.
@@ -673,6 +786,29 @@ undertext_status_t undertext_chat_set_meta(undertext_chat_t chat,
                                            const undertext_chat_meta_t *meta,
                                            uint64_t *out_version);
 
+// Deletes chat `chat_id` of `owner`: it can no longer be opened or listed, and every
+// write through a handle already open on it (append, edit, metadata, pin, ...) is
+// `UNDERTEXT_NOT_FOUND`; snapshots already taken still read. A chat of another owner is
+// `UNDERTEXT_NOT_FOUND`, exactly as an absent or already deleted one. Its id is never
+// reused; its records and the blobs only it used stay on disk until `undertext_gc`.
+//
+// # Safety
+// `owner` is a valid string argument.
+undertext_status_t undertext_chat_delete(undertext_store_t store,
+                                         undertext_str_t owner,
+                                         uint64_t chat_id);
+
+// The chat's metadata as of metadata version `version` (1 is the metadata the chat was
+// created with; each `undertext_chat_set_meta` adds one), as JSON in `*out` (the shape of
+// `undertext_chat_meta`). A version past the current one, or 0, is
+// `UNDERTEXT_OUT_OF_RANGE` giving the current version.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_chat_meta_at(undertext_chat_t chat,
+                                          uint64_t version,
+                                          undertext_buf_t *out);
+
 // Builds a checkpoint of the chat's settled history (before the last two user turns and
 // the first pending approval) with `summarizer` (NULL: the built-in extractive one), on
 // this thread. Summaries of unchanged segments are reused. `segment_tokens` and `fan_in`
@@ -726,6 +862,79 @@ undertext_status_t undertext_chat_prepared_checkpoint(undertext_chat_t chat,
 
 // Frees a checkpoint handle.
 undertext_status_t undertext_checkpoint_free(undertext_checkpoint_t cp);
+
+// Every message of the chat's current revision for a model to choose what to compact,
+// as a JSON array in `*out`: `[{"seq", "role", "tokens", "preview"}]` (`tokens`: the
+// estimate for the message; `preview`: its first 60 characters).
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_chat_index(undertext_chat_t chat,
+                                        undertext_buf_t *out);
+
+// Checks compaction plan `plan_json` against the chat now, without applying it. The plan
+// is `{"trims": [seq, ...], "squishes": [{"from": seq, "to": seq, "rewrite": "..."}]}`
+// (a trim replaces one tool result by a pointer to its archive; a squish replaces
+// messages `from .. to`, `to` exclusive, by the rewrite; both members are optional).
+// Every problem, as a JSON array in `*out`: `[{"rule", "detail"}]`, empty when the plan
+// is acceptable (rules: `overlap`, `protected`, `boundary`, `longer`, `too_large`,
+// `trim`, `range`). JSON that is not such a plan is `UNDERTEXT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `plan_json` is a valid string argument; `out` is NULL or writable.
+undertext_status_t undertext_chat_lint(undertext_chat_t chat,
+                                       undertext_str_t plan_json,
+                                       undertext_buf_t *out);
+
+// Records compaction plan `plan_json` (the shape of `undertext_chat_lint`) if the chat is
+// still at `expected_revision` (`UNDERTEXT_STALE_REVISION` otherwise) and the linter
+// finds nothing: otherwise nothing is written and the status is `UNDERTEXT_PLAN_REFUSED`,
+// with every problem in the last error. The plan is applied when views are built; the
+// original messages are never changed. How many changes the plan holds in `*out_changes`.
+//
+// # Safety
+// `plan_json` is a valid string argument; `out_changes` is NULL or writable.
+undertext_status_t undertext_chat_compact(undertext_chat_t chat,
+                                          undertext_str_t plan_json,
+                                          uint64_t expected_revision,
+                                          uint64_t *out_changes);
+
+// Makes every acknowledged write durable, log and index, whatever the durability mode
+// (with `UNDERTEXT_DURABILITY_NONE`, call it at the points that must survive a crash).
+undertext_status_t undertext_store_sync(undertext_store_t store);
+
+// Sizes and counters of the store now, in `*out`.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_store_stats(undertext_store_t store,
+                                         undertext_store_stats_t *out);
+
+// Verifies every checksum of the log, every blob against its id and that every blob is
+// reachable through the index, and reports as JSON in `*out`: `{"ok": bool, "segments",
+// "batches", "records", "blobs", "problems": [{"segment", "offset", "reason"}]}`. Damage
+// is reported in `problems` (the call still returns `UNDERTEXT_OK`); a failure to read
+// the files at all is an error status.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_store_check(undertext_store_t store,
+                                         undertext_buf_t *out);
+
+// Garbage-collects the store in directory `path`, offline: rewrites its log without the
+// records of chats deleted with `undertext_chat_delete` and the blobs only they used
+// (blobs no chat references, stored with `undertext_put_blob` or `undertext_archive`, are
+// kept). `options` is NULL (defaults) or the options the store is used with; the store
+// is never created. It opens the store itself, so it fails with `UNDERTEXT_LOCKED` while
+// the store is open (close it first, in this process or any other). A crash during the
+// swap is finished or rolled back by the next open. What was done in `*out`.
+//
+// # Safety
+// `path` is a valid string argument; `options` is NULL or points to an
+// `undertext_options_t`; `out` is NULL or writable.
+undertext_status_t undertext_gc(undertext_str_t path,
+                                const undertext_options_t *options,
+                                undertext_gc_report_t *out);
 
 // Appends one message; its seq in `*out_seq`.
 //

@@ -212,3 +212,48 @@ pub unsafe extern "C" fn undertext_chat_set_meta(
         Ok(())
     })
 }
+
+/// Deletes chat `chat_id` of `owner`: it can no longer be opened or listed, and every
+/// write through a handle already open on it (append, edit, metadata, pin, ...) is
+/// `UNDERTEXT_NOT_FOUND`; snapshots already taken still read. A chat of another owner is
+/// `UNDERTEXT_NOT_FOUND`, exactly as an absent or already deleted one. Its id is never
+/// reused; its records and the blobs only it used stay on disk until `undertext_gc`.
+///
+/// # Safety
+/// `owner` is a valid string argument.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_delete(store: StoreHandle, owner: Str, chat_id: u64) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let owner = unsafe { args::text(owner, "owner") }?;
+        let (s, _) = store.object()?;
+        s.delete_chat(owner, ChatId(chat_id))?;
+        Ok(())
+    })
+}
+
+/// The chat's metadata as of metadata version `version` (1 is the metadata the chat was
+/// created with; each `undertext_chat_set_meta` adds one), as JSON in `*out` (the shape of
+/// `undertext_chat_meta`). A version past the current one, or 0, is
+/// `UNDERTEXT_OUT_OF_RANGE` giving the current version.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_meta_at(chat: ChatHandle, version: u64, out: *mut Buf) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let (c, _) = chat.object()?;
+        let current = c.snapshot().meta_version();
+        if version == 0 || version > current {
+            return Err(FfiError::out_of_range(format!(
+                "metadata version {version}: expected 1 to {current} (the chat's current version)"
+            )));
+        }
+        let mut v = crate::json::meta(&c.meta_at(version)?);
+        v["version"] = version.into();
+        out.set(Buf::text(v.to_string()));
+        Ok(())
+    })
+}

@@ -22,14 +22,18 @@
 //! Every function maps to one engine call; this crate holds no logic of its own beyond
 //! checking arguments.
 
+mod approvals;
 mod archives;
 mod args;
+mod blobs;
 mod buf;
 mod chats;
 mod checkpoints;
+mod compaction;
 mod guard;
 mod handles;
 mod json;
+mod maintenance;
 mod messages;
 mod snapshots;
 mod status;
@@ -38,12 +42,16 @@ mod summarizer;
 mod views;
 mod worker;
 
+pub use approvals::*;
 pub use archives::*;
 pub use args::Str;
+pub use blobs::*;
 pub use buf::{Buf, undertext_buf_free};
 pub use chats::*;
 pub use checkpoints::*;
+pub use compaction::*;
 pub use handles::{ChatHandle, CheckpointHandle, SnapshotHandle, StoreHandle, ViewHandle, WorkerHandle};
+pub use maintenance::*;
 pub use messages::*;
 pub use snapshots::*;
 pub use status::*;

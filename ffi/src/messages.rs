@@ -2,12 +2,12 @@
 //! and read them: append, atomic batch, edit and truncate with an expected revision,
 //! steps and attempts.
 
-use undertext::{NewMessage, Part, Role, StepStatus, ToolContent};
+use undertext::{BlobId, Chat, NewMessage, Part, Role, StepStatus, ToolContent};
 
 use crate::args::{self, Str};
 use crate::buf::Buf;
 use crate::guard::call;
-use crate::handles::ChatHandle;
+use crate::handles::{ChatHandle, StoreHandle, store_of};
 use crate::snapshots::{read_one, read_range};
 use crate::status::{FfiError, FfiResult, Status};
 
@@ -35,6 +35,11 @@ pub const UNDERTEXT_PART_APPROVAL_REQUEST: u32 = 3;
 pub const UNDERTEXT_PART_APPROVAL_RESPONSE: u32 = 4;
 /// Part kind: a summary of earlier history in `text` (data, never authority).
 pub const UNDERTEXT_PART_SUMMARY: u32 = 5;
+/// Part kind: a binary attachment stored as a blob: its MIME type in `name`, the blob's id
+/// as `UNDERTEXT_BLOB_ID_HEX_LEN` hex digits in `id` (store the bytes first with
+/// `undertext_put_blob`; an attachment naming a blob that is not stored is
+/// `UNDERTEXT_NOT_FOUND`). Read back as `{"type": "attachment", "mime", "blob": hex}`.
+pub const UNDERTEXT_PART_ATTACHMENT: u32 = 6;
 
 /// Step status: the model's response finished.
 pub const UNDERTEXT_STEP_COMPLETE: u32 = 0;
@@ -52,9 +57,9 @@ pub struct PartIn {
     pub flag: u8,
     /// Text, tool output, approval prompt, or approval reason.
     pub text: Str,
-    /// Tool call id, or approval id.
+    /// Tool call id, approval id, or an attachment's blob id (hex).
     pub id: Str,
-    /// Tool name.
+    /// Tool name, or an attachment's MIME type.
     pub name: Str,
     /// Tool call arguments (JSON text).
     pub args: Str,
@@ -120,9 +125,22 @@ unsafe fn part_in(p: &PartIn, what: &str) -> FfiResult<Part> {
             approved: p.flag != 0,
             reason: opt(p.text, "text")?,
         },
+        UNDERTEXT_PART_ATTACHMENT => {
+            let mime = text(p.name, "name")?;
+            if mime.is_empty() {
+                return Err(FfiError::invalid(format!(
+                    "{what}.name: expected the attachment's MIME type, found an empty string"
+                )));
+            }
+            let hex = text(p.id, "id")?;
+            let blob: BlobId = hex.parse().map_err(|e: undertext::Error| {
+                FfiError::invalid(format!("{what}.id: expected a blob id ({e})"))
+            })?;
+            Part::Attachment { mime, blob }
+        }
         k => {
             return Err(FfiError::invalid(format!(
-                "{what}.kind: expected one of UNDERTEXT_PART_* (0 to 5), found {k}"
+                "{what}.kind: expected one of UNDERTEXT_PART_* (0 to 6), found {k}"
             )));
         }
     })
@@ -165,6 +183,31 @@ pub(crate) unsafe fn messages_in(ms: *const MessageIn, n: usize, what: &str) -> 
     ms.iter().enumerate().map(|(i, m)| unsafe { message_of(m, &format!("{what}[{i}]")) }).collect()
 }
 
+/// The chat behind `chat`, after checking that every attachment of `msgs` names a stored
+/// blob (`UNDERTEXT_NOT_FOUND` otherwise, naming the message, part and blob).
+fn chat_for(chat: ChatHandle, msgs: &[&NewMessage]) -> FfiResult<Chat> {
+    let (c, parent) = chat.object()?;
+    let mut store = None;
+    for (i, m) in msgs.iter().enumerate() {
+        for (j, p) in m.parts.iter().enumerate() {
+            let Part::Attachment { blob, .. } = p else { continue };
+            if store.is_none() {
+                store = Some(StoreHandle { id: store_of(chat.id, parent) }.object()?.0);
+            }
+            let Some(s) = &store else { continue };
+            if !s.contains_blob(blob)? {
+                return Err(FfiError::new(
+                    crate::status::UNDERTEXT_NOT_FOUND,
+                    format!(
+                        "message {i}, part {j}: attachment blob {blob} is not stored (store it with undertext_put_blob first)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(c)
+}
+
 /// Appends one message; its seq in `*out_seq`.
 ///
 /// # Safety
@@ -178,7 +221,7 @@ pub unsafe extern "C" fn undertext_chat_append(
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
         let (m, out) = unsafe { (message_in(message, "message")?, args::output(out_seq, "out_seq")?) };
-        let (c, _) = chat.object()?;
+        let c = chat_for(chat, &[&m])?;
         out.set(c.append(m)?);
         Ok(())
     })
@@ -229,7 +272,7 @@ pub unsafe extern "C" fn undertext_chat_append_batch(
                 args::output(out_end, "out_end")?,
             )
         };
-        let (c, _) = chat.object()?;
+        let c = chat_for(chat, &ms.iter().collect::<Vec<_>>())?;
         let r = c.append_batch(ms)?;
         start.set(r.start);
         end.set(r.end);
@@ -255,7 +298,7 @@ pub unsafe extern "C" fn undertext_chat_edit(
         // SAFETY: forwarded contract of this function, for each argument.
         let (m, out) =
             unsafe { (message_in(message, "message")?, args::output(out_revision, "out_revision")?) };
-        let (c, _) = chat.object()?;
+        let c = chat_for(chat, &[&m])?;
         let len = c.len();
         if seq >= len {
             return Err(FfiError::out_of_range(format!(
@@ -373,7 +416,7 @@ pub unsafe extern "C" fn undertext_chat_record_step(
                 )));
             }
         };
-        let (c, _) = chat.object()?;
+        let c = chat_for(chat, &ms.iter().collect::<Vec<_>>())?;
         let r = c.record_step(turn, stream, step, status, ms)?;
         start.set(r.start);
         end.set(r.end);

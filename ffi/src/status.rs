@@ -44,6 +44,10 @@ pub const UNDERTEXT_BUFFER_TOO_SMALL: Status = 15;
 pub const UNDERTEXT_BAD_BUFFER: Status = 16;
 /// A C callback (the summarizer) reported an error.
 pub const UNDERTEXT_CALLBACK: Status = 17;
+/// A compaction plan was refused by the linter; nothing was written. The last error lists
+/// every problem (`rule: detail`, separated by `; `); `undertext_chat_lint` gives them as
+/// JSON.
+pub const UNDERTEXT_PLAN_REFUSED: Status = 18;
 /// A bug in Undertext (a caught panic); the message says where.
 pub const UNDERTEXT_INTERNAL: Status = 99;
 
@@ -79,7 +83,8 @@ impl From<Error> for FfiError {
             Error::Locked { .. } => UNDERTEXT_LOCKED,
             Error::NotFound { .. } => UNDERTEXT_NOT_FOUND,
             Error::StaleRevision { .. } => UNDERTEXT_STALE_REVISION,
-            Error::InvalidArgument(_) | Error::Lint { .. } => UNDERTEXT_INVALID_ARGUMENT,
+            Error::InvalidArgument(_) => UNDERTEXT_INVALID_ARGUMENT,
+            Error::Lint { .. } => UNDERTEXT_PLAN_REFUSED,
             Error::UnsupportedVersion { .. } => UNDERTEXT_UNSUPPORTED,
             Error::Conflict(_) => UNDERTEXT_CONFLICT,
             Error::Index(_) | Error::Poisoned(_) => UNDERTEXT_INDEX,

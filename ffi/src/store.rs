@@ -52,7 +52,7 @@ fn usize_of(v: u64, what: &str) -> FfiResult<usize> {
     usize::try_from(v).map_err(|_| FfiError::invalid(format!("{what}: {v} does not fit in size_t")))
 }
 
-fn to_options(c: &StoreOptions) -> FfiResult<Options> {
+pub(crate) fn to_options(c: &StoreOptions) -> FfiResult<Options> {
     let durability = match c.durability {
         UNDERTEXT_DURABILITY_IMMEDIATE => Durability::Immediate,
         UNDERTEXT_DURABILITY_GROUP => Durability::Group,

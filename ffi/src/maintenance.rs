@@ -1,0 +1,173 @@
+//! Store maintenance: sync on demand, statistics, the integrity check and offline garbage
+//! collection.
+
+use serde_json::json;
+use undertext::{GcReport, Options, Store, StoreStats};
+
+use crate::args::{self, Str};
+use crate::buf::Buf;
+use crate::guard::call;
+use crate::handles::StoreHandle;
+use crate::status::{FfiError, Status};
+use crate::store::{StoreOptions, to_options};
+
+/// Sizes and counters of an open store (`undertext_store_stats`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreStatsC {
+    /// Segment files in the log.
+    pub segments: u64,
+    /// Bytes of data in the log (sealed segments, and the active one up to its last batch).
+    pub log_bytes: u64,
+    /// Bytes of the segment files on disk, including preallocated space.
+    pub log_file_bytes: u64,
+    /// Bytes of the index file.
+    pub index_bytes: u64,
+    /// `fdatasync` calls on the log since the store was opened.
+    pub log_syncs: u64,
+    /// Blobs committed to the index (entries not yet flushed to it are not counted).
+    pub indexed_blobs: u64,
+    /// Chats held in memory.
+    pub chats_in_memory: u64,
+    /// Blob bodies (whole blobs, or chunks of chunked ones) read since open.
+    pub blob_bodies_read: u64,
+}
+
+impl From<StoreStats> for StoreStatsC {
+    fn from(s: StoreStats) -> Self {
+        StoreStatsC {
+            segments: s.segments,
+            log_bytes: s.log_bytes,
+            log_file_bytes: s.log_file_bytes,
+            index_bytes: s.index_bytes,
+            log_syncs: s.log_syncs,
+            indexed_blobs: s.indexed_blobs,
+            chats_in_memory: s.chats_in_memory,
+            blob_bodies_read: s.blob_bodies_read,
+        }
+    }
+}
+
+/// What `undertext_gc` did.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GcReportC {
+    /// Deleted chats whose records were dropped.
+    pub deleted_chats: u64,
+    /// Records in the log before.
+    pub records_before: u64,
+    /// Records in the log after.
+    pub records_after: u64,
+    /// Blob and chunk-manifest records dropped (used only by deleted chats).
+    pub blobs_removed: u64,
+    /// Bytes of log data before.
+    pub log_bytes_before: u64,
+    /// Bytes of log data after.
+    pub log_bytes_after: u64,
+}
+
+impl From<GcReport> for GcReportC {
+    fn from(r: GcReport) -> Self {
+        GcReportC {
+            deleted_chats: r.deleted_chats,
+            records_before: r.records_before,
+            records_after: r.records_after,
+            blobs_removed: r.blobs_removed,
+            log_bytes_before: r.log_bytes_before,
+            log_bytes_after: r.log_bytes_after,
+        }
+    }
+}
+
+/// Makes every acknowledged write durable, log and index, whatever the durability mode
+/// (with `UNDERTEXT_DURABILITY_NONE`, call it at the points that must survive a crash).
+#[unsafe(no_mangle)]
+pub extern "C" fn undertext_store_sync(store: StoreHandle) -> Status {
+    call(|| {
+        let (s, _) = store.object()?;
+        s.sync()?;
+        Ok(())
+    })
+}
+
+/// Sizes and counters of the store now, in `*out`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_store_stats(store: StoreHandle, out: *mut StoreStatsC) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let (s, _) = store.object()?;
+        out.set(s.stats()?.into());
+        Ok(())
+    })
+}
+
+/// Verifies every checksum of the log, every blob against its id and that every blob is
+/// reachable through the index, and reports as JSON in `*out`: `{"ok": bool, "segments",
+/// "batches", "records", "blobs", "problems": [{"segment", "offset", "reason"}]}`. Damage
+/// is reported in `problems` (the call still returns `UNDERTEXT_OK`); a failure to read
+/// the files at all is an error status.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_store_check(store: StoreHandle, out: *mut Buf) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let (s, _) = store.object()?;
+        let r = s.check()?;
+        let problems: Vec<_> = r
+            .problems
+            .iter()
+            .map(|p| json!({"segment": p.segment, "offset": p.offset, "reason": p.reason}))
+            .collect();
+        let v = json!({
+            "ok": r.is_ok(),
+            "segments": r.segments,
+            "batches": r.batches,
+            "records": r.records,
+            "blobs": r.blobs,
+            "problems": problems,
+        });
+        out.set(Buf::text(v.to_string()));
+        Ok(())
+    })
+}
+
+/// Garbage-collects the store in directory `path`, offline: rewrites its log without the
+/// records of chats deleted with `undertext_chat_delete` and the blobs only they used
+/// (blobs no chat references, stored with `undertext_put_blob` or `undertext_archive`, are
+/// kept). `options` is NULL (defaults) or the options the store is used with; the store
+/// is never created. It opens the store itself, so it fails with `UNDERTEXT_LOCKED` while
+/// the store is open (close it first, in this process or any other). A crash during the
+/// swap is finished or rolled back by the next open. What was done in `*out`.
+///
+/// # Safety
+/// `path` is a valid string argument; `options` is NULL or points to an
+/// `undertext_options_t`; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_gc(
+    path: Str,
+    options: *const StoreOptions,
+    out: *mut GcReportC,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (path, out) = unsafe { (args::text(path, "path")?, args::output(out, "out")?) };
+        let opts = if options.is_null() {
+            Options::default()
+        } else {
+            // SAFETY: non-NULL; the caller guarantees a valid struct.
+            to_options(unsafe { args::input(options, "options") }?)?
+        };
+        if path.is_empty() {
+            return Err(FfiError::invalid("path: expected a store directory, found an empty string"));
+        }
+        out.set(Store::gc(path, opts)?.into());
+        Ok(())
+    })
+}
