@@ -1,5 +1,6 @@
 """A client that knows nothing of Rust: Python's ctypes loads the cdylib and runs a short
-scenario through the C ABI (append, view under a budget, read_context), checking each
+scenario through the C ABI (append, view under a budget, read_context, a binary blob read
+by byte range), checking each
 result. Usage: python3 ffi/tests/ctypes_client.py path/to/libundertext_ffi.so
 Prints "ctypes_client: N passed, 0 failed"; exits nonzero on any failure."""
 
@@ -67,7 +68,7 @@ for fn in ("undertext_options_default", "undertext_store_open", "undertext_store
            "undertext_chat_open", "undertext_chat_append_text", "undertext_chat_append_batch", "undertext_chat_get",
            "undertext_budget_default", "undertext_chat_view", "undertext_view_decision", "undertext_view_messages",
            "undertext_view_free", "undertext_blob_id_parse", "undertext_read_context", "undertext_buf_free",
-           "undertext_last_error"):
+           "undertext_last_error", "undertext_put_blob", "undertext_get_blob_range", "undertext_blob_len"):
     getattr(lib, fn).restype = C.c_int32
 lib.undertext_store_open.argtypes = [Str, C.POINTER(Options), C.POINTER(Handle)]
 lib.undertext_store_close.argtypes = [Handle]
@@ -85,6 +86,9 @@ lib.undertext_view_free.argtypes = [Handle]
 lib.undertext_blob_id_parse.argtypes = [Str, C.POINTER(BlobId)]
 lib.undertext_read_context.argtypes = [Handle, Str, C.POINTER(BlobId), C.c_uint64, C.c_uint64, C.c_uint32,
                                        C.POINTER(Buf)]
+lib.undertext_put_blob.argtypes = [Handle, C.c_char_p, C.c_size_t, C.POINTER(BlobId)]
+lib.undertext_get_blob_range.argtypes = [Handle, C.POINTER(BlobId), C.c_uint64, C.c_uint64, C.POINTER(Buf)]
+lib.undertext_blob_len.argtypes = [Handle, C.POINTER(BlobId), C.POINTER(C.c_uint64)]
 lib.undertext_buf_free.argtypes = [C.POINTER(Buf)]
 lib.undertext_last_error.argtypes = [C.c_void_p, C.c_size_t, C.POINTER(C.c_size_t)]
 
@@ -197,6 +201,23 @@ with tempfile.TemporaryDirectory() as d:
                                      C.byref(out)) == OUT_OF_RANGE, "range past the end")
     check(lib.undertext_read_context(store, s("mallory"), C.byref(bid), 0, 1, UNIT_CHARS,
                                      C.byref(out)) == NOT_FOUND, "another owner's archive")
+
+    # A binary blob (NULs, bytes that are not UTF-8) of 300 kB, so stored chunked: byte
+    # ranges equal Python slicing.
+    data = bytes((i * 7919 + i // 251) % 256 for i in range(300_000))
+    blob = BlobId()
+    ok(lib.undertext_put_blob(store, data, len(data), C.byref(blob)), "put_blob")
+    blen = C.c_uint64(0)
+    ok(lib.undertext_blob_len(store, C.byref(blob), C.byref(blen)), "blob_len")
+    check(blen.value == len(data), "blob_len equals len()")
+    for lo, hi in ((0, 10), (123_456, 200_000), (299_990, 300_000)):
+        ok(lib.undertext_get_blob_range(store, C.byref(blob), lo, hi, C.byref(out)), f"get_blob_range {lo}..{hi}")
+        got = C.string_at(out.ptr, out.len)
+        ok(lib.undertext_buf_free(C.byref(out)), "buf_free")
+        check(got == data[lo:hi], f"blob bytes {lo}..{hi} equal Python slicing")
+    check(lib.undertext_get_blob_range(store, C.byref(blob), 0, len(data) + 1, C.byref(out)) == OUT_OF_RANGE,
+          "blob range past the end")
+    check("holds 300000 bytes" in last_error(), "the error gives the blob's length")
     ok(lib.undertext_store_close(store), "store_close")
 
 print(f"ctypes_client: {passed} passed, {failed} failed")
