@@ -122,12 +122,13 @@ pub struct ChatsArgs {
 /// `show`.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The chat (`chat-<16 hex digits>`).
-    pub chat: String,
+    /// The chats (`chat-<16 hex digits>`), one or more.
+    #[arg(required = true)]
+    pub chats: Vec<String>,
     /// Print every part whole (default: texts cut to 400 characters).
     #[arg(long)]
     pub full: bool,
-    /// Print JSON (always whole).
+    /// Print JSON (always whole): `{"chats": [...]}`.
     #[arg(long)]
     pub json: bool,
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use undertext::approval::{ApprovalPatterns, pending_in_text};
 use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::import::replay::full_tokens;
@@ -116,8 +117,14 @@ fn source_files(root: &Path) -> CliResult<Vec<(String, String)>> {
         }
     }
     let mut out = Vec::new();
+    let patterns = ApprovalPatterns::default();
     for p in paths {
         if let Ok(text) = std::fs::read_to_string(&p) {
+            // A file whose text reads as a pending approval (the approval finder's own tests)
+            // would, as a tool result, rightly hold every checkpoint cut before it.
+            if pending_in_text(&text, &patterns).is_some() {
+                continue;
+            }
             let rel = p.strip_prefix(root).unwrap_or(&p).display().to_string();
             out.push((rel, text));
         }
@@ -176,15 +183,20 @@ fn action(step: u64, files: &[(String, String)]) -> Action {
     }
 }
 
-fn bar(t: &Term, est: u64, b: &Budget) -> String {
+/// The bar of one step: `█` the estimate sent, `▒` what the guard's previews saved (the
+/// estimate before them), `│` the target, soft and hard lines, scaled to the window.
+fn bar(t: &Term, est: u64, before_guard: u64, b: &Budget) -> String {
     const WIDTH: usize = 50;
     let pos = |v: u64| ((v as f64 / b.window as f64) * WIDTH as f64).round() as usize;
     let fill = pos(est).min(WIDTH);
+    let saved = pos(before_guard).min(WIDTH);
     let (target, soft, hard) = (pos(b.target_limit()), pos(b.soft_limit()), pos(b.hard_limit()));
     let mut s = String::new();
     for i in 0..WIDTH {
         let c = if i < fill {
             '█'
+        } else if i < saved {
+            '▒'
         } else if i == target || i == soft || i == hard {
             '│'
         } else {
@@ -237,6 +249,7 @@ struct Tally {
     everything_now: u64,
     peak: u64,
     stall: Duration,
+    hard_line_views: Duration,
     swaps: Vec<Duration>,
     previewed: std::collections::BTreeSet<u64>,
     refused: u64,
@@ -276,7 +289,12 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
     let reserve = (a.window / 8).max(512);
     let budget = Budget::new(a.window, reserve);
     let wopts = WorkerOptions {
-        at_hard_line: HardLinePolicy::Wait(Duration::from_secs(10)),
+        // The scripted agent settles a turn every 4 steps, so the worker always has something
+        // to prepare; a transcript may hold one long turn that nothing can settle: refuse then.
+        at_hard_line: match script {
+            Script::Agent(_) => HardLinePolicy::Wait(Duration::from_secs(3)),
+            Script::Transcript(_) => HardLinePolicy::Refuse,
+        },
         checkpoint: CheckpointOptions { segment_tokens: (a.window / 16).max(500), fan_in: 4 },
         ..WorkerOptions::default()
     };
@@ -296,7 +314,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         num(budget.hard_limit()),
         num((budget.usable() as f64 * wopts.soft) as u64)
     ));
-    t.line("bar: estimate of the next model call against the window; │ marks target, soft and hard lines");
+    t.line("bar: the next model call's estimate against the window (█ sent, ▒ saved by previews); │ target, soft and hard lines");
     let mut tally = Tally::default();
     let mut archived: Vec<Archived> = Vec::new();
     let mut prepared_seen: Option<(u64, u64)> = None;
@@ -364,9 +382,15 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         tally.everything += tally.everything_now;
         tally.peak = tally.peak.max(v.estimate());
         let mut notes = Vec::new();
+        let saved = match v.decision() {
+            Decision::Compacted { tokens_saved, .. } => *tokens_saved,
+            _ => 0,
+        };
         if let Some(d) = v.swap() {
             tally.swaps.push(d);
-            tally.stall += took;
+            // The stall is the swap itself; the view around it is built at every step anyway.
+            tally.stall += d;
+            tally.hard_line_views += took;
             let (_, reach) = chat.published_checkpoint().unwrap_or_default();
             notes.push(t.paint("35", &format!("⇄ hard line: prepared checkpoint swapped in ({:.2} ms), messages 0..{reach} now one summary", d.as_secs_f64() * 1000.0)));
         }
@@ -390,7 +414,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         t.line(&format!(
             "step {:>4} {} {:>7}/{} {:>3}%  {}",
             step + 1,
-            bar(&t, v.estimate(), &budget),
+            bar(&t, v.estimate(), v.estimate() + saved, &budget),
             num(v.estimate()),
             num(a.window),
             v.estimate() * 100 / a.window,
@@ -657,11 +681,13 @@ fn summary(
         (
             "stalled at the hard line",
             format!(
-                "{:.2} ms in all over {} swap(s) (longest {:.2} ms), {} refused",
+                "{:.2} ms in all: {} swap(s) of a prepared checkpoint (longest {:.2} ms), {} refused; \
+                 those views took {:.1} ms in all",
                 tally.stall.as_secs_f64() * 1000.0,
                 tally.swaps.len(),
                 max_swap,
-                tally.refused
+                tally.refused,
+                tally.hard_line_views.as_secs_f64() * 1000.0
             ),
         ),
         (

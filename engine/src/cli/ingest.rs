@@ -222,10 +222,11 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             "stall ms",
             "read back"
         );
-        let mut totals: BTreeMap<String, ReplayRow> = BTreeMap::new();
+        let mut totals: BTreeMap<String, (u64, ReplayRow)> = BTreeMap::new();
         for r in &rows {
             print_row(&r.title, r);
-            let t = totals.entry(r.format.clone()).or_default();
+            let (n, t) = totals.entry(r.format.clone()).or_default();
+            *n += 1;
             t.steps += r.steps;
             t.naive_tokens += r.naive_tokens;
             t.guarded_tokens += r.guarded_tokens;
@@ -237,14 +238,13 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             t.stall += r.stall;
             t.recovered_bytes += r.recovered_bytes;
             t.recovery_mismatches += r.recovery_mismatches;
-            t.key.push('.');
         }
         println!("totals per format (window {} tokens):", num(a.window));
-        for (f, t) in &totals {
-            print_row(&format!("{f} ({} sessions)", t.key.len()), t);
+        for (f, (n, t)) in &totals {
+            print_row(&format!("{f} ({n} sessions)"), t);
         }
-        for e in &errors {
-            eprintln!("worker: {e}");
+        if let Some(first) = errors.first() {
+            eprintln!("worker: {} failed job(s) (counted, not fatal), the first: {first}", errors.len());
         }
     }
     let mismatches: u64 = rows.iter().map(|r| r.recovery_mismatches).sum();

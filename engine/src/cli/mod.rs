@@ -29,6 +29,10 @@ impl From<undertext::Error> for CliError {
 
 impl From<std::io::Error> for CliError {
     fn from(e: std::io::Error) -> Self {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            // The reader went away (`| head`): not an error of ours, nothing more to say.
+            std::process::exit(BROKEN_PIPE.into());
+        }
         CliError(e.to_string())
     }
 }
@@ -40,9 +44,21 @@ pub type CliResult<T = ()> = Result<T, CliError>;
 const FAILURE: u8 = 1;
 /// Exit code of a command line clap could not parse.
 const USAGE: u8 = 2;
+/// Exit code when stdout's reader went away (as a shell reports SIGPIPE).
+const BROKEN_PIPE: u8 = 141;
 
 /// Runs the command line and returns the process's exit code.
 pub fn main() -> ExitCode {
+    // `println!` to a closed pipe (`undertext show … | head`) ends the process quietly, as
+    // other command-line tools do, instead of printing a panic.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info.payload().downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(BROKEN_PIPE.into());
+        }
+        default_hook(info);
+    }));
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

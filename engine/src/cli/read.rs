@@ -55,37 +55,48 @@ pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
     Ok(())
 }
 
-/// `show CHAT`: every message with its seq.
+/// `show CHAT…`: every message with its seq.
 pub fn show(cli: &Cli, a: &ShowArgs) -> CliResult {
     let store = out::open_existing(cli)?;
-    let chat = out::chat(cli, &store, &a.chat)?;
-    let snap = chat.snapshot();
+    let mut chats = Vec::new();
+    for c in &a.chats {
+        chats.push(out::chat(cli, &store, c)?);
+    }
     if a.json {
-        let mut msgs = Vec::new();
-        for m in snap.iter() {
-            msgs.push(out::message_json(&m?));
+        let mut list = Vec::new();
+        for chat in &chats {
+            let snap = chat.snapshot();
+            let mut msgs = Vec::new();
+            for m in snap.iter() {
+                msgs.push(out::message_json(&m?));
+            }
+            let meta = snap.meta();
+            list.push(json!({
+                "id": chat.id().to_string(), "title": meta.title, "model": meta.model, "extra": meta.extra,
+                "revision": snap.revision(), "messages": msgs,
+            }));
         }
-        let meta = snap.meta();
-        return out::print_json(&json!({
-            "id": chat.id().to_string(), "title": meta.title, "model": meta.model, "extra": meta.extra,
-            "revision": snap.revision(), "messages": msgs,
-        }));
+        return out::print_json(&json!({"chats": list}));
     }
     let stdout = std::io::stdout();
     let mut w = stdout.lock();
-    writeln!(
-        w,
-        "{} — {} ({} messages, revision {})",
-        chat.id(),
-        snap.meta().title,
-        snap.len(),
-        snap.revision()
-    )?;
-    for m in snap.iter() {
-        let m = m?;
-        for (i, p) in m.parts.iter().enumerate() {
-            let head = if i == 0 { format!("{:>5} {:<9}", m.seq, m.role.as_str()) } else { " ".repeat(15) };
-            writeln!(w, "{head} {}", out::part_text(p, if a.full { 0 } else { 400 }))?;
+    for chat in &chats {
+        let snap = chat.snapshot();
+        writeln!(
+            w,
+            "{} — {} ({} messages, revision {})",
+            chat.id(),
+            snap.meta().title,
+            snap.len(),
+            snap.revision()
+        )?;
+        for m in snap.iter() {
+            let m = m?;
+            for (i, p) in m.parts.iter().enumerate() {
+                let head =
+                    if i == 0 { format!("{:>5} {:<9}", m.seq, m.role.as_str()) } else { " ".repeat(15) };
+                writeln!(w, "{head} {}", out::part_text(p, if a.full { 0 } else { 400 }))?;
+            }
         }
     }
     Ok(())

@@ -8,6 +8,10 @@
 //! checkpoints past its soft line; a view at the hard line swaps one in. After the session,
 //! every archived tool result is read back whole with `read_context` and compared with the
 //! transcript's text, byte for byte.
+//!
+//! There is no model latency between steps, the worker's worst case: a view at the hard line
+//! with nothing prepared is refused at once ([`HardLinePolicy::Refuse`], counted in
+//! [`ReplayRow::refused`]) rather than waiting, so a replay of a long session takes seconds.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,13 +32,13 @@ pub struct ReplayOptions {
     pub window: u64,
     /// Tokens kept for the answer.
     pub reserve_output: u64,
-    /// How long a view at the hard line may wait for the worker's checkpoint.
-    pub wait_at_hard_line: Duration,
+    /// What a view at the hard line does with nothing prepared.
+    pub at_hard_line: HardLinePolicy,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { window: 32_000, reserve_output: 4_096, wait_at_hard_line: Duration::from_secs(10) }
+        ReplayOptions { window: 32_000, reserve_output: 4_096, at_hard_line: HardLinePolicy::Refuse }
     }
 }
 
@@ -45,10 +49,10 @@ impl ReplayOptions {
     }
 
     /// The worker options a replay uses: the extractive summarizer's segments sized to the
-    /// window, waiting at the hard line for at most [`ReplayOptions::wait_at_hard_line`].
+    /// window, [`ReplayOptions::at_hard_line`] at the hard line.
     pub fn worker_options(&self) -> WorkerOptions {
         WorkerOptions {
-            at_hard_line: HardLinePolicy::Wait(self.wait_at_hard_line),
+            at_hard_line: self.at_hard_line,
             checkpoint: CheckpointOptions { segment_tokens: (self.window / 16).max(500), fan_in: 4 },
             ..WorkerOptions::default()
         }
@@ -80,7 +84,8 @@ pub struct ReplayRow {
     pub checkpoints: u64,
     /// Views refused (over the hard line even after previews and checkpoints).
     pub refused: u64,
-    /// Time spent in views that crossed the hard line (the swap, or waiting for the worker).
+    /// Time stalled at the hard line: the swaps of prepared checkpoints, and the views that
+    /// waited for one (with a waiting [`ReplayOptions::at_hard_line`]) and were refused.
     pub stall: Duration,
     /// Archived bytes read back and compared.
     pub recovered_bytes: u64,
@@ -148,8 +153,11 @@ pub fn replay_session(
             if v.swap().is_some() {
                 row.checkpoints += 1;
             }
-            let refused = matches!(v.decision(), Decision::Refused { .. });
-            if v.swap().is_some() || refused {
+            if let Some(d) = v.swap() {
+                row.stall += d;
+            } else if matches!(v.decision(), Decision::Refused { .. })
+                && matches!(opts.at_hard_line, HardLinePolicy::Wait(_))
+            {
                 row.stall += took;
             }
             match v.decision() {
