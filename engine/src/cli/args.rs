@@ -45,8 +45,18 @@ pub enum Command {
     Plot(PlotArgs),
     /// Verify every checksum of the log (and optionally rebuild the index from it).
     Check(CheckArgs),
-    /// Reclaim space held by unreachable data.
+    /// Reclaim the space of deleted chats (offline: rewrites the log).
     Gc(JsonArg),
+    /// Delete chats of the owner (their space comes back with `gc`).
+    Delete(DeleteArgs),
+}
+
+/// `delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The chats, one or more.
+    #[arg(required = true)]
+    pub chats: Vec<String>,
 }
 
 /// `--json`.

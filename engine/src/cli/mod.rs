@@ -107,5 +107,6 @@ fn run(cli: &Cli) -> CliResult {
         Command::Stats(a) => store_cmds::stats(cli, a),
         Command::Check(a) => store_cmds::check(cli, a),
         Command::Gc(a) => store_cmds::gc(cli, a),
+        Command::Delete(a) => store_cmds::delete(cli, a),
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::json;
 use undertext::import::inventory;
 
-use super::args::{CheckArgs, JsonArg};
+use super::args::{CheckArgs, DeleteArgs, JsonArg};
 use super::out::{self, bytes, num};
 use super::{Cli, CliError, CliResult};
 
@@ -111,10 +111,43 @@ pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
     }
 }
 
-/// `gc`: reclaims unreachable data, once the engine has it.
-pub fn gc(cli: &Cli, _a: &JsonArg) -> CliResult {
-    let _ = cli;
-    Err(CliError(
-        "gc is not available yet: this build of the engine has no Store::gc (its issue is open); nothing was changed".into(),
-    ))
+/// `gc`: rewrites the log without deleted chats and the blobs only they used (offline: the
+/// store must not be open elsewhere).
+pub fn gc(cli: &Cli, a: &JsonArg) -> CliResult {
+    let opts = undertext::Options { create_if_missing: false, ..undertext::Options::default() };
+    let r = undertext::Store::gc(&cli.store, opts).map_err(|e| match e {
+        undertext::Error::NotFound { .. } => CliError(format!(
+            "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",
+            cli.store.display()
+        )),
+        other => other.into(),
+    })?;
+    if a.json {
+        return out::print_json(&json!({
+            "deleted_chats": r.deleted_chats, "records_before": r.records_before, "records_after": r.records_after,
+            "blobs_removed": r.blobs_removed, "log_bytes_before": r.log_bytes_before, "log_bytes_after": r.log_bytes_after,
+        }));
+    }
+    println!(
+        "gc: {} deleted chat(s) dropped, {} blob(s) removed; records {} → {}; log {} → {}",
+        num(r.deleted_chats),
+        num(r.blobs_removed),
+        num(r.records_before),
+        num(r.records_after),
+        bytes(r.log_bytes_before),
+        bytes(r.log_bytes_after)
+    );
+    Ok(())
+}
+
+/// `delete CHAT…`: deletes chats of the owner (their space comes back with `gc`).
+pub fn delete(cli: &Cli, a: &DeleteArgs) -> CliResult {
+    let store = out::open_existing(cli)?;
+    for c in &a.chats {
+        let id = out::chat(cli, &store, c)?.id();
+        store.delete_chat(&cli.owner, id)?;
+        println!("deleted {id}");
+    }
+    store.close()?;
+    Ok(())
 }
