@@ -109,7 +109,7 @@ fn acknowledged_calls_of_a_mixed_workload_survive_sigkill() {
             .arg(dir.path())
             .arg(seed.to_string())
             .arg(base.to_string())
-            .arg("400")
+            .arg("100000") // more calls than any child makes before its kill
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
