@@ -223,8 +223,30 @@ struct Archived {
     original: String,
 }
 
-/// A line of `original` with a figure (two or more digits) that `preview` does not show,
-/// the one nearest the middle: (line index, line).
+/// Whether `line` holds a figure: a number of two or more digits standing on its own (not
+/// part of a name such as `utf16`).
+fn has_figure(line: &str) -> bool {
+    let b = line.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_digit() {
+            let start = i;
+            while i < b.len() && b[i].is_ascii_digit() {
+                i += 1;
+            }
+            let standalone = start == 0 || !(b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_');
+            if standalone && i - start >= 2 {
+                return true;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    false
+}
+
+/// A line of `original` with a figure that `preview` does not show, the one nearest the
+/// middle: (line index, line).
 fn dropped_figure(a: &Archived) -> Option<(u64, String)> {
     let lines: Vec<&str> = a.original.split_inclusive('\n').collect();
     let mid = lines.len() / 2;
@@ -233,9 +255,7 @@ fn dropped_figure(a: &Archived) -> Option<(u64, String)> {
         .enumerate()
         .filter(|(_, l)| {
             let t = l.trim();
-            t.len() > 12
-                && !a.preview.contains(t)
-                && t.as_bytes().windows(2).any(|w| w[0].is_ascii_digit() && w[1].is_ascii_digit())
+            t.len() > 12 && !a.preview.contains(t) && has_figure(t)
         })
         .min_by_key(|(i, _)| i.abs_diff(mid))
         .map(|(i, l)| (i as u64, l.to_string()))
@@ -727,7 +747,9 @@ fn summary(
     let s = cli.store.display();
     let store_arg = if s.to_string() == "./undertext-data" { String::new() } else { format!(" --store {s}") };
     t.line("");
-    t.line(&format!("The store is in {s}. Next:"));
+    t.line(&format!(
+        "The store is in {s}. Next (`undertext` is target/release/undertext, or `cargo run --release -- ...`):"
+    ));
     t.line(&format!("  undertext{store_arg} show {}            # every message, with its seq", chat.id()));
     t.line(&format!(
         "  undertext{store_arg} view {} --window {}  # what the next model call would see",
