@@ -741,8 +741,11 @@ fn summary(
     for (k, v) in rows {
         t.line(&format!("  {k:<26} {v}"));
     }
-    for e in errors {
-        t.line(&format!("  worker error: {e}"));
+    if let Some(first) = errors.first() {
+        t.line(&format!(
+            "  worker: {} job(s) found nothing to prepare or failed; the first: {first}",
+            errors.len()
+        ));
     }
     let s = cli.store.display();
     let store_arg = if s.to_string() == "./undertext-data" { String::new() } else { format!(" --store {s}") };

@@ -147,6 +147,10 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
                 num(budget.hard_limit()),
                 match v.decision() {
                     Decision::Fits => "fits".to_string(),
+                    Decision::Compacted { previewed, .. } if previewed.is_empty() => {
+                        "past the soft line, and everything older is protected (the last two user turns, pins)"
+                            .to_string()
+                    }
                     Decision::Compacted { previewed, tokens_saved } => {
                         format!(
                             "{} older tool results shown as previews ({} tokens saved)",
