@@ -87,6 +87,16 @@ fn the_demo_runs_to_its_end_and_its_summary_agrees_with_stats_show_and_plot() {
         shown["chats"][0]["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "assistant").count();
     assert_eq!(assistant, steps, "one model step, one assistant message");
 
+    // The view of the demo chat: under the hard line, and valid provider JSON.
+    let v = json(&store, &["view", chat, "--window", "12000", "--reserve", "1500", "--json"]);
+    assert!(v["estimate"].as_u64().unwrap() <= v["hard_limit"].as_u64().unwrap(), "{}", v["decision"]);
+    assert_eq!(v["messages"][0]["parts"][0]["type"], "summary", "a checkpoint stands for the settled past");
+    for format in ["openai", "anthropic"] {
+        let o = run(&store, &["view", chat, "--window", "12000", "--reserve", "1500", "--format", format]);
+        let rendered: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(rendered.is_array() || rendered["messages"].is_array(), "{format}");
+    }
+
     let svg = tmp.path().join("demo.svg");
     let p = json(&store, &["plot", chat, "-o", svg.to_str().unwrap(), "--window", "12000", "--json"]);
     assert_eq!(p["steps"].as_array().unwrap().len(), steps);

@@ -306,7 +306,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
     };
     let meta = ChatMeta { title: title.clone(), model: "demo-model".into(), ..ChatMeta::default() };
     let chat = store.chat(&cli.owner, store.create_chat(&cli.owner, meta)?)?;
-    let reserve = (a.window / 8).max(512);
+    let reserve = reserve_for(a.window);
     let budget = Budget::new(a.window, reserve);
     let wopts = WorkerOptions {
         // The scripted agent settles a turn every 4 steps, so the worker always has something
@@ -518,6 +518,11 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
     let inv = inventory(&store, &cli.owner)?;
     let elapsed = started.elapsed();
     summary(&t, cli, a, &chat, &tally, &stats, &inv, elapsed, &errors)
+}
+
+/// The tokens the demo keeps for the answer: an eighth of the window.
+fn reserve_for(window: u64) -> u64 {
+    (window / 8).max(512)
 }
 
 enum Script {
@@ -755,9 +760,10 @@ fn summary(
     ));
     t.line(&format!("  undertext{store_arg} show {}            # every message, with its seq", chat.id()));
     t.line(&format!(
-        "  undertext{store_arg} view {} --window {}  # what the next model call would see",
+        "  undertext{store_arg} view {} --window {} --reserve {}  # what the next model call would see",
         chat.id(),
-        a.window
+        a.window,
+        reserve_for(a.window)
     ));
     t.line(&format!("  undertext{store_arg} plot {} -o demo.svg   # context size per step", chat.id()));
     if let Some(r) = &tally.recovered {
