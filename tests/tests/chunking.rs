@@ -115,7 +115,7 @@ fn random_edits_to_a_megabyte_of_text_store_only_new_chunks() {
 
 #[test]
 fn random_edits_to_a_megabyte_of_random_bytes_store_only_new_chunks_uncompressed() {
-    edits_grow_storage_by_what_changed(Compression::None, true, 2.0);
+    edits_grow_storage_by_what_changed(Compression::None, true, 1.25);
 }
 
 #[test]
@@ -200,9 +200,11 @@ fn read_context_of_a_chunked_archive_matches_slicing_in_every_unit_and_reads_few
             None => assert!(got.is_err(), "{unit:?} {range:?} splits a character but read"),
         }
     }
-    // The offset index, plus the chunks around each bound and those the range covers.
+    // The offset index, the last byte (is it a newline?), the chunks around each bound
+    // (one 4 KiB stride of the offset index, which can span three 2 KiB tail pieces) and
+    // those the range covers: a dozen at most, of the archive's ~40.
     eprintln!("read_context on a {} B chunked archive: at most {worst} blob bodies per read", text.len());
-    assert!(worst <= 8, "a short read_context touched {worst} blob bodies");
+    assert!(worst <= 12, "a short read_context touched {worst} blob bodies");
     let past = store.read_context("me", &id, 0..chars.len() as u64 + 1, Unit::Chars).unwrap_err().to_string();
     assert!(past.contains(&format!("holds {} chars", chars.len())), "{past}");
 }

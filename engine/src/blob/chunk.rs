@@ -28,6 +28,12 @@ const ENTRY: usize = 32 + 4;
 /// The chunk boundaries of `content` for an average chunk size `avg` (min `avg / 4`,
 /// max `avg × 4`). Deterministic: the same bytes always give the same cuts.
 ///
+/// The last FastCDC chunk ends where the content ends, not at a content-defined cut, so a
+/// value that grows at its end would store it again, whole, every time. It is therefore
+/// cut further into pieces of `avg / 8` counted from its start: a value with a few bytes
+/// appended reuses every full piece and stores only the last one and what was added (a
+/// growing list costs about what it grew, not an average chunk per version).
+///
 /// ```
 /// use undertext::blob::chunk::cut_points;
 /// let data: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
@@ -38,9 +44,19 @@ const ENTRY: usize = 32 + 4;
 /// ```
 pub fn cut_points(content: &[u8], avg: u32) -> Vec<Range<usize>> {
     let avg = avg.clamp(MIN_AVG, MAX_AVG);
-    fastcdc::v2020::FastCDC::new(content, avg / 4, avg, avg * 4)
+    let mut cuts: Vec<Range<usize>> = fastcdc::v2020::FastCDC::new(content, avg / 4, avg, avg * 4)
         .map(|c| c.offset..c.offset + c.length)
-        .collect()
+        .collect();
+    if let Some(tail) = cuts.pop() {
+        let piece = (avg / 8) as usize;
+        let mut at = tail.start;
+        while at < tail.end {
+            let end = (at + piece).min(tail.end);
+            cuts.push(at..end);
+            at = end;
+        }
+    }
+    cuts
 }
 
 /// The list of chunks a large blob is made of.
@@ -183,5 +199,16 @@ mod tests {
         let after = cut_points(&data, 16 << 10);
         let kept = before.len() - 1;
         assert_eq!(before[..kept], after[..kept]);
+    }
+
+    #[test]
+    fn the_tail_after_the_last_cut_is_cut_in_pieces_an_append_reuses() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2654435761) >> 11) as u8).collect();
+        let cuts = cut_points(&data, 16 << 10);
+        let cdc: Vec<_> = fastcdc::v2020::FastCDC::new(&data, 4 << 10, 16 << 10, 64 << 10).collect();
+        let tail_start = cdc.last().map_or(0, |c| c.offset);
+        let pieces: Vec<_> = cuts.iter().filter(|r| r.start >= tail_start).collect();
+        assert!(pieces.iter().all(|r| r.len() <= 2 << 10));
+        assert_eq!(pieces.iter().map(|r| r.len()).sum::<usize>(), data.len() - tail_start);
     }
 }
