@@ -47,13 +47,17 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
     assert!(clean.errors.iter().all(|(_, e)| e.contains("not published")), "{:?}", clean.errors);
     let step = stride(5);
     let (mut runs, mut injected, mut kept_working, mut poisoned, mut open_failed) = (0u64, 0, 0, 0, 0);
+    let mut unreached = 0u64;
     let mut n = 1;
     while n <= clean.ops {
         let kind = if n % 2 == 1 { FaultKind::Eio } else { FaultKind::Enospc };
         let dir = tempfile::tempdir().unwrap();
         let label = format!("fault at operation {n} ({kind:?}), seed {seed}");
         let r = run_once(dir.path(), seed, &acts, &label, |c| c.fail_at(n, kind), |c| c.clear_faults());
-        assert!(r.injected >= 1, "{label}: the fault was never reached ({} operations)", r.ops);
+        // Runs differ by a few operations (the next segment is prepared on a background
+        // thread): a run that ended before operation N is the only excuse for no fault.
+        assert!(r.injected >= 1 || r.ops < n, "{label}: the fault was never reached ({} operations)", r.ops);
+        unreached += u64::from(r.injected == 0);
         assert!(r.open_failed || r.failed >= 1 || r.ops >= n, "{label}: no call saw the fault");
         runs += 1;
         injected += r.injected;
@@ -65,7 +69,7 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
     eprintln!(
         "fault sweep: {runs} runs (N = 1, 1 + {step}, ... of {} operations), {injected} faults injected, \
          {kept_working} runs kept acknowledging calls after the fault, {poisoned} refused later calls as Poisoned, \
-         {open_failed} failed at open; every reopen held exactly the acknowledged state",
+         {open_failed} failed at open, {unreached} ended before operation N; every reopen held exactly the acknowledged state",
         clean.ops
     );
 }
