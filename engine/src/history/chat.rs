@@ -12,6 +12,7 @@ use super::record::{
 use super::snap::Snapshot;
 use super::state::{ChatState, Entry, SnapInner, Writer, now_ms, read_message};
 use super::types::*;
+use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::index::{MESSAGES, METAS, OWNER_CHATS, STEPS};
 use crate::log::{Location, Position};
@@ -400,14 +401,42 @@ impl Chat {
 
     /// Appends messages atomically: after a crash all of them are there or none.
     pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
-        self.append_inner(messages, None).map(|(r, _)| r)
+        self.append_inner(&[], messages, None).map(|(_, r, _)| r)
+    }
+
+    /// Stores `blobs` and appends `messages` in one transaction — one commit, one
+    /// `fdatasync` — so that after a crash all of them are there or none. The messages can
+    /// reference the blobs by id in [`Part::Attachment`] parts (which also tells `gc` the
+    /// chat uses them). Returns the blobs' ids, in order, and the messages' seqs.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::{BlobId, NewMessage, Part, Role};
+    /// let state = b"{\"messages\": [1, 2, 3]}";
+    /// let note = NewMessage {
+    ///     role: Role::Assistant,
+    ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
+    /// };
+    /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
+    /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append_with_blobs(
+        &self,
+        blobs: &[&[u8]],
+        messages: Vec<NewMessage>,
+    ) -> Result<(Vec<BlobId>, Range<u64>)> {
+        self.append_inner(blobs, messages, None).map(|(ids, r, _)| (ids, r))
     }
 
     fn append_inner(
         &self,
+        blobs: &[&[u8]],
         messages: Vec<NewMessage>,
         step: Option<(StepTag, bool)>,
-    ) -> Result<(Range<u64>, u64)> {
+    ) -> Result<(Vec<BlobId>, Range<u64>, u64)> {
         for (i, m) in messages.iter().enumerate() {
             check_message(m, i)?;
         }
@@ -437,6 +466,26 @@ impl Chat {
             stream_id: t.stream_id.clone(),
             step: t.step,
         });
+        let mut ids = Vec::with_capacity(blobs.len());
+        for b in blobs {
+            let (id, w) = txn.blob(&core, b)?;
+            ids.push(id);
+            wait = wait.max(w);
+        }
+        // An attachment names a blob stored before or in this transaction.
+        for (i, m) in messages.iter().enumerate() {
+            for p in &m.parts {
+                if let Part::Attachment { blob, .. } = p
+                    && txn.existing(&core, blob)?.is_none()
+                {
+                    return Err(Error::NotFound {
+                        what: format!(
+                            "blob {blob} of the attachment in message {i} (store it first, or pass it along)"
+                        ),
+                    });
+                }
+            }
+        }
         let owner = self.state.owner.clone();
         let messages = messages
             .into_iter()
@@ -496,7 +545,7 @@ impl Chat {
         let revision = w.revision;
         drop(w);
         core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
-        Ok((base..base + messages.len() as u64, revision))
+        Ok((ids, base..base + messages.len() as u64, revision))
     }
 
     /// Message `seq` (current revision).
@@ -708,7 +757,7 @@ impl Chat {
             )));
         }
         let tag = StepTag { turn, stream_id: stream_id.to_string(), step };
-        self.append_inner(messages, Some((tag, status == StepStatus::Complete))).map(|(r, _)| r)
+        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete))).map(|(_, r, _)| r)
     }
 
     /// Every recorded attempt at user turn `turn`, in the order their streams first

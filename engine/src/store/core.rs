@@ -100,7 +100,7 @@ impl Txn {
 
     /// `Some(wait)` when blob `id` is in this transaction (nothing to wait for) or in the
     /// store (wait for the end of its record).
-    fn existing(&self, core: &Core, id: &BlobId) -> Result<Option<Option<Position>>> {
+    pub(crate) fn existing(&self, core: &Core, id: &BlobId) -> Result<Option<Option<Position>>> {
         if self.records.iter().any(|r| r.blob == Some(*id)) {
             return Ok(Some(None));
         }
