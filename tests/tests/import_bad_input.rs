@@ -85,7 +85,7 @@ fn a_jsonl_cut_inside_a_line_loses_that_line_only() {
         assert_eq!(p.problems[0].line, n as u64 + 1);
         let got = p.sessions[0].messages.len();
         assert!(got <= whole.sessions[0].messages.len());
-        let full: usize = import::parse_bytes(Path::new(&name), text[..start].as_bytes(), Format::Auto)
+        let full: usize = import::parse_bytes(Path::new(&name), &text.as_bytes()[..start], Format::Auto)
             .unwrap()
             .sessions[0]
             .messages
