@@ -145,6 +145,25 @@ impl PyChat {
         range_of(py, r)
     }
 
+    /// Stores `blobs` (a list of `bytes`) and appends `messages` (which may attach them, or
+    /// blobs already stored) in ONE transaction, made durable by one log sync. Returns the
+    /// blobs' ids (64 hex digits, in order) and the `range` of the messages' seqs. An
+    /// attachment naming a blob neither stored nor passed raises `NotFound`, and nothing
+    /// is written.
+    fn append_with_blobs<'py>(
+        &self,
+        py: Python<'py>,
+        blobs: Vec<Vec<u8>>,
+        messages: &Bound<'py, PyAny>,
+    ) -> PyResult<(Vec<String>, Bound<'py, PyRange>)> {
+        let ms = messages_in(py, messages)?;
+        let (ids, r) = self.with(py, move |c| {
+            let refs: Vec<&[u8]> = blobs.iter().map(|b| b.as_slice()).collect();
+            c.append_with_blobs(&refs, ms)
+        })?;
+        Ok((ids.iter().map(|i| i.to_string()).collect(), range_of(py, r)?))
+    }
+
     /// Records a model step of user turn `turn` (a retry is a new `stream_id`): its messages
     /// are appended, tagged, in one transaction. `complete=False` marks an interrupted
     /// response. Returns the `range` of their seqs.

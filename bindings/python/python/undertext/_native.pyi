@@ -130,6 +130,13 @@ class Chat:
     def meta_at(self, version: int) -> "ChatMeta": ...
     def append(self, message: MessageDict) -> int: ...
     def append_batch(self, messages: Sequence[MessageDict]) -> range: ...
+    def append_with_blobs(self, blobs: Sequence[bytes], messages: Sequence[MessageDict]) -> Tuple[List[str], range]:
+        """Stores ``blobs`` and appends ``messages`` (which may attach them) in one transaction.
+
+        One log sync makes both durable. Returns the blobs' ids in order and the ``range`` of
+        the messages' seqs. An attachment naming a blob neither stored nor passed raises
+        ``NotFound`` and nothing is written.
+        """
     def record_step(
         self, turn: int, stream_id: str, step: int, messages: Sequence[MessageDict], *, complete: bool = True
     ) -> range: ...
