@@ -70,6 +70,22 @@ def test_an_unchanged_channel_value_is_stored_once_across_checkpoints_and_thread
     assert latest_a.checkpoint["channel_values"] == {"doc": big, "n": 2}
 
 
+def test_each_put_and_put_writes_with_new_values_is_one_log_sync(store: Any) -> None:
+    saver = UndertextSaver(store)
+    parent = put(saver, "t", None, {"n": 0}, {"n": 1}, {"n": 1})  # creates the thread's chat
+    for i in range(1, 6):
+        syncs = store.stats()["log_syncs"]
+        parent = put(saver, "t", parent, {"n": i, "doc": os.urandom(5000)}, {"n": i + 1, "doc": i}, {"n": i + 1, "doc": i},
+                     step=i)
+        assert store.stats()["log_syncs"] - syncs == 1
+        syncs = store.stats()["log_syncs"]
+        saver.put_writes(cfg("t", parent), [("out", os.urandom(3000)), ("log", f"step {i}")], task_id=f"task-{i}")
+        assert store.stats()["log_syncs"] - syncs == 1
+    latest = saver.get_tuple(cfg("t"))
+    assert latest.checkpoint["channel_values"]["n"] == 5
+    assert [w[1] for w in latest.pending_writes] == ["out", "log"]
+
+
 def test_copy_thread_shares_every_value_and_writes_only_manifests(store: Any) -> None:
     saver = UndertextSaver(store)
     big = os.urandom(100_000)

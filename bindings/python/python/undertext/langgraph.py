@@ -7,7 +7,9 @@
   value that did not change is stored once, across checkpoints and across threads.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
-  ``put_writes`` appends one record to it: a small JSON manifest naming the blobs.
+  ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
+  stored together with the new value blobs in one engine transaction
+  (``Chat.append_with_blobs``: one log sync per call).
   Deletions append a tombstone (``delete_for_runs``) or a floor (``prune``) record, so
   every change is one engine transaction; ``delete_thread`` deletes the thread's chats,
   and ``Store.gc`` (store closed) then drops their records and the blobs only they used.
@@ -382,12 +384,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     # -- blobs ---------------------------------------------------------------------------
 
-    def _store_values(self, values: list[bytes]) -> list[str]:
-        """Content addresses of ``values``, stored in one transaction. The engine writes
-        only bytes it does not hold yet (and, for large values, only new chunks)."""
-        if not values:
-            return []
-        return list(self.store.put_blobs(values))
+    @staticmethod
+    def _addresses(values: list[bytes]) -> list[str]:
+        """Content addresses of ``values`` (what storing them returns), known before they
+        are stored so that the record naming them goes into the same transaction."""
+        return [undertext.blob_id(v) for v in values]
 
     def _load(self, typ: str, blob_id: str) -> Any:
         return self.serde.loads_typed((typ, self.store.get_blob(blob_id)))
@@ -516,7 +517,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Stores a checkpoint: its changed channel values as blobs, then one record."""
+        """Stores a checkpoint: its changed channel values as blobs and one record naming
+        them, in one engine transaction."""
         conf = config["configurable"]
         thread_id = conf["thread_id"]
         ns = conf.get("checkpoint_ns", "")
@@ -539,7 +541,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 elif ch in values:
                     typ, data = self.serde.dumps_typed(values[ch])
                     to_store.append((ch, version, typ, data))
-            ids = self._store_values([d for _c, _v, _t, d in to_store])
+            blobs = [d for _c, _v, _t, d in to_store]
+            ids = self._addresses(blobs)
             for (ch, version, typ, _d), bid in zip(to_store, ids):
                 manifest[ch] = [version, typ, bid]
             rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
@@ -560,11 +563,18 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             }
             if early:
                 rec["pw"] = early
-            self._append(lane, rec)
+            self._append(lane, rec, blobs)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
-    def _append(self, lane: _Lane, rec: dict[str, Any]) -> int:
-        seq = lane.chat.append(_message(rec))
+    def _append(self, lane: _Lane, rec: dict[str, Any], blobs: Sequence[bytes] = ()) -> int:
+        """Appends ``rec`` and stores ``blobs`` (the new values it names) in one engine
+        transaction. The engine writes only bytes it does not hold yet (for large values,
+        only new chunks)."""
+        if blobs:
+            _ids, seqs = lane.chat.append_with_blobs(list(blobs), [_message(rec)])
+            seq = seqs[0]
+        else:
+            seq = lane.chat.append(_message(rec))
         lane.appended(seq, rec)
         return seq
 
@@ -601,7 +611,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 entries.append((widx, channel, self.serde.dumps_typed(value)))
             if not entries:
                 return
-            ids = self._store_values([data for _i, _c, (_t, data) in entries])
+            blobs = [data for _i, _c, (_t, data) in entries]
+            ids = self._addresses(blobs)
             rec = {
                 "k": "w",
                 "c": cid,
@@ -609,7 +620,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 "tp": task_path,
                 "w": [[widx, ch, typ, bid] for (widx, ch, (typ, _d)), bid in zip(entries, ids)],
             }
-            self._append(lane, rec)
+            self._append(lane, rec, blobs)
 
     def delete_thread(self, thread_id: str) -> None:
         """Drops every checkpoint and write of the thread: its chats are deleted (one engine
