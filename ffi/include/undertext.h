@@ -183,6 +183,44 @@ typedef struct {
   uint64_t lines;
 } undertext_archive_info_t;
 
+// Bytes passed to the library: `len` bytes at `ptr` (any bytes, not only UTF-8). `ptr`
+// may be NULL only when `len` is 0.
+typedef struct {
+  // The first byte (NULL only when `len` is 0).
+  const uint8_t *ptr;
+  // Length in bytes.
+  size_t len;
+} undertext_bytes_t;
+
+// One part of a message passed in; which fields are read depends on `kind`
+// (`UNDERTEXT_PART_*`), the others are ignored.
+typedef struct {
+  // One of `UNDERTEXT_PART_*`.
+  uint32_t kind;
+  // Tool result: is_error. Approval response: approved.
+  uint8_t flag;
+  // Text, tool output, approval prompt, or approval reason.
+  undertext_str_t text;
+  // Tool call id, approval id, or an attachment's blob id (hex).
+  undertext_str_t id;
+  // Tool name, or an attachment's MIME type.
+  undertext_str_t name;
+  // Tool call arguments (JSON text).
+  undertext_str_t args;
+  // The call a tool result answers, or the call an approval request gates.
+  undertext_str_t call_id;
+} undertext_part_t;
+
+// A message passed in: a role and its parts.
+typedef struct {
+  // One of `UNDERTEXT_ROLE_*`.
+  uint32_t role;
+  // The parts, in order (`n_parts` of them).
+  const undertext_part_t *parts;
+  // Number of parts.
+  size_t n_parts;
+} undertext_message_t;
+
 // Chat metadata passed in. Every string may be empty; `extra_json` is empty or a JSON
 // object whose values are strings (`{"repo": "undertext"}`).
 typedef struct {
@@ -341,35 +379,6 @@ typedef struct {
   // Bytes of log data after.
   uint64_t log_bytes_after;
 } undertext_gc_report_t;
-
-// One part of a message passed in; which fields are read depends on `kind`
-// (`UNDERTEXT_PART_*`), the others are ignored.
-typedef struct {
-  // One of `UNDERTEXT_PART_*`.
-  uint32_t kind;
-  // Tool result: is_error. Approval response: approved.
-  uint8_t flag;
-  // Text, tool output, approval prompt, or approval reason.
-  undertext_str_t text;
-  // Tool call id, approval id, or an attachment's blob id (hex).
-  undertext_str_t id;
-  // Tool name, or an attachment's MIME type.
-  undertext_str_t name;
-  // Tool call arguments (JSON text).
-  undertext_str_t args;
-  // The call a tool result answers, or the call an approval request gates.
-  undertext_str_t call_id;
-} undertext_part_t;
-
-// A message passed in: a role and its parts.
-typedef struct {
-  // One of `UNDERTEXT_ROLE_*`.
-  uint32_t role;
-  // The parts, in order (`n_parts` of them).
-  const undertext_part_t *parts;
-  // Number of parts.
-  size_t n_parts;
-} undertext_message_t;
 
 // An immutable snapshot of a chat; freed with `undertext_snapshot_free`.
 typedef struct {
@@ -671,6 +680,38 @@ undertext_status_t undertext_chat_unpin(undertext_chat_t chat,
 // `out` is NULL or writable.
 undertext_status_t undertext_chat_pins(undertext_chat_t chat,
                                        undertext_buf_t *out);
+
+// The content address `undertext_put_blob` would give the `len` bytes at `data`, in
+// `*out`, without storing anything: what a message attaching a blob of the same
+// `undertext_chat_append_with_blobs` call names (hex via `undertext_blob_id_hex`).
+//
+// # Safety
+// `data` points to `len` readable bytes (NULL only when `len` is 0); `out` is NULL or
+// writable.
+undertext_status_t undertext_blob_id_of(const uint8_t *data,
+                                        size_t len,
+                                        undertext_blob_id_t *out);
+
+// Stores the `n_blobs` byte slices at `blobs` and appends the `n` messages at `messages`
+// in ONE transaction: one log sync makes both durable (`GROUP`, `IMMEDIATE`), and after a
+// crash all of it is there or none. A message may attach (`UNDERTEXT_PART_ATTACHMENT`) a
+// blob of this call or one stored before; an attachment naming any other blob is
+// `UNDERTEXT_NOT_FOUND` and nothing is written. The blobs' ids, in order, are written to
+// `out_ids[0 .. n_blobs]`; the messages' seqs are `*out_start .. *out_end`. The same bytes
+// are stored once; a blob over `UNDERTEXT_MAX_BLOB_LEN` is `UNDERTEXT_INVALID_ARGUMENT`.
+//
+// # Safety
+// `blobs` points to `n_blobs` valid byte slices and `messages` to `n` valid messages (each
+// NULL only when its count is 0); `out_ids` is NULL (allowed only when `n_blobs` is 0) or
+// writable for `n_blobs` ids; `out_start` and `out_end` are NULL or writable.
+undertext_status_t undertext_chat_append_with_blobs(undertext_chat_t chat,
+                                                    const undertext_bytes_t *blobs,
+                                                    size_t n_blobs,
+                                                    const undertext_message_t *messages,
+                                                    size_t n,
+                                                    undertext_blob_id_t *out_ids,
+                                                    uint64_t *out_start,
+                                                    uint64_t *out_end);
 
 // Stores `len` bytes at `data` (any bytes, not only UTF-8) and returns their content
 // address in `*out`. The same bytes are stored once and always get the same id; in

@@ -25,6 +25,7 @@
 mod approvals;
 mod archives;
 mod args;
+mod blob_append;
 mod blobs;
 mod buf;
 mod chats;
@@ -45,6 +46,7 @@ mod worker;
 pub use approvals::*;
 pub use archives::*;
 pub use args::Str;
+pub use blob_append::*;
 pub use blobs::*;
 pub use buf::{Buf, undertext_buf_free};
 pub use chats::*;

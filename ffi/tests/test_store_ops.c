@@ -222,6 +222,100 @@ static void attachments_name_stored_blobs(void) {
   remove_dir(dir);
 }
 
+/* undertext_chat_append_with_blobs: blobs and the messages attaching them in one
+ * transaction, one log sync under GROUP durability. */
+static void blobs_and_their_messages_are_one_transaction(void) {
+  char *dir = temp_dir();
+  undertext_options_t o = test_options();
+  o.durability = UNDERTEXT_DURABILITY_GROUP;
+  undertext_store_t s = {0};
+  OK(undertext_store_open(S(dir), &o, &s));
+  uint64_t chat_id = 0;
+  undertext_chat_t c = new_chat(s, "alice", &chat_id);
+  uint8_t *big = noise(300000, 7);
+  const uint8_t small[] = {0, 1, 2, 0xff};
+  undertext_blob_id_t want[2];
+  OK(undertext_blob_id_of(big, 300000, &want[0]));
+  OK(undertext_blob_id_of(small, sizeof small, &want[1]));
+  char hex0[UNDERTEXT_BLOB_ID_HEX_LEN + 1], hex1[UNDERTEXT_BLOB_ID_HEX_LEN + 1];
+  hex_of(&want[0], hex0);
+  hex_of(&want[1], hex1);
+
+  undertext_bytes_t blobs[2] = {{big, 300000}, {small, sizeof small}};
+  undertext_part_t parts0[2];
+  memset(&parts0[0], 0, sizeof parts0[0]);
+  parts0[0].kind = UNDERTEXT_PART_TEXT;
+  parts0[0].text = S("state after step 1");
+  parts0[1] = attachment("application/octet-stream", hex0);
+  undertext_part_t parts1 = attachment("application/octet-stream", hex1);
+  undertext_message_t ms[2] = {{UNDERTEXT_ROLE_SYSTEM, parts0, 2}, {UNDERTEXT_ROLE_SYSTEM, &parts1, 1}};
+  undertext_store_stats_t st0, st1;
+  OK(undertext_store_stats(s, &st0));
+  undertext_blob_id_t ids[2];
+  memset(ids, 0, sizeof ids);
+  uint64_t a = 99, z = 99;
+  OK(undertext_chat_append_with_blobs(c, blobs, 2, ms, 2, ids, &a, &z));
+  OK(undertext_store_stats(s, &st1));
+  CHECK(st1.log_syncs - st0.log_syncs == 1);
+  CHECK(a == 0 && z == 2);
+  CHECK(memcmp(ids, want, sizeof want) == 0);
+  undertext_buf_t b = {0};
+  OK(undertext_get_blob(s, &ids[0], &b));
+  CHECK(b.len == 300000 && memcmp(b.ptr, big, 300000) == 0);
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_get(c, 1, &b));
+  CHECK(buf_has(b, hex1));
+  OK(undertext_buf_free(&b));
+  /* A blob stored before may be attached; no blobs at all is fine (ids may be NULL). */
+  OK(undertext_chat_append_with_blobs(c, NULL, 0, &ms[1], 1, NULL, &a, &z));
+  CHECK(a == 2 && z == 3);
+
+  /* Misuse: an attachment naming a blob neither stored nor passed writes nothing. */
+  const uint8_t fresh[] = "passed along, but the call is refused";
+  undertext_blob_id_t fresh_id;
+  OK(undertext_blob_id_of(fresh, sizeof fresh, &fresh_id));
+  undertext_bytes_t fb = {fresh, sizeof fresh};
+  const char *unknown = "abababababababababababababababababababababababababababababababab";
+  undertext_part_t absent = attachment("image/png", unknown);
+  undertext_message_t ma = {UNDERTEXT_ROLE_USER, &absent, 1};
+  undertext_blob_id_t out_id;
+  memset(&out_id, 0x5a, sizeof out_id);
+  a = z = 77;
+  FAILS(UNDERTEXT_NOT_FOUND, unknown, undertext_chat_append_with_blobs(c, &fb, 1, &ma, 1, &out_id, &a, &z));
+  CHECK(a == 77 && z == 77 && out_id.bytes[0] == 0x5a && out_id.bytes[31] == 0x5a); /* outs untouched */
+  undertext_chat_info_t info;
+  OK(undertext_chat_info(c, &info));
+  CHECK(info.len == 3);
+  uint64_t len = 0;
+  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, &fresh_id, &len)); /* the passed blob was not stored */
+
+  /* Misuse: NULL where something is needed. */
+  FAILS(UNDERTEXT_NULL_POINTER, "blobs", undertext_chat_append_with_blobs(c, NULL, 1, ms, 1, &out_id, &a, &z));
+  undertext_bytes_t null_bytes = {NULL, 5};
+  FAILS(UNDERTEXT_NULL_POINTER, "blobs[0]", undertext_chat_append_with_blobs(c, &null_bytes, 1, ms, 1, &out_id, &a, &z));
+  FAILS(UNDERTEXT_NULL_POINTER, "out_ids", undertext_chat_append_with_blobs(c, &fb, 1, NULL, 0, NULL, &a, &z));
+  FAILS(UNDERTEXT_NULL_POINTER, "messages", undertext_chat_append_with_blobs(c, &fb, 1, NULL, 1, &out_id, &a, &z));
+  FAILS(UNDERTEXT_NULL_POINTER, "out_end", undertext_chat_append_with_blobs(c, &fb, 1, NULL, 0, &out_id, &a, NULL));
+  OK(undertext_chat_info(c, &info));
+  CHECK(info.len == 3);
+  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, &fresh_id, &len));
+
+  /* After reopening, the blobs and the messages are there. */
+  OK(undertext_store_close(s));
+  s = open_store(dir);
+  OK(undertext_chat_open(s, S("alice"), chat_id, &c));
+  OK(undertext_chat_info(c, &info));
+  CHECK(info.len == 3);
+  OK(undertext_get_blob(s, &want[1], &b));
+  CHECK(b.len == sizeof small && memcmp(b.ptr, small, sizeof small) == 0);
+  OK(undertext_buf_free(&b));
+  OK(undertext_store_close(s));
+  /* A closed store's chat handle is stale. */
+  FAILS(UNDERTEXT_STALE_HANDLE, "", undertext_chat_append_with_blobs(c, &fb, 1, &ma, 1, &out_id, &a, &z));
+  free(big);
+  remove_dir(dir);
+}
+
 /* ---- sync, stats, check ---- */
 
 /* Finds `needle` in the store's log segments and flips the byte after its first 8 bytes.
@@ -714,6 +808,7 @@ static void pending_approvals_are_found(void) {
 int main(void) {
   blobs_read_back_whole_and_by_range();
   attachments_name_stored_blobs();
+  blobs_and_their_messages_are_one_transaction();
   sync_stats_and_check_report_the_store();
   a_deleted_chat_refuses_every_write();
   gc_drops_what_only_deleted_chats_used();
