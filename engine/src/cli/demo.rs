@@ -312,7 +312,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         // The scripted agent settles a turn every 4 steps, so the worker always has something
         // to prepare; a transcript may hold one long turn that nothing can settle: refuse then.
         at_hard_line: match script {
-            Script::Agent(_) => HardLinePolicy::Wait(Duration::from_secs(3)),
+            Script::Agent(_) => HardLinePolicy::Wait(Duration::from_secs(1)),
             Script::Transcript(_) => HardLinePolicy::Refuse,
         },
         checkpoint: CheckpointOptions { segment_tokens: (a.window / 16).max(500), fan_in: 4 },
@@ -400,7 +400,10 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         tally.steps += 1;
         tally.sent += v.estimate();
         tally.everything += tally.everything_now;
-        tally.peak = tally.peak.max(v.estimate());
+        if !matches!(v.decision(), Decision::Refused { .. }) {
+            // The peak of what is sent: a refused view is not.
+            tally.peak = tally.peak.max(v.estimate());
+        }
         let mut notes = Vec::new();
         let saved = match v.decision() {
             Decision::Compacted { tokens_saved, .. } => *tokens_saved,
