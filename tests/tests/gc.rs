@@ -156,6 +156,7 @@ fn gc_drops_what_only_deleted_chats_used_and_keeps_every_live_byte() {
     let again = Store::gc(dir.path(), opts()).unwrap();
     // (The new chat added its creation and metadata records.)
     assert_eq!((again.blobs_removed, again.records_after), (0, report.records_after + 2));
+    assert_eq!(again.deleted_chats, 0, "a chat collected before counts again");
 }
 
 #[test]

@@ -165,6 +165,22 @@ impl Cache<'_> {
 }
 
 impl Chat {
+    /// Where the settled history of `msgs` (this chat's messages) ends: before the last
+    /// two user turns and before the first pending approval. 0: nothing is settled yet.
+    pub(crate) fn settled_cut(&self, msgs: &[crate::history::Message]) -> u64 {
+        let mut cut = protected_from(msgs);
+        let owner = self.owner().to_string();
+        let store = self.store().clone();
+        let full = |a: &crate::history::ArchiveRef| {
+            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
+        };
+        // Responses anywhere in the chat answer requests before the cut.
+        if let Some((seq, _)) = first_pending(msgs, &ApprovalPatterns::default(), &full) {
+            cut = cut.min(seq);
+        }
+        cut
+    }
+
     /// Builds a checkpoint of the settled history (before the last two user turns and
     /// before the first pending approval) with `summarizer`. Summaries already made for an
     /// unchanged segment or merge are reused. Summaries are stored (marked as summaries) as
@@ -183,16 +199,7 @@ impl Chat {
         let core = self.store().inner.core.clone();
         let snap = self.snapshot();
         let msgs = snap.messages()?;
-        let mut cut = protected_from(&msgs);
-        let owner = self.owner().to_string();
-        let store = self.store().clone();
-        let full = |a: &crate::history::ArchiveRef| {
-            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
-        };
-        // Responses anywhere in the chat answer requests before the cut.
-        if let Some((seq, _)) = first_pending(&msgs, &ApprovalPatterns::default(), &full) {
-            cut = cut.min(seq);
-        }
+        let cut = self.settled_cut(&msgs);
         if cut == 0 {
             return Err(Error::InvalidArgument(
                 "nothing is settled yet: the whole chat is protected or waits for an approval".into(),

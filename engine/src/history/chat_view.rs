@@ -310,8 +310,12 @@ impl Chat {
             match wk.opts.at_hard_line {
                 crate::worker::HardLinePolicy::Refuse => {}
                 crate::worker::HardLinePolicy::Synchronous => {
-                    let built = self.build_checkpoint(&*wk.summarizer, &wk.opts.checkpoint)?;
-                    cp = Some(Arc::new(built)).filter(|p| p.reach > published);
+                    // Nothing settled (all protected, or behind a pending approval): the view
+                    // goes on without a checkpoint, and the guard decides.
+                    if self.settled_cut(&self.snapshot().messages()?) > 0 {
+                        let built = self.build_checkpoint(&*wk.summarizer, &wk.opts.checkpoint)?;
+                        cp = Some(Arc::new(built)).filter(|p| p.reach > published);
+                    }
                 }
                 crate::worker::HardLinePolicy::Wait(limit) => {
                     let deadline = std::time::Instant::now() + limit;
@@ -321,6 +325,11 @@ impl Chat {
                         if cp.is_none() {
                             wk.wait_job(seen, deadline.saturating_duration_since(std::time::Instant::now()));
                             cp = fresh(self).filter(|p| p.reach > published);
+                            // The chat's job ended (done, nothing settled, or failed for good)
+                            // without a usable checkpoint: nothing more is coming.
+                            if cp.is_none() && self.state().requested.load(Ordering::Acquire) == 0 {
+                                break;
+                            }
                         }
                     }
                 }

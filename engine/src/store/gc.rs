@@ -41,7 +41,8 @@ const MARKER: &str = "GC-SWAP";
 /// What a garbage collection did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GcReport {
-    /// Deleted chats whose records were dropped.
+    /// Deleted chats whose records (other than creation and deletion) were dropped by
+    /// this collection; a chat collected before does not count again.
     pub deleted_chats: u64,
     /// Records in the log before and after.
     pub records_before: u64,
@@ -158,7 +159,6 @@ impl Store {
             }
             Ok(())
         })?;
-        report.deleted_chats = deleted.len() as u64;
         // Pass 2: what live records and dropped records reference.
         let (mut live, mut dead) = (HashSet::new(), HashSet::new());
         self.each_record(&segments, written, |n, r| {
@@ -204,6 +204,7 @@ impl Store {
         // Pass 3: copy, in order, what stays; batches keep their records' order and are
         // renumbered (a batch left empty disappears).
         let mut out = NewLog::create(to, segment_size)?;
+        let mut emptied = HashSet::new();
         self.each_batch(&segments, written, |n, records| {
             let mut batch = BatchBuf::new();
             for r in records {
@@ -218,7 +219,13 @@ impl Store {
                         !dead.contains(&BlobId(a.id))
                     }
                     hkind::CHAT | hkind::DELETE => true,
-                    _ => !matches!(chat_of(r).map_err(bad)?, Some(c) if deleted.contains(&c)),
+                    _ => match chat_of(r).map_err(bad)? {
+                        Some(c) if deleted.contains(&c) => {
+                            emptied.insert(c);
+                            false
+                        }
+                        _ => true,
+                    },
                 };
                 if !keep {
                     report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
@@ -236,6 +243,7 @@ impl Store {
             }
             Ok(())
         })?;
+        report.deleted_chats = emptied.len() as u64;
         report.log_bytes_before = self.stats()?.log_bytes;
         report.log_bytes_after = out.finish()?;
         Ok(report)

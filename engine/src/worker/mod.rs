@@ -216,6 +216,11 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
 /// Builds a checkpoint of the job's chat and keeps it prepared, unless the chat moved on.
 fn prepare(store: &Store, shared: &Shared, job: &Job) -> Result<()> {
     let chat = store.chat(&job.owner, job.chat)?;
+    // Nothing settled yet (the last two user turns, or a pending approval, hold it all):
+    // there is nothing to prepare, which is not a failure.
+    if chat.settled_cut(&chat.snapshot().messages()?) == 0 {
+        return Ok(());
+    }
     // Summaries of unchanged segments are cached: rebuilding costs only what is new.
     let cp = chat.build_checkpoint(&*shared.summarizer, &shared.opts.checkpoint)?;
     chat.set_prepared(cp);
