@@ -4,7 +4,9 @@
 
 * Every channel value and every pending write value is serialized with the saver's
   serializer (``self.serde.dumps_typed``) and stored as a content-addressed blob, so a
-  value that did not change is stored once, across checkpoints and across threads.
+  value that did not change is stored once, across checkpoints and across threads. A
+  channel value's first ``HEAD_LEN`` bytes (where a collection's length is) stay in the
+  record, so the blobs of a growing list share their unchanged front chunks.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
@@ -66,6 +68,13 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"))
 
 
+#: Bytes of a serialized channel value kept in the record instead of its blob. A
+#: serialized collection starts with its length (msgpack's array and map headers), which
+#: changes at every step of a growing list; kept out of the blob, the blob of the next
+#: version starts with the same bytes, so the engine's content-defined chunks of the
+#: unchanged front are shared and only the new end is written.
+HEAD_LEN = 8
+
 #: MIME type of the attachment parts naming the value blobs a record uses.
 VALUE_MIME = "application/x-undertext-langgraph-value"
 
@@ -74,7 +83,7 @@ def _blobs_of(rec: dict[str, Any]) -> list[str]:
     """The value blobs a record refers to, each once."""
     ids: list[str] = []
     if rec["k"] == "c":
-        ids.extend(b for _v, _t, b in rec["ch"].values())
+        ids.extend(e[2] for e in rec["ch"].values())
         for _s, w in rec.get("pw", ()):
             ids.extend(e[3] for e in w["w"])
     elif rec["k"] == "w":
@@ -390,14 +399,20 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         are stored so that the record naming them goes into the same transaction."""
         return [undertext.blob_id(v) for v in values]
 
-    def _load(self, typ: str, blob_id: str) -> Any:
-        return self.serde.loads_typed((typ, self.store.get_blob(blob_id)))
+    def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
+        return self.serde.loads_typed((typ, head + self.store.get_blob(blob_id)))
+
+    def _channel_value(self, entry: list[Any]) -> Any:
+        """The value of a manifest entry ``[version, type, blob, head]``: ``head`` (base64)
+        is the value's first ``HEAD_LEN`` bytes, the blob the rest."""
+        _version, typ, blob_id, head = entry
+        return self._load(typ, blob_id, _unb64(head))
 
     # -- reading -------------------------------------------------------------------------
 
     def _tuple(self, lane: _Lane, seq: int, rec: dict[str, Any]) -> CheckpointTuple:
         checkpoint: dict[str, Any] = self.serde.loads_typed((rec["cp"][0], _unb64(rec["cp"][1])))
-        checkpoint["channel_values"] = {ch: self._load(t, b) for ch, (_v, t, b) in rec["ch"].items()}
+        checkpoint["channel_values"] = {ch: self._channel_value(e) for ch, e in rec["ch"].items()}
         metadata = self.serde.loads_typed((rec["md"][0], _unb64(rec["md"][1])))
         config: RunnableConfig = {
             "configurable": {"thread_id": lane.thread_id, "checkpoint_ns": lane.ns, "checkpoint_id": rec["id"]}
@@ -541,10 +556,10 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 elif ch in values:
                     typ, data = self.serde.dumps_typed(values[ch])
                     to_store.append((ch, version, typ, data))
-            blobs = [d for _c, _v, _t, d in to_store]
+            blobs = [d[HEAD_LEN:] for _c, _v, _t, d in to_store]
             ids = self._addresses(blobs)
-            for (ch, version, typ, _d), bid in zip(to_store, ids):
-                manifest[ch] = [version, typ, bid]
+            for (ch, version, typ, d), bid in zip(to_store, ids):
+                manifest[ch] = [version, typ, bid, _b64(d[:HEAD_LEN])]
             rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
             cp_typed = self.serde.dumps_typed(rest)
             md_typed = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
