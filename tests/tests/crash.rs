@@ -14,8 +14,14 @@ use std::time::Duration;
 use undertext::{BlobId, Options, Store};
 use undertext_tests::{Rng, content, seed};
 
+/// The two tests take turns: each reopens its store between spawns of children, and a child
+/// forked by the other test holds a copy of the lock file's descriptor until its `exec`, so
+/// a store just closed here could look locked (by this process) to a child of this test.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn acknowledged_group_commits_survive_sigkill() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let kills: u64 = std::env::var("UNDERTEXT_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     let seed = seed(0xC4A5_8001);
     let mut rng = Rng::new(seed);
@@ -96,6 +102,7 @@ fn acknowledged_group_commits_survive_sigkill() {
 #[test]
 fn acknowledged_calls_of_a_mixed_workload_survive_sigkill() {
     use undertext_tests::mixed::{Event, Model, sweep_options, verify};
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
 
     let kills: u64 = std::env::var("UNDERTEXT_MIXED_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
     let seed = seed(0x3_1CED_0001);
