@@ -64,7 +64,8 @@ pub fn check(data: &[u8]) {
     assert_eq!(found, pending_in_text(&text, &p), "pending_in_text is not deterministic");
 
     let archived = ctrl & 4 != 0;
-    let archive = ArchiveRef { id: BlobId::of(text.as_bytes()), bytes: 0, chars: 0, utf16_units: 0, lines: 0 };
+    let archive =
+        ArchiveRef { id: BlobId::of(text.as_bytes()), bytes: 0, chars: 0, utf16_units: 0, lines: 0 };
     let preview = "[preview] output elided".to_string();
     let content = if archived {
         ToolContent::Archived { archive, preview: preview.clone() }
@@ -100,14 +101,18 @@ pub fn check(data: &[u8]) {
     let got = first_pending(&msgs, &p, &whole);
     let tool_pending = found.clone().map(|rule| (tool_seq, Pending::Json(rule)));
     if request && !answered {
-        assert_eq!(got, Some((1, Pending::Request("r1".into()))), "an unanswered request must be pending first");
+        assert_eq!(
+            got,
+            Some((1, Pending::Request("r1".into()))),
+            "an unanswered request must be pending first"
+        );
     } else {
         assert_eq!(got, tool_pending, "the tool output's verdict differs from pending_in_text");
     }
     if archived {
         let via_preview = first_pending(&msgs, &p, &none);
         let preview_pending = pending_in_text(&preview, &p).map(|rule| (tool_seq, Pending::Json(rule)));
-        if !(request && !answered) {
+        if !request || answered {
             assert_eq!(via_preview, preview_pending, "without the archive, the preview is what is scanned");
         }
     }
