@@ -103,7 +103,8 @@ pub fn check(data: &[u8]) {
             0..=2 => {
                 let role = if kind == 0 { Role::User } else { Role::Assistant };
                 let t = text(a, b);
-                chat.append(NewMessage::text(role, t.clone())).unwrap_or_else(|e| panic!("step {step}: append: {e}"));
+                chat.append(NewMessage::text(role, t.clone()))
+                    .unwrap_or_else(|e| panic!("step {step}: append: {e}"));
                 model.messages.push((role, t));
             }
             3 if !model.messages.is_empty() => {
