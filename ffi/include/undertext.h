@@ -366,7 +366,8 @@ typedef struct {
 
 // What `undertext_gc` did.
 typedef struct {
-  // Deleted chats whose records were dropped.
+  // Deleted chats whose records (other than creation and deletion) were dropped by this
+  // collection; a chat collected before does not count again.
   uint64_t deleted_chats;
   // Records in the log before.
   uint64_t records_before;

@@ -52,7 +52,8 @@ impl From<StoreStats> for StoreStatsC {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GcReportC {
-    /// Deleted chats whose records were dropped.
+    /// Deleted chats whose records (other than creation and deletion) were dropped by this
+    /// collection; a chat collected before does not count again.
     pub deleted_chats: u64,
     /// Records in the log before.
     pub records_before: u64,
