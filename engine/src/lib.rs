@@ -33,14 +33,14 @@ pub mod worker;
 pub use archive::Unit;
 pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
-/// Fault injection for tests: see the module documentation. Only with the cargo feature
-/// `fault-injection`; a normal build has no fault hooks at all.
-#[cfg(feature = "fault-injection")]
-pub use io::fault;
 pub use history::{
     ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, NewMessage,
     Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
 };
+/// Fault injection for tests: see the module documentation. Only with the cargo feature
+/// `fault-injection`; a normal build has no fault hooks at all.
+#[cfg(feature = "fault-injection")]
+pub use io::fault;
 pub use options::{Durability, Options};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Store, StoreStats};
 

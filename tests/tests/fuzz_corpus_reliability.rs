@@ -33,7 +33,11 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
 /// Replays corpus and regressions of `target`; needs at least `min_seeds` corpus files.
 fn replay(target: &str, min_seeds: usize, check: fn(&[u8])) {
     let corpus = files_in(&fuzz_dir().join("corpus").join(target));
-    assert!(corpus.len() >= min_seeds, "{target}: {} corpus files, expected at least {min_seeds}", corpus.len());
+    assert!(
+        corpus.len() >= min_seeds,
+        "{target}: {} corpus files, expected at least {min_seeds}",
+        corpus.len()
+    );
     let regressions = files_in(&fuzz_dir().join("regressions").join(target));
     for f in corpus.iter().chain(&regressions) {
         let data = std::fs::read(f).unwrap();
