@@ -50,7 +50,17 @@ fn acknowledged_group_commits_survive_sigkill() {
                 }
             }
         });
-        assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), "ready", "child did not start");
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(line) => assert_eq!(line, "ready", "child did not start"),
+            Err(e) => {
+                // Say how the child ended (a signal shows as such), for the record.
+                let _ = child.kill();
+                let status = child.wait().map(|s| format!("{s:?}")).unwrap_or_else(|e| e.to_string());
+                panic!(
+                    "kill {kill}: the child never said ready ({e}); it ended with {status}; seed {child_seed}"
+                );
+            }
+        }
         std::thread::sleep(Duration::from_millis(rng.range(5, 120)));
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
