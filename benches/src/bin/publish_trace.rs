@@ -34,7 +34,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         publish.push(t.elapsed());
         mark("end");
     }
-    let f = std::fs::OpenOptions::new().create(true).truncate(true).read(true).write(true).open(dir.path().join("floor"))?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(dir.path().join("floor"))?;
     // Filled with zeros and synced, as the log preallocates its segments: the floor then
     // overwrites blocks that exist, like the publication does.
     f.write_all_at(&vec![0u8; 4 << 20], 0)?;
