@@ -4,6 +4,7 @@
 //! only `std` and `undertext`: the tests crate compiles them too.
 
 pub mod approval;
+pub mod compaction_lint;
 pub mod op_sequence;
 pub mod read_context;
 pub mod segment_decode;

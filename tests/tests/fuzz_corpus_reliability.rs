@@ -4,7 +4,8 @@
 //!   sequences on a real store against an in-memory model; `fuzz/src/op_sequence.rs`, included
 //!   with `#[path]`, the same file the fuzz target calls) on every file of
 //!   `fuzz/corpus/op_sequence/` and `fuzz/regressions/op_sequence/`.
-//! * `approval_corpus_replays` does the same for the `approval` target (`fuzz/src/approval.rs`).
+//! * `approval_corpus_replays` does the same for the `approval` target (`fuzz/src/approval.rs`),
+//!   `compaction_lint_corpus_replays` for the `compaction_lint` target.
 //! * `write_reliability_seed_corpora` (ignored) rewrites the `seed-*` files of both corpora:
 //!   `cargo test -p undertext-tests --test fuzz_corpus_reliability -- --ignored`.
 
@@ -12,6 +13,8 @@
 
 #[path = "../../fuzz/src/approval.rs"]
 mod approval;
+#[path = "../../fuzz/src/compaction_lint.rs"]
+mod compaction_lint;
 #[path = "../../fuzz/src/op_sequence.rs"]
 mod op_sequence;
 
@@ -58,6 +61,11 @@ fn approval_corpus_replays() {
     replay("approval", 8, approval::check);
 }
 
+#[test]
+fn compaction_lint_corpus_replays() {
+    replay("compaction_lint", 6, compaction_lint::check);
+}
+
 /// Seeds: hand-made inputs that reach every operation and every rule.
 fn op_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let ops = |flags: u8, list: &[(u8, u8, u8)]| {
@@ -99,10 +107,25 @@ fn approval_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+fn lint_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    // [len, protected, bound, message codes..., plan items (kind, a, b)...]
+    vec![
+        ("empty-plan", vec![6, 5, 10, 0, 2, 3, 1, 0, 1]),
+        ("trim-result", vec![6, 5, 10, 0, 2, 3, 1, 0, 1, 0, 2, 0]),
+        ("trim-not-result", vec![6, 5, 10, 0, 2, 3, 1, 0, 1, 0, 1, 0]),
+        ("squish-call-with-result", vec![6, 5, 0, 0, 2, 3, 1, 0, 1, 9, 1, 3]),
+        ("squish-overlap-protected", vec![8, 4, 10, 0, 1, 2, 3, 1, 0, 1, 1, 1, 1, 4, 3, 2, 6]),
+        ("squish-out-of-range-reversed", vec![4, 9, 1, 0, 1, 0, 1, 1, 3, 9, 5, 2, 1]),
+        ("boundaries-too-large", vec![7, 7, 1, 0, 2, 3, 2, 3, 1, 0, 1, 2, 4, 255, 1, 6]),
+    ]
+}
+
 #[test]
 #[ignore = "rewrites the seed corpora; run by hand"]
 fn write_reliability_seed_corpora() {
-    for (target, seeds) in [("op_sequence", op_seeds()), ("approval", approval_seeds())] {
+    for (target, seeds) in
+        [("op_sequence", op_seeds()), ("approval", approval_seeds()), ("compaction_lint", lint_seeds())]
+    {
         let dir = fuzz_dir().join("corpus").join(target);
         std::fs::create_dir_all(&dir).unwrap();
         for f in files_in(&dir) {
