@@ -21,6 +21,18 @@ fn body(i: u64) -> String {
     s
 }
 
+/// The SQLite side of a view: every message of chat 1 in order, its JSON body decoded.
+fn sqlite_select_decode(conn: &rusqlite::Connection) -> Vec<(i64, String, serde_json::Value)> {
+    let mut st = conn.prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq").unwrap();
+    let rows = st
+        .query_map([], |r| {
+            let body: String = r.get(2)?;
+            Ok((r.get(0)?, r.get(1)?, serde_json::from_str::<serde_json::Value>(&body).unwrap()))
+        })
+        .unwrap();
+    rows.map(|r| r.unwrap()).collect()
+}
+
 fn view(c: &mut Criterion) {
     let dir = bench_tempdir().unwrap();
     let store = Store::open(dir.path().join("u"), Options::default()).unwrap();
@@ -58,23 +70,7 @@ fn view(c: &mut Criterion) {
     g.bench_function("undertext_view_as_openai_json", |b| {
         b.iter(|| chat.view(&budget).unwrap().to_openai_json())
     });
-    g.bench_function("sqlite_select_json_decode", |b| {
-        b.iter(|| {
-            let mut st =
-                conn.prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq").unwrap();
-            let rows = st
-                .query_map([], |r| {
-                    let body: String = r.get(2)?;
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, String>(1)?,
-                        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
-                    ))
-                })
-                .unwrap();
-            rows.map(|r| r.unwrap()).collect::<Vec<_>>()
-        })
-    });
+    g.bench_function("sqlite_select_json_decode", |b| b.iter(|| sqlite_select_decode(&conn)));
     let json = v.to_openai_json();
     g.bench_function("copy_view_bytes", |b| b.iter(|| json.clone()));
     g.bench_function("undertext_estimate_cached", |b| b.iter(|| chat.estimate(&budget).unwrap()));
@@ -218,19 +214,7 @@ fn view_after_each_append(c: &mut Criterion) {
                     .unwrap();
                 len += 1;
                 let t = Instant::now();
-                let mut st =
-                    conn.prepare_cached("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq").unwrap();
-                let rows = st
-                    .query_map([], |r| {
-                        let body: String = r.get(2)?;
-                        Ok((
-                            r.get::<_, i64>(0)?,
-                            r.get::<_, String>(1)?,
-                            serde_json::from_str::<serde_json::Value>(&body).unwrap(),
-                        ))
-                    })
-                    .unwrap();
-                std::hint::black_box(rows.map(|r| r.unwrap()).collect::<Vec<_>>());
+                std::hint::black_box(sqlite_select_decode(&conn));
                 timed += t.elapsed();
             }
             timed
