@@ -84,7 +84,7 @@ fn prepare(
                 *content = ToolContent::Archived { archive: r, preview };
             }
             ToolContent::Archived { archive, .. } => {
-                let pending = txn.records.iter().any(|r| r.blob == Some(archive.id));
+                let pending = txn.has_blob(&archive.id);
                 match crate::archive::grant(core, owner, &archive.id)? {
                     Some(a) => *archive = crate::archive::to_ref(&a),
                     None if pending => {}

@@ -54,6 +54,9 @@ impl RecordOut {
 #[derive(Debug, Default)]
 pub(crate) struct Txn {
     pub records: Vec<RecordOut>,
+    /// Ids of the blob and manifest records in `records` (a chunked blob adds many: a
+    /// lookup per chunk must not scan them all).
+    blobs: std::collections::HashSet<BlobId>,
 }
 
 impl Txn {
@@ -88,6 +91,7 @@ impl Txn {
             chunks.push((cid, r.end as u64));
         }
         let payload = Manifest { id, chunks }.encode();
+        self.blobs.insert(id);
         self.records.push(RecordOut {
             kind: kind::MANIFEST,
             codec: codec_flag_none(),
@@ -101,10 +105,15 @@ impl Txn {
     /// `Some(wait)` when blob `id` is in this transaction (nothing to wait for) or in the
     /// store (wait for the end of its record).
     pub(crate) fn existing(&self, core: &Core, id: &BlobId) -> Result<Option<Option<Position>>> {
-        if self.records.iter().any(|r| r.blob == Some(*id)) {
+        if self.has_blob(id) {
             return Ok(Some(None));
         }
         Ok(core.index.blob(id)?.map(|loc| Some(record_end(loc))))
+    }
+
+    /// True when this transaction already holds blob `id`.
+    pub(crate) fn has_blob(&self, id: &BlobId) -> bool {
+        self.blobs.contains(id)
     }
 
     fn push_blob(&mut self, core: &Core, id: BlobId, content: &[u8]) {
@@ -113,6 +122,7 @@ impl Txn {
         let mut payload = Vec::with_capacity(32 + body.len());
         payload.extend_from_slice(id.as_bytes());
         payload.extend_from_slice(body);
+        self.blobs.insert(id);
         self.records.push(RecordOut {
             kind: kind::BLOB,
             codec,
@@ -124,6 +134,9 @@ impl Txn {
 
     /// Adds a history record; returns its index in the transaction.
     pub(crate) fn push(&mut self, r: RecordOut) -> usize {
+        if let Some(id) = r.blob {
+            self.blobs.insert(id);
+        }
         self.records.push(r);
         self.records.len() - 1
     }
