@@ -1,6 +1,7 @@
 """Chats and messages: every call round-trips, owners are walls, edits are revision-guarded."""
 
 import json
+import time
 
 import pytest
 
@@ -127,6 +128,9 @@ def test_metadata_set_read_and_versioned(store):
 
 def test_chats_are_listed_newest_first_across_pages_and_found_by_metadata(store):
     made = [store.create_chat("bob", title=f"c{i}", extra={"thread": f"t{i % 3}"}) for i in range(7)]
+    # Activity is ordered by its millisecond: make the append's millisecond a later one than
+    # every creation's (a fast machine creates all seven within one).
+    time.sleep(0.005)
     made[2].append(undertext.user("recent activity"))
     listed = list(store.chats("bob", page_size=2))
     assert len(listed) == 7 and listed[0].id == made[2].id
