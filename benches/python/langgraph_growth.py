@@ -3,7 +3,9 @@
 The workload of issue 11: one thread, N steps (default 1,000); each step appends a ~1 KB
 message to a list and checkpoints the whole list (``put`` with the list as a changed
 channel value, as a LangGraph ``add_messages`` state does). Then ``get_tuple`` of the
-latest checkpoint and ``list(limit=100)``. Both savers run on files in the same
+latest checkpoint and ``list(limit=100)``, each timed twice: as returned (UndertextSaver's
+channel values load when first accessed) and with every channel value of every returned
+tuple read (what SqliteSaver has done before it returns). Both savers run on files in the same
 directory: SqliteSaver on a file-backed database in WAL mode (its own setup), Undertext
 on a store with its default options (group commit: every put is durable when it
 returns). Prints a markdown table and a JSON line.
@@ -80,6 +82,14 @@ def run(saver: Any, msgs: list[dict[str, Any]]) -> dict[str, Any]:
             ts.append(time.perf_counter() - t0)
         return statistics.median(ts)
 
+    def read_all(tuples: list[Any]) -> int:
+        """Touches every channel value of every tuple; the number of values read."""
+        n = 0
+        for t in tuples:
+            for v in t.checkpoint["channel_values"].values():
+                n += v is not None
+        return n
+
     latest = saver.get_tuple(thread)
     assert latest is not None and latest.checkpoint["channel_values"]["messages"] == state
     listed = list(saver.list(thread, limit=100))
@@ -90,6 +100,8 @@ def run(saver: Any, msgs: list[dict[str, Any]]) -> dict[str, Any]:
         "put_p99_ms": sorted(puts)[int(len(puts) * 0.99) - 1] * 1e3,
         "get_tuple_ms": timed(lambda: saver.get_tuple(thread), 20) * 1e3,
         "list100_ms": timed(lambda: list(saver.list(thread, limit=100)), 3) * 1e3,
+        "get_tuple_read_ms": timed(lambda: read_all([saver.get_tuple(thread)]), 20) * 1e3,
+        "list100_read_ms": timed(lambda: read_all(list(saver.list(thread, limit=100))), 3) * 1e3,
     }
 
 
@@ -137,7 +149,9 @@ def main() -> None:
         ("put, median (ms)", r_sq["put_median_ms"], r_ut["put_median_ms"]),
         ("put, p99 (ms)", r_sq["put_p99_ms"], r_ut["put_p99_ms"]),
         ("get_tuple latest, median (ms)", r_sq["get_tuple_ms"], r_ut["get_tuple_ms"]),
+        ("get_tuple latest + read every value, median (ms)", r_sq["get_tuple_read_ms"], r_ut["get_tuple_read_ms"]),
         ("list(limit=100), median (ms)", r_sq["list100_ms"], r_ut["list100_ms"]),
+        ("list(limit=100) + read every value, median (ms)", r_sq["list100_read_ms"], r_ut["list100_read_ms"]),
     ]
     print(f"{args.steps} steps, ~1 KB message per step, whole list checkpointed; distinct message text {distinct / 1e6:.2f} MB")
     print(f"SqliteSaver journal_mode={mode}; Undertext default options (group commit)\n")

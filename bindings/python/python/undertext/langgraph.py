@@ -16,11 +16,44 @@
   every change is one engine transaction; ``delete_thread`` deletes the thread's chats,
   and ``Store.gc`` (store closed) then drops their records and the blobs only they used.
 
+Records (format 2, written since the saver's records were made small; format 1 records,
+written before, are still read). A record is one engine message: its text part is
+compact JSON, and one attachment part (MIME ``VALUE_MIME``) per value blob the record
+stores, so ``Store.gc`` knows the blob is used. In the JSON a blob is named by the index
+of its attachment part (an int), or, for a value an earlier record of the same chat
+already attached (an unchanged channel), by its 64-hex id. Keys:
+
+* checkpoint, ``"k": "C"``: ``id``; ``mx`` (only when it differs from ``id``); ``p`` the
+  parent id (absent when None); ``c`` the checkpoint without its id and channel values,
+  as plain JSON with short keys (``_CP_KEYS``) when every field round-trips exactly
+  through JSON (str, int, float, bool, None, lists, dicts with str keys), else ``cp``
+  ``[type, base64]`` from the serializer; ``m`` the metadata as JSON under the same rule,
+  else ``md`` ``[type, base64]``; ``ch`` ``{channel: [blob, head]}`` (``head``: base64
+  of the value's first bytes; a third element gives the serializer type when it is not
+  ``"msgpack"``); a channel's version is the one in the checkpoint's
+  ``channel_versions``, not repeated in ``ch``; ``pw`` the write records of this
+  checkpoint stored before it, as ``[seq, record]``.
+* writes, ``"k": "W"``: ``c`` checkpoint id, ``t`` task id, ``tp`` task path (absent
+  when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
+  ``"msgpack"``).
+* tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``).
+
+Format 1 (kinds ``"c"``/``"w"``) kept every field: blob ids in hex, the checkpoint and
+metadata as base64 serializer output, each channel's version in ``ch``. ``_decode``
+turns both formats into one in-memory shape.
+
 Reads walk a chat from its newest record backwards and stop as soon as they have what
 they need: ``get_tuple`` of the latest checkpoint and ``list(limit=100)`` read only the
 newest records of a long thread. Each record carries the running maximum of the
 checkpoint ids before it, so the walk knows when records are in id order (the normal
 case) and falls back to reading the whole chat and sorting only when they are not.
+
+Channel values are loaded lazily (``lazy=True``, the default): a returned checkpoint's
+``channel_values`` is a ``LazyChannelValues``, a ``dict`` whose values are read from the
+store and deserialized when first accessed, so ``list(limit=100)`` of a thread with a
+1 MB state reads no value at all unless the caller looks at one. See its docstring for
+the one caveat (C extensions that read a dict's storage directly, such as ``ormsgpack``
+and ``orjson``).
 
 The ``a*`` methods run the engine calls in a worker thread (``asyncio.to_thread``); the
 engine releases the GIL while it works, so the event loop never blocks on I/O or fsync.
@@ -30,12 +63,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections.abc
 import contextlib
+import copy as _copy
 import json
+import math
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any, Optional
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, Callable, Optional
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -52,7 +88,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 import undertext
 
-__all__ = ["UndertextSaver"]
+__all__ = ["LazyChannelValues", "UnloadedChannelValue", "UndertextSaver"]
 
 #: ``extra`` key marking a chat as a saver lane; its value is the checkpoint namespace.
 LANE_KEY = "undertext.langgraph"
@@ -75,15 +111,69 @@ def _unb64(text: str) -> bytes:
 #: unchanged front are shared and only the new end is written.
 HEAD_LEN = 8
 
-#: MIME type of the attachment parts naming the value blobs a record uses.
-VALUE_MIME = "application/x-undertext-langgraph-value"
+#: MIME type of the attachment parts naming the value blobs a record stores (format 2;
+#: format 1 used ``"application/x-undertext-langgraph-value"``). Readers do not look at it.
+VALUE_MIME = "lg"
+
+#: The serializer type a format-2 entry leaves out.
+_DEFAULT_TYPE = "msgpack"
+
+#: Short JSON keys of the checkpoint fields (format 2, ``c``). Other fields keep their name.
+_CP_KEYS = {
+    "v": "v",
+    "ts": "t",
+    "channel_versions": "cv",
+    "versions_seen": "vs",
+    "pending_sends": "ps",
+    "updated_channels": "u",
+}
+_CP_LONG = {short: long for long, short in _CP_KEYS.items()}
+
+
+def _json_exact(x: Any) -> bool:
+    """True when ``json.loads(json.dumps(x))`` gives back ``x`` with the same types:
+    str, int, bool, None, finite floats, lists and str-keyed dicts of those. Tuples,
+    subclasses (an enum over str, say) and everything else go through the serializer."""
+    t = type(x)
+    if t is str or t is int or t is bool or x is None:
+        return True
+    if t is float:
+        return math.isfinite(x)
+    if t is list:
+        return all(_json_exact(v) for v in x)
+    if t is dict:
+        return all(type(k) is str and _json_exact(v) for k, v in x.items())
+    return False
+
+
+def _jcopy(x: Any) -> Any:
+    """A copy of JSON data (dicts and lists copied, leaves shared: they are immutable)."""
+    t = type(x)
+    if t is dict:
+        return {k: _jcopy(v) for k, v in x.items()}
+    if t is list:
+        return [_jcopy(v) for v in x]
+    return x
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+# -- records: the in-memory shape, and both stored formats -------------------------------
+#
+# In memory, whatever the stored format:
+#   checkpoint {"k": "c", "id", "mx", "p", "c" or "cp", "m" or "md",
+#               "ch": {channel: [type, blob id, head base64]}, "pw"?: [[seq, writes]]}
+#   writes     {"k": "w", "c", "t", "tp", "w": [[idx, channel, type, blob id], ...]}
+#   tombstone  {"k": "d", "s"}; floor {"k": "x", "f"}
 
 
 def _blobs_of(rec: dict[str, Any]) -> list[str]:
     """The value blobs a record refers to, each once."""
     ids: list[str] = []
     if rec["k"] == "c":
-        ids.extend(e[2] for e in rec["ch"].values())
+        ids.extend(e[1] for e in rec["ch"].values())
         for _s, w in rec.get("pw", ()):
             ids.extend(e[3] for e in w["w"])
     elif rec["k"] == "w":
@@ -91,13 +181,318 @@ def _blobs_of(rec: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-def _message(rec: dict[str, Any]) -> dict[str, Any]:
-    """A record as an engine message: its JSON as the text part, and one attachment part
-    per value blob it uses, so the engine knows the references (``Store.gc`` keeps a blob
-    while a live chat attaches it, and drops it with the last deleted chat that did)."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": json.dumps(rec, separators=(",", ":"))}]
-    parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in _blobs_of(rec))
+def _writes_out(rec: dict[str, Any], ref: Callable[[str], Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"k": "W", "c": rec["c"], "t": rec["t"]}
+    if rec["tp"]:
+        out["tp"] = rec["tp"]
+    out["w"] = [[i, ch, ref(b)] if typ == _DEFAULT_TYPE else [i, ch, ref(b), typ] for i, ch, typ, b in rec["w"]]
+    return out
+
+
+def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
+    """A record in format 2, blobs in ``attach`` named by their index there."""
+    index = {b: i for i, b in enumerate(attach)}
+
+    def ref(blob: str) -> Any:
+        return index.get(blob, blob)
+
+    k = rec["k"]
+    if k == "w":
+        return _writes_out(rec, ref)
+    if k != "c":
+        return rec
+    out: dict[str, Any] = {"k": "C", "id": rec["id"]}
+    if rec["mx"] != rec["id"]:
+        out["mx"] = rec["mx"]
+    if rec["p"] is not None:
+        out["p"] = rec["p"]
+    for key in ("c", "cp", "m", "md"):
+        if key in rec:
+            out[key] = rec[key]
+    out["ch"] = {
+        ch: [ref(b), head] if typ == _DEFAULT_TYPE else [ref(b), head, typ] for ch, (typ, b, head) in rec["ch"].items()
+    }
+    if rec.get("pw"):
+        out["pw"] = [[s, _writes_out(w, ref)] for s, w in rec["pw"]]
+    return out
+
+
+def _message(rec: dict[str, Any], attach: Sequence[str] = ()) -> dict[str, Any]:
+    """A record as an engine message: its format-2 JSON as the text part, and one
+    attachment part per blob of ``attach`` (the blobs this record stores, or first uses
+    in its chat), so the engine knows the references (``Store.gc`` keeps a blob while a
+    live chat attaches it, and drops it with the last deleted chat that did)."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": _dumps(_stored(rec, attach))}]
+    parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in attach)
     return {"role": "system", "parts": parts}
+
+
+def _writes_in(w: dict[str, Any], deref: Callable[[Any], str]) -> dict[str, Any]:
+    if w["k"] == "w":  # format 1: already the in-memory shape
+        return w
+    return {
+        "k": "w",
+        "c": w["c"],
+        "t": w["t"],
+        "tp": w.get("tp", ""),
+        "w": [[e[0], e[1], e[3] if len(e) > 3 else _DEFAULT_TYPE, deref(e[2])] for e in w["w"]],
+    }
+
+
+def _decode(m: Any) -> dict[str, Any]:
+    """The in-memory record of an engine message of either format."""
+    d: dict[str, Any] = json.loads(m.text)
+    k = d["k"]
+    if k == "c":  # format 1: entries were [version, type, blob, head]
+        d["ch"] = {ch: [e[1], e[2], e[3]] for ch, e in d["ch"].items()}
+        return d
+    if k not in ("C", "W"):
+        return d  # "w" (format 1, already in memory shape), "d", "x"
+    attached: Optional[list[str]] = None
+
+    def deref(r: Any) -> str:
+        nonlocal attached
+        if type(r) is not int:
+            return str(r)
+        if attached is None:
+            attached = [p["blob"] for p in m.parts if p["type"] == "attachment"]
+        return attached[r]
+
+    if k == "W":
+        return _writes_in(d, deref)
+    rec: dict[str, Any] = {"k": "c", "id": d["id"], "mx": d.get("mx", d["id"]), "p": d.get("p")}
+    for key in ("c", "cp", "m", "md"):
+        if key in d:
+            rec[key] = d[key]
+    rec["ch"] = {
+        ch: [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]] for ch, e in d["ch"].items()
+    }
+    if "pw" in d:
+        rec["pw"] = [[s, _writes_in(w, deref)] for s, w in d["pw"]]
+    return rec
+
+
+# -- lazy channel values -----------------------------------------------------------------
+
+
+class UnloadedChannelValue:
+    """Stands in a ``LazyChannelValues`` for a value not read from the store yet.
+
+    Python code never sees one: every ``LazyChannelValues`` method loads it first. C
+    code that reads a dict's storage directly does (``ormsgpack.packb``, ``orjson.dumps``,
+    ``dict.values(d)`` called unbound); this class is serializable by neither, so such a
+    call fails with ``Type is not msgpack serializable: UnloadedChannelValue`` instead of
+    writing a wrong value. Call ``LazyChannelValues.load_all()`` first, or construct the
+    saver with ``lazy=False``.
+
+    The loaded value is kept here too, so copies of a ``LazyChannelValues`` (which share
+    their unloaded entries, as ``dict.copy`` shares values) load it once and see the same
+    object, as with a plain dict.
+    """
+
+    __slots__ = ("_load", "_what", "_lock", "_done", "_value")
+
+    def __init__(self, load: Callable[[], Any], what: str) -> None:
+        self._load = load
+        self._what = what  # names the value in errors
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+
+    def value(self) -> Any:
+        """The value, read from the store on the first call."""
+        if self._done:
+            return self._value
+        with self._lock:
+            if not self._done:
+                self._value = self._load()
+                self._done = True
+                self._load = _loaded  # drop the references the loader held
+        return self._value
+
+    def fresh(self, memo: dict[int, Any]) -> UnloadedChannelValue:
+        """An independent stand-in for the same stored value (``copy.deepcopy``): unloaded,
+        it loads a new object; loaded, it holds a deep copy of the value."""
+        if not self._done:
+            return UnloadedChannelValue(self._load, self._what)
+        new = UnloadedChannelValue(_loaded, self._what)
+        new._value = _copy.deepcopy(self._value, memo)
+        new._done = True
+        return new
+
+    def __repr__(self) -> str:
+        return f"<unloaded {self._what}>"
+
+
+def _loaded() -> Any:
+    raise AssertionError("an UnloadedChannelValue loads once")
+
+
+def _raw_items(d: dict[Any, Any]) -> Iterable[tuple[Any, Any]]:
+    """A dict's stored pairs, unloaded stand-ins included (no loading)."""
+    return dict.items(d)
+
+
+class _Values(collections.abc.ValuesView):  # type: ignore[type-arg]
+    """``values()`` of a ``LazyChannelValues``: loads each value as iteration reaches it."""
+
+    def __reversed__(self) -> Iterator[Any]:
+        for key in reversed(list(self._mapping)):
+            yield self._mapping[key]
+
+
+class _Items(collections.abc.ItemsView):  # type: ignore[type-arg]
+    """``items()`` of a ``LazyChannelValues``: loads each value as iteration reaches it."""
+
+    def __reversed__(self) -> Iterator[tuple[Any, Any]]:
+        for key in reversed(list(self._mapping)):
+            yield key, self._mapping[key]
+
+
+class LazyChannelValues(dict):  # type: ignore[type-arg]
+    """A checkpoint's ``channel_values``: a ``dict`` whose values are read from the store
+    and deserialized when first accessed, then kept.
+
+    Every Python-level use behaves as on a plain dict and sees real values: ``d[k]``,
+    ``get``, ``in``, ``len``, iteration, ``keys``/``values``/``items`` (values load as
+    iteration reaches them), ``==``/``!=``, ``copy()`` and ``copy.copy`` (the copy stays
+    lazy; it shares the loaded objects, as ``dict.copy`` shares values), ``dict(d)``,
+    ``{**d}``, ``f(**d)``, ``d | other``, ``other | d``, ``|=``, ``update``, ``pop``,
+    ``popitem``, ``setdefault``, ``repr``, ``pickle`` (gives a plain dict),
+    ``copy.deepcopy`` (stays lazy; unloaded values load as new objects), ``json.dumps``.
+    CPython's own dict fast paths (``dict(d)``, ``update``, ``{**d}``) go through
+    ``keys()`` and ``__getitem__`` here, because this class overrides ``__iter__``.
+
+    The caveat: C extensions that read a dict's storage directly, such as ``ormsgpack``
+    (LangGraph's ``JsonPlusSerializer.dumps_typed``, which another saver's ``put`` calls
+    on a whole checkpoint) and ``orjson``, see an ``UnloadedChannelValue`` for a value not
+    loaded yet and fail (they never write it). Call ``load_all()`` before handing the
+    checkpoint to one, or construct ``UndertextSaver(..., lazy=False)``.
+
+    A value first touched after the store was closed raises ``undertext.Closed`` naming
+    the value.
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        value = dict.__getitem__(self, key)
+        if type(value) is UnloadedChannelValue:
+            value = value.value()
+            dict.__setitem__(self, key, value)
+        return value
+
+    def __iter__(self) -> Iterator[Any]:
+        # Overridden so that CPython's dict merging (dict(d), update, {**d}) takes the
+        # keys() + __getitem__ path instead of copying the storage.
+        return dict.__iter__(self)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        """``d[key]`` if present, else ``default``."""
+        if dict.__contains__(self, key):
+            return self[key]
+        return default
+
+    def values(self) -> _Values:  # type: ignore[override]
+        """A view of the values, loading each as iteration reaches it."""
+        return _Values(self)
+
+    def items(self) -> _Items:  # type: ignore[override]
+        """A view of the pairs, loading each value as iteration reaches it."""
+        return _Items(self)
+
+    def load_all(self) -> LazyChannelValues:
+        """Loads every value not loaded yet; returns ``self``, now a dict whose storage holds
+        only real values (safe for ``ormsgpack``, ``orjson`` and other C readers)."""
+        for key in list(dict.keys(self)):
+            self[key]
+        return self
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        """Removes ``key`` and returns its value (loaded), or ``default``."""
+        value = dict.pop(self, key, *default)
+        if type(value) is UnloadedChannelValue:
+            value = value.value()
+        return value
+
+    def popitem(self) -> tuple[Any, Any]:
+        """Removes and returns the last pair (its value loaded)."""
+        key, value = dict.popitem(self)
+        if type(value) is UnloadedChannelValue:
+            value = value.value()
+        return key, value
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        """``d[key]`` if present; else sets it to ``default`` and returns that."""
+        if dict.__contains__(self, key):
+            return self[key]
+        dict.__setitem__(self, key, default)
+        return default
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        """As ``dict.update``; another ``LazyChannelValues``'s unloaded values stay unloaded."""
+        if type(other) is LazyChannelValues:
+            dict.update(self, _raw_items(other))
+        else:
+            dict.update(self, other)
+        if kwargs:
+            dict.update(self, kwargs)
+
+    def copy(self) -> LazyChannelValues:
+        """A shallow copy that stays lazy (shares values, loaded or not, as ``dict.copy``)."""
+        new = LazyChannelValues()
+        dict.update(new, _raw_items(self))
+        return new
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> LazyChannelValues:
+        new = LazyChannelValues()
+        memo[id(self)] = new
+        for key, value in _raw_items(self):
+            if type(value) is UnloadedChannelValue:
+                dict.__setitem__(new, _copy.deepcopy(key, memo), value.fresh(memo))
+            else:
+                dict.__setitem__(new, _copy.deepcopy(key, memo), _copy.deepcopy(value, memo))
+        return new
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Pickles as a plain dict of the loaded values: the store does not travel.
+        return (dict, (dict(self.items()),))
+
+    def __or__(self, other: Any) -> Any:
+        if not isinstance(other, dict):
+            return NotImplemented
+        new = self.copy()
+        new.update(other)
+        return new
+
+    def __ror__(self, other: Any) -> Any:
+        if not isinstance(other, dict):
+            return NotImplemented
+        new = LazyChannelValues(other)
+        dict.update(new, _raw_items(self))
+        return new
+
+    def __ior__(self, other: Any) -> LazyChannelValues:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, dict):
+            return NotImplemented
+        if len(self) != len(other) or any(not dict.__contains__(other, k) for k in dict.keys(self)):
+            return False
+        return all(self[k] == other[k] for k in dict.keys(self))
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
 
 
 class _Lane:
@@ -145,7 +540,7 @@ class _Lane:
                 self.mx_known = False
             else:
                 for m in self.chat.messages(self.hi, n):
-                    rec = json.loads(m.text)
+                    rec = _decode(m)
                     self._learn(m.seq, rec)
                     if rec["k"] == "c":
                         self.latest_mx = rec["mx"]
@@ -190,7 +585,7 @@ class _Lane:
         start = max(bottom, self.lo - _BATCH)
         msgs = self.chat.messages(start, self.lo)
         for m in reversed(msgs):
-            self._learn(m.seq, json.loads(m.text))
+            self._learn(m.seq, _decode(m))
         self.lo = start
         return True
 
@@ -327,6 +722,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         store: an open ``undertext.Store`` (the saver does not close it).
         owner: the engine owner whose chats hold the threads (default ``"langgraph"``).
         serde: the serializer; LangGraph's default ``JsonPlusSerializer`` if None.
+        lazy: returned checkpoints load each channel value when it is first accessed
+            (``LazyChannelValues``; default True). False loads every value before
+            ``get_tuple`` and ``list`` return it, into a plain dict: for callers that hand
+            the checkpoint unread to a C serializer (``ormsgpack``, ``orjson``), such as
+            another saver's ``put``.
 
     Example::
 
@@ -343,10 +743,12 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         *,
         owner: str = "langgraph",
         serde: Optional[SerializerProtocol] = None,
+        lazy: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.store = store
         self.owner = owner
+        self.lazy = lazy
         self._owns_store = False
         self._registry = _Registry.of(store, owner)
 
@@ -402,28 +804,76 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
         return self.serde.loads_typed((typ, head + self.store.get_blob(blob_id)))
 
-    def _channel_value(self, entry: list[Any]) -> Any:
-        """The value of a manifest entry ``[version, type, blob, head]``: ``head`` (base64)
-        is the value's first ``HEAD_LEN`` bytes, the blob the rest."""
-        _version, typ, blob_id, head = entry
-        return self._load(typ, blob_id, _unb64(head))
+    def _load_channel(self, entry: list[Any], what: str) -> Any:
+        """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
+        value's first ``HEAD_LEN`` bytes, the blob the rest. ``what`` names the value in the
+        error raised when the store was closed before it was read."""
+        typ, blob_id, head = entry
+        try:
+            return self._load(typ, blob_id, _unb64(head))
+        except undertext.Closed as e:
+            raise undertext.Closed(
+                f"{what} was not loaded before the store closed (channel values load when first "
+                "accessed: read them while the store is open, or construct "
+                f"UndertextSaver(store, lazy=False)): {e}"
+            ) from e
+
+    def _channel_values(self, lane: _Lane, rec: dict[str, Any]) -> dict[str, Any]:
+        if not self.lazy:
+            return {ch: self._load_channel(e, "") for ch, e in rec["ch"].items()}
+        values = LazyChannelValues()
+        put = dict.__setitem__
+        for ch, e in rec["ch"].items():
+            what = f"channel value {ch!r} of checkpoint {rec['id']} (thread {lane.thread_id!r})"
+            put(values, ch, UnloadedChannelValue(lambda e=e, what=what: self._load_channel(e, what), what))
+        return values
+
+    def _checkpoint_of(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """A fresh checkpoint dict of a record, without its channel values."""
+        c = rec.get("c")
+        if c is None:
+            out: dict[str, Any] = self.serde.loads_typed((rec["cp"][0], _unb64(rec["cp"][1])))
+            return out
+        out = {}
+        for key, value in c.items():
+            out[_CP_LONG.get(key, key)] = _jcopy(value)
+            if key == "v":
+                out["id"] = rec["id"]
+        if "id" not in out:
+            out["id"] = rec["id"]
+        return out
+
+    def _versions_of(self, rec: dict[str, Any]) -> dict[str, Any]:
+        """The channel versions of a checkpoint record (read only: not a copy)."""
+        c = rec.get("c")
+        if c is not None:
+            versions: dict[str, Any] = c.get("cv", {})
+            return versions
+        return self._checkpoint_of(rec).get("channel_versions", {})
+
+    def _metadata_of(self, rec: dict[str, Any], copy: bool = True) -> dict[str, Any]:
+        """A checkpoint record's metadata (``copy=False``: the cached dict itself, for reading)."""
+        m = rec.get("m")
+        if m is None:
+            md: dict[str, Any] = self.serde.loads_typed((rec["md"][0], _unb64(rec["md"][1])))
+            return md
+        return _jcopy(m) if copy else m
 
     # -- reading -------------------------------------------------------------------------
 
     def _tuple(self, lane: _Lane, seq: int, rec: dict[str, Any]) -> CheckpointTuple:
-        checkpoint: dict[str, Any] = self.serde.loads_typed((rec["cp"][0], _unb64(rec["cp"][1])))
-        checkpoint["channel_values"] = {ch: self._channel_value(e) for ch, e in rec["ch"].items()}
-        metadata = self.serde.loads_typed((rec["md"][0], _unb64(rec["md"][1])))
+        checkpoint = self._checkpoint_of(rec)
+        checkpoint["channel_values"] = self._channel_values(lane, rec)
         config: RunnableConfig = {
             "configurable": {"thread_id": lane.thread_id, "checkpoint_ns": lane.ns, "checkpoint_id": rec["id"]}
         }
         parent = None
-        if rec.get("p"):
+        if rec["p"]:
             parent = {"configurable": {"thread_id": lane.thread_id, "checkpoint_ns": lane.ns, "checkpoint_id": rec["p"]}}
         return CheckpointTuple(
             config=config,
             checkpoint=checkpoint,  # type: ignore[arg-type]
-            metadata=metadata,
+            metadata=self._metadata_of(rec),  # type: ignore[arg-type]
             parent_config=parent,  # type: ignore[arg-type]
             pending_writes=self._pending_writes(lane, seq, rec),
         )
@@ -512,7 +962,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     if want_id is not None and rec["id"] != want_id:
                         continue
                     if filt:
-                        md = self.serde.loads_typed((rec["md"][0], _unb64(rec["md"][1])))
+                        md = self._metadata_of(rec, copy=False)
                         if any(md.get(k) != v for k, v in filt.items()):
                             continue
                     batch.append(self._tuple(lane, seq, rec))
@@ -542,54 +992,64 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         versions = checkpoint["channel_versions"]
         with self._write_lane(thread_id, ns) as lane:
             parent_manifest: dict[str, list[Any]] = {}
+            parent_versions: dict[str, Any] = {}
             if parent_id is not None:
                 found = lane.find(parent_id)
                 if found is not None:
                     parent_manifest = found[1]["ch"]
+                    parent_versions = self._versions_of(found[1])
             manifest: dict[str, list[Any]] = {}
-            to_store: list[tuple[str, str, str, bytes]] = []
+            to_store: list[tuple[str, str, bytes]] = []
             for ch in sorted(set(versions) | set(values)):
-                version = str(versions.get(ch, ""))
                 old = parent_manifest.get(ch)
-                if ch not in new_versions and old is not None and old[0] == version:
+                if ch not in new_versions and old is not None and parent_versions.get(ch) == versions.get(ch):
                     manifest[ch] = old  # unchanged: the parent's blob, not even re-serialized
                 elif ch in values:
                     typ, data = self.serde.dumps_typed(values[ch])
-                    to_store.append((ch, version, typ, data))
-            blobs = [d[HEAD_LEN:] for _c, _v, _t, d in to_store]
+                    to_store.append((ch, typ, data))
+            blobs = [d[HEAD_LEN:] for _c, _t, d in to_store]
             ids = self._addresses(blobs)
-            for (ch, version, typ, d), bid in zip(to_store, ids):
-                manifest[ch] = [version, typ, bid, _b64(d[:HEAD_LEN])]
-            rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-            cp_typed = self.serde.dumps_typed(rest)
-            md_typed = self.serde.dumps_typed(get_checkpoint_metadata(config, metadata))
+            for (ch, typ, d), bid in zip(to_store, ids):
+                manifest[ch] = [typ, bid, _b64(d[:HEAD_LEN])]
             cid = checkpoint["id"]
             early = lane.orphan_writes(cid)
             prev_mx = lane.current_mx()
-            mx = cid if prev_mx is None else max(cid, prev_mx)
-            rec = {
+            rec: dict[str, Any] = {
                 "k": "c",
                 "id": cid,
-                "mx": mx,
+                "mx": cid if prev_mx is None else max(cid, prev_mx),
                 "p": parent_id,
-                "cp": [cp_typed[0], _b64(cp_typed[1])],
-                "md": [md_typed[0], _b64(md_typed[1])],
-                "ch": manifest,
             }
+            rest = {k: v for k, v in checkpoint.items() if k not in ("id", "channel_values")}
+            if _json_exact(rest) and not any(k in _CP_LONG and k not in _CP_KEYS for k in rest):
+                rec["c"] = {_CP_KEYS.get(k, k): v for k, v in rest.items()}
+            else:
+                typed = self.serde.dumps_typed({k: v for k, v in checkpoint.items() if k != "channel_values"})
+                rec["cp"] = [typed[0], _b64(typed[1])]
+            md = get_checkpoint_metadata(config, metadata)
+            if _json_exact(md):
+                rec["m"] = md
+            else:
+                typed = self.serde.dumps_typed(md)
+                rec["md"] = [typed[0], _b64(typed[1])]
+            rec["ch"] = manifest
             if early:
                 rec["pw"] = early
-            self._append(lane, rec, blobs)
+            self._append(lane, rec, blobs, list(dict.fromkeys(ids)))
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
-    def _append(self, lane: _Lane, rec: dict[str, Any], blobs: Sequence[bytes] = ()) -> int:
-        """Appends ``rec`` and stores ``blobs`` (the new values it names) in one engine
-        transaction. The engine writes only bytes it does not hold yet (for large values,
-        only new chunks)."""
+    def _append(
+        self, lane: _Lane, rec: dict[str, Any], blobs: Sequence[bytes] = (), attach: Sequence[str] = ()
+    ) -> int:
+        """Appends ``rec`` and stores ``blobs`` (the new values it names, ``attach`` their
+        ids) in one engine transaction. The engine writes only bytes it does not hold yet
+        (for large values, only new chunks)."""
+        msg = _message(rec, attach)
         if blobs:
-            _ids, seqs = lane.chat.append_with_blobs(list(blobs), [_message(rec)])
+            _ids, seqs = lane.chat.append_with_blobs(list(blobs), [msg])
             seq = seqs[0]
         else:
-            seq = lane.chat.append(_message(rec))
+            seq = lane.chat.append(msg)
         lane.appended(seq, rec)
         return seq
 
@@ -635,7 +1095,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 "tp": task_path,
                 "w": [[widx, ch, typ, bid] for (widx, ch, (typ, _d)), bid in zip(entries, ids)],
             }
-            self._append(lane, rec, blobs)
+            self._append(lane, rec, blobs, list(dict.fromkeys(ids)))
 
     def delete_thread(self, thread_id: str) -> None:
         """Drops every checkpoint and write of the thread: its chats are deleted (one engine
@@ -661,7 +1121,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 for seq, rec in list(lane.walk()):
                     if rec["k"] != "c":
                         continue
-                    md = self.serde.loads_typed((rec["md"][0], _unb64(rec["md"][1])))
+                    md = self._metadata_of(rec, copy=False)
                     if md.get("run_id") in wanted:
                         kill.append(seq)
                         killed_ids.add(rec["id"])
@@ -691,7 +1151,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
                     recs.append(r)
-                seqs = dst.chat.append_batch([_message(r) for r in recs])
+                # Each copied record attaches the blobs it is the first copy to use (the
+                # source records that attached them may be below a prune floor).
+                attached: set[str] = set()
+                msgs = []
+                for r in recs:
+                    attach = [b for b in _blobs_of(r) if b not in attached]
+                    attached.update(attach)
+                    msgs.append(_message(r, attach))
+                seqs = dst.chat.append_batch(msgs)
                 for seq, r in zip(seqs, recs):
                     dst.appended(seq, r)
 
