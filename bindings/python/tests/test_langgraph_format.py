@@ -1,0 +1,240 @@
+"""UndertextSaver's records: compact JSON where the data is plain JSON, exact round trips
+where it is not, stores written in the first record format still read and extended, and
+blobs named once per chat still kept by Store.gc."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import enum
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
+    pytest.importorskip("langgraph.checkpoint.base", reason="run scripts/test-python-integrations")
+
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+import undertext
+from undertext.langgraph import UndertextSaver
+
+
+def cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+def checkpoint(values: dict[str, Any], versions: dict[str, Any]) -> Any:
+    cp = empty_checkpoint()
+    cp["id"] = str(uuid6(clock_seq=-1))
+    cp["channel_values"] = dict(values)
+    cp["channel_versions"] = dict(versions)
+    return cp
+
+
+def last_record(saver: UndertextSaver, thread: str) -> Any:
+    lane = saver._registry.lanes[(thread, "")]
+    return lane.chat.get(len(lane.chat) - 1)
+
+
+class Colour(str, enum.Enum):
+    RED = "red"
+
+
+def test_a_plain_checkpoint_record_is_compact_json_without_serializer_output(store: Any) -> None:
+    saver = UndertextSaver(store)
+    parent = None
+    for i in range(3):
+        cp = checkpoint({"messages": ["m"] * (i + 1)}, {"messages": saver.get_next_version(None, None)})
+        parent = saver.put(cfg("t", parent), cp, {"source": "loop", "step": i}, dict(cp["channel_versions"]))[
+            "configurable"
+        ]["checkpoint_id"]
+    m = last_record(saver, "t")
+    rec = json.loads(m.text)
+    assert rec["k"] == "C" and rec["id"] == parent
+    assert "mx" not in rec, "the running maximum is stored although it equals the id"
+    assert "cp" not in rec and "md" not in rec, "plain JSON went through the serializer"
+    assert rec["m"] == {"source": "loop", "step": 2}
+    assert parent not in json.dumps(rec["c"]), "the checkpoint id is stored twice"
+    # One new blob, named by its attachment's index; its version only in the checkpoint.
+    assert rec["ch"]["messages"][0] == 0 and len(rec["ch"]["messages"]) == 2
+    attachments = [p for p in m.parts if p["type"] == "attachment"]
+    assert len(attachments) == 1 and len(attachments[0]["mime"]) <= 4
+    assert len(m.text) < 330, m.text
+
+
+@pytest.mark.parametrize(
+    "versions",
+    [{"a": "00000000000000000000000000000001.0.5"}, {"a": 3}, {"a": 2.5}, {"a": "1", "b": 1, "c": 1.0}],
+)
+def test_channel_versions_come_back_with_their_types(store: Any, versions: dict[str, Any]) -> None:
+    saver = UndertextSaver(store)
+    cp = checkpoint({ch: ch for ch in versions}, versions)
+    cp["versions_seen"] = {"node": dict(versions)}
+    saver.put(cfg("t"), cp, {"source": "input", "step": -1}, dict(versions))
+    got = saver.get_tuple(cfg("t")).checkpoint
+    for field in ("channel_versions", "versions_seen"):
+        assert got[field] == cp[field]
+    assert [type(v) for v in got["channel_versions"].values()] == [type(v) for v in versions.values()]
+    assert {k: v for k, v in got.items() if k != "channel_values"} == {
+        k: v for k, v in cp.items() if k != "channel_values"
+    }
+
+
+NOT_JSON: list[Any] = [
+    ("a", 1),  # a tuple would come back as a list
+    {1: "int key"},
+    datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc),
+    Colour.RED,  # a str subclass
+    float("inf"),
+    b"bytes",
+]
+
+
+@pytest.mark.parametrize("value", NOT_JSON, ids=[type(v).__name__ for v in NOT_JSON])
+def test_metadata_and_checkpoint_fields_json_cannot_hold_round_trip_through_the_serializer(
+    store: Any, value: Any
+) -> None:
+    saver = UndertextSaver(store)
+    cp = checkpoint({"x": 1}, {"x": 1})
+    cp["extra_field"] = value
+    metadata = {"source": "loop", "step": 1, "custom": {"nested": value}}
+    saver.put(cfg("t"), cp, metadata, {"x": 1})
+    rec = json.loads(last_record(saver, "t").text)
+    assert "cp" in rec and "md" in rec
+    got = saver.get_tuple(cfg("t"))
+    serde = JsonPlusSerializer()
+    expected_md = serde.loads_typed(serde.dumps_typed(metadata))  # what the serializer gives back
+    expected = expected_md["custom"]["nested"]
+    assert got.metadata == expected_md and type(got.metadata["custom"]["nested"]) is type(expected)
+    assert got.checkpoint["extra_field"] == expected and type(got.checkpoint["extra_field"]) is type(expected)
+    assert got.checkpoint["channel_values"] == {"x": 1}
+
+
+def test_a_short_key_used_as_a_checkpoint_field_name_is_not_confused(store: Any) -> None:
+    saver = UndertextSaver(store)
+    cp = checkpoint({"x": 1}, {"x": 1})
+    cp["cv"] = "a field named like a short key"
+    saver.put(cfg("t"), cp, {}, {"x": 1})
+    got = saver.get_tuple(cfg("t")).checkpoint
+    assert got["cv"] == cp["cv"] and got["channel_versions"] == {"x": 1}
+
+
+# -- format 1 -------------------------------------------------------------------------------
+# The records the saver wrote before format 2 (commit 7fbcfb1), written here byte for byte
+# as it wrote them: JSON with the checkpoint and metadata as base64 serializer output, blob
+# ids in hex, each channel's version in its manifest entry, the running maximum always.
+
+V1_MIME = "application/x-undertext-langgraph-value"
+SERDE = JsonPlusSerializer()
+
+
+def _b64(b: bytes) -> str:
+    return base64.b64encode(b).decode("ascii")
+
+
+def v1_message(rec: dict[str, Any], blobs: list[str]) -> dict[str, Any]:
+    parts = [{"type": "text", "text": json.dumps(rec, separators=(",", ":"))}]
+    parts += [{"type": "attachment", "mime": V1_MIME, "blob": b} for b in dict.fromkeys(blobs)]
+    return {"role": "system", "parts": parts}
+
+
+def v1_put(chat: Any, cp: dict[str, Any], parent: str | None, mx: str | None, metadata: dict[str, Any]) -> str:
+    manifest, blobs = {}, []
+    for ch, value in cp["channel_values"].items():
+        typ, data = SERDE.dumps_typed(value)
+        bid = undertext.blob_id(data[8:])
+        manifest[ch] = [str(cp["channel_versions"].get(ch, "")), typ, bid, _b64(data[:8])]
+        blobs.append(data[8:])
+    rest = {k: v for k, v in cp.items() if k != "channel_values"}
+    ct, cb = SERDE.dumps_typed(rest)
+    mt, mb = SERDE.dumps_typed(metadata)
+    new_mx = cp["id"] if mx is None else max(mx, cp["id"])
+    rec = {"k": "c", "id": cp["id"], "mx": new_mx, "p": parent, "cp": [ct, _b64(cb)], "md": [mt, _b64(mb)],
+           "ch": manifest}
+    chat.append_with_blobs(blobs, [v1_message(rec, [e[2] for e in manifest.values()])])
+    return new_mx
+
+
+def v1_writes(chat: Any, cid: str, task: str, writes: list[tuple[str, Any]]) -> None:
+    entries, blobs = [], []
+    for idx, (ch, value) in enumerate(writes):
+        typ, data = SERDE.dumps_typed(value)
+        entries.append([idx, ch, typ, undertext.blob_id(data)])
+        blobs.append(data)
+    rec = {"k": "w", "c": cid, "t": task, "tp": "", "w": entries}
+    chat.append_with_blobs(blobs, [v1_message(rec, [e[3] for e in entries])])
+
+
+def test_a_store_written_in_format_1_is_read_and_extended(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    doc = "a large unchanged document " * 4000
+    with undertext.Store.open(path) as store:
+        chat = store.create_chat("langgraph", title="old", extra={"undertext.langgraph": ""})
+        first = checkpoint({"doc": doc, "n": 1}, {"doc": 1, "n": 1})
+        mx = v1_put(chat, first, None, None, {"source": "input", "step": -1, "run_id": "r1"})
+        second = checkpoint({"doc": doc, "n": 2}, {"doc": 1, "n": 2})
+        v1_put(chat, second, first["id"], mx, {"source": "loop", "step": 0, "run_id": "r2"})
+        v1_writes(chat, second["id"], "task", [("out", {"answer": 42})])
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        latest = saver.get_tuple(cfg("old"))
+        assert latest.checkpoint["id"] == second["id"]
+        assert latest.checkpoint["channel_values"] == {"doc": doc, "n": 2}
+        assert latest.checkpoint["channel_versions"] == {"doc": 1, "n": 2}
+        assert latest.metadata == {"source": "loop", "step": 0, "run_id": "r2"}
+        assert latest.parent_config["configurable"]["checkpoint_id"] == first["id"]
+        assert latest.pending_writes == [("task", "out", {"answer": 42})]
+        assert [t.checkpoint["id"] for t in saver.list(cfg("old"))] == [second["id"], first["id"]]
+        assert [t.checkpoint["id"] for t in saver.list(cfg("old"), filter={"run_id": "r1"})] == [first["id"]]
+        # A format-2 checkpoint on top: "doc" is unchanged (the version of a format-1
+        # parent), so it is not stored again.
+        before = store.stats()["log_bytes"]
+        third = checkpoint({"doc": doc, "n": 3}, {"doc": 1, "n": 3})
+        saver.put(cfg("old", second["id"]), third, {"source": "loop", "step": 1, "run_id": "r3"}, {"n": 3})
+        assert store.stats()["log_bytes"] - before < 2000
+        saver.copy_thread("old", "copy")
+        copied = list(saver.list(cfg("copy")))
+        assert [t.checkpoint["id"] for t in copied] == [third["id"], second["id"], first["id"]]
+        assert [t.checkpoint["channel_values"]["n"] for t in copied] == [3, 2, 1]
+        assert copied[1].pending_writes == [("task", "out", {"answer": 42})]
+        saver.delete_for_runs(["r2"])  # in every thread: the copy too
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert [t.checkpoint["id"] for t in saver.list(cfg("old"))] == [third["id"], first["id"]]
+        assert saver.get_tuple(cfg("old")).checkpoint["channel_values"] == {"doc": doc, "n": 3}
+        copied = list(saver.list(cfg("copy")))
+        assert [t.checkpoint["channel_values"]["n"] for t in copied] == [3, 1]
+
+
+def test_gc_keeps_values_an_unchanged_channel_and_a_copied_thread_name_by_id(tmp_path: Path) -> None:
+    # An unchanged channel's blob is named by hex id, attached only by the record that
+    # stored it; a copy made after a prune must attach it itself, since the source goes.
+    path = tmp_path / "store"
+    doc = os.urandom(120_000)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        parent = None
+        for i in range(4):
+            cp = checkpoint({"doc": doc, "i": i}, {"doc": 1, "i": i + 1})
+            new = {"doc": 1, "i": i + 1} if i == 0 else {"i": i + 1}
+            parent = saver.put(cfg("src", parent), cp, {"step": i}, new)["configurable"]["checkpoint_id"]
+        saver.prune(["src"])  # the floor hides the record that attached doc's blob
+        saver.copy_thread("src", "dst")
+        saver.delete_thread("src")
+        other = store.create_chat("someone", title="to delete")
+        store.delete_chat("someone", other.id)
+    report = undertext.Store.gc(path)
+    assert report["deleted_chats"] >= 1
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert saver.get_tuple(cfg("src")) is None
+        assert saver.get_tuple(cfg("dst")).checkpoint["channel_values"] == {"doc": doc, "i": 3}
