@@ -146,13 +146,16 @@ def _json_exact(x: Any) -> bool:
     return False
 
 
+_CONTAINERS = frozenset((dict, list))
+
+
 def _jcopy(x: Any) -> Any:
     """A copy of JSON data (dicts and lists copied, leaves shared: they are immutable)."""
     t = type(x)
     if t is dict:
-        return {k: _jcopy(v) for k, v in x.items()}
+        return {k: _jcopy(v) if type(v) in _CONTAINERS else v for k, v in x.items()}
     if t is list:
-        return [_jcopy(v) for v in x]
+        return [_jcopy(v) if type(v) in _CONTAINERS else v for v in x]
     return x
 
 
@@ -292,9 +295,9 @@ class UnloadedChannelValue:
 
     __slots__ = ("_load", "_what", "_lock", "_done", "_value")
 
-    def __init__(self, load: Callable[[], Any], what: str) -> None:
+    def __init__(self, load: Callable[[], Any], what: tuple[str, str, str]) -> None:
         self._load = load
-        self._what = what  # names the value in errors
+        self._what = what  # (channel, checkpoint id, thread id): names the value in errors
         self._lock = threading.Lock()
         self._done = False
         self._value: Any = None
@@ -321,7 +324,12 @@ class UnloadedChannelValue:
         return new
 
     def __repr__(self) -> str:
-        return f"<unloaded {self._what}>"
+        return f"<unloaded {_describe(self._what)}>"
+
+
+def _describe(what: tuple[str, str, str]) -> str:
+    channel, checkpoint_id, thread_id = what
+    return f"channel value {channel!r} of checkpoint {checkpoint_id} (thread {thread_id!r})"
 
 
 def _loaded() -> Any:
@@ -804,7 +812,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
         return self.serde.loads_typed((typ, head + self.store.get_blob(blob_id)))
 
-    def _load_channel(self, entry: list[Any], what: str) -> Any:
+    def _load_channel(self, entry: list[Any], what: tuple[str, str, str]) -> Any:
         """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
         value's first ``HEAD_LEN`` bytes, the blob the rest. ``what`` names the value in the
         error raised when the store was closed before it was read."""
@@ -813,18 +821,18 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             return self._load(typ, blob_id, _unb64(head))
         except undertext.Closed as e:
             raise undertext.Closed(
-                f"{what} was not loaded before the store closed (channel values load when first "
+                f"{_describe(what)} was not loaded before the store closed (channel values load when first "
                 "accessed: read them while the store is open, or construct "
                 f"UndertextSaver(store, lazy=False)): {e}"
             ) from e
 
     def _channel_values(self, lane: _Lane, rec: dict[str, Any]) -> dict[str, Any]:
         if not self.lazy:
-            return {ch: self._load_channel(e, "") for ch, e in rec["ch"].items()}
+            return {ch: self._load_channel(e, (ch, rec["id"], lane.thread_id)) for ch, e in rec["ch"].items()}
         values = LazyChannelValues()
         put = dict.__setitem__
         for ch, e in rec["ch"].items():
-            what = f"channel value {ch!r} of checkpoint {rec['id']} (thread {lane.thread_id!r})"
+            what = (ch, rec["id"], lane.thread_id)
             put(values, ch, UnloadedChannelValue(lambda e=e, what=what: self._load_channel(e, what), what))
         return values
 
@@ -836,7 +844,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             return out
         out = {}
         for key, value in c.items():
-            out[_CP_LONG.get(key, key)] = _jcopy(value)
+            out[_CP_LONG.get(key, key)] = _jcopy(value) if type(value) in _CONTAINERS else value
             if key == "v":
                 out["id"] = rec["id"]
         if "id" not in out:
