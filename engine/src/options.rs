@@ -32,12 +32,15 @@ pub struct Options {
     pub durability: Durability,
     /// Compression of blob bodies. Default `Compression::Zstd(1)` (see `engine/FORMAT.md`).
     pub compression: Compression,
-    /// A segment is sealed once it holds this many bytes (a single larger batch gets a
+    /// The largest segment. Segments grow: the first is sealed once it holds 1 MiB, each
+    /// next one holds twice the one before, up to this size (a single larger batch gets a
     /// segment of its own). Default 64 MiB; at least 4 KiB.
     pub segment_size: u64,
     /// Create segments at full size, filled with zeros, so that a commit's `fdatasync`
     /// flushes data only (it is about 1.8× faster than after an append, which must also
-    /// commit the file's new size). Default `true`.
+    /// commit the file's new size). Because segments grow from 1 MiB, the zeros ahead of the
+    /// data are at most about as many bytes as the data (1 MiB for a new store), plus the
+    /// next segment, prepared in the background once the first is sealed. Default `true`.
     pub preallocate: bool,
     /// What reads check by default. Default [`Verify::Hash`].
     pub verify: Verify,

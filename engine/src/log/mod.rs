@@ -44,6 +44,38 @@ pub struct Location {
     pub len: u32,
 }
 
+/// Segment 1 holds this many bytes before it is sealed; each later segment twice the one
+/// before, up to [`Options::segment_size`](crate::Options::segment_size).
+pub(crate) const FIRST_SEGMENT_SIZE: u64 = 1 << 20;
+
+/// How segments are sized and created.
+///
+/// Segments grow: 1 MiB, 2 MiB, 4 MiB, … up to `segment_size`. A preallocated segment is
+/// created at its full capacity, so a new or small store holds at most about as many
+/// preallocated zeros as it holds data (an empty store: 1 MiB, not a full segment), while a
+/// large one reaches full-size segments after a handful.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// The largest segment capacity.
+    pub segment_size: u64,
+    /// Create segments at full capacity, filled with zeros.
+    pub preallocate: bool,
+}
+
+impl Layout {
+    /// Bytes segment `n` holds before it is sealed (a single larger batch still gets a
+    /// segment of its own).
+    pub(crate) fn capacity(self, n: u64) -> u64 {
+        let doublings = n.saturating_sub(1).min(40) as u32;
+        (FIRST_SEGMENT_SIZE << doublings).min(self.segment_size)
+    }
+
+    /// The size segment `n` is created at (0: no preallocation).
+    pub(crate) fn prealloc(self, n: u64) -> u64 {
+        if self.preallocate { self.capacity(n) } else { 0 }
+    }
+}
+
 /// The log directory inside a store directory.
 pub(crate) fn log_dir(store: &Path) -> PathBuf {
     store.join("log")
@@ -77,4 +109,21 @@ pub(crate) fn list_segments(log_dir: &Path) -> Result<Vec<u64>> {
 /// fsyncs a directory so that file creations and removals in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     crate::io::sync_dir(dir).map_err(|e| Error::io("fsync", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_double_from_one_mebibyte_up_to_the_segment_size() {
+        let l = Layout { segment_size: 64 << 20, preallocate: true };
+        let caps: Vec<u64> = (1..=9).map(|n| l.capacity(n) >> 20).collect();
+        assert_eq!(caps, [1, 2, 4, 8, 16, 32, 64, 64, 64]);
+        assert_eq!(l.capacity(u64::MAX), 64 << 20);
+        let small = Layout { segment_size: 4096, preallocate: true };
+        assert_eq!(small.capacity(1), 4096);
+        assert_eq!(Layout { preallocate: false, ..l }.prealloc(3), 0);
+        assert_eq!(l.prealloc(3), 4 << 20);
+    }
 }

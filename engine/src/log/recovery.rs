@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::format::{self, BatchRef, SEGMENT_HEADER_LEN, SegmentHeaderError};
 use super::scan::{ScanEnd, walk_batches};
-use super::{Position, list_segments, prealloc, segment_path};
+use super::{Layout, Position, list_segments, prealloc, segment_path};
 use crate::error::{Error, Result};
 use crate::io;
 
@@ -48,7 +48,7 @@ pub(crate) fn recover(
     dir: &Path,
     from: Position,
     from_batch: Option<(u64, u64)>,
-    prealloc: u64,
+    layout: Layout,
     mut apply: impl FnMut(u64, &BatchRef<'_>) -> Result<()>,
 ) -> Result<Recovered, RecoverError> {
     prealloc::remove_leftovers(dir)?;
@@ -60,7 +60,7 @@ pub(crate) fn recover(
                 from.segment, from.offset
             )));
         }
-        let file = prealloc::activate(dir, 1, prealloc)?;
+        let file = prealloc::activate(dir, 1, layout.prealloc(1))?;
         return Ok(Recovered {
             file,
             segment: 1,
@@ -166,8 +166,8 @@ pub(crate) fn recover(
     let file = io::open(OpenOptions::new().read(true).write(true), &path)
         .map_err(|e| Error::io("open", &path, e))?;
     let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
-    if len < prealloc {
-        prealloc::zero_fill(&file, len, prealloc, &path)?;
+    if len < layout.prealloc(last) {
+        prealloc::zero_fill(&file, len, layout.prealloc(last), &path)?;
     }
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::format::{self, Frame};
-use super::{Position, prealloc, segment_path};
+use super::{Layout, Position, prealloc, segment_path};
 use crate::error::{Error, Result};
 use crate::io;
 use crate::options::Durability;
@@ -17,9 +17,7 @@ use crate::options::Durability;
 #[derive(Debug)]
 pub(crate) struct LogWriter {
     dir: PathBuf,
-    segment_size: u64,
-    /// Size new segments are preallocated to (0: no preallocation).
-    prealloc: u64,
+    layout: Layout,
     durability: Durability,
     state: Mutex<WriterState>,
     sync: Mutex<SyncState>,
@@ -52,9 +50,7 @@ struct SyncState {
 #[derive(Debug, Clone)]
 pub(crate) struct WriterConfig {
     pub dir: PathBuf,
-    pub segment_size: u64,
-    /// Size new segments are preallocated to (0: none).
-    pub prealloc: u64,
+    pub layout: Layout,
     pub durability: Durability,
 }
 
@@ -62,12 +58,11 @@ impl LogWriter {
     /// Starts writing at `end` of segment `segment` (already open, header present).
     /// Everything before `end` is taken as durable (recovery synced it).
     pub(crate) fn new(cfg: WriterConfig, segment: u64, file: File, end: u64, next_txid: u64) -> Self {
-        let WriterConfig { dir, segment_size, prealloc, durability } = cfg;
+        let WriterConfig { dir, layout, durability } = cfg;
         let file = Arc::new(file);
         LogWriter {
             dir,
-            segment_size,
-            prealloc,
+            layout,
             durability,
             state: Mutex::new(WriterState {
                 segment,
@@ -102,7 +97,8 @@ impl LogWriter {
             return Err(Error::Poisoned(why.clone()));
         }
         let len = frame.len() as u64;
-        if st.offset > format::SEGMENT_HEADER_LEN as u64 && st.offset + len > self.segment_size {
+        if st.offset > format::SEGMENT_HEADER_LEN as u64 && st.offset + len > self.layout.capacity(st.segment)
+        {
             self.roll_over(&mut st)?;
         }
         let txid = st.next_txid;
@@ -157,10 +153,10 @@ impl LogWriter {
             s.synced = s.synced.max(Position::new(st.segment, st.offset));
         }
         let next = st.segment + 1;
-        let file = Arc::new(prealloc::activate(&self.dir, next, self.prealloc)?);
-        if self.prealloc > 0 {
+        let file = Arc::new(prealloc::activate(&self.dir, next, self.layout.prealloc(next))?);
+        if self.layout.preallocate {
             // Prepare the one after in the background, off every writer's path.
-            let (dir, size) = (self.dir.clone(), self.prealloc);
+            let (dir, size) = (self.dir.clone(), self.layout.prealloc(next + 1));
             let spawned = std::thread::Builder::new().name("undertext-prealloc".into()).spawn(move || {
                 if let Err(e) = prealloc::prepare(&dir, next + 1, size) {
                     tracing::warn!(error = %e, segment = next + 1, "preparing the next segment failed; it will be made when needed");

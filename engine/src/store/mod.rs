@@ -23,7 +23,7 @@ use crate::index::{self, Applied, Index};
 use crate::log::reader::LogReader;
 use crate::log::recovery::{RecoverError, Recovered, recover};
 use crate::log::writer::{LogWriter, WriterConfig};
-use crate::log::{Position, format, log_dir};
+use crate::log::{Layout, Position, format, log_dir};
 use crate::options::Options;
 
 /// An open Undertext store: a directory holding the log (`log/*.seg`), the derived index
@@ -83,13 +83,13 @@ impl Store {
             &logd,
             applied.position,
             Some((applied.batch_start, applied.next_txid.saturating_sub(1))),
-            prealloc_size(&opts),
+            layout(&opts),
         ) {
             Ok(r) => r,
             Err(RecoverError::IndexAhead(why)) => {
                 tracing::warn!(%why, "index is ahead of the log; rebuilding it from the log");
                 index.clear()?;
-                replay(&logd, Position::new(1, 0), None, prealloc_size(&opts)).map_err(|e| match e {
+                replay(&logd, Position::new(1, 0), None, layout(&opts)).map_err(|e| match e {
                     RecoverError::IndexAhead(w) => Error::Index(w),
                     RecoverError::Other(e) => e,
                 })?
@@ -105,12 +105,7 @@ impl Store {
             index.apply_replayed(&replayed, now)?;
         }
         index.mem.write().set_applied(now);
-        let cfg = WriterConfig {
-            dir: logd.clone(),
-            segment_size: opts.segment_size,
-            prealloc: prealloc_size(&opts),
-            durability: opts.durability,
-        };
+        let cfg = WriterConfig { dir: logd.clone(), layout: layout(&opts), durability: opts.durability };
         let log = Arc::new(LogWriter::new(cfg, rec.segment, rec.file, rec.end, now.next_txid));
         let index = Arc::new(index);
         let (tx, rx) = channel();
@@ -147,7 +142,8 @@ impl Store {
     }
 
     /// Closes the store: stops the indexer and makes the index durable, so the next open
-    /// replays nothing. Dropping the last handle does the same, ignoring errors.
+    /// replays nothing. Dropping the last handle does the same, ignoring errors. When the
+    /// last handle goes, an index file that is at least a quarter free pages is compacted.
     pub fn close(self) -> Result<()> {
         self.sync()?;
         Ok(())
@@ -156,19 +152,19 @@ impl Store {
 
 type Replayed = Vec<index::BatchEntries>;
 
-/// The size new segments are preallocated to (0: none).
-fn prealloc_size(opts: &Options) -> u64 {
-    if opts.preallocate { opts.segment_size } else { 0 }
+/// How the log sizes and creates segments under `opts`.
+fn layout(opts: &Options) -> Layout {
+    Layout { segment_size: opts.segment_size, preallocate: opts.preallocate }
 }
 
 fn replay(
     logd: &Path,
     from: Position,
     from_batch: Option<(u64, u64)>,
-    prealloc: u64,
+    layout: Layout,
 ) -> Result<(Recovered, Replayed), RecoverError> {
     let mut replayed = Vec::new();
-    let rec = recover(logd, from, from_batch, prealloc, |seg, b: &format::BatchRef<'_>| {
+    let rec = recover(logd, from, from_batch, layout, |seg, b: &format::BatchRef<'_>| {
         replayed.push(index::entries_of(seg, b));
         Ok(())
     })?;
@@ -180,6 +176,10 @@ impl Drop for Inner {
         if let Some((tx, handle)) = self.indexer.lock().take() {
             let _ = tx.send(());
             let _ = handle.join();
+        }
+        // The last handle is gone and the index is durable: give its free pages back.
+        if let Err(e) = self.core.index.compact_if_fragmented() {
+            tracing::warn!(error = %e, "compacting the index at close failed; it stays usable");
         }
     }
 }

@@ -1,0 +1,48 @@
+//! The index gives its free pages back when the last handle closes.
+//!
+//! redb cannot reuse the pages that its non-durable commits free until a later durable
+//! commit, so an index written by many small flushes grows mostly free pages. Closing the
+//! store compacts such an index; nothing it indexes is lost.
+
+use std::time::Duration;
+
+use undertext::{BlobId, Durability, Options, Store};
+
+fn churn_options() -> Options {
+    Options {
+        durability: Durability::None,
+        // Many small non-durable index commits, one durable one at close.
+        index_flush_interval: Duration::from_millis(1),
+        index_durable_interval: Duration::from_secs(3600),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn closing_compacts_an_index_of_mostly_free_pages_and_keeps_every_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = dir.path().join("index.redb");
+    let mut ids: Vec<(BlobId, Vec<u8>)> = Vec::new();
+    let open_len = {
+        let store = Store::open(dir.path(), churn_options()).unwrap();
+        for i in 0..4000u32 {
+            let body = format!("tool result {i}: {}", "x".repeat((i % 97) as usize)).into_bytes();
+            ids.push((store.put_blob(&body).unwrap(), body));
+            if i % 50 == 0 {
+                std::thread::sleep(Duration::from_millis(2)); // let a flush land between batches
+            }
+        }
+        store.sync().unwrap();
+        std::fs::metadata(&index).unwrap().len()
+    };
+    let closed_len = std::fs::metadata(&index).unwrap().len();
+    assert!(
+        closed_len < open_len,
+        "the index should shrink at close: {open_len} bytes open, {closed_len} bytes closed"
+    );
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for (id, body) in &ids {
+        assert_eq!(&*store.get_blob(id).unwrap(), body.as_slice());
+    }
+    assert!(store.check().unwrap().is_ok());
+}
