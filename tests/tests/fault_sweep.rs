@@ -47,7 +47,7 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
     assert!(clean.errors.iter().all(|(_, e)| e.contains("not published")), "{:?}", clean.errors);
     let step = stride(1);
     let (mut runs, mut injected, mut kept_working, mut poisoned, mut open_failed) = (0u64, 0, 0, 0, 0);
-    let mut unreached = 0u64;
+    let (mut unreached, mut unseen) = (0u64, 0u64);
     let mut n = 1;
     while n <= clean.ops {
         let kind = if n % 2 == 1 { FaultKind::Eio } else { FaultKind::Enospc };
@@ -58,7 +58,10 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
         // thread): a run that ended before operation N is the only excuse for no fault.
         assert!(r.injected >= 1 || r.ops < n, "{label}: the fault was never reached ({} operations)", r.ops);
         unreached += u64::from(r.injected == 0);
-        assert!(r.open_failed || r.failed >= 1 || r.ops >= n, "{label}: no call saw the fault");
+        // A fault no call saw hit the background segment preparer or the close path (the
+        // final index flush, the index compaction): allowed, counted, and the reopen
+        // below still had to hold exactly the acknowledged state.
+        unseen += u64::from(r.injected > 0 && !r.open_failed && r.failed == 0);
         runs += 1;
         injected += r.injected;
         kept_working += u64::from(r.acked_after_failure > 0);
@@ -69,7 +72,8 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
     eprintln!(
         "fault sweep: {runs} runs (N = 1, 1 + {step}, ... of {} operations), {injected} faults injected, \
          {kept_working} runs kept acknowledging calls after the fault, {poisoned} refused later calls as Poisoned, \
-         {open_failed} failed at open, {unreached} ended before operation N; every reopen held exactly the acknowledged state",
+         {open_failed} failed at open, {unreached} ended before operation N, {unseen} faults hit only background \
+         or close work; every reopen held exactly the acknowledged state",
         clean.ops
     );
 }
