@@ -182,12 +182,15 @@ pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<Arch
             None => Ok(None),
         }
     };
+    // Both read before the lookup: a flush that lands between the lookup's read
+    // transaction and a later reading of `flushed` would hide a grant from both.
+    let (written, flushed) = (core.log.written(), core.index.flushed());
     if let Some(a) = lookup()? {
         return Ok(Some(a));
     }
     // A grant written moments ago may still be in the memtable.
-    if core.index.flushed() < core.log.written() {
-        core.ensure_flushed(core.log.written())?;
+    if flushed < written {
+        core.ensure_flushed(written)?;
         return lookup();
     }
     Ok(None)
