@@ -86,11 +86,48 @@ impl Txn {
             let cid = BlobId::of(part);
             match self.existing(core, &cid)? {
                 Some(w) => wait = wait.max(w),
-                None => self.push_blob(core, cid, part),
+                None => wait = wait.max(self.new_chunk(core, cid, part)?),
             }
             chunks.push((cid, r.end as u64));
         }
-        let payload = Manifest { id, chunks }.encode();
+        self.push_manifest(Manifest { id, chunks });
+        Ok((id, wait))
+    }
+
+    /// Stores a chunk the store does not hold. A chunk whose leading pieces are stored
+    /// already is stored as a manifest of its pieces, reusing them: while a value grows at
+    /// its end, its unfinished last chunk is stored as pieces of `chunk_avg / 8`
+    /// ([`cut_points`]), so when a content-defined cut finally closes that chunk, its bytes
+    /// are in the store and only the manifest and the last piece are new. Any other chunk is
+    /// stored whole. Returns the end of an existing piece to wait for, if any.
+    fn new_chunk(&mut self, core: &Core, cid: BlobId, part: &[u8]) -> Result<Option<Position>> {
+        let piece = (core.opts.chunk_avg / 8).max(1) as usize;
+        if part.len() <= piece {
+            self.push_blob(core, cid, part);
+            return Ok(None);
+        }
+        let first = BlobId::of(&part[..piece]);
+        let Some(mut wait) = self.existing(core, &first)? else {
+            self.push_blob(core, cid, part);
+            return Ok(None);
+        };
+        let mut pieces = vec![(first, piece as u64)];
+        for start in (piece..part.len()).step_by(piece) {
+            let end = (start + piece).min(part.len());
+            let pid = BlobId::of(&part[start..end]);
+            match self.existing(core, &pid)? {
+                Some(w) => wait = wait.max(w),
+                None => self.push_blob(core, pid, &part[start..end]),
+            }
+            pieces.push((pid, end as u64));
+        }
+        self.push_manifest(Manifest { id: cid, chunks: pieces });
+        Ok(wait)
+    }
+
+    fn push_manifest(&mut self, m: Manifest) {
+        let id = m.id;
+        let payload = m.encode();
         self.blobs.insert(id);
         self.records.push(RecordOut {
             kind: kind::MANIFEST,
@@ -99,7 +136,6 @@ impl Txn {
             payload,
             blob: Some(id),
         });
-        Ok((id, wait))
     }
 
     /// `Some(wait)` when blob `id` is in this transaction (nothing to wait for) or in the
@@ -348,9 +384,10 @@ impl Core {
     }
 }
 
-/// A chunk of a chunked blob may itself be chunked only when the chunking options changed
-/// between writes; deeper nesting means a damaged manifest.
-const MAX_MANIFEST_DEPTH: u8 = 3;
+/// A chunk of a chunked blob is itself a manifest when it was stored as pieces (see
+/// `Txn::new_chunk`), or when the chunking options changed between writes; nesting deeper
+/// than this means a damaged manifest.
+const MAX_MANIFEST_DEPTH: u8 = 4;
 
 /// What a blob's record holds.
 enum Stored {
