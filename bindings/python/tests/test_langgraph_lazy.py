@@ -230,3 +230,16 @@ def test_a_returned_checkpoint_put_again_stores_its_values(store: Any, saver: Un
     cp["channel_versions"] = dict(versions)
     saver.put(cfg("copy"), cp, {"source": "fork", "step": 1}, versions)
     assert saver.get_tuple(cfg("copy")).checkpoint["channel_values"] == VALUES
+
+
+@pytest.mark.asyncio
+async def test_async_reads_load_every_value_in_their_worker_thread(store: Any, saver: UndertextSaver) -> None:
+    # The event loop must never read the store: aget_tuple and alist hand back values the
+    # worker thread loaded, so even ormsgpack (which reads dict storage) sees real values.
+    got = await saver.aget_tuple(cfg("t"))
+    listed = [t async for t in saver.alist(cfg("t"))]
+    before = reads(store)
+    for t in (got, *listed):
+        assert ormsgpack.packb(t.checkpoint["channel_values"]) == ormsgpack.packb(dict(VALUES))
+        assert t.checkpoint["channel_values"] == VALUES
+    assert reads(store) == before, "a value was read on the event loop"

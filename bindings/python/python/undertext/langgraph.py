@@ -48,10 +48,12 @@ newest records of a long thread. Each record carries the running maximum of the
 checkpoint ids before it, so the walk knows when records are in id order (the normal
 case) and falls back to reading the whole chat and sorting only when they are not.
 
-Channel values are loaded lazily (``lazy=True``, the default): a returned checkpoint's
-``channel_values`` is a ``LazyChannelValues``, a ``dict`` whose values are read from the
-store and deserialized when first accessed, so ``list(limit=100)`` of a thread with a
-1 MB state reads no value at all unless the caller looks at one. See its docstring for
+Channel values are loaded lazily (``lazy=True``, the default): a checkpoint returned by
+``get_tuple`` or ``list`` has a ``LazyChannelValues`` as ``channel_values``, a ``dict``
+whose values are read from the store and deserialized when first accessed, so
+``list(limit=100)`` of a thread with a 1 MB state reads no value at all unless the caller
+looks at one. ``aget_tuple`` and ``alist`` load every value in their worker thread
+before they return, so that the event loop never reads the store. See its docstring for
 the one caveat (C extensions that read a dict's storage directly, such as ``ormsgpack``
 and ``orjson``).
 
@@ -723,6 +725,14 @@ class _Registry:
         return [ln for ln in lanes if ns is None or ln.ns == ns]
 
 
+def _loaded(t: CheckpointTuple) -> CheckpointTuple:
+    """``t`` with every channel value loaded (for the async methods, in their worker thread)."""
+    values = t.checkpoint["channel_values"]
+    if type(values) is LazyChannelValues:
+        values.load_all()
+    return t
+
+
 class UndertextSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver storing checkpoints in an Undertext store.
 
@@ -1213,8 +1223,14 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     # -- async: the same calls in a worker thread ------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
-        """Async ``get_tuple`` (runs in a worker thread)."""
-        return await asyncio.to_thread(self.get_tuple, config)
+        """Async ``get_tuple`` (runs in a worker thread, which also loads every channel value:
+        the event loop never reads the store)."""
+
+        def get() -> Optional[CheckpointTuple]:
+            t = self.get_tuple(config)
+            return None if t is None else _loaded(t)
+
+        return await asyncio.to_thread(get)
 
     async def alist(
         self,
@@ -1224,13 +1240,14 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         before: Optional[RunnableConfig] = None,
         limit: Optional[int] = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Async ``list``: batches of results fetched in a worker thread."""
+        """Async ``list``: batches of results fetched in a worker thread, which also loads
+        every channel value (the event loop never reads the store)."""
         it = self.list(config, filter=filter, before=before, limit=limit)
 
         def take() -> list[CheckpointTuple]:
             out = []
             for t in it:
-                out.append(t)
+                out.append(_loaded(t))
                 if len(out) == 16:
                     break
             return out
