@@ -243,3 +243,24 @@ async def test_async_reads_load_every_value_in_their_worker_thread(store: Any, s
         assert ormsgpack.packb(t.checkpoint["channel_values"]) == ormsgpack.packb(dict(VALUES))
         assert t.checkpoint["channel_values"] == VALUES
     assert reads(store) == before, "a value was read on the event loop"
+
+
+def test_threads_touching_one_unloaded_value_get_one_object(saver: UndertextSaver) -> None:
+    import threading
+
+    values = lazy(saver)
+    copies = [values.copy() for _ in range(8)]  # share the stand-in, as dict.copy shares values
+    got: list[Any] = [None] * 8
+    start = threading.Barrier(8)
+
+    def touch(i: int) -> None:
+        start.wait()
+        got[i] = copies[i]["messages"]
+
+    threads = [threading.Thread(target=touch, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(g is got[0] for g in got), "two threads loaded the same value into two objects"
+    assert got[0] == VALUES["messages"] and values["messages"] is got[0]
