@@ -11,8 +11,8 @@
 use std::path::Path;
 
 use undertext::{
-    ArchiveRef, ChatId, ChatMeta, Durability, Error, NewMessage, Options, Page, Part, Store, ToolContent,
-    Unit,
+    ArchiveRef, BlobId, ChatId, ChatMeta, Durability, Error, NewMessage, Options, Page, Part, Store,
+    ToolContent, Unit,
 };
 use undertext_tests::{Rng, seed};
 
@@ -220,4 +220,41 @@ fn a_crash_at_any_step_of_the_swap_ends_in_the_old_or_the_collected_store() {
         assert!(!new.exists() && !dir.join("GC-SWAP").exists(), "crash step {step}: leftovers");
         assert!(store.check().unwrap().problems.is_empty(), "crash step {step}");
     }
+}
+
+#[test]
+fn gc_keeps_the_base_of_a_live_delta_manifest_that_only_a_deleted_chat_attached() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(seed(0x6D));
+    let mut value = big_text(&mut rng, "state", 600_000).into_bytes();
+    let mut live_versions = Vec::new();
+    {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let live = store.create_chat("o", ChatMeta::default()).unwrap();
+        let doomed = store.create_chat("o", ChatMeta::default()).unwrap();
+        // Versions alternate between the chats: each is a delta on the one before, so
+        // every live version's manifest chain runs through versions only `doomed` attached.
+        for i in 0..24 {
+            value.extend_from_slice(big_text(&mut rng, "step", 1_000).as_bytes());
+            let chat = store.chat("o", if i % 2 == 0 { doomed } else { live }).unwrap();
+            let id = BlobId::of(&value);
+            let msg = NewMessage {
+                role: undertext::Role::User,
+                parts: vec![Part::Attachment { mime: "application/json".into(), blob: id }],
+            };
+            chat.append_with_blobs(&[&value], vec![msg]).unwrap();
+            if i % 2 == 1 {
+                live_versions.push((id, value.clone()));
+            }
+        }
+        store.delete_chat("o", doomed).unwrap();
+    }
+    let report = Store::gc(dir.path(), opts()).unwrap();
+    assert_eq!(report.deleted_chats, 1);
+    let store = Store::open(dir.path(), opts()).unwrap();
+    for (i, (id, bytes)) in live_versions.iter().enumerate() {
+        let got = store.get_blob(id).unwrap_or_else(|e| panic!("live version {i} after gc: {e}"));
+        assert!(&*got == bytes.as_slice(), "live version {i} differs after gc");
+    }
+    assert!(store.check().unwrap().problems.is_empty());
 }

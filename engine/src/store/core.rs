@@ -1,12 +1,13 @@
 //! [`Core`]: the log, the reader and the index, shared by the store, its chats and their
 //! snapshots. It holds no reference back to the store, so snapshots never keep it open.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::blob::chunk::{Manifest, cut_points};
+use crate::blob::chunk::{Base, Manifest, cut_points};
 use crate::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
 use crate::error::{Error, Result};
 use crate::index::{BatchEntries, Index, PendingRecord};
@@ -29,6 +30,9 @@ pub(crate) struct Core {
     /// Blob bodies (whole blobs or chunks) read since open; shows that ranged reads of a
     /// chunked blob touch only the chunks they need.
     pub blob_bodies_read: AtomicU64,
+    /// The last chunked blob written per first chunk, the base of the next one's delta
+    /// manifest (see [`Txn::blob`]). Forgotten at close; bounded by [`RECENT_MANIFESTS`].
+    pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Recent>>,
 }
 
 /// One record of a transaction being built.
@@ -90,8 +94,49 @@ impl Txn {
             }
             chunks.push((cid, r.end as u64));
         }
-        self.push_manifest(Manifest { id, chunks });
+        let manifest = self.manifest_for(core, id, chunks, &mut wait)?;
+        self.push_manifest(manifest);
         Ok((id, wait))
+    }
+
+    /// The manifest of a new chunked blob. When the last chunked blob written that began
+    /// with the same chunk shares at least half of this one's chunks, is stored, and ends a
+    /// delta chain shorter than [`MAX_DELTA_CHAIN`], a delta manifest on it (a growing value
+    /// costs the few entries that changed per version, not 36 bytes per chunk of the whole
+    /// value); else a full one.
+    fn manifest_for(
+        &mut self,
+        core: &Core,
+        id: BlobId,
+        chunks: Vec<(BlobId, u64)>,
+        wait: &mut Option<Position>,
+    ) -> Result<Manifest> {
+        let Some(&(first, _)) = chunks.first() else { return Ok(Manifest::full(id, chunks)) };
+        let recent = core.recent_manifests.lock().get(&first).cloned();
+        let mut delta = None;
+        if let Some(r) = recent
+            && r.depth < MAX_DELTA_CHAIN
+        {
+            let keep = r.chunks.iter().zip(&chunks).take_while(|(a, b)| a == b).count();
+            if keep > 0
+                && keep < chunks.len()
+                && keep * 2 >= chunks.len()
+                && let Some(w) = self.existing(core, &r.id)?
+            {
+                *wait = (*wait).max(w);
+                let base = Base { id: r.id, keep: keep as u32, len: chunks[keep - 1].1 };
+                delta =
+                    Some((Manifest { id, base: Some(base), chunks: chunks[keep..].to_vec() }, r.depth + 1));
+            }
+        }
+        let chunks = Arc::new(chunks);
+        let (manifest, depth) = delta.unwrap_or_else(|| (Manifest::full(id, chunks.to_vec()), 0));
+        let mut map = core.recent_manifests.lock();
+        if map.len() >= RECENT_MANIFESTS {
+            map.clear();
+        }
+        map.insert(first, Recent { id, chunks, depth });
+        Ok(manifest)
     }
 
     /// Stores a chunk the store does not hold. A chunk whose leading pieces are stored
@@ -121,7 +166,7 @@ impl Txn {
             }
             pieces.push((pid, end as u64));
         }
-        self.push_manifest(Manifest { id: cid, chunks: pieces });
+        self.push_manifest(Manifest::full(cid, pieces));
         Ok(wait)
     }
 
@@ -368,7 +413,11 @@ impl Core {
             if depth >= MAX_MANIFEST_DEPTH {
                 return Err(corrupt(format!("manifest of blob {id} nests deeper than {MAX_MANIFEST_DEPTH}")));
             }
-            return Manifest::decode(&rec.payload).map(Stored::Chunked).map_err(corrupt);
+            let m = Manifest::decode(&rec.payload).map_err(corrupt)?;
+            return self.resolve(m, 0).map(Stored::Chunked).map_err(|e| match e {
+                Error::InvalidArgument(why) => corrupt(why),
+                e => e,
+            });
         }
         self.blob_bodies_read.fetch_add(1, Ordering::Relaxed);
         let body = rec.payload.skip(32);
@@ -383,6 +432,58 @@ impl Core {
         Ok(Stored::Whole(data))
     }
 }
+
+impl Core {
+    /// A delta manifest with its base's chunks filled in (following the chain of bases);
+    /// a full manifest as it is. A base that is missing or not a manifest, or a chain longer
+    /// than [`MAX_DELTA_HOPS`], is damage (reported as `InvalidArgument(why)` to the caller,
+    /// which names the record).
+    fn resolve(&self, m: Manifest, hops: usize) -> Result<Manifest> {
+        let Some(base) = m.base else { return Ok(m) };
+        if hops >= MAX_DELTA_HOPS {
+            return Err(Error::InvalidArgument(format!(
+                "delta manifest of {} follows more than {MAX_DELTA_HOPS} bases",
+                m.id
+            )));
+        }
+        let Some(loc) = self.index.blob(&base.id)? else {
+            return Err(Error::InvalidArgument(format!(
+                "delta manifest of {}: its base {} is not stored",
+                m.id, base.id
+            )));
+        };
+        let rec = self.read(loc, Verify::Checksum)?;
+        if rec.kind != kind::MANIFEST {
+            return Err(Error::InvalidArgument(format!(
+                "delta manifest of {}: its base {} is kind {}, expected a manifest",
+                m.id, base.id, rec.kind
+            )));
+        }
+        let b = Manifest::decode(&rec.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
+        let b = self.resolve(b, hops + 1)?;
+        m.resolved(&b.chunks).map_err(Error::InvalidArgument)
+    }
+}
+
+/// What the store remembers of a recently written chunked blob.
+#[derive(Debug, Clone)]
+pub(crate) struct Recent {
+    id: BlobId,
+    chunks: Arc<Vec<(BlobId, u64)>>,
+    /// Delta manifests between it and a full manifest.
+    depth: u8,
+}
+
+/// Recent chunked blobs remembered as delta bases (the map is cleared when full).
+const RECENT_MANIFESTS: usize = 4096;
+
+/// Delta manifests written in a row before a full one: a read follows at most this many
+/// bases, and a version costs on average `1 / MAX_DELTA_CHAIN` of a full manifest.
+const MAX_DELTA_CHAIN: u8 = 16;
+
+/// Bases a read follows before it calls the chain damaged (a store written with another
+/// `MAX_DELTA_CHAIN` still reads).
+const MAX_DELTA_HOPS: usize = 256;
 
 /// A chunk of a chunked blob is itself a manifest when it was stored as pieces (see
 /// `Txn::new_chunk`), or when the chunking options changed between writes; nesting deeper

@@ -153,7 +153,7 @@ impl Store {
                 }
                 kind::MANIFEST => {
                     let m = Manifest::decode(r.payload).map_err(bad)?;
-                    manifests.insert(m.id, m.chunks.iter().map(|c| c.0).collect());
+                    manifests.insert(m.id, m.refs().collect());
                 }
                 _ => {}
             }

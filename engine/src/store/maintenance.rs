@@ -202,8 +202,8 @@ impl Store {
             Ok(m) => m,
             Err(e) => return Some(e),
         };
-        for (cid, _) in &m.chunks {
-            match self.inner.core.index.blob(cid) {
+        for cid in m.refs() {
+            match self.inner.core.index.blob(&cid) {
                 Ok(Some(_)) => {}
                 Ok(None) => return Some(format!("chunked blob {}: chunk {cid} is not stored", m.id)),
                 Err(e) => return Some(format!("index lookup of chunk {cid}: {e}")),

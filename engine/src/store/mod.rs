@@ -118,8 +118,15 @@ impl Store {
         };
         let next_chat = index.next_chat()?;
         let reader = LogReader::new(logd, opts.max_mapped_segments);
-        let core =
-            Arc::new(core::Core { dir, opts, log, reader, index, blob_bodies_read: Default::default() });
+        let core = Arc::new(core::Core {
+            dir,
+            opts,
+            log,
+            reader,
+            index,
+            blob_bodies_read: Default::default(),
+            recent_manifests: Default::default(),
+        });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
             archives: crate::archive::ArchiveCache::default(),
