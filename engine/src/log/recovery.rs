@@ -166,14 +166,21 @@ pub(crate) fn recover(
     let file = io::open(OpenOptions::new().read(true).write(true), &path)
         .map_err(|e| Error::io("open", &path, e))?;
     let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
-    if len < layout.prealloc(last) {
-        prealloc::zero_fill(&file, len, layout.prealloc(last), &path)?;
+    // A closed store's last segment was cut to its data: preallocate again, at most
+    // OPEN_PREALLOC bytes (an open of a store in a large segment writes no more zeros).
+    let want = layout.prealloc(last).min(len.saturating_add(OPEN_PREALLOC));
+    if len < want {
+        prealloc::zero_fill(&file, len, want, &path)?;
     }
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.
     io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
     Ok(Recovered { file, segment: last, end, next_txid, last_batch })
 }
+
+/// Zeros an open writes after the last segment's data at most (the rest of the segment
+/// grows by appends).
+const OPEN_PREALLOC: u64 = 4 << 20;
 
 fn reopen_truncated(path: &Path, len: u64) -> Result<File> {
     let file =

@@ -174,6 +174,26 @@ impl LogWriter {
         Ok(())
     }
 
+    /// Cuts the active segment's preallocated zeros and syncs it, as the store closes: a
+    /// closed store's files hold its data and nothing more. The next open preallocates
+    /// again (see `recovery`). A later append (a handle that outlived the store) extends
+    /// the file as without preallocation.
+    pub(crate) fn trim_active(&self) -> Result<()> {
+        let st = self.state.lock();
+        if st.poisoned.is_some() {
+            return Ok(());
+        }
+        let path = segment_path(&self.dir, st.segment);
+        let len = st.file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
+        if len <= st.offset {
+            return Ok(());
+        }
+        io::set_len(&st.file, st.offset, &self.dir).map_err(|e| Error::io("set_len", &path, e))?;
+        io::sync_data(&st.file, &self.dir).map_err(|e| Error::io("fdatasync", &path, e))?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Waits until everything up to `end` is durable, according to the store's durability.
     pub(crate) fn wait_durable(&self, end: Position) -> Result<()> {
         match self.durability {

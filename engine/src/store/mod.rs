@@ -150,7 +150,8 @@ impl Store {
 
     /// Closes the store: stops the indexer and makes the index durable, so the next open
     /// replays nothing. Dropping the last handle does the same, ignoring errors. When the
-    /// last handle goes, an index file that is at least a quarter free pages is compacted.
+    /// last handle goes, an index file that is at least a quarter free pages is compacted,
+    /// and the active log segment is cut to its data (the next open preallocates again).
     pub fn close(self) -> Result<()> {
         self.sync()?;
         Ok(())
@@ -184,9 +185,13 @@ impl Drop for Inner {
             let _ = tx.send(());
             let _ = handle.join();
         }
-        // The last handle is gone and the index is durable: give its free pages back.
+        // The last handle is gone and the index is durable: give its free pages back, and
+        // the active segment's preallocated zeros.
         if let Err(e) = self.core.index.compact_if_fragmented() {
             tracing::warn!(error = %e, "compacting the index at close failed; it stays usable");
+        }
+        if let Err(e) = self.core.log.trim_active() {
+            tracing::warn!(error = %e, "cutting the log's preallocated tail at close failed; it stays usable");
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The index gives its free pages back when the last handle closes.
+//! What closing gives back: the index its free pages, the log its preallocated zeros.
 //!
 //! redb cannot reuse the pages that its non-durable commits free until a later durable
 //! commit, so an index written by many small flushes grows mostly free pages. Closing the
@@ -42,6 +42,33 @@ fn closing_compacts_an_index_of_mostly_free_pages_and_keeps_every_entry() {
     );
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for (id, body) in &ids {
+        assert_eq!(&*store.get_blob(id).unwrap(), body.as_slice());
+    }
+    assert!(store.check().unwrap().is_ok());
+}
+
+#[test]
+fn a_closed_store_holds_its_data_and_the_next_open_preallocates_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("log").join("00000001.seg");
+    let len = || std::fs::metadata(&seg).unwrap().len();
+    let mut blobs = Vec::new();
+    {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        assert_eq!(len(), 1 << 20, "a new store's first segment is preallocated to 1 MiB");
+        for i in 0..50u32 {
+            let body = format!("result {i}").into_bytes();
+            blobs.push((store.put_blob(&body).unwrap(), body));
+        }
+    }
+    let closed = len();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(store.stats().unwrap().log_bytes, closed, "closed, the segment is exactly its data");
+    assert_eq!(len(), 1 << 20, "reopened, the segment is preallocated again");
+    blobs.push((store.put_blob(b"after reopen").unwrap(), b"after reopen".to_vec()));
+    drop(store);
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for (id, body) in &blobs {
         assert_eq!(&*store.get_blob(id).unwrap(), body.as_slice());
     }
     assert!(store.check().unwrap().is_ok());
