@@ -73,3 +73,37 @@ fn a_closed_store_holds_its_data_and_the_next_open_preallocates_again() {
     }
     assert!(store.check().unwrap().is_ok());
 }
+
+#[test]
+fn a_closed_store_keeps_no_prepared_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let data_bytes = {
+        let store = Store::open(
+            dir.path(),
+            Options { compression: undertext::Compression::None, ..Options::default() },
+        )
+        .unwrap();
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..48 {
+            // 48 × 64 KiB of incompressible bytes: segments 1 and 2 fill, 3 is active.
+            let body: Vec<u8> = (0..64 << 10)
+                .map(|_| {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng as u8
+                })
+                .collect();
+            store.put_blob(&body).unwrap();
+        }
+        store.sync().unwrap();
+        assert!(store.stats().unwrap().segments >= 3);
+        store.stats().unwrap().log_bytes
+    };
+    let names: Vec<String> =
+        std::fs::read_dir(&log).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(names.iter().all(|n| n.ends_with(".seg")), "only segments stay after close: {names:?}");
+    let on_disk: u64 = std::fs::read_dir(&log).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).sum();
+    assert_eq!(on_disk, data_bytes, "the closed log's files are its data");
+}

@@ -28,6 +28,8 @@ pub(crate) struct LogWriter {
     active_file: RwLock<(u64, Arc<File>)>,
     /// Number of `fdatasync` calls issued on the log (for tests and stats).
     syncs: AtomicU64,
+    /// Background preparations of the next segment, joined at close.
+    preparers: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 #[derive(Debug)]
@@ -80,6 +82,7 @@ impl LogWriter {
             active_segment: AtomicU64::new(segment),
             active_file: RwLock::new((segment, file)),
             syncs: AtomicU64::new(0),
+            preparers: Mutex::new(Vec::new()),
         }
     }
 
@@ -162,8 +165,13 @@ impl LogWriter {
                     tracing::warn!(error = %e, segment = next + 1, "preparing the next segment failed; it will be made when needed");
                 }
             });
-            if let Err(e) = spawned {
-                tracing::warn!(error = %e, "could not start the segment preparer");
+            match spawned {
+                Ok(h) => {
+                    let mut hs = self.preparers.lock();
+                    hs.retain(|h| !h.is_finished());
+                    hs.push(h);
+                }
+                Err(e) => tracing::warn!(error = %e, "could not start the segment preparer"),
             }
         }
         st.segment = next;
@@ -174,11 +182,16 @@ impl LogWriter {
         Ok(())
     }
 
-    /// Cuts the active segment's preallocated zeros and syncs it, as the store closes: a
-    /// closed store's files hold its data and nothing more. The next open preallocates
+    /// Cuts the active segment's preallocated zeros and syncs it, and removes a prepared
+    /// next segment, as the store closes: a closed store's files hold its data only. The next open preallocates
     /// again (see `recovery`). A later append (a handle that outlived the store) extends
     /// the file as without preallocation.
     pub(crate) fn trim_active(&self) -> Result<()> {
+        // A prepared next segment is zeros too: wait for its preparer, then remove it.
+        for h in std::mem::take(&mut *self.preparers.lock()) {
+            let _ = h.join();
+        }
+        prealloc::remove_leftovers(&self.dir)?;
         let st = self.state.lock();
         if st.poisoned.is_some() {
             return Ok(());
