@@ -96,6 +96,10 @@ pub struct Options {
     /// Average chunk size of content-defined chunking; chunks are between a quarter and
     /// four times this. Default 16 KiB; between 256 bytes and 4 MiB.
     pub chunk_avg: u32,
+    /// Bytes of decompressed chunks of chunked blobs kept in memory, so that reading the
+    /// next version of a growing value reads only its new chunks from the log (0: none).
+    /// Default 16 MiB.
+    pub chunk_cache_bytes: usize,
 }
 
 impl Default for Options {
@@ -123,6 +127,7 @@ impl Default for Options {
             inline_body_max: 8 << 10,
             chunk_threshold: 64 << 10,
             chunk_avg: 16 << 10,
+            chunk_cache_bytes: 16 << 20,
         }
     }
 }

@@ -277,6 +277,33 @@ fn a_growing_value_costs_small_delta_manifests_and_every_version_survives_reopen
 }
 
 #[test]
+fn reading_the_next_version_of_a_growing_value_reads_only_its_new_chunks() {
+    let mut rng = Rng::new(seed(18));
+    let first = words(&mut rng, 1 << 20);
+    let more = words(&mut rng, 1000);
+    let bodies_read_for_next_version = |cache: usize| {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options { chunk_cache_bytes: cache, ..opts(Compression::default()) };
+        let store = Store::open(dir.path(), opts).unwrap();
+        let mut value = first.clone();
+        let v1 = store.put_blob(&value).unwrap();
+        assert!(&*store.get_blob(&v1).unwrap() == value.as_slice());
+        value.extend_from_slice(&more);
+        let v2 = store.put_blob(&value).unwrap();
+        let before = store.stats().unwrap().blob_bodies_read;
+        assert!(&*store.get_blob(&v2).unwrap() == value.as_slice());
+        store.stats().unwrap().blob_bodies_read - before
+    };
+    let cached = bodies_read_for_next_version(Options::default().chunk_cache_bytes);
+    let uncached = bodies_read_for_next_version(0);
+    eprintln!(
+        "next version of a 1 MiB value: {cached} blob bodies read with the chunk cache, {uncached} without"
+    );
+    assert!(cached <= 4, "with the cache, only the new chunks are read: {cached}");
+    assert!(uncached >= 60, "without it, every chunk is read: {uncached}");
+}
+
+#[test]
 fn a_damaged_chunk_is_reported_as_corrupt_not_returned() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::new(seed(16));

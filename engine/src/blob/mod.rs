@@ -1,5 +1,6 @@
 //! Content addressing: [`BlobId`], the bytes returned by reads ([`Blob`]), and compression.
 
+pub(crate) mod cache;
 pub mod chunk;
 mod codec;
 

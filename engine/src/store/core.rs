@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::blob::cache::ChunkCache;
 use crate::blob::chunk::{Base, Manifest, cut_points};
 use crate::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
 use crate::error::{Error, Result};
@@ -33,6 +34,8 @@ pub(crate) struct Core {
     /// The last chunked blob written per first chunk, the base of the next one's delta
     /// manifest (see [`Txn::blob`]). Forgotten at close; bounded by [`RECENT_MANIFESTS`].
     pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Recent>>,
+    /// Chunks read (decompressed, checked), kept within `Options::chunk_cache_bytes`.
+    pub chunk_cache: ChunkCache,
 }
 
 /// One record of a transaction being built.
@@ -309,6 +312,19 @@ impl Core {
     }
 
     fn get_blob_at_depth(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Blob> {
+        if depth > 0
+            && let Some(b) = self.chunk_cache.get(id)
+        {
+            return Ok(b);
+        }
+        let b = self.read_blob_at_depth(id, verify, depth)?;
+        if depth > 0 {
+            self.chunk_cache.insert(*id, b.clone());
+        }
+        Ok(b)
+    }
+
+    fn read_blob_at_depth(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Blob> {
         match self.blob_record(id, verify, depth)? {
             Stored::Whole(b) => Ok(b),
             Stored::Chunked(m) => {
@@ -350,7 +366,18 @@ impl Core {
                 range.start, range.end
             ))
         };
-        match self.blob_record(id, verify, depth)? {
+        let cached = if depth > 0 { self.chunk_cache.get(id) } else { None };
+        let stored = match cached {
+            Some(b) => Stored::Whole(b),
+            None => {
+                let stored = self.blob_record(id, verify, depth)?;
+                if let (Stored::Whole(b), true) = (&stored, depth > 0) {
+                    self.chunk_cache.insert(*id, b.clone());
+                }
+                stored
+            }
+        };
+        match stored {
             Stored::Whole(b) => {
                 let len = b.len() as u64;
                 if range.start > range.end || range.end > len {

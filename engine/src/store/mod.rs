@@ -118,6 +118,7 @@ impl Store {
         };
         let next_chat = index.next_chat()?;
         let reader = LogReader::new(logd, opts.max_mapped_segments);
+        let opts_cache = opts.chunk_cache_bytes;
         let core = Arc::new(core::Core {
             dir,
             opts,
@@ -126,6 +127,7 @@ impl Store {
             index,
             blob_bodies_read: Default::default(),
             recent_manifests: Default::default(),
+            chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
         });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
