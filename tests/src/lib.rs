@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests of Undertext: a seeded generator, content
 //! that is deterministic per (seed, stream, index), and a map of the frames in a segment.
 
+pub mod child;
 pub mod mixed;
 pub mod sweep;
 pub mod transcripts;

@@ -6,12 +6,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use undertext::{BlobId, Options, Store};
+use undertext_tests::child::spawn_until_ready;
 use undertext_tests::{Rng, content, seed};
 
 /// The two tests take turns: each reopens its store between spawns of children, and a child
@@ -32,42 +31,20 @@ fn acknowledged_group_commits_survive_sigkill() {
     for kill in 0..kills {
         let child_seed = seed.wrapping_add(kill);
         let threads = rng.range(1, 5);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_crash_writer"))
-            .arg(dir.path())
-            .arg(child_seed.to_string())
-            .arg(threads.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(30)) {
-            Ok(line) => assert_eq!(line, "ready", "child did not start"),
-            Err(e) => {
-                // Say how the child ended (a signal shows as such), for the record.
-                let _ = child.kill();
-                let status = child.wait().map(|s| format!("{s:?}")).unwrap_or_else(|e| e.to_string());
-                panic!(
-                    "kill {kill}: the child never said ready ({e}); it ended with {status}; seed {child_seed}"
-                );
-            }
-        }
+        let child = spawn_until_ready(
+            Command::new(env!("CARGO_BIN_EXE_crash_writer"))
+                .arg(dir.path())
+                .arg(child_seed.to_string())
+                .arg(threads.to_string())
+                .stderr(Stdio::inherit()),
+            Duration::from_secs(30),
+            &format!("kill {kill}, seed {child_seed}"),
+        );
         std::thread::sleep(Duration::from_millis(rng.range(5, 120)));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
+        let (status, lines) = child.kill();
         assert!(!status.success(), "child should have been killed, exited with {status}");
-        reader.join().unwrap();
         let mut this_round = 0;
-        for line in rx.try_iter() {
+        for line in &lines {
             let parts: Vec<&str> = line.split(' ').collect();
             // A line cut by the kill is not an acknowledgement the child completed.
             let [_, t, i, id] = parts[..] else { continue };
@@ -122,39 +99,27 @@ fn acknowledged_calls_of_a_mixed_workload_survive_sigkill() {
     let (mut killed, mut finished, mut checked, mut in_doubt_before) = (0u64, 0u64, 0u64, 0u64);
     for kill in 0..kills {
         let base = kill * 100_000;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mixed_writer"))
-            .arg(dir.path())
-            .arg(seed.to_string())
-            .arg(base.to_string())
-            .arg("100000") // more calls than any child makes before its kill
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        assert_eq!(rx.recv_timeout(Duration::from_secs(60)).unwrap(), "ready", "child did not start");
+        let child = spawn_until_ready(
+            Command::new(env!("CARGO_BIN_EXE_mixed_writer"))
+                .arg(dir.path())
+                .arg(seed.to_string())
+                .arg(base.to_string())
+                .arg("100000") // more calls than any child makes before its kill
+                .stderr(Stdio::null()),
+            Duration::from_secs(60),
+            &format!("kill {kill}, seed {seed}"),
+        );
         std::thread::sleep(Duration::from_millis(rng.range(5, 250)));
-        child.kill().unwrap(); // SIGKILL (or nothing, if the child already finished)
-        let status = child.wait().unwrap();
+        let (status, lines) = child.kill(); // SIGKILL (or nothing, if the child already finished)
         if status.success() {
             finished += 1
         } else {
             killed += 1
         }
-        reader.join().unwrap();
         // A line cut by the kill does not decode: a cut `begin` means the call never started
         // (the line is flushed before the call), a cut `ack` leaves the call in doubt.
-        for line in rx.try_iter() {
-            if let Some(e) = Event::decode(&line) {
+        for line in &lines {
+            if let Some(e) = Event::decode(line) {
                 model.apply(e);
             }
         }

@@ -1,0 +1,55 @@
+//! A child process for crash tests: started, its stdout lines collected on a thread, and
+//! waited for until it says `ready`; then killed at a moment of the test's choosing.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// A running child whose stdout lines arrive in order.
+#[derive(Debug)]
+pub struct Ready {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    reader: Option<JoinHandle<()>>,
+}
+
+/// Starts `cmd` (stdout piped) and waits up to `timeout` for its first line, which must be
+/// `ready`. A child that never says it is killed, and the panic names how it ended and
+/// `what` (the test's kill number and seed).
+pub fn spawn_until_ready(cmd: &mut Command, timeout: Duration, what: &str) -> Ready {
+    let mut child = cmd.stdout(Stdio::piped()).spawn().unwrap_or_else(|e| panic!("{what}: spawn: {e}"));
+    let Some(stdout) = child.stdout.take() else { panic!("{what}: the child has no stdout") };
+    let (tx, lines) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    match lines.recv_timeout(timeout) {
+        Ok(line) if line == "ready" => Ready { child, lines, reader: Some(reader) },
+        got => {
+            // Say how the child ended (a signal shows as such), for the record.
+            let _ = child.kill();
+            let status = child.wait().map(|s| format!("{s:?}")).unwrap_or_else(|e| e.to_string());
+            panic!("{what}: the child did not say ready (got {got:?}); it ended with {status}")
+        }
+    }
+}
+
+impl Ready {
+    /// SIGKILLs the child (nothing if it already ended), waits for it, and returns how it
+    /// ended with every line it printed after `ready` (the last may be cut by the kill).
+    pub fn kill(mut self) -> (ExitStatus, Vec<String>) {
+        let _ = self.child.kill();
+        let status = self.child.wait().unwrap_or_else(|e| panic!("waiting for the child: {e}"));
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        (status, self.lines.try_iter().collect())
+    }
+}
