@@ -16,8 +16,7 @@
 //! opens the store itself, so no other handle can hold it.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use super::Store;
@@ -29,6 +28,7 @@ use crate::history::record::{
     PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind as hkind,
 };
 use crate::index::INDEX_FILE;
+use crate::io;
 use crate::log::format::{self, BatchBuf, RecordRef, RecordSpec, kind};
 use crate::log::scan::{ScanEnd, walk_batches};
 use crate::log::{list_segments, log_dir, segment_path};
@@ -122,7 +122,9 @@ impl Store {
         let lock = store.inner.lock.lock().take();
         drop(store);
         let marker = dir.join(MARKER);
-        File::create(&marker).and_then(|f| f.sync_all()).map_err(|e| Error::io("create", &marker, e))?;
+        let f = io::open(OpenOptions::new().write(true).create(true).truncate(true), &marker)
+            .map_err(|e| Error::io("create", &marker, e))?;
+        io::sync_all(&f, &marker).map_err(|e| Error::io("fsync", &marker, e))?;
         crate::log::sync_dir(&dir)?;
         finish_swap(&dir)?;
         drop(lock);
@@ -333,25 +335,31 @@ impl NewLog {
         if full {
             self.seal()?;
             self.segment += 1;
-            let path = segment_path(&self.dir, self.segment);
-            let mut f = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
-            f.write_all(&format::encode_segment_header(self.segment))
-                .map_err(|e| Error::io("write", &path, e))?;
-            self.file = Some((f, format::SEGMENT_HEADER_LEN as u64));
+            self.file = Some((self.new_segment()?, format::SEGMENT_HEADER_LEN as u64));
         }
         let path = segment_path(&self.dir, self.segment);
         let Some((f, at)) = self.file.as_mut() else { return Ok(()) };
-        f.write_all(frame.seal(self.txid)).map_err(|e| Error::io("write", &path, e))?;
+        io::write_all_at(f, frame.seal(self.txid), *at, &path).map_err(|e| Error::io("write", &path, e))?;
         self.txid += 1;
         *at += len;
         self.bytes += len;
         Ok(())
     }
 
+    /// Creates the file of segment `self.segment` with its header.
+    fn new_segment(&self) -> Result<File> {
+        let path = segment_path(&self.dir, self.segment);
+        let f = io::open(OpenOptions::new().read(true).write(true).create(true).truncate(true), &path)
+            .map_err(|e| Error::io("create", &path, e))?;
+        io::write_all_at(&f, &format::encode_segment_header(self.segment), 0, &path)
+            .map_err(|e| Error::io("write", &path, e))?;
+        Ok(f)
+    }
+
     fn seal(&mut self) -> Result<()> {
         if let Some((f, _)) = self.file.take() {
             let path = segment_path(&self.dir, self.segment);
-            f.sync_all().map_err(|e| Error::io("fsync", &path, e))?;
+            io::sync_all(&f, &path).map_err(|e| Error::io("fsync", &path, e))?;
             self.bytes += format::SEGMENT_HEADER_LEN as u64;
         }
         Ok(())
@@ -362,10 +370,7 @@ impl NewLog {
         if self.file.is_none() && self.segment == 0 {
             // An empty log still has its first segment.
             self.segment = 1;
-            let path = segment_path(&self.dir, 1);
-            let mut f = File::create(&path).map_err(|e| Error::io("create", &path, e))?;
-            f.write_all(&format::encode_segment_header(1)).map_err(|e| Error::io("write", &path, e))?;
-            self.file = Some((f, format::SEGMENT_HEADER_LEN as u64));
+            self.file = Some((self.new_segment()?, format::SEGMENT_HEADER_LEN as u64));
         }
         self.seal()?;
         crate::log::sync_dir(&self.dir)?;
@@ -397,13 +402,13 @@ pub(crate) fn finish_swap(dir: &Path) -> Result<()> {
         let (cur, fresh, aside) = (dir.join(name), new.join(name), old.join(name));
         if fresh.exists() {
             if cur.exists() {
-                std::fs::rename(&cur, &aside).map_err(|e| Error::io("rename", &cur, e))?;
+                io::rename(&cur, &aside).map_err(|e| Error::io("rename", &cur, e))?;
             }
-            std::fs::rename(&fresh, &cur).map_err(|e| Error::io("rename", &fresh, e))?;
+            io::rename(&fresh, &cur).map_err(|e| Error::io("rename", &fresh, e))?;
         }
     }
     crate::log::sync_dir(dir)?;
-    std::fs::remove_file(&marker).map_err(|e| Error::io("remove", &marker, e))?;
+    io::remove_file(&marker).map_err(|e| Error::io("remove", &marker, e))?;
     crate::log::sync_dir(dir)?;
     remove_dir(&new)?;
     remove_dir(&old)
