@@ -281,7 +281,8 @@ impl Index {
     }
 
     /// Gives the index file's free pages back to the file system when they are at least a
-    /// quarter of the file and at least [`COMPACT_MIN_FREE`] bytes. redb keeps the pages its
+    /// quarter of the file and at least [`COMPACT_MIN_FREE`] bytes, for an index file of at
+    /// most [`COMPACT_MAX_FILE`]. redb keeps the pages its
     /// frequent non-durable commits free until a later durable commit can reuse them, so an
     /// index that grew quickly can be mostly free pages (measured: 1.08 MB, 0.31 MB after
     /// compaction, for the 1,000-put LangGraph bench of benches/README.md). Runs at close;
@@ -291,6 +292,9 @@ impl Index {
     pub(crate) fn compact_if_fragmented(&self) -> Result<bool> {
         let _g = self.flush_lock.lock();
         let file_len = std::fs::metadata(&self.path).map_err(|e| Error::io("stat", &self.path, e))?.len();
+        if file_len > COMPACT_MAX_FILE {
+            return Ok(false);
+        }
         let free = {
             let tx = self.db.read().begin_write().map_err(redb_err)?;
             let free = tx.stats().map_err(redb_err)?.fragmented_bytes();
@@ -310,6 +314,11 @@ impl Index {
 
 /// Free index pages below this are not worth a compaction at close.
 const COMPACT_MIN_FREE: u64 = 256 << 10;
+
+/// An index file above this is not examined at close: counting its free pages walks every
+/// page of every table, which would make closing a large store slow. (A large index has
+/// proportionally little slack: redb reuses freed pages after each durable commit.)
+const COMPACT_MAX_FILE: u64 = 64 << 20;
 
 fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
     let mut m = tx.open_table(META).map_err(redb_err)?;

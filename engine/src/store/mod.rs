@@ -152,8 +152,9 @@ impl Store {
 
     /// Closes the store: stops the indexer and makes the index durable, so the next open
     /// replays nothing. Dropping the last handle does the same, ignoring errors. When the
-    /// last handle goes, an index file that is at least a quarter free pages is compacted,
-    /// and the active log segment is cut to its data (the next open preallocates again).
+    /// last handle goes, an index file (of at most 64 MiB) that is at least a quarter free
+    /// pages is compacted, and the active log segment is cut to its data (the next open
+    /// preallocates again).
     pub fn close(self) -> Result<()> {
         self.sync()?;
         Ok(())
