@@ -31,9 +31,10 @@ pub(crate) struct Core {
     /// Blob bodies (whole blobs or chunks) read since open; shows that ranged reads of a
     /// chunked blob touch only the chunks they need.
     pub blob_bodies_read: AtomicU64,
-    /// The last chunked blob written per first chunk, the base of the next one's delta
-    /// manifest (see [`Txn::blob`]). Forgotten at close; bounded by [`RECENT_MANIFESTS`].
-    pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Recent>>,
+    /// The last chunked blobs written per first chunk, bases of the next ones' delta
+    /// manifests (see [`Txn::blob`]). Forgotten at close; bounded by [`RECENT_MANIFESTS`]
+    /// first chunks of [`RECENT_PER_PREFIX`] blobs each.
+    pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Vec<Recent>>>,
     /// Chunks read (decompressed, checked), kept within `Options::chunk_cache_bytes`.
     pub chunk_cache: ChunkCache,
 }
@@ -102,11 +103,12 @@ impl Txn {
         Ok((id, wait))
     }
 
-    /// The manifest of a new chunked blob. When the last chunked blob written that began
-    /// with the same chunk shares at least half of this one's chunks, is stored, and ends a
-    /// delta chain shorter than [`MAX_DELTA_CHAIN`], a delta manifest on it (a growing value
-    /// costs the few entries that changed per version, not 36 bytes per chunk of the whole
-    /// value); else a full one.
+    /// The manifest of a new chunked blob. Among the last chunked blobs written that began
+    /// with the same chunk (up to [`RECENT_PER_PREFIX`]: threads of a harness often share a
+    /// system prompt), the one sharing the longest prefix of chunks becomes the base of a
+    /// delta manifest when it shares at least half of this one's chunks, is stored, and ends
+    /// a delta chain shorter than [`MAX_DELTA_CHAIN`] (a growing value costs the few entries
+    /// that changed per version, not 36 bytes per chunk of the whole value); else a full one.
     fn manifest_for(
         &mut self,
         core: &Core,
@@ -115,22 +117,20 @@ impl Txn {
         wait: &mut Option<Position>,
     ) -> Result<Manifest> {
         let Some(&(first, _)) = chunks.first() else { return Ok(Manifest::full(id, chunks)) };
-        let recent = core.recent_manifests.lock().get(&first).cloned();
+        let candidates = core.recent_manifests.lock().get(&first).cloned().unwrap_or_default();
+        let best = candidates
+            .iter()
+            .filter(|r| r.depth < MAX_DELTA_CHAIN)
+            .map(|r| (r.chunks.iter().zip(&chunks).take_while(|(a, b)| a == b).count(), r))
+            .filter(|&(keep, _)| keep < chunks.len() && keep * 2 >= chunks.len())
+            .max_by_key(|&(keep, _)| keep);
         let mut delta = None;
-        if let Some(r) = recent
-            && r.depth < MAX_DELTA_CHAIN
+        if let Some((keep, r)) = best
+            && let Some(w) = self.existing(core, &r.id)?
         {
-            let keep = r.chunks.iter().zip(&chunks).take_while(|(a, b)| a == b).count();
-            if keep > 0
-                && keep < chunks.len()
-                && keep * 2 >= chunks.len()
-                && let Some(w) = self.existing(core, &r.id)?
-            {
-                *wait = (*wait).max(w);
-                let base = Base { id: r.id, keep: keep as u32, len: chunks[keep - 1].1 };
-                delta =
-                    Some((Manifest { id, base: Some(base), chunks: chunks[keep..].to_vec() }, r.depth + 1));
-            }
+            *wait = (*wait).max(w);
+            let base = Base { id: r.id, keep: keep as u32, len: chunks[keep - 1].1 };
+            delta = Some((Manifest { id, base: Some(base), chunks: chunks[keep..].to_vec() }, r.depth + 1));
         }
         let chunks = Arc::new(chunks);
         let (manifest, depth) = delta.unwrap_or_else(|| (Manifest::full(id, chunks.to_vec()), 0));
@@ -138,7 +138,11 @@ impl Txn {
         if map.len() >= RECENT_MANIFESTS {
             map.clear();
         }
-        map.insert(first, Recent { id, chunks, depth });
+        let list = map.entry(first).or_default();
+        if list.len() >= RECENT_PER_PREFIX {
+            list.remove(0);
+        }
+        list.push(Recent { id, chunks, depth });
         Ok(manifest)
     }
 
@@ -501,8 +505,12 @@ pub(crate) struct Recent {
     depth: u8,
 }
 
-/// Recent chunked blobs remembered as delta bases (the map is cleared when full).
+/// First chunks whose recent blobs are remembered as delta bases (the map is cleared when
+/// full).
 const RECENT_MANIFESTS: usize = 4096;
+
+/// Recent blobs remembered per first chunk (the oldest goes first).
+const RECENT_PER_PREFIX: usize = 8;
 
 /// Delta manifests written in a row before a full one: a read follows at most this many
 /// bases, and a version costs on average `1 / MAX_DELTA_CHAIN` of a full manifest.
