@@ -117,3 +117,18 @@ pub fn segment_files(store: &Path) -> Vec<std::path::PathBuf> {
     v.sort();
     v
 }
+
+/// The fuzz directory of the repository (`fuzz/`: targets, corpora, regressions).
+pub fn fuzz_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
+}
+
+/// The files of `dir`, sorted; none if it does not exist.
+pub fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<std::path::PathBuf> = rd.flatten().map(|e| e.path()).filter(|p| p.is_file()).collect();
+    v.sort();
+    v
+}

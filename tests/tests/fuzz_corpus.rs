@@ -19,30 +19,14 @@ mod read_context;
 #[path = "../../fuzz/src/segment_decode.rs"]
 mod segment_decode;
 
-use std::path::{Path, PathBuf};
-
 use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind};
 use undertext::{Compression, Durability, Options, Store};
-use undertext_tests::{Rng, segment_files};
+use undertext_tests::{Rng, files_in, fuzz_dir, segment_files};
 
 /// Prefix of the generated seed files; other corpus files (found by fuzzing) are kept.
 const SEED_PREFIX: &str = "seed-";
 /// Upper bound for the generated seeds together.
 const SEED_BUDGET: usize = 300 << 10;
-
-fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
-}
-
-/// Files of `dir`, sorted; none if it does not exist.
-fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
-    v.sort();
-    v
-}
 
 /// Whether the fuzz target's checks pass on `data`, strictly or tolerating one finding.
 fn passes(data: &[u8], tolerate: Option<&str>) -> bool {

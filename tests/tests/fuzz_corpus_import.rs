@@ -16,29 +16,17 @@
 mod import;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 use undertext::import::{Format, parse_bytes};
 use undertext_tests::transcripts::transcripts_dir;
+use undertext_tests::{files_in, fuzz_dir};
 
 /// Largest seed file.
 const MAX_SEED: usize = 16 << 10;
 /// Upper bound for the seeds together.
 const SEED_BUDGET: usize = 400 << 10;
-
-fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
-}
-
-fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn import_corpus_replays_without_panic() {

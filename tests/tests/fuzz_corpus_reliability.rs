@@ -18,20 +18,7 @@ mod compaction_lint;
 #[path = "../../fuzz/src/op_sequence.rs"]
 mod op_sequence;
 
-use std::path::{Path, PathBuf};
-
-fn fuzz_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz")
-}
-
-fn files_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut v: Vec<PathBuf> = rd.map(|e| e.unwrap().path()).filter(|p| p.is_file()).collect();
-    v.sort();
-    v
-}
+use undertext_tests::{files_in, fuzz_dir};
 
 /// Replays corpus and regressions of `target`; needs at least `min_seeds` corpus files.
 fn replay(target: &str, min_seeds: usize, check: fn(&[u8])) {
