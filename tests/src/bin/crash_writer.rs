@@ -5,9 +5,8 @@
 //! Usage: `crash_writer STORE_DIR SEED THREADS`
 
 use std::io::Write;
-use std::time::Duration;
 
-use undertext::{Durability, Options, Store};
+use undertext_tests::child::open_or_exit;
 use undertext_tests::content;
 
 fn main() {
@@ -20,20 +19,7 @@ fn main() {
         eprintln!("SEED and THREADS must be numbers");
         std::process::exit(2);
     };
-    let opts = Options {
-        durability: Durability::Group,
-        segment_size: 256 << 10,
-        index_flush_interval: Duration::from_millis(5),
-        index_durable_interval: Duration::from_millis(30),
-        ..Options::default()
-    };
-    let store = match Store::open(&args[1], opts) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("open failed: {e}");
-            std::process::exit(1);
-        }
-    };
+    let store = open_or_exit(&args[1], 256 << 10);
     println!("ready");
     let out = std::sync::Mutex::new(std::io::stdout());
     std::thread::scope(|s| {

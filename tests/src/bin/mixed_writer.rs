@@ -9,11 +9,10 @@
 
 use std::io::Write;
 use std::sync::Arc;
-use std::time::Duration;
 
 use undertext::checkpoint::FnSummarizer;
 use undertext::worker::WorkerOptions;
-use undertext::{Durability, Options, Store};
+use undertext_tests::child::open_or_exit;
 use undertext_tests::mixed::{actions, run};
 
 fn main() {
@@ -24,20 +23,7 @@ fn main() {
         eprintln!("usage: mixed_writer STORE_DIR SEED BASE CALLS");
         std::process::exit(2);
     };
-    let opts = Options {
-        durability: Durability::Group,
-        segment_size: 64 << 10,
-        index_flush_interval: Duration::from_millis(5),
-        index_durable_interval: Duration::from_millis(30),
-        ..Options::default()
-    };
-    let store = match Store::open(&args[1], opts) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("open failed: {e}");
-            std::process::exit(1);
-        }
-    };
+    let store = open_or_exit(&args[1], 64 << 10);
     // The worker builds checkpoints off the request path: its summary writes land in the log
     // at moments of their own, which the kill can interrupt too.
     let summarizer = Arc::new(FnSummarizer::new(
