@@ -5,20 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
+use common::{json, run};
 use serde_json::Value;
-
-fn run(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_undertext")).arg("--store").arg(store).args(args).output().unwrap()
-}
-
-fn json(store: &Path, args: &[&str]) -> Value {
-    let o = run(store, args);
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 /// Counts `<circle class="step">` elements, parsing the whole document (an XML error fails).
 fn step_points(svg: &str) -> usize {

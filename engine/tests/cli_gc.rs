@@ -4,20 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
-use serde_json::Value;
-
-fn run(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_undertext")).arg("--store").arg(store).args(args).output().unwrap()
-}
-
-fn json(store: &Path, args: &[&str]) -> Value {
-    let o = run(store, args);
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::{json, run};
 
 #[test]
 fn a_deleted_chat_is_gone_and_gc_gives_its_space_back_leaving_the_others_intact() {

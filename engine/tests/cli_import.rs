@@ -6,26 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use common::{json, run};
 use serde_json::Value;
 use undertext::import::{self, Format};
 use undertext::{Part, ToolContent};
 
 fn transcripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/transcripts")
-}
-
-fn run(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_undertext")).arg("--store").arg(store).args(args).output().unwrap()
-}
-
-fn json(store: &Path, args: &[&str]) -> Value {
-    let o = run(store, args);
-    assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 /// Sessions, tool results and their bytes per MANIFEST format, from MANIFEST.txt.

@@ -42,15 +42,7 @@ use undertext::import::{Format, Parsed, Session, detect, parse_bytes};
 use undertext::{Error, Part, Role, ToolContent};
 
 /// The formats byte 0 chooses from (`b % 7`).
-pub const FORMATS: [Format; 7] = [
-    Format::Auto,
-    Format::ClaudeCode,
-    Format::Codex,
-    Format::OpenAi,
-    Format::SweAgent,
-    Format::MiniSweAgent,
-    Format::TauBench,
-];
+pub const FORMATS: [Format; 7] = Format::ALL;
 
 /// File names, each with the extension its format's files have: a Claude Code session and
 /// side chain, a Codex rollout, OpenAI messages, a SWE-agent trajectory, a mini-swe-agent

@@ -132,3 +132,23 @@ pub fn files_in(dir: &Path) -> Vec<std::path::PathBuf> {
     v.sort();
     v
 }
+
+/// Runs `check` (a fuzz target's checks, compiled in from `fuzz/src/`) on every file of
+/// `fuzz/corpus/<target>/` and `fuzz/regressions/<target>/`; the corpus must hold at least
+/// `min_seeds` files (the test file that owns the target says how to regenerate them).
+pub fn replay_corpus(target: &str, min_seeds: usize, check: impl Fn(&[u8]) + std::panic::RefUnwindSafe) {
+    let corpus = files_in(&fuzz_dir().join("corpus").join(target));
+    assert!(
+        corpus.len() >= min_seeds,
+        "fuzz/corpus/{target}: {} files, expected at least {min_seeds} (regenerate its seeds: see its test file)",
+        corpus.len()
+    );
+    let regressions = files_in(&fuzz_dir().join("regressions").join(target));
+    for f in corpus.iter().chain(&regressions) {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        if std::panic::catch_unwind(|| check(&data)).is_err() {
+            panic!("{target}: {} ({} bytes) fails the fuzz target's checks", f.display(), data.len());
+        }
+    }
+    eprintln!("{target}: {} corpus files and {} regressions replayed", corpus.len(), regressions.len());
+}

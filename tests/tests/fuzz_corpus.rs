@@ -21,7 +21,7 @@ mod segment_decode;
 
 use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind};
 use undertext::{Compression, Durability, Options, Store};
-use undertext_tests::{Rng, files_in, fuzz_dir, segment_files};
+use undertext_tests::{Rng, files_in, fuzz_dir, replay_corpus, segment_files};
 
 /// Prefix of the generated seed files; other corpus files (found by fuzzing) are kept.
 const SEED_PREFIX: &str = "seed-";
@@ -274,20 +274,8 @@ fn write_segment_seed_corpus() {
 /// `ArchiveText::read` agrees with naive slicing in every unit.
 #[test]
 fn read_context_corpus_replays() {
-    let corpus = files_in(&fuzz_dir().join("corpus/read_context"));
-    assert!(
-        corpus.len() >= 10,
-        "fuzz/corpus/read_context holds {} files; regenerate the seeds with \
-         `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`",
-        corpus.len()
-    );
-    let regressions = files_in(&fuzz_dir().join("regressions/read_context"));
-    for path in corpus.iter().chain(&regressions) {
-        let data = std::fs::read(path).unwrap();
-        let r = std::panic::catch_unwind(|| read_context::check(&data));
-        assert!(r.is_ok(), "read_context check failed on {} ({} bytes)", path.display(), data.len());
-    }
-    eprintln!("read_context: replayed {} corpus and {} regression files", corpus.len(), regressions.len());
+    // Regenerate: `cargo test -p undertext-tests --test fuzz_corpus -- --ignored`.
+    replay_corpus("read_context", 10, read_context::check);
 }
 
 /// Random ranges: every unit and every way of drawing a bound.

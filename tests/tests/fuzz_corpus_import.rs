@@ -21,7 +21,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use undertext::import::{Format, parse_bytes};
 use undertext_tests::transcripts::transcripts_dir;
-use undertext_tests::{files_in, fuzz_dir};
+use undertext_tests::{files_in, fuzz_dir, replay_corpus};
 
 /// Largest seed file.
 const MAX_SEED: usize = 16 << 10;
@@ -30,21 +30,8 @@ const SEED_BUDGET: usize = 400 << 10;
 
 #[test]
 fn import_corpus_replays_without_panic() {
-    let corpus = files_in(&fuzz_dir().join("corpus/import"));
-    assert!(
-        corpus.len() >= 40,
-        "fuzz/corpus/import holds {} files; regenerate the seeds with \
-         `cargo test -p undertext-tests --test fuzz_corpus_import -- --ignored`",
-        corpus.len()
-    );
-    let regressions = files_in(&fuzz_dir().join("regressions/import"));
-    for f in corpus.iter().chain(&regressions) {
-        let data = std::fs::read(f).unwrap();
-        if std::panic::catch_unwind(|| import::check(&data)).is_err() {
-            panic!("import: {} ({} bytes) fails the fuzz target's checks", f.display(), data.len());
-        }
-    }
-    eprintln!("import: {} corpus files and {} regressions replayed", corpus.len(), regressions.len());
+    // Regenerate: `cargo test -p undertext-tests --test fuzz_corpus_import -- --ignored`.
+    replay_corpus("import", 40, import::check);
 }
 
 /// For every explicit format the corpus holds a file that parses into a session with tool

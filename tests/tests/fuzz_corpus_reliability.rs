@@ -18,39 +18,21 @@ mod compaction_lint;
 #[path = "../../fuzz/src/op_sequence.rs"]
 mod op_sequence;
 
-use undertext_tests::{files_in, fuzz_dir};
-
-/// Replays corpus and regressions of `target`; needs at least `min_seeds` corpus files.
-fn replay(target: &str, min_seeds: usize, check: fn(&[u8])) {
-    let corpus = files_in(&fuzz_dir().join("corpus").join(target));
-    assert!(
-        corpus.len() >= min_seeds,
-        "{target}: {} corpus files, expected at least {min_seeds}",
-        corpus.len()
-    );
-    let regressions = files_in(&fuzz_dir().join("regressions").join(target));
-    for f in corpus.iter().chain(&regressions) {
-        let data = std::fs::read(f).unwrap();
-        if std::panic::catch_unwind(|| check(&data)).is_err() {
-            panic!("{target}: {} fails the fuzz target's checks", f.display());
-        }
-    }
-    eprintln!("{target}: {} corpus files and {} regressions replayed", corpus.len(), regressions.len());
-}
+use undertext_tests::{files_in, fuzz_dir, replay_corpus};
 
 #[test]
 fn op_sequence_corpus_replays() {
-    replay("op_sequence", 8, op_sequence::check);
+    replay_corpus("op_sequence", 8, op_sequence::check);
 }
 
 #[test]
 fn approval_corpus_replays() {
-    replay("approval", 8, approval::check);
+    replay_corpus("approval", 8, approval::check);
 }
 
 #[test]
 fn compaction_lint_corpus_replays() {
-    replay("compaction_lint", 6, compaction_lint::check);
+    replay_corpus("compaction_lint", 6, compaction_lint::check);
 }
 
 /// Seeds: hand-made inputs that reach every operation and every rule.

@@ -11,16 +11,6 @@ use undertext::import::{self, Format};
 use undertext_tests::Rng;
 use undertext_tests::transcripts::transcripts_dir;
 
-const FORMATS: [Format; 7] = [
-    Format::Auto,
-    Format::ClaudeCode,
-    Format::Codex,
-    Format::OpenAi,
-    Format::SweAgent,
-    Format::MiniSweAgent,
-    Format::TauBench,
-];
-
 fn samples() -> Vec<(String, Vec<u8>)> {
     let dir = transcripts_dir();
     let mut out: Vec<(String, Vec<u8>)> = [
@@ -39,7 +29,7 @@ fn samples() -> Vec<(String, Vec<u8>)> {
 
 /// Parses with every format; an error must name the file.
 fn parse_every_way(name: &str, bytes: &[u8]) {
-    for f in FORMATS {
+    for f in Format::ALL {
         match import::parse_bytes(Path::new(name), bytes, f) {
             Ok(p) => {
                 for pr in &p.problems {

@@ -73,6 +73,22 @@ pub enum Format {
 }
 
 impl Format {
+    /// Every format, `auto` first, in the order of [`Format::NAMES`].
+    ///
+    /// ```
+    /// use undertext::import::Format;
+    /// assert!(Format::ALL.iter().zip(Format::NAMES).all(|(f, n)| f.name() == n));
+    /// ```
+    pub const ALL: [Format; 7] = [
+        Format::Auto,
+        Format::ClaudeCode,
+        Format::Codex,
+        Format::OpenAi,
+        Format::SweAgent,
+        Format::MiniSweAgent,
+        Format::TauBench,
+    ];
+
     /// Every format name accepted by [`Format::from_str`], `auto` first.
     pub const NAMES: [&'static str; 7] =
         ["auto", "claude-code", "codex", "openai", "swe-agent", "mini-swe-agent", "tau-bench"];
