@@ -48,6 +48,7 @@ pub(crate) fn checkpoint_options(segment_tokens: u64, fan_in: u32) -> Checkpoint
     CheckpointOptions {
         segment_tokens: if segment_tokens == 0 { d.segment_tokens } else { segment_tokens },
         fan_in: if fan_in == 0 { d.fan_in } else { fan_in as usize },
+        ..d
     }
 }
 

@@ -102,6 +102,7 @@ pub(crate) unsafe fn budget_in(b: *const BudgetIn) -> FfiResult<Budget> {
         target: b.target,
         hard: b.hard,
         tool_schemas,
+        ..Budget::new(b.window, b.reserve_output)
     })
 }
 

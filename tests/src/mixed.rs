@@ -341,7 +341,7 @@ pub fn run(
         },
         |t: &[String]| Ok(t.join(" / ")),
     );
-    let cp_opts = CheckpointOptions { segment_tokens: 400, fan_in: 2 };
+    let cp_opts = CheckpointOptions { segment_tokens: 400, fan_in: 2, ..CheckpointOptions::default() };
     for (i, a) in actions.iter().enumerate() {
         if stop() {
             break;

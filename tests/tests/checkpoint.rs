@@ -35,7 +35,7 @@ impl Summarizer for Counting {
 
 fn opts() -> CheckpointOptions {
     // Every message of ~20 words is a segment of its own.
-    CheckpointOptions { segment_tokens: 5, fan_in: 4 }
+    CheckpointOptions { segment_tokens: 5, fan_in: 4, ..CheckpointOptions::default() }
 }
 
 fn chat(store: &Store) -> Chat {
@@ -233,7 +233,11 @@ fn a_checkpoint_after_a_retry_takes_the_completed_steps_of_every_attempt_in_orde
     c.append(NewMessage::user("two")).unwrap();
     c.append(NewMessage::user("three")).unwrap();
     let s = Recording::default();
-    c.build_checkpoint(&s, &CheckpointOptions { segment_tokens: 100_000, fan_in: 4 }).unwrap();
+    c.build_checkpoint(
+        &s,
+        &CheckpointOptions { segment_tokens: 100_000, fan_in: 4, ..CheckpointOptions::default() },
+    )
+    .unwrap();
     let seen = s.seen.lock().unwrap().clone();
     for want in [
         "first attempt step 0",

@@ -33,7 +33,7 @@ fn overlapping_edits_appends_and_publications_never_publish_a_stale_checkpoint()
     let published = AtomicU64::new(0);
     let conflicts = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let opts = CheckpointOptions { segment_tokens: 30, fan_in: 4 };
+    let opts = CheckpointOptions { segment_tokens: 30, fan_in: 4, ..CheckpointOptions::default() };
     std::thread::scope(|s| {
         // Editors and an appender.
         for t in 0..3u64 {

@@ -1,5 +1,6 @@
 //! Property test over seeded histories: whatever the budget, the view never splits a tool
-//! call from its result, never shrinks a pinned archive, keeps the last two user turns raw,
+//! call from its result, never shrinks a pinned archive, keeps the protected tail raw (the
+//! last two user turns, bounded by the budget's `protect_limit`: the last whole steps that fit),
 //! every previewed result reads back whole through its archive id, and the decision agrees
 //! with the estimate.
 
@@ -16,6 +17,25 @@ fn archive_of(p: &Part) -> Option<undertext::ArchiveRef> {
         Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } => Some(*archive),
         _ => None,
     }
+}
+
+/// The protected tail, computed independently of the engine: the last two user turns when
+/// their tokens fit `limit`, else the last whole steps that fit (a step starts at a message
+/// with no tool result), at least the last one.
+fn tail_start(msgs: &[undertext::Message], tokens: &[u64], last_turn: u64, limit: u64) -> u64 {
+    let first = msgs.iter().position(|m| m.turn + 1 >= last_turn).unwrap();
+    let (mut acc, mut best) = (0, None);
+    for i in (first..msgs.len()).rev() {
+        acc += tokens[i];
+        let cut = !msgs[i].parts.iter().any(|p| matches!(p, Part::ToolResult { .. }));
+        if cut && (acc <= limit || best.is_none()) {
+            best = Some(i);
+        }
+        if cut && acc > limit {
+            break;
+        }
+    }
+    best.unwrap() as u64
 }
 
 #[test]
@@ -61,11 +81,15 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
             }
         }
         let last_turn = msgs.last().unwrap().turn;
-        let total = chat.view(&Budget::new(1 << 40, 0)).unwrap().estimate();
+        let full = chat.view(&Budget::new(1 << 40, 0)).unwrap();
+        let total = full.estimate();
+        let tokens: Vec<u64> =
+            full.messages().iter().filter(|m| m.seqs.end == m.seqs.start + 1).map(|m| m.tokens).collect();
         for _ in 0..4 {
             let window = (total * rng.range(60, 200) / 100).max(10);
             let b = Budget::new(window, 0);
             let v = chat.view(&b).unwrap();
+            let protected_from = tail_start(&msgs, &tokens, last_turn, b.protect_limit());
             views += 1;
             match v.decision() {
                 Decision::Fits => assert!(v.estimate() <= b.soft_limit()),
@@ -84,7 +108,7 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
                     continue; // pinned context
                 }
                 let orig = &msgs[vm.seqs.start as usize];
-                let protected = orig.turn + 1 >= last_turn;
+                let protected = orig.seq >= protected_from;
                 for (p, o) in vm.parts.iter().zip(&orig.parts) {
                     match p {
                         Part::ToolCall { id, .. } => {
@@ -98,7 +122,7 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
                     if p != o {
                         assert!(
                             !protected,
-                            "history {h}: message {} of the last two turns changed",
+                            "history {h}: message {} of the protected tail (from {protected_from}) changed",
                             orig.seq
                         );
                         if let Some(a) = archive_of(o) {

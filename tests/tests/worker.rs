@@ -69,7 +69,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
     // Refuse at the hard line if nothing is prepared: a refusal would mean the loop had to wait.
     let opts = WorkerOptions {
         at_hard_line: HardLinePolicy::Refuse,
-        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4, ..CheckpointOptions::default() },
         ..WorkerOptions::default()
     };
     // The setting is 2 s per summarizer call; the suite scales time down (20 ms per
@@ -130,7 +130,7 @@ fn a_prepared_checkpoint_made_stale_by_an_edit_is_not_published() {
     let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
     let opts = WorkerOptions {
         at_hard_line: HardLinePolicy::Refuse,
-        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4, ..CheckpointOptions::default() },
         ..WorkerOptions::default()
     };
     let worker = store.start_worker(Arc::new(Extractive::default()), opts).unwrap();
@@ -174,7 +174,7 @@ fn a_failing_summarizer_is_reported_and_retried_by_policy() {
     let opts = WorkerOptions {
         at_hard_line: HardLinePolicy::Refuse,
         retries: 2,
-        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4 },
+        checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4, ..CheckpointOptions::default() },
         ..WorkerOptions::default()
     };
     let worker = store.start_worker(Arc::new(Failing), opts).unwrap();

@@ -391,7 +391,7 @@ impl PyChat {
             Some(s) => crate::worker::summarizer_of(s)?.0,
             None => std::sync::Arc::new(undertext::checkpoint::Extractive::default()),
         };
-        let opts = CheckpointOptions { segment_tokens, fan_in };
+        let opts = CheckpointOptions { segment_tokens, fan_in, ..CheckpointOptions::default() };
         crate::worker::clear_raised();
         match self.with(py, move |c| c.build_checkpoint(&*s, &opts)) {
             Ok(cp) => Ok(PyCheckpoint::new(cp)),

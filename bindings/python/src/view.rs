@@ -23,7 +23,11 @@ pub struct PyBudget {
 #[pymethods]
 impl PyBudget {
     #[new]
-    #[pyo3(signature = (window, reserve_output=0, *, soft=0.7, target=0.5, hard=0.9, tool_schemas=Vec::new()))]
+    #[pyo3(signature = (
+        window, reserve_output=0, *, soft=0.7, target=0.5, hard=0.9, tool_schemas=Vec::new(),
+        protect_max_tokens=None, instructions_max_tokens=None, nudge=None
+    ))]
+    #[expect(clippy::too_many_arguments, reason = "one keyword argument per budget field, as in Python")]
     fn new(
         py: Python<'_>,
         window: u64,
@@ -32,18 +36,39 @@ impl PyBudget {
         target: f64,
         hard: f64,
         tool_schemas: Vec<String>,
+        protect_max_tokens: Option<u64>,
+        instructions_max_tokens: Option<u64>,
+        nudge: Option<f64>,
     ) -> PyResult<PyBudget> {
-        let ok = window > reserve_output && 0.0 < target && target <= soft && soft <= hard && hard <= 1.0;
+        let ok = window > reserve_output
+            && 0.0 < target
+            && target <= soft
+            && soft <= hard
+            && hard <= 1.0
+            && nudge.is_none_or(|n| 0.0 < n && n <= 1.0);
         if !ok {
             return Err(invalid(
                 py,
                 format!(
-                    "budget: expected window > reserve_output and 0 < target <= soft <= hard <= 1, found \
-                     window {window}, reserve_output {reserve_output}, target {target}, soft {soft}, hard {hard}"
+                    "budget: expected window > reserve_output, 0 < target <= soft <= hard <= 1 and 0 < nudge <= 1, \
+                     found window {window}, reserve_output {reserve_output}, target {target}, soft {soft}, \
+                     hard {hard}, nudge {nudge:?}"
                 ),
             ));
         }
-        Ok(PyBudget { budget: Budget { window, reserve_output, soft, target, hard, tool_schemas } })
+        Ok(PyBudget {
+            budget: Budget {
+                window,
+                reserve_output,
+                soft,
+                target,
+                hard,
+                tool_schemas,
+                protect_max_tokens,
+                instructions_max_tokens,
+                nudge,
+            },
+        })
     }
 
     /// The context window, in tokens.

@@ -207,7 +207,7 @@ pub(crate) fn worker_options(
     Ok(WorkerOptions {
         threads,
         soft,
-        checkpoint: CheckpointOptions { segment_tokens, fan_in },
+        checkpoint: CheckpointOptions { segment_tokens, fan_in, ..CheckpointOptions::default() },
         at_hard_line,
         retries,
     })

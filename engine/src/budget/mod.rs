@@ -9,6 +9,7 @@
 
 pub mod estimate;
 mod render;
+pub(crate) mod tail;
 pub(crate) mod view;
 
 #[cfg(feature = "tiktoken")]
@@ -40,12 +41,35 @@ pub struct Budget {
     pub hard: f64,
     /// JSON text of the tool schemas sent with the call (their tokens count too).
     pub tool_schemas: Vec<String>,
+    /// The protected tail: the last two user turns stay raw, but at most this many tokens;
+    /// when they are larger, the last whole steps that fit (at least the last step). `None`:
+    /// a quarter of the usable input.
+    pub protect_max_tokens: Option<u64>,
+    /// User messages of the protected turns (the task) stay verbatim in the view even when a
+    /// checkpoint covers the steps around them, up to this many tokens in all; longer ones are
+    /// previewed with a way back. `None`: 20,000 tokens or a quarter of the usable input,
+    /// whichever is less.
+    pub instructions_max_tokens: Option<u64>,
+    /// The nudge line (a fraction of the usable input, off by default): a view above it
+    /// carries [`View::nudge`], a harness message asking the model to compact its own history
+    /// with the compaction tool ([`crate::compaction::tool`]).
+    pub nudge: Option<f64>,
 }
 
 impl Budget {
     /// A budget with the default lines: soft 0.70, target 0.50, hard 0.90.
     pub fn new(window: u64, reserve_output: u64) -> Budget {
-        Budget { window, reserve_output, soft: 0.70, target: 0.50, hard: 0.90, tool_schemas: Vec::new() }
+        Budget {
+            window,
+            reserve_output,
+            soft: 0.70,
+            target: 0.50,
+            hard: 0.90,
+            tool_schemas: Vec::new(),
+            protect_max_tokens: None,
+            instructions_max_tokens: None,
+            nudge: None,
+        }
     }
 
     /// Usable input: `window − reserve_output`.
@@ -53,8 +77,11 @@ impl Budget {
         self.window.saturating_sub(self.reserve_output)
     }
 
+    /// `usable × f`, rounded down, in exact integer arithmetic: `f` is taken to the basis
+    /// point (1/10,000), so `0.7` is exactly 7,000/10,000 (`usable as f64 * 0.7` is not).
     fn line(&self, f: f64) -> u64 {
-        (self.usable() as f64 * f).floor() as u64
+        let bp = (f.clamp(0.0, 1.0) * 10_000.0).round() as u128;
+        (u128::from(self.usable()) * bp / 10_000) as u64
     }
 
     /// Tokens at the soft line.
@@ -72,19 +99,41 @@ impl Budget {
         self.line(self.hard)
     }
 
+    /// Tokens the protected tail may hold (see [`Budget::protect_max_tokens`]).
+    ///
+    /// ```
+    /// use undertext::budget::Budget;
+    /// assert_eq!(Budget::new(32_000, 4_000).protect_limit(), 7_000);
+    /// ```
+    pub fn protect_limit(&self) -> u64 {
+        self.protect_max_tokens.unwrap_or(self.usable() / 4)
+    }
+
+    /// Tokens the kept user messages of the protected turns may hold (see
+    /// [`Budget::instructions_max_tokens`]).
+    pub fn instructions_limit(&self) -> u64 {
+        self.instructions_max_tokens.unwrap_or((self.usable() / 4).min(20_000))
+    }
+
+    /// Tokens at the nudge line, when there is one.
+    pub fn nudge_limit(&self) -> Option<u64> {
+        self.nudge.map(|f| self.line(f))
+    }
+
     pub(crate) fn validate(&self) -> crate::Result<()> {
         let ok = self.usable() > 0
             && 0.0 < self.target
             && self.target <= self.soft
             && self.soft <= self.hard
-            && self.hard <= 1.0;
+            && self.hard <= 1.0
+            && self.nudge.is_none_or(|n| 0.0 < n && n <= 1.0);
         if ok {
             Ok(())
         } else {
             Err(crate::Error::InvalidArgument(format!(
-                "budget: expected window > reserve and 0 < target <= soft <= hard <= 1, found window {} reserve {} \
-                 target {} soft {} hard {}",
-                self.window, self.reserve_output, self.target, self.soft, self.hard
+                "budget: expected window > reserve, 0 < target <= soft <= hard <= 1 and 0 < nudge <= 1, found \
+                 window {} reserve {} target {} soft {} hard {} nudge {:?}",
+                self.window, self.reserve_output, self.target, self.soft, self.hard, self.nudge
             )))
         }
     }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::Budget;
 use super::estimate::Estimator;
 use crate::archive::{self, Unit};
-use crate::history::{Message, Part, Role, ToolContent};
+use crate::history::{ArchiveRef, Message, Part, Role, ToolContent};
 
 /// One message of the view: original messages, or a condensed stand-in for a range.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,6 +63,7 @@ pub struct View {
     pub(crate) revision: u64,
     pub(crate) factor: f64,
     pub(crate) swap: Option<std::time::Duration>,
+    pub(crate) nudge: Option<String>,
 }
 
 impl View {
@@ -106,6 +107,13 @@ impl View {
     /// The chat revision the view was built from.
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// Over the budget's nudge line ([`Budget::nudge`]): a harness message to send as the
+    /// last user message, asking the model to compact its history with the compaction tool
+    /// (it holds the chat's index). `None` under the line or with no nudge line.
+    pub fn nudge(&self) -> Option<&str> {
+        self.nudge.as_deref()
     }
 }
 
@@ -207,11 +215,12 @@ pub(crate) fn guard_preview(
 pub(crate) struct Planned {
     pub view: View,
     pub to_archive: Vec<String>,
-    /// Archived results whose preview must be rebuilt shorter from the archive.
-    pub reshrink: Vec<(usize, usize)>,
 }
 
 /// Applies the guard to `messages` (already with compaction records and pins applied).
+/// `reshrink` gives the guard-size preview of an already archived result (built from its
+/// archive), so every estimate counts exactly the text that is sent.
+#[expect(clippy::too_many_arguments, reason = "the guard's inputs; a struct would only rename them")]
 pub(crate) fn guard(
     e: &dyn Estimator,
     budget: &Budget,
@@ -220,14 +229,14 @@ pub(crate) fn guard(
     factor: f64,
     preview_chars: usize,
     marker: &str,
-) -> Planned {
+    reshrink: &mut dyn FnMut(&ArchiveRef) -> crate::Result<String>,
+) -> crate::Result<Planned> {
     let schema_tokens: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
     let raw = |msgs: &[ViewMessage]| msgs.iter().map(|m| m.tokens).sum::<u64>() + schema_tokens;
     let cal = |r: u64| (r as f64 * factor).ceil() as u64;
     let raw0 = raw(&messages);
     let before = cal(raw0);
     let mut to_archive = Vec::new();
-    let mut reshrink = Vec::new();
     let mut previewed = Vec::new();
     let mut total_raw = raw0;
     if before > budget.soft_limit() {
@@ -237,25 +246,24 @@ pub(crate) fn guard(
             }
             let m = &mut messages[c.at];
             let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
-            let (new, text) = guard_preview(content, preview_chars, marker);
-            let (old_t, new_t) = match (&*content, &new) {
-                (ToolContent::Text(t), ToolContent::Archived { preview, .. }) => {
-                    (e.text_tokens(t), e.text_tokens(preview))
-                }
-                (ToolContent::Archived { preview, .. }, _) => {
+            let (new, text) = match &*content {
+                ToolContent::Text(_) => guard_preview(content, preview_chars, marker),
+                ToolContent::Archived { archive, .. } => {
                     // Already archived: its preview is rebuilt at guard size from the archive.
-                    let approx = preview.chars().take(preview_chars).collect::<String>();
-                    (e.text_tokens(preview), e.text_tokens(&approx) + 40)
+                    let preview = reshrink(archive)?;
+                    (ToolContent::Archived { archive: *archive, preview }, None)
                 }
-                _ => continue,
             };
+            let text_of = |c: &ToolContent| match c {
+                ToolContent::Text(t) => e.text_tokens(t),
+                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+            };
+            let (old_t, new_t) = (text_of(content), text_of(&new));
             if new_t >= old_t {
                 continue;
             }
             if let Some(t) = text {
                 to_archive.push(t);
-            } else {
-                reshrink.push((c.at, c.part));
             }
             *content = new;
             m.tokens = m.tokens - old_t + new_t;
@@ -271,7 +279,7 @@ pub(crate) fn guard(
     } else {
         Decision::Fits
     };
-    Planned {
+    Ok(Planned {
         view: View {
             messages: Arc::new(messages),
             decision,
@@ -281,8 +289,8 @@ pub(crate) fn guard(
             revision: 0,
             factor,
             swap: None,
+            nudge: None,
         },
         to_archive,
-        reshrink,
-    }
+    })
 }

@@ -1,8 +1,10 @@
 //! Checkpoints: the settled history summarized, so a view is the summary plus the messages
 //! after it.
 //!
-//! * The **cut**: the last two user turns stay raw, and the cut stops before the first
-//!   pending approval ([`crate::approval`]).
+//! * The **cut**: the protected tail stays raw (the last two user turns, at most
+//!   [`CheckpointOptions::protect_max_tokens`]: see [`crate::budget::tail`]), and the cut
+//!   stops before the step of the first pending approval ([`crate::approval`]); it always
+//!   falls at a cut point, never between a tool call and its result.
 //! * **Segments**: the history before the cut, split at safe points (never between a tool
 //!   call and its result) into runs of about `segment_tokens`; a segment's id is the hash of
 //!   its messages, in order.
@@ -23,6 +25,7 @@ use std::sync::Arc;
 
 use crate::approval::{ApprovalPatterns, first_pending};
 use crate::blob::BlobId;
+use crate::budget::tail;
 use crate::budget::view::message_tokens;
 use crate::error::{Error, Result};
 use crate::history::record::{self, CheckpointRec, SummaryRec, kind};
@@ -37,11 +40,16 @@ pub struct CheckpointOptions {
     pub segment_tokens: u64,
     /// Summaries merged at a time. Default 4.
     pub fan_in: usize,
+    /// The protected tail (never covered) is the last two user turns, but at most this
+    /// many tokens (see [`Budget::protect_max_tokens`](crate::budget::Budget)). `None` (the
+    /// default for direct builds): the last two user turns whole. The worker sets it from
+    /// the budget of the view that asked for the checkpoint.
+    pub protect_max_tokens: Option<u64>,
 }
 
 impl Default for CheckpointOptions {
     fn default() -> Self {
-        CheckpointOptions { segment_tokens: 8_000, fan_in: 4 }
+        CheckpointOptions { segment_tokens: 8_000, fan_in: 4, protect_max_tokens: None }
     }
 }
 
@@ -86,13 +94,6 @@ pub struct Checkpoint {
     pub stats: BuildStats,
     /// The blob holding `summary`, stored by the build (so publication writes one record).
     summary_blob: BlobId,
-}
-
-/// The first seq of the protected recent part, the last two user turns (index into `msgs`):
-/// shared by the guard, the compaction linter and the checkpoint cut.
-pub(crate) fn protected_from(msgs: &[Message]) -> u64 {
-    let last = msgs.last().map_or(0, |m| m.turn);
-    msgs.iter().position(|m| m.turn + 1 >= last).map_or(msgs.len() as u64, |i| i as u64)
 }
 
 fn segment_id(msgs: &[Message]) -> BlobId {
@@ -165,18 +166,24 @@ impl Cache<'_> {
 }
 
 impl Chat {
-    /// Where the settled history of `msgs` (this chat's messages) ends: before the last
-    /// two user turns and before the first pending approval. 0: nothing is settled yet.
-    pub(crate) fn settled_cut(&self, msgs: &[crate::history::Message]) -> u64 {
-        let mut cut = protected_from(msgs);
+    /// Where the settled history of `msgs` (this chat's messages) ends: before the
+    /// protected tail (the last two user turns, bounded by `protect_max` tokens, see
+    /// [`crate::budget::tail`]) and before the step holding the first pending approval —
+    /// always at a cut point, so a view that starts there never opens with a tool result.
+    /// 0: nothing is settled yet.
+    pub(crate) fn settled_cut(&self, msgs: &[crate::history::Message], protect_max: Option<u64>) -> u64 {
+        let e = self.store().inner.core.opts.estimator.clone();
+        let max = protect_max.unwrap_or(u64::MAX);
+        let mut cut = tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64;
         let owner = self.owner().to_string();
         let store = self.store().clone();
         let full = |a: &crate::history::ArchiveRef| {
             store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
         };
         // Responses anywhere in the chat answer requests before the cut.
+        // The approval may sit inside a tool result: the cut moves back before its call.
         if let Some((seq, _)) = first_pending(msgs, &ApprovalPatterns::default(), &full) {
-            cut = cut.min(seq);
+            cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
         }
         cut
     }
@@ -199,7 +206,7 @@ impl Chat {
         let core = self.store().inner.core.clone();
         let snap = self.snapshot();
         let msgs = snap.messages()?;
-        let cut = self.settled_cut(&msgs);
+        let cut = self.settled_cut(&msgs, opts.protect_max_tokens);
         if cut == 0 {
             return Err(Error::InvalidArgument(
                 "nothing is settled yet: the whole chat is protected or waits for an approval".into(),

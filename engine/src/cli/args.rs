@@ -113,6 +113,10 @@ pub struct ReplayArgs {
     /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent or tau-bench.
     #[arg(long, default_value = "auto")]
     pub format: String,
+    /// A model call's time: before each call the worker gets up to this many milliseconds
+    /// to finish a pending job (nothing is slept when none is pending). 0: the worst case.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,

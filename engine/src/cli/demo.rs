@@ -315,7 +315,10 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
             Script::Agent(_) => HardLinePolicy::Wait(Duration::from_secs(1)),
             Script::Transcript(_) => HardLinePolicy::Refuse,
         },
-        checkpoint: CheckpointOptions { segment_tokens: (a.window / 16).max(500), fan_in: 4 },
+        checkpoint: CheckpointOptions {
+            segment_tokens: (a.window / 16).max(500),
+            ..CheckpointOptions::default()
+        },
         ..WorkerOptions::default()
     };
     let worker = store.start_worker(

@@ -178,7 +178,11 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
         dir: std::env::temp_dir().join(format!("undertext-replay-{}-{nanos}", std::process::id())),
     };
     let store = Store::open(&scratch.dir, Options { durability: Durability::None, ..Options::default() })?;
-    let opts = ReplayOptions { window: a.window, ..ReplayOptions::default() };
+    let opts = ReplayOptions {
+        window: a.window,
+        latency: std::time::Duration::from_millis(a.latency_ms),
+        ..ReplayOptions::default()
+    };
     let worker = start_worker(&store, &opts)?;
     let pb = bar(sessions.len() as u64, "replaying", !a.json);
     let mut rows: Vec<ReplayRow> = Vec::new();
@@ -200,15 +204,18 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
                     "key": r.key, "title": r.title, "format": r.format, "steps": r.steps,
                     "naive_tokens": r.naive_tokens, "guarded_tokens": r.guarded_tokens, "peak_tokens": r.peak_tokens,
                     "previews": r.previews, "archived": r.archived, "checkpoints": r.checkpoints, "refused": r.refused,
+                    "unservable": r.unservable, "unservable_reason": r.unservable_reason,
                     "stall_ms": r.stall.as_secs_f64() * 1000.0, "recovered_bytes": r.recovered_bytes,
                     "recovery_mismatches": r.recovery_mismatches,
                 })
             })
             .collect();
-        out::print_json(&json!({"window": a.window, "sessions": list, "worker_errors": errors}))?;
+        out::print_json(
+            &json!({"window": a.window, "latency_ms": a.latency_ms, "sessions": list, "worker_errors": errors}),
+        )?;
     } else {
         println!(
-            "{:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>9} {:>10}",
+            "{:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>10}",
             "session",
             "steps",
             "resend all",
@@ -219,6 +226,7 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             "archived",
             "swaps",
             "refused",
+            "unserv.",
             "stall ms",
             "read back"
         );
@@ -235,13 +243,19 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             t.archived += r.archived;
             t.checkpoints += r.checkpoints;
             t.refused += r.refused;
+            t.unservable += r.unservable;
             t.stall += r.stall;
             t.recovered_bytes += r.recovered_bytes;
             t.recovery_mismatches += r.recovery_mismatches;
         }
-        println!("totals per format (window {} tokens):", num(a.window));
+        println!("totals per format (window {} tokens, latency {} ms):", num(a.window), a.latency_ms);
         for (f, (n, t)) in &totals {
             print_row(&format!("{f} ({n} sessions)"), t);
+        }
+        for r in rows.iter().filter(|r| r.unservable > 0) {
+            if let Some(why) = &r.unservable_reason {
+                println!("unservable: {} ({} view(s)): {why}", r.title, r.unservable);
+            }
         }
         if let Some(first) = errors.first() {
             eprintln!("worker: {} failed job(s) (counted, not fatal), the first: {first}", errors.len());
@@ -262,7 +276,7 @@ fn print_row(name: &str, r: &ReplayRow) {
         format!("{} BAD", r.recovery_mismatches)
     };
     println!(
-        "{name:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>9} {:>10}",
+        "{name:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>10}",
         num(r.steps),
         num(r.naive_tokens),
         num(r.guarded_tokens),
@@ -272,6 +286,7 @@ fn print_row(name: &str, r: &ReplayRow) {
         num(r.archived),
         num(r.checkpoints),
         num(r.refused),
+        num(r.unservable),
         ms(r.stall),
         back
     );

@@ -4,6 +4,8 @@
 //!
 //! Records are applied when the view is built; the original messages are never touched.
 
+pub mod tool;
+
 use std::ops::Range;
 
 use crate::budget::Estimator;
@@ -74,8 +76,7 @@ fn is_call_with_results(msgs: &[Message]) -> bool {
 }
 
 /// Checks `plan` against `messages` (the whole chat, by seq) and reports every problem.
-/// `protected_from` is the first seq of the protected recent part (the last two user
-/// turns); `max_squish_tokens` bounds a squish unless it is one call with its results.
+/// `protected_from` is the first seq of the protected tail (see `budget::tail`); `max_squish_tokens` bounds a squish unless it is one call with its results.
 pub fn lint(
     plan: &Plan,
     messages: &[Message],
@@ -102,7 +103,9 @@ pub fn lint(
         if s.to > protected_from {
             p(
                 "protected",
-                format!("{name} reaches the last two user turns, which start at {protected_from}"),
+                format!(
+                    "{name} reaches the protected tail (the recent steps), which starts at {protected_from}"
+                ),
             );
         }
         let range = &messages[s.from as usize..s.to as usize];
@@ -143,7 +146,12 @@ pub fn lint(
             p("trim", format!("{name}: message {t} is not a tool result"));
         }
         if t >= protected_from {
-            p("protected", format!("{name} is in the last two user turns, which start at {protected_from}"));
+            p(
+                "protected",
+                format!(
+                    "{name} is in the protected tail (the recent steps), which starts at {protected_from}"
+                ),
+            );
         }
         for (r, other) in &covered {
             if r.contains(&t) {

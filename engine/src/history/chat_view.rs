@@ -13,10 +13,10 @@ use super::view_memo::ViewMemo;
 use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
+use crate::budget::tail;
 use crate::budget::view::{
     Candidate, Decision, IndexLine, View, ViewMessage, guard, message_tokens, preview60,
 };
-use crate::checkpoint::protected_from;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
 use crate::store::core::{RecordOut, Txn};
@@ -46,23 +46,39 @@ impl Chat {
     /// writes nothing new): the preview's archive id always reads the result back whole.
     pub fn view(&self, budget: &Budget) -> Result<View> {
         budget.validate()?;
-        let swap = self.pay_before_the_wall(budget)?;
+        let mut swap = self.pay_before_the_wall(budget)?;
+        let mut view = self.view_now(budget)?;
+        // Over the hard line with nothing swapped in: the hard-line policy (wait for the
+        // worker's job, or build now) — only when the guard alone could not bring it under.
+        if swap.is_none() && matches!(view.decision, Decision::Refused { .. }) {
+            if let Some(d) = self.wait_at_the_wall(budget)? {
+                swap = Some(d);
+                view = self.view_now(budget)?;
+            }
+        }
         let snap = self.snapshot();
         let inner = &snap.inner;
-        let model = inner.meta.model.clone();
-        let mut view = match self.view_from_memo(&snap, budget)? {
-            Some(v) => v,
-            None => self.build_view(&snap, budget)?,
-        };
         view.swap = swap;
         view.revision = inner.revision;
         view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
+        if let Some(line) = budget.nudge_limit().filter(|l| view.estimate > *l) {
+            view.nudge = Some(crate::compaction::tool::nudge_text(view.estimate, line, &self.index()?));
+        }
         let mut recent = self.state().views.lock();
-        recent.push_back((view.step, view.raw_estimate, model));
+        recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));
         while recent.len() > 256 {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// The view of the chat as it stands: from the memo, or built.
+    fn view_now(&self, budget: &Budget) -> Result<View> {
+        let snap = self.snapshot();
+        match self.view_from_memo(&snap, budget)? {
+            Some(v) => Ok(v),
+            None => self.build_view(&snap, budget),
+        }
     }
 
     /// Forgets the remembered view, so the next [`Chat::view`] builds from scratch. For
@@ -88,7 +104,17 @@ impl Chat {
         let base = cp.map_or(0, |p| p.rec.reach);
         let msgs = snap.range(base..inner.len)?;
         let at = |seq: u64| &msgs[(seq - base) as usize];
-        let prot = base + protected_from(&msgs);
+        // An unchanged message's estimate is computed once per store and cached.
+        let cached_tokens = |seq: u64, parts: &[Part]| match inner.entries.get(seq as usize) {
+            Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, parts)),
+            None => message_tokens(&*e, parts),
+        };
+        let prot = base
+            + tail::protected_from(
+                &msgs,
+                |i| cached_tokens(base + i as u64, &msgs[i].parts),
+                budget.protect_limit(),
+            ) as u64;
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
         // Compaction records still valid at this revision: every message they cover is
         // unchanged since they were made.
@@ -109,8 +135,45 @@ impl Chat {
         }
         let mut out: Vec<ViewMessage> = Vec::new();
         let mut candidates = Vec::new();
+        let mut to_archive: Vec<String> = Vec::new();
         let mut memo_ok = true;
         if let Some(p) = cp {
+            // What the checkpoint covers but a summary must never replace: the chat's
+            // leading system messages and the user messages (the task) of the protected
+            // turns, verbatim up to the instructions bound, previewed with a way back beyond.
+            let (system, task) = self.kept_instructions(snap, p.rec.reach)?;
+            for m in system {
+                let tokens = cached_tokens(m.seq, &m.parts);
+                out.push(ViewMessage { seqs: m.seq..m.seq + 1, role: m.role, tokens, parts: m.parts });
+            }
+            let mut left = budget.instructions_limit();
+            for m in task {
+                let tokens = cached_tokens(m.seq, &m.parts);
+                let parts = if tokens <= left {
+                    left -= tokens;
+                    m.parts
+                } else {
+                    left = 0;
+                    let mut parts = m.parts;
+                    for p in &mut parts {
+                        if let Part::Text(t) = p {
+                            let id = BlobId::of(t.as_bytes());
+                            let preview = archive::preview_of(
+                                t,
+                                &id,
+                                core.opts.preview_chars,
+                                &core.opts.preview_marker,
+                            );
+                            if preview != *t {
+                                to_archive.push(std::mem::replace(t, preview));
+                            }
+                        }
+                    }
+                    parts
+                };
+                let tokens = message_tokens(&*e, &parts);
+                out.push(ViewMessage { seqs: m.seq..m.seq + 1, role: m.role, tokens, parts });
+            }
             let parts = vec![Part::Summary(format!(
                 "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
                 p.rec.reach, p.summary
@@ -183,43 +246,33 @@ impl Chat {
                     }
                 }
             }
-            // An unchanged message's estimate is computed once per store and cached.
-            let tokens = match inner.entries.get(seq as usize) {
-                Some(entry) if !trims.contains_key(&seq) => {
-                    *entry.tokens.get_or_init(|| message_tokens(&*e, &parts))
-                }
-                _ => message_tokens(&*e, &parts),
+            let tokens = if trims.contains_key(&seq) {
+                message_tokens(&*e, &parts)
+            } else {
+                cached_tokens(seq, &parts)
             };
             out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens, parts });
             seq += 1;
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
-        let mut planned = guard(
-            &*e,
-            budget,
-            out,
-            candidates,
-            factor,
-            core.opts.guard_preview_chars,
-            &core.opts.preview_marker,
-        );
-        if !planned.to_archive.is_empty() {
+        // An archived result's guard preview is built from its archive, so the estimate
+        // counts exactly the text that is sent.
+        let store = self.store().clone();
+        let owner = self.owner().to_string();
+        let chars = core.opts.guard_preview_chars;
+        let mut reshrink = |a: &ArchiveRef| -> Result<String> { store.preview(&owner, &a.id, chars, None) };
+        let planned =
+            guard(&*e, budget, out, candidates, factor, chars, &core.opts.preview_marker, &mut reshrink)?;
+        to_archive.extend(planned.to_archive);
+        if !to_archive.is_empty() {
             let mut txn = Txn::default();
             let mut wait = None;
-            for t in &planned.to_archive {
+            for t in &to_archive {
                 let (_, w) = archive::archive_into(&core, &mut txn, self.owner(), t)?;
                 wait = wait.max(w);
             }
             let c = core.append(txn)?;
             core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
-        }
-        for (at, part) in std::mem::take(&mut planned.reshrink) {
-            if let Part::ToolResult { content: ToolContent::Archived { archive, preview }, .. } =
-                &mut Arc::make_mut(&mut planned.view.messages)[at].parts[part]
-            {
-                *preview =
-                    self.store().preview(self.owner(), &archive.id, core.opts.guard_preview_chars, None)?;
-            }
         }
         let view = planned.view;
         // A trim whose archive has no grant renders as a pointer that a later grant would
@@ -238,6 +291,47 @@ impl Chat {
             ));
         }
         Ok(view)
+    }
+
+    /// The messages before `reach` that a view keeps whole although a checkpoint covers
+    /// them: the chat's leading system messages, and the turn-opening user messages of the
+    /// last two user turns (the task). Found through the snapshot's entries (the turn of an
+    /// entry never decreases with its seq), so the cost is in what is kept, not in the
+    /// chat's length.
+    fn kept_instructions(&self, snap: &super::Snapshot, reach: u64) -> Result<(Vec<Message>, Vec<Message>)> {
+        let inner = &snap.inner;
+        let entry = |i: u64| inner.entries.get(i as usize);
+        let mut system = Vec::new();
+        let mut seq = 0;
+        while seq < reach && entry(seq).is_some_and(|e| e.role == Role::System) {
+            system.push(snap.get(seq)?);
+            seq += 1;
+        }
+        let last_turn = inner.len.checked_sub(1).and_then(entry).map_or(0, |e| e.turn);
+        // Every user message with text opens a turn, so the turn-opening message of turn t
+        // is the first entry whose turn is t (turn 0 is what precedes the first user
+        // message, and has none): two binary searches, whatever the chat's length.
+        let first_of = |t: u64| {
+            let (mut lo, mut hi) = (0u64, inner.len);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if entry(mid).is_some_and(|e| e.turn >= t) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            lo
+        };
+        let mut task = Vec::new();
+        for t in last_turn.saturating_sub(1).max(1)..=last_turn {
+            let s = first_of(t);
+            let opens = entry(s).is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
+            if opens && s >= seq && s < reach {
+                task.push(snap.get(s)?);
+            }
+        }
+        Ok((system, task))
     }
 
     /// The view from the memo: the same view when nothing changed, the memo's messages
@@ -281,12 +375,14 @@ impl Chat {
             revision: 0,
             factor: m.factor,
             swap: None,
+            nudge: None,
         }))
     }
 
-    /// With a worker running: past its soft line, ask it to prepare a checkpoint; past the
-    /// hard line, publish the prepared one (the swap), or follow the hard-line policy.
-    /// Returns how long the swap took, when there was one.
+    /// With a worker running: past its soft line, ask it to prepare a checkpoint (of what
+    /// lies before the protected tail of `budget`); past the hard line, publish the prepared
+    /// one if it is ready (the swap: a guarded transaction, no model call). Returns how long
+    /// the swap took, when there was one. Never waits.
     fn pay_before_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
         let Some(wk) = self.store().inner.worker.lock().clone() else { return Ok(None) };
         let est = self.estimate_after_checkpoint()?;
@@ -295,36 +391,71 @@ impl Chat {
             return Ok(None);
         }
         let published = self.published_checkpoint().map_or(0, |(_, r)| r);
-        let fresh = |c: &Self| c.prepared().filter(|p| p.base_revision == c.revision());
         // One job in flight per chat; a new one once the prepared checkpoint is stale or
         // already published.
-        let usable_prepared = fresh(self).is_some_and(|p| p.reach > published);
+        let usable_prepared = self.fresh_prepared(published).is_some();
         if !usable_prepared && self.state().requested.swap(1, Ordering::AcqRel) == 0 {
-            wk.request(self.owner(), self.id());
+            wk.request(self.owner(), self.id(), Some(budget.protect_limit()));
         }
         if est <= budget.hard_limit() {
             return Ok(None);
         }
-        let mut cp = fresh(self).filter(|p| p.reach > published);
+        self.swap_in(self.fresh_prepared(published))
+    }
+
+    /// The prepared checkpoint, if it is of the current revision and reaches beyond
+    /// `published`.
+    fn fresh_prepared(&self, published: u64) -> Option<Arc<crate::checkpoint::Checkpoint>> {
+        self.prepared().filter(|p| p.base_revision == self.revision() && p.reach > published)
+    }
+
+    /// Publishes `cp` (the swap); how long it took. A conflict (an edit or another
+    /// publication raced it) is not an error: the view goes on without it.
+    fn swap_in(&self, cp: Option<Arc<crate::checkpoint::Checkpoint>>) -> Result<Option<std::time::Duration>> {
+        let Some(cp) = cp else { return Ok(None) };
+        let t = std::time::Instant::now();
+        match self.publish_checkpoint(&cp) {
+            Ok(()) => Ok(Some(t.elapsed())),
+            Err(Error::Conflict(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A view was refused at the hard line with nothing swapped in: follow the worker's
+    /// [`HardLinePolicy`](crate::worker::HardLinePolicy) — wait for the chat's job, build
+    /// the checkpoint now, or let the refusal stand. Returns the swap's time when a
+    /// checkpoint was published.
+    fn wait_at_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
+        let Some(wk) = self.store().inner.worker.lock().clone() else { return Ok(None) };
+        let published = self.published_checkpoint().map_or(0, |(_, r)| r);
+        let protect = Some(budget.protect_limit());
+        let mut cp = self.fresh_prepared(published);
         if cp.is_none() {
             match wk.opts.at_hard_line {
                 crate::worker::HardLinePolicy::Refuse => {}
                 crate::worker::HardLinePolicy::Synchronous => {
-                    // Nothing settled (all protected, or behind a pending approval): the view
-                    // goes on without a checkpoint, and the guard decides.
-                    if self.settled_cut(&self.snapshot().messages()?) > 0 {
-                        let built = self.build_checkpoint(&*wk.summarizer, &wk.opts.checkpoint)?;
+                    // Nothing settled (all protected, or behind a pending approval): the
+                    // refusal stands.
+                    if self.settled_cut(&self.snapshot().messages()?, protect) > 0 {
+                        let opts = crate::checkpoint::CheckpointOptions {
+                            protect_max_tokens: protect,
+                            ..wk.opts.checkpoint.clone()
+                        };
+                        let built = self.build_checkpoint(&*wk.summarizer, &opts)?;
                         cp = Some(Arc::new(built)).filter(|p| p.reach > published);
                     }
                 }
                 crate::worker::HardLinePolicy::Wait(limit) => {
+                    if self.state().requested.swap(1, Ordering::AcqRel) == 0 {
+                        wk.request(self.owner(), self.id(), protect);
+                    }
                     let deadline = std::time::Instant::now() + limit;
                     while cp.is_none() && std::time::Instant::now() < deadline {
                         let seen = wk.jobs_done();
-                        cp = fresh(self).filter(|p| p.reach > published);
+                        cp = self.fresh_prepared(published);
                         if cp.is_none() {
                             wk.wait_job(seen, deadline.saturating_duration_since(std::time::Instant::now()));
-                            cp = fresh(self).filter(|p| p.reach > published);
+                            cp = self.fresh_prepared(published);
                             // The chat's job ended (done, nothing settled, or failed for good)
                             // without a usable checkpoint: nothing more is coming.
                             if cp.is_none() && self.state().requested.load(Ordering::Acquire) == 0 {
@@ -335,14 +466,7 @@ impl Chat {
                 }
             }
         }
-        let Some(cp) = cp else { return Ok(None) };
-        let t = std::time::Instant::now();
-        match self.publish_checkpoint(&cp) {
-            Ok(()) => Ok(Some(t.elapsed())),
-            // Raced with an edit or another publication: the view goes on without it.
-            Err(Error::Conflict(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
+        self.swap_in(cp)
     }
 
     /// The estimated input tokens of the chat as it stands (calibrated, tool schemas of
@@ -400,6 +524,36 @@ impl Chat {
         Ok(new)
     }
 
+    /// The least any view of this chat must send under `budget` (calibrated, tool schemas
+    /// included): the leading system messages, the task (the turn-opening user messages of
+    /// the last two user turns) and the last step. A view refused while this alone is over
+    /// the hard line cannot be served by any compaction: the harness must start afresh or
+    /// use a larger window.
+    pub fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
+        let snap = self.snapshot();
+        let inner = &snap.inner;
+        let e = self.store().inner.core.opts.estimator.clone();
+        let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        // The last step: back from the end to the last cut point.
+        let mut from = inner.len;
+        let mut last = Vec::new();
+        while from > 0 {
+            from -= 1;
+            let m = snap.get(from)?;
+            let cut = tail::is_cut_point(&m);
+            last.push(m);
+            if cut {
+                break;
+            }
+        }
+        let (system, task) = self.kept_instructions(&snap, from)?;
+        for m in system.iter().chain(&task).chain(&last) {
+            raw += message_tokens(&*e, &m.parts);
+        }
+        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
+        Ok((raw as f64 * factor).ceil() as u64)
+    }
+
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
     pub fn index(&self) -> Result<Vec<IndexLine>> {
@@ -416,11 +570,55 @@ impl Chat {
             .collect())
     }
 
-    /// Checks a plan without applying it: every problem, each naming its rule.
+    /// Checks a plan without applying it: every problem, each naming its rule. The
+    /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`]
+    /// for the bound a budget sets).
     pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
         let core = &self.store().inner.core;
         let msgs = self.messages()?;
-        Ok(lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator))
+        Ok(lint(
+            plan,
+            &msgs,
+            self.protected_seq(&msgs, None),
+            core.opts.squish_max_tokens,
+            &*core.opts.estimator,
+        ))
+    }
+
+    /// The first seq of the protected tail of `msgs` (the whole chat), bounded by
+    /// `protect_max` tokens when given.
+    fn protected_seq(&self, msgs: &[Message], protect_max: Option<u64>) -> u64 {
+        let e = self.store().inner.core.opts.estimator.clone();
+        let max = protect_max.unwrap_or(u64::MAX);
+        tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64
+    }
+
+    /// The model-driven compaction tool (see [`crate::compaction::tool`]): takes the
+    /// arguments of the model's call (JSON text: `{"trims": [seq, ...], "squishes": [{"from",
+    /// "to", "rewrite"}]}`), checks them against the chat at `expected_revision` with the
+    /// protected tail of `budget`, and records the plan when the linter finds nothing. Returns
+    /// the text of the tool result for the model: what was applied, or every problem so the
+    /// model can retry. Nothing of the exchange is appended to the chat: the harness sends
+    /// the call and its result only to the compacting model call, so afterwards no trace of
+    /// it is visible.
+    pub fn compaction_tool_call(
+        &self,
+        args_json: &str,
+        expected_revision: u64,
+        budget: &Budget,
+    ) -> Result<String> {
+        let plan = match crate::compaction::tool::parse_args(args_json) {
+            Ok(p) => p,
+            Err(why) => return Ok(crate::compaction::tool::invalid_args_text(&why)),
+        };
+        match self.compact_within(&plan, expected_revision, Some(budget.protect_limit())) {
+            Ok(n) => Ok(crate::compaction::tool::applied_text(&plan, n)),
+            Err(Error::Lint { problems }) => Ok(crate::compaction::tool::problems_text(&problems)),
+            Err(Error::StaleRevision { expected, found }) => {
+                Ok(crate::compaction::tool::stale_text(expected, found))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Records a compaction plan, applied when views are built (originals untouched), if
@@ -429,14 +627,18 @@ impl Chat {
     /// results are archived so their pointer can be followed. Returns how many changes the
     /// plan holds.
     pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+        self.compact_within(plan, expected_revision, None)
+    }
+
+    fn compact_within(&self, plan: &Plan, expected_revision: u64, protect_max: Option<u64>) -> Result<usize> {
         let core = self.store().inner.core.clone();
         let snap = self.snapshot();
         if snap.revision() != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: snap.revision() });
         }
         let msgs = snap.messages()?;
-        let problems =
-            lint(plan, &msgs, protected_from(&msgs), core.opts.squish_max_tokens, &*core.opts.estimator);
+        let prot = self.protected_seq(&msgs, protect_max);
+        let problems = lint(plan, &msgs, prot, core.opts.squish_max_tokens, &*core.opts.estimator);
         if !problems.is_empty() {
             return Err(Error::Lint { problems });
         }

@@ -9,9 +9,14 @@
 //! every archived tool result is read back whole with `read_context` and compared with the
 //! transcript's text, byte for byte.
 //!
-//! There is no model latency between steps, the worker's worst case: a view at the hard line
-//! with nothing prepared is refused at once ([`HardLinePolicy::Refuse`], counted in
-//! [`ReplayRow::refused`]) rather than waiting, so a replay of a long session takes seconds.
+//! Model latency: before each model call the worker gets up to [`ReplayOptions::latency`]
+//! to finish the job it is running (a real model call's time, during which a harness's
+//! worker works too); nothing is slept when no job is pending. `0` is the worker's worst
+//! case. A view at the hard line with nothing prepared is never waited for
+//! ([`HardLinePolicy::Refuse`]): the guard alone decides. A refused view is *unservable*
+//! ([`ReplayRow::unservable`]) when the protected minimum alone (system messages, the task
+//! and the last step: [`Chat::protected_minimum`](crate::Chat::protected_minimum)) is over
+//! the hard line, and *refused* otherwise — the case the engine must never produce.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -34,11 +39,19 @@ pub struct ReplayOptions {
     pub reserve_output: u64,
     /// What a view at the hard line does with nothing prepared.
     pub at_hard_line: HardLinePolicy,
+    /// The model call's time: before each view the worker gets up to this long to finish
+    /// a pending job. Default 0 (the worst case).
+    pub latency: Duration,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { window: 32_000, reserve_output: 4_096, at_hard_line: HardLinePolicy::Refuse }
+        ReplayOptions {
+            window: 32_000,
+            reserve_output: 4_096,
+            at_hard_line: HardLinePolicy::Refuse,
+            latency: Duration::ZERO,
+        }
     }
 }
 
@@ -53,7 +66,10 @@ impl ReplayOptions {
     pub fn worker_options(&self) -> WorkerOptions {
         WorkerOptions {
             at_hard_line: self.at_hard_line,
-            checkpoint: CheckpointOptions { segment_tokens: (self.window / 16).max(500), fan_in: 4 },
+            checkpoint: CheckpointOptions {
+                segment_tokens: (self.window / 16).max(500),
+                ..CheckpointOptions::default()
+            },
             ..WorkerOptions::default()
         }
     }
@@ -74,7 +90,7 @@ pub struct ReplayRow {
     pub guarded_tokens: u64,
     /// Tokens sent resending everything.
     pub naive_tokens: u64,
-    /// The largest view's estimate.
+    /// The largest estimate of a view that was sent (refused views are not sent).
     pub peak_tokens: u64,
     /// Distinct messages the guard turned into previews.
     pub previews: u64,
@@ -82,8 +98,14 @@ pub struct ReplayRow {
     pub archived: u64,
     /// Checkpoints swapped in at the hard line.
     pub checkpoints: u64,
-    /// Views refused (over the hard line even after previews and checkpoints).
+    /// Views refused (over the hard line even after previews and checkpoints) although
+    /// the protected minimum fits: what the engine must never do.
     pub refused: u64,
+    /// Views refused because the protected minimum alone (system messages, task, last
+    /// step) is over the hard line: no compaction can serve them.
+    pub unservable: u64,
+    /// For the first unservable view: its step, the protected minimum and the hard line.
+    pub unservable_reason: Option<String>,
     /// Time stalled at the hard line: the swaps of prepared checkpoints, and the views that
     /// waited for one (with a waiting [`ReplayOptions::at_hard_line`]) and were refused.
     pub stall: Duration,
@@ -137,6 +159,9 @@ pub fn replay_session(
     let mut everything = 0u64;
     for m in &session.messages {
         if m.role == Role::Assistant {
+            if !opts.latency.is_zero() {
+                store.wait_worker_idle(opts.latency);
+            }
             let t = Instant::now();
             let v = chat.view(&budget)?;
             let took = t.elapsed();
@@ -149,7 +174,6 @@ pub fn replay_session(
             });
             row.guarded_tokens += v.estimate();
             row.naive_tokens += everything;
-            row.peak_tokens = row.peak_tokens.max(v.estimate());
             if v.swap().is_some() {
                 row.checkpoints += 1;
             }
@@ -161,9 +185,27 @@ pub fn replay_session(
                 row.stall += took;
             }
             match v.decision() {
-                Decision::Compacted { previewed: p, .. } => previewed.extend(p.iter().copied()),
-                Decision::Refused { .. } => row.refused += 1,
-                Decision::Fits => {}
+                Decision::Compacted { previewed: p, .. } => {
+                    previewed.extend(p.iter().copied());
+                    row.peak_tokens = row.peak_tokens.max(v.estimate());
+                }
+                Decision::Refused { limit, .. } => {
+                    let minimum = chat.protected_minimum(&budget)?;
+                    if minimum > *limit {
+                        row.unservable += 1;
+                        row.unservable_reason.get_or_insert_with(|| {
+                            format!(
+                                "step {} (seq {}): the protected minimum (system, task, last step) is {minimum} \
+                                 tokens, over the hard line of {limit}",
+                                row.steps,
+                                chat.len()
+                            )
+                        });
+                    } else {
+                        row.refused += 1;
+                    }
+                }
+                Decision::Fits => row.peak_tokens = row.peak_tokens.max(v.estimate()),
             }
         }
         everything += crate::budget::view::message_tokens(&*estimator, &m.parts);

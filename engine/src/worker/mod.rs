@@ -67,6 +67,8 @@ struct Job {
     owner: String,
     chat: ChatId,
     attempt: u32,
+    /// The protected tail's bound of the budget that asked (see `budget::tail`).
+    protect: Option<u64>,
 }
 
 /// State shared by the worker threads and the store's views.
@@ -74,8 +76,10 @@ pub(crate) struct Shared {
     tx: Mutex<Option<Sender<Job>>>,
     pub(crate) summarizer: Arc<dyn Summarizer>,
     pub(crate) opts: WorkerOptions,
-    /// Signalled whenever a job ends.
+    /// Jobs finished, signalled whenever one ends.
     done: (Mutex<u64>, Condvar),
+    /// Jobs requested and not finished (queued or running), signalled when it drops.
+    pending: (Mutex<u64>, Condvar),
     errors: Mutex<Vec<String>>,
 }
 
@@ -90,10 +94,34 @@ impl std::fmt::Debug for Shared {
 
 impl Shared {
     /// Asks for a checkpoint of `chat` (no-op if the worker is stopping).
-    pub(crate) fn request(&self, owner: &str, chat: ChatId) {
+    pub(crate) fn request(&self, owner: &str, chat: ChatId, protect: Option<u64>) {
         if let Some(tx) = &*self.tx.lock() {
-            let _ = tx.send(Job { owner: owner.to_string(), chat, attempt: 0 });
+            *self.pending.0.lock() += 1;
+            if tx.send(Job { owner: owner.to_string(), chat, attempt: 0, protect }).is_err() {
+                self.job_left();
+            }
         }
+    }
+
+    /// A requested job left the queue for good (finished, or not sent).
+    fn job_left(&self) {
+        let (m, cv) = &self.pending;
+        let mut n = m.lock();
+        *n = n.saturating_sub(1);
+        cv.notify_all();
+    }
+
+    /// Waits until no job is queued or running, or `timeout` passes; true when idle.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        let (m, cv) = &self.pending;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut n = m.lock();
+        while *n > 0 {
+            if cv.wait_until(&mut n, deadline).timed_out() {
+                return *n == 0;
+            }
+        }
+        true
     }
 
     /// Waits until the number of finished jobs moves past `seen`, or `timeout` passes.
@@ -136,6 +164,7 @@ impl Store {
             summarizer,
             opts,
             done: (Mutex::new(0), Condvar::new()),
+            pending: (Mutex::new(0), Condvar::new()),
             errors: Mutex::new(Vec::new()),
         });
         let mut threads = Vec::new();
@@ -150,12 +179,26 @@ impl Store {
         *self.inner.worker.lock() = Some(shared.clone());
         Ok(Worker { shared, threads, store: self.clone() })
     }
+
+    /// Waits until the store's worker has no job queued or running, or `timeout` passes
+    /// (see [`Worker::wait_idle`]); true at once without a worker.
+    pub fn wait_worker_idle(&self, timeout: Duration) -> bool {
+        let shared = self.inner.worker.lock().clone();
+        shared.is_none_or(|s| s.wait_idle(timeout))
+    }
 }
 
 impl Worker {
     /// Jobs finished (successfully or not).
     pub fn jobs_done(&self) -> u64 {
         self.shared.jobs_done()
+    }
+
+    /// Waits until the worker has no job queued or running, or `timeout` passes (a harness
+    /// gives it the time of a model call this way; returns at once when nothing is pending).
+    /// True when it is idle.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.shared.wait_idle(timeout)
     }
 
     /// Errors reported by failed jobs (a summarizer's error, a build failure), oldest first.
@@ -204,9 +247,16 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
             tracing::warn!(%msg, "worker job failed");
             shared.errors.lock().push(msg);
             if retry && let Some(tx) = &*shared.tx.lock() {
-                let _ = tx.send(Job { attempt: job.attempt + 1, ..job });
+                if tx.send(Job { attempt: job.attempt + 1, ..job }).is_ok() {
+                    // Still pending: the retry is queued.
+                    let (m, cv) = &shared.done;
+                    *m.lock() += 1;
+                    cv.notify_all();
+                    continue;
+                }
             }
         }
+        shared.job_left();
         let (m, cv) = &shared.done;
         *m.lock() += 1;
         cv.notify_all();
@@ -218,11 +268,12 @@ fn prepare(store: &Store, shared: &Shared, job: &Job) -> Result<()> {
     let chat = store.chat(&job.owner, job.chat)?;
     // Nothing settled yet (the last two user turns, or a pending approval, hold it all):
     // there is nothing to prepare, which is not a failure.
-    if chat.settled_cut(&chat.snapshot().messages()?) == 0 {
+    if chat.settled_cut(&chat.snapshot().messages()?, job.protect) == 0 {
         return Ok(());
     }
     // Summaries of unchanged segments are cached: rebuilding costs only what is new.
-    let cp = chat.build_checkpoint(&*shared.summarizer, &shared.opts.checkpoint)?;
+    let opts = CheckpointOptions { protect_max_tokens: job.protect, ..shared.opts.checkpoint.clone() };
+    let cp = chat.build_checkpoint(&*shared.summarizer, &opts)?;
     chat.set_prepared(cp);
     Ok(())
 }

@@ -310,6 +310,9 @@ class Budget:
         target: float = 0.5,
         hard: float = 0.9,
         tool_schemas: Sequence[str] = (),
+        protect_max_tokens: int | None = None,
+        instructions_max_tokens: int | None = None,
+        nudge: float | None = None,
     ) -> None: ...
     @property
     def window(self) -> int: ...
