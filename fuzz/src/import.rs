@@ -1,7 +1,8 @@
 //! Arbitrary bytes as a transcript file for every importer (`undertext::import::parse_bytes`).
 //!
-//! Input layout ([`encode`] builds one): byte 0 chooses the format, `FORMATS[b % 7]` (auto,
-//! claude-code, codex, openai, swe-agent, mini-swe-agent, tau-bench), and `b / 7` the file
+//! Input layout ([`encode`] builds one): byte 0 chooses the format, `FORMATS[b % 9]` (auto,
+//! claude-code, codex, openai, swe-agent, mini-swe-agent, tau-bench, openhands,
+//! openhands-sdk: a folder format, so every file is refused), and `b / 9` the file
 //! name among [`PATHS`] (for an explicit format, odd values pick its second name, e.g. a
 //! Claude Code `subagents/agent-*.jsonl`); the rest is the file's bytes. On each input
 //! nothing may panic, hang or allocate without bound, and:
@@ -22,9 +23,10 @@
 //!   so an import would fail); no message is empty;
 //! * JSONL formats (Claude Code, Codex): the problems are exactly the non-blank lines that
 //!   are not JSON objects, in order, each naming the file and its 1-based line; there is one
-//!   session when some line is an object, none otherwise. JSON formats report no problems;
-//!   OpenAI, SWE-agent and mini-swe-agent files give one session, tau-bench one per list
-//!   entry;
+//!   session when some line is an object, none otherwise. JSON formats report no problems
+//!   but, for a harness whose steps are tool calls (`Format::always_has_tool_calls`), one
+//!   (line 0) per session with assistant messages and no tool call; OpenAI, SWE-agent,
+//!   mini-swe-agent and OpenHands files give one session, tau-bench one per list entry;
 //! * SWE-agent with a non-empty `trajectory` of N steps: the session ends with N pairs of an
 //!   assistant message whose last part is the call `step-i` (tool `action`, arguments
 //!   `{"action": ...}`) and a tool message holding only that call's result, and no other
@@ -41,13 +43,13 @@ use serde_json::Value;
 use undertext::import::{Format, Parsed, Session, detect, parse_bytes};
 use undertext::{Error, Part, Role, ToolContent};
 
-/// The formats byte 0 chooses from (`b % 7`).
-pub const FORMATS: [Format; 7] = Format::ALL;
+/// The formats byte 0 chooses from (`b % 9`).
+pub const FORMATS: [Format; 9] = Format::ALL;
 
 /// File names, each with the extension its format's files have: a Claude Code session and
 /// side chain, a Codex rollout, OpenAI messages, a SWE-agent trajectory, a mini-swe-agent
 /// trajectory, a tau-bench results file, and one with a non-ASCII name.
-pub const PATHS: [&str; 8] = [
+pub const PATHS: [&str; 9] = [
     "sessions/6f1c2a.jsonl",
     "sessions/6f1c2a/subagents/agent-a1b2c3.jsonl",
     "codex/rollout-2025-01-01T00-00-00-0199.jsonl",
@@ -56,6 +58,7 @@ pub const PATHS: [&str; 8] = [
     "mini/astropy__astropy-12907.traj.json",
     "tau/gpt-4o-airline.json",
     "naïve dir/transcript ✓.json",
+    "llm_completions/django__django-1/gpt-4o-1700000000.0.json",
 ];
 
 /// The second path each format may be read from, to check that keys ignore it.
@@ -71,6 +74,8 @@ fn path_for(format: Format, variant: usize) -> &'static str {
         Format::SweAgent => (4, 7),
         Format::MiniSweAgent => (5, 7),
         Format::TauBench => (6, 7),
+        Format::OpenHands => (8, 7),
+        Format::OpenHandsSdk => (3, 7),
     };
     PATHS[if variant.is_multiple_of(2) { a } else { b }]
 }
@@ -79,7 +84,7 @@ fn path_for(format: Format, variant: usize) -> &'static str {
 /// `bytes`.
 pub fn encode(format: Format, variant: u8, bytes: &[u8]) -> Vec<u8> {
     let i = FORMATS.iter().position(|f| *f == format).unwrap_or(0) as u8;
-    let mut v = vec![i.wrapping_add(variant.wrapping_mul(7))];
+    let mut v = vec![i.wrapping_add(variant.wrapping_mul(FORMATS.len() as u8))];
     v.extend_from_slice(bytes);
     v
 }
@@ -201,11 +206,18 @@ fn check_parsed(p: &Parsed, text: &str, format: Format, path: &Path) {
     match format {
         Format::ClaudeCode | Format::Codex => check_jsonl(p, text, path),
         _ => {
-            assert!(
-                p.problems.is_empty(),
-                "{format}: a JSON document reported skipped lines: {:?}",
-                p.problems
-            );
+            for x in &p.problems {
+                assert_eq!(x.line, 0, "{format}: a JSON document reported a skipped line: {x}");
+                assert!(format.always_has_tool_calls(), "{format}: a problem in a plain format: {x}");
+                assert!(x.reason.contains("expected tool calls"), "{format}: {x}");
+            }
+            let missing = p
+                .sessions
+                .iter()
+                .filter(|s| s.tool_calls == 0 && s.messages.iter().any(|m| m.role == Role::Assistant))
+                .count();
+            let expected = if format.always_has_tool_calls() { missing } else { 0 };
+            assert_eq!(p.problems.len(), expected, "{format}: one problem per session without tool calls");
             let doc: Option<Value> = serde_json::from_str(text).ok();
             let Some(doc) = doc else { panic!("{format}: parsed a file that is not one JSON document") };
             match format {

@@ -58,8 +58,11 @@ fn import_corpus_reaches_every_importer() {
         }
     }
     for name in &Format::NAMES[1..] {
-        assert!(with_results.contains_key(name), "no corpus file parses as {name} with tool results");
         assert!(refused.contains_key(name), "no corpus file that {name} refuses");
+        if *name == Format::OpenHandsSdk.name() {
+            continue; // a folder format: every file is refused
+        }
+        assert!(with_results.contains_key(name), "no corpus file parses as {name} with tool results");
         assert!(detected.contains_key(name), "no corpus file auto-detected as {name}");
     }
     assert!(refused.contains_key("auto"), "no corpus file that detection refuses");
@@ -443,6 +446,41 @@ fn write_import_seed_corpus() {
     add("tau-bench-entry-without-traj", TauBench, 0, br#"[{"traj": []}, {"task_id": 1}]"#);
     add("tau-bench-not-list", TauBench, 0, br#"{"traj": []}"#);
     add("tau-bench-empty-list", TauBench, 0, b"[]");
+
+    // mini-swe-agent text trajectories (bash blocks as actions): the hand-made fixture, one
+    // without `trajectory_format`, and blocks at the edges of the rule.
+    let fixture = |rel: &str| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)).unwrap();
+    let mini_text = fixture("mini_swe_agent_text/acme__sums-17.traj.json");
+    add("mini-swe-agent-text", MiniSweAgent, 0, &mini_text);
+    add("auto-mini-swe-agent-text", Auto, 5, &mini_text);
+    let edges = json!({"info": {}, "messages": [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "```bash\n\n```"},
+        {"role": "user", "content": "empty command"},
+        {"role": "assistant", "content": "```bash   \n  ls  \n```\n```bash\nunclosed"},
+        {"role": "user", "content": "one closed block and one open"},
+        {"role": "assistant", "content": "```bash ls\n```"},
+        {"role": "user", "content": "fence not ending its line"},
+        {"role": "assistant", "content": [{"type": "text", "text": "```bash\npwd\n```"}]},
+        {"role": "exit", "content": "end"},
+        {"role": "user", "content": "after exit"}
+    ]});
+    add("mini-swe-agent-text-edges", MiniSweAgent, 1, &serde_json::to_vec(&edges).unwrap());
+
+    // OpenHands: the hand-made completion log, the same without `fncall_messages` (calls only
+    // as text: a problem), wrong types; an SDK event file (a folder format: refused).
+    let eval = fixture("openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json");
+    add("openhands-eval", OpenHands, 0, &eval);
+    add("auto-openhands-eval", Auto, 8, &eval);
+    let mut text_only: Value = serde_json::from_slice(&eval).unwrap();
+    text_only.as_object_mut().unwrap().remove("fncall_messages");
+    add("openhands-eval-text-only", OpenHands, 0, &serde_json::to_vec(&text_only).unwrap());
+    add("openhands-wrong-types", OpenHands, 1, br#"{"fncall_messages": [{"role": "tool", "content": 5}, {"role": "assistant", "tool_calls": [{"function": {"name": 1}}]}], "fncall_response": {"choices": [{"message": "x"}]}}"#);
+    add("openhands-not-list", OpenHands, 0, br#"{"fncall_messages": {"role": "user"}}"#);
+    let event = fixture("openhands_sdk/8d0f2c7e5a1b4e39b6a2f0c4d1e9a7b3/events/event-00002-e02-4b1c.json");
+    add("openhands-sdk-event-file", OpenHandsSdk, 0, &event);
+    add("auto-openhands-sdk-event-file", Auto, 8, &event);
 
     // Auto on what fits no format.
     add("auto-empty", Auto, 0, b"");

@@ -25,34 +25,71 @@ fn bar(len: u64, what: &str, show: bool) -> ProgressBar {
     b
 }
 
-/// The sessions of every transcript file under `paths`, the problems met, and the bytes read.
-fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<(Vec<Session>, Vec<Problem>, u64, usize)> {
+/// What one input file gave.
+struct FileRow {
+    path: PathBuf,
+    /// The format it was read as; `None` when it could not be read or detected.
+    format: Option<Format>,
+    sessions: u64,
+    messages: u64,
+    tool_calls: u64,
+    tool_results: u64,
+}
+
+/// Everything read from the inputs.
+struct Inputs {
+    sessions: Vec<Session>,
+    problems: Vec<Problem>,
+    bytes_in: u64,
+    files: Vec<FileRow>,
+}
+
+/// The sessions of every transcript file under `paths`, the problems met, the bytes read,
+/// and what each file gave. Files are read bounded ([`import::read_bounded`]); folders are
+/// walked once each ([`import::walk`]).
+fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<Inputs> {
     let format: Format = format.parse()?;
-    let files = import::transcript_files(paths)?;
-    if files.is_empty() {
+    let walk = import::walk(paths)?;
+    if walk.files.is_empty() && walk.problems.is_empty() {
         return Err(CliError(format!(
-            "no transcript files (*.jsonl, *.json, *.traj) under {}",
+            "no transcript files (*.jsonl, *.json, *.traj, OpenHands conversation folders) under {}",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )));
     }
     let folders = paths.iter().any(|p| p.is_dir());
-    let pb = bar(files.len() as u64, "reading", folders);
-    let (mut sessions, mut problems, mut bytes_in) = (Vec::new(), Vec::new(), 0u64);
-    for f in &files {
+    let pb = bar(walk.files.len() as u64, "reading", folders);
+    let mut inp = Inputs { sessions: Vec::new(), problems: walk.problems, bytes_in: 0, files: Vec::new() };
+    for f in &walk.files {
         pb.set_message(f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
-        let data = std::fs::read(f).map_err(|e| CliError(format!("{}: {e}", f.display())))?;
-        bytes_in += data.len() as u64;
-        match import::parse_bytes(f, &data, format) {
+        let parsed = if f.is_dir() {
+            import::parse_file(f, format)
+        } else {
+            import::read_bounded(f, import::MAX_INPUT_BYTES).and_then(|data| {
+                inp.bytes_in += data.len() as u64;
+                import::parse_bytes(f, &data, format)
+            })
+        };
+        let mut row =
+            FileRow { path: f.clone(), format: None, sessions: 0, messages: 0, tool_calls: 0, tool_results: 0 };
+        match parsed {
             Ok(p) => {
-                sessions.extend(p.sessions);
-                problems.extend(p.problems);
+                row.format = Some(p.format);
+                for s in &p.sessions {
+                    row.sessions += 1;
+                    row.messages += s.messages.len() as u64;
+                    row.tool_calls += s.tool_calls;
+                    row.tool_results += s.tool_results;
+                }
+                inp.sessions.extend(p.sessions);
+                inp.problems.extend(p.problems);
             }
-            Err(e) => problems.push(Problem { file: f.clone(), line: 0, reason: strip(&e.to_string(), f) }),
+            Err(e) => inp.problems.push(Problem { file: f.clone(), line: 0, reason: strip(&e.to_string(), f) }),
         }
+        inp.files.push(row);
         pb.inc(1);
     }
     pb.finish_and_clear();
-    Ok((sessions, problems, bytes_in, files.len()))
+    Ok(inp)
 }
 
 /// An engine message that already names the file, without the "invalid argument: path: " lead.
@@ -78,7 +115,8 @@ fn report_problems(problems: &[Problem], json: bool) -> CliResult {
 
 /// `import PATH…`.
 pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
-    let (sessions, problems, bytes_in, files) = parse_all(&a.paths, &a.format)?;
+    let Inputs { sessions, problems, bytes_in, files: rows } = parse_all(&a.paths, &a.format)?;
+    let files = rows.len();
     if sessions.is_empty() && !problems.is_empty() {
         return report_problems(&problems, false);
     }
@@ -107,11 +145,24 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
                 (k.to_string(), json!({"sessions": n, "tool_results": t, "tool_result_bytes": b}))
             })
             .collect();
+        let per_file: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|f| {
+                json!({
+                    "file": f.path.display().to_string(), "format": f.format.map(Format::name),
+                    "sessions": f.sessions, "messages": f.messages, "tool_calls": f.tool_calls,
+                    "tool_results": f.tool_results,
+                })
+            })
+            .collect();
         out::print_json(&json!({
             "files": files, "bytes_in": bytes_in,
             "sessions": sessions.len(), "sessions_new": r.sessions_new, "sessions_unchanged": r.sessions_unchanged,
-            "sessions_extended": r.sessions_extended, "messages": r.messages, "tool_results": r.tool_results,
+            "sessions_extended": r.sessions_extended, "sessions_rewritten": r.sessions_rewritten,
+            "messages_replaced": r.messages_replaced, "messages": r.messages, "tool_results": r.tool_results,
             "archived": r.archived, "linked": r.linked,
+            "compactions": r.compactions, "compactions_refused": r.compactions_refused,
+            "per_file": per_file,
             "log_bytes": st.log_bytes, "index_bytes": st.index_bytes,
             "per_format": per_format,
             "problems": problems.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
@@ -122,18 +173,32 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
             println!("{k:<16} {:>8} {:>12} {:>14}", num(*n), num(*t), num(*b));
         }
         println!(
-            "{} files ({} in): {} sessions — {} new, {} unchanged, {} grown; added {} messages, {} tool results ({} archived); {} side chains linked",
+            "{} files ({} in): {} sessions — {} new, {} unchanged, {} grown, {} rewritten; added {} messages, {} tool results ({} archived); {} side chains linked",
             num(files as u64),
             bytes(bytes_in),
             num(sessions.len() as u64),
             num(r.sessions_new),
             num(r.sessions_unchanged),
             num(r.sessions_extended),
+            num(r.sessions_rewritten),
             num(r.messages),
             num(r.tool_results),
             num(r.archived),
             num(r.linked)
         );
+        if r.sessions_rewritten > 0 {
+            println!(
+                "rewritten: {} stored messages differed from the transcript and were replaced (the old \
+                 revision stays readable)",
+                num(r.messages_replaced)
+            );
+        }
+        if r.compactions > 0 || !r.compactions_refused.is_empty() {
+            println!("condensations: {} recorded as compactions", num(r.compactions));
+            for c in &r.compactions_refused {
+                println!("  note: {c}");
+            }
+        }
         println!(
             "store {}: {} on disk (log {}, index {})",
             cli.store.display(),
@@ -168,7 +233,7 @@ fn ratio(a: u64, b: u64) -> String {
 /// store (the `--store` is not touched).
 pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     let _ = cli;
-    let (sessions, problems, _, _) = parse_all(&a.paths, &a.format)?;
+    let Inputs { sessions, problems, .. } = parse_all(&a.paths, &a.format)?;
     if !problems.is_empty() && sessions.is_empty() {
         return report_problems(&problems, false);
     }

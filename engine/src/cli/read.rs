@@ -187,7 +187,8 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
 
 /// `archive FILE`: stores the file's text as an archive of the owner.
 pub fn archive(cli: &Cli, a: &ArchiveArgs) -> CliResult {
-    let bytes = std::fs::read(&a.file).map_err(|e| CliError(format!("{}: {e}", a.file.display())))?;
+    // Type and size checked before reading: a FIFO or `/dev/zero` is refused, not read.
+    let bytes = undertext::import::read_bounded(&a.file, undertext::import::MAX_INPUT_BYTES)?;
     let text = String::from_utf8(bytes).map_err(|e| {
         CliError(format!(
             "{}: expected UTF-8 text, found invalid UTF-8 at byte {}",

@@ -80,7 +80,7 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
         )));
     }
     if lines.is_empty() {
-        return Ok(Parsed { sessions: Vec::new(), problems });
+        return Ok(Parsed { format: Format::ClaudeCode, sessions: Vec::new(), problems });
     }
     let mut out = Vec::new();
     let mut open: Option<Open> = None;
@@ -148,5 +148,5 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
     if let Some(t) = title.or(first_user) {
         s.title = t.lines().next().unwrap_or_default().to_string();
     }
-    Ok(Parsed { sessions: vec![s], problems })
+    Ok(Parsed { format: Format::ClaudeCode, sessions: vec![s], problems })
 }

@@ -45,7 +45,7 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
         )));
     }
     if lines.is_empty() {
-        return Ok(Parsed { sessions: Vec::new(), problems });
+        return Ok(Parsed { format: Format::Codex, sessions: Vec::new(), problems });
     }
     let mut out: Vec<NewMessage> = Vec::new();
     let (mut id, mut model, mut title) = (None::<String>, String::new(), None::<String>);
@@ -109,5 +109,5 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
     if let Some(t) = title {
         s.title = t;
     }
-    Ok(Parsed { sessions: vec![s], problems })
+    Ok(Parsed { format: Format::Codex, sessions: vec![s], problems })
 }

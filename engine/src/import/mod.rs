@@ -1,5 +1,8 @@
 //! Importers: agent transcripts from other harnesses, read into chats of a store.
 //!
+//! Input is bounded and hang-free: [`read_bounded`] reads only regular files up to
+//! [`MAX_INPUT_BYTES`], checked before reading, and [`walk`] visits every folder once.
+//!
 //! Library code, so that the CLI (`undertext import`), the fuzz targets and the bindings call
 //! the same parsers. Each format is parsed into [`Session`]s (one per conversation), and
 //! [`import_sessions`] writes them: one chat per session, keyed by a stable session key in the
@@ -10,9 +13,11 @@
 //! | [`Format::ClaudeCode`] | Claude Code session JSONL (`subagents/agent-*.jsonl` are side chains) | one per file | `tool_result` blocks of `user` lines, paired by `tool_use_id` |
 //! | [`Format::Codex`] | Codex CLI rollout JSONL | one per file | `function_call_output` / `custom_tool_call_output`, paired by `call_id` |
 //! | [`Format::OpenAi`] | OpenAI chat messages: a list, or an object with `messages` | one per file | role `tool`, paired by `tool_call_id` |
-//! | [`Format::MiniSweAgent`] | mini-swe-agent `.traj.json` (`{info, messages, ...}`) | one per file | role `tool` |
+//! | [`Format::MiniSweAgent`] | mini-swe-agent `.traj.json` (`{info, messages, ...}`) | one per file | role `tool`; text trajectories: the user message after an assistant message with exactly one bash block (see `mini_swe_agent.rs`) |
 //! | [`Format::TauBench`] | tau-bench list of `{task_id, traj, ...}` | one per list entry | role `tool` |
 //! | [`Format::SweAgent`] | SWE-agent `.traj` | one per file | `trajectory[*].observation`, paired with its action by position (the `tool` items of `history` when `trajectory` is empty) |
+//! | [`Format::OpenHands`] | OpenHands evaluation completion log | one per file | role `tool` of `fncall_messages` |
+//! | [`Format::OpenHandsSdk`] | OpenHands SDK conversation folder | one per folder | `ObservationEvent`, `AgentErrorEvent`, `UserRejectObservation` by `tool_call_id` |
 //!
 //! A tool result's text is its string content, or its blocks' texts joined without a
 //! separator (other blocks as JSON): the definition of `shared/data/transcripts/MANIFEST.txt`,
@@ -36,9 +41,12 @@
 
 mod claude_code;
 mod codex;
+mod input;
 mod inventory;
 mod json;
+mod mini_swe_agent;
 mod openai;
+mod openhands;
 pub mod replay;
 mod swe_agent;
 mod write;
@@ -50,13 +58,17 @@ use std::str::FromStr;
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, ToolContent};
 
+pub use input::{MAX_INPUT_BYTES, Walk, read_bounded, walk};
 pub use inventory::{FormatCounts, Inventory, inventory};
-pub use write::{FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions, imported_chats};
+pub use write::{
+    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions, imported_chats,
+};
 
 /// A transcript format, or [`Format::Auto`] to detect it from the content.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Format {
     /// Detect from the content ([`detect`]).
+    #[default]
     Auto,
     /// Claude Code session JSONL.
     ClaudeCode,
@@ -70,7 +82,12 @@ pub enum Format {
     MiniSweAgent,
     /// tau-bench list of conversations.
     TauBench,
+    /// OpenHands evaluation completion log (`{messages, fncall_messages, fncall_response, ...}`).
+    OpenHands,
+    /// OpenHands SDK conversation folder (`events/event-NNNNN-<id>.json`, `base_state.json`).
+    OpenHandsSdk,
 }
+
 
 impl Format {
     /// Every format, `auto` first, in the order of [`Format::NAMES`].
@@ -79,7 +96,7 @@ impl Format {
     /// use undertext::import::Format;
     /// assert!(Format::ALL.iter().zip(Format::NAMES).all(|(f, n)| f.name() == n));
     /// ```
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 9] = [
         Format::Auto,
         Format::ClaudeCode,
         Format::Codex,
@@ -87,11 +104,30 @@ impl Format {
         Format::SweAgent,
         Format::MiniSweAgent,
         Format::TauBench,
+        Format::OpenHands,
+        Format::OpenHandsSdk,
     ];
 
     /// Every format name accepted by [`Format::from_str`], `auto` first.
-    pub const NAMES: [&'static str; 7] =
-        ["auto", "claude-code", "codex", "openai", "swe-agent", "mini-swe-agent", "tau-bench"];
+    pub const NAMES: [&'static str; 9] = [
+        "auto",
+        "claude-code",
+        "codex",
+        "openai",
+        "swe-agent",
+        "mini-swe-agent",
+        "tau-bench",
+        "openhands",
+        "openhands-sdk",
+    ];
+
+    /// Whether every session of this format is made of tool calls (an agent harness whose
+    /// steps are actions): a session of it with assistant messages but no tool call means the
+    /// calls were encoded in a way the importer did not read, and is reported as a
+    /// [`Problem`] instead of passing as a plain chat.
+    pub fn always_has_tool_calls(self) -> bool {
+        matches!(self, Format::SweAgent | Format::MiniSweAgent | Format::OpenHands | Format::OpenHandsSdk)
+    }
 
     /// The name (`"claude-code"`, ...), as the CLI's `--format` takes it.
     pub fn name(self) -> &'static str {
@@ -103,6 +139,8 @@ impl Format {
             Format::SweAgent => "swe-agent",
             Format::MiniSweAgent => "mini-swe-agent",
             Format::TauBench => "tau-bench",
+            Format::OpenHands => "openhands",
+            Format::OpenHandsSdk => "openhands-sdk",
         }
     }
 }
@@ -124,6 +162,8 @@ impl FromStr for Format {
             "swe-agent" => Format::SweAgent,
             "mini-swe-agent" => Format::MiniSweAgent,
             "tau-bench" => Format::TauBench,
+            "openhands" => Format::OpenHands,
+            "openhands-sdk" => Format::OpenHandsSdk,
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "format: expected one of {}, found {s:?}",
@@ -157,18 +197,44 @@ pub struct Session {
     pub tool_results: u64,
     /// UTF-8 bytes of those results.
     pub tool_result_bytes: u64,
+    /// Tool calls among the messages.
+    pub tool_calls: u64,
+    /// Condensations of the conversation by its harness (OpenHands), in order.
+    pub condensations: Vec<Condensation>,
+}
+
+/// A condensation of the conversation by its harness (an OpenHands `Condensation` event):
+/// which messages it forgot and the summary it put in their place. Not a message: the
+/// importer keeps it in the chat's [`CONDENSATIONS`] metadata and, where the engine's
+/// compaction rules allow, as a compaction record ([`import_sessions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condensation {
+    /// The first forgotten message (seq in the session).
+    pub from: u64,
+    /// One past the last forgotten message.
+    pub to: u64,
+    /// Whether every message in `from..to` was forgotten (not only some of them).
+    pub contiguous: bool,
+    /// How many events it named as forgotten (some are not messages).
+    pub forgotten_events: u64,
+    /// Its summary (empty when it had none).
+    pub summary: String,
 }
 
 impl Session {
     pub(crate) fn new(format: Format, source: &Path, key: String, messages: Vec<NewMessage>) -> Session {
-        let (mut n, mut bytes) = (0, 0);
+        let (mut n, mut bytes, mut calls) = (0, 0, 0);
         for p in messages.iter().flat_map(|m| &m.parts) {
-            if let Part::ToolResult { content, .. } = p {
-                n += 1;
-                bytes += match content {
-                    ToolContent::Text(t) => t.len() as u64,
-                    ToolContent::Archived { archive, .. } => archive.bytes,
-                };
+            match p {
+                Part::ToolResult { content, .. } => {
+                    n += 1;
+                    bytes += match content {
+                        ToolContent::Text(t) => t.len() as u64,
+                        ToolContent::Archived { archive, .. } => archive.bytes,
+                    };
+                }
+                Part::ToolCall { .. } => calls += 1,
+                _ => {}
             }
         }
         let title = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -182,6 +248,8 @@ impl Session {
             messages,
             tool_results: n,
             tool_result_bytes: bytes,
+            tool_calls: calls,
+            condensations: Vec::new(),
         }
     }
 }
@@ -210,17 +278,22 @@ impl fmt::Display for Problem {
 /// The sessions of one file and the lines skipped in it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Parsed {
+    /// The format the file was read as (detected, or the one asked for).
+    pub format: Format,
     /// The sessions, in file order.
     pub sessions: Vec<Session>,
-    /// Lines that were skipped.
+    /// Lines that were skipped, and sessions of a harness format that yielded no tool call
+    /// ([`Format::always_has_tool_calls`]).
     pub problems: Vec<Problem>,
 }
 
 /// The format of `bytes` (the content of `path`), from the content alone: a JSONL file whose
 /// first object has `type` and `payload` is Codex, one with `sessionId`/`uuid` or a Claude
 /// Code line type is Claude Code; a JSON object with `trajectory` or `history` is SWE-agent,
-/// one with `messages` and `trajectory_format` or `info` mini-swe-agent, one with `messages`
-/// OpenAI; a list of objects with `traj` is tau-bench, a list of messages OpenAI.
+/// one with `fncall_messages`, or `messages` with `response` and `cost` or `timestamp`, an
+/// OpenHands completion log, one with `messages` and `trajectory_format` or `info`
+/// mini-swe-agent, one with `messages` OpenAI; a list of objects with `traj` is tau-bench, a
+/// list of messages OpenAI. (An OpenHands SDK conversation is a folder: see [`parse_file`].)
 pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
     let text = as_text(path, bytes)?;
     let trimmed = text.trim_start();
@@ -238,10 +311,17 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
                 return Ok(f);
             }
         }
+        if openhands::is_sdk_event(&v) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: one event of an OpenHands SDK conversation: expected the conversation's folder \
+                 (the one holding `events/` and `base_state.json`), found a single event file",
+                path.display()
+            )));
+        }
         return Err(Error::InvalidArgument(format!(
             "{}: JSON of no known transcript format (expected {}), found {}",
             path.display(),
-            "Claude Code or Codex JSONL, OpenAI messages, mini-swe-agent, SWE-agent or tau-bench JSON",
+            "Claude Code or Codex JSONL, OpenAI messages, mini-swe-agent, SWE-agent, OpenHands or tau-bench JSON",
             json::shape(&v)
         )));
     }
@@ -255,7 +335,7 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
     }
     Err(Error::InvalidArgument(format!(
         "{}: not a transcript: expected JSON or JSONL (Claude Code, Codex, OpenAI, SWE-agent, mini-swe-agent, \
-         tau-bench), found text starting {:?}",
+         OpenHands, tau-bench), found text starting {:?}",
         path.display(),
         trimmed.chars().take(40).collect::<String>()
     )))
@@ -267,6 +347,12 @@ fn detect_value(v: &serde_json::Value) -> Option<Format> {
         Value::Object(o) => {
             if o.contains_key("trajectory") || (o.contains_key("history") && !o.contains_key("messages")) {
                 Some(Format::SweAgent)
+            } else if o.contains_key("fncall_messages")
+                || (o.get("messages").is_some_and(Value::is_array)
+                    && o.contains_key("response")
+                    && (o.contains_key("cost") || o.contains_key("timestamp")))
+            {
+                Some(Format::OpenHands)
             } else if o.contains_key("messages")
                 && (o.contains_key("trajectory_format") || o.contains_key("info"))
             {
@@ -316,7 +402,9 @@ fn as_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str> {
 
 /// Parses the content of one transcript file. `path` names it in keys, titles and problems.
 /// With [`Format::Auto`] the format is [`detect`]ed; with a named format, content of another
-/// format is an error saying what was expected.
+/// format is an error saying what was expected. A session of a format whose steps are tool
+/// calls ([`Format::always_has_tool_calls`]) that has assistant messages but yields no tool
+/// call is reported as a [`Problem`] (line 0), never passed off silently as a plain chat.
 pub fn parse_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Parsed> {
     let text = as_text(path, bytes)?;
     let format = match format {
@@ -325,10 +413,17 @@ pub fn parse_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Parsed> 
     };
     let hash = blake3::hash(bytes).to_hex();
     let file_key = &hash.as_str()[..32];
-    match format {
-        Format::ClaudeCode => claude_code::parse(path, text, file_key),
-        Format::Codex => codex::parse(path, text, file_key),
-        Format::Auto => Err(Error::InvalidArgument("format: auto was resolved above".into())),
+    let mut parsed = match format {
+        Format::ClaudeCode => claude_code::parse(path, text, file_key)?,
+        Format::Codex => codex::parse(path, text, file_key)?,
+        Format::Auto => return Err(Error::InvalidArgument("format: auto was resolved above".into())),
+        Format::OpenHandsSdk => {
+            return Err(Error::InvalidArgument(format!(
+                "{}: openhands-sdk: expected a conversation folder (holding `events/` and \
+                 `base_state.json`), found a file",
+                path.display()
+            )));
+        }
         other => {
             let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
                 Error::InvalidArgument(format!(
@@ -340,54 +435,59 @@ pub fn parse_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Parsed> 
             })?;
             let sessions = match other {
                 Format::SweAgent => swe_agent::parse(path, &v, file_key)?,
-                Format::MiniSweAgent => openai::mini_swe_agent(path, &v, file_key)?,
+                Format::MiniSweAgent => mini_swe_agent::parse(path, &v, file_key)?,
                 Format::TauBench => openai::tau_bench(path, &v, file_key)?,
+                Format::OpenHands => openhands::completion_log(path, &v, file_key)?,
                 _ => openai::plain(path, &v, file_key)?,
             };
-            Ok(Parsed { sessions, problems: Vec::new() })
+            Parsed { format, sessions, problems: Vec::new() }
+        }
+    };
+    report_missing_calls(&mut parsed);
+    Ok(parsed)
+}
+
+/// Adds a problem for each session of a tool-call harness that yielded no tool call.
+fn report_missing_calls(parsed: &mut Parsed) {
+    for s in &parsed.sessions {
+        let assistant = s.messages.iter().filter(|m| m.role == crate::history::Role::Assistant).count();
+        if s.format.always_has_tool_calls() && s.tool_calls == 0 && assistant > 0 {
+            parsed.problems.push(Problem {
+                file: s.source.clone(),
+                line: 0,
+                reason: format!(
+                    "read as {}, a harness whose steps are tool calls, but none of its {assistant} assistant \
+                     messages holds one (expected tool calls; found none, so they are encoded in a form \
+                     this importer does not read): imported as plain messages",
+                    s.format
+                ),
+            });
         }
     }
 }
 
-/// Reads and parses one file (see [`parse_bytes`]).
+/// Reads and parses one transcript: a file (read with [`read_bounded`], then
+/// [`parse_bytes`]), or an OpenHands SDK conversation folder (`events/event-*.json`, one
+/// event per file, and `base_state.json`), which is one session.
 pub fn parse_file(path: &Path, format: Format) -> Result<Parsed> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    let meta = std::fs::metadata(path).map_err(|e| Error::io("stat", path, e))?;
+    if meta.is_dir() {
+        if !matches!(format, Format::Auto | Format::OpenHandsSdk) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {format}: expected a file, found a folder (only an OpenHands SDK conversation is a folder)",
+                path.display()
+            )));
+        }
+        let mut parsed = openhands::conversation_folder(path)?;
+        report_missing_calls(&mut parsed);
+        return Ok(parsed);
+    }
+    let bytes = read_bounded(path, MAX_INPUT_BYTES)?;
     parse_bytes(path, &bytes, format)
 }
 
-/// The transcript files under `paths`: files as given, folders walked recursively (hidden
-/// entries skipped; files ending in `.jsonl`, `.json` or `.traj`), in path order.
+/// The transcript files under `paths` ([`walk`] without its problems: files or folders that
+/// were skipped are left out).
 pub fn transcript_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-        let rd = std::fs::read_dir(dir).map_err(|e| Error::io("read_dir", dir, e))?;
-        let mut entries = Vec::new();
-        for e in rd {
-            entries.push(e.map_err(|e| Error::io("read_dir", dir, e))?.path());
-        }
-        entries.sort();
-        for p in entries {
-            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if name.starts_with('.') {
-                continue;
-            }
-            if p.is_dir() {
-                walk(&p, out)?;
-            } else if [".jsonl", ".json", ".traj"].iter().any(|x| name.ends_with(x))
-                && name != "MANIFEST.json"
-            {
-                out.push(p);
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p).map_err(|e| Error::io("stat", p, e))?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
+    Ok(walk(paths)?.files)
 }

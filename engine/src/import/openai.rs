@@ -1,7 +1,7 @@
 //! The OpenAI chat format: `{role, content}` messages; assistant `tool_calls: [{id, function:
 //! {name, arguments}}]` answered by `{role: "tool", tool_call_id, content}`. Plain (a list of
-//! messages, or an object with `messages`), mini-swe-agent (`{info, messages, instance_id}`)
-//! and tau-bench (a list of `{task_id, traj}`, one session each).
+//! messages, or an object with `messages`) and tau-bench (a list of `{task_id, traj}`, one
+//! session each); the message reader is shared by mini-swe-agent, SWE-agent and OpenHands.
 
 use std::path::Path;
 
@@ -88,22 +88,6 @@ pub(super) fn plain(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Sessio
     Ok(vec![s])
 }
 
-pub(super) fn mini_swe_agent(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Session>> {
-    let list =
-        v.get("messages").and_then(Value::as_array).ok_or_else(|| expected(path, "mini-swe-agent", v))?;
-    let key = match str_of(v, "instance_id") {
-        Some(i) => format!("mini-swe-agent:{i}:{file_key}"),
-        None => format!("mini-swe-agent:{file_key}"),
-    };
-    let mut s = Session::new(Format::MiniSweAgent, path, key, messages(list));
-    if let Some(i) = str_of(v, "instance_id") {
-        s.title = i.to_string();
-    }
-    s.model =
-        v.pointer("/info/config/model/model_name").and_then(Value::as_str).unwrap_or_default().to_string();
-    Ok(vec![s])
-}
-
 pub(super) fn tau_bench(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Session>> {
     let list = v.as_array().ok_or_else(|| expected(path, "tau-bench", v))?;
     let mut out = Vec::with_capacity(list.len());
@@ -127,7 +111,6 @@ pub(super) fn tau_bench(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Se
 fn expected(path: &Path, format: &str, v: &Value) -> Error {
     let want = match format {
         "tau-bench" => "a list of conversations with `traj`",
-        "mini-swe-agent" => "an object with `messages` (a list of {role, content})",
         _ => "a list of {role, content} messages, or an object with `messages`",
     };
     Error::InvalidArgument(format!(

@@ -1,10 +1,18 @@
-//! Writing parsed sessions into a store: one chat per session, idempotently.
+//! Writing parsed sessions into a store: one chat per session, idempotently and exactly.
+//!
+//! A session already in the store is compared with its chat message by message: when the
+//! stored messages are an exact prefix of the transcript, the rest is appended; otherwise the
+//! chat is truncated to the longest common prefix and the rest appended as a new revision
+//! (the old content stays readable through [`Chat::snapshot_at`](crate::Chat::snapshot_at)).
+//! So after any sequence of imports the chat holds exactly the last transcript imported.
 
 use std::collections::HashMap;
 
-use super::Session;
-use crate::error::Result;
-use crate::history::{ChatId, ChatMeta, Page, Part, ToolContent};
+use super::{Condensation, Session};
+use crate::blob::BlobId;
+use crate::compaction::{Plan, Squish};
+use crate::error::{Error, Result};
+use crate::history::{Chat, ChatId, ChatMeta, Message, NewMessage, Page, Part, ToolContent};
 use crate::store::Store;
 
 /// Metadata key holding a chat's session key ([`Session::key`]).
@@ -18,6 +26,12 @@ pub const FORMAT: &str = "import.format";
 /// Metadata key holding the file the session was first imported from.
 pub const SOURCE: &str = "import.source";
 
+/// Metadata key holding a session's condensations (OpenHands `Condensation` events) as a
+/// JSON list of `{"from", "to", "forgotten", "summary", "applied"}`: the messages `from..to`
+/// it forgot (seqs), how many events it named, its summary, and whether it is also a
+/// compaction record of the chat (see [`import_sessions`]).
+pub const CONDENSATIONS: &str = "import.condensations";
+
 /// Messages appended per transaction.
 const BATCH: usize = 256;
 
@@ -30,6 +44,13 @@ pub struct ImportReport {
     pub sessions_unchanged: u64,
     /// Sessions already in the store that had grown: their new messages were appended.
     pub sessions_extended: u64,
+    /// Sessions already in the store whose stored messages were not a prefix of the
+    /// transcript (a message completed or changed since, or another transcript with the same
+    /// session key): the chat was truncated to the longest common prefix and the rest
+    /// appended, as a new revision.
+    pub sessions_rewritten: u64,
+    /// Messages dropped by those truncations (readable at the older revision).
+    pub messages_replaced: u64,
     /// Messages appended.
     pub messages: u64,
     /// Tool results among them.
@@ -38,6 +59,37 @@ pub struct ImportReport {
     pub archived: u64,
     /// Side chains linked to their parent chat in this call.
     pub linked: u64,
+    /// Condensations recorded as compaction records of their chat in this call.
+    pub compactions: u64,
+    /// Condensations the compaction linter refused (kept in the chat's
+    /// [`CONDENSATIONS`] metadata only), each with the reason.
+    pub compactions_refused: Vec<String>,
+}
+
+/// True when a stored tool result holds the same text as a transcript's.
+fn same_content(stored: &ToolContent, new: &ToolContent) -> bool {
+    match (stored, new) {
+        (ToolContent::Text(a), ToolContent::Text(b)) => a == b,
+        (ToolContent::Archived { archive, .. }, ToolContent::Text(t))
+        | (ToolContent::Text(t), ToolContent::Archived { archive, .. }) => {
+            archive.bytes == t.len() as u64 && archive.id == BlobId::of(t.as_bytes())
+        }
+        (ToolContent::Archived { archive: a, .. }, ToolContent::Archived { archive: b, .. }) => a.id == b.id,
+    }
+}
+
+/// True when a stored message is the transcript's message (an archived result counts as
+/// its full text).
+fn same_message(stored: &Message, new: &NewMessage) -> bool {
+    stored.role == new.role
+        && stored.parts.len() == new.parts.len()
+        && stored.parts.iter().zip(&new.parts).all(|(a, b)| match (a, b) {
+            (
+                Part::ToolResult { call_id: ca, content: xa, is_error: ea },
+                Part::ToolResult { call_id: cb, content: xb, is_error: eb },
+            ) => ca == cb && ea == eb && same_content(xa, xb),
+            _ => a == b,
+        })
 }
 
 /// The imported chats of `owner`: session key to (chat, messages stored).
@@ -58,9 +110,16 @@ pub fn imported_chats(store: &Store, owner: &str) -> Result<HashMap<String, (Cha
     }
 }
 
-/// Writes `sessions` into chats of `owner`. A session whose key is already a chat's
-/// [`KEY`] adds only the messages past that chat's length (none when the transcript is
-/// unchanged): importing the same transcript twice adds nothing. A side chain's chat records
+/// Writes `sessions` into chats of `owner`. A session whose key is already a chat's [`KEY`]
+/// is compared with that chat: when the stored messages are an exact prefix of the session,
+/// only the rest is appended (nothing when the transcript is unchanged, so importing the same
+/// transcript twice adds nothing); otherwise the chat is truncated to the longest common
+/// prefix and the rest appended, a new revision ([`ImportReport::sessions_rewritten`]).
+/// A session's [`Condensation`]s are kept in the chat's [`CONDENSATIONS`] metadata, and each
+/// one whose forgotten messages are one range is also recorded with
+/// [`Chat::compact`](crate::Chat::compact) as a squish of that range into its summary when
+/// the compaction linter accepts it (it refuses, for instance, anything in the last two user
+/// turns, and an OpenHands conversation is usually one user turn). A side chain's chat records
 /// its parent's key ([`PARENT`]) and, once the parent is in the store, its chat id
 /// ([`PARENT_CHAT`]). `progress` is called after each session.
 pub fn import_sessions(
@@ -73,8 +132,8 @@ pub fn import_sessions(
     let threshold = store.options().archive_threshold;
     let mut r = ImportReport::default();
     for s in sessions {
-        let (id, have) = match known.get(&s.key) {
-            Some(&(id, len)) => (id, len),
+        let id = match known.get(&s.key) {
+            Some(&(id, _)) => id,
             None => {
                 let mut meta =
                     ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
@@ -87,33 +146,38 @@ pub fn import_sessions(
                 let id = store.create_chat(owner, meta)?;
                 known.insert(s.key.clone(), (id, 0));
                 r.sessions_new += 1;
-                (id, 0)
+                id
             }
         };
         let chat = store.chat(owner, id)?;
-        let have = have.max(chat.len()) as usize;
-        if have >= s.messages.len() {
-            if have > 0 {
+        let snap = chat.snapshot();
+        let stored = if snap.is_empty() { Vec::new() } else { snap.messages()? };
+        let common = stored.iter().zip(&s.messages).take_while(|(a, b)| same_message(a, b)).count();
+        if common < stored.len() {
+            chat.truncate(common as u64, snap.revision())?;
+            r.sessions_rewritten += 1;
+            r.messages_replaced += (stored.len() - common) as u64;
+        } else if common == s.messages.len() {
+            if !stored.is_empty() {
                 r.sessions_unchanged += 1;
             }
-        } else {
-            if have > 0 {
-                r.sessions_extended += 1;
-            }
-            for batch in s.messages[have..].chunks(BATCH) {
-                for p in batch.iter().flat_map(|m| &m.parts) {
-                    if let Part::ToolResult { content, .. } = p {
-                        r.tool_results += 1;
-                        if matches!(content, ToolContent::Text(t) if t.len() > threshold) {
-                            r.archived += 1;
-                        }
+        } else if !stored.is_empty() {
+            r.sessions_extended += 1;
+        }
+        for batch in s.messages[common..].chunks(BATCH) {
+            for p in batch.iter().flat_map(|m| &m.parts) {
+                if let Part::ToolResult { content, .. } = p {
+                    r.tool_results += 1;
+                    if matches!(content, ToolContent::Text(t) if t.len() > threshold) {
+                        r.archived += 1;
                     }
                 }
-                chat.append_batch(batch.to_vec())?;
-                r.messages += batch.len() as u64;
             }
-            known.insert(s.key.clone(), (id, s.messages.len() as u64));
+            chat.append_batch(batch.to_vec())?;
+            r.messages += batch.len() as u64;
         }
+        known.insert(s.key.clone(), (id, s.messages.len() as u64));
+        record_condensations(&chat, &s.condensations, &mut r)?;
         progress(s);
     }
     // Link side chains to parents present now (in this call or an earlier one).
@@ -129,4 +193,73 @@ pub fn import_sessions(
         }
     }
     Ok(r)
+}
+
+/// Keeps `conds` in the chat's [`CONDENSATIONS`] metadata and records each one not recorded
+/// yet as a compaction (a squish of its range into its summary) when the linter accepts it.
+fn record_condensations(chat: &Chat, conds: &[Condensation], r: &mut ImportReport) -> Result<()> {
+    use serde_json::{Value, json};
+    if conds.is_empty() {
+        return Ok(());
+    }
+    let mut meta = chat.meta();
+    let before: Vec<Value> = meta
+        .extra
+        .get(CONDENSATIONS)
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        .and_then(|v| v.as_array().cloned())
+        .unwrap_or_default();
+    let mut list = Vec::with_capacity(conds.len());
+    for (i, c) in conds.iter().enumerate() {
+        let entry = json!({
+            "from": c.from, "to": c.to, "forgotten": c.forgotten_events, "summary": c.summary,
+        });
+        let same = before.get(i).is_some_and(|b| {
+            ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k))
+        });
+        let applied = if same {
+            before[i].get("applied").and_then(Value::as_bool).unwrap_or(false)
+        } else if !c.contiguous || c.from >= c.to || c.to > chat.len() {
+            r.compactions_refused.push(format!(
+                "condensation {i} of {}: its forgotten messages are not one range of the chat \
+                 (expected contiguous seqs, found {}..{}{})",
+                chat.id(),
+                c.from,
+                c.to,
+                if c.contiguous { "" } else { " with gaps" }
+            ));
+            false
+        } else {
+            let plan = Plan {
+                trims: Vec::new(),
+                squishes: vec![Squish { from: c.from, to: c.to, rewrite: c.summary.clone() }],
+            };
+            match chat.compact(&plan, chat.revision()) {
+                Ok(_) => {
+                    r.compactions += 1;
+                    true
+                }
+                Err(Error::Lint { problems }) => {
+                    let why: Vec<String> = problems.iter().map(ToString::to_string).collect();
+                    r.compactions_refused.push(format!(
+                        "condensation {i} of {}: kept in metadata `{CONDENSATIONS}` only, the compaction \
+                         linter refused it: {}",
+                        chat.id(),
+                        why.join("; ")
+                    ));
+                    false
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut entry = entry;
+        entry["applied"] = Value::Bool(applied);
+        list.push(entry);
+    }
+    let text = Value::Array(list).to_string();
+    if meta.extra.get(CONDENSATIONS) != Some(&text) {
+        meta.extra.insert(CONDENSATIONS.into(), text);
+        chat.set_meta(meta)?;
+    }
+    Ok(())
 }

@@ -1,0 +1,175 @@
+//! mini-swe-agent `.traj.json`: `{info, messages, trajectory_format, instance_id}`.
+//!
+//! Two shapes of `messages`:
+//! * **tool calling** (`mini-swe-agent-1.1` and later): OpenAI chat messages, assistant
+//!   `tool_calls` answered by role `tool` ([`openai::messages`]);
+//! * **text** (`trajectory_format` `"mini-swe-agent-1"`, or no tool call and no tool message
+//!   at all): messages of only `role` and `content`. mini-swe-agent's own rule decides what
+//!   is an action: an assistant message whose content holds exactly one ```` ```bash ````
+//!   block (the regular expression ```` ```bash\s*\n(.*?)\n``` ````, `.` matching newlines,
+//!   non-overlapping) has one, the block's text trimmed. It becomes a tool call (name
+//!   `bash`, arguments `{"command": ...}`, id `bash-<message index>`), and the message right
+//!   after it, when it is a `user` message, is that call's result, its text unchanged (the
+//!   `<returncode>`/`<output>` observation, or a timeout notice). An assistant message with
+//!   zero or several blocks is a format error in mini-swe-agent: no call, and the harness's
+//!   next user message ("Please always provide EXACTLY ONE action...") stays a user
+//!   message. The assistant's text is kept whole either way.
+//!
+//! A `system` message may come before the task (the first user message); role `exit` (the
+//! run's end) is not a message.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::json::{message, result, shape, str_of, text_of};
+use super::{Format, Session, openai};
+use crate::error::{Error, Result};
+use crate::history::{NewMessage, Part, Role};
+
+/// Python's `\s` on `str` (its `str.isspace`): Unicode whitespace and the separators
+/// U+001C..U+001F.
+fn py_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// The bash blocks of `text`, as `re.findall(r"```bash\s*\n(.*?)\n```", text, re.DOTALL)`
+/// finds them (untrimmed). Linear: the backtracking the expression allows is resolved in at
+/// most two searches per opening fence.
+pub(super) fn bash_blocks(text: &str) -> Vec<&str> {
+    const OPEN: &str = "```bash";
+    const CLOSE: &str = "\n```";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(rel) = text[from..].find(OPEN) {
+        let start = from + rel;
+        let after = start + OPEN.len();
+        // `\s*\n`: the greedy whitespace run, backing off to the newlines in it, last first.
+        let run_end =
+            text[after..].char_indices().find(|&(_, c)| !py_space(c)).map_or(text.len(), |(i, _)| after + i);
+        let mut bodies = text[after..run_end].rmatch_indices('\n').map(|(i, _)| after + i + 1);
+        let Some(last) = bodies.next() else {
+            from = start + 1; // no newline after the fence: no block starts here
+            continue;
+        };
+        if let Some(end) = text[last..].find(CLOSE) {
+            out.push(&text[last..last + end]);
+            from = last + end + CLOSE.len();
+            continue;
+        }
+        // No closing fence after the run. Backing off to an earlier newline helps only when
+        // the run's last newline is itself the start of a closing fence.
+        if let Some(body) = bodies.next()
+            && text[run_end - 1..].starts_with(CLOSE)
+        {
+            out.push(&text[body..run_end - 1]);
+            from = run_end - 1 + CLOSE.len();
+            continue;
+        }
+        break; // no closing fence anywhere after: no later block either
+    }
+    out
+}
+
+/// Python's `str.strip()`.
+fn py_strip(s: &str) -> &str {
+    s.trim_matches(py_space)
+}
+
+/// The text-format messages as chat messages (see the module documentation).
+fn text_messages(list: &[Value]) -> Vec<NewMessage> {
+    let mut out = Vec::new();
+    let mut pending: Option<String> = None;
+    for (i, m) in list.iter().enumerate() {
+        let content = text_of(m.get("content"));
+        let answered = pending.take();
+        match str_of(m, "role") {
+            Some("system" | "developer") => out.push(NewMessage::system(content)),
+            Some("user") => match answered {
+                Some(id) => out.push(NewMessage { role: Role::Tool, parts: vec![result(&id, content, false)] }),
+                None => out.push(NewMessage::user(content)),
+            },
+            Some("assistant") => {
+                let blocks = bash_blocks(&content);
+                let call = match blocks.as_slice() {
+                    [one] => Some(py_strip(one).to_string()),
+                    _ => None,
+                };
+                let mut parts = Vec::new();
+                if !content.is_empty() {
+                    parts.push(Part::Text(content.clone()));
+                }
+                if let Some(command) = call {
+                    let id = format!("bash-{i}");
+                    parts.push(Part::ToolCall {
+                        id: id.clone(),
+                        name: "bash".into(),
+                        args: json!({ "command": command }).to_string(),
+                    });
+                    pending = Some(id);
+                }
+                out.extend(message(Role::Assistant, parts));
+            }
+            _ => {} // `exit`
+        }
+    }
+    out
+}
+
+/// Whether `v` is the text format: `trajectory_format` `"mini-swe-agent-1"`, or messages
+/// with no tool call and no tool message.
+fn is_text_format(v: &Value, list: &[Value]) -> bool {
+    if str_of(v, "trajectory_format") == Some("mini-swe-agent-1") {
+        return true;
+    }
+    !list.iter().any(|m| {
+        str_of(m, "role") == Some("tool")
+            || m.get("tool_calls").and_then(Value::as_array).is_some_and(|a| !a.is_empty())
+    })
+}
+
+pub(super) fn parse(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Session>> {
+    let list = v.get("messages").and_then(Value::as_array).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{}: not mini-swe-agent JSON: expected an object with `messages` (a list of {{role, content}}), found {}",
+            path.display(),
+            shape(v)
+        ))
+    })?;
+    let key = match str_of(v, "instance_id") {
+        Some(i) => format!("mini-swe-agent:{i}:{file_key}"),
+        None => format!("mini-swe-agent:{file_key}"),
+    };
+    let msgs = if is_text_format(v, list) { text_messages(list) } else { openai::messages(list) };
+    let mut s = Session::new(Format::MiniSweAgent, path, key, msgs);
+    if let Some(i) = str_of(v, "instance_id") {
+        s.title = i.to_string();
+    }
+    s.model =
+        v.pointer("/info/config/model/model_name").and_then(Value::as_str).unwrap_or_default().to_string();
+    Ok(vec![s])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bash_blocks;
+
+    #[test]
+    fn bash_blocks_follow_mini_swe_agents_regular_expression() {
+        assert_eq!(bash_blocks("THOUGHT\n```bash\nls -la\n```\n"), ["ls -la"]);
+        assert_eq!(bash_blocks("```bash\nls\n```\n```bash\npwd\n```"), ["ls", "pwd"]);
+        assert_eq!(bash_blocks("no block"), Vec::<&str>::new());
+        // The opening fence must end its line (after optional whitespace).
+        assert_eq!(bash_blocks("```bash ls\n```"), Vec::<&str>::new());
+        assert_eq!(bash_blocks("```bash  \t\n  echo hi\n```"), ["  echo hi"]);
+        // Greedy whitespace backs off to an earlier newline when that finds a close.
+        assert_eq!(bash_blocks("```bash\n\n```"), [""]);
+        assert_eq!(bash_blocks("```bash\n\n\necho\n```"), ["echo"]);
+        // Multi-line body, lazily up to the first closing fence.
+        assert_eq!(bash_blocks("```bash\na\nb\n```\nx\n```"), ["a\nb"]);
+        // A fence that never closes is no block; a later one still counts.
+        assert_eq!(bash_blocks("```bash\nunclosed"), Vec::<&str>::new());
+        assert_eq!(bash_blocks("```bash```bash\nok\n```"), ["ok"]);
+        assert_eq!(bash_blocks("```bashé\n```bash\né\n```"), ["é"]);
+    }
+}
