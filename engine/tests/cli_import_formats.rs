@@ -37,9 +37,16 @@ fn import_json_reports_the_format_detected_per_file_and_the_counts_of_the_new_fo
         .unwrap()
         .iter()
         .map(|f| {
-            let name = Path::new(f["file"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
+            let name =
+                Path::new(f["file"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
             let n = |k: &str| f[k].as_u64().unwrap();
-            (name, f["format"].as_str().unwrap().to_string(), n("messages"), n("tool_calls"), n("tool_results"))
+            (
+                name,
+                f["format"].as_str().unwrap().to_string(),
+                n("messages"),
+                n("tool_calls"),
+                n("tool_results"),
+            )
         })
         .collect();
     assert_eq!(
@@ -50,7 +57,10 @@ fn import_json_reports_the_format_detected_per_file_and_the_counts_of_the_new_fo
             ("8d0f2c7e5a1b4e39b6a2f0c4d1e9a7b3".into(), "openhands-sdk".into(), 16, 6, 6),
         ]
     );
-    assert_eq!((r["sessions_new"].as_u64(), r["tool_results"].as_u64(), r["compactions"].as_u64()), (Some(3), Some(14), Some(1)));
+    assert_eq!(
+        (r["sessions_new"].as_u64(), r["tool_results"].as_u64(), r["compactions"].as_u64()),
+        (Some(3), Some(14), Some(1))
+    );
     assert_eq!(r["problems"], Value::Array(vec![]));
     let stats = json(&store, &["stats", "--json"]);
     for (f, sessions) in [("mini-swe-agent", 1), ("openhands", 1), ("openhands-sdk", 1)] {
@@ -64,7 +74,15 @@ fn replay_runs_the_new_formats_end_to_end_and_reads_every_archived_byte_back() {
     let store = tmp.path().join("unused");
     let o = run(
         &store,
-        &["replay", data(MINI).to_str().unwrap(), data(EVAL).to_str().unwrap(), data(SDK).to_str().unwrap(), "--window", "4000", "--json"],
+        &[
+            "replay",
+            data(MINI).to_str().unwrap(),
+            data(EVAL).to_str().unwrap(),
+            data(SDK).to_str().unwrap(),
+            "--window",
+            "16000",
+            "--json",
+        ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -87,7 +105,9 @@ fn a_reimport_that_changes_stored_messages_reports_sessions_rewritten() {
     let store = tmp.path().join("s");
     let f = tmp.path().join("run.jsonl");
     let line = |text: &str| {
-        format!("{{\"type\":\"user\",\"sessionId\":\"s-9\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n")
+        format!(
+            "{{\"type\":\"user\",\"sessionId\":\"s-9\",\"message\":{{\"role\":\"user\",\"content\":\"{text}\"}}}}\n"
+        )
     };
     std::fs::write(&f, line("first") + &line("second")).unwrap();
     let a = json(&store, &["import", f.to_str().unwrap(), "--json"]);
@@ -99,7 +119,11 @@ fn a_reimport_that_changes_stored_messages_reports_sessions_rewritten() {
         (Some(1), Some(1), Some(2))
     );
     let o = run(&store, &["import", f.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("0 rewritten"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("0 rewritten"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }
 
 fn quick_failure(store: &Path, args: &[&str], want: &str) {
@@ -116,7 +140,11 @@ fn quick_failure(store: &Path, args: &[&str], want: &str) {
 fn archive_and_import_of_dev_zero_are_refused_at_once_saying_a_regular_file_was_expected() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("s");
-    quick_failure(&store, &["archive", "/dev/zero"], "/dev/zero: expected a regular file, found a character device");
+    quick_failure(
+        &store,
+        &["archive", "/dev/zero"],
+        "/dev/zero: expected a regular file, found a character device",
+    );
     let want = "/dev/zero: expected a regular file or a folder, found a character device";
     quick_failure(&store, &["import", "/dev/zero"], want);
     quick_failure(&store, &["replay", "/dev/zero"], want);
@@ -127,10 +155,18 @@ fn import_of_a_folder_holding_a_fifo_named_jsonl_imports_the_rest_and_names_the_
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("in");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(&dir.join("a.jsonl"), "{\"type\":\"user\",\"sessionId\":\"f1\",\"message\":{\"content\":\"hi\"}}\n").unwrap();
+    std::fs::write(
+        dir.join("a.jsonl"),
+        "{\"type\":\"user\",\"sessionId\":\"f1\",\"message\":{\"content\":\"hi\"}}\n",
+    )
+    .unwrap();
     assert!(std::process::Command::new("mkfifo").arg(dir.join("p.jsonl")).status().unwrap().success());
     let store = tmp.path().join("s");
-    quick_failure(&store, &["import", dir.to_str().unwrap()], "p.jsonl: expected a regular file, found a FIFO");
+    quick_failure(
+        &store,
+        &["import", dir.to_str().unwrap()],
+        "p.jsonl: expected a regular file, found a FIFO",
+    );
     let o = run(&store, &["import", dir.to_str().unwrap(), "--json"]);
     let r: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((r["sessions"].as_u64(), r["problems"].as_array().unwrap().len()), (Some(1), 1));

@@ -449,7 +449,8 @@ fn write_import_seed_corpus() {
 
     // mini-swe-agent text trajectories (bash blocks as actions): the hand-made fixture, one
     // without `trajectory_format`, and blocks at the edges of the rule.
-    let fixture = |rel: &str| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)).unwrap();
+    let fixture =
+        |rel: &str| std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)).unwrap();
     let mini_text = fixture("mini_swe_agent_text/acme__sums-17.traj.json");
     add("mini-swe-agent-text", MiniSweAgent, 0, &mini_text);
     add("auto-mini-swe-agent-text", Auto, 5, &mini_text);
@@ -470,7 +471,9 @@ fn write_import_seed_corpus() {
 
     // OpenHands: the hand-made completion log, the same without `fncall_messages` (calls only
     // as text: a problem), wrong types; an SDK event file (a folder format: refused).
-    let eval = fixture("openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json");
+    let eval = fixture(
+        "openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json",
+    );
     add("openhands-eval", OpenHands, 0, &eval);
     add("auto-openhands-eval", Auto, 8, &eval);
     let mut text_only: Value = serde_json::from_slice(&eval).unwrap();

@@ -27,7 +27,8 @@ fn within_deadline<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send +
     std::thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("{what}: still running after 20 s (a hang)"))
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what}: still running after 20 s (a hang)"))
 }
 
 fn mkfifo(path: &Path) {
@@ -35,11 +36,13 @@ fn mkfifo(path: &Path) {
     assert!(ok, "mkfifo {}", path.display());
 }
 
-const LINE: &str = "{\"type\":\"user\",\"sessionId\":\"s1\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
+const LINE: &str =
+    "{\"type\":\"user\",\"sessionId\":\"s1\",\"message\":{\"role\":\"user\",\"content\":\"hi\"}}\n";
 
 #[test]
 fn dev_zero_is_refused_before_reading_saying_a_regular_file_was_expected() {
-    let e = within_deadline("read /dev/zero", || import::read_bounded(Path::new("/dev/zero"), MAX_INPUT_BYTES));
+    let e =
+        within_deadline("read /dev/zero", || import::read_bounded(Path::new("/dev/zero"), MAX_INPUT_BYTES));
     let e = e.unwrap_err().to_string();
     assert!(e.contains("/dev/zero: expected a regular file, found a character device"), "{e}");
     let e = within_deadline("parse /dev/zero", || import::parse_file(Path::new("/dev/zero"), Format::Auto));
@@ -53,13 +56,19 @@ fn a_fifo_named_jsonl_does_not_block_it_is_refused_and_skipped_by_the_walk() {
     std::fs::write(dir.join("a.jsonl"), LINE).unwrap();
     mkfifo(&dir.join("pipe.jsonl"));
     let (read, walk) = within_deadline("fifo", move || {
-        (import::read_bounded(&dir.join("pipe.jsonl"), MAX_INPUT_BYTES), import::walk(&[dir.clone()]).unwrap())
+        (
+            import::read_bounded(&dir.join("pipe.jsonl"), MAX_INPUT_BYTES),
+            import::walk(std::slice::from_ref(&dir)).unwrap(),
+        )
     });
     let e = read.unwrap_err().to_string();
     assert!(e.contains("pipe.jsonl: expected a regular file, found a FIFO"), "{e}");
     assert_eq!(walk.files, [tmp.path().join("a.jsonl")]);
     let [p] = &walk.problems[..] else { panic!("{:?}", walk.problems) };
-    assert!(p.to_string().contains("pipe.jsonl: expected a regular file, found a FIFO (named pipe) (skipped)"), "{p}");
+    assert!(
+        p.to_string().contains("pipe.jsonl: expected a regular file, found a FIFO (named pipe) (skipped)"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -73,7 +82,10 @@ fn a_file_over_the_limit_is_refused_from_its_size_without_being_read() {
     let e = import::parse_file(&big, Format::Auto).unwrap_err().to_string();
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}: it was read", started.elapsed());
     assert!(
-        e.contains(&format!("expected a file of at most {MAX_INPUT_BYTES} bytes, found {} bytes (not read)", MAX_INPUT_BYTES + 1)),
+        e.contains(&format!(
+            "expected a file of at most {MAX_INPUT_BYTES} bytes, found {} bytes (not read)",
+            MAX_INPUT_BYTES + 1
+        )),
         "{e}"
     );
     assert_eq!(MAX_INPUT_BYTES, undertext::MAX_BLOB_LEN as u64, "the documented limit");
@@ -136,14 +148,14 @@ fn two_links_pointing_at_each_other_and_a_dangling_link_are_problems_not_an_abor
     let r = root.clone();
     let w = within_deadline("walk with a link loop", move || import::walk(&[r]).unwrap());
     assert_eq!(w.files.len(), 3, "the other files are still found");
-    let mut named: Vec<String> = w
-        .problems
-        .iter()
-        .map(|p| p.file.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let mut named: Vec<String> =
+        w.problems.iter().map(|p| p.file.file_name().unwrap().to_string_lossy().into_owned()).collect();
     named.sort();
     assert_eq!(named, ["gone.jsonl", "loop-a.jsonl", "loop-b.jsonl"]);
     for p in &w.problems {
-        assert!(p.reason.contains("expected a file or folder, found a symbolic link that cannot be followed"), "{p}");
+        assert!(
+            p.reason.contains("expected a file or folder, found a symbolic link that cannot be followed"),
+            "{p}"
+        );
     }
 }

@@ -28,7 +28,8 @@ fn data(rel: &str) -> PathBuf {
 }
 
 const MINI: &str = "mini_swe_agent_text/acme__sums-17.traj.json";
-const EVAL: &str = "openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json";
+const EVAL: &str =
+    "openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json";
 const SDK: &str = "openhands_sdk/8d0f2c7e5a1b4e39b6a2f0c4d1e9a7b3";
 
 fn only(rel: &str) -> Session {
@@ -79,7 +80,10 @@ fn mini_swe_agent_text_one_bash_block_is_a_call_answered_by_the_next_user_messag
     // call+result pairs (a fix, a timeout notice, the submission).
     assert_eq!(
         roles(&s),
-        [System, User, Assistant, Tool, Assistant, User, Assistant, User, Assistant, Tool, Assistant, Tool, Assistant, Tool]
+        [
+            System, User, Assistant, Tool, Assistant, User, Assistant, User, Assistant, Tool, Assistant,
+            Tool, Assistant, Tool
+        ]
     );
     assert_eq!((s.messages.len(), s.tool_calls, s.tool_results), (14, 4, 4));
     let doc = raw(MINI);
@@ -110,13 +114,21 @@ fn mini_swe_agent_without_trajectory_format_and_without_tool_messages_is_read_as
     ]});
     std::fs::write(&f, doc.to_string()).unwrap();
     let p = import::parse_file(&f, Format::Auto).unwrap();
-    assert_eq!((p.format, p.sessions[0].tool_calls, p.sessions[0].tool_results), (Format::MiniSweAgent, 1, 1));
+    assert_eq!(
+        (p.format, p.sessions[0].tool_calls, p.sessions[0].tool_results),
+        (Format::MiniSweAgent, 1, 1)
+    );
     // The real 1.1 trajectories (tool calling) keep their own calls and ids.
     let real = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/data/transcripts/mini_swe_agent/deepseek_reasoner_dev/pvlib__pvlib-python-1606.traj.json");
     let s = &import::parse_file(&real, Format::Auto).unwrap().sessions[0];
     assert_eq!((s.tool_calls, s.tool_results), (4, 4));
-    assert!(s.messages.iter().flat_map(|m| &m.parts).all(|p| !matches!(p, Part::ToolCall { id, .. } if id.starts_with("bash-"))));
+    assert!(
+        s.messages
+            .iter()
+            .flat_map(|m| &m.parts)
+            .all(|p| !matches!(p, Part::ToolCall { id, .. } if id.starts_with("bash-")))
+    );
 }
 
 #[test]
@@ -134,7 +146,10 @@ fn a_mini_swe_agent_run_with_steps_but_no_readable_action_is_reported_not_passed
     let [problem] = &p.problems[..] else { panic!("{:?}", p.problems) };
     assert_eq!(problem.line, 0);
     let msg = problem.to_string();
-    assert!(msg.contains("y.traj.json") && msg.contains("mini-swe-agent") && msg.contains("expected tool calls"), "{msg}");
+    assert!(
+        msg.contains("y.traj.json") && msg.contains("mini-swe-agent") && msg.contains("expected tool calls"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -150,7 +165,12 @@ fn an_openhands_completion_log_is_read_from_fncall_messages_with_the_final_respo
     assert_eq!(ids, ["toolu_02", "toolu_03"]);
     assert_eq!(
         result(&s, 6),
-        ("toolu_03".into(), "widgets/core.py:2:    def resize(self, width, height):\n[Command finished with exit code 0]".into(), false)
+        (
+            "toolu_03".into(),
+            "widgets/core.py:2:    def resize(self, width, height):\n[Command finished with exit code 0]"
+                .into(),
+            false
+        )
     );
     // The final message is `fncall_response.choices[0].message`, with its call.
     assert_eq!(s.messages[9].parts[0], Part::Text("The fix is in place.".into()));
@@ -172,13 +192,19 @@ fn an_openhands_completion_log_is_read_from_fncall_messages_with_the_final_respo
 #[test]
 fn an_openhands_sdk_folder_is_one_chat_of_actions_and_observations_and_a_condensation_is_no_message() {
     let s = only(SDK);
-    assert_eq!((s.format, s.key.as_str()), (Format::OpenHandsSdk, "openhands-sdk:8d0f2c7e-5a1b-4e39-b6a2-f0c4d1e9a7b3"));
+    assert_eq!(
+        (s.format, s.key.as_str()),
+        (Format::OpenHandsSdk, "openhands-sdk:8d0f2c7e-5a1b-4e39-b6a2-f0c4d1e9a7b3")
+    );
     assert_eq!(s.model, "litellm_proxy/anthropic/claude-sonnet-4-20250514");
     assert_eq!(s.title, "Create hello.py that prints hello.");
     use Role::*;
     assert_eq!(
         roles(&s),
-        [System, User, Assistant, Tool, Assistant, Tool, Tool, Assistant, Tool, User, Assistant, Tool, User, Assistant, Tool, Assistant]
+        [
+            System, User, Assistant, Tool, Assistant, Tool, Tool, Assistant, Tool, User, Assistant, Tool,
+            User, Assistant, Tool, Assistant
+        ]
     );
     assert_eq!((s.messages.len(), s.tool_calls, s.tool_results), (16, 6, 6));
     // Two actions of one LLM response: one message, the thought then both calls.
@@ -201,7 +227,8 @@ fn an_openhands_sdk_folder_is_one_chat_of_actions_and_observations_and_a_condens
 
 fn store(dir: &Path) -> Store {
     // Every tool result above 16 bytes is archived, so each is read back with `read_context`.
-    Store::open(dir, Options { durability: Durability::None, archive_threshold: 16, ..Options::default() }).unwrap()
+    Store::open(dir, Options { durability: Durability::None, archive_threshold: 16, ..Options::default() })
+        .unwrap()
 }
 
 /// Every call is answered by the next message(s) and every result answers a call of the
@@ -271,8 +298,10 @@ fn every_fixture_imports_with_its_counts_reads_back_byte_exact_and_renders_with_
         let mut archived = 0;
         for (m, want) in chat.messages().unwrap().iter().zip(&s.messages) {
             for (got, want) in m.parts.iter().zip(&want.parts) {
-                let (Part::ToolResult { content, .. }, Part::ToolResult { content: ToolContent::Text(text), .. }) =
-                    (got, want)
+                let (
+                    Part::ToolResult { content, .. },
+                    Part::ToolResult { content: ToolContent::Text(text), .. },
+                ) = (got, want)
                 else {
                     continue;
                 };
@@ -349,7 +378,10 @@ fn formats_are_detected_by_shape_and_a_single_sdk_event_file_is_refused_naming_t
     assert_eq!(import::parse_file(&data(SDK), Format::Auto).unwrap().format, Format::OpenHandsSdk);
     let event = data(SDK).join("events/event-00002-e02-4b1c.json");
     let e = import::parse_file(&event, Format::Auto).unwrap_err().to_string();
-    assert!(e.contains("OpenHands SDK conversation") && e.contains("expected the conversation's folder"), "{e}");
+    assert!(
+        e.contains("OpenHands SDK conversation") && e.contains("expected the conversation's folder"),
+        "{e}"
+    );
     let e = import::parse_file(&data(SDK), Format::Codex).unwrap_err().to_string();
     assert!(e.contains("expected a file, found a folder"), "{e}");
     // A walk over `tests/data` finds the folder as one input, not its event files.

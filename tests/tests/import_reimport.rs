@@ -16,7 +16,8 @@ use undertext::{Durability, NewMessage, Options, Part, Role, Store, ToolContent}
 use undertext_tests::{Rng, seed};
 
 fn open(dir: &Path) -> Store {
-    Store::open(dir, Options { durability: Durability::None, archive_threshold: 256, ..Options::default() }).unwrap()
+    Store::open(dir, Options { durability: Durability::None, archive_threshold: 256, ..Options::default() })
+        .unwrap()
 }
 
 /// The chat of `key`: its messages as (role, parts).
@@ -109,7 +110,8 @@ fn two_transcripts_sharing_a_session_id_are_not_spliced_the_second_replaces_the_
     assert_eq!(content(&store, &key), content(&clean, &key));
     // A is still there at its revision.
     let old = store.chat("o", id).unwrap().snapshot_at(rev_a).unwrap();
-    let old: Vec<(Role, Vec<Part>)> = old.messages().unwrap().into_iter().map(|m| (m.role, m.parts)).collect();
+    let old: Vec<(Role, Vec<Part>)> =
+        old.messages().unwrap().into_iter().map(|m| (m.role, m.parts)).collect();
     assert_eq!(old, a_content);
 }
 
@@ -137,7 +139,10 @@ fn random_message(rng: &mut Rng, n: u64) -> NewMessage {
             let text = if long { words(rng, 200).repeat(3) } else { words(rng, 10) };
             let content = ToolContent::Text(text);
             let is_error = rng.range(0, 5) == 0;
-            NewMessage { role: Role::Tool, parts: vec![Part::ToolResult { call_id: format!("call-{n}"), content, is_error }] }
+            NewMessage {
+                role: Role::Tool,
+                parts: vec![Part::ToolResult { call_id: format!("call-{n}"), content, is_error }],
+            }
         }
         _ => NewMessage::system(words(rng, 5)),
     }
@@ -224,5 +229,8 @@ fn any_sequence_of_grown_and_rewritten_versions_imported_in_order_equals_a_clean
         }
         all_rewritten += rewritten;
     }
-    assert!(all_rewritten > 5 && all_extended > 5, "the rounds rewrote {all_rewritten} and grew {all_extended} times");
+    assert!(
+        all_rewritten > 5 && all_extended > 5,
+        "the rounds rewrote {all_rewritten} and grew {all_extended} times"
+    );
 }

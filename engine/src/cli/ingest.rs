@@ -69,8 +69,14 @@ fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<Inputs> {
                 import::parse_bytes(f, &data, format)
             })
         };
-        let mut row =
-            FileRow { path: f.clone(), format: None, sessions: 0, messages: 0, tool_calls: 0, tool_results: 0 };
+        let mut row = FileRow {
+            path: f.clone(),
+            format: None,
+            sessions: 0,
+            messages: 0,
+            tool_calls: 0,
+            tool_results: 0,
+        };
         match parsed {
             Ok(p) => {
                 row.format = Some(p.format);
@@ -83,7 +89,9 @@ fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<Inputs> {
                 inp.sessions.extend(p.sessions);
                 inp.problems.extend(p.problems);
             }
-            Err(e) => inp.problems.push(Problem { file: f.clone(), line: 0, reason: strip(&e.to_string(), f) }),
+            Err(e) => {
+                inp.problems.push(Problem { file: f.clone(), line: 0, reason: strip(&e.to_string(), f) })
+            }
         }
         inp.files.push(row);
         pb.inc(1);

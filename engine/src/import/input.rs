@@ -122,7 +122,9 @@ fn identity(path: &Path, _: &Metadata) -> Identity {
     let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let h = blake3::hash(canon.to_string_lossy().as_bytes());
     let b = h.as_bytes();
-    let word = |i: usize| u64::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3], b[i + 4], b[i + 5], b[i + 6], b[i + 7]]);
+    let word = |i: usize| {
+        u64::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3], b[i + 4], b[i + 5], b[i + 6], b[i + 7]])
+    };
     (word(0), word(8))
 }
 
@@ -143,13 +145,17 @@ impl Walker {
     fn dir(&mut self, dir: &Path) {
         let rd = match std::fs::read_dir(dir) {
             Ok(rd) => rd,
-            Err(e) => return self.skip(dir, format!("expected a readable folder, found an error: {e} (skipped)")),
+            Err(e) => {
+                return self.skip(dir, format!("expected a readable folder, found an error: {e} (skipped)"));
+            }
         };
         let mut entries = Vec::new();
         for e in rd {
             match e {
                 Ok(e) => entries.push(e.path()),
-                Err(e) => self.skip(dir, format!("expected a readable folder, found an error: {e} (rest skipped)")),
+                Err(e) => {
+                    self.skip(dir, format!("expected a readable folder, found an error: {e} (rest skipped)"))
+                }
             }
         }
         entries.sort();

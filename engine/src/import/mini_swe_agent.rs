@@ -86,7 +86,9 @@ fn text_messages(list: &[Value]) -> Vec<NewMessage> {
         match str_of(m, "role") {
             Some("system" | "developer") => out.push(NewMessage::system(content)),
             Some("user") => match answered {
-                Some(id) => out.push(NewMessage { role: Role::Tool, parts: vec![result(&id, content, false)] }),
+                Some(id) => {
+                    out.push(NewMessage { role: Role::Tool, parts: vec![result(&id, content, false)] })
+                }
                 None => out.push(NewMessage::user(content)),
             },
             Some("assistant") => {
@@ -171,5 +173,62 @@ mod tests {
         assert_eq!(bash_blocks("```bash\nunclosed"), Vec::<&str>::new());
         assert_eq!(bash_blocks("```bash```bash\nok\n```"), ["ok"]);
         assert_eq!(bash_blocks("```bashé\n```bash\né\n```"), ["é"]);
+    }
+
+    /// Random strings over the characters that matter (fences, newlines, Unicode
+    /// whitespace), with what Python's `re.findall` returned for each (generated once).
+    #[test]
+    fn bash_blocks_agree_with_pythons_findall_on_generated_cases() {
+        let cases: &[(&str, &[&str])] = &[
+            ("é```bash  \n```bashé\t\t\n```bash ```\u{2003}bash", &["```bashé\t\t"]),
+            ("\ta\u{1c}```bash\n```\n```bash ```bash `\t", &["```"]),
+            ("\t\n\n\t\u{2003}é```bash\n\n\nbash\n```", &["bash"]),
+            ("` ```bash\n\u{1c}\u{2003}\n```\t\u{2003}\u{2003}\u{2003}é\u{1c}a", &["\u{1c}\u{2003}"]),
+            ("```bash\n\u{1c}`\n````", &["\u{1c}`"]),
+            ("\nbash```bash\n  `\n```\n", &["  `"]),
+            ("\u{2003}\u{2003}\na\n```bash\nbashbash``\n\n```bash\u{2003}", &["bashbash``\n"]),
+            ("```bash\t\nabash \n\u{2003}```bash\n```bash\n \u{1c}", &["abash \n\u{2003}```bash"]),
+            ("é```bash\n é`bash\n``````\n", &[" é`bash"]),
+            ("```\n```bash\né````bash\u{2003}```bash \n```basha\n`", &["é````bash\u{2003}```bash "]),
+            ("```basha\n```bash\n\n`\n``` ```", &["`"]),
+            ("```bash\n\n\n```bash\t\n\n\n`\n\n ```\n`", &[""]),
+            ("```bash \n\u{2003}\u{2003}a\u{1c}```a\n```\u{1c}`", &["\u{2003}\u{2003}a\u{1c}```a"]),
+            ("\u{2003}```bash\n ``````bash`\n```a ```bash\n```basha", &[" ``````bash`"]),
+            ("```bash\u{1c}\n\n```bash\n`\nébash\u{1c}\t", &[""]),
+            ("``````bash```bash\n\n```bash ", &[""]),
+            ("`\u{2003}`\u{2003}\n```bash\n \n```bash\u{2003}a```\t", &[" "]),
+            ("bash\nbash\n ```bash\n\n```\n```a````````", &["```"]),
+            ("\u{1c}bash```bash \n\t\u{1c}`\t\n```bash", &["\t\u{1c}`\t"]),
+            ("```bash```bash\n\t\n\n```\u{2003}é`\u{1c}\n\nbash", &[""]),
+            ("\u{1c}\n```bash\n\u{1c}basha\n``````\n", &["\u{1c}basha"]),
+            ("a\u{1c}a\n\u{2003} ```bash\n```bashé\n```", &["```bashé"]),
+            ("```bash\na`\n```basha\u{1c}\n\t", &["a`"]),
+            ("```bash\n\u{1c}éé   bash```\n```bash", &["\u{1c}éé   bash```"]),
+            ("``````bash\n\u{2003}\n```\u{2003}`\n\t ```bash ", &["\u{2003}"]),
+            ("`\t```bash\nbash\u{2003}```\n```", &["bash\u{2003}```"]),
+            ("é```bash\nbash\n```\n```", &["bash"]),
+            (" \u{1c}\n```bash\n\n``````bashbash\n````bash", &["``````bashbash"]),
+            ("bashé\n```bash\naéa```bash`\n```bashbasha`", &["aéa```bash`"]),
+            ("\n\u{1c}```bash\n\n```bash\u{2003} ``````", &[""]),
+            ("```bash\n````é\n```bash```bash\n\n```\u{2003}", &["````é", ""]),
+            ("a \t \n``\u{2003}bash ``````bash\na`a", &[]),
+            ("\u{2003}````bash``` a```\u{2003}é", &[]),
+            ("\t\u{1c}```bash`\t```bashé\t\u{1c}```basha\n```", &[]),
+            ("\n\u{2003}\t```bash ```", &[]),
+            ("` ébash```bash`\n  `````é```bash", &[]),
+            ("bash\naé`\u{1c}a\n\n \nbash```\n```bash\u{2003}", &[]),
+            ("\t\t```bash\na````  ", &[]),
+            ("```bash`é\u{1c}aé\n\u{2003}a", &[]),
+            ("bashé```é\n\né\t\n\t\u{1c}```bash`\u{1c}\u{1c}\u{2003}", &[]),
+            ("```bash\t\u{1c}\n\u{2003}\n\u{1c}\t\t\n\n a", &[]),
+            ("é\u{1c}```\u{2003}```\u{2003}```bash\n\u{1c}`\u{2003}", &[]),
+            ("``````bashé\u{2003}\nbash", &[]),
+            ("```a```bash`\u{2003}```bash\n\u{2003}  \t\t", &[]),
+            ("a```bash\u{2003}\t```````bashbash` \t\t```", &[]),
+            ("\n\t```bashbash```\té```a```\u{2003}a\n\n``` ", &[]),
+        ];
+        for (text, want) in cases {
+            assert_eq!(&bash_blocks(text), want, "{text:?}");
+        }
     }
 }

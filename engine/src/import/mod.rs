@@ -88,7 +88,6 @@ pub enum Format {
     OpenHandsSdk,
 }
 
-
 impl Format {
     /// Every format, `auto` first, in the order of [`Format::NAMES`].
     ///

@@ -63,7 +63,8 @@ pub(super) fn completion_log(path: &Path, v: &Value, file_key: &str) -> Result<V
         }
         all.push(a);
     }
-    let mut s = Session::new(Format::OpenHands, path, format!("openhands:{file_key}"), openai::messages(&all));
+    let mut s =
+        Session::new(Format::OpenHands, path, format!("openhands:{file_key}"), openai::messages(&all));
     if let Some(t) = title_of(&s.messages) {
         s.title = t;
     }
@@ -185,7 +186,8 @@ fn read_events(dir: &Path, problems: &mut Vec<Problem>) -> Result<Vec<(PathBuf, 
             None => problems.push(Problem {
                 file: e.path(),
                 line: 0,
-                reason: "expected an event file named event-NNNNN-<id>.json, found another name (skipped)".into(),
+                reason: "expected an event file named event-NNNNN-<id>.json, found another name (skipped)"
+                    .into(),
             }),
         }
     }
@@ -246,7 +248,10 @@ pub(super) fn conversation_folder(dir: &Path) -> Result<Parsed> {
     let mut b = Builder::default();
     let mut condensations: Vec<(&Value, usize)> = Vec::new();
     for (_, ev) in &events {
-        let id = ev.get("id").map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string)).unwrap_or_default();
+        let id = ev
+            .get("id")
+            .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
+            .unwrap_or_default();
         match str_of(ev, "kind") {
             Some("SystemPromptEvent") => {
                 let text = text_of(ev.get("system_prompt").map(|p| p.get("text").unwrap_or(p)));
@@ -277,7 +282,11 @@ pub(super) fn conversation_folder(dir: &Path) -> Result<Parsed> {
                     .or_else(|| ev.pointer("/tool_call/name").and_then(Value::as_str))
                     .unwrap_or_default();
                 let args = ev.pointer("/tool_call/arguments").or_else(|| ev.get("action"));
-                parts.push(Part::ToolCall { id: call_id.to_string(), name: name.to_string(), args: args_json(args) });
+                parts.push(Part::ToolCall {
+                    id: call_id.to_string(),
+                    name: name.to_string(),
+                    args: args_json(args),
+                });
                 b.action(&id, str_of(ev, "llm_response_id").unwrap_or_default(), parts);
             }
             Some(kind @ ("ObservationEvent" | "AgentErrorEvent" | "UserRejectObservation")) => {

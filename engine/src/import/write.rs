@@ -214,9 +214,9 @@ fn record_condensations(chat: &Chat, conds: &[Condensation], r: &mut ImportRepor
         let entry = json!({
             "from": c.from, "to": c.to, "forgotten": c.forgotten_events, "summary": c.summary,
         });
-        let same = before.get(i).is_some_and(|b| {
-            ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k))
-        });
+        let same = before
+            .get(i)
+            .is_some_and(|b| ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k)));
         let applied = if same {
             before[i].get("applied").and_then(Value::as_bool).unwrap_or(false)
         } else if !c.contiguous || c.from >= c.to || c.to > chat.len() {
