@@ -5,6 +5,7 @@ pub mod child;
 pub mod mixed;
 pub mod sweep;
 pub mod transcripts;
+pub mod views;
 
 use std::path::Path;
 

@@ -101,6 +101,23 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
                     )
                 }
             }
+            // The tail before its last step is previewed only when the view would be over
+            // the hard line without those previews.
+            let e = undertext::budget::Heuristic;
+            let restored: u64 = v
+                .messages()
+                .iter()
+                .map(|vm| {
+                    let tail = vm.seqs.end == vm.seqs.start + 1 && vm.seqs.start >= protected_from;
+                    let parts = if tail { &msgs[vm.seqs.start as usize].parts } else { &vm.parts };
+                    undertext_tests::views::sent_tokens(&e, parts)
+                })
+                .sum();
+            let last_resort = restored > b.hard_limit();
+            let last_step = msgs
+                .iter()
+                .rposition(|m| !m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. })))
+                .unwrap() as u64;
             let mut calls = HashSet::new();
             let mut results = HashSet::new();
             for vm in v.messages() {
@@ -108,7 +125,7 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
                     continue; // pinned context
                 }
                 let orig = &msgs[vm.seqs.start as usize];
-                let protected = orig.seq >= protected_from;
+                let protected = orig.seq >= last_step || (orig.seq >= protected_from && !last_resort);
                 for (p, o) in vm.parts.iter().zip(&orig.parts) {
                     match p {
                         Part::ToolCall { id, .. } => {

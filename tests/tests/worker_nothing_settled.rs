@@ -1,7 +1,7 @@
-//! A chat with nothing settled yet (one long user turn: the last two user turns are
-//! protected) past the hard line: the worker reports no failure (there is nothing to
-//! prepare), the synchronous policy lets the guard decide instead of failing the view, and
-//! the waiting policy stops waiting once the chat's job has ended.
+//! A chat with nothing settled yet (the task and one step of 30 parallel calls: the last
+//! step is always protected) past the hard line: the worker reports no failure (there is
+//! nothing to prepare), the synchronous policy lets the guard decide instead of failing the
+//! view, and the waiting policy stops waiting once the chat's job has ended.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
@@ -13,17 +13,14 @@ use undertext::checkpoint::Extractive;
 use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store};
 
-fn one_long_turn(store: &Store) -> undertext::Chat {
+fn one_huge_step(store: &Store) -> undertext::Chat {
     let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
     chat.append(NewMessage::user("fix the build")).unwrap();
+    let calls =
+        (0..30).map(|k| Part::ToolCall { id: format!("c{k}"), name: "run".into(), args: "{}".into() });
+    chat.append(NewMessage { role: Role::Assistant, parts: calls.collect() }).unwrap();
     for k in 0..30 {
-        let id = format!("c{k}");
-        chat.append(NewMessage {
-            role: Role::Assistant,
-            parts: vec![Part::ToolCall { id: id.clone(), name: "run".into(), args: "{}".into() }],
-        })
-        .unwrap();
-        chat.append(NewMessage::tool_result(&id, format!("output {k} ").repeat(300))).unwrap();
+        chat.append(NewMessage::tool_result(format!("c{k}"), format!("output {k} ").repeat(300))).unwrap();
     }
     chat
 }
@@ -40,9 +37,9 @@ fn past_the_hard_line_with_nothing_settled_the_view_is_refused_not_failed() {
                 WorkerOptions { at_hard_line: policy, ..WorkerOptions::default() },
             )
             .unwrap();
-        let chat = one_long_turn(&store);
+        let chat = one_huge_step(&store);
         let total = chat.estimate(&Budget::new(1 << 40, 0)).unwrap();
-        // A window the chat overflows (the guard can preview nothing: all is protected).
+        // A window the chat overflows (the guard can preview nothing: it is all the last step).
         let v = chat.view(&Budget::new(total / 2, 0)).unwrap();
         assert!(matches!(v.decision(), Decision::Refused { .. }), "{policy:?}: {:?}", v.decision());
         assert!(

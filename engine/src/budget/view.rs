@@ -182,6 +182,8 @@ pub(crate) struct Candidate {
     pub at: usize,
     pub part: usize,
     pub seq: u64,
+    /// In the protected tail (before its last step): previewed only to avoid a refusal.
+    pub tail: bool,
 }
 
 /// The guard's preview of a tool result, and the archive text to store if it was inline.
@@ -240,35 +242,42 @@ pub(crate) fn guard(
     let mut previewed = Vec::new();
     let mut total_raw = raw0;
     if before > budget.soft_limit() {
-        for c in candidates {
-            if cal(total_raw) <= budget.target_limit() {
-                break;
-            }
-            let m = &mut messages[c.at];
-            let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
-            let (new, text) = match &*content {
-                ToolContent::Text(_) => guard_preview(content, preview_chars, marker),
-                ToolContent::Archived { archive, .. } => {
-                    // Already archived: its preview is rebuilt at guard size from the archive.
-                    let preview = reshrink(archive)?;
-                    (ToolContent::Archived { archive: *archive, preview }, None)
+        // Settled results, oldest first, until the target; then, only if that leaves the
+        // view over the hard line, results of the protected tail before its last step
+        // (oldest first), just until the hard line: a view is refused only when the
+        // protected minimum and what cannot be previewed are over it.
+        let (settled, tail): (Vec<Candidate>, Vec<Candidate>) = candidates.into_iter().partition(|c| !c.tail);
+        for (tier, line) in [(settled, budget.target_limit()), (tail, budget.hard_limit())] {
+            for c in tier {
+                if cal(total_raw) <= line {
+                    break;
                 }
-            };
-            let text_of = |c: &ToolContent| match c {
-                ToolContent::Text(t) => e.text_tokens(t),
-                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
-            };
-            let (old_t, new_t) = (text_of(content), text_of(&new));
-            if new_t >= old_t {
-                continue;
+                let m = &mut messages[c.at];
+                let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
+                let (new, text) = match &*content {
+                    ToolContent::Text(_) => guard_preview(content, preview_chars, marker),
+                    ToolContent::Archived { archive, .. } => {
+                        // Already archived: its preview is rebuilt at guard size from the archive.
+                        let preview = reshrink(archive)?;
+                        (ToolContent::Archived { archive: *archive, preview }, None)
+                    }
+                };
+                let text_of = |c: &ToolContent| match c {
+                    ToolContent::Text(t) => e.text_tokens(t),
+                    ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+                };
+                let (old_t, new_t) = (text_of(content), text_of(&new));
+                if new_t >= old_t {
+                    continue;
+                }
+                if let Some(t) = text {
+                    to_archive.push(t);
+                }
+                *content = new;
+                m.tokens = m.tokens - old_t + new_t;
+                total_raw = total_raw - old_t + new_t;
+                previewed.push(c.seq);
             }
-            if let Some(t) = text {
-                to_archive.push(t);
-            }
-            *content = new;
-            m.tokens = m.tokens - old_t + new_t;
-            total_raw = total_raw - old_t + new_t;
-            previewed.push(c.seq);
         }
     }
     let estimate = cal(total_raw);

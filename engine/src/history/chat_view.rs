@@ -115,6 +115,8 @@ impl Chat {
                 |i| cached_tokens(base + i as u64, &msgs[i].parts),
                 budget.protect_limit(),
             ) as u64;
+        // The last step: never previewed, even to avoid a refusal.
+        let last_step = base + tail::cut_at_or_before(&msgs, msgs.len().saturating_sub(1)) as u64;
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
         // Compaction records still valid at this revision: every message they cover is
         // unchanged since they were made.
@@ -236,12 +238,12 @@ impl Chat {
                         };
                     }
                 }
-            } else if seq < prot {
+            } else if seq < last_step {
                 for (i, p) in parts.iter().enumerate() {
                     if let Part::ToolResult { content, .. } = p {
                         let pinned_here = matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
                         if !pinned_here {
-                            candidates.push(Candidate { at: out.len(), part: i, seq });
+                            candidates.push(Candidate { at: out.len(), part: i, seq, tail: seq >= prot });
                         }
                     }
                 }
