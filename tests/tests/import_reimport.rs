@@ -234,3 +234,26 @@ fn any_sequence_of_grown_and_rewritten_versions_imported_in_order_equals_a_clean
         "the rounds rewrote {all_rewritten} and grew {all_extended} times"
     );
 }
+
+#[test]
+fn two_files_of_one_import_claiming_the_same_session_are_reported_and_the_later_one_is_the_chat() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = open(&tmp.path().join("s"));
+    let (a, b) = (tmp.path().join("a.jsonl"), tmp.path().join("b.jsonl"));
+    std::fs::write(&a, claude_lines("dup", "list the files").join("\n") + "\n").unwrap();
+    std::fs::write(&b, claude_lines("dup", "delete the files").join("\n") + "\n").unwrap();
+    let mut sessions = import::parse_file(&a, Format::Auto).unwrap().sessions;
+    sessions.extend(import::parse_file(&b, Format::Auto).unwrap().sessions);
+    let r = import::import_sessions(&store, "o", &sessions, |_| {}).unwrap();
+    let [conflict] = &r.key_conflicts[..] else { panic!("{:?}", r.key_conflicts) };
+    assert_eq!(conflict.file, b);
+    let msg = conflict.to_string();
+    assert!(
+        msg.contains("a.jsonl") && msg.contains("expected one transcript per session, found two"),
+        "{msg}"
+    );
+    assert_eq!((r.sessions_new, r.sessions_rewritten), (1, 1));
+    let clean = open(&tmp.path().join("clean"));
+    import::import_sessions(&clean, "o", &sessions[1..], |_| {}).unwrap();
+    assert_eq!(content(&store, "claude-code:dup"), content(&clean, "claude-code:dup"));
+}

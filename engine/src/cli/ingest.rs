@@ -138,6 +138,8 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
     })?;
     pb.finish_and_clear();
     store.sync()?;
+    let mut problems = problems;
+    problems.extend(r.key_conflicts.iter().cloned());
     let st = store.stats()?;
     let mut per: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
     for s in &sessions {

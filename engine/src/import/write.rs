@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::{Condensation, Session};
+use super::{Condensation, Problem, Session};
 use crate::blob::BlobId;
 use crate::compaction::{Plan, Squish};
 use crate::error::{Error, Result};
@@ -64,6 +64,10 @@ pub struct ImportReport {
     /// Condensations the compaction linter refused (kept in the chat's
     /// [`CONDENSATIONS`] metadata only), each with the reason.
     pub compactions_refused: Vec<String>,
+    /// Sessions of this call whose key an earlier session of the same call (from another
+    /// file) had too: two transcripts claiming one session id. The later one is what the
+    /// chat holds (the earlier stays readable at an older revision); each is reported here.
+    pub key_conflicts: Vec<Problem>,
 }
 
 /// True when a stored tool result holds the same text as a transcript's.
@@ -131,7 +135,22 @@ pub fn import_sessions(
     let mut known = imported_chats(store, owner)?;
     let threshold = store.options().archive_threshold;
     let mut r = ImportReport::default();
+    let mut read_from: HashMap<&str, &std::path::Path> = HashMap::new();
     for s in sessions {
+        if let Some(earlier) = read_from.insert(&s.key, &s.source)
+            && earlier != s.source
+        {
+            r.key_conflicts.push(Problem {
+                file: s.source.clone(),
+                line: 0,
+                reason: format!(
+                    "session {} was also read from {} in this import: expected one transcript per session, \
+                     found two; this one replaces it in the chat (the other stays readable at an older revision)",
+                    s.key,
+                    earlier.display()
+                ),
+            });
+        }
         let id = match known.get(&s.key) {
             Some(&(id, _)) => id,
             None => {
