@@ -389,3 +389,27 @@ fn formats_are_detected_by_shape_and_a_single_sdk_event_file_is_refused_naming_t
     assert_eq!(w.files, [data(SDK)]);
     assert!(w.problems.is_empty());
 }
+
+#[test]
+fn a_condensation_over_messages_a_reimport_rewrote_is_recorded_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let conv = tmp.path().join("conv");
+    std::fs::create_dir_all(conv.join("events")).unwrap();
+    std::fs::copy(data(SDK).join("base_state.json"), conv.join("base_state.json")).unwrap();
+    for f in std::fs::read_dir(data(SDK).join("events")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), conv.join("events").join(f.file_name())).unwrap();
+    }
+    let st = store(&tmp.path().join("s"));
+    let first =
+        import::import_sessions(&st, "o", &import::parse_file(&conv, Format::Auto).unwrap().sessions, |_| {});
+    assert_eq!(first.unwrap().compactions, 1);
+    // The observation of event 3 (message 3, inside the condensed range) changes.
+    let e3 = conv.join("events/event-00003-e03-4b1c.json");
+    let text = std::fs::read_to_string(&e3).unwrap().replace("README.md", "NOTES.md");
+    std::fs::write(&e3, text).unwrap();
+    let r =
+        import::import_sessions(&st, "o", &import::parse_file(&conv, Format::Auto).unwrap().sessions, |_| {})
+            .unwrap();
+    assert_eq!((r.sessions_rewritten, r.messages_replaced, r.compactions), (1, 13, 1));
+}

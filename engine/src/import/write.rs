@@ -172,7 +172,9 @@ pub fn import_sessions(
         let snap = chat.snapshot();
         let stored = if snap.is_empty() { Vec::new() } else { snap.messages()? };
         let common = stored.iter().zip(&s.messages).take_while(|(a, b)| same_message(a, b)).count();
+        let mut kept = u64::MAX;
         if common < stored.len() {
+            kept = common as u64;
             chat.truncate(common as u64, snap.revision())?;
             r.sessions_rewritten += 1;
             r.messages_replaced += (stored.len() - common) as u64;
@@ -196,7 +198,7 @@ pub fn import_sessions(
             r.messages += batch.len() as u64;
         }
         known.insert(s.key.clone(), (id, s.messages.len() as u64));
-        record_condensations(&chat, &s.condensations, &mut r)?;
+        record_condensations(&chat, &s.condensations, kept, &mut r)?;
         progress(s);
     }
     // Link side chains to parents present now (in this call or an earlier one).
@@ -216,7 +218,10 @@ pub fn import_sessions(
 
 /// Keeps `conds` in the chat's [`CONDENSATIONS`] metadata and records each one not recorded
 /// yet as a compaction (a squish of its range into its summary) when the linter accepts it.
-fn record_condensations(chat: &Chat, conds: &[Condensation], r: &mut ImportReport) -> Result<()> {
+/// `kept` is how many messages this import left as they were (all when it only appended): a
+/// compaction recorded before over messages since rewritten no longer applies, so it is
+/// recorded again.
+fn record_condensations(chat: &Chat, conds: &[Condensation], kept: u64, r: &mut ImportReport) -> Result<()> {
     use serde_json::{Value, json};
     if conds.is_empty() {
         return Ok(());
@@ -233,9 +238,10 @@ fn record_condensations(chat: &Chat, conds: &[Condensation], r: &mut ImportRepor
         let entry = json!({
             "from": c.from, "to": c.to, "forgotten": c.forgotten_events, "summary": c.summary,
         });
-        let same = before
-            .get(i)
-            .is_some_and(|b| ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k)));
+        let same = c.to <= kept
+            && before.get(i).is_some_and(|b| {
+                ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k))
+            });
         let applied = if same {
             before[i].get("applied").and_then(Value::as_bool).unwrap_or(false)
         } else if !c.contiguous || c.from >= c.to || c.to > chat.len() {
