@@ -187,6 +187,17 @@ fn an_openhands_completion_log_is_read_from_fncall_messages_with_the_final_respo
     assert_eq!((p.format, p.sessions[0].tool_calls), (Format::OpenHands, 0));
     assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
     assert!(p.problems[0].reason.contains("read as openhands"), "{}", p.problems[0]);
+    // A log of a model with native function calling has no `fncall_messages` (or a null
+    // one): its `messages` carry the calls, and `response` the final message.
+    let mut native = raw(EVAL);
+    native["messages"] = native["fncall_messages"].clone();
+    native["response"] = native["fncall_response"].clone();
+    native["fncall_messages"] = Value::Null;
+    native.as_object_mut().unwrap().remove("fncall_response");
+    std::fs::write(&f, native.to_string()).unwrap();
+    let p = import::parse_file(&f, Format::Auto).unwrap();
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    assert_eq!((p.format, p.sessions[0].tool_calls, p.sessions[0].tool_results), (Format::OpenHands, 5, 4));
 }
 
 #[test]

@@ -43,7 +43,7 @@ fn title_of(msgs: &[NewMessage]) -> Option<String> {
 }
 
 pub(super) fn completion_log(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Session>> {
-    let (list, answer) = match v.get("fncall_messages") {
+    let (list, answer) = match v.get("fncall_messages").filter(|m| !m.is_null()) {
         Some(m) => (m, v.pointer("/fncall_response/choices/0/message")),
         None => (v.get("messages").unwrap_or(&Value::Null), v.pointer("/response/choices/0/message")),
     };
