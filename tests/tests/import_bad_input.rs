@@ -21,6 +21,15 @@ fn samples() -> Vec<(String, Vec<u8>)> {
     .iter()
     .map(|f| (f.to_string(), std::fs::read(dir.join(f)).unwrap()))
     .collect();
+    // The hand-made fixtures of the formats no sample of ships (mini-swe-agent text
+    // trajectories, an OpenHands completion log).
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    for f in [
+        "mini_swe_agent_text/acme__sums-17.traj.json",
+        "openhands_eval/llm_completions/acme__widgets-3/claude-3-5-sonnet-20241022-1733000000.25.json",
+    ] {
+        out.push((f.to_string(), std::fs::read(fixtures.join(f)).unwrap()));
+    }
     // The first 40 KB of tau-bench: a list cut short.
     let tau = std::fs::read(dir.join("tau_bench/gpt-4o-airline.json")).unwrap();
     out.push(("tau_bench/gpt-4o-airline.json".into(), tau[..40_000].to_vec()));

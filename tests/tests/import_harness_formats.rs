@@ -424,3 +424,91 @@ fn a_condensation_over_messages_a_reimport_rewrote_is_recorded_again() {
             .unwrap();
     assert_eq!((r.sessions_rewritten, r.messages_replaced, r.compactions), (1, 13, 1));
 }
+
+/// A copy of the SDK fixture in `dir`.
+fn sdk_copy(dir: &Path) -> PathBuf {
+    let conv = dir.join("conv");
+    std::fs::create_dir_all(conv.join("events")).unwrap();
+    std::fs::copy(data(SDK).join("base_state.json"), conv.join("base_state.json")).unwrap();
+    for f in std::fs::read_dir(data(SDK).join("events")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), conv.join("events").join(f.file_name())).unwrap();
+    }
+    conv
+}
+
+#[test]
+fn a_damaged_sdk_folder_imports_what_it_can_and_names_every_event_it_skipped() {
+    let damage: [(&str, &[u8]); 4] = [
+        ("cut", b"{\"kind\": \"ActionEvent\", \"id\": "),
+        ("list", b"[1, 2]"),
+        (
+            "wrong types",
+            br#"{"kind": "ActionEvent", "id": 5, "thought": 3, "tool_call": "x", "llm_response_id": []}"#,
+        ),
+        ("bad utf-8", b"{\"kind\": \"MessageEvent\", \"llm_message\": {\"content\": \"\xC3\x28\"}}"),
+    ];
+    for i in 0..20 {
+        for (what, bytes) in damage {
+            let tmp = tempfile::tempdir().unwrap();
+            let conv = sdk_copy(tmp.path());
+            let f = std::fs::read_dir(conv.join("events"))
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.file_name().unwrap().to_string_lossy().starts_with(&format!("event-{i:05}")))
+                .unwrap();
+            std::fs::write(&f, bytes).unwrap();
+            let p = import::parse_file(&conv, Format::Auto).unwrap();
+            let s = &p.sessions[0];
+            assert!(s.messages.len() <= 17, "event {i} {what}");
+            for pr in &p.problems {
+                assert!(pr.to_string().contains("expected"), "event {i} {what}: {pr}");
+            }
+            if what != "wrong types" {
+                assert!(p.problems.iter().any(|pr| pr.file == f), "event {i} {what}: {:?}", p.problems);
+            }
+            // Whatever was read imports (call arguments stay JSON).
+            let st = store(&tmp.path().join("s"));
+            import::import_sessions(&st, "o", &p.sessions, |_| {}).unwrap();
+        }
+    }
+    // A FIFO or a folder among the events is skipped with a problem, never read.
+    let tmp = tempfile::tempdir().unwrap();
+    let conv = sdk_copy(tmp.path());
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(conv.join("events/event-00020-fifo.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::create_dir(conv.join("events/event-00021-dir.json")).unwrap();
+    std::fs::write(conv.join("events/notes.json"), "{}").unwrap();
+    let p = import::parse_file(&conv, Format::Auto).unwrap();
+    assert_eq!(p.sessions[0].messages.len(), 16);
+    let mut reasons: Vec<String> = p.problems.iter().map(ToString::to_string).collect();
+    reasons.sort();
+    assert_eq!(reasons.len(), 3, "{reasons:?}");
+    assert!(
+        reasons[0].contains("event-00020-fifo.json: expected a regular file, found a FIFO"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].contains("event-00021-dir.json: expected a regular file, found a folder"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[2].contains("notes.json: expected an event file named event-NNNNN-<id>.json"),
+        "{reasons:?}"
+    );
+    // A condensation naming events that are not there covers the messages of those that are.
+    let c = conv.join("events/event-00009-e09-4b1c.json");
+    let text =
+        std::fs::read_to_string(&c).unwrap().replace("e02-4b1c", "gone-1").replace("e07-4b1c", "gone-2");
+    std::fs::write(&c, text).unwrap();
+    std::fs::remove_file(conv.join("events/event-00020-fifo.json")).unwrap();
+    let s = import::parse_file(&conv, Format::Auto).unwrap().sessions;
+    // Events 2 and 7 are unknown now: it forgot messages 3..6 (events 3 to 6), named 6.
+    let c = &s[0].condensations[0];
+    assert_eq!((c.from, c.to, c.contiguous, c.forgotten_events), (3, 6, true, 6));
+}
