@@ -329,6 +329,15 @@ fn every_fixture_imports_with_its_counts_reads_back_byte_exact_and_renders_with_
         assert!(archived > 0, "{rel}: nothing was archived");
         let view = chat.view(&Budget::new(200_000, 8_000)).unwrap();
         assert_eq!(pairs_intact(&view.to_openai_json(), &view.to_anthropic_json()), pairs, "{rel}");
+        // Under tight windows the guard previews results (or refuses): the pairs stay intact.
+        let mut guarded = 0;
+        for window in (300..3_000).step_by(100) {
+            if let Ok(view) = chat.view(&Budget::new(window, 200)) {
+                pairs_intact(&view.to_openai_json(), &view.to_anthropic_json());
+                guarded += usize::from(!matches!(view.decision(), undertext::budget::Decision::Fits));
+            }
+        }
+        assert!(guarded > 0, "{rel}: no window between 300 and 3,000 tokens made the guard act");
     }
 }
 
