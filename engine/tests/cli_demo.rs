@@ -81,7 +81,18 @@ fn the_demo_runs_to_its_end_and_its_summary_agrees_with_stats_show_and_plot() {
 
     // The view of the demo chat starts from the published checkpoint and renders as provider JSON.
     let v = json(&store, &["view", chat, "--window", "16000", "--reserve", "2000", "--json"]);
-    assert_eq!(v["messages"][0]["parts"][0]["type"], "summary", "a checkpoint stands for the settled past");
+    let msgs = v["messages"].as_array().unwrap();
+    let summary = msgs.iter().position(|m| m["parts"][0]["type"] == "summary");
+    let summary = summary.expect("a checkpoint stands for the settled past");
+    // The demo's main run is one task and tool calls: the task stays, verbatim, before the summary.
+    let task = msgs.iter().position(|m| {
+        m["role"] == "user"
+            && m["parts"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("Review the Undertext repository"))
+    });
+    assert!(task.is_some_and(|t| t < summary), "the task is kept verbatim over the checkpoint: {v}");
+    assert_eq!(d["refused"], 0, "the single-task loop is never refused: {d}");
     for format in ["openai", "anthropic"] {
         let o = run(&store, &["view", chat, "--window", "16000", "--reserve", "2000", "--format", format]);
         let rendered: Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -124,6 +135,8 @@ fn replay_gives_its_table_and_reads_every_archived_byte_back() {
     assert_eq!(rows.len(), 3);
     for r in rows {
         assert_eq!(r["recovery_mismatches"], 0, "{r}");
+        assert_eq!(r["refused"], 0, "{r}");
+        assert!(r["unservable"].is_u64(), "{r}");
         assert!(r["guarded_tokens"].as_u64().unwrap() <= r["naive_tokens"].as_u64().unwrap(), "{r}");
     }
     assert!(rows.iter().map(|r| r["archived"].as_u64().unwrap()).sum::<u64>() > 0);

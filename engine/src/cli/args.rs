@@ -82,6 +82,10 @@ pub struct DemoArgs {
     /// Simulated model latency per step, in milliseconds (the worker works meanwhile).
     #[arg(long, default_value_t = 60, value_name = "MS")]
     pub step_ms: u64,
+    /// `loop`: one task, then every step a tool call (the long autonomous loop, the main
+    /// case); `chat`: a new user task every 4 steps.
+    #[arg(long, default_value = "loop", value_parser = ["loop", "chat"])]
+    pub scenario: String,
     /// Print the summary as JSON (after the live output, which goes to stderr then).
     #[arg(long)]
     pub json: bool,

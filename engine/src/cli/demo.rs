@@ -309,8 +309,9 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
     let reserve = reserve_for(a.window);
     let budget = Budget::new(a.window, reserve);
     let wopts = WorkerOptions {
-        // The scripted agent settles a turn every 4 steps, so the worker always has something
-        // to prepare; a transcript may hold one long turn that nothing can settle: refuse then.
+        // The scripted agent's settled steps are always there to prepare (the protected tail
+        // is bounded); a transcript's view at the hard line with nothing prepared is refused
+        // rather than waited for, as `replay` does.
         at_hard_line: match script {
             Script::Agent(_) => HardLinePolicy::Wait(Duration::from_secs(1)),
             Script::Transcript(_) => HardLinePolicy::Refuse,
@@ -369,9 +370,23 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
     let mut turn = 0u64;
     let mut step_in_turn = 0u32;
     for step in 0..a.steps {
-        // The user speaks (scripted: a task every 4 steps); a transcript's messages up to
-        // its next model call.
+        // The user speaks (scripted: one task, then only tool calls — or, in the `chat`
+        // scenario, a task every 4 steps); a transcript's messages up to its next model call.
         match &script {
+            Script::Agent(_) if a.scenario == "loop" => {
+                if step == 0 {
+                    append(
+                        &chat,
+                        NewMessage::user(
+                            "Review the Undertext repository: read its sources and docs, check that what the \
+                             docs claim is what the code does, and report every mismatch with file and line.",
+                        ),
+                        &mut tally,
+                        None,
+                    )?;
+                    turn += 1;
+                }
+            }
             Script::Agent(files) => {
                 if step % 4 == 0 {
                     let f = &files[(step as usize * 7) % files.len()].0;
