@@ -60,7 +60,8 @@ pub(super) fn bash_blocks(text: &str) -> Vec<&str> {
         // No closing fence after the run. Backing off to an earlier newline helps only when
         // the run's last newline is itself the start of a closing fence.
         if let Some(body) = bodies.next()
-            && text[run_end - 1..].starts_with(CLOSE)
+            && text.as_bytes().get(run_end.wrapping_sub(1)) == Some(&b'\n')
+            && text[run_end..].starts_with("```")
         {
             out.push(&text[body..run_end - 1]);
             from = run_end - 1 + CLOSE.len();
@@ -173,6 +174,28 @@ mod tests {
         assert_eq!(bash_blocks("```bash\nunclosed"), Vec::<&str>::new());
         assert_eq!(bash_blocks("```bash```bash\nok\n```"), ["ok"]);
         assert_eq!(bash_blocks("```bashé\n```bash\né\n```"), ["é"]);
+        // A run ending in a multi-byte space, no closing fence: nothing, and no panic.
+        assert_eq!(bash_blocks("```bash\n\n\u{2003}x"), Vec::<&str>::new());
+        assert_eq!(bash_blocks("```bash\n\u{2003}\n```"), ["\u{2003}"]);
+    }
+
+    /// Random strings over fences, newlines and multi-byte whitespace: no panic, and every
+    /// block is a slice that the text holds after an opening fence.
+    #[test]
+    fn bash_blocks_never_panics_on_random_fences_and_unicode_whitespace() {
+        let alphabet = ["```bash", "```", "\n", " ", "\u{2003}", "\u{85}", "\u{1c}", "é", "x", "`"];
+        let mut state = 0x17u64;
+        for _ in 0..20_000 {
+            let mut text = String::new();
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            for _ in 0..(state >> 60) + 2 {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                text.push_str(alphabet[(state >> 33) as usize % alphabet.len()]);
+            }
+            for b in bash_blocks(&text) {
+                assert!(text.contains(&format!("{b}\n```")), "{text:?} gave {b:?}");
+            }
+        }
     }
 
     /// Random strings over the characters that matter (fences, newlines, Unicode
@@ -226,6 +249,46 @@ mod tests {
             ("```a```bash`\u{2003}```bash\n\u{2003}  \t\t", &[]),
             ("a```bash\u{2003}\t```````bashbash` \t\t```", &[]),
             ("\n\t```bashbash```\té```a```\u{2003}a\n\n``` ", &[]),
+            ("\u{2003}\u{1c}\n`é```bash\n x\n```bash", &[" x"]),
+            ("\n ````bash\n\n```\u{2003}\n```bash", &["```\u{2003}"]),
+            ("```bash\n\u{1c}\n```bash\n", &["\u{1c}"]),
+            ("x```bash\n\n```\n", &[""]),
+            ("```\u{1c} \u{2003}```bash \n\u{1c}```\n```\n", &["\u{1c}```"]),
+            ("```bash\n`\u{1c}```\n\u{1c}\u{1c}x\n```", &["`\u{1c}```\n\u{1c}\u{1c}x"]),
+            ("\u{1c}\u{85}\u{2003}```bash\u{2003} \n\n```x", &[""]),
+            ("```bash\n```bash\u{2003}`\n \n```bash\u{1c}", &["```bash\u{2003}`\n "]),
+            ("\u{2003}```bash\n```bash`é\n```bash", &["```bash`é"]),
+            ("``````bash\u{85}\n`\n```bash", &["`"]),
+            ("x\n```bash\n\u{1c}x\u{2003}\n```bash ", &["\u{1c}x\u{2003}"]),
+            ("```\n\u{85}```bash\n```\u{2003}\n`````bash\u{1c}", &["```\u{2003}"]),
+            ("```xx````bash\n\n```bash\n\u{2003}", &[""]),
+            ("``````bash\n\n```bash\n\u{2003}\u{85}\u{85}\u{2003}é", &[""]),
+            ("```\u{1c}```bash\nx```bash\n\n```bash\n\n```bash", &["x```bash\n"]),
+            ("\u{1c}```bash\n\n`\n\n\n```bash``` ", &["`\n\n"]),
+            ("\u{2003}\u{2003}```bash\n\u{1c}\n\n```é\u{1c}", &[""]),
+            ("```bash\n\n``````\n\u{1c}\u{1c}", &[""]),
+            ("\u{2003}```bash\n`\n```bashé\u{1c}", &["`"]),
+            ("```bash```bash \u{2003}\u{85}\n\n\n```x", &[""]),
+            ("`\u{1c}```\n``````bash\n\u{85} \n```bash", &["\u{85} "]),
+            ("```bash\n\n```x", &[""]),
+            ("x```bash\n```bash\u{1c}\u{1c}```\n```bash", &["```bash\u{1c}\u{1c}```"]),
+            ("```bash \n\u{2003}\n```bashé\u{2003}", &["\u{2003}"]),
+            ("x```bash\né\n```\nx```bash\n\u{2003}", &["é"]),
+            ("\u{1c}`````````bash\n```\n ", &[]),
+            ("\u{2003}````é```bash```bash` \né\n\u{1c}", &[]),
+            ("\u{85}\u{85}x\u{2003}x\u{1c}xé```bash\u{85}\n", &[]),
+            ("\n```bash`x```x```bash", &[]),
+            ("  \u{2003}x ````\u{1c}\u{1c}```````bash", &[]),
+            ("\u{1c}x```bash```bash", &[]),
+            ("\u{85}```bash\u{1c}", &[]),
+            ("\u{85}\u{2003}é\u{1c}\u{2003}\u{2003}```bash", &[]),
+            ("````x``````bash\u{85}\u{1c}é\u{85}` ", &[]),
+            ("\u{85}````\u{1c}x```bashé\n", &[]),
+            ("x\néx\n``````bash\n\u{2003}é", &[]),
+            ("\u{85}```bashx\n", &[]),
+            ("`\u{2003}\u{85}é\né\n```bash\u{1c}", &[]),
+            ("é```bash`éé ```", &[]),
+            ("\u{85}é```bash`\u{85}```bash ", &[]),
         ];
         for (text, want) in cases {
             assert_eq!(&bash_blocks(text), want, "{text:?}");

@@ -243,7 +243,7 @@ fn record_condensations(chat: &Chat, conds: &[Condensation], kept: u64, r: &mut 
                 ["from", "to", "forgotten", "summary"].iter().all(|k| b.get(k) == entry.get(k))
             });
         let applied = if same {
-            before[i].get("applied").and_then(Value::as_bool).unwrap_or(false)
+            before.get(i).and_then(|b| b.get("applied")).and_then(Value::as_bool).unwrap_or(false)
         } else if !c.contiguous || c.from >= c.to || c.to > chat.len() {
             r.compactions_refused.push(format!(
                 "condensation {i} of {}: its forgotten messages are not one range of the chat \
