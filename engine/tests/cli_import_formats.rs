@@ -172,3 +172,19 @@ fn import_of_a_folder_holding_a_fifo_named_jsonl_imports_the_rest_and_names_the_
     assert_eq!((r["sessions"].as_u64(), r["problems"].as_array().unwrap().len()), (Some(1), 1));
     quick_failure(&store, &["archive", dir.join("p.jsonl").to_str().unwrap()], "found a FIFO (named pipe)");
 }
+
+#[test]
+fn archive_and_import_of_a_file_over_the_documented_limit_are_refused_from_its_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("s");
+    let big = tmp.path().join("big.json");
+    // Sparse: a gigabyte by its size, nothing on disk; reading it whole would take seconds.
+    let limit = undertext::import::MAX_INPUT_BYTES;
+    std::fs::File::create(&big).unwrap().set_len(limit + 1).unwrap();
+    let want = format!("expected a file of at most {limit} bytes, found {} bytes (not read)", limit + 1);
+    for cmd in ["archive", "import"] {
+        let started = Instant::now();
+        quick_failure(&store, &[cmd, big.to_str().unwrap()], &want);
+        assert!(started.elapsed() < Duration::from_secs(5), "{cmd} took {:?}", started.elapsed());
+    }
+}
