@@ -45,7 +45,9 @@ pub fn estimate_of_sent(e: &dyn Estimator, v: &View, b: &Budget) -> u64 {
 /// assistant message that is not the last message must be answered before the next
 /// non-tool message.
 pub fn openai_problems(v: &View) -> Vec<String> {
-    let msgs: Value = serde_json::from_str(&v.to_openai_json()).expect("the OpenAI rendering is JSON");
+    let Ok(msgs) = serde_json::from_str::<Value>(&v.to_openai_json()) else {
+        return vec!["the OpenAI rendering is not JSON".into()];
+    };
     let mut out = Vec::new();
     let mut open: Option<(usize, HashSet<String>)> = None;
     let list = msgs.as_array().cloned().unwrap_or_default();
@@ -77,7 +79,9 @@ pub fn openai_problems(v: &View) -> Vec<String> {
 /// before; every `tool_use` of an assistant message that is not the last is answered in the
 /// next message.
 pub fn anthropic_problems(v: &View) -> Vec<String> {
-    let req: Value = serde_json::from_str(&v.to_anthropic_json()).expect("the Anthropic rendering is JSON");
+    let Ok(req) = serde_json::from_str::<Value>(&v.to_anthropic_json()) else {
+        return vec!["the Anthropic rendering is not JSON".into()];
+    };
     let list = req["messages"].as_array().cloned().unwrap_or_default();
     let mut out = Vec::new();
     let blocks = |m: &Value, ty: &str, key: &str| -> HashSet<String> {

@@ -29,7 +29,7 @@ pub enum Decision {
     Fits,
     /// Over the soft line: these tool results became previews (oldest first) until the
     /// estimate was at or under the target, or nothing more could be previewed. `previewed`
-    /// is empty when everything over the soft line is protected (the last two user turns,
+    /// is empty when everything over the soft line is protected (the protected tail,
     /// pinned archives): the view is sent as is, and the harness learns it is past the soft
     /// line (time to prepare a checkpoint).
     Compacted {

@@ -188,7 +188,7 @@ impl Chat {
         cut
     }
 
-    /// Builds a checkpoint of the settled history (before the last two user turns and
+    /// Builds a checkpoint of the settled history (before the protected tail and
     /// before the first pending approval) with `summarizer`. Summaries already made for an
     /// unchanged segment or merge are reused. Summaries are stored (marked as summaries) as
     /// they are made; the checkpoint itself is not published.

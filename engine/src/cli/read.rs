@@ -148,7 +148,7 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
                 match v.decision() {
                     Decision::Fits => "fits".to_string(),
                     Decision::Compacted { previewed, .. } if previewed.is_empty() => {
-                        "past the soft line, and everything older is protected (the last two user turns, pins)"
+                        "past the soft line, and everything older is protected (the protected tail, pins)"
                             .to_string()
                     }
                     Decision::Compacted { previewed, tokens_saved } => {

@@ -40,7 +40,12 @@ impl Chat {
     /// The model view under `budget`: every message (compaction records applied), pinned
     /// pages, and, over the soft line, older tool results turned into previews oldest first
     /// until the estimate is at or below the target — never a pinned page, never inside
-    /// the last two user turns. Still over the hard line: [`Decision::Refused`].
+    /// the protected tail ([`crate::budget::tail`]: the last two user turns, at most
+    /// [`Budget::protect_max_tokens`]). If that leaves the view over the hard line, results of
+    /// the tail before its last step are previewed too, just until the hard line. Still over
+    /// it: [`Decision::Refused`]. With a published checkpoint the view is the leading system
+    /// messages, the task (user messages of the last two turns, verbatim), the summary, and
+    /// the messages from its reach.
     ///
     /// Previewing an inline tool result archives it (content-addressed, so a second view
     /// writes nothing new): the preview's archive id always reads the result back whole.
@@ -50,11 +55,12 @@ impl Chat {
         let mut view = self.view_now(budget)?;
         // Over the hard line with nothing swapped in: the hard-line policy (wait for the
         // worker's job, or build now) — only when the guard alone could not bring it under.
-        if swap.is_none() && matches!(view.decision, Decision::Refused { .. }) {
-            if let Some(d) = self.wait_at_the_wall(budget)? {
-                swap = Some(d);
-                view = self.view_now(budget)?;
-            }
+        if swap.is_none()
+            && matches!(view.decision, Decision::Refused { .. })
+            && let Some(d) = self.wait_at_the_wall(budget)?
+        {
+            swap = Some(d);
+            view = self.view_now(budget)?;
         }
         let snap = self.snapshot();
         let inner = &snap.inner;

@@ -246,14 +246,15 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
             let msg = format!("checkpoint of {} (attempt {}): {e}", job.chat, job.attempt + 1);
             tracing::warn!(%msg, "worker job failed");
             shared.errors.lock().push(msg);
-            if retry && let Some(tx) = &*shared.tx.lock() {
-                if tx.send(Job { attempt: job.attempt + 1, ..job }).is_ok() {
-                    // Still pending: the retry is queued.
-                    let (m, cv) = &shared.done;
-                    *m.lock() += 1;
-                    cv.notify_all();
-                    continue;
-                }
+            if retry
+                && let Some(tx) = &*shared.tx.lock()
+                && tx.send(Job { attempt: job.attempt + 1, ..job }).is_ok()
+            {
+                // Still pending: the retry is queued.
+                let (m, cv) = &shared.done;
+                *m.lock() += 1;
+                cv.notify_all();
+                continue;
             }
         }
         shared.job_left();
@@ -266,7 +267,7 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
 /// Builds a checkpoint of the job's chat and keeps it prepared, unless the chat moved on.
 fn prepare(store: &Store, shared: &Shared, job: &Job) -> Result<()> {
     let chat = store.chat(&job.owner, job.chat)?;
-    // Nothing settled yet (the last two user turns, or a pending approval, hold it all):
+    // Nothing settled yet (the protected tail, or a pending approval, holds it all):
     // there is nothing to prepare, which is not a failure.
     if chat.settled_cut(&chat.snapshot().messages()?, job.protect) == 0 {
         return Ok(());
