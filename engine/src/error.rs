@@ -82,8 +82,15 @@ pub enum Error {
         /// Every problem found, each naming its rule.
         problems: Vec<crate::compaction::LintProblem>,
     },
-    /// The derived index failed; the log is intact and the index can be rebuilt.
-    #[error("index error: {0}")]
+    /// The derived index failed (damaged, or not this log's); the log is intact and the
+    /// index can be rebuilt from it: `undertext check --rebuild`, [`Store::rebuild_index`],
+    /// or [`Store::rebuild_index_at`] for a store whose index does not open. The message says so.
+    ///
+    /// [`Store::rebuild_index`]: crate::Store::rebuild_index
+    /// [`Store::rebuild_index_at`]: crate::Store::rebuild_index_at
+    #[error(
+        "index error: {0} (the index is derived from the log, which this does not damage: run `undertext check --rebuild` to rebuild it)"
+    )]
     Index(String),
     /// A previous I/O failure left the writer unable to continue; reopen the store.
     #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]

@@ -69,18 +69,45 @@ pub fn stats(cli: &Cli, a: &JsonArg) -> CliResult {
     Ok(())
 }
 
-/// `check [--rebuild]`: every checksum of the log; non-zero exit when something is damaged.
+/// `check [--rebuild]`: every checksum of the log, and the index against the log; non-zero
+/// exit when something is damaged. With `--rebuild` and an intact log, the index is rebuilt
+/// from the log into a fresh file (also when the index is too damaged for the store to open).
 pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
-    let store = out::open_existing(cli)?;
+    let opened = undertext::Store::open(
+        &cli.store,
+        undertext::Options {
+            create_if_missing: false,
+            durability: undertext::Durability::Group,
+            ..Default::default()
+        },
+    );
+    let (store, unopened) = match opened {
+        Ok(s) => (s, None),
+        // The store does not open because its index is damaged: that is what `check` reports,
+        // and what `--rebuild` repairs, from the log alone.
+        Err(undertext::Error::Index(why)) => {
+            if !a.rebuild {
+                return index_unopened(a, &why);
+            }
+            undertext::Store::rebuild_index_at(&cli.store, undertext::Options::default())?;
+            (out::open_existing(cli)?, Some(why))
+        }
+        Err(_) => (out::open_existing(cli)?, None),
+    };
+    // After a rebuild at open, the report is that of the rebuilt index (the damage that kept
+    // the store from opening is reported with it).
     let r = store.check()?;
-    if a.rebuild && r.is_ok() {
+    let rebuilt = a.rebuild && r.problems.is_empty();
+    if rebuilt && unopened.is_none() {
         store.rebuild_index()?;
     }
     if a.json {
         out::print_json(&json!({
-            "ok": r.is_ok(), "segments": r.segments, "batches": r.batches, "records": r.records, "blobs": r.blobs,
-            "rebuilt": a.rebuild && r.is_ok(),
+            "ok": r.problems.is_empty() && (rebuilt || r.index_problems.is_empty()),
+            "segments": r.segments, "batches": r.batches, "records": r.records, "blobs": r.blobs,
+            "rebuilt": rebuilt,
             "problems": r.problems.iter().map(|p| json!({"segment": p.segment, "offset": p.offset, "reason": p.reason})).collect::<Vec<_>>(),
+            "index_problems": unopened.iter().cloned().chain(r.index_problems.iter().cloned()).collect::<Vec<_>>(),
         }))?;
     } else {
         println!(
@@ -93,22 +120,45 @@ pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
         for p in &r.problems {
             println!("  damaged: segment {} offset {}: {}", p.segment, p.offset, p.reason);
         }
-        if a.rebuild && r.is_ok() {
+        if let Some(why) = &unopened {
+            println!("  index damaged: {why}");
+        }
+        for p in &r.index_problems {
+            println!("  index differs from the log: {p}");
+        }
+        if rebuilt {
             println!("index rebuilt from the log");
         }
     }
-    if r.is_ok() {
-        if !a.json {
-            println!("clean");
-        }
-        Ok(())
-    } else {
-        Err(CliError(format!(
+    if !r.problems.is_empty() {
+        return Err(CliError(format!(
             "{} damaged frame(s) in the log{}",
             r.problems.len(),
             if a.rebuild { "; index not rebuilt" } else { "" }
-        )))
+        )));
     }
+    if !r.index_problems.is_empty() && !rebuilt {
+        return Err(CliError(format!(
+            "the index differs from the log in {} place(s); the log is intact: run `undertext check --rebuild`",
+            r.index_problems.len()
+        )));
+    }
+    if !a.json {
+        println!("clean");
+    }
+    Ok(())
+}
+
+/// `check` of a store whose index is too damaged to open, without `--rebuild`.
+fn index_unopened(a: &CheckArgs, why: &str) -> CliResult {
+    if a.json {
+        out::print_json(&json!({
+            "ok": false, "rebuilt": false, "problems": [], "index_problems": [why],
+        }))?;
+    } else {
+        println!("  index damaged: {why}");
+    }
+    Err(CliError("the index is damaged; the log was not checked: run `undertext check --rebuild`".into()))
 }
 
 /// `gc`: rewrites the log without deleted chats and the blobs only they used (offline: the

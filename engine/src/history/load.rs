@@ -57,23 +57,33 @@ pub(crate) fn entries_at(
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(AppendVec::new()),
         Err(e) => return Err(redb_err(e)),
     };
-    let mut vals: Vec<Option<(u64, MsgVal)>> = vec![None; len as usize];
+    // `len` comes from the index too, so nothing is sized by it: the vector grows with the
+    // messages the index actually holds (keys arrive by seq, then revision), and a length
+    // the messages do not reach is damage.
+    let missing = |seq: usize| {
+        Error::Index(format!("{chat} revision {revision}: message {seq} is missing from the index"))
+    };
+    let mut vals: Vec<(u64, MsgVal)> = Vec::new();
     for item in t.range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64)).map_err(redb_err)? {
         let (k, v) = item.map_err(redb_err)?;
         let (_, seq, rev) = k.value();
-        if rev <= revision && (seq as usize) < vals.len() {
-            vals[seq as usize] = Some((rev, v.value()));
+        if rev > revision {
+            continue;
         }
+        match usize::try_from(seq) {
+            Ok(s) if s < vals.len() => vals[s] = (rev, v.value()),
+            Ok(s) if s == vals.len() => vals.push((rev, v.value())),
+            _ => return Err(missing(vals.len())),
+        }
+    }
+    if (vals.len() as u64) < len {
+        return Err(missing(vals.len()));
     }
     // Entries come from the index alone: no record is read until a message is.
     let out = AppendVec::new();
     let mut prev_turn = 0;
     for (seq, val) in vals.into_iter().enumerate() {
-        let Some((rev, (segment, offset, l, role, turn, at_ms, has_step))) = val else {
-            return Err(Error::Index(format!(
-                "{chat} revision {revision}: message {seq} is missing from the index"
-            )));
-        };
+        let (rev, (segment, offset, l, role, turn, at_ms, has_step)) = val;
         let role = crate::history::Role::from_code(role)
             .ok_or_else(|| Error::Index(format!("{chat}: message {seq} has role code {role}")))?;
         let step = std::sync::OnceLock::new();
@@ -211,4 +221,47 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use redb::ReadableDatabase;
+
+    use super::*;
+
+    /// An index holding messages 0 and 1 of chat 1, at revision 0.
+    fn two_messages() -> redb::Database {
+        let db =
+            redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let mut t = tx.open_table(MESSAGES).unwrap();
+            for seq in 0..2u64 {
+                t.insert((1u64, seq, 0u64), (1u64, 64 * seq, 10u32, 1u8, 1u64, 0u64, false)).unwrap();
+            }
+        }
+        tx.commit().unwrap();
+        db
+    }
+
+    #[test]
+    fn a_damaged_chat_length_far_past_its_messages_is_an_index_error_not_an_allocation() {
+        let db = two_messages();
+        let tx = db.begin_read().unwrap();
+        // A flipped high bit: the length the row claims would not fit in memory.
+        let e = entries_at(&tx, ChatId(1), 0, 1 << 45).err().unwrap();
+        assert!(matches!(&e, Error::Index(m) if m.contains("message 2 is missing")), "{e}");
+        assert!(e.to_string().contains("check --rebuild"), "{e}");
+    }
+
+    #[test]
+    fn a_chat_length_one_past_its_messages_is_an_index_error() {
+        let db = two_messages();
+        let tx = db.begin_read().unwrap();
+        assert!(matches!(entries_at(&tx, ChatId(1), 0, 3), Err(Error::Index(_))));
+        let e = entries_at(&tx, ChatId(1), 0, 2).unwrap();
+        assert!(e.get(1).is_some() && e.get(2).is_none());
+    }
 }

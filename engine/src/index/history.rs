@@ -278,6 +278,28 @@ impl<'t> HistoryIndex<'t> {
     }
 }
 
+/// Every difference between the history tables of two indexes.
+pub(crate) fn diff_tables(
+    ours: &redb::ReadTransaction,
+    theirs: &redb::ReadTransaction,
+    out: &mut Vec<String>,
+) -> Result<()> {
+    use super::diff_table;
+    diff_table(ours, theirs, CHATS, out)?;
+    diff_table(ours, theirs, OWNER_CHATS, out)?;
+    diff_table(ours, theirs, MESSAGES, out)?;
+    diff_table(ours, theirs, REVISIONS, out)?;
+    diff_table(ours, theirs, METAS, out)?;
+    diff_table(ours, theirs, STEPS, out)?;
+    diff_table(ours, theirs, ARCHIVES, out)?;
+    diff_table(ours, theirs, PINS, out)?;
+    diff_table(ours, theirs, CALIB, out)?;
+    diff_table(ours, theirs, COMPACTIONS, out)?;
+    diff_table(ours, theirs, SUMMARIES, out)?;
+    diff_table(ours, theirs, CHECKPOINTS, out)?;
+    Ok(())
+}
+
 /// Deletes the history tables (before a rebuild).
 pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(CHATS).map_err(redb_err)?;

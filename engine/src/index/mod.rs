@@ -47,6 +47,7 @@ pub(crate) struct Index {
     /// every other use takes it shared, briefly, to begin a transaction.
     db: RwLock<Database>,
     path: PathBuf,
+    cache_bytes: usize,
     pub(crate) mem: RwLock<Memtable>,
     /// Serializes flushes (the indexer thread, `sync`, rebuild).
     flush_lock: Mutex<()>,
@@ -83,32 +84,88 @@ fn redb_err(e: impl std::fmt::Display) -> Error {
     Error::index(e)
 }
 
+/// Runs `f`, turning a panic into [`Error::Index`].
+///
+/// Why a `catch_unwind`: redb trusts the bytes of its file. A damaged page that its checksums
+/// do not cover (the header, the commit slots, the allocator state) can make redb index out
+/// of bounds or hit an `unwrap` while opening, verifying, compacting or closing the file, and
+/// such a panic would take the caller's process down (at close, from `Drop`, an abort). The
+/// index is derived from the log, so the only right answer to damage in it is an error that
+/// says to rebuild. Only calls that read a file not yet verified are wrapped: `open` and
+/// verification, compaction at close, and dropping a replaced database. Nothing they share
+/// with other threads is left half-changed by a panic (the database is not used again).
+pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(Error::Index(format!("{what}: redb failed on a damaged page ({msg})")))
+        }
+    }
+}
+
+/// The error for an index file that is damaged: what failed, where.
+fn damaged(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Index(format!("{} is damaged: {e}", path.display()))
+}
+
+/// Opens (or creates) the redb file at `path` through the file seam, and verifies every page
+/// of it against redb's checksums.
+fn open_verified(path: &Path, cache_bytes: usize) -> Result<Database> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    let file = io::open(&opts, path).map_err(|e| Error::io("open", path, e))?;
+    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let backend = SeamBackend::new(file, path.to_path_buf()).map_err(|e| Error::io("open", path, e))?;
+    let mut db = guard("opening the index", || {
+        Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
+    })
+    .map_err(|e| damaged(path, format!("redb cannot open it: {e}")))?;
+    if len == 0 {
+        return Ok(db);
+    }
+    match guard("verifying the index", || db.check_integrity().map_err(redb_err)) {
+        Ok(true) => Ok(db),
+        Ok(false) => {
+            // redb found a commit that did not verify and went back to the last one that does
+            // (or rebuilt its free-page map): the index reaches less far, and the log replay
+            // that follows catches it up.
+            tracing::warn!(path = %path.display(), "index repaired by redb: it went back to its last intact commit");
+            Ok(db)
+        }
+        Err(e) => {
+            // Dropping a database that failed verification can fail too; it is not used again.
+            let _ = guard("closing the damaged index", || {
+                drop(db);
+                Ok(())
+            });
+            Err(damaged(path, format!("its pages fail verification: {e}")))
+        }
+    }
+}
+
 impl Index {
-    /// Opens (or creates) the index. An index that cannot be opened or has another layout
-    /// version is deleted and recreated empty: it is derived, and the log rebuilds it.
+    /// Opens (or creates) the index. A missing (or empty) file starts empty, and an index of
+    /// another layout version is cleared: the log rebuilds both. A file that redb cannot open,
+    /// or whose pages fail redb's checksums, is damage: [`Error::Index`], whose message advises
+    /// `check --rebuild` (which rebuilds from a fresh file, [`Index::rebuild_from`]).
+    ///
+    /// Every page is verified here, once per open (redb checks its page checksums only when
+    /// asked), so that no later read decodes a damaged page: a flipped bit in a chat's length
+    /// or a message's location would otherwise be believed.
     pub(crate) fn open(store_dir: &Path, cache_bytes: usize) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
-        // redb writes through the file seam (`crate::io`), like the log.
-        let create = |p: &Path| -> Result<Database> {
-            let mut opts = OpenOptions::new();
-            opts.read(true).write(true).create(true).truncate(false);
-            let file = io::open(&opts, p).map_err(|e| Error::io("open", p, e))?;
-            let backend = SeamBackend::new(file, p.to_path_buf()).map_err(|e| Error::io("open", p, e))?;
-            Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
-        };
-        let db = match create(&path) {
-            Ok(db) => db,
-            Err(e) => {
-                tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
-                io::remove_file(&path).map_err(|e| Error::io("remove", &path, e))?;
-                create(&path)?
-            }
-        };
+        let db = open_verified(&path, cache_bytes)?;
         // The store directory's entries (`LOCK`, `log/`, `index.redb`) must survive a power cut.
         io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
         let index = Index {
             db: RwLock::new(db),
             path,
+            cache_bytes,
             mem: RwLock::new(Memtable::default()),
             flush_lock: Mutex::new(()),
             flushed: Mutex::new(Position::new(0, 0)),
@@ -146,6 +203,47 @@ impl Index {
         };
         let batch_start = get("applied_batch")?.unwrap_or(0);
         Ok(Some((Applied { position: Position::new(seg, off), next_txid: txid, batch_start }, ver)))
+    }
+
+    /// Replaces the index with one built from `batches` (every batch of the log, in order)
+    /// in a fresh file: the current file is not read, so a damaged one is no obstacle. The
+    /// new file is written beside it (`index.redb.rebuild`) and renamed over it once durable,
+    /// so a crash leaves the old index or the new one. The caller holds off flushes and
+    /// appends.
+    pub(crate) fn rebuild_from(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
+        let tmp = self.path.with_extension("redb.rebuild");
+        remove_if_present(&tmp)?;
+        let db = build_at(&tmp, self.cache_bytes, batches, applied)?;
+        io::rename(&tmp, &self.path).map_err(|e| Error::io("rename", &tmp, e))?;
+        if let Some(dir) = self.path.parent() {
+            io::sync_dir(dir).map_err(|e| Error::io("fsync", dir, e))?;
+        }
+        let old = std::mem::replace(&mut *self.db.write(), db);
+        // The replaced database may be the damaged one: closing it must not take the process down.
+        if let Err(e) = guard("closing the replaced index", || {
+            drop(old);
+            Ok(())
+        }) {
+            tracing::warn!(error = %e, "closing the replaced index failed; the rebuilt one is in place");
+        }
+        *self.flushed.lock() = applied.position;
+        Ok(())
+    }
+
+    /// Compares this index with one built from `batches` (every batch of the log up to the
+    /// position this index has applied) in a scratch file beside it, table by table and
+    /// entry by entry. Returns one line per difference (at most 20 per table). The caller
+    /// has flushed the memtable and holds off flushes and appends.
+    pub(crate) fn diff_with_log(&self, batches: &[BatchEntries], applied: Applied) -> Result<Vec<String>> {
+        let tmp = self.path.with_extension("redb.check");
+        remove_if_present(&tmp)?;
+        let fresh = build_at(&tmp, self.cache_bytes, batches, applied);
+        let out = fresh.and_then(|fresh| {
+            let (ours, theirs) = (self.read()?, fresh.begin_read().map_err(redb_err)?);
+            guard("comparing the index with the log", || diff_tables(&ours, &theirs))
+        });
+        remove_if_present(&tmp)?;
+        out
     }
 
     /// Deletes every table (before a rebuild).
@@ -290,6 +388,10 @@ impl Index {
     /// fails midway: redb compacts with its own crash-safe commits, and a damaged index is
     /// rebuilt from the log on open.
     pub(crate) fn compact_if_fragmented(&self) -> Result<bool> {
+        guard("compacting the index", || self.compact_if_fragmented_unguarded())
+    }
+
+    fn compact_if_fragmented_unguarded(&self) -> Result<bool> {
         let _g = self.flush_lock.lock();
         let file_len = std::fs::metadata(&self.path).map_err(|e| Error::io("stat", &self.path, e))?.len();
         if file_len > COMPACT_MAX_FILE {
@@ -319,6 +421,131 @@ const COMPACT_MIN_FREE: u64 = 256 << 10;
 /// page of every table, which would make closing a large store slow. (A large index has
 /// proportionally little slack: redb reuses freed pages after each durable commit.)
 const COMPACT_MAX_FILE: u64 = 64 << 20;
+
+fn remove_if_present(p: &Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("remove", p, e)),
+    }
+}
+
+/// A new index file at `path` holding `batches`, committed durably.
+fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: Applied) -> Result<Database> {
+    let db = open_verified(path, cache_bytes)?;
+    let mut tx = db.begin_write().map_err(redb_err)?;
+    tx.set_quick_repair(true);
+    for b in batches {
+        apply_entries(&tx, &b.blobs, &b.records)?;
+    }
+    write_meta(&tx, applied)?;
+    tx.commit().map_err(redb_err)?;
+    Ok(db)
+}
+
+/// Every difference between two indexes, table by table.
+fn diff_tables(ours: &redb::ReadTransaction, theirs: &redb::ReadTransaction) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    diff_table(ours, theirs, BLOBS, &mut out)?;
+    diff_table(ours, theirs, META, &mut out)?;
+    history::diff_tables(ours, theirs, &mut out)?;
+    Ok(out)
+}
+
+/// The differences in one table: entries only one side has, and entries whose values
+/// differ. Both tables are walked together in key order (no copy of either is held).
+pub(crate) fn diff_table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    ours: &redb::ReadTransaction,
+    theirs: &redb::ReadTransaction,
+    def: TableDefinition<'_, K, V>,
+    out: &mut Vec<String>,
+) -> Result<()> {
+    use redb::{ReadableTable, TableHandle};
+    use std::cmp::Ordering;
+    let name = def.name().to_string();
+    let open = |tx: &redb::ReadTransaction| match tx.open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(redb_err(e)),
+    };
+    let (ta, tb) = (open(ours)?, open(theirs)?);
+    let mut ia = match &ta {
+        Some(t) => Some(t.iter().map_err(redb_err)?),
+        None => None,
+    };
+    let mut ib = match &tb {
+        Some(t) => Some(t.iter().map_err(redb_err)?),
+        None => None,
+    };
+    type Row = (Vec<u8>, Vec<u8>);
+    fn next<K: redb::Key + 'static, V: redb::Value + 'static>(
+        it: &mut Option<redb::Range<'_, K, V>>,
+    ) -> Result<Option<Row>> {
+        let Some(it) = it else { return Ok(None) };
+        match it.next() {
+            None => Ok(None),
+            Some(item) => {
+                let (k, v) = item.map_err(redb_err)?;
+                Ok(Some((
+                    K::as_bytes(&k.value()).as_ref().to_vec(),
+                    V::as_bytes(&v.value()).as_ref().to_vec(),
+                )))
+            }
+        }
+    }
+    let mut found = 0u64;
+    let mut say = |line: String| {
+        found += 1;
+        if found <= 20 {
+            out.push(format!("table {name}: {line}"));
+        }
+    };
+    let (mut a, mut b) = (next(&mut ia)?, next(&mut ib)?);
+    loop {
+        let order = match (&a, &b) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((ka, _)), Some((kb, _))) => K::compare(ka, kb),
+        };
+        match order {
+            Ordering::Less => {
+                if let Some((k, _)) = &a {
+                    say(format!("entry {} is in the index but not in the log", hex(k)));
+                }
+                a = next(&mut ia)?;
+            }
+            Ordering::Greater => {
+                if let Some((k, _)) = &b {
+                    say(format!("entry {} is in the log but not in the index", hex(k)));
+                }
+                b = next(&mut ib)?;
+            }
+            Ordering::Equal => {
+                if let (Some((k, v)), Some((_, w))) = (&a, &b)
+                    && v != w
+                {
+                    say(format!("entry {}: the index holds {}, the log gives {}", hex(k), hex(v), hex(w)));
+                }
+                a = next(&mut ia)?;
+                b = next(&mut ib)?;
+            }
+        }
+    }
+    if found > 20 {
+        out.push(format!("table {name}: {} more differences", found - 20));
+    }
+    Ok(())
+}
+
+fn hex(b: &[u8]) -> String {
+    const MAX: usize = 48;
+    let mut s: String = b.iter().take(MAX).map(|x| format!("{x:02x}")).collect();
+    if b.len() > MAX {
+        s.push_str(&format!("… ({} bytes)", b.len()));
+    }
+    s
+}
 
 fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
     let mut m = tx.open_table(META).map_err(redb_err)?;

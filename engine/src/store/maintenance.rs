@@ -36,12 +36,15 @@ pub struct CheckReport {
     pub blobs: u64,
     /// Every problem, in log order.
     pub problems: Vec<CheckProblem>,
+    /// Every difference between the index and the log (compared only when the log has no
+    /// problem): the index is derived, and [`Store::rebuild_index`] repairs these.
+    pub index_problems: Vec<String>,
 }
 
 impl CheckReport {
-    /// True when nothing is damaged.
+    /// True when nothing is damaged, in the log or in the index.
     pub fn is_ok(&self) -> bool {
-        self.problems.is_empty()
+        self.problems.is_empty() && self.index_problems.is_empty()
     }
 }
 
@@ -91,36 +94,15 @@ impl Store {
         Ok(())
     }
 
-    /// Rebuilds the index from the log alone. Appends wait while it runs; reads go on.
+    /// Rebuilds the index from the log alone, into a fresh file that replaces the current
+    /// one (which is not read: a damaged index is no obstacle). Appends wait while it runs;
+    /// reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
         let inner = &*self.inner.core;
         let _flushes = inner.index.pause_flushes();
         inner.log.with_appends_paused(|written| {
-            let mut entries = Vec::new();
-            let mut next_txid = 0u64;
-            let mut last_batch = 0u64;
-            for n in list_segments(&log_dir(&inner.dir))? {
-                if n > written.segment {
-                    break;
-                }
-                let bytes = self.segment_bytes(n, written)?;
-                format::decode_segment_header(&bytes, n)
-                    .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
-                let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
-                    next_txid = next_txid.max(b.txid + 1);
-                    if n == written.segment {
-                        last_batch = b.offset;
-                    }
-                    entries.push(index::entries_of(n, b));
-                    Ok::<(), Error>(())
-                })?;
-                if let ScanEnd::Damaged { offset, reason, .. } = how {
-                    return Err(Error::corrupt(n, offset, reason));
-                }
-            }
-            let applied = Applied { position: written, next_txid, batch_start: last_batch };
-            inner.index.clear()?;
-            inner.index.apply_replayed(&entries, applied)?;
+            let (entries, applied) = self.log_entries(written)?;
+            inner.index.rebuild_from(&entries, applied)?;
             let mut mem = inner.index.mem.write();
             mem.clear();
             mem.set_applied(applied);
@@ -128,8 +110,77 @@ impl Store {
         })
     }
 
-    /// Verifies every checksum in the log, every blob's content against its id, and that
-    /// every blob in the log is reachable through the index. Reports each damaged frame.
+    /// Rebuilds the index of the store in `path` from its log alone, for a store that does
+    /// not open because its index is damaged ([`Error::Index`]): the index file is deleted
+    /// under the store's lock, and an open rebuilds it from the log. Fails with
+    /// [`Error::Locked`] while the store is open elsewhere.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{Options, Store};
+    /// let store = Store::open(dir.path(), Options::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.close()?;
+    /// std::fs::write(dir.path().join("index.redb"), vec![0xa5u8; 8192]).unwrap(); // damaged
+    /// assert!(matches!(Store::open(dir.path(), Options::default()), Err(undertext::Error::Index(_))));
+    /// Store::rebuild_index_at(dir.path(), Options::default())?;
+    /// assert!(Store::open(dir.path(), Options::default())?.chat("me", id).is_ok());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn rebuild_index_at(path: impl AsRef<std::path::Path>, opts: crate::Options) -> Result<()> {
+        let dir = path.as_ref();
+        if !dir.join("log").is_dir() {
+            return Err(Error::NotFound { what: format!("store at {}", dir.display()) });
+        }
+        {
+            let _lock = super::lock::acquire(dir)?;
+            let p = dir.join(index::INDEX_FILE);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("remove", &p, e)),
+            }
+            crate::log::sync_dir(dir)?;
+        }
+        // With no index file, open replays the whole log into a new one.
+        Store::open(dir, crate::Options { create_if_missing: false, ..opts })?.close()
+    }
+
+    /// The index entries of every batch of the log up to `written`, and the position they
+    /// reach.
+    fn log_entries(&self, written: Position) -> Result<(Vec<index::BatchEntries>, Applied)> {
+        let inner = &*self.inner.core;
+        let mut entries = Vec::new();
+        let mut next_txid = 0u64;
+        let mut last_batch = 0u64;
+        for n in list_segments(&log_dir(&inner.dir))? {
+            if n > written.segment {
+                break;
+            }
+            let bytes = self.segment_bytes(n, written)?;
+            format::decode_segment_header(&bytes, n)
+                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
+            let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
+                next_txid = next_txid.max(b.txid + 1);
+                if n == written.segment {
+                    last_batch = b.offset;
+                }
+                entries.push(index::entries_of(n, b));
+                Ok::<(), Error>(())
+            })?;
+            if let ScanEnd::Damaged { offset, reason, .. } = how {
+                return Err(Error::corrupt(n, offset, reason));
+            }
+        }
+        Ok((entries, Applied { position: written, next_txid, batch_start: last_batch }))
+    }
+
+    /// Verifies every checksum in the log, every blob's content against its id, and the
+    /// index against the log: every blob in the log is reachable through the index, and an
+    /// index built from the log anew (in a scratch file) holds exactly the entries of the
+    /// index in use. Reports each damaged frame, and each difference of the index
+    /// ([`CheckReport::index_problems`]: the log is intact, and [`Store::rebuild_index`]
+    /// repairs them).
     pub fn check(&self) -> Result<CheckReport> {
         let inner = &*self.inner.core;
         let written = inner.log.written();
@@ -157,7 +208,28 @@ impl Store {
                 reason: p.reason,
             }));
         }
+        if report.problems.is_empty() {
+            report.index_problems = self.check_index()?;
+        }
         Ok(report)
+    }
+
+    /// The differences between the index and one built from the log anew.
+    fn check_index(&self) -> Result<Vec<String>> {
+        let inner = &*self.inner.core;
+        inner.log.with_appends_paused(|written| {
+            // Everything written is in redb before the comparison (no append can add more).
+            if let Err(e) = inner.index.flush(false, |_| Ok(())) {
+                return Ok(vec![format!("the index does not take new entries: {e}")]);
+            }
+            let _flushes = inner.index.pause_flushes();
+            let (entries, applied) = self.log_entries(written)?;
+            match inner.index.diff_with_log(&entries, applied) {
+                Ok(d) => Ok(d),
+                Err(e @ Error::Index(_)) => Ok(vec![format!("the index cannot be read: {e}")]),
+                Err(e) => Err(e),
+            }
+        })
     }
 
     /// Extra checks of one valid record; `Some(reason)` when it is wrong.
