@@ -24,10 +24,12 @@ fn a_damaged_index_is_reported_by_check_and_check_rebuild_restores_every_chat() 
     show.extend(&ids);
     let before = json(&store, &show);
 
-    // The second 4 KiB page of the index zeroed.
+    // One bit flipped in the middle of the index: redb opens the file (its header is
+    // intact), and the damage is found when its pages are verified.
     let index = store.join("index.redb");
     let mut bytes = std::fs::read(&index).unwrap();
-    bytes[4096..8192].fill(0);
+    let at = bytes.len() / 2 + 100;
+    bytes[at] ^= 0x10;
     std::fs::write(&index, bytes).unwrap();
 
     for args in [vec!["chats"], vec!["show", ids[0]]] {

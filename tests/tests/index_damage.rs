@@ -139,6 +139,10 @@ fn any_damage_to_the_index_gives_errors_that_advise_a_rebuild_never_wrong_bytes_
     for page in [0, 1, len / 4096 / 2, len / 4096 - 1] {
         cases.push(Damage::ZeroPage(page * 4096));
     }
+    // The file's header: redb's magic, its commit slots.
+    for at in [0, 9, 40, 64, 100, 200, 300, 500, 1000, 4000] {
+        cases.push(Damage::Flip(at, (at % 8) as u8));
+    }
     for _ in 0..40 {
         cases.push(Damage::Flip(rng.range(0, len), rng.range(0, 8) as u8));
     }
@@ -164,6 +168,8 @@ fn any_damage_to_the_index_gives_errors_that_advise_a_rebuild_never_wrong_bytes_
         }
         let complete = seen.errors.is_empty() && seen.listed == Some(chats) && seen.digests == want.digests;
         let report = check(&dir, &label);
+        let first = seen.errors.first().map_or("", |e| &e[..e.len().min(100)]);
+        eprintln!("{label}: {} errors, check: {report:?}; {first}", seen.errors.len());
         if complete {
             exact += 1;
         } else {

@@ -109,22 +109,44 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// The error for an index file that is damaged: what failed, where.
-fn damaged(path: &Path, e: impl std::fmt::Display) -> Error {
-    Error::Index(format!("{} is damaged: {e}", path.display()))
+fn damaged(path: &Path, what: &str, e: Error) -> Error {
+    let e = match e {
+        Error::Index(m) => m,
+        other => other.to_string(),
+    };
+    Error::Index(format!("{} is damaged: {what}: {e}", path.display()))
 }
 
 /// Opens (or creates) the redb file at `path` through the file seam, and verifies every page
 /// of it against redb's checksums.
+///
+/// A file redb cannot open at all (not a redb file: its header is unreadable) is what an
+/// interrupted creation leaves (a crash, a failed write of the first pages): it holds nothing
+/// the log does not, so it is deleted and created anew, and the log replay fills it. A file
+/// that opens but whose pages fail verification is not something a crash leaves (redb's
+/// commits are crash-safe, and redb has already repaired an interrupted one): that is
+/// damage, and it is reported.
 fn open_verified(path: &Path, cache_bytes: usize) -> Result<Database> {
-    let mut opts = OpenOptions::new();
-    opts.read(true).write(true).create(true).truncate(false);
-    let file = io::open(&opts, path).map_err(|e| Error::io("open", path, e))?;
-    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
-    let backend = SeamBackend::new(file, path.to_path_buf()).map_err(|e| Error::io("open", path, e))?;
-    let mut db = guard("opening the index", || {
-        Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
-    })
-    .map_err(|e| damaged(path, format!("redb cannot open it: {e}")))?;
+    let create = || -> Result<(Database, u64)> {
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true).truncate(false);
+        let file = io::open(&opts, path).map_err(|e| Error::io("open", path, e))?;
+        let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+        let backend = SeamBackend::new(file, path.to_path_buf()).map_err(|e| Error::io("open", path, e))?;
+        let db = guard("opening the index", || {
+            Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
+        })?;
+        Ok((db, len))
+    };
+    let (mut db, len) = match create() {
+        Ok(x) => x,
+        Err(e @ Error::Io { .. }) => return Err(e),
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
+            io::remove_file(path).map_err(|e| Error::io("remove", path, e))?;
+            create()?
+        }
+    };
     if len == 0 {
         return Ok(db);
     }
@@ -143,7 +165,7 @@ fn open_verified(path: &Path, cache_bytes: usize) -> Result<Database> {
                 drop(db);
                 Ok(())
             });
-            Err(damaged(path, format!("its pages fail verification: {e}")))
+            Err(damaged(path, "its pages fail verification", e))
         }
     }
 }
