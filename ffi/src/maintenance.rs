@@ -106,11 +106,12 @@ pub unsafe extern "C" fn undertext_store_stats(store: StoreHandle, out: *mut Sto
     })
 }
 
-/// Verifies every checksum of the log, every blob against its id and that every blob is
-/// reachable through the index, and reports as JSON in `*out`: `{"ok": bool, "segments",
-/// "batches", "records", "blobs", "problems": [{"segment", "offset", "reason"}]}`. Damage
-/// is reported in `problems` (the call still returns `UNDERTEXT_OK`); a failure to read
-/// the files at all is an error status.
+/// Verifies every checksum of the log, every blob against its id, and the index against the
+/// log, and reports as JSON in `*out`: `{"ok": bool, "segments", "batches", "records",
+/// "blobs", "problems": [{"segment", "offset", "reason"}], "index_problems": [text]}`. Damage
+/// is reported in `problems` (the log) and `index_problems` (the index, which
+/// `undertext check --rebuild` repairs); the call still returns `UNDERTEXT_OK`. A failure
+/// to read the files at all is an error status.
 ///
 /// # Safety
 /// `out` is NULL or writable.
@@ -133,6 +134,7 @@ pub unsafe extern "C" fn undertext_store_check(store: StoreHandle, out: *mut Buf
             "records": r.records,
             "blobs": r.blobs,
             "problems": problems,
+            "index_problems": r.index_problems,
         });
         out.set(Buf::text(v.to_string()));
         Ok(())

@@ -287,7 +287,9 @@ impl PyStore {
         Ok(d)
     }
 
-    /// Verifies every checksum of the log; a dict with counts, `ok` and `problems`.
+    /// Verifies every checksum of the log, and the index against the log; a dict with counts,
+    /// `ok`, `problems` (the log's) and `index_problems` (the index's, which
+    /// `undertext check --rebuild` repairs).
     fn check<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.get(py)?;
         let r = run(py, move || store.check())?;
@@ -306,6 +308,7 @@ impl PyStore {
             problems.append(pd)?;
         }
         d.set_item("problems", problems)?;
+        d.set_item("index_problems", &r.index_problems)?;
         Ok(d)
     }
 

