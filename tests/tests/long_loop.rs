@@ -392,3 +392,59 @@ fn budget_lines_are_exact_for_every_usable_size() {
     let e = Heuristic;
     assert!(e.text_tokens(TASK) > 0);
 }
+
+#[test]
+fn a_view_waits_for_no_sync_and_its_previews_are_durable_with_the_chats_next_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let ctl = undertext::fault::install(dir.path()).unwrap();
+    ctl.track_durability();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let chat = new_chat(&store);
+    chat.append(NewMessage::user(TASK)).unwrap();
+    let mut texts = std::collections::HashMap::new();
+    for k in 0..20 {
+        let id = format!("c{k}");
+        chat.append(NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall { id: id.clone(), name: "cat".into(), args: "{}".into() }],
+        })
+        .unwrap();
+        // Under the 8 KiB archive threshold: inline, so a preview needs an archive written.
+        let text = output(k, 3_000);
+        let seq = chat.append(NewMessage::tool_result(&id, &text)).unwrap();
+        texts.insert(seq, text);
+    }
+    let total = chat.estimate(&Budget::new(1 << 40, 0)).unwrap();
+    let b = Budget::new(total * 100 / 85, 0);
+    let syncs = ctl.syncs();
+    let v = chat.view(&b).unwrap();
+    assert_eq!(ctl.syncs(), syncs, "building the view waited for a sync");
+    let Decision::Compacted { previewed, .. } = v.decision().clone() else { panic!("{:?}", v.decision()) };
+    assert!(!previewed.is_empty());
+    let ids: Vec<(u64, undertext::ArchiveRef)> = v
+        .messages()
+        .iter()
+        .filter_map(|m| match m.parts.first() {
+            Some(Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. }) => {
+                Some((m.seqs.start, *archive))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ids.len(), previewed.len());
+    // Readable at once, before any sync.
+    for (seq, a) in &ids {
+        assert_eq!(&store.read_context("o", &a.id, 0..a.chars, undertext::Unit::Chars).unwrap(), &texts[seq]);
+    }
+    // The model's answer is the chat's next write; then the power goes.
+    chat.append(NewMessage::assistant("the parser drops the last token; fixing")).unwrap();
+    ctl.cut_power_now();
+    drop(chat);
+    drop(store);
+    ctl.restore_power_cut().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for (seq, a) in &ids {
+        let back = store.read_context("o", &a.id, 0..a.chars, undertext::Unit::Chars).unwrap();
+        assert_eq!(&back, &texts[seq], "preview of message {seq} lost its way back after the power cut");
+    }
+}

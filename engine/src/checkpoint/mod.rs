@@ -327,6 +327,11 @@ impl Chat {
     /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
     /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
     pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        self.publish(cp, true)
+    }
+
+    /// Publishes `cp`; with `durable`, returns once the publication is on disk.
+    pub(crate) fn publish(&self, cp: &Checkpoint, durable: bool) -> Result<()> {
         let core = self.store().inner.core.clone();
         let mut txn = Txn::default();
         // The build stored the summary's blob (as the tree's root summary); a checkpoint whose
@@ -356,7 +361,7 @@ impl Chat {
         w.last_end = c.end;
         self.state().publish(&w);
         drop(w);
-        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))
+        if durable { core.wait_durable(wait.map_or(c.end, |x| x.max(c.end))) } else { Ok(()) }
     }
 
     /// The published checkpoint's (base revision, reach), if any.

@@ -273,14 +273,16 @@ impl Chat {
             guard(&*e, budget, out, candidates, factor, chars, &core.opts.preview_marker, &mut reshrink)?;
         to_archive.extend(planned.to_archive);
         if !to_archive.is_empty() {
+            // The archives of previewed inline results are written (readable at once by
+            // `read_context`) but not waited for: they are derived from durable messages, and
+            // the next write of the chat — the answer of the model call this view is for —
+            // makes them durable with its own fsync. A crash before that loses the step
+            // anyway, and the view built again writes them again (content-addressed).
             let mut txn = Txn::default();
-            let mut wait = None;
             for t in &to_archive {
-                let (_, w) = archive::archive_into(&core, &mut txn, self.owner(), t)?;
-                wait = wait.max(w);
+                archive::archive_into(&core, &mut txn, self.owner(), t)?;
             }
-            let c = core.append(txn)?;
-            core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
+            core.append(txn)?;
         }
         let view = planned.view;
         // A trim whose archive has no grant renders as a pointer that a later grant would
@@ -422,7 +424,9 @@ impl Chat {
     fn swap_in(&self, cp: Option<Arc<crate::checkpoint::Checkpoint>>) -> Result<Option<std::time::Duration>> {
         let Some(cp) = cp else { return Ok(None) };
         let t = std::time::Instant::now();
-        match self.publish_checkpoint(&cp) {
+        // Not waited for, like the view's archives: the chat's next write makes it durable;
+        // a crash before leaves the messages it covers, and the worker prepares it again.
+        match self.publish(&cp, false) {
             Ok(()) => Ok(Some(t.elapsed())),
             Err(Error::Conflict(_)) => Ok(None),
             Err(e) => Err(e),
