@@ -317,6 +317,27 @@ impl PyChat {
         self.with(py, move |c| c.estimate(&b))
     }
 
+    /// The least any view must send under `budget` (system messages, the task, the last
+    /// step): a refused view whose minimum is over the hard line cannot be served.
+    fn protected_minimum(&self, py: Python<'_>, budget: PyRef<'_, PyBudget>) -> PyResult<u64> {
+        let b = budget.budget.clone();
+        self.with(py, move |c| c.protected_minimum(&b))
+    }
+
+    /// The model-driven compaction tool: `args` is the JSON text of the model's call to
+    /// `compact_history`; returns the tool result text (applied, or every lint problem).
+    #[pyo3(signature = (args, *, expected_revision, budget))]
+    fn compaction_tool_call(
+        &self,
+        py: Python<'_>,
+        args: String,
+        expected_revision: u64,
+        budget: PyRef<'_, PyBudget>,
+    ) -> PyResult<String> {
+        let b = budget.budget.clone();
+        self.with(py, move |c| c.compaction_tool_call(&args, expected_revision, &b))
+    }
+
     /// Reports the real input tokens of the call made with view `step` (`View.step`);
     /// returns the new calibration factor.
     fn report_usage(&self, py: Python<'_>, step: u64, actual_input_tokens: u64) -> PyResult<f64> {

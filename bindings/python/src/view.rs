@@ -219,6 +219,12 @@ impl PyView {
         self.view.revision()
     }
     /// Seconds the swap to the worker's prepared checkpoint took, when this view made one.
+    /// Over the budget's nudge line: the harness message asking the model to compact.
+    #[getter]
+    fn nudge(&self) -> Option<String> {
+        self.view.nudge().map(str::to_string)
+    }
+
     #[getter]
     fn swap_seconds(&self) -> Option<f64> {
         self.view.swap().map(|d| d.as_secs_f64())

@@ -150,3 +150,23 @@ def test_a_pending_approval_is_found(chat):
     assert seq == 1 and pending == {"kind": "request", "detail": "ap-9"}
     chat.append({"role": "user", "parts": [{"type": "approval_response", "id": "ap-9", "approved": True}]})
     assert chat.first_pending_approval() is None
+
+
+def test_a_single_task_loop_is_compacted_inside_its_turn_and_the_compaction_tool_answers(tmp_path):
+    with undertext.Store.open(tmp_path / "loop") as s:
+        chat = s.create_chat("alice")
+        chat.append(undertext.user("fix the parser"))
+        for i in range(30):
+            chat.append(undertext.tool_call(f"c{i}", "read", {"i": i}))
+            chat.append(undertext.tool_result(f"c{i}", result_text(i, 3_000)))
+        total = chat.estimate(undertext.Budget(1 << 40))
+        budget = undertext.Budget(total * 100 // 80, protect_max_tokens=2_000, nudge=0.5)
+        v = chat.view(budget)
+        # One user turn: the bounded tail lets the guard preview the settled steps.
+        assert v.decision == "compacted" and v.previewed
+        assert v.nudge is not None and "compact_history" in v.nudge
+        assert chat.protected_minimum(budget) < budget.hard_limit
+        bad = chat.compaction_tool_call('{"trims": [1]}', expected_revision=v.revision, budget=budget)
+        assert bad.startswith("compaction refused") and "not a tool result" in bad
+        good = chat.compaction_tool_call('{"trims": [2]}', expected_revision=v.revision, budget=budget)
+        assert good.startswith("compaction applied")
