@@ -344,3 +344,57 @@ def test_a_deleted_thread_is_reclaimed_by_gc_and_other_threads_keep_their_values
         saver = UndertextSaver(store)
         assert saver.get_tuple(cfg("gone")) is None
         assert saver.get_tuple(cfg("kept")).checkpoint["channel_values"] == {"common": shared}
+
+
+def test_a_put_after_reopen_reads_only_the_newest_records_when_no_writes_came_early(tmp_path: Path) -> None:
+    # Early writes are found through the set the newest record carries: a new checkpoint
+    # with none does not make the saver read the whole thread.
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        parent = None
+        for i in range(300):
+            parent = put(saver, "long", parent, {"step": i}, {"step": i + 1}, {"step": i + 1}, step=i)
+            saver.put_writes(cfg("long", parent), [("out", i)], f"task-{i}")
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        put(saver, "long", parent, {"step": 300}, {"step": 301}, {"step": 301}, step=300)
+        lane = saver._registry.lanes[("long", "")]
+        assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 601 records decoded for one put"
+
+
+def test_writes_stored_early_in_a_thread_written_before_the_early_set_existed_are_found(tmp_path: Path) -> None:
+    # A thread whose chat lacks the early-writes key (written by an older saver): the set is
+    # computed from the whole chat once, then the key is set and kept up to date.
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        first = put(saver, "t", None, {"v": 0}, {"v": 1}, {"v": 1})
+        early = str(uuid6(clock_seq=-1))  # above every id put so far
+        saver.put_writes(cfg("t", early), [("x", "early")], "task")
+        chat = saver._registry.lanes[("t", "")].chat
+        chat.set_meta(extra={"undertext.langgraph": ""})  # as an older saver left it
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert not saver._registry.lanes[("t", "")].tracked
+        put(saver, "t", first, {"v": 1}, {"v": 2}, {"v": 2}, step=1, cid=early)
+        assert saver.get_tuple(cfg("t")).pending_writes == [("task", "x", "early")]
+        assert store.chat("langgraph", chat.id).meta.extra == {"undertext.langgraph": "", "undertext.langgraph.o": "1"}
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert saver._registry.lanes[("t", "")].tracked
+        assert saver.get_tuple(cfg("t", early)).pending_writes == [("task", "x", "early")]
+
+
+def test_copy_thread_carries_writes_stored_before_their_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        put(saver, "src", None, {"v": 0}, {"v": 1}, {"v": 1})
+        early = str(uuid6(clock_seq=-1))
+        saver.put_writes(cfg("src", early), [("x", "early")], "task")
+        saver.copy_thread("src", "dst")
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        put(saver, "dst", None, {"v": 1}, {"v": 2}, {"v": 2}, step=1, cid=early)
+        assert saver.get_tuple(cfg("dst", early)).pending_writes == [("task", "x", "early")]

@@ -37,6 +37,14 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
   when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
   ``"msgpack"``).
 * tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``).
+* any kind: ``o``, the lane's *early-writes set* after this record, when not empty: the
+  ids of checkpoints that have write records but no checkpoint record yet (LangGraph may
+  store a checkpoint's writes first). ``put`` of such an id copies those writes into the
+  new record's ``pw``; so does ``put`` of an id not above the running maximum (the id may
+  have been put before: its record's writes are copied). Any other id needs no read, so a
+  ``put`` after a reopen reads only the newest records. A lane's chat marked with
+  ``extra[EARLY_KEY]`` keeps the set in its newest record; an older lane gets its set
+  computed from the whole chat once, and the mark after its next append.
 
 Format 1 (kinds ``"c"``/``"w"``) kept every field: blob ids in hex, the checkpoint and
 metadata as base64 serializer output, each channel's version in ``ch``. ``_decode``
@@ -94,6 +102,11 @@ __all__ = ["LazyChannelValues", "UnloadedChannelValue", "UndertextSaver"]
 
 #: ``extra`` key marking a chat as a saver lane; its value is the checkpoint namespace.
 LANE_KEY = "undertext.langgraph"
+
+#: ``extra`` key (value ``"1"``) of a lane whose newest record always carries the lane's
+#: early-writes set (``"o"``). Lanes created before that key existed lack it: their set is
+#: computed once from the whole chat, and the key is set after the next append.
+EARLY_KEY = "undertext.langgraph.o"
 
 _BATCH = 64  # records decoded per engine read while walking backwards
 
@@ -222,12 +235,18 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _message(rec: dict[str, Any], attach: Sequence[str] = ()) -> dict[str, Any]:
+def _message(rec: dict[str, Any], attach: Sequence[str] = (), early: Iterable[str] = ()) -> dict[str, Any]:
     """A record as an engine message: its format-2 JSON as the text part, and one
     attachment part per blob of ``attach`` (the blobs this record stores, or first uses
     in its chat), so the engine knows the references (``Store.gc`` keeps a blob while a
-    live chat attaches it, and drops it with the last deleted chat that did)."""
-    parts: list[dict[str, Any]] = [{"type": "text", "text": _dumps(_stored(rec, attach))}]
+    live chat attaches it, and drops it with the last deleted chat that did). ``early``:
+    the lane's early-writes set after this record (stored as ``"o"`` when not empty)."""
+    out = _stored(rec, attach)
+    early = sorted(early)
+    if early:
+        out = dict(out)
+        out["o"] = early
+    parts: list[dict[str, Any]] = [{"type": "text", "text": _dumps(out)}]
     parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in attach)
     return {"role": "system", "parts": parts}
 
@@ -247,6 +266,13 @@ def _writes_in(w: dict[str, Any], deref: Callable[[Any], str]) -> dict[str, Any]
 def _decode(m: Any) -> dict[str, Any]:
     """The in-memory record of an engine message of either format."""
     d: dict[str, Any] = json.loads(m.text)
+    rec = _decode_json(d, m)
+    if "o" in d:
+        rec["o"] = d["o"]
+    return rec
+
+
+def _decode_json(d: dict[str, Any], m: Any) -> dict[str, Any]:
     k = d["k"]
     if k == "c":  # format 1: entries were [version, type, blob, head]
         d["ch"] = {ch: [e[1], e[2], e[3]] for ch, e in d["ch"].items()}
@@ -512,10 +538,12 @@ class _Lane:
     when last synced. Everything older than ``lo`` is still unread.
     """
 
-    def __init__(self, chat: Any, thread_id: str, ns: str) -> None:
+    def __init__(self, chat: Any, thread_id: str, ns: str, tracked: bool = True) -> None:
         self.chat = chat
         self.thread_id = thread_id
         self.ns = ns
+        # The chat has EARLY_KEY: its newest record carries the early-writes set.
+        self.tracked = tracked
         self.lock = threading.RLock()
         self.deleted = False  # the chat was deleted (delete_thread): the lane reads as empty
         self.reset()
@@ -530,6 +558,9 @@ class _Lane:
         self.writes: dict[str, list[int]] = {}  # checkpoint id -> seqs of its write records
         self.latest_mx: Optional[str] = None  # running max id of the newest checkpoint record
         self.mx_known = self.hi == 0
+        # Checkpoint ids that may have live write records but no live checkpoint record
+        # (writes stored before their checkpoint); None until read from the newest record.
+        self.early: Optional[set[str]] = None
 
     # -- keeping the cache in step with the chat -------------------------------------------
 
@@ -545,6 +576,7 @@ class _Lane:
             return
         n = len(self.chat)
         if n > self.hi:
+            self.early = None  # appended by another handle: read again from the newest record
             if self.lo == self.hi:
                 self.lo = self.hi = n
                 self.mx_known = False
@@ -566,6 +598,30 @@ class _Lane:
                     break
             self.mx_known = True
         return self.latest_mx
+
+    def early_ids(self) -> set[str]:
+        """Checkpoint ids that may have writes stored before their checkpoint record (a
+        superset: ``put`` looks for such writes only for these ids, and for ids not above
+        the lane's running maximum, which may be a checkpoint put again)."""
+        if self.early is None:
+            if self.hi == 0:
+                self.early = set()
+            elif self.tracked:
+                rec = self.recs.get(self.hi - 1)
+                if rec is None:
+                    rec = json.loads(self.chat.messages(self.hi - 1, self.hi)[0].text)
+                self.early = set(rec.get("o", ()))
+            else:
+                # A lane written before the set was kept: read it whole, once.
+                self.decode_all()
+                written = {r["c"] for _s, r in self.walk() if r["k"] == "w"}
+                self.early = written - {r["id"] for _s, r in self.walk() if r["k"] == "c"}
+        return self.early
+
+    def decode_all(self) -> None:
+        """Decodes every live record (down to the floor)."""
+        while self._extend_down():
+            pass
 
     def _learn(self, seq: int, rec: dict[str, Any]) -> None:
         self.recs[seq] = rec
@@ -688,7 +744,8 @@ class _Registry:
             if ns is None:
                 continue
             self.threads.setdefault(info.title, set()).add(ns)
-            self.lanes[(info.title, ns)] = _Lane(store.chat(owner, info.id), info.title, ns)
+            tracked = info.extra.get(EARLY_KEY) == "1"
+            self.lanes[(info.title, ns)] = _Lane(store.chat(owner, info.id), info.title, ns, tracked)
 
     @classmethod
     def of(cls, store: Any, owner: str) -> _Registry:
@@ -704,7 +761,7 @@ class _Registry:
         with self.lock:
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
-                chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns})
+                chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
                 lane = _Lane(chat, thread_id, ns)
                 self.lanes[(thread_id, ns)] = lane
                 self.threads.setdefault(thread_id, set()).add(ns)
@@ -1030,8 +1087,18 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             for (ch, typ, d), bid in zip(to_store, ids):
                 manifest[ch] = [typ, bid, _b64(d[:HEAD_LEN])]
             cid = checkpoint["id"]
-            early = lane.orphan_writes(cid)
             prev_mx = lane.current_mx()
+            early_ids = lane.early_ids()
+            early: list[list[Any]] = []
+            if cid in early_ids or (prev_mx is not None and cid <= prev_mx):
+                # Writes stored before this record: for an id put before (its record's
+                # writes), or for an id with writes but no checkpoint yet. An id above the
+                # running maximum and not in the early set has neither: nothing is read.
+                found = lane.find(cid)
+                if found is not None:
+                    early = [[s, w] for s, w in lane.live_writes(*found)]
+                else:  # find read the whole lane
+                    early = lane.orphan_writes(cid)
             rec: dict[str, Any] = {
                 "k": "c",
                 "id": cid,
@@ -1053,23 +1120,42 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             rec["ch"] = manifest
             if early:
                 rec["pw"] = early
-            self._append(lane, rec, blobs, list(dict.fromkeys(ids)))
+            self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=early_ids - {cid})
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     def _append(
-        self, lane: _Lane, rec: dict[str, Any], blobs: Sequence[bytes] = (), attach: Sequence[str] = ()
+        self,
+        lane: _Lane,
+        rec: dict[str, Any],
+        blobs: Sequence[bytes] = (),
+        attach: Sequence[str] = (),
+        early: Optional[set[str]] = None,
     ) -> int:
         """Appends ``rec`` and stores ``blobs`` (the new values it names, ``attach`` their
         ids) in one engine transaction. The engine writes only bytes it does not hold yet
-        (for large values, only new chunks)."""
-        msg = _message(rec, attach)
+        (for large values, only new chunks). ``early``: the lane's early-writes set after
+        this record (unchanged when None), stored in the record."""
+        if early is None:
+            early = lane.early_ids()
+        msg = _message(rec, attach, early)
         if blobs:
             _ids, seqs = lane.chat.append_with_blobs(list(blobs), [msg])
             seq = seqs[0]
         else:
             seq = lane.chat.append(msg)
         lane.appended(seq, rec)
+        lane.early = set(early)
+        self._track(lane)
         return seq
+
+    @staticmethod
+    def _track(lane: _Lane) -> None:
+        """Marks a lane written before the early-writes set was kept, once its newest
+        record carries the set (an interruption in between leaves it unmarked: the set is
+        then computed from the whole chat again, which is always right)."""
+        if not lane.tracked:
+            lane.chat.set_meta(extra={**lane.chat.meta.extra, EARLY_KEY: "1"})
+            lane.tracked = True
 
     def put_writes(
         self,
@@ -1113,7 +1199,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 "tp": task_path,
                 "w": [[widx, ch, typ, bid] for (widx, ch, (typ, _d)), bid in zip(entries, ids)],
             }
-            self._append(lane, rec, blobs, list(dict.fromkeys(ids)))
+            # Writes for a checkpoint without a record join the lane's early-writes set.
+            early = None if found is not None else lane.early_ids() | {cid}
+            self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=early)
 
     def delete_thread(self, thread_id: str) -> None:
         """Drops every checkpoint and write of the thread: its chats are deleted (one engine
@@ -1162,9 +1250,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             live.reverse()
             with self._write_lane(target_thread_id, src.ns) as dst:
                 mx = dst.current_mx()
+                # The target's early-writes set after the copy, exactly: ids written to and
+                # without a checkpoint record, in the target and the copied records.
+                dst.decode_all()
+                both = [r for _s, r in dst.walk()] + [r for _s, r in live]
+                early = {r["c"] for r in both if r["k"] == "w"} - {r["id"] for r in both if r["k"] == "c"}
                 recs = []
                 for _s, r in live:
                     r = dict(r)
+                    r.pop("o", None)
                     if r["k"] == "c":
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
@@ -1176,10 +1270,12 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 for r in recs:
                     attach = [b for b in _blobs_of(r) if b not in attached]
                     attached.update(attach)
-                    msgs.append(_message(r, attach))
+                    msgs.append(_message(r, attach, early))
                 seqs = dst.chat.append_batch(msgs)
                 for seq, r in zip(seqs, recs):
                     dst.appended(seq, r)
+                dst.early = early
+                self._track(dst)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """``keep_latest``: keep each namespace's latest checkpoint and its writes (one
@@ -1205,10 +1301,12 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                             break
                         if r["k"] == "c" or (r["k"] == "w" and r["c"] != rec["id"]):
                             others.append(s)
+                    # Every write of a checkpoint without a record dies here: below the floor,
+                    # or (stored after the latest) by the tombstone.
                     if seq > lane.floor:
-                        self._append(lane, {"k": "x", "f": seq})
+                        self._append(lane, {"k": "x", "f": seq}, early=set())
                     if others:
-                        self._append(lane, {"k": "d", "s": others})
+                        self._append(lane, {"k": "d", "s": others}, early=set())
 
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:
         """``"<counter, 32 digits>.<random>"``: increasing, unique across forks."""

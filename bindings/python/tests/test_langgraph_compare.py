@@ -1,0 +1,259 @@
+"""UndertextSaver against LangGraph's own savers: random sequences of ``put``,
+``put_writes``, ``get_tuple``, ``list`` and ``delete_thread``, with the store closed and
+reopened at random points, must answer every read as SqliteSaver (reopened at the same
+points) and InMemorySaver (never reopened) do.
+
+The sequences put checkpoints in and out of id order, put a checkpoint id again, and
+store writes for a checkpoint before the checkpoint itself, before and after a reopen.
+``UNDERTEXT_COMPARE_SEQUENCES`` sets how many sequences run (default 60)."""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
+    pytest.importorskip("langgraph.checkpoint.sqlite", reason="run scripts/test-python-integrations")
+
+from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+import undertext
+from undertext.langgraph import UndertextSaver
+
+SEQUENCES = int(os.environ.get("UNDERTEXT_COMPARE_SEQUENCES", "60"))
+LANES = [("t1", ""), ("t1", "inner"), ("t2", "")]
+
+
+def cfg(thread: str, ns: str, checkpoint_id: Optional[str] = None) -> dict[str, Any]:
+    c: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if checkpoint_id is not None:
+        c["checkpoint_id"] = checkpoint_id
+    return {"configurable": c}
+
+
+def shape(t: Optional[CheckpointTuple]) -> Any:
+    """What a reader sees of a tuple, in plain data (channel values loaded)."""
+    if t is None:
+        return None
+    conf = t.config["configurable"]
+    cp = dict(t.checkpoint)
+    cp["channel_values"] = dict(cp["channel_values"].items())
+    parent = None if t.parent_config is None else t.parent_config["configurable"].get("checkpoint_id")
+    return {
+        "at": (conf["thread_id"], conf.get("checkpoint_ns", ""), conf.get("checkpoint_id")),
+        "checkpoint": cp,
+        "metadata": dict(t.metadata),
+        "parent": parent,
+        "pending_writes": list(t.pending_writes or []),
+    }
+
+
+class Savers:
+    """Undertext and SQLite on disk (both reopened together), InMemorySaver in memory."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.store_path = tmp / "store"
+        self.db_path = tmp / "sqlite.db"
+        self.memory = InMemorySaver()
+        self.store: Any = None
+        self.conn: Any = None
+        self.open()
+
+    def open(self) -> None:
+        # No fsync (durability is not what is compared): the sequences run faster.
+        self.store = undertext.Store.open(self.store_path, durability="none", preallocate=False)
+        self.ours = UndertextSaver(self.store)
+        self.conn = sqlite3.connect(self.db_path, check_same_thread=False)
+        self.conn.execute("PRAGMA synchronous=OFF")
+        self.sqlite = SqliteSaver(self.conn)
+
+    def close(self) -> None:
+        self.store.close()
+        self.conn.close()
+
+    def reopen(self) -> None:
+        self.close()
+        self.open()
+
+    def all(self) -> list[tuple[str, Any]]:
+        return [("undertext", self.ours), ("sqlite", self.sqlite), ("memory", self.memory)]
+
+
+class Sequence:
+    """One random sequence; ``log`` names every step, for the failure message."""
+
+    def __init__(self, seed: int, savers: Savers) -> None:
+        self.rng = random.Random(seed)
+        self.s = savers
+        self.log: list[str] = []
+        self.version = 0
+        self.put_ids: dict[tuple[str, str], list[str]] = {lane: [] for lane in LANES}
+        # Ids made ahead of time and not used yet: taking one later puts a checkpoint out of
+        # id order; some receive writes before their checkpoint is put.
+        self.future: dict[tuple[str, str], list[str]] = {lane: [] for lane in LANES}
+
+    def new_id(self) -> str:
+        return str(uuid6(clock_seq=-1))
+
+    def same(self, what: str, answers: list[tuple[str, Any]]) -> None:
+        (name0, first), *rest = answers
+        for name, other in rest:
+            assert first == other, (
+                f"{what}: expected {name0}'s answer from {name} too\n{name0}: {first}\n{name}: {other}\n"
+                "steps:\n  " + "\n  ".join(self.log)
+            )
+
+    def step(self) -> None:
+        r = self.rng.random()
+        lane = self.rng.choice(LANES)
+        if r < 0.33:
+            self.put(lane)
+        elif r < 0.60:
+            self.put_writes(lane)
+        elif r < 0.75:
+            self.get(lane)
+        elif r < 0.88:
+            self.list(lane)
+        elif r < 0.91:
+            self.log.append(f"delete_thread({lane[0]})")
+            for _n, saver in self.s.all():
+                saver.delete_thread(lane[0])
+            for ln in LANES:
+                if ln[0] == lane[0]:
+                    self.put_ids[ln] = []
+        else:
+            self.log.append("reopen")
+            self.s.reopen()
+
+    def put(self, lane: tuple[str, str]) -> None:
+        ids = self.put_ids[lane]
+        r = self.rng.random()
+        if r < 0.15 and ids:
+            cid = self.rng.choice(ids)  # the same id again (new values and metadata)
+        elif r < 0.45 and self.future[lane]:
+            cid = self.future[lane].pop(self.rng.randrange(len(self.future[lane])))
+        else:
+            cid = self.new_id()
+        if self.rng.random() < 0.3:
+            self.future[lane].append(self.new_id())
+        parent = ids[-1] if ids and ids[-1] != cid else None
+        self.version += 1
+        version = f"{self.version:032}.0"
+        cp = empty_checkpoint()
+        cp["id"] = cid
+        cp["channel_values"] = {"n": self.version, "msgs": [f"m{i}" for i in range(self.version % 7)]}
+        cp["channel_versions"] = {"n": version, "msgs": version}
+        metadata = {"source": "loop", "step": self.version, "tag": self.rng.choice(["a", "b"])}
+        self.log.append(f"put({lane}, {cid}, parent={parent})")
+        for _n, saver in self.s.all():
+            saver.put(cfg(*lane, parent), cp, metadata, {"n": version, "msgs": version})
+        if cid not in ids:
+            ids.append(cid)
+
+    def put_writes(self, lane: tuple[str, str]) -> None:
+        ids, future = self.put_ids[lane], self.future[lane]
+        r = self.rng.random()
+        if r < 0.4 or not ids:
+            if not future:
+                future.append(self.new_id())
+            cid = self.rng.choice(future)  # writes before their checkpoint
+        else:
+            cid = self.rng.choice(ids)
+        task = self.rng.choice(["task-1", "task-2"])
+        path = self.rng.choice(["", "~a"])
+        k = self.version + len(self.log)
+        if self.rng.random() < 0.25:  # special channels only (they replace)
+            writes = [(self.rng.choice([ERROR, INTERRUPT]), f"special {k}")]
+        else:  # regular channels only (the first write of (task, index) stays)
+            writes = [(self.rng.choice(["x", "y"]), f"value {k}.{i}") for i in range(self.rng.randint(1, 3))]
+        self.log.append(f"put_writes({lane}, {cid}, {writes}, {task}, {path!r})")
+        for _n, saver in self.s.all():
+            saver.put_writes(cfg(*lane, cid), writes, task, path)
+
+    def get(self, lane: tuple[str, str]) -> None:
+        ids = self.put_ids[lane] + self.future[lane]
+        cid = self.rng.choice(ids) if ids and self.rng.random() < 0.6 else None
+        self.log.append(f"get_tuple({lane}, {cid})")
+        self.same(self.log[-1], [(n, shape(s.get_tuple(cfg(*lane, cid)))) for n, s in self.s.all()])
+
+    def list(self, lane: tuple[str, str]) -> None:
+        config: Optional[dict[str, Any]] = cfg(*lane) if self.rng.random() < 0.85 else None
+        kwargs: dict[str, Any] = {}
+        if self.rng.random() < 0.4:
+            kwargs["limit"] = self.rng.randint(1, 4)
+        if self.rng.random() < 0.3 and self.put_ids[lane]:
+            kwargs["before"] = cfg(*lane, self.rng.choice(self.put_ids[lane]))
+        if self.rng.random() < 0.3:
+            kwargs["filter"] = {"tag": self.rng.choice(["a", "b"])}
+        self.log.append(f"list({config}, {kwargs})")
+        if config is None:
+            # Across threads InMemorySaver lists thread by thread, the others by id: the
+            # same checkpoints, in another order (so no limit either).
+            kwargs.pop("limit", None)
+            answers = [(n, sorted((shape(t) for t in s.list(None, **kwargs)), key=lambda x: x["at"])) for n, s in self.s.all()]
+        else:
+            answers = [(n, [shape(t) for t in s.list(config, **kwargs)]) for n, s in self.s.all()]
+        self.same(self.log[-1], answers)
+
+    def check_everything(self) -> None:
+        for lane in LANES:
+            self.log.append(f"final list({lane})")
+            self.same(self.log[-1], [(n, [shape(t) for t in s.list(cfg(*lane))]) for n, s in self.s.all()])
+
+
+@pytest.mark.parametrize("seed", range(SEQUENCES))
+def test_random_operations_with_reopens_answer_like_sqlite_and_in_memory_savers(tmp_path: Path, seed: int) -> None:
+    savers = Savers(tmp_path)
+    try:
+        seq = Sequence(seed, savers)
+        for _ in range(60):
+            seq.step()
+        seq.check_everything()
+        savers.reopen()
+        seq.log.append("reopen")
+        seq.check_everything()
+    finally:
+        savers.close()
+
+
+def test_writes_put_before_their_checkpoint_and_a_reopen_are_its_pending_writes(tmp_path: Path) -> None:
+    savers = Savers(tmp_path)
+    try:
+        early = str(uuid6(clock_seq=-1))
+        for _n, saver in savers.all():
+            saver.put_writes(cfg("t", "", early), [("x", "early")], "task")
+        savers.reopen()
+        cp = empty_checkpoint()
+        cp["id"] = early
+        for _n, saver in savers.all():
+            saver.put(cfg("t", ""), cp, {"step": 0}, {})
+        got = {n: s.get_tuple(cfg("t", "", early)).pending_writes for n, s in savers.all()}
+        assert got == {n: [("task", "x", "early")] for n in got}
+    finally:
+        savers.close()
+
+
+def test_putting_a_checkpoint_id_again_after_a_reopen_keeps_its_writes(tmp_path: Path) -> None:
+    savers = Savers(tmp_path)
+    try:
+        cp = empty_checkpoint()
+        cp["id"] = str(uuid6(clock_seq=-1))
+        for _n, saver in savers.all():
+            saver.put(cfg("t", ""), cp, {"step": 0}, {})
+            saver.put_writes(cfg("t", "", cp["id"]), [("x", 1)], "task")
+        savers.reopen()
+        for _n, saver in savers.all():
+            saver.put(cfg("t", ""), cp, {"step": 1}, {})
+        got = {n: s.get_tuple(cfg("t", "")).pending_writes for n, s in savers.all()}
+        assert got == {n: [("task", "x", 1)] for n in got}
+    finally:
+        savers.close()
