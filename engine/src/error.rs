@@ -80,7 +80,7 @@ pub enum Error {
     #[error("compaction plan rejected: {}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("; "))]
     Lint {
         /// Every problem found, each naming its rule.
-        problems: Vec<crate::compaction::LintProblem>,
+        problems: Vec<LintProblem>,
     },
     /// The derived index failed (damaged, or not this log's); the log is intact and the
     /// index can be rebuilt from it: `undertext check --rebuild`, [`Store::rebuild_index`],
@@ -137,5 +137,20 @@ pub struct DisplayPath(pub PathBuf);
 impl fmt::Display for DisplayPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0.display())
+    }
+}
+
+/// One thing wrong with a plan. `rule` names the rule, `detail` says what was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LintProblem {
+    /// `overlap`, `protected`, `boundary`, `longer`, `too_large`, `trim`, or `range`.
+    pub rule: &'static str,
+    /// What was expected and what was found.
+    pub detail: String,
+}
+
+impl std::fmt::Display for LintProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.rule, self.detail)
     }
 }

@@ -20,14 +20,18 @@ pub mod budget;
 pub mod checkpoint;
 pub mod compaction;
 pub mod error;
+pub mod estimate;
 pub mod history;
 pub mod import;
 mod index;
 mod io;
 pub mod log;
+pub mod model;
 pub mod options;
+pub(crate) mod record;
 pub mod snapshot;
 mod store;
+mod view;
 pub mod worker;
 
 pub use archive::Unit;

@@ -4,20 +4,12 @@ use std::time::Duration;
 
 use crate::blob::{Compression, Verify};
 
-/// When a write is durable relative to the call that made it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Every commit issues its own `fdatasync` before returning; commits are serialized.
-    Immediate,
-    /// Group commit (the default): a commit returns once an `fdatasync` that started after
-    /// its write has finished. Writers that arrive while one is in flight share the next one,
-    /// so there is exactly one `fdatasync` of the log per group.
-    #[default]
-    Group,
-    /// No `fdatasync` on the write path: a crash may lose recent commits (never tear one).
-    /// For tests and bulk import; [`Store::sync`](crate::Store::sync) makes everything durable.
-    None,
-}
+pub use crate::log::Durability;
+
+/// The default marker. Placeholders: `{id}`, `{total_chars}`, `{total_lines}`, `{shown}`,
+/// `{omitted}`.
+pub const DEFAULT_MARKER: &str = "[preview, incomplete: archive {id} holds {total_chars} chars in {total_lines} lines; \
+shown: chars {shown}; {omitted} chars left out; read more with read_context(\"{id}\", start..end)]";
 
 /// Settings of an open store. `Options::default()` is the right choice for most harnesses.
 ///
@@ -70,10 +62,10 @@ pub struct Options {
     /// Size of the preview that replaces an archived tool result, in characters. Default 2,000.
     pub preview_chars: usize,
     /// The marker a preview carries (placeholders `{id}`, `{total_chars}`, `{total_lines}`,
-    /// `{shown}`, `{omitted}`). Default [`DEFAULT_MARKER`](crate::archive::DEFAULT_MARKER).
+    /// `{shown}`, `{omitted}`). Default [`DEFAULT_MARKER`].
     pub preview_marker: String,
-    /// Token estimator for views and compaction. Default [`Heuristic`](crate::budget::Heuristic).
-    pub estimator: std::sync::Arc<dyn crate::budget::Estimator>,
+    /// Token estimator for views and compaction. Default [`Heuristic`](crate::estimate::Heuristic).
+    pub estimator: std::sync::Arc<dyn crate::estimate::Estimator>,
     /// Size of the previews the budget guard puts in place of older tool results, in
     /// characters. Default 400.
     pub guard_preview_chars: usize,
@@ -118,11 +110,11 @@ impl Default for Options {
             index_cache_bytes: 32 << 20,
             max_mapped_segments: 4,
             archive_threshold: 8 << 10,
-            estimator: std::sync::Arc::new(crate::budget::Heuristic),
+            estimator: std::sync::Arc::new(crate::estimate::Heuristic),
             guard_preview_chars: 400,
             squish_max_tokens: 20_000,
             preview_chars: 2000,
-            preview_marker: crate::archive::DEFAULT_MARKER.to_string(),
+            preview_marker: DEFAULT_MARKER.to_string(),
             index_backlog_bytes: 16 << 20,
             inline_body_max: 8 << 10,
             chunk_threshold: 64 << 10,

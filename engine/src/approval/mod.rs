@@ -13,7 +13,7 @@
 
 use serde_json::Value;
 
-use crate::history::{Message, Part, ToolContent};
+use crate::model::{Message, Part, ToolContent};
 
 /// One way JSON marks an approval as pending: an object whose `key` holds one of `values`
 /// (compared as JSON: strings case-insensitively, `true`, numbers).
@@ -171,7 +171,7 @@ pub fn pending_in_text(text: &str, p: &ApprovalPatterns) -> Option<String> {
 pub fn first_pending(
     messages: &[Message],
     p: &ApprovalPatterns,
-    full_text: &dyn Fn(&crate::history::ArchiveRef) -> Option<String>,
+    full_text: &dyn Fn(&crate::model::ArchiveRef) -> Option<String>,
 ) -> Option<(u64, Pending)> {
     let answered: std::collections::HashSet<&str> = messages
         .iter()
@@ -204,23 +204,4 @@ pub fn first_pending(
         }
     }
     None
-}
-
-impl crate::Chat {
-    /// The first message of the current revision holding a pending approval (archived tool
-    /// results are scanned whole), with the default patterns or `patterns`.
-    pub fn first_pending_approval(
-        &self,
-        patterns: Option<&ApprovalPatterns>,
-    ) -> crate::Result<Option<(u64, Pending)>> {
-        let default = ApprovalPatterns::default();
-        let p = patterns.unwrap_or(&default);
-        let msgs = self.messages()?;
-        let store = self.store();
-        let owner = self.owner().to_string();
-        let full = |a: &crate::history::ArchiveRef| {
-            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
-        };
-        Ok(first_pending(&msgs, p, &full))
-    }
 }

@@ -21,10 +21,10 @@ use parking_lot::Mutex;
 use self::offsets::OffsetIndex;
 use crate::blob::{BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::history::ArchiveRef;
-use crate::history::record::{self, ArchiveRec, kind};
 use crate::index::ARCHIVES;
 use crate::log::Position;
+use crate::model::ArchiveRef;
+use crate::record::{self, ArchiveRec, kind};
 use crate::store::Store;
 use crate::store::core::{Core, RecordOut, Txn};
 

@@ -8,31 +8,7 @@ use std::ops::Range;
 
 use crate::error::{Error, Result};
 
-/// How `read_context` counts positions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub enum Unit {
-    /// Unicode scalar values (Rust `char`s, Python `str` indexes). The default.
-    #[default]
-    Chars,
-    /// UTF-16 code units (JavaScript string indexes).
-    Utf16,
-    /// UTF-8 bytes.
-    Bytes,
-    /// Lines: line `i` starts after the `i`-th `\n` (a lone `\r` does not end a line).
-    Lines,
-}
-
-impl Unit {
-    /// The lowercase name used in messages and previews.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Unit::Chars => "chars",
-            Unit::Utf16 => "utf16",
-            Unit::Bytes => "bytes",
-            Unit::Lines => "lines",
-        }
-    }
-}
+pub use crate::model::Unit;
 
 /// Bytes of text between checkpoints.
 pub(crate) const STRIDE: usize = 4096;

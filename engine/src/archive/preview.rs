@@ -4,10 +4,7 @@
 
 use super::offsets::OffsetIndex;
 
-/// The default marker. Placeholders: `{id}`, `{total_chars}`, `{total_lines}`, `{shown}`,
-/// `{omitted}`.
-pub const DEFAULT_MARKER: &str = "[preview, incomplete: archive {id} holds {total_chars} chars in {total_lines} lines; \
-shown: chars {shown}; {omitted} chars left out; read more with read_context(\"{id}\", start..end)]";
+pub use crate::options::DEFAULT_MARKER;
 
 fn fill(template: &str, id: &str, total_chars: u64, total_lines: u64, shown: &str, omitted: u64) -> String {
     template

@@ -7,15 +7,19 @@
 //!   and the guard's previews; [`Decision`].
 //! * `render` — the view as neutral messages, OpenAI chat JSON, Anthropic messages JSON.
 
-pub mod estimate;
 mod render;
 pub(crate) mod tail;
 pub(crate) mod view;
 
 #[cfg(feature = "tiktoken")]
-pub use estimate::Tiktoken;
-pub use estimate::{Estimator, Heuristic};
-pub use view::{Decision, IndexLine, View, ViewMessage};
+pub use crate::estimate::Tiktoken;
+pub use crate::estimate::{Estimator, Heuristic};
+pub use crate::model::IndexLine;
+/// Token estimation (moved to the crate's `estimate` module; kept here for old paths).
+pub mod estimate {
+    pub use crate::estimate::*;
+}
+pub use view::{Decision, View, ViewMessage};
 
 /// The token budget of one model call. Fractions are of the usable input,
 /// `window − reserve_output`.

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::view::{View, ViewMessage};
-use crate::history::{Part, Role, ToolContent};
+use crate::model::{Part, Role, ToolContent};
 
 fn text_of(content: &ToolContent) -> &str {
     match content {

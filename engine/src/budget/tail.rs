@@ -14,7 +14,7 @@
 //! The walk goes backwards from the end and stops at the token bound or the start of the
 //! last two turns, so its cost is bounded by the tail, not by the length of the turn.
 
-use crate::history::{Message, Part, Role};
+use crate::model::{Message, Part, Role};
 
 /// True when a cut may fall just before `m`: it answers no tool call.
 pub(crate) fn is_cut_point(m: &Message) -> bool {
@@ -59,7 +59,7 @@ pub(crate) fn protected_from(msgs: &[Message], tokens: impl Fn(usize) -> u64, ma
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::ToolContent;
+    use crate::model::ToolContent;
 
     fn msg(seq: u64, turn: u64, role: Role, parts: Vec<Part>) -> Message {
         Message { seq, revision: 0, role, turn, parts, step: None, at_ms: 0 }

@@ -4,9 +4,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::Budget;
-use super::estimate::Estimator;
-use crate::archive::{self, Unit};
-use crate::history::{ArchiveRef, Message, Part, Role, ToolContent};
+use crate::estimate::Estimator;
+pub(crate) use crate::estimate::message_tokens;
+use crate::model::{ArchiveRef, Message, Part, Role, ToolContent};
 
 /// One message of the view: original messages, or a condensed stand-in for a range.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,43 +117,6 @@ impl View {
     }
 }
 
-/// A line of [`Chat::index`](crate::Chat::index): enough for a model to choose what to compact.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IndexLine {
-    /// The message.
-    pub seq: u64,
-    /// Its role.
-    pub role: Role,
-    /// Estimated tokens.
-    pub tokens: u64,
-    /// The first 60 characters of its text.
-    pub preview: String,
-}
-
-/// Tokens of one part.
-pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
-    match p {
-        Part::Text(t) | Part::Summary(t) => e.text_tokens(t),
-        Part::ToolCall { id, name, args } => {
-            e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3
-        }
-        Part::ToolResult { content, .. } => {
-            3 + match content {
-                ToolContent::Text(t) => e.text_tokens(t),
-                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
-            }
-        }
-        Part::ApprovalRequest { prompt, .. } => e.text_tokens(prompt) + 4,
-        Part::ApprovalResponse { reason, .. } => reason.as_deref().map_or(0, |r| e.text_tokens(r)) + 4,
-        Part::Attachment { .. } => e.attachment_reserve(),
-    }
-}
-
-/// Tokens of a message with its parts.
-pub(crate) fn message_tokens(e: &dyn Estimator, parts: &[Part]) -> u64 {
-    e.message_overhead() + parts.iter().map(|p| part_tokens(e, p)).sum::<u64>()
-}
-
 /// The first 60 characters of a message's text, on one line.
 pub(crate) fn preview60(m: &Message) -> String {
     let mut s = String::new();
@@ -186,32 +149,6 @@ pub(crate) struct Candidate {
     pub tail: bool,
 }
 
-/// The guard's preview of a tool result, and the archive text to store if it was inline.
-pub(crate) fn guard_preview(
-    content: &ToolContent,
-    chars: usize,
-    marker: &str,
-) -> (ToolContent, Option<String>) {
-    match content {
-        ToolContent::Text(t) => {
-            let at = archive::ArchiveText::new(t.clone());
-            let id = crate::blob::BlobId::of(t.as_bytes());
-            let preview = archive::preview_of(t, &id, chars, marker);
-            let r = crate::history::ArchiveRef {
-                id,
-                bytes: at.len(Unit::Bytes),
-                chars: at.len(Unit::Chars),
-                utf16_units: at.len(Unit::Utf16),
-                lines: at.len(Unit::Lines),
-            };
-            (ToolContent::Archived { archive: r, preview }, Some(t.clone()))
-        }
-        ToolContent::Archived { archive, preview } => {
-            (ToolContent::Archived { archive: *archive, preview: preview.clone() }, None)
-        }
-    }
-}
-
 /// Everything `Chat::view` computes, before the writes it needs (archiving previewed
 /// inline results) are made.
 pub(crate) struct Planned {
@@ -220,17 +157,16 @@ pub(crate) struct Planned {
 }
 
 /// Applies the guard to `messages` (already with compaction records and pins applied).
-/// `reshrink` gives the guard-size preview of an already archived result (built from its
-/// archive), so every estimate counts exactly the text that is sent.
-#[expect(clippy::too_many_arguments, reason = "the guard's inputs; a struct would only rename them")]
+/// `preview_text` gives the guard-size preview of an inline result (as an archived content
+/// naming the archive the text will be stored in), `reshrink` that of an already archived
+/// result (built from its archive), so every estimate counts exactly the text that is sent.
 pub(crate) fn guard(
     e: &dyn Estimator,
     budget: &Budget,
     mut messages: Vec<ViewMessage>,
     candidates: Vec<Candidate>,
     factor: f64,
-    preview_chars: usize,
-    marker: &str,
+    preview_text: &mut dyn FnMut(&str) -> ToolContent,
     reshrink: &mut dyn FnMut(&ArchiveRef) -> crate::Result<String>,
 ) -> crate::Result<Planned> {
     let schema_tokens: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
@@ -255,7 +191,7 @@ pub(crate) fn guard(
                 let m = &mut messages[c.at];
                 let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
                 let (new, text) = match &*content {
-                    ToolContent::Text(_) => guard_preview(content, preview_chars, marker),
+                    ToolContent::Text(t) => (preview_text(t), Some(t.clone())),
                     ToolContent::Archived { archive, .. } => {
                         // Already archived: its preview is rebuilt at guard size from the archive.
                         let preview = reshrink(archive)?;

@@ -26,11 +26,11 @@ use std::sync::Arc;
 use crate::approval::{ApprovalPatterns, first_pending};
 use crate::blob::BlobId;
 use crate::budget::tail;
-use crate::budget::view::message_tokens;
 use crate::error::{Error, Result};
-use crate::history::record::{self, CheckpointRec, SummaryRec, kind};
+use crate::estimate::message_tokens;
 use crate::history::{Chat, Message, Part};
 use crate::index::SUMMARIES;
+use crate::record::{self, CheckpointRec, SummaryRec, kind};
 use crate::store::core::{Core, RecordOut, Txn};
 
 /// How a checkpoint is built.

@@ -2,7 +2,7 @@
 //! extractive summarizer for tests and the demo.
 
 use crate::error::Result;
-use crate::history::{Message, Part, ToolContent};
+use crate::model::{Message, Part, ToolContent};
 
 /// Turns messages into a summary, and several summaries into one. Implementations are
 /// called off the request path (the worker) or by `build_checkpoint`; they must be

@@ -8,9 +8,9 @@ pub mod tool;
 
 use std::ops::Range;
 
-use crate::budget::Estimator;
-use crate::budget::view::message_tokens;
-use crate::history::{Message, Part};
+use crate::estimate::Estimator;
+use crate::estimate::message_tokens;
+use crate::model::{Message, Part};
 
 /// A plan of compaction: trims and squishes, checked as a whole.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,20 +32,7 @@ pub struct Squish {
     pub rewrite: String,
 }
 
-/// One thing wrong with a plan. `rule` names the rule, `detail` says what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LintProblem {
-    /// `overlap`, `protected`, `boundary`, `longer`, `too_large`, `trim`, or `range`.
-    pub rule: &'static str,
-    /// What was expected and what was found.
-    pub detail: String,
-}
-
-impl std::fmt::Display for LintProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.rule, self.detail)
-    }
-}
+pub use crate::error::LintProblem;
 
 fn has_result(m: &Message) -> bool {
     m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. }))

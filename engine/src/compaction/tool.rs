@@ -21,7 +21,7 @@
 use serde_json::{Value, json};
 
 use super::{LintProblem, Plan, Squish};
-use crate::budget::IndexLine;
+use crate::model::IndexLine;
 
 /// The tool's name.
 pub const NAME: &str = "compact_history";

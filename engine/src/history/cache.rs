@@ -9,8 +9,8 @@ use parking_lot::Mutex;
 
 use super::load::load_writer;
 use super::state::ChatState;
-use super::types::ChatId;
 use crate::error::{Error, Result};
+use crate::model::ChatId;
 use crate::store::core::Core;
 
 /// Chats in memory, by id.

@@ -6,16 +6,16 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::load::{chat_row, entries_at, len_at_end_of, read_meta, read_meta_at};
-use super::record::{
-    self, BodyRec, ChatRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
-};
 use super::snap::Snapshot;
 use super::state::{ChatState, Entry, SnapInner, Writer, now_ms, read_message};
-use super::types::*;
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::index::{MESSAGES, METAS, OWNER_CHATS, STEPS};
 use crate::log::{Location, Position};
+use crate::model::*;
+use crate::record::{
+    self, BodyRec, ChatRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
+};
 use crate::snapshot::AppendVec;
 use crate::store::Store;
 use crate::store::core::{Core, RecordOut, Txn};
@@ -549,17 +549,17 @@ impl Chat {
     }
 
     /// Message `seq` (current revision).
-    pub fn get(&self, seq: u64) -> Result<super::types::Message> {
+    pub fn get(&self, seq: u64) -> Result<crate::model::Message> {
         self.snapshot().get(seq)
     }
 
     /// Messages in `range` (current revision).
-    pub fn range(&self, range: Range<u64>) -> Result<Vec<super::types::Message>> {
+    pub fn range(&self, range: Range<u64>) -> Result<Vec<crate::model::Message>> {
         self.snapshot().range(range)
     }
 
     /// Every message (current revision).
-    pub fn messages(&self) -> Result<Vec<super::types::Message>> {
+    pub fn messages(&self) -> Result<Vec<crate::model::Message>> {
         self.snapshot().messages()
     }
 

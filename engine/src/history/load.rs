@@ -3,12 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::record::{self, CompactionRec, MetaRec};
 use super::state::{Entry, Writer};
-use super::types::{ChatId, ChatMeta, Pin};
 use crate::error::{Error, Result};
 use crate::index::{CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, MESSAGES, MsgVal, PINS, REVISIONS};
 use crate::log::{Location, Position};
+use crate::model::{ChatId, ChatMeta, Pin};
+use crate::record::{self, CompactionRec, MetaRec};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
 

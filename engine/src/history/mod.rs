@@ -6,16 +6,13 @@
 
 mod cache;
 mod chat;
-mod chat_view;
 mod load;
-pub(crate) mod record;
 mod snap;
 mod state;
-mod types;
-mod view_memo;
+pub(crate) mod view_memo;
 
+pub use crate::model::*;
 pub(crate) use cache::ChatCache;
 pub use chat::{Chat, MAX_OWNER_LEN};
 pub use snap::Snapshot;
 pub(crate) use state::{Published, now_ms};
-pub use types::*;

@@ -3,8 +3,8 @@
 use std::ops::Range;
 
 use super::state::{SnapInner, read_message};
-use super::types::{ChatId, ChatMeta, Message, MessageHeader, Pin};
 use crate::error::{Error, Result};
+use crate::model::{ChatId, ChatMeta, Message, MessageHeader, Pin};
 
 /// An immutable state of a chat: revision, length, messages and metadata. Taking one costs
 /// a few atomic operations and no lock; it stays valid and unchanged while writers go on.
@@ -75,7 +75,7 @@ impl Snapshot {
                 .step
                 .get_or_init(|| {
                     let raw = self.inner.core.read(e.loc, crate::blob::Verify::Checksum).ok()?;
-                    super::record::message_fields(&raw.payload).ok()?.step.map(std::sync::Arc::new)
+                    crate::record::message_fields(&raw.payload).ok()?.step.map(std::sync::Arc::new)
                 })
                 .as_deref()
                 .cloned(),

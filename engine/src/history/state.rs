@@ -6,11 +6,11 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
-use super::record::{self, BodyRec, CheckpointRec, CompactionRec, MsgRec, PartRec, PartsRec};
-use super::types::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::log::{Location, Position};
+use crate::model::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
+use crate::record::{self, BodyRec, CheckpointRec, CompactionRec, MsgRec, PartRec, PartsRec};
 use crate::snapshot::{AppendVec, SnapArc, SnapshotCell};
 use crate::store::core::Core;
 

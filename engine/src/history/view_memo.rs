@@ -11,11 +11,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::record::CompactionRec;
 use super::state::{Published, SnapInner};
-use super::types::{ChatMeta, Pin};
 use crate::budget::Budget;
 use crate::budget::view::{Decision, ViewMessage};
+use crate::model::{ChatMeta, Pin};
+use crate::record::CompactionRec;
 
 /// The last view of a chat and what it was built from.
 #[derive(Debug)]

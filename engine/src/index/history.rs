@@ -6,11 +6,11 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
-use crate::history::record::{
+use crate::log::Location;
+use crate::record::{
     self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, PinRec, RevRec, StepRec,
     SummaryRec, UsageRec, kind,
 };
-use crate::log::Location;
 
 type Loc = (u64, u64, u32);
 

@@ -5,12 +5,15 @@
 //! * `reader` — reads records back: mapped for sealed segments, `pread` for the active one.
 //! * `scan` — walks segments frame by frame, for recovery, rebuild and `check`.
 
+mod durability;
 pub mod format;
 pub(crate) mod prealloc;
 pub(crate) mod reader;
 pub(crate) mod recovery;
 pub mod scan;
 pub(crate) mod writer;
+
+pub use durability::Durability;
 
 use std::path::{Path, PathBuf};
 

@@ -7,11 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::Durability;
 use super::format::{self, Frame};
 use super::{Layout, Position, prealloc, segment_path};
 use crate::error::{Error, Result};
 use crate::io;
-use crate::options::Durability;
 
 /// The single log writer. Appends are serialized by `state`; durability waits use `sync`.
 #[derive(Debug)]

@@ -23,16 +23,16 @@ use super::Store;
 use crate::blob::BlobId;
 use crate::blob::chunk::Manifest;
 use crate::error::{Error, Result};
-use crate::history::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec,
-    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind as hkind,
-};
 use crate::index::INDEX_FILE;
 use crate::io;
 use crate::log::format::{self, BatchBuf, RecordRef, RecordSpec, kind};
 use crate::log::scan::{ScanEnd, walk_batches};
 use crate::log::{list_segments, log_dir, segment_path};
 use crate::options::Options;
+use crate::record::{
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec,
+    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind as hkind,
+};
 
 const NEW_DIR: &str = "gc.new";
 const OLD_DIR: &str = "gc.old";

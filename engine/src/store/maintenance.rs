@@ -246,7 +246,7 @@ impl Store {
             return Some(self.check_manifest(r.payload));
         }
         if r.kind != kind::BLOB {
-            return Some(crate::history::record::check(r.kind, r.payload).err());
+            return Some(crate::record::check(r.kind, r.payload).err());
         }
         if r.payload.len() < 32 {
             return Some(Some(format!("blob record of {} bytes is shorter than its id", r.payload.len())));

@@ -1,4 +1,5 @@
-//! The public types of conversation history: chats, messages, parts, steps and attempts.
+//! The plain data of conversation history: chats, messages, parts, steps and attempts
+//! (floor 3: it knows blob ids and errors, nothing above). Re-exported by `history`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -277,7 +278,7 @@ pub struct Pin {
     /// The archive.
     pub archive: BlobId,
     /// The unit `range` counts in.
-    pub unit: crate::archive::Unit,
+    pub unit: Unit,
     /// The pinned range.
     pub range: std::ops::Range<u64>,
 }
@@ -376,4 +377,43 @@ pub struct ChatPage {
     pub chats: Vec<ChatSummary>,
     /// The cursor for the next page, if there are more.
     pub next: Option<PageCursor>,
+}
+
+/// How `read_context` counts positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Unit {
+    /// Unicode scalar values (Rust `char`s, Python `str` indexes). The default.
+    #[default]
+    Chars,
+    /// UTF-16 code units (JavaScript string indexes).
+    Utf16,
+    /// UTF-8 bytes.
+    Bytes,
+    /// Lines: line `i` starts after the `i`-th `\n` (a lone `\r` does not end a line).
+    Lines,
+}
+
+impl Unit {
+    /// The lowercase name used in messages and previews.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unit::Chars => "chars",
+            Unit::Utf16 => "utf16",
+            Unit::Bytes => "bytes",
+            Unit::Lines => "lines",
+        }
+    }
+}
+
+/// A line of [`Chat::index`](crate::Chat::index): enough for a model to choose what to compact.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexLine {
+    /// The message.
+    pub seq: u64,
+    /// Its role.
+    pub role: Role,
+    /// Estimated tokens.
+    pub tokens: u64,
+    /// The first 60 characters of its text.
+    pub preview: String,
 }

@@ -1,24 +1,23 @@
-//! The model view of a chat, its index for compaction, usage calibration and compaction
-//! plans: the `Chat` side of the budget and compaction modules.
+//! The model view of a chat, its index for compaction, usage calibration, compaction plans
+//! and the hard-line swap: the `Chat` side of the budget, compaction, checkpoint and worker
+//! modules (floor 11: it may use every floor below).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::chat::Chat;
-use super::record::{self, CompactionRec, UsageRec, kind};
-use super::state::now_ms;
-use super::types::{ArchiveRef, Message, Part, Role, ToolContent};
-use super::view_memo::ViewMemo;
 use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
-use crate::budget::view::{
-    Candidate, Decision, IndexLine, View, ViewMessage, guard, message_tokens, preview60,
-};
+use crate::budget::view::{Candidate, Decision, View, ViewMessage, guard, message_tokens, preview60};
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
+use crate::history::Chat;
+use crate::history::now_ms;
+use crate::history::view_memo::ViewMemo;
+use crate::model::{ArchiveRef, IndexLine, Message, Part, Role, ToolContent};
+use crate::record::{self, CompactionRec, UsageRec, kind};
 use crate::store::core::{RecordOut, Txn};
 
 fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String {
@@ -96,7 +95,7 @@ impl Chat {
     }
 
     /// The view built from scratch; remembered in the chat's view memo.
-    fn build_view(&self, snap: &super::Snapshot, budget: &Budget) -> Result<View> {
+    fn build_view(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<View> {
         let core = self.store().inner.core.clone();
         let e = core.opts.estimator.clone();
         let inner = &snap.inner;
@@ -269,8 +268,9 @@ impl Chat {
         let owner = self.owner().to_string();
         let chars = core.opts.guard_preview_chars;
         let mut reshrink = |a: &ArchiveRef| -> Result<String> { store.preview(&owner, &a.id, chars, None) };
-        let planned =
-            guard(&*e, budget, out, candidates, factor, chars, &core.opts.preview_marker, &mut reshrink)?;
+        let marker = core.opts.preview_marker.clone();
+        let mut preview_text = |t: &str| inline_preview(t, chars, &marker);
+        let planned = guard(&*e, budget, out, candidates, factor, &mut preview_text, &mut reshrink)?;
         to_archive.extend(planned.to_archive);
         if !to_archive.is_empty() {
             // The archives of previewed inline results are written (readable at once by
@@ -308,7 +308,11 @@ impl Chat {
     /// last two user turns (the task). Found through the snapshot's entries (the turn of an
     /// entry never decreases with its seq), so the cost is in what is kept, not in the
     /// chat's length.
-    fn kept_instructions(&self, snap: &super::Snapshot, reach: u64) -> Result<(Vec<Message>, Vec<Message>)> {
+    fn kept_instructions(
+        &self,
+        snap: &crate::history::Snapshot,
+        reach: u64,
+    ) -> Result<(Vec<Message>, Vec<Message>)> {
         let inner = &snap.inner;
         let entry = |i: u64| inner.entries.get(i as usize);
         let mut system = Vec::new();
@@ -347,7 +351,7 @@ impl Chat {
     /// The view from the memo: the same view when nothing changed, the memo's messages
     /// plus the appended ones when only appends happened and the total still fits under
     /// the soft line. `None`: build it from scratch.
-    fn view_from_memo(&self, snap: &super::Snapshot, budget: &Budget) -> Result<Option<View>> {
+    fn view_from_memo(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<Option<View>> {
         let inner = &snap.inner;
         let mut memo = self.state().view_memo.lock();
         let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
@@ -691,4 +695,39 @@ impl Chat {
         core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
         Ok(plan.trims.len() + plan.squishes.len())
     }
+}
+
+impl Chat {
+    /// The first message of the current revision holding a pending approval (archived tool
+    /// results are scanned whole), with the default patterns or `patterns`.
+    pub fn first_pending_approval(
+        &self,
+        patterns: Option<&crate::approval::ApprovalPatterns>,
+    ) -> Result<Option<(u64, crate::approval::Pending)>> {
+        let default = crate::approval::ApprovalPatterns::default();
+        let p = patterns.unwrap_or(&default);
+        let msgs = self.messages()?;
+        let store = self.store();
+        let owner = self.owner().to_string();
+        let full = |a: &crate::model::ArchiveRef| {
+            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
+        };
+        Ok(crate::approval::first_pending(&msgs, p, &full))
+    }
+}
+
+/// The guard's preview of an inline tool result: archived content naming the archive the
+/// text is stored in (by its content address) and the ranges shown.
+fn inline_preview(t: &str, chars: usize, marker: &str) -> ToolContent {
+    let at = archive::ArchiveText::new(t.to_string());
+    let id = BlobId::of(t.as_bytes());
+    let preview = archive::preview_of(t, &id, chars, marker);
+    let r = ArchiveRef {
+        id,
+        bytes: at.len(crate::Unit::Bytes),
+        chars: at.len(crate::Unit::Chars),
+        utf16_units: at.len(crate::Unit::Utf16),
+        lines: at.len(crate::Unit::Lines),
+    };
+    ToolContent::Archived { archive: r, preview }
 }

@@ -3,6 +3,8 @@
 
 use std::fmt::Debug;
 
+use crate::model::{Part, ToolContent};
+
 /// Counts tokens. Implementations must be deterministic.
 pub trait Estimator: Debug + Send + Sync {
     /// A stable name (part of what calibration is keyed by).
@@ -181,6 +183,30 @@ impl Estimator for Tiktoken {
     fn text_tokens(&self, text: &str) -> u64 {
         self.bpe.encode_ordinary(text).len() as u64
     }
+}
+
+/// Tokens of one part.
+pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
+    match p {
+        Part::Text(t) | Part::Summary(t) => e.text_tokens(t),
+        Part::ToolCall { id, name, args } => {
+            e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3
+        }
+        Part::ToolResult { content, .. } => {
+            3 + match content {
+                ToolContent::Text(t) => e.text_tokens(t),
+                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+            }
+        }
+        Part::ApprovalRequest { prompt, .. } => e.text_tokens(prompt) + 4,
+        Part::ApprovalResponse { reason, .. } => reason.as_deref().map_or(0, |r| e.text_tokens(r)) + 4,
+        Part::Attachment { .. } => e.attachment_reserve(),
+    }
+}
+
+/// Tokens of a message with its parts.
+pub(crate) fn message_tokens(e: &dyn Estimator, parts: &[Part]) -> u64 {
+    e.message_overhead() + parts.iter().map(|p| part_tokens(e, p)).sum::<u64>()
 }
 
 #[cfg(test)]

@@ -5,9 +5,9 @@ use rkyv::rancor::Error as RkyvError;
 use rkyv::util::AlignedVec;
 use rkyv::{Archive, Deserialize, Serialize};
 
-use super::types::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
+use crate::model::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 
 /// Record kinds of history (see `engine/FORMAT.md`).
 pub(crate) mod kind {
