@@ -54,7 +54,8 @@ pub struct Budget {
     /// previewed with a way back. `None`: 20,000 tokens or a quarter of the usable input,
     /// whichever is less.
     pub instructions_max_tokens: Option<u64>,
-    /// The nudge line (a fraction of the usable input, off by default): a view above it
+    /// The nudge line (a fraction of the usable input, off by default): a view whose
+    /// estimate before the guard's previews is above it
     /// carries [`View::nudge`], a harness message asking the model to compact its own history
     /// with the compaction tool ([`crate::compaction::tool`]).
     pub nudge: Option<f64>,

@@ -66,8 +66,15 @@ impl Chat {
         view.swap = swap;
         view.revision = inner.revision;
         view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
-        if let Some(line) = budget.nudge_limit().filter(|l| view.estimate > *l) {
-            view.nudge = Some(crate::compaction::tool::nudge_text(view.estimate, line, &self.index()?));
+        // The nudge looks at the history's size before the guard's previews: the model is
+        // asked to compact with judgement before the guard has to do it mechanically.
+        let before = view.estimate
+            + match &view.decision {
+                Decision::Compacted { tokens_saved, .. } => *tokens_saved,
+                _ => 0,
+            };
+        if let Some(line) = budget.nudge_limit().filter(|l| before > *l) {
+            view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &self.index()?));
         }
         let mut recent = self.state().views.lock();
         recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));
