@@ -7,6 +7,7 @@
 mod chat;
 mod convert;
 mod errors;
+mod import;
 mod snapshot;
 mod store;
 mod types;
@@ -38,6 +39,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<worker::PyExtractive>()?;
     m.add_class::<worker::PyWorker>()?;
     m.add_function(wrap_pyfunction!(blob_id, m)?)?;
+    m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -21,6 +21,20 @@ SummarizerLike = Union["Extractive", Callable[[List["Message"]], str], _Summariz
 def blob_id(data: bytes) -> str:
     """The content address (64 hex digits) ``Store.put_blob(data)`` would return."""
 
+def import_transcript_bytes(
+    store: "Store",
+    owner: str,
+    name: str,
+    data: bytes,
+    *,
+    format: str = "auto",
+    key: Optional[str] = None,
+    parent_key: Optional[str] = None,
+) -> Dict[str, Any]:
+    """Imports one transcript held in memory, as ``Store.import_transcripts`` does for
+    files; ``key``/``parent_key`` replace the session's keys. The report's ``chats`` maps
+    each session key to its chat id."""
+
 class Store:
     """An open Undertext store: one directory, one process at a time."""
 

@@ -1,0 +1,401 @@
+"""A Claude Agent SDK session store over an Undertext store.
+
+``UndertextSessionStore`` implements the SDK's ``SessionStore`` protocol (``append``,
+``load`` and every optional method: ``list_sessions``, ``list_session_summaries``,
+``delete``, ``list_subkeys``), which mirrors Claude Code session transcripts to external
+storage, and passes the SDK's conformance suite
+(``claude_agent_sdk.testing.run_session_store_conformance``).
+
+Layout: one engine chat of ``owner`` per key (``project_key``, ``session_id``, and
+``subpath`` for a subagent transcript), titled with the session id. Each entry is one
+message whose text is the entry's JSON, so ``load`` gives back entries deep-equal to the
+ones appended, in append order. Every ``append`` is one engine transaction (all of the
+batch or none of it); an entry whose ``uuid`` the key already holds is skipped (the
+protocol's idempotency key: a batch sent again adds nothing). For a main transcript the
+append also folds the batch into the session's summary (``fold_session_summary``), kept
+with its write time in the chat's metadata, so ``list_sessions`` and
+``list_session_summaries`` answer from memory.
+
+The same session is readable as a chat: ``chat(key)`` runs the engine's Claude Code
+importer over the stored transcript into a chat of ``chat_owner`` (tool calls and results
+as parts, results longer than the store's ``archive_threshold`` archived, one assistant
+message per model response), appending only what is new since the last call, and
+returns it: its model view (``chat.view(budget)``), ``read_context`` on its archives and
+everything else of an engine chat apply.
+
+The chats of ``owner`` are read once per store and owner, when the first
+``UndertextSessionStore`` on them is made; later lookups are in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional, Union
+
+try:
+    from claude_agent_sdk import SessionStore, fold_session_summary
+    from claude_agent_sdk.types import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+    )
+except ImportError as e:  # pragma: no cover - exercised without the SDK installed
+    raise ImportError(
+        "undertext.claude needs the Claude Agent SDK: pip install 'undertext[claude]' "
+        f"(or pip install claude-agent-sdk): {e}"
+    ) from e
+
+import undertext
+
+from ._native import import_transcript_bytes
+
+__all__ = ["UndertextSessionStore"]
+
+#: ``extra`` keys of a transcript chat.
+MARK = "undertext.claude"  # "1"
+PROJECT = "undertext.claude.project"
+SUBPATH = "undertext.claude.subpath"  # "" for a main transcript
+SUMMARY = "undertext.claude.summary"  # main transcripts: the SessionSummaryEntry, JSON
+MTIME = "undertext.claude.mtime"  # main transcripts: the summary's write time (epoch ms)
+ENTRIES = "undertext.claude.n"  # main transcripts: entries the summary covers
+
+_Key = tuple[str, str, str]  # (project_key, session_id, subpath or "")
+
+
+def _key_of(key: Any) -> _Key:
+    subpath = key.get("subpath")
+    if subpath == "":
+        raise ValueError("SessionKey subpath: expected a non-empty string or no subpath, found ''")
+    return (str(key["project_key"]), str(key["session_id"]), "" if subpath is None else str(subpath))
+
+
+def _role_of(entry: Any) -> str:
+    t = entry.get("type") if isinstance(entry, dict) else None
+    return t if t in ("user", "assistant") else "system"
+
+
+def _text_of(entry: Any) -> str:
+    text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: keep it as a JSON escape
+        text = json.dumps(entry, separators=(",", ":"))
+    return text
+
+
+class _Transcript:
+    """What this process knows of one key's chat."""
+
+    __slots__ = ("chat_id", "lock", "uuids", "summary", "mtime", "stale")
+
+    def __init__(self, chat_id: str) -> None:
+        self.chat_id = chat_id
+        self.lock = threading.Lock()
+        self.uuids: Optional[set[str]] = None  # read from the chat on the first append
+        self.summary: Optional[dict[str, Any]] = None
+        self.mtime = 0
+        # The chat holds entries its summary does not cover (a crash between an append and
+        # its summary write): the next append folds the whole transcript again.
+        self.stale = False
+
+
+class _Index:
+    """The transcript chats of one owner in one open store, shared by every session store
+    on them in the process (one read of the owner's chats)."""
+
+    _all: dict[tuple[int, str], _Index] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, store: Any, owner: str) -> None:
+        self.store = store  # held: the id in the key cannot be reused while this lives
+        self.lock = threading.Lock()
+        self.keys: dict[_Key, _Transcript] = {}
+        for info in store.chats(owner):
+            extra = info.extra
+            if extra.get(MARK) != "1":
+                continue
+            t = _Transcript(info.id)
+            if SUMMARY in extra:
+                t.summary = json.loads(extra[SUMMARY])
+                t.mtime = int(extra[MTIME])
+                if int(extra[ENTRIES]) != info.len:
+                    t.stale = True
+                    t.mtime = max(t.mtime + 1, info.last_activity_ms)
+            else:
+                t.mtime = info.last_activity_ms
+            self.keys[(extra[PROJECT], info.title, extra[SUBPATH])] = t
+
+    @classmethod
+    def of(cls, store: Any, owner: str) -> _Index:
+        with cls._guard:
+            for k in [k for k, ix in cls._all.items() if ix.store.closed]:
+                del cls._all[k]
+            ix = cls._all.get((id(store), owner))
+            if ix is None:
+                ix = cls._all[(id(store), owner)] = _Index(store, owner)
+            return ix
+
+
+class UndertextSessionStore(SessionStore):
+    """Claude Agent SDK ``SessionStore`` storing transcripts in an Undertext store.
+
+    Args:
+        store: an open ``undertext.Store`` (the session store does not close it), or a
+            path (``str`` or ``os.PathLike``): a store opened there, owned and closed by
+            this object.
+        owner: the engine owner of the transcript chats.
+        chat_owner: the engine owner of the chats ``chat(key)`` imports (default
+            ``owner + ":chats"``).
+
+    Example::
+
+        with UndertextSessionStore.open("state") as sessions:
+            options = ClaudeAgentOptions(session_store=sessions)
+            ...
+            chat = sessions.chat({"project_key": key, "session_id": sid})
+            messages = chat.view(undertext.Budget(200_000, 8_000)).anthropic()
+    """
+
+    def __init__(
+        self,
+        store: Union[Any, str, "Path"],
+        *,
+        owner: str = "claude-agent-sdk",
+        chat_owner: Optional[str] = None,
+    ) -> None:
+        self._owns_store = False
+        self._temp_dir: Optional[str] = None
+        if isinstance(store, (str, Path)) or hasattr(store, "__fspath__"):
+            store = undertext.Store.open(store)
+            self._owns_store = True
+        elif not hasattr(store, "create_chat"):
+            raise TypeError(
+                f"store: expected an open undertext.Store or a path, found {type(store).__name__}"
+            )
+        self.store = store
+        self.owner = owner
+        self.chat_owner = owner + ":chats" if chat_owner is None else chat_owner
+        self._index = _Index.of(store, owner)
+        self._last_mtime = 0
+
+    @classmethod
+    def open(cls, path: Union[str, Path], *, owner: str = "claude-agent-sdk", **store_options: Any) -> UndertextSessionStore:
+        """Opens (or creates) a store at ``path`` with ``store_options`` (those of
+        ``undertext.Store.open``), owned by the returned session store."""
+        ss = cls(undertext.Store.open(path, **store_options), owner=owner)
+        ss._owns_store = True
+        return ss
+
+    @classmethod
+    def temporary(cls, *, owner: str = "claude-agent-sdk", **store_options: Any) -> UndertextSessionStore:
+        """A session store over a new store in a temporary directory, removed by
+        ``close()`` (for tests)."""
+        d = tempfile.mkdtemp(prefix="undertext-")
+        ss = cls.open(Path(d) / "store", owner=owner, **store_options)
+        ss._temp_dir = d
+        return ss
+
+    def close(self) -> None:
+        """Closes the store if this object opened it (and removes it if temporary)."""
+        if self._owns_store:
+            self.store.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> UndertextSessionStore:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.close()
+        return False
+
+    async def __aenter__(self) -> UndertextSessionStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool:
+        self.close()
+        return False
+
+    # -- synchronous core -----------------------------------------------------------------
+
+    def _now(self) -> int:
+        """Write time in epoch ms, strictly increasing within this object."""
+        now = int(time.time() * 1000)
+        if now <= self._last_mtime:
+            now = self._last_mtime + 1
+        self._last_mtime = now
+        return now
+
+    def _transcript(self, k: _Key, create: bool) -> Optional[_Transcript]:
+        ix = self._index
+        with ix.lock:
+            t = ix.keys.get(k)
+            if t is None and create:
+                chat = self.store.create_chat(
+                    self.owner, title=k[1], extra={MARK: "1", PROJECT: k[0], SUBPATH: k[2]}
+                )
+                t = ix.keys[k] = _Transcript(chat.id)
+            return t
+
+    def _entries(self, t: _Transcript) -> list[Any]:
+        return [json.loads(m.text) for m in self.store.chat(self.owner, t.chat_id).messages()]
+
+    def append_sync(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """``append`` without the event loop: one engine transaction for the entries (and,
+        for a main transcript, one metadata write for its summary)."""
+        if not entries:
+            return
+        k = _key_of(key)
+        t = self._transcript(k, create=True)
+        assert t is not None
+        with t.lock:
+            chat = self.store.chat(self.owner, t.chat_id)
+            uuids = t.uuids
+            if uuids is None:
+                uuids = set()
+                for m in chat.messages():
+                    u = json.loads(m.text).get("uuid")
+                    if isinstance(u, str):
+                        uuids.add(u)
+            added = set()
+            fresh = []
+            for e in entries:
+                u = e.get("uuid")
+                if isinstance(u, str):
+                    if u in uuids or u in added:
+                        continue
+                    added.add(u)
+                fresh.append(e)
+            if not fresh:
+                t.uuids = uuids
+                return
+            chat.append_batch([{"role": _role_of(e), "content": _text_of(e)} for e in fresh])
+            t.uuids = uuids | added
+            if k[2]:
+                return  # subagent transcripts have no summary
+            if t.stale or t.summary is None and len(chat) != len(fresh):
+                prev, folded = None, self._entries(t)  # fold the whole transcript again
+            else:
+                prev, folded = t.summary, fresh
+            summary = dict(fold_session_summary(prev, key, folded))  # type: ignore[arg-type]
+            mtime = self._now()
+            summary["mtime"] = mtime
+            extra = {MARK: "1", PROJECT: k[0], SUBPATH: k[2]}
+            extra.update({SUMMARY: json.dumps(summary), MTIME: str(mtime), ENTRIES: str(len(chat))})
+            chat.set_meta(extra=extra)
+            t.summary, t.mtime, t.stale = summary, mtime, False
+
+    def load_sync(self, key: SessionKey) -> Optional[list[SessionStoreEntry]]:
+        """``load`` without the event loop."""
+        t = self._transcript(_key_of(key), create=False)
+        if t is None:
+            return None
+        return self._entries(t)
+
+    def list_sessions_sync(self, project_key: str) -> list[SessionStoreListEntry]:
+        """``list_sessions`` without the event loop (answered from memory)."""
+        with self._index.lock:
+            return [
+                {"session_id": sid, "mtime": t.mtime}
+                for (pk, sid, sub), t in self._index.keys.items()
+                if pk == project_key and not sub
+            ]
+
+    def list_session_summaries_sync(self, project_key: str) -> list[SessionSummaryEntry]:
+        """``list_session_summaries`` without the event loop (answered from memory)."""
+        with self._index.lock:
+            return [
+                json.loads(json.dumps(t.summary))
+                for (pk, _sid, sub), t in self._index.keys.items()
+                if pk == project_key and not sub and t.summary is not None
+            ]
+
+    def delete_sync(self, key: SessionKey) -> None:
+        """``delete`` without the event loop: a main key takes its subkeys with it. The
+        chats ``chat()`` imported for them are deleted too."""
+        k = _key_of(key)
+        ix = self._index
+        with ix.lock:
+            doomed = [kk for kk in ix.keys if kk[:2] == k[:2] and (not k[2] or kk[2] == k[2])]
+            gone = [(kk, ix.keys.pop(kk)) for kk in doomed]
+        for _kk, t in gone:
+            with t.lock:
+                self.store.delete_chat(self.owner, t.chat_id)
+        if gone:
+            view_keys = {_view_key(kk) for kk, _t in gone}
+            for info in self.store.chats(self.chat_owner):
+                if info.extra.get("import.key") in view_keys:
+                    self.store.delete_chat(self.chat_owner, info.id)
+
+    def list_subkeys_sync(self, key: SessionListSubkeysKey) -> list[str]:
+        """``list_subkeys`` without the event loop (answered from memory)."""
+        pk, sid = str(key["project_key"]), str(key["session_id"])
+        with self._index.lock:
+            return sorted(sub for (p, s, sub) in self._index.keys if p == pk and s == sid and sub)
+
+    def chat(self, key: SessionKey) -> Any:
+        """The session as an engine chat, through the Claude Code importer: brought up to
+        date with the stored transcript (only what is new is appended) and returned. None
+        for a key never written. A subagent transcript's chat names its session's chat
+        as parent (``extra["import.parent"]``)."""
+        k = _key_of(key)
+        t = self._transcript(k, create=False)
+        if t is None:
+            return None
+        with t.lock:
+            msgs = self.store.chat(self.owner, t.chat_id).messages()
+            data = "".join(m.text + "\n" for m in msgs).encode("utf-8", "surrogatepass")
+            vk = _view_key(k)
+            name = "/".join(p for p in k if p) + ".jsonl"
+            report = import_transcript_bytes(
+                self.store,
+                self.chat_owner,
+                name,
+                data,
+                format="claude-code",
+                key=vk,
+                parent_key=_view_key((k[0], k[1], "")) if k[2] else None,
+            )
+        return self.store.chat(self.chat_owner, report["chats"][vk])
+
+    # -- the SessionStore protocol ----------------------------------------------------------
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Mirrors a batch of transcript entries: all or none, in call order; an entry
+        whose ``uuid`` the key already holds is skipped."""
+        if entries:
+            await asyncio.to_thread(self.append_sync, key, entries)
+
+    async def load(self, key: SessionKey) -> Optional[list[SessionStoreEntry]]:
+        """Every entry of the key in append order (None for a key never written)."""
+        return await asyncio.to_thread(self.load_sync, key)
+
+    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        """The main transcripts of ``project_key`` with their write times (epoch ms)."""
+        return self.list_sessions_sync(project_key)
+
+    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        """The summaries of the main transcripts of ``project_key``."""
+        return self.list_session_summaries_sync(project_key)
+
+    async def delete(self, key: SessionKey) -> None:
+        """Deletes a transcript (a main key: with all its subkeys)."""
+        await asyncio.to_thread(self.delete_sync, key)
+
+    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        """The subpaths stored under a session."""
+        return self.list_subkeys_sync(key)
+
+
+def _view_key(k: _Key) -> str:
+    """The importer key (``extra["import.key"]``) of a transcript's chat."""
+    return json.dumps(["claude-agent-sdk", *k] if k[2] else ["claude-agent-sdk", k[0], k[1]])
