@@ -28,8 +28,9 @@ use crate::blob::BlobId;
 use crate::budget::tail;
 use crate::error::{Error, Result};
 use crate::estimate::message_tokens;
-use crate::history::{Chat, Message, Part};
+use crate::history::Chat;
 use crate::index::SUMMARIES;
+use crate::model::{Message, Part, ToolContent};
 use crate::record::{self, CheckpointRec, SummaryRec, kind};
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -96,15 +97,88 @@ pub struct Checkpoint {
     summary_blob: BlobId,
 }
 
+/// A segment's id: BLAKE3 of a canonical encoding of its messages (seq, role, and every
+/// part as a tag byte and length-prefixed fields). Stable across releases: it keys cached
+/// summaries, so it must not depend on a derived `Debug` or any in-memory layout.
 fn segment_id(msgs: &[Message]) -> BlobId {
     let mut h = blake3::Hasher::new();
+    h.update(b"undertext-segment-v2\0");
     for m in msgs {
         h.update(&m.seq.to_le_bytes());
-        h.update(m.role.as_str().as_bytes());
-        h.update(format!("{:?}", m.parts).as_bytes());
-        h.update(&[0xff]);
+        h.update(&[m.role.code()]);
+        h.update(&(m.parts.len() as u64).to_le_bytes());
+        for p in &m.parts {
+            canonical_part(&mut h, p);
+        }
     }
     BlobId(*h.finalize().as_bytes())
+}
+
+fn field(h: &mut blake3::Hasher, bytes: &[u8]) {
+    h.update(&(bytes.len() as u64).to_le_bytes());
+    h.update(bytes);
+}
+
+fn opt_field(h: &mut blake3::Hasher, v: Option<&str>) {
+    match v {
+        None => {
+            h.update(&[0]);
+        }
+        Some(s) => {
+            h.update(&[1]);
+            field(h, s.as_bytes());
+        }
+    }
+}
+
+fn canonical_part(h: &mut blake3::Hasher, p: &Part) {
+    match p {
+        Part::Text(t) => {
+            h.update(&[1]);
+            field(h, t.as_bytes());
+        }
+        Part::ToolCall { id, name, args } => {
+            h.update(&[2]);
+            field(h, id.as_bytes());
+            field(h, name.as_bytes());
+            field(h, args.as_bytes());
+        }
+        Part::ToolResult { call_id, content, is_error } => {
+            h.update(&[3, u8::from(*is_error)]);
+            field(h, call_id.as_bytes());
+            match content {
+                // The same result, inline or archived, is the same content.
+                ToolContent::Text(t) => {
+                    h.update(&[0]);
+                    h.update(BlobId::of(t.as_bytes()).0.as_slice());
+                }
+                ToolContent::Archived { archive, .. } => {
+                    h.update(&[0]);
+                    h.update(archive.id.0.as_slice());
+                }
+            }
+        }
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            h.update(&[4]);
+            field(h, id.as_bytes());
+            opt_field(h, call_id.as_deref());
+            field(h, prompt.as_bytes());
+        }
+        Part::ApprovalResponse { id, approved, reason } => {
+            h.update(&[5, u8::from(*approved)]);
+            field(h, id.as_bytes());
+            opt_field(h, reason.as_deref());
+        }
+        Part::Attachment { mime, blob } => {
+            h.update(&[6]);
+            field(h, mime.as_bytes());
+            h.update(blob.0.as_slice());
+        }
+        Part::Summary(t) => {
+            h.update(&[7]);
+            field(h, t.as_bytes());
+        }
+    }
 }
 
 fn node_id(children: &[BlobId], summarizer: &str) -> BlobId {
@@ -392,9 +466,65 @@ impl Chat {
         let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
         for seq in base..inner.len {
             let Some(entry) = inner.entries.get(seq as usize) else { continue };
-            raw += *entry.tokens.get_or_init(|| snap.get(seq).map_or(0, |m| message_tokens(&*e, &m.parts)));
+            raw += match entry.tokens.get() {
+                Some(t) => *t,
+                // Not cached on failure: a transient read error must not count as 0 forever.
+                None => {
+                    let m = snap.get(seq)?;
+                    *entry.tokens.get_or_init(|| message_tokens(&*e, &m.parts))
+                }
+            };
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
         Ok((raw as f64 * factor).ceil() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ArchiveRef, Role};
+
+    fn msg(parts: Vec<Part>) -> Message {
+        Message { seq: 3, revision: 0, role: Role::Tool, turn: 1, parts, step: None, at_ms: 0 }
+    }
+
+    fn result(content: ToolContent) -> Part {
+        Part::ToolResult { call_id: "c1".into(), content, is_error: false }
+    }
+
+    #[test]
+    fn a_segment_id_is_the_content_not_its_storage_or_debug_form() {
+        let text = "line one\nline two\n".to_string();
+        let archived = ToolContent::Archived {
+            archive: ArchiveRef {
+                id: BlobId::of(text.as_bytes()),
+                bytes: 18,
+                chars: 18,
+                utf16_units: 18,
+                lines: 2,
+            },
+            preview: "[preview]".into(),
+        };
+        let inline = segment_id(&[msg(vec![result(ToolContent::Text(text.clone()))])]);
+        assert_eq!(inline, segment_id(&[msg(vec![result(archived)])]), "inline and archived are one content");
+        // Every field counts; field boundaries are not ambiguous.
+        let variants = [
+            vec![Part::Text("ab".into()), Part::Text("c".into())],
+            vec![Part::Text("a".into()), Part::Text("bc".into())],
+            vec![Part::Summary("ab".into()), Part::Text("c".into())],
+            vec![Part::ToolCall { id: "a".into(), name: "b".into(), args: "{}".into() }],
+            vec![Part::ToolCall { id: "ab".into(), name: "".into(), args: "{}".into() }],
+            vec![result(ToolContent::Text("x".into()))],
+            vec![Part::ToolResult {
+                call_id: "c1".into(),
+                content: ToolContent::Text("x".into()),
+                is_error: true,
+            }],
+        ];
+        let ids: std::collections::HashSet<BlobId> =
+            variants.iter().map(|p| segment_id(&[msg(p.clone())])).collect();
+        assert_eq!(ids.len(), variants.len());
+        assert!(!ids.contains(&inline));
     }
 }

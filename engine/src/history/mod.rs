@@ -15,4 +15,4 @@ pub use crate::model::*;
 pub(crate) use cache::ChatCache;
 pub use chat::{Chat, MAX_OWNER_LEN};
 pub use snap::Snapshot;
-pub(crate) use state::{Published, now_ms};
+pub(crate) use state::{Entry, Published, now_ms};

@@ -71,14 +71,18 @@ impl Snapshot {
             role: e.role,
             turn: e.turn,
             starts_turn: e.starts_turn,
-            step: e
-                .step
-                .get_or_init(|| {
-                    let raw = self.inner.core.read(e.loc, crate::blob::Verify::Checksum).ok()?;
-                    crate::record::message_fields(&raw.payload).ok()?.step.map(std::sync::Arc::new)
-                })
-                .as_deref()
-                .cloned(),
+            step: match e.step.get() {
+                Some(s) => s.as_deref().cloned(),
+                // Read, then cached: a failed read is this call's error, not a `None` forever.
+                None => {
+                    let raw = self.inner.core.read(e.loc, crate::blob::Verify::Checksum)?;
+                    let step = crate::record::message_fields(&raw.payload)
+                        .map_err(|why| Error::corrupt(e.loc.segment, e.loc.offset, why))?
+                        .step
+                        .map(std::sync::Arc::new);
+                    e.step.get_or_init(|| step).as_deref().cloned()
+                }
+            },
             at_ms: e.at_ms,
         })
     }

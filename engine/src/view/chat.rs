@@ -503,12 +503,7 @@ impl Chat {
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         for seq in 0..inner.len {
             let Some(entry) = inner.entries.get(seq as usize) else { continue };
-            raw += match entry.tokens.get() {
-                Some(t) => *t,
-                None => {
-                    *entry.tokens.get_or_init(|| snap.get(seq).map_or(0, |m| message_tokens(&*e, &m.parts)))
-                }
-            };
+            raw += entry_tokens(entry, &snap, &*e)?;
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
         Ok((raw as f64 * factor).ceil() as u64)
@@ -721,6 +716,20 @@ impl Chat {
         };
         Ok(crate::approval::first_pending(&msgs, p, &full))
     }
+}
+
+/// A message's estimate, cached in its entry once computed. A read that fails is an error
+/// for this call and is not cached (a transient failure must not count as 0 tokens forever).
+pub(crate) fn entry_tokens(
+    entry: &crate::history::Entry,
+    snap: &crate::history::Snapshot,
+    e: &dyn crate::estimate::Estimator,
+) -> Result<u64> {
+    if let Some(t) = entry.tokens.get() {
+        return Ok(*t);
+    }
+    let m = snap.get(entry.seq)?;
+    Ok(*entry.tokens.get_or_init(|| message_tokens(e, &m.parts)))
 }
 
 /// The guard's preview of an inline tool result: archived content naming the archive the
