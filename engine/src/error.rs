@@ -41,9 +41,11 @@ pub enum Error {
         reason: String,
     },
     /// Another process (or another handle in this process) holds the store open.
-    #[error("store is locked by another process (pid {pid}); close it there first")]
+    #[error("{}", locked_message(*pid))]
     Locked {
-        /// Process id recorded in the lock file, `0` if it could not be read.
+        /// Process id recorded in the lock file: this process's own id when another handle
+        /// of this process holds the store, `0` when the holder has not written its pid yet
+        /// (it is opening the store at this moment) or the lock file holds no pid.
         pid: u32,
     },
     /// The requested object does not exist, or belongs to another owner.
@@ -109,6 +111,22 @@ impl Error {
     pub(crate) fn index(e: impl fmt::Display) -> Self {
         Error::Index(e.to_string())
     }
+}
+
+/// The message of [`Error::Locked`]: who holds the store, as far as can be told.
+fn locked_message(pid: u32) -> String {
+    if pid == std::process::id() {
+        return format!(
+            "store is already open in this process (pid {pid}): another handle holds it; use that handle, \
+             or close or drop it first"
+        );
+    }
+    if pid == 0 {
+        return "store is locked by another process that has not recorded its pid in LOCK (it is opening \
+                the store right now); close it there first"
+            .to_string();
+    }
+    format!("store is locked by another process (pid {pid}); close it there first")
 }
 
 /// Why a checkpoint publication was refused.

@@ -93,6 +93,10 @@ struct State {
     errors: Vec<String>,
     /// Every operation, when tracing.
     trace: Option<Vec<String>>,
+    /// The disk is full: writes that would grow a file fail with `ENOSPC`.
+    full: bool,
+    /// Writes refused because the disk is full.
+    full_refusals: u64,
 }
 
 /// The fault controller of one store directory. Unregistered when dropped.
@@ -198,6 +202,19 @@ impl Controller {
     /// The operations recorded since [`Controller::start_trace`]: number, kind, path, outcome.
     pub fn trace(&self) -> Vec<String> {
         self.state.lock().trace.clone().unwrap_or_default()
+    }
+
+    /// Models a full disk (or not): while on, every write through the seam that would grow
+    /// its file fails with `ENOSPC`; writes over bytes the file already has, and every other
+    /// operation, go on (as on a real file system, where overwriting allocated blocks and
+    /// cutting files need no space).
+    pub fn set_disk_full(&self, full: bool) {
+        self.state.lock().full = full;
+    }
+
+    /// Writes refused so far because the disk was full.
+    pub fn full_refusals(&self) -> u64 {
+        self.state.lock().full_refusals
     }
 
     /// Stops failing operations (the power stays as it is).
@@ -378,6 +395,26 @@ fn record(at: &Path, file: &File, undo: impl FnOnce(u64) -> Result<Undo>) {
         Ok((id, u)) => s.undo.entry(id).or_default().push(u),
         Err(e) => s.errors.push(format!("{}: {e}", at.display())),
     }
+}
+
+/// Called before a write of `len` bytes at `offset`: on a full disk, a write that would grow
+/// the file fails with `ENOSPC`.
+pub(super) fn check_space(at: &Path, file: &File, offset: u64, len: u64) -> Result<()> {
+    let Some(c) = lookup(at) else { return Ok(()) };
+    let mut s = c.state.lock();
+    if !s.full {
+        return Ok(());
+    }
+    let cur = file.metadata()?.len();
+    if offset.saturating_add(len) > cur {
+        s.full_refusals += 1;
+        s.injected += 1;
+        if let Some(t) = s.trace.as_mut() {
+            t.push(format!("write {} at {offset}+{len} past {cur} -> disk full", at.display()));
+        }
+        return Err(FaultKind::Enospc.error());
+    }
+    Ok(())
 }
 
 /// Records the bytes a write at `offset` of `len` bytes is about to overwrite.

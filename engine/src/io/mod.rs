@@ -1,5 +1,9 @@
 //! The file seam: every file operation of the log and the index that changes a file (create,
-//! write, sync, rename, resize, map, remove, directory sync) goes through these functions.
+//! write, sync, rename, resize, map, remove, directory sync, and the directory creations and
+//! removals of `gc`) goes through these functions.
+//!
+//! Every file is opened without following a symbolic link in its last component
+//! (`O_NOFOLLOW`): a link planted in a store directory is refused, never written through.
 //!
 //! In a normal build each one is the `std` call it names, inlined: the seam costs nothing.
 //! With the cargo feature `fault-injection`, each first asks the fault controller registered
@@ -12,7 +16,7 @@ mod redb_backend;
 
 use std::fs::{File, OpenOptions};
 use std::io::Result;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use memmap2::Mmap;
@@ -38,6 +42,10 @@ pub enum Op {
     Remove,
     /// `fsync` of a directory.
     SyncDir,
+    /// Creating a directory.
+    CreateDir,
+    /// Removing an (empty) directory.
+    RemoveDir,
 }
 
 /// Asks the fault controller (fault builds only) whether `op` on a file under `at` fails.
@@ -48,17 +56,67 @@ fn check(_op: Op, _at: &Path, _file: Option<&File>) -> Result<()> {
     Ok(())
 }
 
-/// Opens (or creates) `path` with `opts`.
+/// Opens (or creates) `path` with `opts`, never following a symbolic link at `path`.
 #[inline]
 pub(crate) fn open(opts: &OpenOptions, path: &Path) -> Result<File> {
     check(Op::Open, path, None)?;
-    opts.open(path)
+    let mut opts = opts.clone();
+    opts.custom_flags(libc::O_NOFOLLOW);
+    opts.open(path).map_err(|e| not_followed(e, path))
+}
+
+/// Opens `path` for reading only, never following a symbolic link at `path` (not a
+/// change: no fault is asked for).
+#[inline]
+pub(crate) fn open_read(path: &Path) -> Result<File> {
+    OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).map_err(|e| not_followed(e, path))
+}
+
+/// `ELOOP` from `O_NOFOLLOW` says "too many levels of symbolic links": say what it means.
+fn not_followed(e: std::io::Error, path: &Path) -> std::io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP)
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return std::io::Error::new(
+            e.kind(),
+            "expected a regular file, found a symbolic link (store files are never opened through links)",
+        );
+    }
+    e
+}
+
+/// Creates `dir` and any missing parent.
+#[inline]
+pub(crate) fn create_dir_all(dir: &Path) -> Result<()> {
+    check(Op::CreateDir, dir, None)?;
+    std::fs::create_dir_all(dir)
+}
+
+/// Removes `path` and everything under it, one seam operation per file and directory (so a
+/// fault or a crash can stop it half-way); a path that does not exist is not an error.
+/// Symbolic links are removed, never followed.
+pub(crate) fn remove_tree(path: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_dir() {
+        return remove_file(path);
+    }
+    for entry in std::fs::read_dir(path)? {
+        remove_tree(&entry?.path())?;
+    }
+    check(Op::RemoveDir, path, None)?;
+    std::fs::remove_dir(path)
 }
 
 /// `pwrite` of all of `buf` at `offset`; `at` names the file or a directory above it.
 #[inline]
 pub(crate) fn write_all_at(file: &File, buf: &[u8], offset: u64, at: &Path) -> Result<()> {
     check(Op::Write, at, Some(file))?;
+    #[cfg(feature = "fault-injection")]
+    fault::check_space(at, file, offset, buf.len() as u64)?;
     #[cfg(feature = "fault-injection")]
     fault::record_write(at, file, offset, buf.len() as u64);
     file.write_all_at(buf, offset)

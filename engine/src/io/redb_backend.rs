@@ -54,6 +54,8 @@ impl StorageBackend for SeamBackend {
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
         super::check(super::Op::Write, &self.path, Some(&self.file))?;
         #[cfg(feature = "fault-injection")]
+        super::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;
+        #[cfg(feature = "fault-injection")]
         super::fault::record_write(&self.path, &self.file, offset, data.len() as u64);
         self.inner.write(offset, data)
     }

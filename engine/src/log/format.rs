@@ -55,6 +55,11 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// Bytes as hex digits, for messages.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// Encodes the 32-byte header of segment number `segment`.
 pub fn encode_segment_header(segment: u64) -> [u8; SEGMENT_HEADER_LEN] {
     let mut h = [0u8; SEGMENT_HEADER_LEN];
@@ -77,6 +82,20 @@ pub enum SegmentHeaderError {
     Version(u32),
 }
 
+impl std::fmt::Display for SegmentHeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SegmentHeaderError::Short => {
+                write!(f, "expected a {SEGMENT_HEADER_LEN}-byte segment header, found fewer bytes")
+            }
+            SegmentHeaderError::Bad(why) => f.write_str(why),
+            SegmentHeaderError::Version(v) => {
+                write!(f, "format version: expected {FORMAT_VERSION}, found {v}")
+            }
+        }
+    }
+}
+
 /// Checks the header of a segment that should be number `segment`.
 pub fn decode_segment_header(bytes: &[u8], segment: u64) -> Result<(), SegmentHeaderError> {
     if bytes.len() < SEGMENT_HEADER_LEN {
@@ -85,9 +104,9 @@ pub fn decode_segment_header(bytes: &[u8], segment: u64) -> Result<(), SegmentHe
     let h = &bytes[..SEGMENT_HEADER_LEN];
     if h[0..8] != SEGMENT_MAGIC {
         return Err(SegmentHeaderError::Bad(format!(
-            "segment magic: expected {:?}, found {:?}",
-            SEGMENT_MAGIC,
-            &h[0..8]
+            "segment magic: expected {}, found {}",
+            hex(&SEGMENT_MAGIC),
+            hex(&h[0..8])
         )));
     }
     let stored = u32_at(h, 28);

@@ -5,6 +5,7 @@
 //! * `reader` — reads records back: mapped for sealed segments, `pread` for the active one.
 //! * `scan` — walks segments frame by frame, for recovery, rebuild and `check`.
 
+pub(crate) mod continuity;
 mod durability;
 pub mod format;
 pub(crate) mod prealloc;

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::format::{self, BatchRef, SEGMENT_HEADER_LEN, SegmentHeaderError};
 use super::scan::{ScanEnd, walk_batches};
-use super::{Layout, Position, list_segments, prealloc, segment_path};
+use super::{Layout, Position, continuity, list_segments, prealloc, segment_path};
 use crate::error::{Error, Result};
 use crate::io;
 
@@ -23,15 +23,30 @@ pub(crate) struct Recovered {
     pub next_txid: u64,
     /// Offset of the last batch in the last segment (0 if it has none).
     pub last_batch: u64,
+    /// What recovery repaired, one line each (a torn tail cut, a torn segment header
+    /// rewritten), for [`crate::Store::open_warnings`].
+    pub warnings: Vec<String>,
 }
 
 /// Why replay could not start from the requested position.
 #[derive(Debug)]
 pub(crate) enum RecoverError {
-    /// The index claims a position the log does not reach: the index must be rebuilt.
-    IndexAhead(String),
+    /// The index claims a position the log does not reach (log data is missing, or the
+    /// index belongs to another log): where the log ends, and what disagrees.
+    IndexAhead {
+        /// Where the log's data ends (or the segment that disagrees).
+        log_end: Position,
+        /// What the index claims and what the log holds.
+        why: String,
+    },
     /// Any other failure.
     Other(Error),
+}
+
+impl RecoverError {
+    fn ahead(segment: u64, offset: u64, why: String) -> RecoverError {
+        RecoverError::IndexAhead { log_end: Position::new(segment, offset), why }
+    }
 }
 
 impl From<Error> for RecoverError {
@@ -51,14 +66,46 @@ pub(crate) fn recover(
     layout: Layout,
     mut apply: impl FnMut(u64, &BatchRef<'_>) -> Result<()>,
 ) -> Result<Recovered, RecoverError> {
-    prealloc::remove_leftovers(dir)?;
-    let segments = list_segments(dir)?;
+    let present = match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => true,
+        Ok(m) => {
+            return Err(Error::io(
+                "open",
+                dir,
+                std::io::Error::other(format!(
+                    "expected the log directory, found {}",
+                    continuity::kind_of(&m)
+                )),
+            )
+            .into());
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(Error::io("stat", dir, e).into()),
+    };
+    let segments = if present {
+        prealloc::remove_leftovers(dir)?;
+        list_segments(dir)?
+    } else {
+        Vec::new()
+    };
+    continuity::check_numbering(dir, &segments)?;
     let Some(&last) = segments.last() else {
         if from.segment > 1 || from.offset > SEGMENT_HEADER_LEN as u64 {
-            return Err(RecoverError::IndexAhead(format!(
-                "index is at segment {} offset {}, but the log is empty",
-                from.segment, from.offset
-            )));
+            let what = if present { "holds no segment" } else { "is missing" };
+            return Err(RecoverError::ahead(
+                1,
+                0,
+                format!(
+                    "the index records the log up to segment {} offset {}, but the log directory {what}",
+                    from.segment, from.offset
+                ),
+            ));
+        }
+        if !present {
+            io::create_dir_all(dir).map_err(|e| Error::io("create_dir", dir, e))?;
+            if let Some(parent) = dir.parent() {
+                super::sync_dir(parent)?;
+            }
         }
         let file = prealloc::activate(dir, 1, layout.prealloc(1))?;
         return Ok(Recovered {
@@ -67,20 +114,28 @@ pub(crate) fn recover(
             end: SEGMENT_HEADER_LEN as u64,
             next_txid: 0,
             last_batch: 0,
+            warnings: Vec::new(),
         });
     };
     if from.segment > last {
-        return Err(RecoverError::IndexAhead(format!(
-            "index is at segment {}, but the last log segment is {last}",
-            from.segment
-        )));
+        return Err(RecoverError::ahead(
+            last,
+            0,
+            format!("the index records the log up to segment {}, but the last log segment is {last}", from.segment),
+        ));
+    }
+    // The sealed segments replay does not read: their two ends must chain by transaction id.
+    let mut chain = continuity::Chain::default();
+    for &n in segments.iter().filter(|&&n| n < from.segment) {
+        chain.sealed(dir, n)?;
     }
     let mut next_txid = 0u64;
     let mut last_batch = 0u64;
     let mut end = SEGMENT_HEADER_LEN as u64;
+    let mut warnings = Vec::new();
     for &n in segments.iter().filter(|&&n| n >= from.segment) {
         let path = segment_path(dir, n);
-        let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+        let bytes = read_segment(&path)?;
         let is_last = n == last;
         match format::decode_segment_header(&bytes, n) {
             Ok(()) => {}
@@ -93,28 +148,37 @@ pub(crate) fn recover(
                 .into());
             }
             Err(e) if is_last && super::scan::next_valid_batch(&bytes, SEGMENT_HEADER_LEN).is_none() => {
+                if from.segment == n && from.offset > SEGMENT_HEADER_LEN as u64 {
+                    return Err(RecoverError::ahead(
+                        n,
+                        0,
+                        format!(
+                            "the index records segment {n} up to offset {}, but that segment has no valid header or batch ({e})",
+                            from.offset
+                        ),
+                    ));
+                }
                 // A crash while the segment was being created: nothing in it was ever
                 // acknowledged. Start it again.
-                tracing::warn!(segment = n, reason = ?e, "rewriting the header of a segment torn at creation");
+                tracing::warn!(segment = n, reason = %e, "rewriting the header of a segment torn at creation");
+                let warnings = vec![format!(
+                    "log segment {n}: its header was torn while the segment was being created ({e}); \
+                     it held no batch and was started again"
+                )];
                 let file = reopen_truncated(&path, 0)?;
                 io::write_all_at(&file, &format::encode_segment_header(n), 0, &path)
                     .map_err(|e| Error::io("write", &path, e))?;
                 io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
-                if from.segment == n && from.offset > SEGMENT_HEADER_LEN as u64 {
-                    return Err(RecoverError::IndexAhead(format!(
-                        "index is at segment {n} offset {}, but that segment was torn at creation",
-                        from.offset
-                    )));
-                }
                 return Ok(Recovered {
                     file,
                     segment: n,
                     end: SEGMENT_HEADER_LEN as u64,
                     next_txid,
                     last_batch: 0,
+                    warnings,
                 });
             }
-            Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e:?}")).into()),
+            Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e}")).into()),
         }
         let start = if n == from.segment {
             from.offset.max(SEGMENT_HEADER_LEN as u64)
@@ -122,13 +186,17 @@ pub(crate) fn recover(
             SEGMENT_HEADER_LEN as u64
         };
         if start > bytes.len() as u64 {
-            return Err(RecoverError::IndexAhead(format!(
-                "index is at segment {n} offset {start}, but the segment holds {} bytes",
-                bytes.len()
-            )));
+            return Err(RecoverError::ahead(
+                n,
+                bytes.len() as u64,
+                format!(
+                    "the index records segment {n} up to offset {start}, but the segment holds {} bytes",
+                    bytes.len()
+                ),
+            ));
         }
         // The index's position must end the batch it names, with the transaction id it
-        // expects: otherwise the index belongs to another log or to a longer past of this one.
+        // expects: otherwise the log lost that batch, or the index belongs to another log.
         if n == from.segment
             && let Some((batch_start, txid)) = from_batch
             && start > SEGMENT_HEADER_LEN as u64
@@ -136,13 +204,20 @@ pub(crate) fn recover(
             let ok = format::decode_batch(&bytes, batch_start as usize)
                 .is_ok_and(|b| b.end == start && b.txid == txid);
             if !ok {
-                return Err(RecoverError::IndexAhead(format!(
-                    "index says a batch of txid {txid} ends at segment {n} offset {start}; the log disagrees"
-                )));
+                return Err(RecoverError::ahead(
+                    n,
+                    batch_start,
+                    format!(
+                        "the index records a batch of transaction {txid} at segment {n} offsets {batch_start}..{start}; the log holds no such batch"
+                    ),
+                ));
             }
+            chain.resume(n, txid);
         }
         last_batch = if n == from.segment { from_batch.map_or(0, |(s, _)| s) } else { 0 };
+        chain.begin_walk(n);
         let (valid_end, how) = walk_batches(&bytes, start as usize, |b| {
+            chain.batch(n, b.offset, b.txid)?;
             next_txid = next_txid.max(b.txid + 1);
             last_batch = b.offset;
             apply(n, b)
@@ -154,12 +229,19 @@ pub(crate) fn recover(
             }
             let cut = bytes.len() as u64 - offset;
             tracing::warn!(segment = n, offset, bytes_cut = cut, %reason, "cutting torn tail of the log");
+            warnings.push(format!(
+                "log segment {n}: cut a torn tail of {cut} bytes at offset {offset} ({reason}); \
+                 a write cut off by a crash, never acknowledged"
+            ));
             // Zero the torn bytes rather than shorten the file, so a preallocated segment
             // stays preallocated; zeros after the last batch read as the end of the data.
             let file = io::open(OpenOptions::new().read(true).write(true), &path)
                 .map_err(|e| Error::io("open", &path, e))?;
             prealloc::zero_fill(&file, offset, bytes.len() as u64, &path)?;
             io::sync_all(&file, &path).map_err(|e| Error::io("fsync", &path, e))?;
+        }
+        if !is_last {
+            chain.end_sealed(n, valid_end)?;
         }
     }
     let path = segment_path(dir, last);
@@ -169,13 +251,35 @@ pub(crate) fn recover(
     // A closed store's last segment was cut to its data: preallocate again, at most
     // OPEN_PREALLOC bytes (an open of a store in a large segment writes no more zeros).
     let want = layout.prealloc(last).min(len.saturating_add(OPEN_PREALLOC));
-    if len < want {
-        prealloc::zero_fill(&file, len, want, &path)?;
+    if len < want
+        && let Err(e) = prealloc::zero_fill(&file, len, want, &path)
+    {
+        // Preallocation only speeds appends up: on a full disk the store still opens (reads
+        // need no space; each write then fails on its own). Whatever part of the zeros
+        // landed is cut off again, so an open leaves the file as it found it.
+        io::set_len(&file, len, &path).map_err(|e| Error::io("set_len", &path, e))?;
+        if !is_no_space(&e) {
+            return Err(e.into());
+        }
+        tracing::warn!(segment = last, error = %e, "no space to preallocate the log; appends will extend it");
+        warnings.push(format!(
+            "log segment {last}: no space on the disk to preallocate {} bytes ({e}); the store is readable, \
+             writes fail until space is freed",
+            want - len
+        ));
     }
     // Whatever replay saw may still sit only in the page cache (the previous process was
     // killed before its fsync): make it durable before the index records it as applied.
     io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
-    Ok(Recovered { file, segment: last, end, next_txid, last_batch })
+    Ok(Recovered { file, segment: last, end, next_txid, last_batch, warnings })
+}
+
+/// A segment's bytes, read without following a link.
+fn read_segment(path: &Path) -> Result<Vec<u8>> {
+    let mut file = io::open_read(path).map_err(|e| Error::io("open", path, e))?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(|e| Error::io("read", path, e))?;
+    Ok(bytes)
 }
 
 /// Zeros an open writes after the last segment's data at most (the rest of the segment
@@ -188,4 +292,10 @@ fn reopen_truncated(path: &Path, len: u64) -> Result<File> {
     io::set_len(&file, len, path).map_err(|e| Error::io("set_len", path, e))?;
     io::sync_all(&file, path).map_err(|e| Error::io("fsync", path, e))?;
     Ok(file)
+}
+
+/// True when `e` says the disk (or the user's quota) is full.
+pub(crate) fn is_no_space(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull
+        || source.kind() == std::io::ErrorKind::QuotaExceeded)
 }

@@ -136,7 +136,7 @@ pub fn verify_segment(
 ) -> SegmentCheck {
     let mut out = SegmentCheck::default();
     if let Err(e) = format::decode_segment_header(seg, segment) {
-        out.problems.push(Problem { offset: 0, reason: format!("segment header: {e:?}") });
+        out.problems.push(Problem { offset: 0, reason: format!("segment header: {e}") });
         if seg.len() < SEGMENT_HEADER_LEN {
             return out;
         }

@@ -115,7 +115,7 @@ impl LogWriter {
                 let why = format!("write failed ({e}) and the partial frame could not be cut ({e2})");
                 st.poisoned = Some(why);
             }
-            return Err(Error::io("write", path, e));
+            return Err(Error::io("write", path, no_space_said(e)));
         }
         st.offset += len;
         st.next_txid += 1;
@@ -156,7 +156,10 @@ impl LogWriter {
             s.synced = s.synced.max(Position::new(st.segment, st.offset));
         }
         let next = st.segment + 1;
-        let file = Arc::new(prealloc::activate(&self.dir, next, self.layout.prealloc(next))?);
+        let file = Arc::new(prealloc::activate(&self.dir, next, self.layout.prealloc(next)).map_err(|e| match e {
+            Error::Io { op, path, source } => Error::Io { op, path, source: no_space_said(source) },
+            e => e,
+        })?);
         if self.layout.preallocate {
             // Prepare the one after in the background, off every writer's path.
             let (dir, size) = (self.dir.clone(), self.layout.prealloc(next + 1));
@@ -308,4 +311,18 @@ impl LogWriter {
         }
         f(end)
     }
+}
+
+/// A full disk, said plainly: what it means for the store.
+fn no_space_said(e: std::io::Error) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::StorageFull && e.kind() != std::io::ErrorKind::QuotaExceeded {
+        return e;
+    }
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "{e}: the disk is full. This write was not made; the store stays readable, and writes work \
+             again once space is freed"
+        ),
+    )
 }

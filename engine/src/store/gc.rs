@@ -271,7 +271,7 @@ impl Store {
         for &n in segments {
             let bytes = self.segment_bytes(n, written)?;
             format::decode_segment_header(&bytes, n)
-                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
+                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e}")))?;
             let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| f(n, &b.records))?;
             if let ScanEnd::Damaged { offset, reason, .. } = how {
                 return Err(Error::corrupt(n, offset, reason));
@@ -379,37 +379,60 @@ impl NewLog {
 }
 
 fn remove_dir(p: &Path) -> Result<()> {
-    match std::fs::remove_dir_all(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("remove", p, e)),
+    io::remove_tree(p).map_err(|e| Error::io("remove", p, e))
+}
+
+/// True when something (a file, a directory or a link) is at `p`.
+fn present(p: &Path) -> Result<bool> {
+    match std::fs::symlink_metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("stat", p, e)),
     }
 }
 
 /// Finishes (or cleans up after) a garbage collection in `dir`; called by `Store::open`
-/// under the store's lock. With the marker: the new log and index replace the old ones
-/// (each step is repeatable). Without it: a `gc.new/` left by a collection that did not
-/// reach its swap is removed.
+/// under the store's lock, so also at the start of every `gc`. Every step is repeatable, so
+/// a crash or a failure anywhere in here (or in an earlier run of it) is finished by the
+/// next call:
+///
+/// * With the marker: for the log and then the index, when the new one is still in
+///   `gc.new/`, the current one moves to `gc.old/` (replacing a stale copy an earlier
+///   collection's cleanup left there) and the new one takes its place; then the marker goes.
+/// * Then, marker or not: `gc.new/` is removed (a collection that did not reach its swap, or
+///   the emptied directory of one that did), and so is `gc.old/` (the log and index before a
+///   finished swap) — unless the store has no `log/`, in which case `gc.old/` may hold the
+///   only copy of the data and is left for the user (open then refuses the missing log).
 pub(crate) fn finish_swap(dir: &Path) -> Result<()> {
     let marker = dir.join(MARKER);
     let new = dir.join(NEW_DIR);
-    if !marker.exists() {
-        return remove_dir(&new);
-    }
     let old = dir.join(OLD_DIR);
-    std::fs::create_dir_all(&old).map_err(|e| Error::io("create_dir", &old, e))?;
-    for name in ["log", INDEX_FILE] {
-        let (cur, fresh, aside) = (dir.join(name), new.join(name), old.join(name));
-        if fresh.exists() {
-            if cur.exists() {
+    if present(&marker)? {
+        io::create_dir_all(&old).map_err(|e| Error::io("create_dir", &old, e))?;
+        for name in ["log", INDEX_FILE] {
+            let (cur, fresh, aside) = (dir.join(name), new.join(name), old.join(name));
+            if !present(&fresh)? {
+                continue; // moved in already
+            }
+            if present(&cur)? {
+                // `cur` is still in place, so whatever is at `aside` is not this swap's:
+                // the leftover of an earlier collection whose cleanup did not finish.
+                remove_dir(&aside)?;
                 io::rename(&cur, &aside).map_err(|e| Error::io("rename", &cur, e))?;
             }
             io::rename(&fresh, &cur).map_err(|e| Error::io("rename", &fresh, e))?;
         }
+        crate::log::sync_dir(dir)?;
+        io::remove_file(&marker).map_err(|e| Error::io("remove", &marker, e))?;
+        crate::log::sync_dir(dir)?;
     }
-    crate::log::sync_dir(dir)?;
-    io::remove_file(&marker).map_err(|e| Error::io("remove", &marker, e))?;
-    crate::log::sync_dir(dir)?;
     remove_dir(&new)?;
-    remove_dir(&old)
+    if present(&old)? {
+        if present(&crate::log::log_dir(dir))? {
+            remove_dir(&old)?;
+        } else {
+            tracing::warn!(path = %old.display(), "the store has no log/ but gc.old/ holds one: leaving it");
+        }
+    }
+    Ok(())
 }

@@ -12,7 +12,8 @@
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -68,13 +69,25 @@ pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
         e
     };
     let path = dir.join(LOCK_FILE);
+    // Never through a link: a `LOCK` pointing elsewhere would have that file overwritten
+    // with a pid. And only a regular file: a FIFO or a device is refused before any write.
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&path)
-        .map_err(|e| unregister(Error::io("open", &path, e)))?;
+        .map_err(|e| unregister(Error::io("open", &path, not_a_link(e, &path))))?;
+    let meta = file.metadata().map_err(|e| unregister(Error::io("stat", &path, e)))?;
+    if !meta.is_file() {
+        let found = crate::log::continuity::kind_of(&meta);
+        return Err(unregister(Error::io(
+            "open",
+            &path,
+            std::io::Error::other(format!("expected a regular file, found {found}")),
+        )));
+    }
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
         match file.try_lock() {
@@ -91,11 +104,51 @@ pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
             Err(TryLockError::Error(e)) => return Err(unregister(Error::io("lock", &path, e))),
         }
     }
+    // Written over the old pid, then cut to length: no block is freed and allocated again,
+    // so this works on a full disk.
     let write_pid = |f: &mut File| -> std::io::Result<()> {
-        f.set_len(0)?;
-        f.seek(SeekFrom::Start(0))?;
-        write!(f, "{me}")
+        let text = me.to_string();
+        f.write_all_at(text.as_bytes(), 0)?;
+        f.set_len(text.len() as u64)
     };
     write_pid(&mut file).map_err(|e| unregister(Error::io("write", &path, e)))?;
     Ok(DirLock { _file: file, key })
+}
+
+/// `ELOOP` from `O_NOFOLLOW` means "a symbolic link": say so.
+fn not_a_link(e: std::io::Error, path: &Path) -> std::io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP)
+        && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return std::io::Error::new(
+            e.kind(),
+            "expected a regular file, found a symbolic link (never followed: its target is left alone)",
+        );
+    }
+    e
+}
+
+/// Refuses a store entry of the wrong kind before anything opens it: `index.redb` must be a
+/// regular file and `log/` a directory, neither a symbolic link (segments are checked by
+/// recovery, `LOCK` by [`acquire`]).
+pub(crate) fn refuse_odd_entries(dir: &Path) -> Result<()> {
+    for (name, want_dir) in [(crate::index::INDEX_FILE, false), ("log", true)] {
+        let path = dir.join(name);
+        let m = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("stat", &path, e)),
+        };
+        let ok = if want_dir { m.is_dir() } else { m.is_file() };
+        if !ok {
+            let want = if want_dir { "a directory" } else { "a regular file" };
+            let found = crate::log::continuity::kind_of(&m);
+            return Err(Error::io(
+                "open",
+                &path,
+                std::io::Error::other(format!("expected {want}, found {found} (store entries are never followed)")),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -164,7 +164,7 @@ impl Store {
             }
             let bytes = self.segment_bytes(n, written)?;
             format::decode_segment_header(&bytes, n)
-                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e:?}")))?;
+                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e}")))?;
             let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| {
                 next_txid = next_txid.max(b.txid + 1);
                 if n == written.segment {

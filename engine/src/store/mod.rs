@@ -52,6 +52,8 @@ pub(crate) struct Inner {
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     /// The directory lock; taken out only by `gc`, which keeps it across its swap.
     lock: Mutex<Option<lock::DirLock>>,
+    /// What open repaired or could not do (see [`Store::open_warnings`]).
+    open_warnings: Vec<String>,
 }
 
 impl Store {
@@ -59,7 +61,12 @@ impl Store {
     ///
     /// Takes an exclusive lock: another opener gets [`Error::Locked`] at once. Replays the
     /// log from where the index last became durable, cuts a torn tail (reported through
-    /// `tracing`), and refuses corruption before the tail with [`Error::Corrupt`].
+    /// `tracing` and [`Store::open_warnings`]), and refuses corruption before the tail with
+    /// [`Error::Corrupt`]. A log that is not whole — a segment file missing, a sealed segment
+    /// emptied or cut short, a gap in transaction ids, or a log that ends before the position
+    /// the index records — is refused with [`Error::Corrupt`] too, never opened short. Store
+    /// entries that are links or not regular files (`LOCK`, `index.redb`, `log/`, segments)
+    /// are refused, never followed.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let dir = path.as_ref().to_path_buf();
         if opts.segment_size < 4096 {
@@ -76,26 +83,26 @@ impl Store {
         }
         let lock = lock::acquire(&dir)?;
         gc::finish_swap(&dir)?;
+        lock::refuse_odd_entries(&dir)?;
         let logd = log_dir(&dir);
-        std::fs::create_dir_all(&logd).map_err(|e| Error::io("create_dir", &logd, e))?;
         let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
-        let (rec, replayed) = match replay(
-            &logd,
-            applied.position,
-            Some((applied.batch_start, applied.next_txid.saturating_sub(1))),
-            layout(&opts),
-        ) {
-            Ok(r) => r,
-            Err(RecoverError::IndexAhead(why)) => {
-                tracing::warn!(%why, "index is ahead of the log; rebuilding it from the log");
-                index.clear()?;
-                replay(&logd, Position::new(1, 0), None, layout(&opts)).map_err(|e| match e {
-                    RecoverError::IndexAhead(w) => Error::Index(w),
-                    RecoverError::Other(e) => e,
-                })?
-            }
-            Err(RecoverError::Other(e)) => return Err(e),
-        };
+        let from_batch = Some((applied.batch_start, applied.next_txid.saturating_sub(1)));
+        let (rec, replayed) =
+            replay(&logd, applied.position, from_batch, layout(&opts)).map_err(|e| match e {
+                // The index is derived, but what it records is what the log held: a log
+                // that no longer reaches it has lost data, and opening would hide the loss.
+                RecoverError::IndexAhead { log_end, why } => Error::Corrupt {
+                    segment: log_end.segment,
+                    offset: log_end.offset,
+                    reason: format!(
+                        "log data is missing: {why}. The store is not opened, so that nothing is lost \
+                         silently; restore the missing log files, or remove {} to give the missing data \
+                         up (the index is then rebuilt from the log that remains)",
+                        dir.join(crate::index::INDEX_FILE).display()
+                    ),
+                },
+                RecoverError::Other(e) => e,
+            })?;
         let now = Applied {
             position: Position::new(rec.segment, rec.end),
             next_txid: applied.next_txid.max(rec.next_txid),
@@ -106,6 +113,7 @@ impl Store {
         }
         index.mem.write().set_applied(now);
         let cfg = WriterConfig { dir: logd.clone(), layout: layout(&opts), durability: opts.durability };
+        let open_warnings = rec.warnings;
         let log = Arc::new(LogWriter::new(cfg, rec.segment, rec.file, rec.end, now.next_txid));
         let index = Arc::new(index);
         let (tx, rx) = channel();
@@ -136,8 +144,17 @@ impl Store {
             core,
             indexer: Mutex::new(Some((tx, handle))),
             lock: Mutex::new(Some(lock)),
+            open_warnings,
         };
         Ok(Store { inner: Arc::new(inner) })
+    }
+
+    /// What this open repaired or could not do, one line each: a torn tail cut (a write a
+    /// crash cut off, never acknowledged), a segment header torn at creation rewritten, the
+    /// log's preallocation skipped for lack of space. Empty after a clean close. Also logged
+    /// through `tracing`; the CLI prints them to stderr.
+    pub fn open_warnings(&self) -> &[String] {
+        &self.inner.open_warnings
     }
 
     /// The store directory.
