@@ -240,6 +240,68 @@ impl Chain {
     }
 }
 
+/// The same rules for `Store::check`, over segments it verifies one after the other: a
+/// missing segment number, a sealed segment without a batch, and a gap in transaction ids
+/// between segments become problems `(segment, offset, reason)`.
+#[derive(Debug)]
+pub(crate) struct CheckChain {
+    next_segment: u64,
+    expect: Option<u64>,
+}
+
+impl Default for CheckChain {
+    fn default() -> Self {
+        CheckChain { next_segment: 1, expect: None }
+    }
+}
+
+impl CheckChain {
+    /// Segment `n` is next: the numbers skipped before it are missing.
+    pub(crate) fn before(&mut self, n: u64) -> Vec<(u64, u64, String)> {
+        let mut out = Vec::new();
+        if n > self.next_segment {
+            for m in self.next_segment..n {
+                out.push((m, 0, "the segment file is missing: the records it held are lost".to_string()));
+            }
+            self.expect = None;
+        }
+        self.next_segment = self.next_segment.max(n + 1);
+        out
+    }
+
+    /// Segment `n` was verified as `seg`; `sealed` when it is not the last.
+    pub(crate) fn after(&mut self, n: u64, sealed: bool, seg: &super::scan::SegmentCheck) -> Vec<(u64, u64, String)> {
+        let mut out = Vec::new();
+        if sealed && seg.batches == 0 && seg.problems.is_empty() {
+            out.push((
+                n,
+                SEGMENT_HEADER_LEN as u64,
+                "no batch in a sealed segment (every sealed segment holds at least one): it was emptied or cut short"
+                    .to_string(),
+            ));
+        }
+        if let (Some(want), Some((first, _))) = (self.expect, seg.txids)
+            && first != want
+            && seg.problems.iter().all(|p| p.offset > SEGMENT_HEADER_LEN as u64)
+        {
+            out.push((
+                n,
+                SEGMENT_HEADER_LEN as u64,
+                format!(
+                    "transaction id of the segment's first batch: expected {want}, found {first}: batches of the \
+                     log are missing before it (a segment emptied or cut short)"
+                ),
+            ));
+        }
+        self.expect = match (seg.problems.is_empty(), seg.txids) {
+            (true, Some((_, last))) => Some(last.saturating_add(1)),
+            (true, None) => self.expect,
+            (false, _) => None,
+        };
+        out
+    }
+}
+
 /// Bytes read from the end of a sealed segment, at most, to find its last batch quickly.
 const TAIL_WINDOWS: [u64; 2] = [8 << 10, 256 << 10];
 

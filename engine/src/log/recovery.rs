@@ -274,6 +274,24 @@ pub(crate) fn recover(
     Ok(Recovered { file, segment: last, end, next_txid, last_batch, warnings })
 }
 
+/// The checks of a whole log that need no index: segment files numbered without a gap and
+/// regular files, and the sealed segments chained by transaction id from their ends. Run
+/// before the index is opened, so a log refused for them leaves every file as it was.
+pub(crate) fn precheck(dir: &Path) -> Result<()> {
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return Ok(()); // `recover` says what is wrong with it
+    }
+    let segments = list_segments(dir)?;
+    continuity::check_numbering(dir, &segments)?;
+    let mut chain = continuity::Chain::default();
+    if let Some((_, sealed)) = segments.split_last() {
+        for &n in sealed {
+            chain.sealed(dir, n)?;
+        }
+    }
+    Ok(())
+}
+
 /// A segment's bytes, read without following a link.
 fn read_segment(path: &Path) -> Result<Vec<u8>> {
     let mut file = io::open_read(path).map_err(|e| Error::io("open", path, e))?;

@@ -116,8 +116,11 @@ pub struct SegmentCheck {
     pub batches: u64,
     /// Valid records.
     pub records: u64,
-    /// Every damaged frame, in offset order.
+    /// Every damaged frame, in offset order (and a gap in transaction ids between two
+    /// adjacent valid batches).
     pub problems: Vec<Problem>,
+    /// The transaction ids of the first and the last valid batch.
+    pub txids: Option<(u64, u64)>,
 }
 
 /// Verifies every frame of a segment's bytes: the header (expecting number `segment`), each
@@ -142,11 +145,27 @@ pub fn verify_segment(
         }
     }
     let mut off = SEGMENT_HEADER_LEN;
+    let mut prev_end = None;
     while off < seg.len() {
         match format::decode_batch(seg, off) {
             Err(_) if super::prealloc::is_zero(&seg[off..]) => break,
             Ok(b) => {
                 out.batches += 1;
+                if let Some((_, last)) = out.txids
+                    && prev_end == Some(b.offset)
+                    && b.txid != last.wrapping_add(1)
+                {
+                    out.problems.push(Problem {
+                        offset: b.offset,
+                        reason: format!(
+                            "transaction id: expected {}, found {}: batches are missing before this one",
+                            last.wrapping_add(1),
+                            b.txid
+                        ),
+                    });
+                }
+                out.txids = Some((out.txids.map_or(b.txid, |(first, _)| first), b.txid));
+                prev_end = Some(b.end);
                 for r in &b.records {
                     out.records += 1;
                     if let Some(reason) = extra(r) {

@@ -190,10 +190,13 @@ impl Store {
         let inner = &*self.inner.core;
         let written = inner.log.written();
         let mut report = CheckReport::default();
+        let mut chain = crate::log::continuity::CheckChain::default();
+        let gap = |(segment, offset, reason)| CheckProblem { segment, offset, reason };
         for n in list_segments(&log_dir(&inner.dir))? {
             if n > written.segment {
                 break;
             }
+            report.problems.extend(chain.before(n).into_iter().map(gap));
             let bytes = self.segment_bytes(n, written)?;
             report.segments += 1;
             let mut blobs = 0u64;
@@ -204,6 +207,7 @@ impl Store {
                 }
                 why
             });
+            let chained = chain.after(n, n < written.segment, &seg);
             report.batches += seg.batches;
             report.records += seg.records;
             report.blobs += blobs;
@@ -212,7 +216,9 @@ impl Store {
                 offset: p.offset,
                 reason: p.reason,
             }));
+            report.problems.extend(chained.into_iter().map(gap));
         }
+        report.problems.extend(chain.before(written.segment + 1).into_iter().map(gap));
         if report.problems.is_empty() {
             report.index_problems = self.check_index()?;
         }

@@ -85,6 +85,7 @@ impl Store {
         gc::finish_swap(&dir)?;
         lock::refuse_odd_entries(&dir)?;
         let logd = log_dir(&dir);
+        crate::log::recovery::precheck(&logd)?;
         let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
         let from_batch = Some((applied.batch_start, applied.next_txid.saturating_sub(1)));
         let (rec, replayed) =
