@@ -45,6 +45,26 @@ pub(crate) unsafe fn text<'a>(s: Str, what: &str) -> FfiResult<&'a str> {
     })
 }
 
+/// Reads a directory path argument: not empty, and without a NUL byte (a file system path
+/// cannot hold one; the message says where it is rather than carry it).
+///
+/// # Safety
+/// As [`text`].
+pub(crate) unsafe fn path<'a>(s: Str, what: &str, expected: &str) -> FfiResult<&'a str> {
+    // SAFETY: forwarded contract of this function.
+    let p = unsafe { text(s, what) }?;
+    if p.is_empty() {
+        return Err(FfiError::invalid(format!("{what}: expected {expected}, found an empty string")));
+    }
+    if let Some(at) = p.bytes().position(|b| b == 0) {
+        return Err(FfiError::invalid(format!(
+            "{what}: expected {expected} without NUL bytes, found a NUL at byte {at} of {}",
+            p.len()
+        )));
+    }
+    Ok(p)
+}
+
 /// Reads an optional string argument: NULL `ptr` is `None`.
 ///
 /// # Safety

@@ -32,13 +32,19 @@ pub(crate) fn call(f: impl FnOnce() -> FfiResult<()>) -> Status {
     }
 }
 
-/// Records `message` as this thread's last error.
+/// Records `message` as this thread's last error. A NUL byte in it (from an argument echoed
+/// back) is written as `\0`, so a C caller that reads the message as a C string gets all of it.
 pub(crate) fn set_last_error(message: &str) {
     // A thread being torn down has no thread-locals left; there is nobody to read it then.
     let _ = LAST_ERROR.try_with(|m| {
         let mut m = m.borrow_mut();
         m.clear();
-        m.push_str(message);
+        for part in message.split('\0').enumerate() {
+            if part.0 > 0 {
+                m.push_str("\\0");
+            }
+            m.push_str(part.1);
+        }
     });
 }
 
@@ -53,6 +59,27 @@ mod tests {
 
     use super::*;
     use crate::status::UNDERTEXT_NOT_FOUND;
+
+    #[test]
+    fn a_message_never_carries_a_raw_nul() {
+        let status = call(|| Err(FfiError::new(UNDERTEXT_NOT_FOUND, "no chat \"a\0b\"")));
+        assert_eq!(status, UNDERTEXT_NOT_FOUND);
+        with_last_error(|m| assert_eq!(m, "no chat \"a\\0b\""));
+    }
+
+    #[test]
+    fn a_path_with_a_nul_is_refused_saying_where_the_nul_is() {
+        let path = "/tmp/store\0evil";
+        let mut out = crate::handles::StoreHandle { id: 0 };
+        let s = crate::args::Str { ptr: path.as_ptr(), len: path.len() };
+        // SAFETY: `s` points to `path`, alive for the call; `out` is a valid local.
+        let status = unsafe { crate::store::undertext_store_open(s, std::ptr::null(), &mut out) };
+        assert_eq!(status, crate::status::UNDERTEXT_INVALID_ARGUMENT);
+        with_last_error(|m| {
+            assert!(!m.contains('\0'), "raw NUL in {m:?}");
+            assert!(m.contains("NUL at byte 10"), "{m}");
+        });
+    }
 
     #[test]
     fn a_panic_becomes_internal_with_its_message() {

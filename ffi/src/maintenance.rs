@@ -8,7 +8,7 @@ use crate::args::{self, Str};
 use crate::buf::Buf;
 use crate::guard::call;
 use crate::handles::StoreHandle;
-use crate::status::{FfiError, Status};
+use crate::status::Status;
 use crate::store::{StoreOptions, to_options};
 
 /// Sizes and counters of an open store (`undertext_store_stats`).
@@ -160,16 +160,14 @@ pub unsafe extern "C" fn undertext_gc(
 ) -> Status {
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
-        let (path, out) = unsafe { (args::text(path, "path")?, args::output(out, "out")?) };
+        let (path, out) =
+            unsafe { (args::path(path, "path", "a store directory")?, args::output(out, "out")?) };
         let opts = if options.is_null() {
             Options::default()
         } else {
             // SAFETY: non-NULL; the caller guarantees a valid struct.
             to_options(unsafe { args::input(options, "options") }?)?
         };
-        if path.is_empty() {
-            return Err(FfiError::invalid("path: expected a store directory, found an empty string"));
-        }
         out.set(Store::gc(path, opts)?.into());
         Ok(())
     })

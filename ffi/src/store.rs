@@ -104,16 +104,13 @@ pub unsafe extern "C" fn undertext_store_open(
 ) -> Status {
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
-        let (path, out) = unsafe { (args::text(path, "path")?, args::output(out, "out")?) };
+        let (path, out) = unsafe { (args::path(path, "path", "a directory")?, args::output(out, "out")?) };
         let opts = if options.is_null() {
             Options::default()
         } else {
             // SAFETY: non-NULL; the caller guarantees a valid struct.
             to_options(unsafe { args::input(options, "options") }?)?
         };
-        if path.is_empty() {
-            return Err(FfiError::invalid("path: expected a directory, found an empty string"));
-        }
         let store = Store::open(path, opts)?;
         let id = handles::insert(Object::Store(store), None)?;
         out.set(StoreHandle { id });

@@ -54,7 +54,10 @@ fn read_all_and_fail_a_write(store: &Store, chat: ChatId, blob: &[u8]) {
     assert_eq!(c.len(), 40);
     for i in 0..40u64 {
         let m = c.get(i).unwrap();
-        assert_eq!(m.parts, vec![undertext::Part::Text(format!("message {i} {}", "x".repeat(i as usize * 50)))]);
+        assert_eq!(
+            m.parts,
+            vec![undertext::Part::Text(format!("message {i} {}", "x".repeat(i as usize * 50)))]
+        );
     }
     assert_eq!(&*store.get_blob(&undertext::BlobId::of(blob)).unwrap(), blob);
     let e = c.append(NewMessage::user("y".repeat(100_000))).expect_err("a write on a full disk succeeded");
@@ -73,7 +76,8 @@ fn a_store_on_a_full_disk_opens_reads_and_refuses_writes_leaving_its_files_as_fo
         let ctl = fault::install(&dir).unwrap();
         ctl.set_disk_full(true);
         for round in 0..3 {
-            let store = Store::open(&dir, opts()).unwrap_or_else(|e| panic!("open {round} on a full disk: {e}"));
+            let store =
+                Store::open(&dir, opts()).unwrap_or_else(|e| panic!("open {round} on a full disk: {e}"));
             assert!(
                 store.open_warnings().iter().any(|w| w.contains("no space")),
                 "open {round}: no warning about the skipped preallocation: {:?}",
@@ -147,5 +151,7 @@ fn real_tmpfs_full_disk() {
     c.append(NewMessage::user("one more")).unwrap();
     assert_eq!(c.len(), 41);
     assert!(store.check().unwrap().is_ok());
-    eprintln!("full tmpfs: 3 opens on a full 16 MiB tmpfs, reads whole, writes refused; writes back once freed");
+    eprintln!(
+        "full tmpfs: 3 opens on a full 16 MiB tmpfs, reads whole, writes refused; writes back once freed"
+    );
 }

@@ -152,7 +152,10 @@ fn a_swap_that_meets_a_stale_gc_old_replaces_it_and_finishes() {
     copy_dir(&orig.join("log"), &dir.join("gc.old/log"));
     std::fs::write(dir.join("gc.old/index.redb"), b"stale").unwrap();
     std::fs::write(dir.join("GC-SWAP"), b"").unwrap();
-    assert!(open_and_verify(&dir, &f, "open of the swap with a stale gc.old"), "the swap was not rolled forward");
+    assert!(
+        open_and_verify(&dir, &f, "open of the swap with a stale gc.old"),
+        "the swap was not rolled forward"
+    );
     assert_no_leftovers(&dir, "the swap with a stale gc.old");
 }
 
@@ -212,7 +215,10 @@ fn gc_killed_or_failed_at_any_file_operation_then_gc_again_keeps_every_live_byte
             }
             assert_no_leftovers(&dir, &format!("{what}: first open"));
             Store::gc(&dir, opts()).unwrap_or_else(|e| panic!("{what}: the next gc: {e}"));
-            assert!(open_and_verify(&dir, &f, &format!("{what}: after the next gc")), "{what}: not collected");
+            assert!(
+                open_and_verify(&dir, &f, &format!("{what}: after the next gc")),
+                "{what}: not collected"
+            );
             assert_no_leftovers(&dir, &format!("{what}: after the next gc"));
             std::fs::remove_dir_all(&dir).unwrap();
         }

@@ -170,7 +170,9 @@ fn missing_or_truncated_log_files_are_refused_at_open_and_left_as_found() {
                 Err(Error::Corrupt { segment, reason, .. }) => {
                     refused += 1;
                     assert!(
-                        reason.contains("missing") || reason.contains("cut short") || reason.contains("emptied"),
+                        reason.contains("missing")
+                            || reason.contains("cut short")
+                            || reason.contains("emptied"),
                         "{what} (index deleted: {drop_index}): the reason does not say what is missing: {reason}"
                     );
                     assert!(segment >= 1, "{what}: segment {segment}");
@@ -188,7 +190,10 @@ fn missing_or_truncated_log_files_are_refused_at_open_and_left_as_found() {
                 .filter(|k| before.get(*k) != after.get(*k))
                 .map(|k| k.strip_prefix(&dir).unwrap_or(k).display().to_string())
                 .collect();
-            assert!(changed.is_empty(), "{what} (index deleted: {drop_index}): the refused open changed {changed:?}");
+            assert!(
+                changed.is_empty(),
+                "{what} (index deleted: {drop_index}): the refused open changed {changed:?}"
+            );
             std::fs::remove_dir_all(&dir).unwrap();
         }
     }
@@ -220,7 +225,7 @@ fn a_log_that_lost_its_end_opens_after_the_index_is_removed_as_advised() {
     let dir = base.path().join("s");
     copy_dir(orig.path(), &dir);
     std::fs::remove_file(seg(&dir, *segments)).unwrap();
-    let e = Store::open(&dir, opts()).err().expect("the open must refuse");
+    let e = Store::open(&dir, opts()).expect_err("the open must refuse");
     let msg = e.to_string();
     assert!(msg.contains("index.redb"), "the error does not say how to give the data up: {msg}");
     std::fs::remove_file(dir.join("index.redb")).unwrap();
@@ -241,9 +246,5 @@ fn check_reports_a_segment_that_went_missing_while_open() {
     std::fs::remove_file(seg(&dir, 2)).unwrap();
     let r = store.check().unwrap();
     assert!(!r.is_ok(), "check is clean with segment 2 deleted");
-    assert!(
-        r.problems.iter().any(|p| p.segment == 2 && p.reason.contains("missing")),
-        "{:?}",
-        r.problems
-    );
+    assert!(r.problems.iter().any(|p| p.segment == 2 && p.reason.contains("missing")), "{:?}", r.problems);
 }

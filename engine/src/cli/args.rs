@@ -129,8 +129,8 @@ pub struct ReplayArgs {
 /// `chats`.
 #[derive(Debug, Args)]
 pub struct ChatsArgs {
-    /// At most this many chats (newest activity first).
-    #[arg(long, default_value_t = 1000)]
+    /// At most this many chats (newest activity first); at least 1.
+    #[arg(long, default_value_t = 1000, value_parser = at_least_one)]
     pub limit: usize,
     /// Print JSON.
     #[arg(long)]
@@ -186,10 +186,10 @@ pub struct ReadArgs {
     /// The archive id (64 hex digits).
     pub archive: String,
     /// `A..B` (end exclusive), `A..` or `..B`.
-    #[arg(long, default_value = "..")]
+    #[arg(long, default_value = "..", value_parser = range_syntax)]
     pub range: String,
     /// char, utf16, byte or line.
-    #[arg(long, default_value = "char")]
+    #[arg(long, default_value = "char", value_parser = unit_name)]
     pub unit: String,
     /// Print JSON: `{"archive", "unit", "start", "end", "text"}`.
     #[arg(long)]
@@ -221,4 +221,35 @@ pub struct CheckArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--limit`: a whole number of at least 1 (0 would list nothing; a usage error, exit 2).
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("expected a whole number of at least 1, found {s:?}")),
+    }
+}
+
+/// `--range`: `A..B`, `A..`, `..B` or `..` with whole numbers. Only the syntax is checked
+/// here (a bad one is a usage error, exit 2); the bounds against the archive's length are
+/// checked by the command.
+fn range_syntax(s: &str) -> Result<String, String> {
+    let bad = || format!("expected A..B (end exclusive), A.. or ..B with whole numbers, found {s:?}");
+    let (a, b) = s.split_once("..").ok_or_else(bad)?;
+    for part in [a, b] {
+        let part = part.trim();
+        if !part.is_empty() && part.parse::<u64>().is_err() {
+            return Err(bad());
+        }
+    }
+    Ok(s.to_string())
+}
+
+/// `--unit`: char, utf16, byte or line (or their plurals).
+fn unit_name(s: &str) -> Result<String, String> {
+    match s {
+        "char" | "chars" | "utf16" | "byte" | "bytes" | "line" | "lines" => Ok(s.to_string()),
+        other => Err(format!("expected char, utf16, byte or line, found {other:?}")),
+    }
 }

@@ -10,13 +10,18 @@ use super::{Cli, CliError, CliResult};
 /// is an error that says how to make one.
 pub fn open(cli: &Cli, create: bool, durability: Durability) -> CliResult<Store> {
     let opts = Options { create_if_missing: create, durability, ..Options::default() };
-    Store::open(&cli.store, opts).map_err(|e| match e {
+    let store = Store::open(&cli.store, opts).map_err(|e| match e {
         Error::NotFound { .. } => CliError(format!(
             "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",
             cli.store.display()
         )),
         other => CliError(format!("cannot open the store at {}: {other}", cli.store.display())),
-    })
+    })?;
+    // What open repaired (a torn tail cut, ...) is news to the user: stderr, one line each.
+    for w in store.open_warnings() {
+        eprintln!("warning: {}: {w}", cli.store.display());
+    }
+    Ok(store)
 }
 
 /// Opens an existing store for reading.

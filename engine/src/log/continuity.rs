@@ -113,7 +113,11 @@ impl Chain {
         let file = io::open_read(&path).map_err(|e| Error::io("open", &path, e))?;
         let len = file.metadata().map_err(|e| Error::io("stat", &path, e))?.len();
         let cut_short = |at: u64, what: String| {
-            Error::corrupt(n, at, format!("{what}: the sealed segment was cut short or emptied (it is {len} bytes)"))
+            Error::corrupt(
+                n,
+                at,
+                format!("{what}: the sealed segment was cut short or emptied (it is {len} bytes)"),
+            )
         };
         if len < SEGMENT_HEADER_LEN as u64 {
             return Err(cut_short(0, format!("the segment header needs {SEGMENT_HEADER_LEN} bytes")));
@@ -270,7 +274,12 @@ impl CheckChain {
     }
 
     /// Segment `n` was verified as `seg`; `sealed` when it is not the last.
-    pub(crate) fn after(&mut self, n: u64, sealed: bool, seg: &super::scan::SegmentCheck) -> Vec<(u64, u64, String)> {
+    pub(crate) fn after(
+        &mut self,
+        n: u64,
+        sealed: bool,
+        seg: &super::scan::SegmentCheck,
+    ) -> Vec<(u64, u64, String)> {
         let mut out = Vec::new();
         if sealed && seg.batches == 0 && seg.problems.is_empty() {
             out.push((
@@ -447,7 +456,10 @@ mod tests {
         let mut b = BatchBuf::new();
         b.push(RecordSpec { kind: 1, codec: 0, raw_len: 0, parts: &[&[7u8; 16][..], &fake] }).unwrap();
         seg.extend_from_slice(b.finish().seal(0));
-        assert_eq!(last_from_end(&File::open(write_and_path(d.path(), 1, &seg)).unwrap(), seg.len() as u64), Some(1000));
+        assert_eq!(
+            last_from_end(&File::open(write_and_path(d.path(), 1, &seg)).unwrap(), seg.len() as u64),
+            Some(1000)
+        );
         write(d.path(), 2, &segment(2, 1..3, 10));
         let mut c = Chain::default();
         c.sealed(d.path(), 1).unwrap();

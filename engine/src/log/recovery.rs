@@ -121,7 +121,10 @@ pub(crate) fn recover(
         return Err(RecoverError::ahead(
             last,
             0,
-            format!("the index records the log up to segment {}, but the last log segment is {last}", from.segment),
+            format!(
+                "the index records the log up to segment {}, but the last log segment is {last}",
+                from.segment
+            ),
         ));
     }
     // The sealed segments replay does not read: their two ends must chain by transaction id.

@@ -156,10 +156,12 @@ impl LogWriter {
             s.synced = s.synced.max(Position::new(st.segment, st.offset));
         }
         let next = st.segment + 1;
-        let file = Arc::new(prealloc::activate(&self.dir, next, self.layout.prealloc(next)).map_err(|e| match e {
-            Error::Io { op, path, source } => Error::Io { op, path, source: no_space_said(source) },
-            e => e,
-        })?);
+        let file = Arc::new(prealloc::activate(&self.dir, next, self.layout.prealloc(next)).map_err(
+            |e| match e {
+                Error::Io { op, path, source } => Error::Io { op, path, source: no_space_said(source) },
+                e => e,
+            },
+        )?);
         if self.layout.preallocate {
             // Prepare the one after in the background, off every writer's path.
             let (dir, size) = (self.dir.clone(), self.layout.prealloc(next + 1));

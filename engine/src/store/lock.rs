@@ -146,7 +146,9 @@ pub(crate) fn refuse_odd_entries(dir: &Path) -> Result<()> {
             return Err(Error::io(
                 "open",
                 &path,
-                std::io::Error::other(format!("expected {want}, found {found} (store entries are never followed)")),
+                std::io::Error::other(format!(
+                    "expected {want}, found {found} (store entries are never followed)"
+                )),
             ));
         }
     }
