@@ -1,6 +1,7 @@
 //! Claim: a log whose last segment is cut at any byte inside its last three batches opens,
-//! and each of those batches is either whole or absent — whether the index is intact
-//! (and so ahead of the cut log) or gone (and rebuilt by replay).
+//! and each of those batches is either whole or absent — whether the index is as a crash
+//! leaves it (recording the log up to a point before the torn batches) or gone (and rebuilt
+//! by replay).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
@@ -26,9 +27,18 @@ fn torn_at_every_offset(preallocate: bool) {
     let opts =
         Options { durability: Durability::None, preallocate, segment_size: 256 << 10, ..Options::default() };
     let mut batches: Vec<Vec<(BlobId, Vec<u8>)>> = Vec::new();
+    // The index as a crash leaves it: it records the log up to a point before the torn
+    // batches (it is flushed only after the log is synced), here 37 of the 40 batches. An
+    // index that records bytes the log then lacks is missing data, refused (`log_missing.rs`).
+    let mut index_copy = Vec::new();
+    let mut store = Store::open(dir.path(), opts.clone()).unwrap();
     {
-        let store = Store::open(dir.path(), opts.clone()).unwrap();
         for b in 0..40u64 {
+            if b == 37 {
+                store.close().unwrap();
+                index_copy = std::fs::read(dir.path().join("index.redb")).unwrap();
+                store = Store::open(dir.path(), opts.clone()).unwrap();
+            }
             let n = rng.range(1, 4) as usize;
             let contents: Vec<Vec<u8>> = (0..n)
                 .map(|i| {
@@ -46,7 +56,6 @@ fn torn_at_every_offset(preallocate: bool) {
     }
     let seg = segment_files(dir.path()).pop().unwrap();
     let original = std::fs::read(&seg).unwrap();
-    let index_copy = std::fs::read(dir.path().join("index.redb")).unwrap();
     let batch_frames: Vec<(u64, u64)> = frames(&seg)
         .into_iter()
         .filter_map(|f| match f {

@@ -281,6 +281,13 @@ impl CheckChain {
         seg: &super::scan::SegmentCheck,
     ) -> Vec<(u64, u64, String)> {
         let mut out = Vec::new();
+        if let Some((offset, want, found)) = seg.txid_gap {
+            out.push((
+                n,
+                offset,
+                format!("transaction id: expected {want}, found {found}: batches of the log are missing before this one"),
+            ));
+        }
         if sealed && seg.batches == 0 && seg.problems.is_empty() {
             out.push((
                 n,
@@ -302,7 +309,7 @@ impl CheckChain {
                 ),
             ));
         }
-        self.expect = match (seg.problems.is_empty(), seg.txids) {
+        self.expect = match (seg.problems.is_empty() && seg.txid_gap.is_none(), seg.txids) {
             (true, Some((_, last))) => Some(last.saturating_add(1)),
             (true, None) => self.expect,
             (false, _) => None,
@@ -470,6 +477,28 @@ mod tests {
     fn write_and_path(dir: &Path, n: u64, bytes: &[u8]) -> PathBuf {
         write(dir, n, bytes);
         segment_path(dir, n)
+    }
+
+    #[test]
+    fn check_reports_missing_segments_empty_sealed_segments_and_id_gaps() {
+        use crate::log::scan::verify_segment;
+        let mut c = CheckChain::default();
+        let one = segment(1, 0..3, 8);
+        assert!(c.before(1).is_empty());
+        assert!(c.after(1, true, &verify_segment(&one, 1, |_| None)).is_empty());
+        // Segment 2 missing; segment 3 cut to its header; segment 4 with a gap inside.
+        let gaps = c.before(3);
+        assert_eq!(gaps.len(), 1);
+        assert_eq!((gaps[0].0, gaps[0].1), (2, 0));
+        let three = segment(3, 9..9, 8);
+        let p = c.after(3, true, &verify_segment(&three, 3, |_| None));
+        assert!(p.len() == 1 && p[0].2.contains("no batch"), "{p:?}");
+        let mut four = segment(4, 20..22, 8);
+        four.extend_from_slice(&segment(4, 23..24, 8)[SEGMENT_HEADER_LEN..]);
+        let v = verify_segment(&four, 4, |_| None);
+        assert!(v.problems.is_empty(), "an id gap is not a damaged frame: {:?}", v.problems);
+        let p = c.after(4, false, &v);
+        assert!(p.len() == 1 && p[0].2.contains("expected 22, found 23"), "{p:?}");
     }
 
     #[test]

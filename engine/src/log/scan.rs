@@ -116,11 +116,14 @@ pub struct SegmentCheck {
     pub batches: u64,
     /// Valid records.
     pub records: u64,
-    /// Every damaged frame, in offset order (and a gap in transaction ids between two
-    /// adjacent valid batches).
+    /// Every damaged frame, in offset order.
     pub problems: Vec<Problem>,
     /// The transaction ids of the first and the last valid batch.
     pub txids: Option<(u64, u64)>,
+    /// The first valid batch whose transaction id is not one more than that of the valid
+    /// batch right before it: (its offset, the id expected, the id found). Not a damaged
+    /// frame, so not in `problems`; `Store::check` reports it (batches are missing).
+    pub txid_gap: Option<(u64, u64, u64)>,
 }
 
 /// Verifies every frame of a segment's bytes: the header (expecting number `segment`), each
@@ -154,15 +157,9 @@ pub fn verify_segment(
                 if let Some((_, last)) = out.txids
                     && prev_end == Some(b.offset)
                     && b.txid != last.wrapping_add(1)
+                    && out.txid_gap.is_none()
                 {
-                    out.problems.push(Problem {
-                        offset: b.offset,
-                        reason: format!(
-                            "transaction id: expected {}, found {}: batches are missing before this one",
-                            last.wrapping_add(1),
-                            b.txid
-                        ),
-                    });
+                    out.txid_gap = Some((b.offset, last.wrapping_add(1), b.txid));
                 }
                 out.txids = Some((out.txids.map_or(b.txid, |(first, _)| first), b.txid));
                 prev_end = Some(b.end);

@@ -219,6 +219,7 @@ impl Store {
             report.problems.extend(chained.into_iter().map(gap));
         }
         report.problems.extend(chain.before(written.segment + 1).into_iter().map(gap));
+        report.problems.sort_by_key(|p| (p.segment, p.offset));
         if report.problems.is_empty() {
             report.index_problems = self.check_index()?;
         }
