@@ -104,12 +104,15 @@ pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
             Err(TryLockError::Error(e)) => return Err(unregister(Error::io("lock", &path, e))),
         }
     }
-    // Written over the old pid, then cut to length: no block is freed and allocated again,
-    // so this works on a full disk.
+    // Written over the old pid in one write (padded with spaces to the old length, so a
+    // concurrent reader sees the old pid or the new one, never a mix), then cut to length: no
+    // block is freed and allocated again, so this works on a full disk.
     let write_pid = |f: &mut File| -> std::io::Result<()> {
-        let text = me.to_string();
+        let old_len = (f.metadata()?.len() as usize).min(32);
+        let pid = me.to_string();
+        let text = format!("{pid:<old_len$}");
         f.write_all_at(text.as_bytes(), 0)?;
-        f.set_len(text.len() as u64)
+        f.set_len(pid.len() as u64)
     };
     write_pid(&mut file).map_err(|e| unregister(Error::io("write", &path, e)))?;
     Ok(DirLock { _file: file, key })
