@@ -48,7 +48,7 @@ pub struct Options {
     /// Create the store if the directory does not hold one. Default `true`.
     pub create_if_missing: bool,
     /// Chats kept in memory; idle chats beyond this leave memory and are reloaded from the
-    /// index when opened again. Default 256.
+    /// index when opened again. Default 128.
     pub chat_cache_capacity: usize,
     /// When index entries waiting in memory exceed this, the writer that pushed them over
     /// moves them into redb itself before returning (back-pressure). Default 16 MiB.

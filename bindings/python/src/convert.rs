@@ -27,19 +27,11 @@ pub(crate) fn role_of(py: Python<'_>, s: &str) -> PyResult<Role> {
     })
 }
 
-/// A unit of `read_context` from its name.
+/// A unit of `read_context` from its name (the engine's one parser: `Unit::from_str`).
 pub(crate) fn unit_of(py: Python<'_>, s: &str) -> PyResult<Unit> {
-    Ok(match s {
-        "chars" => Unit::Chars,
-        "utf16" => Unit::Utf16,
-        "bytes" => Unit::Bytes,
-        "lines" => Unit::Lines,
-        other => {
-            return Err(invalid(
-                py,
-                format!("unit: expected \"chars\", \"utf16\", \"bytes\" or \"lines\", found {other:?}"),
-            ));
-        }
+    s.parse::<Unit>().map_err(|e| match e {
+        undertext::Error::InvalidArgument(why) => invalid(py, why),
+        other => invalid(py, other.to_string()),
     })
 }
 

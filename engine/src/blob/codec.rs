@@ -98,6 +98,35 @@ fn zstd_decompress(stored: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
+impl std::str::FromStr for Compression {
+    type Err = crate::error::Error;
+
+    /// `none`, `lz4`, `zstd` (level 1) or `zstd:N` (N from 1 to 22).
+    ///
+    /// ```
+    /// use undertext::Compression;
+    /// assert_eq!("zstd:3".parse::<Compression>().unwrap(), Compression::Zstd(3));
+    /// assert_eq!("lz4".parse::<Compression>().unwrap(), Compression::Lz4);
+    /// assert!("zstd:40".parse::<Compression>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || {
+            crate::error::Error::InvalidArgument(format!(
+                "compression: expected none, lz4, zstd or zstd:N with N from 1 to 22, found {s:?}"
+            ))
+        };
+        Ok(match s {
+            "none" => Compression::None,
+            "lz4" => Compression::Lz4,
+            "zstd" => Compression::Zstd(1),
+            _ => match s.strip_prefix("zstd:").and_then(|n| n.parse::<i32>().ok()) {
+                Some(n) if (1..=22).contains(&n) => Compression::Zstd(n),
+                _ => return Err(bad()),
+            },
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -208,14 +208,9 @@ pub fn archive(cli: &Cli, a: &ArchiveArgs) -> CliResult {
 }
 
 fn unit(s: &str) -> CliResult<Unit> {
-    Ok(match s {
-        "char" | "chars" => Unit::Chars,
-        "utf16" => Unit::Utf16,
-        "byte" | "bytes" => Unit::Bytes,
-        "line" | "lines" => Unit::Lines,
-        other => {
-            return Err(CliError(format!("--unit: expected char, utf16, byte or line, found {other:?}")));
-        }
+    s.parse::<Unit>().map_err(|e| match e {
+        undertext::Error::InvalidArgument(why) => CliError(format!("--{why}")),
+        other => CliError(other.to_string()),
     })
 }
 

@@ -14,3 +14,27 @@ pub enum Durability {
     /// For tests and bulk import; [`Store::sync`](crate::Store::sync) makes everything durable.
     None,
 }
+
+impl std::str::FromStr for Durability {
+    type Err = crate::error::Error;
+
+    /// `immediate`, `group` or `none`.
+    ///
+    /// ```
+    /// use undertext::Durability;
+    /// assert_eq!("group".parse::<Durability>().unwrap(), Durability::Group);
+    /// assert!("sometimes".parse::<Durability>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "immediate" => Durability::Immediate,
+            "group" => Durability::Group,
+            "none" => Durability::None,
+            other => {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "durability: expected immediate, group or none, found {other:?}"
+                )));
+            }
+        })
+    }
+}

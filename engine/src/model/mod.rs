@@ -417,3 +417,55 @@ pub struct IndexLine {
     /// The first 60 characters of its text.
     pub preview: String,
 }
+
+impl FromStr for Unit {
+    type Err = Error;
+
+    /// `chars`, `utf16`, `bytes` or `lines` (the singular `char`, `byte`, `line` and
+    /// `utf16_units` are accepted too): the one spelling every front-end parses.
+    ///
+    /// ```
+    /// use undertext::Unit;
+    /// assert_eq!("chars".parse::<Unit>().unwrap(), Unit::Chars);
+    /// assert_eq!("line".parse::<Unit>().unwrap(), Unit::Lines);
+    /// assert!("furlong".parse::<Unit>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Ok(match s {
+            "chars" | "char" => Unit::Chars,
+            "utf16" | "utf16_units" => Unit::Utf16,
+            "bytes" | "byte" => Unit::Bytes,
+            "lines" | "line" => Unit::Lines,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unit: expected chars, utf16, bytes or lines, found {other:?}"
+                )));
+            }
+        })
+    }
+}
+
+impl FromStr for Role {
+    type Err = Error;
+
+    /// `system`, `user`, `assistant` or `tool`.
+    ///
+    /// ```
+    /// use undertext::Role;
+    /// assert_eq!("tool".parse::<Role>().unwrap(), Role::Tool);
+    /// assert!("robot".parse::<Role>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Error> {
+        Ok(match s {
+            "system" => Role::System,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "role: expected system, user, assistant or tool, found {other:?}"
+                )));
+            }
+        })
+    }
+}
