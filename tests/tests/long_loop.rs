@@ -448,3 +448,41 @@ fn a_view_waits_for_no_sync_and_its_previews_are_durable_with_the_chats_next_wri
         assert_eq!(&back, &texts[seq], "preview of message {seq} lost its way back after the power cut");
     }
 }
+
+#[test]
+fn a_task_over_the_instructions_bound_is_previewed_with_a_way_back_and_never_summarized() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let chat = new_chat(&store);
+    chat.append(NewMessage::system("You are a coding agent.")).unwrap();
+    let long_task = format!("{TASK}\n{}", output(999, 6_000));
+    chat.append(NewMessage::user(&long_task)).unwrap();
+    let mut rng = Rng::new(3);
+    for k in 0..40 {
+        step(&chat, &mut rng, k);
+    }
+    let opts =
+        CheckpointOptions { segment_tokens: 1_000, protect_max_tokens: Some(1_500), ..Default::default() };
+    let cp = chat.build_checkpoint(&Extractive::default(), &opts).unwrap();
+    assert!(cp.reach > 2, "the checkpoint covers the task's turn");
+    chat.publish_checkpoint(&cp).unwrap();
+    let mut b = Budget::new(1 << 30, 0);
+    // Under the bound: the task verbatim, before the summary; the system message first.
+    let v = chat.view(&b).unwrap();
+    assert_eq!(v.messages()[0].role, Role::System);
+    let task_at = v.messages().iter().position(|m| m.parts == vec![Part::Text(long_task.clone())]).unwrap();
+    let summary_at =
+        v.messages().iter().position(|m| matches!(m.parts.as_slice(), [Part::Summary(_)])).unwrap();
+    assert!(task_at < summary_at);
+    // Over the bound: a preview that names its archive, which reads back whole.
+    b.instructions_max_tokens = Some(200);
+    let v = chat.view(&b).unwrap();
+    assert_valid(&v, &b, "task previewed");
+    let task = v.messages().iter().find(|m| m.seqs == (1..2)).expect("the task stays in the view");
+    let [Part::Text(preview)] = task.parts.as_slice() else { panic!("{:?}", task.parts) };
+    assert!(preview.len() < long_task.len() && preview.contains("read_context"), "{preview}");
+    let id = undertext::BlobId::of(long_task.as_bytes());
+    assert!(preview.contains(&id.to_string()));
+    let n = long_task.chars().count() as u64;
+    assert_eq!(store.read_context("o", &id, 0..n, undertext::Unit::Chars).unwrap(), long_task);
+}
