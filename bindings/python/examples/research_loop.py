@@ -130,7 +130,7 @@ def session(store: undertext.Store, budget: undertext.Budget, s: int, steps: int
     return t
 
 
-def run_setting(root: Path, name: str, soft: float, target: float, hard: float, args) -> Totals:
+def run_setting(root: Path, name: str, soft: float, target: float, hard: float, args: argparse.Namespace) -> Totals:
     budget = undertext.Budget(args.window, args.reserve, soft=soft, target=target, hard=hard)
     totals = Totals()
     with undertext.Store.open(root / name, durability="group", archive_threshold=args.archive_threshold) as store:

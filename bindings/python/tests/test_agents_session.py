@@ -195,3 +195,50 @@ async def test_items_are_stored_as_json_in_engine_messages(store: Any) -> None:
     msgs = session._chat.messages()
     assert [m.role for m in msgs] == ["user", "tool"]
     assert json.loads(msgs[1].text) == call
+
+
+class CountingStore:
+    """A store that counts the calls listing an owner's chats."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.listings = 0
+
+    def chats(self, owner: str) -> Any:
+        self.listings += 1
+        return self._store.chats(owner)
+
+    def find_chats(self, *a: Any, **k: Any) -> Any:
+        self.listings += 1
+        return self._store.find_chats(*a, **k)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_making_a_session_lists_the_owners_chats_once_per_store_not_per_session(store: Any) -> None:
+    counting = CountingStore(store)
+    for i in range(50):
+        await UndertextSession(f"s{i}", counting).add_items([item(i)])
+    again = UndertextSession("s7", counting)
+    assert await again.get_items() == [item(7)]
+    assert counting.listings == 1
+
+
+async def test_a_session_opened_from_a_path_owns_its_store_and_finds_its_items_again(tmp_path: Path) -> None:
+    with UndertextSession("s", str(tmp_path / "store")) as session:
+        await session.add_items([item(1)])
+    assert session.store.closed
+    async with UndertextSession.open("s", tmp_path / "store", durability="none") as session:
+        assert await session.get_items() == [item(1)]
+    with pytest.raises(TypeError, match="store: expected an open undertext.Store or a path, found int"):
+        UndertextSession("s", 3)
+
+
+async def test_a_temporary_session_is_removed_on_close() -> None:
+    session = UndertextSession.temporary("s")
+    await session.add_items([item(1)])
+    path = session.store.path
+    assert path.exists()
+    session.close()
+    assert not path.exists()

@@ -23,3 +23,10 @@ def test_research_loop_runs_to_the_end_and_reports_every_setting():
         assert calls == 6 * 12
         assert " 100% " in row.split("|")[3]  # recoverable
     assert "every fact recoverable in every setting" in r.stdout
+
+
+def test_the_quickstart_runs_and_reads_the_archived_result_back():
+    quickstart = EXAMPLE.parent / "quickstart.py"
+    r = subprocess.run([sys.executable, str(quickstart)], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the whole result is still readable from the archive" in r.stdout

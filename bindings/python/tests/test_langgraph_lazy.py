@@ -192,6 +192,15 @@ def test_ormsgpack_never_writes_an_unloaded_value(saver: UndertextSaver) -> None
     assert ormsgpack.packb(values.load_all()) == ormsgpack.packb(dict(VALUES))
 
 
+def test_the_error_of_a_c_serializer_meeting_an_unloaded_value_says_what_to_do(saver: UndertextSaver) -> None:
+    import orjson
+
+    for dump in (ormsgpack.packb, orjson.dumps, lambda v: JsonPlusSerializer().dumps_typed({"channel_values": v})):
+        with pytest.raises(TypeError) as e:
+            dump(lazy(saver))
+        assert "load_all()" in str(e.value) and "lazy=False" in str(e.value), str(e.value)
+
+
 @pytest.mark.parametrize("how", ["load_all", "every value read", "lazy=False"])
 def test_serde_dumps_typed_of_a_returned_checkpoint_round_trips_the_real_values(store: Any, how: str) -> None:
     saver = UndertextSaver(store, lazy=how != "lazy=False")

@@ -398,3 +398,34 @@ def test_copy_thread_carries_writes_stored_before_their_checkpoint(tmp_path: Pat
         saver = UndertextSaver(store)
         put(saver, "dst", None, {"v": 1}, {"v": 2}, {"v": 2}, step=1, cid=early)
         assert saver.get_tuple(cfg("dst", early)).pending_writes == [("task", "x", "early")]
+
+
+def test_open_passes_store_options_to_the_store(tmp_path: Path) -> None:
+    with pytest.raises(undertext.UndertextError):
+        UndertextSaver.open(tmp_path / "absent", create_if_missing=False)
+    with UndertextSaver.open(tmp_path / "s", durability="none", lazy=False) as saver:
+        put(saver, "t", None, {"v": 1}, {"v": 1}, {"v": 1})
+        assert type(saver.get_tuple(cfg("t")).checkpoint["channel_values"]) is dict
+        assert saver.store.stats()["log_syncs"] == 0  # durability="none" reached the store
+
+
+def test_a_path_makes_a_saver_that_owns_its_store_and_anything_else_is_named(tmp_path: Path) -> None:
+    saver = UndertextSaver(str(tmp_path / "s"))
+    put(saver, "t", None, {"v": 1}, {"v": 1}, {"v": 1})
+    saver.close()
+    assert saver.store.closed
+    with UndertextSaver(tmp_path / "s") as again:
+        assert again.get_tuple(cfg("t")).checkpoint["channel_values"] == {"v": 1}
+    with pytest.raises(TypeError, match="store: expected an open undertext.Store or a path, found dict"):
+        UndertextSaver({"not": "a store"})
+
+
+@pytest.mark.asyncio
+async def test_a_temporary_saver_works_under_async_with_and_is_removed_on_exit() -> None:
+    async with UndertextSaver.temporary() as saver:
+        path = saver.store.path
+        put(saver, "t", None, {"v": 1}, {"v": 1}, {"v": 1})
+        assert (await saver.aget_tuple(cfg("t"))).checkpoint["channel_values"] == {"v": 1}
+        assert path.exists()
+    assert saver.store.closed
+    assert not path.exists()

@@ -14,8 +14,12 @@ Every engine error is a subclass of :class:`UndertextError`. See ``API.md`` besi
 package sources for the whole surface.
 """
 
+import contextlib as _contextlib
 import json as _json
-from typing import Any, Dict, Optional
+import shutil as _shutil
+import tempfile as _tempfile
+from pathlib import Path as _Path
+from typing import Any, Dict, Iterator, Optional
 
 from ._errors import (
     Closed,
@@ -95,10 +99,27 @@ __all__ = [
     "assistant",
     "blob_id",
     "system",
+    "temporary_store",
     "tool_call",
     "tool_result",
     "user",
 ]
+
+
+@_contextlib.contextmanager
+def temporary_store(**options: Any) -> Iterator[Store]:
+    """A store in a new temporary directory, closed and removed on exit (for tests)::
+
+        with undertext.temporary_store(durability="none") as store:
+            ...
+
+    ``options`` are those of ``Store.open``."""
+    d = _tempfile.mkdtemp(prefix="undertext-")
+    try:
+        with Store.open(_Path(d) / "store", **options) as store:
+            yield store
+    finally:
+        _shutil.rmtree(d, ignore_errors=True)
 
 
 def user(text: str) -> Dict[str, Any]:

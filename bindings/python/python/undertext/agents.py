@@ -28,9 +28,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Awaitable, Iterator
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+import undertext
 
 try:  # the SDK's helper that finishes a mutation even if the caller is cancelled
     from agents.memory.session import _await_mutation
@@ -45,7 +51,13 @@ try:
 except ImportError:  # pragma: no cover - older SDKs
     _CompactionSnapshot = None  # type: ignore[assignment,misc]
 
-from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+try:
+    from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+except ImportError as e:  # pragma: no cover - exercised without the SDK installed
+    raise ImportError(
+        "undertext.agents needs the OpenAI Agents SDK: pip install 'undertext[agents]' "
+        f"(or pip install openai-agents): {e}"
+    ) from e
 
 __all__ = ["UndertextSession"]
 
@@ -54,6 +66,43 @@ SESSION_KEY = "undertext.agents"
 
 _LOCKS: dict[tuple[str, str], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
+
+
+class _Sessions:
+    """The session chats of one owner in one open store: session id to chat id, read once
+    (one pass over the owner's chats) and shared by every session object of the process,
+    so making a session is a dictionary lookup, not a scan."""
+
+    _all: dict[tuple[int, str], _Sessions] = {}
+    _guard = threading.Lock()
+
+    def __init__(self, store: Any, owner: str) -> None:
+        self.store = store  # held: the id in the key cannot be reused while this lives
+        self.owner = owner
+        self.lock = threading.Lock()
+        self.ids: dict[str, str] = {}
+        for info in store.chats(owner):  # newest activity first: the first of a title wins
+            if info.extra.get(SESSION_KEY) == "1":
+                self.ids.setdefault(info.title, info.id)
+
+    @classmethod
+    def of(cls, store: Any, owner: str) -> _Sessions:
+        with cls._guard:
+            for k in [k for k, s in cls._all.items() if s.store.closed]:
+                del cls._all[k]
+            s = cls._all.get((id(store), owner))
+            if s is None:
+                s = cls._all[(id(store), owner)] = _Sessions(store, owner)
+            return s
+
+    def chat(self, session_id: str) -> Any:
+        with self.lock:
+            chat_id = self.ids.get(session_id)
+            if chat_id is None:
+                chat = self.store.create_chat(self.owner, title=session_id, extra={SESSION_KEY: "1"})
+                self.ids[session_id] = chat.id
+                return chat
+        return self.store.chat(self.owner, chat_id)
 
 
 def _lock_for(store: Any, chat_id: str) -> threading.RLock:
@@ -117,7 +166,8 @@ class UndertextSession:
     Args:
         session_id: the session's id (the chat's title).
         store: an open ``undertext.Store`` shared by every session of the process (the
-            session does not close it).
+            session does not close it), or a path (``str`` or ``os.PathLike``): a store
+            opened there, owned by the session and closed by ``close()``.
         owner: the engine owner of the session chats.
         session_settings: as for the SDK's sessions (``limit`` is the default of
             ``get_items``).
@@ -127,6 +177,11 @@ class UndertextSession:
         with undertext.Store.open("state") as store:
             session = UndertextSession("conversation-1", store)
             result = await Runner.run(agent, "hi", session=session)
+
+    Or ``UndertextSession.open("conversation-1", "state", durability="immediate")`` (a
+    session owning its store; ``close()``, ``with``, ``async with``), and
+    ``UndertextSession.temporary("s")`` for tests (the store is removed on ``close()``).
+    One store is one process: sessions of one process share a store object.
     """
 
     session_settings: Optional[SessionSettings] = None
@@ -143,14 +198,63 @@ class UndertextSession:
         self.session_settings = (
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
+        self._owns_store = False
+        self._temp_dir: Optional[str] = None
+        if isinstance(store, (str, os.PathLike)):
+            store = undertext.Store.open(store)
+            self._owns_store = True
+        elif not hasattr(store, "create_chat"):
+            raise TypeError(f"store: expected an open undertext.Store or a path, found {type(store).__name__}")
         self.store = store
         self.owner = owner
-        found = store.find_chats(owner, title=session_id, extra={SESSION_KEY: "1"})
-        if found:
-            self._chat = store.chat(owner, found[0].id)
-        else:
-            self._chat = store.create_chat(owner, title=session_id, extra={SESSION_KEY: "1"})
+        self._chat = _Sessions.of(store, owner).chat(session_id)
         self._lock = _lock_for(store, self._chat.id)
+
+    @classmethod
+    def open(
+        cls,
+        session_id: str,
+        path: Union[str, "os.PathLike[str]"],
+        *,
+        owner: str = "openai-agents",
+        session_settings: Optional[Any] = None,
+        **store_options: Any,
+    ) -> UndertextSession:
+        """A session over a store opened (or created) at ``path`` with ``store_options``
+        (those of ``undertext.Store.open``), owned by the session."""
+        session = cls(
+            session_id, undertext.Store.open(path, **store_options), owner=owner, session_settings=session_settings
+        )
+        session._owns_store = True
+        return session
+
+    @classmethod
+    def temporary(cls, session_id: str, **kwargs: Any) -> UndertextSession:
+        """A session over a new store in a temporary directory, removed by ``close()``."""
+        d = tempfile.mkdtemp(prefix="undertext-")
+        session = cls.open(session_id, Path(d) / "store", **kwargs)
+        session._temp_dir = d
+        return session
+
+    def close(self) -> None:
+        """Closes the store if this session opened it (and removes it if temporary)."""
+        if self._owns_store:
+            self.store.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
+
+    def __enter__(self) -> UndertextSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> UndertextSession:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
     # -- synchronous core ---------------------------------------------------------------------
 

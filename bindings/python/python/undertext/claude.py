@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -166,14 +167,14 @@ class UndertextSessionStore(SessionStore):
 
     def __init__(
         self,
-        store: Union[Any, str, "Path"],
+        store: Union[Any, str, "os.PathLike[str]"],
         *,
         owner: str = "claude-agent-sdk",
         chat_owner: Optional[str] = None,
     ) -> None:
         self._owns_store = False
         self._temp_dir: Optional[str] = None
-        if isinstance(store, (str, Path)) or hasattr(store, "__fspath__"):
+        if isinstance(store, (str, os.PathLike)):
             store = undertext.Store.open(store)
             self._owns_store = True
         elif not hasattr(store, "create_chat"):
@@ -187,7 +188,9 @@ class UndertextSessionStore(SessionStore):
         self._last_mtime = 0
 
     @classmethod
-    def open(cls, path: Union[str, Path], *, owner: str = "claude-agent-sdk", **store_options: Any) -> UndertextSessionStore:
+    def open(
+        cls, path: Union[str, "os.PathLike[str]"], *, owner: str = "claude-agent-sdk", **store_options: Any
+    ) -> UndertextSessionStore:
         """Opens (or creates) a store at ``path`` with ``store_options`` (those of
         ``undertext.Store.open``), owned by the returned session store."""
         ss = cls(undertext.Store.open(path, **store_options), owner=owner)
@@ -214,16 +217,14 @@ class UndertextSessionStore(SessionStore):
     def __enter__(self) -> UndertextSessionStore:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
     async def __aenter__(self) -> UndertextSessionStore:
         return self
 
-    async def __aexit__(self, *exc: object) -> bool:
-        self.close()
-        return False
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
 
     # -- synchronous core -----------------------------------------------------------------
 

@@ -78,23 +78,33 @@ import contextlib
 import copy as _copy
 import json
 import math
+import os
 import random
+import shutil
+import tempfile
 import threading
+from pathlib import Path
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-)
-from langgraph.checkpoint.serde.base import SerializerProtocol
+try:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError as e:  # pragma: no cover - exercised without LangGraph installed
+    raise ImportError(
+        "undertext.langgraph needs LangGraph's checkpoint package: pip install 'undertext[langgraph]' "
+        f"(or pip install langgraph-checkpoint): {e}"
+    ) from e
 
 import undertext
 
@@ -353,6 +363,14 @@ class UnloadedChannelValue:
 
     def __repr__(self) -> str:
         return f"<unloaded {_describe(self._what)}>"
+
+
+# ormsgpack and orjson name only the type of a value they cannot write: the type's name says
+# what to do ("Type is not msgpack serializable: UnloadedChannelValue (...)").
+UnloadedChannelValue.__name__ = (
+    "UnloadedChannelValue (a lazy channel value not loaded yet: call LazyChannelValues.load_all() "
+    "on the checkpoint's channel_values first, or construct UndertextSaver(..., lazy=False))"
+)
 
 
 def _describe(what: tuple[str, str, str]) -> str:
@@ -782,7 +800,7 @@ class _Registry:
         return [ln for ln in lanes if ns is None or ln.ns == ns]
 
 
-def _loaded(t: CheckpointTuple) -> CheckpointTuple:
+def _values_loaded(t: CheckpointTuple) -> CheckpointTuple:
     """``t`` with every channel value loaded (for the async methods, in their worker thread)."""
     values = t.checkpoint["channel_values"]
     if type(values) is LazyChannelValues:
@@ -794,7 +812,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver storing checkpoints in an Undertext store.
 
     Args:
-        store: an open ``undertext.Store`` (the saver does not close it).
+        store: an open ``undertext.Store`` (the saver does not close it), or a path
+            (``str`` or ``os.PathLike``): a store opened there with default options, owned
+            and closed by the saver (``UndertextSaver.open`` takes store options).
         owner: the engine owner whose chats hold the threads (default ``"langgraph"``).
         serde: the serializer; LangGraph's default ``JsonPlusSerializer`` if None.
         lazy: returned checkpoints load each channel value when it is first accessed
@@ -809,7 +829,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             saver = UndertextSaver(store)
             graph = builder.compile(checkpointer=saver)
 
-    Or ``with UndertextSaver.open("state") as saver:`` to let the saver own the store.
+    Or ``with UndertextSaver.open("state", durability="immediate") as saver:`` (also
+    ``async with``) to let the saver own the store, and ``UndertextSaver.temporary()`` for a
+    store in a temporary directory removed on ``close()`` (tests).
     """
 
     def __init__(
@@ -821,30 +843,70 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         lazy: bool = True,
     ) -> None:
         super().__init__(serde=serde)
+        self._owns_store = False
+        self._temp_dir: Optional[str] = None
+        if isinstance(store, (str, os.PathLike)):
+            store = undertext.Store.open(store)
+            self._owns_store = True
+        elif not hasattr(store, "create_chat"):
+            raise TypeError(f"store: expected an open undertext.Store or a path, found {type(store).__name__}")
         self.store = store
         self.owner = owner
         self.lazy = lazy
-        self._owns_store = False
         self._registry = _Registry.of(store, owner)
 
     @classmethod
-    def open(cls, path: str, **kwargs: Any) -> UndertextSaver:
-        """Opens (or creates) a store at ``path`` owned by the returned saver."""
-        store = undertext.Store.open(path)
-        saver = cls(store, **kwargs)
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        owner: str = "langgraph",
+        serde: Optional[SerializerProtocol] = None,
+        lazy: bool = True,
+        **store_options: Any,
+    ) -> UndertextSaver:
+        """Opens (or creates) a store at ``path`` with ``store_options`` (those of
+        ``undertext.Store.open``: ``durability=``, ...), owned by the returned saver."""
+        store = undertext.Store.open(path, **store_options)
+        saver = cls(store, owner=owner, serde=serde, lazy=lazy)
         saver._owns_store = True
         return saver
 
+    @classmethod
+    def temporary(
+        cls,
+        *,
+        owner: str = "langgraph",
+        serde: Optional[SerializerProtocol] = None,
+        lazy: bool = True,
+        **store_options: Any,
+    ) -> UndertextSaver:
+        """A saver over a new store in a temporary directory, removed by ``close()``
+        (for tests: the in-memory saver's use, with the real engine)."""
+        d = tempfile.mkdtemp(prefix="undertext-")
+        saver = cls.open(Path(d) / "store", owner=owner, serde=serde, lazy=lazy, **store_options)
+        saver._temp_dir = d
+        return saver
+
     def close(self) -> None:
-        """Closes the store if this saver opened it."""
+        """Closes the store if this saver opened it (and removes it if temporary)."""
         if self._owns_store:
             self.store.close()
+        if self._temp_dir is not None:
+            shutil.rmtree(self._temp_dir, ignore_errors=True)
+            self._temp_dir = None
 
     def __enter__(self) -> UndertextSaver:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    async def __aenter__(self) -> UndertextSaver:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await asyncio.to_thread(self.close)
 
     # -- lanes ---------------------------------------------------------------------------
 
@@ -1326,7 +1388,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
         def get() -> Optional[CheckpointTuple]:
             t = self.get_tuple(config)
-            return None if t is None else _loaded(t)
+            return None if t is None else _values_loaded(t)
 
         return await asyncio.to_thread(get)
 
@@ -1345,7 +1407,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         def take() -> list[CheckpointTuple]:
             out = []
             for t in it:
-                out.append(_loaded(t))
+                out.append(_values_loaded(t))
                 if len(out) == 16:
                     break
             return out
