@@ -1,0 +1,173 @@
+"""UndertextSaver vs SqliteSaver on a real LangGraph graph, side by side in one run.
+
+The workload of issue 19: a ``StateGraph`` whose ``messages`` channel uses ``add_messages``
+(and, for comparison, LangGraph's beta ``DeltaChannel`` with the same reducer), run by
+LangGraph's own loop: a model node appends an AI message with one tool call, a tool node
+appends a ~1.3 KB tool result; N pairs (default 300) = 2N supersteps, one ``invoke``.
+Then ``graph.get_state`` (median of 5) and ``list(graph.get_state_history(limit=50))``
+(median of 3) on the finished thread, and the bytes on disk once the saver is closed.
+
+SqliteSaver: a file database (its own setup: WAL). UndertextSaver: ``UndertextSaver.open``
+with the store's default options (group commit: each put is durable when it returns).
+Prints a markdown table and one JSON line per row.
+
+Usage: python benches/python/langgraph_graph.py [--pairs 300] [--savers sqlite,undertext]
+       [--channels add_messages,delta] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated, Any, Callable, TypedDict
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.channels import DeltaChannel
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+
+from undertext.langgraph import UndertextSaver
+
+WORDS = (
+    "the a build test fails because lockfile stale cargo update run check error warning module "
+    "function returns value config path file line column expected found type trait impl struct "
+    "async await thread lock index blob chunk manifest record commit sync write read list"
+).split()
+
+
+def result_text(i: int) -> str:
+    """A distinct ~1.3 KB tool result of word-like text."""
+    rng = random.Random(i)
+    words: list[str] = [f"[result {i}]"]
+    size = 0
+    while size < 1300:
+        w = rng.choice(WORDS) if rng.random() < 0.9 else str(rng.randrange(10**6))
+        words.append(w)
+        size += len(w) + 1
+    return " ".join(words)
+
+
+def delta_reducer(state: Any, writes: list[Any]) -> Any:
+    """``add_messages`` over a batch of writes (batching-invariant, as DeltaChannel needs)."""
+    return functools.reduce(add_messages, writes, state if state is not None else [])
+
+
+class AddState(TypedDict):
+    messages: Annotated[list, add_messages]
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list, DeltaChannel(delta_reducer)]
+
+
+def build(state_type: Any, pairs: int) -> StateGraph:
+    def model(state: Any) -> dict[str, Any]:
+        i = len(state["messages"]) // 2
+        call = {"id": f"call_{i}", "name": "read_file", "args": {"path": f"src/module_{i}.rs"}}
+        return {"messages": [AIMessage(content=f"step {i}: reading the next file", tool_calls=[call], id=f"ai-{i}")]}
+
+    def tools(state: Any) -> dict[str, Any]:
+        last = state["messages"][-1]
+        i = len(state["messages"]) // 2
+        return {"messages": [ToolMessage(content=result_text(i), tool_call_id=last.tool_calls[0]["id"], id=f"tool-{i}")]}
+
+    def route(state: Any) -> str:
+        return END if len(state["messages"]) >= 2 * pairs + 1 else "model"
+
+    g = StateGraph(state_type)
+    g.add_node("model", model)
+    g.add_node("tools", tools)
+    g.add_edge(START, "model")
+    g.add_edge("model", "tools")
+    g.add_conditional_edges("tools", route)
+    return g
+
+
+def disk_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def run(saver_name: str, channel: str, pairs: int, root: Path) -> dict[str, Any]:
+    if saver_name == "sqlite":
+        db = root / f"sqlite-{channel}.db"
+        conn = sqlite3.connect(db, check_same_thread=False)
+        saver: Any = SqliteSaver(conn)
+        close: Callable[[], None] = conn.close
+        files = [db, Path(str(db) + "-wal"), Path(str(db) + "-shm")]
+    else:
+        store = root / f"undertext-{channel}"
+        saver = UndertextSaver.open(store)
+        close = saver.close
+        files = [store]
+    graph = build(AddState if channel == "add_messages" else DeltaState, pairs).compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": "agent"}, "recursion_limit": 2 * pairs + 10}
+    t0 = time.perf_counter()
+    final = graph.invoke({"messages": [HumanMessage(content="fix the build", id="human-0")]}, config)
+    run_s = time.perf_counter() - t0
+    assert len(final["messages"]) == 2 * pairs + 1, len(final["messages"])
+    text = sum(len(str(m.content).encode()) for m in final["messages"])
+    state_ms = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        st = graph.get_state(config)
+        assert len(st.values["messages"]) == 2 * pairs + 1
+        state_ms.append((time.perf_counter() - t0) * 1000)
+    hist_ms = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        hist = list(graph.get_state_history(config, limit=50))
+        for h in hist:  # what a history view shows: every state's messages
+            assert len(h.values.get("messages", [])) <= 2 * pairs + 1
+        hist_ms.append((time.perf_counter() - t0) * 1000)
+    assert len(hist) == min(50, 2 * pairs + 2), len(hist)
+    close()
+    disk = sum(disk_bytes(f) for f in files if f.exists())
+    return {
+        "saver": saver_name,
+        "channel": channel,
+        "pairs": pairs,
+        "supersteps": 2 * pairs,
+        "ms_per_superstep": run_s * 1000 / (2 * pairs),
+        "get_state_ms": statistics.median(state_ms),
+        "history50_ms": statistics.median(hist_ms),
+        "disk_bytes": disk,
+        "text_bytes": text,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pairs", type=int, default=300)
+    ap.add_argument("--savers", default="sqlite,undertext")
+    ap.add_argument("--channels", default="add_messages,delta")
+    ap.add_argument("--dir", type=Path, default=None)
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(dir=args.dir) as d:
+        for channel in args.channels.split(","):
+            for saver in args.savers.split(","):
+                rows.append(run(saver, channel, args.pairs, Path(d)))
+    print(f"\n{args.pairs} pairs = {2 * args.pairs} supersteps\n")
+    print("| saver / channel | ms per superstep | `get_state` ms | `get_state_history(limit=50)` ms | disk | disk / text |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for r in rows:
+        print(
+            f"| {r['saver']}, `{r['channel']}` | {r['ms_per_superstep']:.2f} | {r['get_state_ms']:.1f} | "
+            f"{r['history50_ms']:.0f} | {r['disk_bytes'] / 1e6:.1f} MB | {r['disk_bytes'] / r['text_bytes']:.1f}× |"
+        )
+    for r in rows:
+        print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()
