@@ -429,3 +429,25 @@ async def test_a_temporary_saver_works_under_async_with_and_is_removed_on_exit()
         assert path.exists()
     assert saver.store.closed
     assert not path.exists()
+
+
+def test_writes_stored_before_their_checkpoint_as_langgraph_saves_read_only_the_newest_records(tmp_path: Path) -> None:
+    # LangGraph's default (asynchronous) saving stores a step's writes before its checkpoint:
+    # neither call may read the whole thread to find out that the checkpoint is new.
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        parent = None
+        for i in range(300):
+            cid = str(uuid6(clock_seq=-1))
+            saver.put_writes(cfg("long", cid), [("out", i)], f"task-{i}")
+            parent = put(saver, "long", parent, {"step": i}, {"step": i + 1}, {"step": i + 1}, step=i, cid=cid)
+        assert saver.get_tuple(cfg("long")).pending_writes == [("task-299", "out", 299)]
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        cid = str(uuid6(clock_seq=-1))
+        saver.put_writes(cfg("long", cid), [("out", 300)], "task-300")
+        put(saver, "long", parent, {"step": 300}, {"step": 301}, {"step": 301}, step=300, cid=cid)
+        assert saver.get_tuple(cfg("long")).pending_writes == [("task-300", "out", 300)]
+        lane = saver._registry.lanes[("long", "")]
+        assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 602 records decoded for one step"

@@ -37,12 +37,14 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
   when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
   ``"msgpack"``).
 * tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``).
-* any kind: ``o``, the lane's *early-writes set* after this record, when not empty: the
-  ids of checkpoints that have write records but no checkpoint record yet (LangGraph may
-  store a checkpoint's writes first). ``put`` of such an id copies those writes into the
-  new record's ``pw``; so does ``put`` of an id not above the running maximum (the id may
-  have been put before: its record's writes are copied). Any other id needs no read, so a
-  ``put`` after a reopen reads only the newest records. A lane's chat marked with
+* any kind: ``o``, the lane's *early writes* after this record, when any: ``{id: seq}``
+  for the checkpoints that have write records but no checkpoint record yet (LangGraph
+  stores a checkpoint's writes first when it saves asynchronously, its default), ``seq``
+  the first such write record. ``put`` of such an id reads the records from ``seq`` up and
+  copies those writes into the new record's ``pw``; ``put`` of an id not above the running
+  maximum looks the id up (it may have been put before: its record's writes are copied).
+  Any other id needs no read, so a ``put`` (and a ``put_writes`` of an id above the
+  running maximum) after a reopen reads only the newest records. A lane's chat marked with
   ``extra[EARLY_KEY]`` keeps the set in its newest record; an older lane gets its set
   computed from the whole chat once, and the mark after its next append.
 
@@ -245,17 +247,16 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _message(rec: dict[str, Any], attach: Sequence[str] = (), early: Iterable[str] = ()) -> dict[str, Any]:
+def _message(rec: dict[str, Any], attach: Sequence[str] = (), early: Optional[dict[str, int]] = None) -> dict[str, Any]:
     """A record as an engine message: its format-2 JSON as the text part, and one
     attachment part per blob of ``attach`` (the blobs this record stores, or first uses
     in its chat), so the engine knows the references (``Store.gc`` keeps a blob while a
     live chat attaches it, and drops it with the last deleted chat that did). ``early``:
-    the lane's early-writes set after this record (stored as ``"o"`` when not empty)."""
+    the lane's early writes after this record (stored as ``"o"`` when not empty)."""
     out = _stored(rec, attach)
-    early = sorted(early)
     if early:
         out = dict(out)
-        out["o"] = early
+        out["o"] = dict(sorted(early.items()))
     parts: list[dict[str, Any]] = [{"type": "text", "text": _dumps(out)}]
     parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in attach)
     return {"role": "system", "parts": parts}
@@ -578,7 +579,10 @@ class _Lane:
         self.mx_known = self.hi == 0
         # Checkpoint ids that may have live write records but no live checkpoint record
         # (writes stored before their checkpoint); None until read from the newest record.
-        self.early: Optional[set[str]] = None
+        # Checkpoint id -> seq of its first write record, for ids that may have live write
+        # records but no live checkpoint record (writes stored before their checkpoint);
+        # None until read from the newest record.
+        self.early: Optional[dict[str, int]] = None
 
     # -- keeping the cache in step with the chat -------------------------------------------
 
@@ -617,28 +621,43 @@ class _Lane:
             self.mx_known = True
         return self.latest_mx
 
-    def early_ids(self) -> set[str]:
-        """Checkpoint ids that may have writes stored before their checkpoint record (a
-        superset: ``put`` looks for such writes only for these ids, and for ids not above
+    def early_ids(self) -> dict[str, int]:
+        """Checkpoint ids that may have writes stored before their checkpoint record, each
+        with the seq of its first write record (a superset: ``put`` looks for such writes
+        only for these ids, reading the records from that seq up, and for ids not above
         the lane's running maximum, which may be a checkpoint put again)."""
         if self.early is None:
             if self.hi == 0:
-                self.early = set()
+                self.early = {}
             elif self.tracked:
                 rec = self.recs.get(self.hi - 1)
                 if rec is None:
                     rec = json.loads(self.chat.messages(self.hi - 1, self.hi)[0].text)
-                self.early = set(rec.get("o", ()))
+                self.early = _early_of(rec)
             else:
                 # A lane written before the set was kept: read it whole, once.
                 self.decode_all()
-                written = {r["c"] for _s, r in self.walk() if r["k"] == "w"}
-                self.early = written - {r["id"] for _s, r in self.walk() if r["k"] == "c"}
+                self.early = self.exact_early()
         return self.early
+
+    def exact_early(self, extra: Sequence[tuple[int, dict[str, Any]]] = ()) -> dict[str, int]:
+        """The early writes of a fully decoded lane (with ``extra`` records after it)."""
+        live = sorted(list(self.walk()) + list(extra), key=lambda sr: sr[0])
+        have = {r["id"] for _s, r in live if r["k"] == "c"}
+        out: dict[str, int] = {}
+        for seq, r in live:
+            if r["k"] == "w" and r["c"] not in have:
+                out.setdefault(r["c"], seq)
+        return out
 
     def decode_all(self) -> None:
         """Decodes every live record (down to the floor)."""
         while self._extend_down():
+            pass
+
+    def decode_down_to(self, seq: int) -> None:
+        """Decodes every live record from ``seq`` up."""
+        while self.lo > seq and self._extend_down():
             pass
 
     def _learn(self, seq: int, rec: dict[str, Any]) -> None:
@@ -741,6 +760,17 @@ class _Lane:
             for s in self.writes.get(checkpoint_id, ())
             if s >= self.floor and s not in self.dead and s in self.recs
         ]
+
+
+def _early_of(rec: dict[str, Any]) -> dict[str, int]:
+    """The early writes a record carries (a list of ids, without seqs, in the first
+    records that had them: their writes may be anywhere, so seq 0)."""
+    o = rec.get("o")
+    if not o:
+        return {}
+    if isinstance(o, dict):
+        return {str(k): int(v) for k, v in o.items()}
+    return {str(k): 0 for k in o}
 
 
 class _Registry:
@@ -1152,15 +1182,19 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             prev_mx = lane.current_mx()
             early_ids = lane.early_ids()
             early: list[list[Any]] = []
-            if cid in early_ids or (prev_mx is not None and cid <= prev_mx):
-                # Writes stored before this record: for an id put before (its record's
-                # writes), or for an id with writes but no checkpoint yet. An id above the
-                # running maximum and not in the early set has neither: nothing is read.
+            if prev_mx is not None and cid <= prev_mx:
+                # An id not above the running maximum may have been put before: its
+                # record's writes, or (not found: find read the whole lane) early ones.
                 found = lane.find(cid)
                 if found is not None:
                     early = [[s, w] for s, w in lane.live_writes(*found)]
-                else:  # find read the whole lane
+                else:
                     early = lane.orphan_writes(cid)
+            elif cid in early_ids:
+                # Writes stored before this first record of the id: read from the first.
+                lane.decode_down_to(early_ids[cid])
+                early = lane.orphan_writes(cid)
+            # Otherwise (above the running maximum, no early writes) there is nothing to read.
             rec: dict[str, Any] = {
                 "k": "c",
                 "id": cid,
@@ -1182,7 +1216,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             rec["ch"] = manifest
             if early:
                 rec["pw"] = early
-            self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=early_ids - {cid})
+            after = {k: v for k, v in early_ids.items() if k != cid}
+            self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
 
     def _append(
@@ -1191,7 +1226,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         rec: dict[str, Any],
         blobs: Sequence[bytes] = (),
         attach: Sequence[str] = (),
-        early: Optional[set[str]] = None,
+        early: Optional[dict[str, int]] = None,
     ) -> int:
         """Appends ``rec`` and stores ``blobs`` (the new values it names, ``attach`` their
         ids) in one engine transaction. The engine writes only bytes it does not hold yet
@@ -1206,7 +1241,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         else:
             seq = lane.chat.append(msg)
         lane.appended(seq, rec)
-        lane.early = set(early)
+        lane.early = dict(early)
         self._track(lane)
         return seq
 
@@ -1234,14 +1269,20 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         cid = conf["checkpoint_id"]
         with self._write_lane(conf["thread_id"], conf.get("checkpoint_ns", "")) as lane:
-            found = lane.find(cid)
+            mx = lane.current_mx()
+            early_ids = lane.early_ids()
+            # An id above the running maximum has no record: no walk to look for one.
+            found = lane.find(cid) if mx is not None and cid <= mx else None
             existing: set[tuple[str, int]] = set()
             if found is not None:
                 for _s, w in lane.live_writes(*found):
                     existing.update((w["t"], e[0]) for e in w["w"])
             else:
-                # Writes for a checkpoint not stored yet (LangGraph may put a checkpoint's
-                # writes first): kept, and copied into the checkpoint's record when it comes.
+                # Writes for a checkpoint not stored yet (LangGraph stores a checkpoint's
+                # writes first when it saves asynchronously): kept, and copied into the
+                # checkpoint's record when it comes.
+                if cid in early_ids:
+                    lane.decode_down_to(early_ids[cid])
                 for _s, w in lane.orphan_writes(cid):
                     existing.update((w["t"], e[0]) for e in w["w"])
             entries = []
@@ -1261,8 +1302,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 "tp": task_path,
                 "w": [[widx, ch, typ, bid] for (widx, ch, (typ, _d)), bid in zip(entries, ids)],
             }
-            # Writes for a checkpoint without a record join the lane's early-writes set.
-            early = None if found is not None else lane.early_ids() | {cid}
+            # Writes for a checkpoint without a record join the lane's early writes (with the
+            # seq of the first: this record's, the chat's next, unless it had some already).
+            early = None if found is not None else {cid: lane.hi, **early_ids}
             self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=early)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -1312,11 +1354,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             live.reverse()
             with self._write_lane(target_thread_id, src.ns) as dst:
                 mx = dst.current_mx()
-                # The target's early-writes set after the copy, exactly: ids written to and
-                # without a checkpoint record, in the target and the copied records.
+                # The target's early writes after the copy, exactly: ids written to and without
+                # a checkpoint record, in the target and the copied records (at the seqs the
+                # batch will take, from the chat's end).
                 dst.decode_all()
-                both = [r for _s, r in dst.walk()] + [r for _s, r in live]
-                early = {r["c"] for r in both if r["k"] == "w"} - {r["id"] for r in both if r["k"] == "c"}
+                early = dst.exact_early([(dst.hi + i, r) for i, (_s, r) in enumerate(live)])
                 recs = []
                 for _s, r in live:
                     r = dict(r)
@@ -1366,9 +1408,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     # Every write of a checkpoint without a record dies here: below the floor,
                     # or (stored after the latest) by the tombstone.
                     if seq > lane.floor:
-                        self._append(lane, {"k": "x", "f": seq}, early=set())
+                        self._append(lane, {"k": "x", "f": seq}, early={})
                     if others:
-                        self._append(lane, {"k": "d", "s": others}, early=set())
+                        self._append(lane, {"k": "d", "s": others}, early={})
 
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:
         """``"<counter, 32 digits>.<random>"``: increasing, unique across forks."""
