@@ -32,7 +32,9 @@
 //! format follow the sessions. tau-bench's 200 conversations are all replayed; their rows are
 //! printed only when the guard previewed or refused something (`--all-rows` prints all).
 //!
-//! Import choices (see `benches/REPLAY.md`):
+//! Sessions come from the engine's importers (`undertext::import`, format detected), as
+//! `undertext import` and `undertext replay` read them. Their import choices, documented in
+//! the README's formats table, were first written here (kept for the record):
 //! * Claude Code: the top-level `*.jsonl` of a folder, never `subagents/`. `user` and
 //!   `assistant` lines only; thinking blocks dropped. The lines of one model response (same
 //!   `message.id`) become one assistant message; `tool_result`s that arrive while that
@@ -50,10 +52,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use serde_json::Value;
 use undertext::budget::{Budget, Decision};
-use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
-use undertext_benches::{Result, bench_tempdir, transcript_files};
+use undertext::{ChatMeta, Durability, NewMessage, Options, Role, Store};
+use undertext_benches::{Result, bench_tempdir};
 
 const OWNER: &str = "replay";
 /// The two guarded windows and the reserve kept for the answer.
@@ -91,234 +92,29 @@ struct Session {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Import
+// Import: the engine's own importers (`undertext::import`), never a second copy of them
 // ---------------------------------------------------------------------------------------------
 
-fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-/// Text content: a string; a list of blocks (`text` blocks' text, others as JSON, joined with
-/// `"\n"`); absent or null is the empty text.
-fn text_of(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .map(|b| match (str_of(b, "type"), str_of(b, "text")) {
-                (Some("text"), Some(t)) => t.to_string(),
-                _ => b.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// Tool-call arguments as JSON text: a JSON string is kept when it parses, else wrapped as a
-/// JSON string; any other value is serialized.
-fn args_json(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::String(s)) if serde_json::from_str::<Value>(s).is_ok() => s.clone(),
-        Some(Value::String(s)) => Value::String(s.clone()).to_string(),
-        None | Some(Value::Null) => "{}".to_string(),
-        Some(other) => other.to_string(),
-    }
-}
-
-fn message(role: Role, mut parts: Vec<Part>) -> NewMessage {
-    if parts.is_empty() {
-        parts.push(Part::Text(String::new()));
-    }
-    NewMessage { role, parts }
-}
-
-fn claude_code(path: &Path) -> Result<Vec<NewMessage>> {
-    struct Open {
-        id: String,
-        parts: Vec<Part>,
-        held: Vec<Part>,
-    }
-    fn flush(open: &mut Option<Open>, out: &mut Vec<NewMessage>) {
-        if let Some(o) = open.take() {
-            out.push(message(Role::Assistant, o.parts));
-            if !o.held.is_empty() {
-                out.push(NewMessage { role: Role::User, parts: o.held });
-            }
-        }
-    }
-    let text = std::fs::read_to_string(path)?;
-    let mut out = Vec::new();
-    let mut open: Option<Open> = None;
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: Value =
-            serde_json::from_str(line).map_err(|e| format!("{} line {}: {e}", path.display(), n + 1))?;
-        if v.get("isSidechain").and_then(Value::as_bool) == Some(true) {
-            continue;
-        }
-        let content = v.pointer("/message/content");
-        match str_of(&v, "type") {
-            Some("assistant") => {
-                let id = v.pointer("/message/id").and_then(Value::as_str).unwrap_or_default().to_string();
-                let mut parts = Vec::new();
-                for b in content.and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
-                    match str_of(b, "type") {
-                        Some("text") => {
-                            parts.push(Part::Text(str_of(b, "text").unwrap_or_default().to_string()))
-                        }
-                        Some("tool_use") => parts.push(Part::ToolCall {
-                            id: str_of(b, "id").unwrap_or_default().to_string(),
-                            name: str_of(b, "name").unwrap_or_default().to_string(),
-                            args: args_json(b.get("input")),
-                        }),
-                        _ => {} // thinking, redacted_thinking
-                    }
-                }
-                match &mut open {
-                    Some(o) if o.id == id && !id.is_empty() => o.parts.extend(parts),
-                    _ => {
-                        flush(&mut open, &mut out);
-                        open = Some(Open { id, parts, held: Vec::new() });
-                    }
-                }
-            }
-            Some("user") => {
-                let mut parts = Vec::new();
-                match content {
-                    Some(Value::Array(blocks)) => {
-                        for b in blocks {
-                            match str_of(b, "type") {
-                                Some("tool_result") => parts.push(Part::ToolResult {
-                                    call_id: str_of(b, "tool_use_id").unwrap_or_default().to_string(),
-                                    content: ToolContent::Text(text_of(b.get("content"))),
-                                    is_error: b.get("is_error").and_then(Value::as_bool).unwrap_or(false),
-                                }),
-                                Some("text") => {
-                                    parts.push(Part::Text(str_of(b, "text").unwrap_or_default().to_string()))
-                                }
-                                _ => parts.push(Part::Text(b.to_string())),
-                            }
-                        }
-                    }
-                    other => parts.push(Part::Text(text_of(other))),
-                }
-                let only_results = parts.iter().all(|p| matches!(p, Part::ToolResult { .. }));
-                match &mut open {
-                    Some(o) if only_results => o.held.extend(parts),
-                    _ => {
-                        flush(&mut open, &mut out);
-                        out.push(message(Role::User, parts));
-                    }
-                }
-            }
-            _ => {} // progress, system, summary, file-history-snapshot, queue-operation
-        }
-    }
-    flush(&mut open, &mut out);
-    Ok(out)
-}
-
-/// OpenAI chat messages (mini-swe-agent `messages`, tau-bench `traj`, SWE-agent `history`).
-fn openai(messages: &[Value]) -> Vec<NewMessage> {
-    let mut out = Vec::new();
-    for m in messages {
-        let content = text_of(m.get("content"));
-        match str_of(m, "role") {
-            Some("system") => out.push(NewMessage::system(content)),
-            Some("user") => out.push(NewMessage::user(content)),
-            Some("assistant") => {
-                let mut parts = Vec::new();
-                if !content.is_empty() {
-                    parts.push(Part::Text(content));
-                }
-                for (i, c) in m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().enumerate()
-                {
-                    parts.push(Part::ToolCall {
-                        id: str_of(c, "id").map_or_else(|| format!("call-{}-{i}", out.len()), str::to_string),
-                        name: c
-                            .pointer("/function/name")
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_string(),
-                        args: args_json(c.pointer("/function/arguments")),
-                    });
-                }
-                out.push(message(Role::Assistant, parts));
-            }
-            Some("tool") => {
-                let call_id = str_of(m, "tool_call_id")
-                    .or_else(|| m.pointer("/tool_call_ids/0").and_then(Value::as_str))
-                    .unwrap_or_default();
-                out.push(NewMessage::tool_result(call_id, content));
-            }
-            _ => {} // mini-swe-agent's `exit`
-        }
-    }
-    out
-}
-
-fn short_name(path: &Path) -> String {
-    let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let stem = file.trim_end_matches(".jsonl").trim_end_matches(".traj.json").trim_end_matches(".traj");
-    stem.to_string()
-}
-
+/// The sessions of every transcript under `dir`, parsed by `undertext::import` with format
+/// detection; Claude Code sub-agent files are skipped (they are not main sessions).
 fn load(dir: &Path) -> Result<Vec<Session>> {
     let mut sessions = Vec::new();
-    for path in transcript_files(dir)? {
+    for path in undertext::import::transcript_files(&[dir.to_path_buf()])? {
         let rel = path.strip_prefix(dir).unwrap_or(&path).to_path_buf();
-        let file = rel.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if file.ends_with(".jsonl") {
-            if rel.components().any(|c| c.as_os_str() == "subagents") {
-                continue;
-            }
-            let stem = short_name(&path);
-            // A UUID is shortened to its first 8 hex digits.
-            let name = if stem.len() == 36 { stem[..8].to_string() } else { stem };
-            sessions.push(Session { format: Format::ClaudeCode, name, messages: claude_code(&path)? });
-        } else if file.ends_with(".traj") {
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-            let history = v.get("history").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-            // The file names the task, the folder the configuration: keep the folder's
-            // segments that are neither the task nor a sampling setting.
-            let stem = short_name(&path);
-            let parent = rel.parent().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned());
-            let cfg: Vec<&str> = parent
-                .as_deref()
-                .unwrap_or_default()
-                .split("__")
-                .filter(|seg| {
-                    !stem.contains(seg) && !["t-", "p-", "c-", "install-"].iter().any(|x| seg.starts_with(x))
-                })
-                .collect();
-            let name = format!("{stem} [{}]", cfg.join("/"));
-            sessions.push(Session { format: Format::SweAgent, name, messages: openai(history) });
-        } else if file.ends_with(".json") {
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
-            if let Some(ms) = v.get("messages").and_then(Value::as_array) {
-                sessions.push(Session {
-                    format: Format::MiniSweAgent,
-                    name: short_name(&path),
-                    messages: openai(ms),
-                });
-            } else if let Some(list) = v.as_array() {
-                for (i, conv) in list.iter().enumerate() {
-                    let traj =
-                        conv.get("traj").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
-                    let task = conv.get("task_id").map(Value::to_string).unwrap_or_default();
-                    sessions.push(Session {
-                        format: Format::TauBench,
-                        name: format!("#{i:03} task {task}"),
-                        messages: openai(traj),
-                    });
-                }
-            } else {
-                return Err(format!("{}: not a known transcript format", path.display()).into());
-            }
+        if rel.components().any(|c| c.as_os_str() == "subagents") {
+            continue;
+        }
+        let parsed = undertext::import::parse_file(&path, undertext::import::Format::Auto)?;
+        for s in parsed.sessions {
+            let format = match s.format.name() {
+                "claude-code" => Format::ClaudeCode,
+                "mini-swe-agent" => Format::MiniSweAgent,
+                "tau-bench" => Format::TauBench,
+                "swe-agent" => Format::SweAgent,
+                other => return Err(format!("{}: unexpected format {other}", path.display()).into()),
+            };
+            let name = if s.title.is_empty() { s.key.clone() } else { s.title.chars().take(60).collect() };
+            sessions.push(Session { format, name, messages: s.messages });
         }
     }
     sessions.sort_by_key(|s| s.format);
