@@ -952,11 +952,12 @@ undertext_status_t undertext_store_sync(undertext_store_t store);
 undertext_status_t undertext_store_stats(undertext_store_t store,
                                          undertext_store_stats_t *out);
 
-// Verifies every checksum of the log, every blob against its id and that every blob is
-// reachable through the index, and reports as JSON in `*out`: `{"ok": bool, "segments",
-// "batches", "records", "blobs", "problems": [{"segment", "offset", "reason"}]}`. Damage
-// is reported in `problems` (the call still returns `UNDERTEXT_OK`); a failure to read
-// the files at all is an error status.
+// Verifies every checksum of the log, every blob against its id, and the index against the
+// log, and reports as JSON in `*out`: `{"ok": bool, "segments", "batches", "records",
+// "blobs", "problems": [{"segment", "offset", "reason"}], "index_problems": [text]}`. Damage
+// is reported in `problems` (the log) and `index_problems` (the index, which
+// `undertext check --rebuild` repairs); the call still returns `UNDERTEXT_OK`. A failure
+// to read the files at all is an error status.
 //
 // # Safety
 // `out` is NULL or writable.
