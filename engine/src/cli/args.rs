@@ -41,8 +41,11 @@ pub enum Command {
     Read(ReadArgs),
     /// Store sizes and what the owner's chats hold.
     Stats(JsonArg),
-    /// Context size per step of a chat, as an SVG.
+    /// Context size and cost per model step of a chat, as an SVG chart.
     Plot(PlotArgs),
+    /// A read-only local web page of the store: chats, the model view, checkpoints, the chart.
+    #[cfg(feature = "serve")]
+    Serve(ServeArgs),
     /// Verify every checksum of the log (and optionally rebuild the index from it).
     Check(CheckArgs),
     /// Reclaim the space of deleted chats (offline: rewrites the log).
@@ -207,9 +210,27 @@ pub struct PlotArgs {
     /// The window whose soft and hard lines are drawn, in tokens.
     #[arg(long, default_value_t = 32_000)]
     pub window: u64,
+    /// Prices in US dollars per million tokens, for the cumulative cost.
+    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,output=N")]
+    pub price: String,
     /// Print the series as JSON too.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `serve`.
+#[cfg(feature = "serve")]
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The port on 127.0.0.1 (0: any free port; the address is printed).
+    #[arg(long, default_value_t = 7878)]
+    pub port: u16,
+    /// The address to bind (loopback by default; requests must still name a local host).
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
+    pub bind: std::net::IpAddr,
+    /// Prices in US dollars per million tokens, for the chart's cumulative cost.
+    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,output=N")]
+    pub price: String,
 }
 
 /// `check`.

@@ -3,11 +3,14 @@
 //! (`error: ...`) and a non-zero exit code; bad input never panics.
 
 mod args;
+mod chart;
 mod demo;
 mod ingest;
 mod out;
 mod plot;
 mod read;
+#[cfg(feature = "serve")]
+mod serve;
 mod store_cmds;
 
 use std::process::ExitCode;
@@ -104,6 +107,8 @@ fn run(cli: &Cli) -> CliResult {
         Command::Archive(a) => read::archive(cli, a),
         Command::Read(a) => read::read(cli, a),
         Command::Plot(a) => plot::run(cli, a),
+        #[cfg(feature = "serve")]
+        Command::Serve(a) => serve::run(cli, a),
         Command::Stats(a) => store_cmds::stats(cli, a),
         Command::Check(a) => store_cmds::check(cli, a),
         Command::Gc(a) => store_cmds::gc(cli, a),

@@ -1,0 +1,438 @@
+//! The chart of `plot` and `serve` (one code path): a chat replayed through the guard on a
+//! scratch store ([`analyze`]), then drawn with `plotters`' SVG backend ([`svg`]): context
+//! tokens per model step against resending everything, the window's target, soft and hard
+//! lines, checkpoint swaps marked, and the cumulative cost on the right axis. Text is drawn
+//! as SVG `<text>` elements (no font files are read), the legend sits in its own column
+//! right of the plot, so no label is drawn over the data or over another label.
+
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde_json::Value;
+use undertext::budget::Budget;
+use undertext::checkpoint::Checkpoint;
+use undertext::import::replay::{ReplayOptions, full_tokens, replay_session, session_of_chat, start_worker};
+use undertext::{ChatId, Durability, Options, Role, Store};
+
+use super::out::num;
+use super::{CliError, CliResult};
+
+/// Prices in US dollars per million tokens (`--price input=3,cached=0.3,output=15`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prices {
+    /// Uncached input tokens (cache writes are priced as input).
+    pub input: f64,
+    /// Input tokens read from the provider's prompt cache.
+    pub cached: f64,
+    /// Output tokens.
+    pub output: f64,
+}
+
+impl Default for Prices {
+    fn default() -> Self {
+        Prices { input: 3.0, cached: 0.3, output: 15.0 }
+    }
+}
+
+impl Prices {
+    /// Parses `input=3,cached=0.3,output=15` (any subset; the rest keep their defaults).
+    pub fn parse(s: &str) -> CliResult<Prices> {
+        let mut p = Prices::default();
+        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let bad = || {
+                CliError(format!(
+                    "--price: expected input=N,cached=N,output=N (US dollars per million tokens), found {item:?}"
+                ))
+            };
+            let (k, v) = item.split_once('=').ok_or_else(bad)?;
+            let v: f64 = v.trim().parse().map_err(|_| bad())?;
+            if !v.is_finite() || v < 0.0 {
+                return Err(bad());
+            }
+            match k.trim() {
+                "input" => p.input = v,
+                "cached" => p.cached = v,
+                "output" => p.output = v,
+                _ => return Err(bad()),
+            }
+        }
+        Ok(p)
+    }
+
+    /// The cost of a step's tokens.
+    pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
+        (input as f64 * self.input + cached as f64 * self.cached + output as f64 * self.output) / 1e6
+    }
+}
+
+/// One model step of the chart.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Step {
+    /// The seq of the assistant message.
+    pub seq: u64,
+    /// Estimated tokens of the context the guard sent.
+    pub sent: u64,
+    /// Estimated tokens of every earlier message in full.
+    pub everything: u64,
+    /// A checkpoint was swapped in at this step.
+    pub swapped: bool,
+    /// Uncached input tokens priced.
+    pub input: u64,
+    /// Cached input tokens priced.
+    pub cached: u64,
+    /// Output tokens priced.
+    pub output: u64,
+    /// Cumulative cost up to and including this step, in US dollars.
+    pub cost: f64,
+}
+
+/// Where the priced token counts came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CostSource {
+    /// The harness's reported usage (Claude Code's `message.usage`), one per model step.
+    Reported,
+    /// Estimates: input = the context sent; cached = the previous step's context when no
+    /// checkpoint was swapped in between; output = the assistant message's estimated tokens.
+    Estimated(String),
+}
+
+impl CostSource {
+    /// One line for the chart and the page.
+    pub fn describe(&self) -> String {
+        match self {
+            CostSource::Reported => "cost from the harness's reported usage".into(),
+            CostSource::Estimated(why) => format!("cost from estimates ({why})"),
+        }
+    }
+}
+
+/// A chat replayed for the chart and the checkpoints page.
+#[derive(Debug, Clone)]
+pub struct Analysis {
+    /// `chat-… — title`.
+    pub title: String,
+    /// The budget whose lines are drawn.
+    pub budget: Budget,
+    /// The steps.
+    pub steps: Vec<Step>,
+    /// Where the costs came from.
+    pub source: CostSource,
+    /// The prices used.
+    pub prices: Prices,
+    /// The last checkpoint the replay's worker prepared (the summary tree), if any.
+    pub checkpoint: Option<Checkpoint>,
+    /// Checkpoints swapped in during the replay.
+    pub swaps: u64,
+}
+
+/// Replays chat `id` of `owner` (read from `store`, which is not written) on a scratch store
+/// in the temporary directory, which is removed afterwards.
+pub fn analyze(store: &Store, owner: &str, id: ChatId, window: u64, prices: Prices) -> CliResult<Analysis> {
+    let chat = store.chat(owner, id)?;
+    let meta = chat.meta();
+    let session = session_of_chat(store, owner, id)?;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{}", std::process::id(), id.0));
+    let opts = ReplayOptions { window, ..ReplayOptions::default() };
+    let result = (|| -> CliResult<_> {
+        let scratch = Store::open(&dir, Options { durability: Durability::None, ..Options::default() })?;
+        let worker = start_worker(&scratch, &opts)?;
+        let row = replay_session(&scratch, "chart", &session, &opts)?;
+        worker.stop();
+        let mut checkpoint = None;
+        if let Some(c) = scratch.chats("chart", undertext::Page::default())?.chats.first() {
+            checkpoint = scratch.chat("chart", c.id)?.prepared().map(|c| (*c).clone());
+        }
+        let outputs: Vec<u64> = session
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| full_tokens(&scratch, m))
+            .collect();
+        scratch.close()?;
+        Ok((row, checkpoint, outputs))
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (row, checkpoint, outputs) = result?;
+    let reported = reported_usage(&meta.extra, row.points.len());
+    let mut steps = Vec::with_capacity(row.points.len());
+    let mut total = 0.0;
+    let mut prev_sent = 0u64;
+    for (i, p) in row.points.iter().enumerate() {
+        let (input, cached, output) = match &reported {
+            Ok(u) => u[i],
+            Err(_) => {
+                let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
+                (p.sent - cached, cached, outputs.get(i).copied().unwrap_or(0))
+            }
+        };
+        prev_sent = p.sent;
+        total += prices.cost(input, cached, output);
+        steps.push(Step {
+            seq: p.seq,
+            sent: p.sent,
+            everything: p.everything,
+            swapped: p.swapped,
+            input,
+            cached,
+            output,
+            cost: total,
+        });
+    }
+    Ok(Analysis {
+        title: format!("{id} — {}", meta.title),
+        budget: opts.budget(),
+        steps,
+        source: match reported {
+            Ok(_) => CostSource::Reported,
+            Err(why) => CostSource::Estimated(why),
+        },
+        prices,
+        checkpoint,
+        swaps: row.checkpoints,
+    })
+}
+
+/// The usage a Claude Code transcript reported, one (uncached input, cached input, output)
+/// per model response (`message.id`, in order), read from the chat's source file when it is
+/// still there and holds exactly one per model step; otherwise why not.
+fn reported_usage(
+    extra: &std::collections::BTreeMap<String, String>,
+    steps: usize,
+) -> Result<Vec<(u64, u64, u64)>, String> {
+    let format = extra.get(undertext::import::FORMAT).map_or("", String::as_str);
+    if format != "claude-code" {
+        return Err("the transcript format reports no usage the import keeps".into());
+    }
+    let Some(source) = extra.get(undertext::import::SOURCE) else {
+        return Err("no source transcript recorded".into());
+    };
+    let side_chain = extra.contains_key(undertext::import::PARENT_CHAT);
+    let text = std::fs::read_to_string(Path::new(source))
+        .map_err(|e| format!("the source transcript {source} cannot be read: {e}"))?;
+    let mut order: Vec<String> = Vec::new();
+    let mut usage: std::collections::HashMap<String, (u64, u64, u64)> = std::collections::HashMap::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
+        if v.get("type").and_then(Value::as_str) != Some("assistant")
+            || v.get("isSidechain").and_then(Value::as_bool).unwrap_or(false) != side_chain
+        {
+            continue;
+        }
+        let (Some(id), Some(u)) =
+            (v.pointer("/message/id").and_then(Value::as_str), v.pointer("/message/usage"))
+        else {
+            continue;
+        };
+        let n = |k: &str| u.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let entry = (
+            n("input_tokens") + n("cache_creation_input_tokens"),
+            n("cache_read_input_tokens"),
+            n("output_tokens"),
+        );
+        if usage.insert(id.to_string(), entry).is_none() {
+            order.push(id.to_string());
+        }
+    }
+    if order.len() != steps || steps == 0 {
+        return Err(format!(
+            "the source transcript reports usage for {} responses, the chat has {steps} model steps",
+            order.len()
+        ));
+    }
+    Ok(order.iter().filter_map(|id| usage.get(id).copied()).collect())
+}
+
+const WIDTH: u32 = 1100;
+const HEIGHT: u32 = 560;
+const LEGEND: u32 = 250;
+
+fn draw_err<E: std::fmt::Debug>(e: E) -> CliError {
+    CliError(format!("drawing the chart: {e:?}"))
+}
+
+/// The chart as an SVG document.
+pub fn svg(a: &Analysis) -> CliResult<String> {
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, (WIDTH, HEIGHT)).into_drawing_area();
+        root.fill(&WHITE).map_err(draw_err)?;
+        let (plot, legend) = root.split_horizontally(WIDTH - LEGEND);
+        draw_plot(&plot, a)?;
+        draw_legend(&legend, a)?;
+        root.present().map_err(draw_err)?;
+    }
+    Ok(buf)
+}
+
+const SENT: RGBColor = RGBColor(31, 119, 180);
+const EVERYTHING: RGBColor = RGBColor(150, 150, 150);
+const COST: RGBColor = RGBColor(148, 103, 189);
+const TARGET: RGBColor = RGBColor(44, 160, 44);
+const SOFT: RGBColor = RGBColor(230, 140, 0);
+const HARD: RGBColor = RGBColor(214, 39, 40);
+
+fn lines(b: &Budget) -> [(&'static str, u64, RGBColor); 3] {
+    [("hard line", b.hard_limit(), HARD), ("soft line", b.soft_limit(), SOFT), ("target", b.target_limit(), TARGET)]
+}
+
+fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResult {
+    let n = a.steps.len().max(1) as u64;
+    let ymax = a
+        .steps
+        .iter()
+        .map(|s| s.everything.max(s.sent))
+        .max()
+        .unwrap_or(0)
+        .max(a.budget.window)
+        .max(1) as f64
+        * 1.05;
+    let cost_max = a.steps.last().map_or(0.0, |s| s.cost).max(0.01) * 1.05;
+    let title = if a.title.chars().count() > 90 {
+        format!("{}…", a.title.chars().take(89).collect::<String>())
+    } else {
+        a.title.clone()
+    };
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 17))
+        .margin(12)
+        .x_label_area_size(44)
+        .y_label_area_size(78)
+        .right_y_label_area_size(78)
+        .build_cartesian_2d(0.5f64..(n as f64 + 0.5), 0f64..ymax)
+        .map_err(draw_err)?
+        .set_secondary_coord(0.5f64..(n as f64 + 0.5), 0f64..cost_max);
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .light_line_style(WHITE.mix(0.0))
+        .bold_line_style(BLACK.mix(0.08))
+        .x_desc("model step")
+        .y_desc("tokens in the context (estimated)")
+        .x_labels(10)
+        .y_labels(8)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| num(*v as u64))
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .draw()
+        .map_err(draw_err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("cumulative cost (USD)")
+        .y_labels(8)
+        .y_label_formatter(&|v| format!("${v:.2}"))
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .draw()
+        .map_err(draw_err)?;
+    let x = |i: usize| (i + 1) as f64;
+    for (_, v, color) in lines(&a.budget) {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.5, v as f64), (n as f64 + 0.5, v as f64)],
+                8,
+                5,
+                color.stroke_width(1),
+            ))
+            .map_err(draw_err)?;
+    }
+    chart
+        .draw_series(DashedLineSeries::new(
+            a.steps.iter().enumerate().map(|(i, s)| (x(i), s.everything as f64)),
+            3,
+            3,
+            EVERYTHING.stroke_width(1),
+        ))
+        .map_err(draw_err)?;
+    chart
+        .draw_secondary_series(LineSeries::new(
+            a.steps.iter().enumerate().map(|(i, s)| (x(i), s.cost)),
+            COST.stroke_width(2),
+        ))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(LineSeries::new(
+            a.steps.iter().enumerate().map(|(i, s)| (x(i), s.sent as f64)),
+            SENT.stroke_width(2),
+        ))
+        .map_err(draw_err)?;
+    chart
+        .draw_series(
+            a.steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.swapped)
+                .map(|(i, s)| TriangleMarker::new((x(i), s.sent as f64), 6, HARD.filled())),
+        )
+        .map_err(draw_err)?;
+    Ok(())
+}
+
+fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResult {
+    let text = |s: &str, size: i32, color: &RGBColor| {
+        Text::new(s.to_string(), (0, 0), ("sans-serif", size).into_font().color(color))
+    };
+    let mut y = 50;
+    let row = |area: &DrawingArea<SVGBackend<'_>, Shift>, y: i32, label: &str, sample: &dyn Fn(i32) -> CliResult| {
+        sample(y)?;
+        area.draw(&(EmptyElement::at((34, y - 6)) + text(label, 12, &BLACK))).map_err(draw_err)
+    };
+    let line = |color: RGBColor, width: u32, dashed: bool| {
+        move |y: i32| -> CliResult {
+            let style = color.stroke_width(width);
+            if dashed {
+                for k in 0..3 {
+                    area.draw(&PathElement::new([(k * 9, y), (k * 9 + 5, y)], style)).map_err(draw_err)?;
+                }
+                Ok(())
+            } else {
+                area.draw(&PathElement::new([(0, y), (26, y)], style)).map_err(draw_err)
+            }
+        }
+    };
+    area.draw(&(EmptyElement::at((0, 28)) + text("legend", 13, &BLACK))).map_err(draw_err)?;
+    row(area, y, "context sent (guard + checkpoints)", &line(SENT, 2, false))?;
+    y += 22;
+    row(area, y, "resending everything", &line(EVERYTHING, 1, true))?;
+    y += 22;
+    row(area, y, "checkpoint swapped in", &|y| {
+        area.draw(&TriangleMarker::new((13, y), 6, HARD.filled())).map_err(draw_err)
+    })?;
+    y += 22;
+    for (name, v, color) in lines(&a.budget) {
+        row(area, y, &format!("{name} {}", num(v)), &line(color, 1, true))?;
+        y += 22;
+    }
+    row(area, y, "cumulative cost (right axis)", &line(COST, 2, false))?;
+    y += 30;
+    let total = a.steps.last().map_or(0.0, |s| s.cost);
+    let notes = [
+        format!("window {} tokens", num(a.budget.window)),
+        format!("{} model steps, {} swaps", a.steps.len(), a.swaps),
+        format!("total ${total:.2}"),
+        format!("$/Mtok: in {} cached {} out {}", a.prices.input, a.prices.cached, a.prices.output),
+    ];
+    for s in notes {
+        area.draw(&(EmptyElement::at((0, y)) + text(&s, 12, &BLACK))).map_err(draw_err)?;
+        y += 18;
+    }
+    let mut words = a.source.describe();
+    // Wrapped at about 36 characters a line, the legend column's width.
+    while !words.is_empty() {
+        let cut = if words.chars().count() <= 36 {
+            words.len()
+        } else {
+            let head: String = words.chars().take(36).collect();
+            head.rfind(' ').filter(|&i| i > 0).unwrap_or(head.len())
+        };
+        let (line, rest) = words.split_at(cut);
+        area.draw(&(EmptyElement::at((0, y)) + text(line.trim(), 11, &RGBColor(90, 90, 90))))
+            .map_err(draw_err)?;
+        y += 15;
+        words = rest.trim_start().to_string();
+    }
+    Ok(())
+}
