@@ -124,27 +124,41 @@ pub struct Analysis {
     pub checkpoint: Option<Checkpoint>,
     /// Checkpoints swapped in during the replay.
     pub swaps: u64,
+    /// The model view of the replayed chat after its last message (what the next model
+    /// call would be sent under the guard, a published checkpoint's summary included).
+    pub view: undertext::budget::View,
 }
 
 /// Replays chat `id` of `owner` (read from `store`, which is not written) on a scratch store
 /// in the temporary directory, which is removed afterwards.
-pub fn analyze(store: &Store, owner: &str, id: ChatId, window: u64, prices: Prices) -> CliResult<Analysis> {
+pub fn analyze(
+    store: &Store,
+    owner: &str,
+    id: ChatId,
+    window: u64,
+    reserve: Option<u64>,
+    prices: Prices,
+) -> CliResult<Analysis> {
     let chat = store.chat(owner, id)?;
     let meta = chat.meta();
     let session = session_of_chat(store, owner, id)?;
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{}", std::process::id(), id.0));
-    let opts = ReplayOptions { window, ..ReplayOptions::default() };
+    let defaults = ReplayOptions::default();
+    let opts =
+        ReplayOptions { window, reserve_output: reserve.unwrap_or(defaults.reserve_output), ..defaults };
     let result = (|| -> CliResult<_> {
         let scratch = Store::open(&dir, Options { durability: Durability::None, ..Options::default() })?;
         let worker = start_worker(&scratch, &opts)?;
         let row = replay_session(&scratch, "chart", &session, &opts)?;
         worker.stop();
-        let mut checkpoint = None;
-        if let Some(c) = scratch.chats("chart", undertext::Page::default())?.chats.first() {
-            checkpoint = scratch.chat("chart", c.id)?.prepared().map(|c| (*c).clone());
-        }
+        let Some(c) = scratch.chats("chart", undertext::Page::default())?.chats.first().map(|c| c.id) else {
+            return Err(CliError("the replay made no chat".into()));
+        };
+        let replayed = scratch.chat("chart", c)?;
+        let checkpoint = replayed.prepared().map(|c| (*c).clone());
+        let view = replayed.view(&opts.budget())?;
         let outputs: Vec<u64> = session
             .messages
             .iter()
@@ -152,10 +166,10 @@ pub fn analyze(store: &Store, owner: &str, id: ChatId, window: u64, prices: Pric
             .map(|m| full_tokens(&scratch, m))
             .collect();
         scratch.close()?;
-        Ok((row, checkpoint, outputs))
+        Ok((row, checkpoint, outputs, view))
     })();
     let _ = std::fs::remove_dir_all(&dir);
-    let (row, checkpoint, outputs) = result?;
+    let (row, checkpoint, outputs, view) = result?;
     let reported = reported_usage(&meta.extra, row.points.len());
     let mut steps = Vec::with_capacity(row.points.len());
     let mut total = 0.0;
@@ -192,6 +206,7 @@ pub fn analyze(store: &Store, owner: &str, id: ChatId, window: u64, prices: Pric
         prices,
         checkpoint,
         swaps: row.checkpoints,
+        view,
     })
 }
 
@@ -275,19 +290,17 @@ const SOFT: RGBColor = RGBColor(230, 140, 0);
 const HARD: RGBColor = RGBColor(214, 39, 40);
 
 fn lines(b: &Budget) -> [(&'static str, u64, RGBColor); 3] {
-    [("hard line", b.hard_limit(), HARD), ("soft line", b.soft_limit(), SOFT), ("target", b.target_limit(), TARGET)]
+    [
+        ("hard line", b.hard_limit(), HARD),
+        ("soft line", b.soft_limit(), SOFT),
+        ("target", b.target_limit(), TARGET),
+    ]
 }
 
 fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResult {
     let n = a.steps.len().max(1) as u64;
-    let ymax = a
-        .steps
-        .iter()
-        .map(|s| s.everything.max(s.sent))
-        .max()
-        .unwrap_or(0)
-        .max(a.budget.window)
-        .max(1) as f64
+    let ymax = a.steps.iter().map(|s| s.everything.max(s.sent)).max().unwrap_or(0).max(a.budget.window).max(1)
+        as f64
         * 1.05;
     let cost_max = a.steps.last().map_or(0.0, |s| s.cost).max(0.01) * 1.05;
     let title = if a.title.chars().count() > 90 {
@@ -376,7 +389,10 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
         Text::new(s.to_string(), (0, 0), ("sans-serif", size).into_font().color(color))
     };
     let mut y = 50;
-    let row = |area: &DrawingArea<SVGBackend<'_>, Shift>, y: i32, label: &str, sample: &dyn Fn(i32) -> CliResult| {
+    let row = |area: &DrawingArea<SVGBackend<'_>, Shift>,
+               y: i32,
+               label: &str,
+               sample: &dyn Fn(i32) -> CliResult| {
         sample(y)?;
         area.draw(&(EmptyElement::at((34, y - 6)) + text(label, 12, &BLACK))).map_err(draw_err)
     };

@@ -13,7 +13,7 @@ pub fn run(cli: &Cli, a: &PlotArgs) -> CliResult {
     let prices = Prices::parse(&a.price)?;
     let store = out::open_existing(cli)?;
     let chat = out::chat(cli, &store, &a.chat)?;
-    let analysis = chart::analyze(&store, &cli.owner, chat.id(), a.window, prices);
+    let analysis = chart::analyze(&store, &cli.owner, chat.id(), a.window, None, prices);
     store.close()?;
     let analysis = analysis?;
     if analysis.steps.is_empty() {

@@ -59,37 +59,76 @@ fn open_store(cli: &Cli) -> CliResult<Store> {
     out::open_existing(cli)
 }
 
+/// (chat, revision, window, reserve).
+type ReplayKey = (u64, u64, u64, u64);
+
 /// Shared by the handlers.
 #[derive(Clone)]
 struct App {
     store: Store,
     owner: String,
     prices: Prices,
-    /// Charts by (chat, revision, window): a replay is the slow part.
-    charts: Arc<Mutex<HashMap<(u64, u64, u64), Arc<Analysis>>>>,
+    /// Replays by (chat, revision, window, reserve): the slow part of the chart, checkpoints
+    /// and model view pages.
+    charts: Arc<Mutex<HashMap<ReplayKey, Arc<Analysis>>>>,
 }
 
 /// `serve`.
 pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
     let prices = Prices::parse(&a.price)?;
     let store = open_store(cli)?;
-    let app = App { store, owner: cli.owner.clone(), prices, charts: Arc::default() };
+    let app = App { store: store.clone(), owner: cli.owner.clone(), prices, charts: Arc::default() };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
         .map_err(|e| CliError(format!("starting the server's runtime: {e}")))?;
     let addr = std::net::SocketAddr::new(a.bind, a.port);
-    rt.block_on(async move {
+    let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| CliError(format!("cannot listen on {addr}: {e}")))?;
         let local = listener.local_addr()?;
-        let host = if local.ip().is_loopback() { format!("localhost:{}", local.port()) } else { local.to_string() };
-        println!("serving {} (owner {:?}) on http://{host}/ — read-only; Ctrl-C stops", cli.store.display(), cli.owner);
+        let host =
+            if local.ip().is_loopback() { format!("localhost:{}", local.port()) } else { local.to_string() };
+        println!(
+            "serving {} (owner {:?}) on http://{host}/ — read-only; Ctrl-C stops",
+            cli.store.display(),
+            cli.owner
+        );
         use std::io::Write as _;
         std::io::stdout().flush()?;
-        axum::serve(listener, router(app)).await.map_err(|e| CliError(format!("server: {e}")))
-    })
+        axum::serve(listener, router(app))
+            .with_graceful_shutdown(stop_signal())
+            .await
+            .map_err(|e| CliError(format!("server: {e}")))
+    });
+    // Pages still rendering on the blocking pool finish before the store is closed.
+    rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    store.close()?;
+    served
+}
+
+/// Ctrl-C or SIGTERM: stop taking requests, then close the store as any command does.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 fn router(app: App) -> Router {
@@ -184,8 +223,13 @@ impl IntoResponse for Page {
 impl IntoResponse for Fail {
     fn into_response(self) -> Response {
         let title = format!("{} {}", self.0.as_u16(), self.0.canonical_reason().unwrap_or("error"));
-        let body = format!("<h1>{}</h1><p class=\"error\">{}</p><p><a href=\"/\">all chats</a></p>", esc(&title), esc(&self.1));
-        (self.0, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&title, "", &body)).into_response()
+        let body = format!(
+            "<h1>{}</h1><p class=\"error\">{}</p><p><a href=\"/\">all chats</a></p>",
+            esc(&title),
+            esc(&self.1)
+        );
+        (self.0, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], html(&title, "", &body))
+            .into_response()
     }
 }
 
@@ -219,9 +263,17 @@ fn path(p: P) -> Result<String, Fail> {
 }
 
 /// A whole number parameter, `default` when absent, within `range`.
-fn param(q: &BTreeMap<String, String>, key: &str, default: u64, range: std::ops::RangeInclusive<u64>) -> Result<u64, Fail> {
+fn param(
+    q: &BTreeMap<String, String>,
+    key: &str,
+    default: u64,
+    range: std::ops::RangeInclusive<u64>,
+) -> Result<u64, Fail> {
     let Some(v) = q.get(key).map(|v| v.trim()).filter(|v| !v.is_empty()) else { return Ok(default) };
-    let n: u64 = v.replace([',', '_'], "").parse().map_err(|_| bad(format!("{key}: expected a whole number, found {v:?}")))?;
+    let n: u64 = v
+        .replace([',', '_'], "")
+        .parse()
+        .map_err(|_| bad(format!("{key}: expected a whole number, found {v:?}")))?;
     if !range.contains(&n) {
         return Err(bad(format!("{key}: expected {} to {}, found {n}", range.start(), range.end())));
     }
@@ -229,11 +281,13 @@ fn param(q: &BTreeMap<String, String>, key: &str, default: u64, range: std::ops:
 }
 
 fn chat_of(app: &App, id: &str) -> Result<undertext::Chat, Fail> {
-    let cid: ChatId = id
-        .parse()
-        .map_err(|_| Fail(StatusCode::NOT_FOUND, format!("no chat {id:?}: chat ids are chat-<16 hex digits>")))?;
+    let cid: ChatId = id.parse().map_err(|_| {
+        Fail(StatusCode::NOT_FOUND, format!("no chat {id:?}: chat ids are chat-<16 hex digits>"))
+    })?;
     app.store.chat(&app.owner, cid).map_err(|e| match e {
-        Error::NotFound { .. } => Fail(StatusCode::NOT_FOUND, format!("no chat {cid} for owner {:?}", app.owner)),
+        Error::NotFound { .. } => {
+            Fail(StatusCode::NOT_FOUND, format!("no chat {cid} for owner {:?}", app.owner))
+        }
         other => other.into(),
     })
 }
@@ -272,7 +326,7 @@ async fn chart_page(State(app): State<App>, id: P, q: Q) -> Response {
 
 async fn chart_svg(State(app): State<App>, id: P, q: Q) -> Response {
     blocking(app, move |app| {
-        let (_, a) = analysis(app, &path(id)?, &query(q)?)?;
+        let (_, a) = chart_analysis(app, &path(id)?, &query(q)?)?;
         Ok(Page::Svg(chart::svg(&a)?))
     })
     .await
@@ -362,7 +416,9 @@ fn text_block(t: &str, class: &str) -> String {
 /// The form that fetches a range of an archive (no script: a GET form).
 fn range_form(a: &undertext::ArchiveRef, start: u64, end: u64, unit: Unit) -> String {
     let mut units = String::new();
-    for (u, n) in [(Unit::Chars, a.chars), (Unit::Lines, a.lines), (Unit::Bytes, a.bytes), (Unit::Utf16, a.utf16_units)] {
+    for (u, n) in
+        [(Unit::Chars, a.chars), (Unit::Lines, a.lines), (Unit::Bytes, a.bytes), (Unit::Utf16, a.utf16_units)]
+    {
         let sel = if u == unit { " selected" } else { "" };
         let _ = write!(units, "<option value=\"{0}\"{sel}>{0} (0..{n})</option>", u.as_str());
     }
@@ -378,7 +434,9 @@ fn range_form(a: &undertext::ArchiveRef, start: u64, end: u64, unit: Unit) -> St
 fn part_html(p: &Part) -> String {
     match p {
         Part::Text(t) => text_block(t, "text"),
-        Part::Summary(t) => format!("<div class=\"summary\"><b>checkpoint summary</b>{}</div>", text_block(t, "text")),
+        Part::Summary(t) => {
+            format!("<div class=\"summary\"><b>checkpoint summary</b>{}</div>", text_block(t, "text"))
+        }
         Part::ToolCall { id, name, args } => format!(
             "<div class=\"call\"><b>tool call</b> <code>{}</code> <span class=\"dim\">id {}</span>{}</div>",
             esc(name),
@@ -473,7 +531,10 @@ fn chats(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
             c.id.to_string().contains(&needle)
                 || c.meta.title.to_lowercase().contains(&needle)
                 || c.meta.model.to_lowercase().contains(&needle)
-                || c.meta.extra.iter().any(|(k, v)| k.to_lowercase().contains(&needle) || v.to_lowercase().contains(&needle))
+                || c.meta
+                    .extra
+                    .iter()
+                    .any(|(k, v)| k.to_lowercase().contains(&needle) || v.to_lowercase().contains(&needle))
         });
     }
     let mut b = String::new();
@@ -494,7 +555,9 @@ fn chats(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
             .meta
             .extra
             .get(undertext::import::PARENT_CHAT)
-            .map(|p| format!(" <span class=\"dim\">(side chain of <a href=\"/chat/{0}\">{0}</a>)</span>", esc(p)))
+            .map(|p| {
+                format!(" <span class=\"dim\">(side chain of <a href=\"/chat/{0}\">{0}</a>)</span>", esc(p))
+            })
             .unwrap_or_default();
         let _ = writeln!(
             b,
@@ -549,7 +612,12 @@ fn chat(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         let m = m?;
         let link = if turn != Some(m.turn) && m.step.is_some() {
             turn = Some(m.turn);
-            Some(format!(" <a class=\"attempts\" href=\"/chat/{}/attempts?turn={}\">attempts of turn {}</a>", chat.id(), m.turn, m.turn))
+            Some(format!(
+                " <a class=\"attempts\" href=\"/chat/{}/attempts?turn={}\">attempts of turn {}</a>",
+                chat.id(),
+                m.turn,
+                m.turn
+            ))
         } else {
             turn = Some(m.turn);
             None
@@ -571,7 +639,9 @@ fn attempts(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, F
         list.len()
     );
     if list.is_empty() {
-        b.push_str("<p>No recorded steps for this turn (steps are recorded by <code>record_step</code>).</p>");
+        b.push_str(
+            "<p>No recorded steps for this turn (steps are recorded by <code>record_step</code>).</p>",
+        );
     }
     b.push_str("<div class=\"attempts\">");
     for a in &list {
@@ -614,26 +684,33 @@ fn tail_start(chat: &undertext::Chat) -> Result<u64, Fail> {
 }
 
 fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let chat = chat_of(app, id)?;
     let window = param(q, "window", VIEW_WINDOW, WINDOWS)?;
     let reserve = param(q, "reserve", VIEW_RESERVE, 0..=window / 2)?;
-    let budget = Budget::new(window, reserve);
-    let v = chat.view(&budget)?;
+    let (chat, a) = analysis(app, id, window, reserve)?;
+    let budget = a.budget.clone();
+    let v = &a.view;
     let tail = tail_start(&chat)?;
     let mut b = String::new();
     let _ = write!(
         b,
         "<h1>Model view</h1><form class=\"budget\" method=\"get\" action=\"/chat/{}/view\">window \
          <input name=\"window\" type=\"number\" min=\"{}\" value=\"{window}\" aria-label=\"window\"> reserve \
-         <input name=\"reserve\" type=\"number\" min=\"0\" value=\"{reserve}\" aria-label=\"reserve\"> <button>show</button></form>",
+         <input name=\"reserve\" type=\"number\" min=\"0\" value=\"{reserve}\" aria-label=\"reserve\"> <button>show</button></form>\
+         <p class=\"dim\">What the next model call would be sent: the chat replayed through the guard and the \
+         checkpoint worker at this window on a scratch store (a view of the store itself would write: previewing an \
+         inline result archives it), then viewed after its last message. {} checkpoint swap(s) in the replay.</p>",
         chat.id(),
-        WINDOWS.start()
+        WINDOWS.start(),
+        a.swaps
     );
     let (kind, detail) = match v.decision() {
         Decision::Fits => ("fits", "at or under the soft line: sent as is".to_string()),
         Decision::Compacted { previewed, tokens_saved } if previewed.is_empty() => (
             "compacted",
-            format!("past the soft line, and everything older is protected ({} tokens saved)", num(*tokens_saved)),
+            format!(
+                "past the soft line, and everything older is protected ({} tokens saved)",
+                num(*tokens_saved)
+            ),
         ),
         Decision::Compacted { previewed, tokens_saved } => (
             "compacted",
@@ -646,7 +723,12 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         ),
         Decision::Refused { estimate, limit, over_by } => (
             "refused",
-            format!("estimate {} over the hard line {} by {}: do not send", num(*estimate), num(*limit), num(*over_by)),
+            format!(
+                "estimate {} over the hard line {} by {}: do not send",
+                num(*estimate),
+                num(*limit),
+                num(*over_by)
+            ),
         ),
     };
     let previewed: &[u64] = match v.decision() {
@@ -668,8 +750,9 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         num(budget.target_limit()),
         num(budget.soft_limit()),
         num(budget.hard_limit()),
-        chat.published_checkpoint()
-            .map_or("none".to_string(), |(base, reach)| format!("covers seqs 0..{reach} (built at revision {base})")),
+        chat.published_checkpoint().map_or("none in the store".to_string(), |(base, reach)| format!(
+            "in the store: covers seqs 0..{reach} (built at revision {base}); the replay makes its own"
+        )),
         v.messages().len()
     );
     b.push_str("<table class=\"view\"><thead><tr><th>seqs</th><th>role</th><th class=\"n\">tokens</th><th>content</th></tr></thead><tbody>\n");
@@ -710,20 +793,42 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
     Ok(Page::Html(html("model view", &chat_nav(chat.id(), "model view"), &b)))
 }
 
-/// The chart's replay, cached by (chat, revision, window).
-fn analysis(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
+/// The chat's replay at `window` and `reserve`, cached by (chat, revision, window, reserve).
+fn analysis(
+    app: &App,
+    id: &str,
+    window: u64,
+    reserve: u64,
+) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
     let chat = chat_of(app, id)?;
-    let window = param(q, "window", CHART_WINDOW, WINDOWS)?;
-    let key = (chat.id().0, chat.revision(), window);
+    let key = (chat.id().0, chat.revision(), window, reserve);
     if let Some(a) = app.charts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
         return Ok((chat, a.clone()));
     }
     if !chat.messages()?.iter().any(|m| m.role == Role::Assistant) {
-        return Err(Fail(StatusCode::NOT_FOUND, format!("{}: no model steps (assistant messages) to chart", chat.id())));
+        return Err(Fail(
+            StatusCode::NOT_FOUND,
+            format!("{}: no model steps (assistant messages) to replay", chat.id()),
+        ));
     }
-    let a = Arc::new(chart::analyze(&app.store, &app.owner, chat.id(), window, app.prices)?);
+    let a = Arc::new(chart::analyze(&app.store, &app.owner, chat.id(), window, Some(reserve), app.prices)?);
     app.charts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, a.clone());
     Ok((chat, a))
+}
+
+/// The chart's replay: `?window=` (as `plot`'s default) and the replay's reserve.
+fn chart_analysis(
+    app: &App,
+    id: &str,
+    q: &BTreeMap<String, String>,
+) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
+    let window = param(q, "window", CHART_WINDOW, WINDOWS)?;
+    analysis(
+        app,
+        id,
+        window,
+        undertext::import::replay::ReplayOptions::default().reserve_output.min(window / 2),
+    )
 }
 
 fn window_form(id: ChatId, page: &str, window: u64) -> String {
@@ -735,7 +840,7 @@ fn window_form(id: ChatId, page: &str, window: u64) -> String {
 }
 
 fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let (chat, a) = analysis(app, id, q)?;
+    let (chat, a) = chart_analysis(app, id, q)?;
     let svg = chart::svg(&a)?;
     let svg = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
     let mut b = String::new();
@@ -773,7 +878,7 @@ fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page,
 }
 
 fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let (chat, a) = analysis(app, id, q)?;
+    let (chat, a) = chart_analysis(app, id, q)?;
     let mut b = String::new();
     let _ = write!(b, "<h1>Checkpoints</h1>{}", window_form(chat.id(), "checkpoints", a.budget.window));
     b.push_str("<h2>In the store</h2>");
@@ -855,11 +960,13 @@ fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page
 }
 
 fn archive(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let aid: BlobId = id
-        .parse()
-        .map_err(|_| Fail(StatusCode::NOT_FOUND, format!("no archive {id:?}: archive ids are 64 hex digits")))?;
+    let aid: BlobId = id.parse().map_err(|_| {
+        Fail(StatusCode::NOT_FOUND, format!("no archive {id:?}: archive ids are 64 hex digits"))
+    })?;
     let r = app.store.archive_ref(&app.owner, &aid).map_err(|e| match e {
-        Error::NotFound { .. } => Fail(StatusCode::NOT_FOUND, format!("no archive {aid} for owner {:?}", app.owner)),
+        Error::NotFound { .. } => {
+            Fail(StatusCode::NOT_FOUND, format!("no archive {aid} for owner {:?}", app.owner))
+        }
         other => other.into(),
     })?;
     let unit = match q.get("unit").map_or("char", String::as_str) {
@@ -878,11 +985,18 @@ fn archive(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fa
     let start = param(q, "start", 0, 0..=len)?;
     let end = param(q, "end", len.min(start.saturating_add(4_000)), start..=len)?;
     if unit != Unit::Lines && end - start > MAX_RANGE_CHARS {
-        return Err(bad(format!("range {start}..{end}: at most {} {} a page", num(MAX_RANGE_CHARS), unit.as_str())));
+        return Err(bad(format!(
+            "range {start}..{end}: at most {} {} a page",
+            num(MAX_RANGE_CHARS),
+            unit.as_str()
+        )));
     }
     let text = app.store.read_context(&app.owner, &aid, start..end, unit)?;
     if text.len() as u64 > 4 * MAX_RANGE_CHARS {
-        return Err(bad(format!("range {start}..{end}: more than {} bytes; ask for fewer lines", num(4 * MAX_RANGE_CHARS))));
+        return Err(bad(format!(
+            "range {start}..{end}: more than {} bytes; ask for fewer lines",
+            num(4 * MAX_RANGE_CHARS)
+        )));
     }
     let mut b = String::new();
     let _ = write!(
@@ -958,10 +1072,27 @@ mod tests {
 
     #[test]
     fn only_local_host_names_are_local() {
-        for h in ["localhost", "localhost:7878", "127.0.0.1:80", "[::1]:8080", "[::1]", "LOCALHOST", "app.localhost:1"] {
+        for h in [
+            "localhost",
+            "localhost:7878",
+            "127.0.0.1:80",
+            "[::1]:8080",
+            "[::1]",
+            "LOCALHOST",
+            "app.localhost:1",
+        ] {
             assert!(is_local_host(h), "{h}");
         }
-        for h in ["evil.com", "evil.com:7878", "127.0.0.1.evil.com", "localhost.evil.com", "[::1]x", "localhost:abc", "10.0.0.1:7878", ""] {
+        for h in [
+            "evil.com",
+            "evil.com:7878",
+            "127.0.0.1.evil.com",
+            "localhost.evil.com",
+            "[::1]x",
+            "localhost:abc",
+            "10.0.0.1:7878",
+            "",
+        ] {
             assert!(!is_local_host(h), "{h}");
         }
     }

@@ -1,0 +1,473 @@
+//! Claims of `undertext serve`, through the built binary over real HTTP (a plain TCP client,
+//! no browser): every route answers with its content type and the data the CLI's JSON (the
+//! library's API) gives for the same store; bad input is a 4xx page and the server keeps
+//! answering; requests naming a non-local Host are refused; the store's files are the same
+//! bytes after the server ran as before.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use common::json;
+use serde_json::Value;
+use undertext::{Durability, NewMessage, Options, StepStatus, Store};
+
+fn transcripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/transcripts")
+}
+
+/// A running `undertext serve` on a free port; killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SIGTERM (the server closes the store and exits), SIGKILL if it has not in 10 s.
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(store: &Path, extra: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_undertext"))
+        .arg("--store")
+        .arg(store)
+        .args(["serve", "--port", "0"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let port = line
+        .split("http://localhost:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    Server { child, port }
+}
+
+struct Reply {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+impl Server {
+    /// `GET path` with `Host: host` (None: no Host header, HTTP/1.0).
+    fn get_as(&self, path: &str, host: Option<&str>) -> Reply {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let req = match host {
+            Some(h) => format!("GET {path} HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"),
+            None => format!("GET {path} HTTP/1.0\r\n\r\n"),
+        };
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header end: {text:?}"));
+        let mut lines = head.lines();
+        let status = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        Reply { status, headers, body: body.to_string() }
+    }
+
+    fn get(&self, path: &str) -> Reply {
+        self.get_as(path, Some(&format!("localhost:{}", self.port)))
+    }
+
+    /// A 200 HTML page.
+    fn page(&self, path: &str) -> String {
+        let r = self.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8", "{path}");
+        assert!(r.body.starts_with("<!doctype html>"), "{path}");
+        r.body
+    }
+}
+
+/// The page's HTML escaping, to find API strings in it.
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+/// A store with two shared transcripts imported (a Claude Code session with archived tool
+/// results, a SWE-agent trajectory), a chat edited to a second revision with recorded
+/// attempts, and a chat of another owner. Returns (dir guard, store path, edited chat, other
+/// owner's chat).
+fn store() -> (tempfile::TempDir, PathBuf, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let files = [
+        transcripts().join("claude_code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"),
+        transcripts().join("swe_agent/trajectories/function_calling_simple.traj"),
+    ];
+    let mut args = vec!["import".to_string()];
+    args.extend(files.iter().map(|f| f.display().to_string()));
+    args.push("--json".into());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    json(&store, &args);
+    let s = Store::open(&store, Options { durability: Durability::Group, ..Options::default() }).unwrap();
+    let id = s
+        .create_chat(
+            "local",
+            undertext::ChatMeta { title: "Retried <turn> & edits".into(), ..Default::default() },
+        )
+        .unwrap();
+    let chat = s.chat("local", id).unwrap();
+    chat.append(NewMessage::system("You are terse.")).unwrap();
+    chat.append(NewMessage::user("Count to three.")).unwrap();
+    let turn = chat.messages().unwrap()[1].turn;
+    chat.record_step(turn, "first", 0, StepStatus::Interrupted, vec![NewMessage::assistant("One, two")])
+        .unwrap();
+    chat.truncate(2, chat.revision()).unwrap();
+    chat.record_step(
+        turn,
+        "second",
+        0,
+        StepStatus::Complete,
+        vec![NewMessage::assistant("One, two, three.")],
+    )
+    .unwrap();
+    let other = s
+        .create_chat("someone-else", undertext::ChatMeta { title: "private".into(), ..Default::default() })
+        .unwrap();
+    s.close().unwrap();
+    (tmp, store, id.to_string(), other.to_string())
+}
+
+#[test]
+fn every_route_serves_its_content_type_and_the_apis_data() {
+    let (_tmp, store, edited, _) = store();
+    let chats = json(&store, &["chats", "--json"]);
+    let chats = chats["chats"].as_array().unwrap().clone();
+    let big = chats.iter().max_by_key(|c| c["messages"].as_u64().unwrap()).unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let shown = json(&store, &["show", &big, &edited, "--json"]);
+    let small = chats.iter().find(|c| c["extra"]["import.format"] == "swe-agent").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // A view that fits writes nothing, so `view` may read the store before the server runs.
+    let view = json(&store, &["view", &small, "--window", "200000", "--reserve", "4096", "--json"]);
+    assert_eq!(view["decision"]["kind"], "fits");
+    let svg_path = store.parent().unwrap().join("plot.svg");
+    let plot = json(&store, &["plot", &big, "-o", svg_path.to_str().unwrap(), "--window", "20000", "--json"]);
+    // An archived tool result and its first 100 characters, through `read`.
+    let archived = shown["chats"][0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap().iter())
+        .find(|p| p.get("archive").is_some())
+        .expect("an archived tool result")
+        .clone();
+    let aid = archived["archive"]["id"].as_str().unwrap().to_string();
+    let read = json(&store, &["read", &aid, "--range", "10..110", "--json"]);
+
+    let server = serve(&store, &[]);
+
+    // Chats: every chat of the owner, id and title, newest activity first as `chats`.
+    let page = server.page("/");
+    let mut at = 0;
+    for c in &chats {
+        let id = c["id"].as_str().unwrap();
+        let pos = page.find(&format!("<tr data-chat=\"{id}\">")).unwrap_or_else(|| panic!("{id} listed"));
+        assert!(pos > at, "{id} in the order of `chats`");
+        at = pos;
+        assert!(page.contains(&esc(c["title"].as_str().unwrap())), "title of {id}");
+    }
+    assert!(!page.contains("private"), "another owner's chat is not listed");
+
+    // A chat: every message with its seq, role and text parts, as `show`.
+    let page = server.page(&format!("/chat/{big}"));
+    let msgs = shown["chats"][0]["messages"].as_array().unwrap();
+    assert_eq!(page.matches("<article class=\"msg ").count(), msgs.len());
+    for m in msgs {
+        let seq = m["seq"].as_u64().unwrap();
+        assert!(
+            page.contains(&format!("<article class=\"msg {}\" id=\"m{seq}\"", m["role"].as_str().unwrap())),
+            "message {seq} with its role"
+        );
+        for p in m["parts"].as_array().unwrap() {
+            if let Some(t) = p.get("text").and_then(Value::as_str).filter(|t| t.len() < 1500) {
+                assert!(page.contains(&esc(t)), "text of message {seq}");
+            }
+            if let Some(name) = p.get("name").and_then(Value::as_str) {
+                assert!(page.contains(&format!("<code>{}</code>", esc(name))), "tool call of message {seq}");
+            }
+        }
+    }
+    assert!(
+        page.contains(&format!("action=\"/archive/{aid}\"")),
+        "the archived result has its range control"
+    );
+
+    // The edited chat: revisions and attempts.
+    let e = &shown["chats"][1];
+    let page = server.page(&format!("/chat/{edited}"));
+    assert!(page.contains("One, two, three."));
+    assert!(!page.contains("One, two</pre>"), "the truncated answer is not in the current revision");
+    let rev = e["revision"].as_u64().unwrap();
+    assert!(rev >= 1);
+    let old = server.page(&format!("/chat/{edited}?rev={}", rev - 1));
+    assert!(
+        old.contains("One, two</pre>") && !old.contains("One, two, three."),
+        "the chat at an earlier revision"
+    );
+    let turn = e["messages"][1]["turn"].as_u64().unwrap();
+    let page = server.page(&format!("/chat/{edited}/attempts?turn={turn}"));
+    assert!(page.contains("<code>first</code>") && page.contains("<code>second</code>"));
+    assert!(page.contains("interrupted") && page.contains("complete"));
+
+    // The model view: decision, estimate and tokens per message as `view --json` (a chat
+    // that fits, where the replay and the store's chat are the same history).
+    let page = server.page(&format!("/chat/{small}/view?window=200000&reserve=4096"));
+    assert!(page.contains("id=\"decision\">fits</b>"));
+    let estimate = view["estimate"].as_u64().unwrap();
+    assert!(page.contains(&format!("<span id=\"estimate\">{}</span>", common_num(estimate))));
+    let tokens = |v: &Value| -> Vec<u64> {
+        v["messages"].as_array().unwrap().iter().map(|m| m["tokens"].as_u64().unwrap()).collect()
+    };
+    assert_eq!(page_tokens(&page), tokens(&view), "tokens per message of the view");
+    assert!(page.contains("class=\"tag tail\""), "the protected tail is marked");
+    // A long chat at a small window: the guard previewed results and swapped checkpoints in;
+    // the summary is marked.
+    let page = server.page(&format!("/chat/{big}/view?window=20000&reserve=2000"));
+    assert!(page.contains("class=\"tag summary\">checkpoint summary</span>"), "the summary is marked");
+    assert!(page.contains("<div class=\"summary\"><b>checkpoint summary</b>"));
+    assert!(!page_tokens(&page).is_empty());
+
+    // The chart: the steps and the total cost of `plot --json`, the SVG of the same code.
+    let page = server.page(&format!("/chat/{big}/chart?window=20000"));
+    let steps = plot["steps"].as_array().unwrap().len();
+    assert!(page.contains(&format!("<span id=\"steps\">{steps}</span>")));
+    assert!(page.contains(&format!("<span id=\"cost\">${:.2}</span>", plot["cost_usd"].as_f64().unwrap())));
+    assert!(page.contains(&esc(plot["cost_source"].as_str().unwrap())));
+    assert!(page.contains("<svg"));
+    let svg = server.get(&format!("/chat/{big}/chart.svg?window=20000"));
+    assert_eq!(svg.status, 200);
+    assert_eq!(svg.headers["content-type"], "image/svg+xml");
+    // `plot` and `serve` draw with the same code: the same axes, legend and totals (the
+    // replay's worker runs beside it, so where a swap lands may differ between two runs).
+    let plotted = std::fs::read_to_string(&svg_path).unwrap();
+    let texts = |s: &str| -> Vec<String> {
+        s.split("<text").skip(1).map(|t| t.split('>').nth(1).unwrap_or("").trim().to_string()).collect()
+    };
+    let (served, drawn) = (texts(&svg.body), texts(&plotted));
+    for t in [format!("{steps} model steps"), format!("total ${:.2}", plot["cost_usd"].as_f64().unwrap())] {
+        assert!(served.iter().any(|s| s.starts_with(&t)), "{t} served");
+        assert!(drawn.iter().any(|s| s.starts_with(&t)), "{t} plotted");
+    }
+    assert!(served.len() > 20 && drawn.len() > 20, "axis ticks are labelled");
+    for label in ["hard line", "soft line", "target", "model step", "cumulative cost"] {
+        assert!(svg.body.contains(label), "{label} in the chart");
+    }
+
+    // Checkpoints: the replay's summary tree.
+    let page = server.page(&format!("/chat/{big}/checkpoints?window=20000"));
+    assert!(page.contains("summary tree"));
+    assert!(page.contains("checkpoint summary") || page.contains("never came near"), "{page}");
+
+    // An archive range: exactly the text of `read`.
+    let page = server.page(&format!("/archive/{aid}?start=10&end=110&unit=char"));
+    let text = read["text"].as_str().unwrap();
+    assert!(page.contains(&format!("<pre class=\"out\" id=\"range\">{}</pre>", esc(text))));
+
+    let css = server.get("/style.css");
+    assert_eq!(css.status, 200);
+    assert_eq!(css.headers["content-type"], "text/css; charset=utf-8");
+    assert!(server.get("/").headers.contains_key("server-timing"));
+}
+
+/// The `data-tokens` of the view's rows, in order.
+fn page_tokens(page: &str) -> Vec<u64> {
+    page.split("data-tokens=\"").skip(1).map(|s| s.split('"').next().unwrap().parse().unwrap()).collect()
+}
+
+fn common_num(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn search_finds_chats_by_title_and_metadata() {
+    let (_tmp, store, edited, _) = store();
+    let server = serve(&store, &[]);
+    let page = server.page("/?q=retried");
+    assert!(page.contains(&format!("data-chat=\"{edited}\"")));
+    assert_eq!(page.matches("<tr data-chat=").count(), 1, "only the matching chat");
+    let page = server.page("/?q=swe-agent");
+    assert!(page.matches("<tr data-chat=").count() >= 1, "found by its import.format metadata");
+    assert!(!page.contains(&format!("data-chat=\"{edited}\"")));
+    let page = server.page("/?q=no+such+thing+anywhere");
+    assert_eq!(page.matches("<tr data-chat=").count(), 0);
+}
+
+#[test]
+fn bad_input_gets_a_4xx_page_and_the_server_keeps_answering() {
+    let (_tmp, store, edited, foreign) = store();
+    let shown = json(&store, &["show", &edited, "--json"]);
+    let rev = shown["chats"][0]["revision"].as_u64().unwrap();
+    let big = json(&store, &["chats", "--json"])["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["extra"]["import.format"] == "claude-code")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let aid = json(&store, &["show", &big, "--json"])["chats"][0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["parts"].as_array().unwrap().clone())
+        .find_map(|p| p["archive"]["id"].as_str().map(str::to_string))
+        .unwrap();
+    let server = serve(&store, &[]);
+    let cases: Vec<(String, u16)> = vec![
+        ("/chat/chat-00000000000fffff".into(), 404),
+        ("/chat/not-a-chat".into(), 404),
+        (format!("/chat/{foreign}"), 404),
+        (format!("/chat/{foreign}/view"), 404),
+        (format!("/chat/{foreign}/chart.svg"), 404),
+        (format!("/chat/{edited}?rev={}", rev + 1), 400),
+        (format!("/chat/{edited}?rev=99999999999999999999999"), 400),
+        (format!("/chat/{edited}?rev=-1"), 400),
+        (format!("/chat/{edited}/view?window=0"), 400),
+        (format!("/chat/{edited}/view?window=abc"), 400),
+        (format!("/chat/{edited}/view?window=32000&reserve=999999999"), 400),
+        (format!("/chat/{edited}/chart?window=18446744073709551615"), 400),
+        (format!("/chat/{edited}/attempts?turn=x"), 400),
+        (format!("/archive/{aid}?start=5&end=1"), 400),
+        (format!("/archive/{aid}?start=0&end=18446744073709551615"), 400),
+        (format!("/archive/{aid}?start=99999999999"), 400),
+        (format!("/archive/{aid}?unit=furlong"), 400),
+        ("/archive/0000000000000000000000000000000000000000000000000000000000000000".into(), 404),
+        ("/archive/zz".into(), 404),
+        ("/../../etc/passwd".into(), 404),
+        ("/chat/..%2f..%2fetc%2fpasswd".into(), 404),
+        ("/chat/%2e%2e/view".into(), 404),
+        ("/style.css/../../etc/passwd".into(), 404),
+        ("/chat/chat-1/nope".into(), 404),
+        (format!("/{}", "a".repeat(5000)), 404),
+        ("/nope".into(), 404),
+    ];
+    for (path, want) in &cases {
+        let r = server.get(path);
+        assert_eq!(r.status, *want, "{path}: {}", r.body);
+        assert_eq!(r.headers["content-type"], "text/html; charset=utf-8", "{path}");
+        assert!(r.body.contains(&format!("<h1>{want} ")), "{path}: an error page");
+    }
+    server.page("/");
+    server.page(&format!("/chat/{edited}"));
+}
+
+#[test]
+fn requests_naming_a_non_local_host_are_refused() {
+    let (_tmp, store, _, _) = store();
+    let server = serve(&store, &[]);
+    for host in ["evil.example", "evil.example:80", "localhost.evil.example", "127.0.0.1.nip.io", "10.0.0.8"]
+    {
+        let r = server.get_as("/", Some(host));
+        assert_eq!(r.status, 403, "Host {host}");
+        assert!(!r.body.contains("data-chat"), "Host {host}: no data");
+    }
+    assert_eq!(server.get_as("/", None).status, 403, "no Host header");
+    for host in ["localhost", "127.0.0.1", "[::1]"] {
+        assert_eq!(server.get_as("/", Some(&format!("{host}:{}", server.port))).status, 200, "Host {host}");
+    }
+}
+
+/// Every file of the store and its bytes.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn serving_every_page_leaves_the_store_files_unchanged() {
+    let (_tmp, store, edited, _) = store();
+    let big = json(&store, &["chats", "--json"])["chats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|c| c["messages"].as_u64().unwrap())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stats = json(&store, &["stats", "--json"]);
+    let before = files(&store);
+    assert!(before.keys().any(|p| p.components().any(|c| c.as_os_str() == "log")), "the log is compared");
+    {
+        let server = serve(&store, &[]);
+        for p in
+            ["/", "/?q=a", &format!("/chat/{big}"), &format!("/chat/{big}/view?window=8000&reserve=1000")]
+        {
+            server.page(p);
+        }
+        for p in [format!("/chat/{big}/chart?window=8000"), format!("/chat/{big}/checkpoints?window=8000")] {
+            server.page(&p);
+        }
+        server.page(&format!("/chat/{edited}?rev=1"));
+    }
+    let after = files(&store);
+    assert_eq!(before.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>(), "same files");
+    for (p, b) in &before {
+        // The lock file and the index file change on any normal open and close (`chats`
+        // changes them too): the server opens the store normally until read-only opens exist.
+        // The log, which holds every record, must be the same bytes once the server has
+        // stopped (on SIGTERM it closes the store, which cuts the preallocated segment back).
+        if p.file_name().is_some_and(|n| n == "LOCK" || n == "index.redb") {
+            continue;
+        }
+        assert!(after[p] == *b, "{} changed", p.display());
+    }
+    assert_eq!(json(&store, &["stats", "--json"]), stats, "the same records");
+}
