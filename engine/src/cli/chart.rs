@@ -262,7 +262,7 @@ fn reported_usage(
 
 const WIDTH: u32 = 1100;
 const HEIGHT: u32 = 560;
-const LEGEND: u32 = 250;
+const LEGEND: u32 = 270;
 
 fn draw_err<E: std::fmt::Debug>(e: E) -> CliError {
     CliError(format!("drawing the chart: {e:?}"))
@@ -309,11 +309,11 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
         a.title.clone()
     };
     let mut chart = ChartBuilder::on(area)
-        .caption(title, ("sans-serif", 17))
+        .caption(title, ("sans-serif", 20))
         .margin(12)
-        .x_label_area_size(44)
-        .y_label_area_size(78)
-        .right_y_label_area_size(78)
+        .x_label_area_size(48)
+        .y_label_area_size(86)
+        .right_y_label_area_size(86)
         .build_cartesian_2d(0.5f64..(n as f64 + 0.5), 0f64..ymax)
         .map_err(draw_err)?
         .set_secondary_coord(0.5f64..(n as f64 + 0.5), 0f64..cost_max);
@@ -328,8 +328,8 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
         .y_labels(8)
         .x_label_formatter(&|v| format!("{v:.0}"))
         .y_label_formatter(&|v| num(*v as u64))
-        .label_style(("sans-serif", 12))
-        .axis_desc_style(("sans-serif", 13))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(draw_err)?;
     chart
@@ -337,8 +337,8 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
         .y_desc("cumulative cost (USD)")
         .y_labels(8)
         .y_label_formatter(&|v| format!("${v:.2}"))
-        .label_style(("sans-serif", 12))
-        .axis_desc_style(("sans-serif", 13))
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 16))
         .draw()
         .map_err(draw_err)?;
     let x = |i: usize| (i + 1) as f64;
@@ -394,7 +394,7 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
                label: &str,
                sample: &dyn Fn(i32) -> CliResult| {
         sample(y)?;
-        area.draw(&(EmptyElement::at((34, y - 6)) + text(label, 12, &BLACK))).map_err(draw_err)
+        area.draw(&(EmptyElement::at((34, y - 6)) + text(label, 15, &BLACK))).map_err(draw_err)
     };
     let line = |color: RGBColor, width: u32, dashed: bool| {
         move |y: i32| -> CliResult {
@@ -409,7 +409,7 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
             }
         }
     };
-    area.draw(&(EmptyElement::at((0, 28)) + text("legend", 13, &BLACK))).map_err(draw_err)?;
+    area.draw(&(EmptyElement::at((0, 28)) + text("legend", 16, &BLACK))).map_err(draw_err)?;
     row(area, y, "context sent (guard + checkpoints)", &line(SENT, 2, false))?;
     y += 22;
     row(area, y, "resending everything", &line(EVERYTHING, 1, true))?;
@@ -432,20 +432,20 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
         format!("$/Mtok: in {} cached {} out {}", a.prices.input, a.prices.cached, a.prices.output),
     ];
     for s in notes {
-        area.draw(&(EmptyElement::at((0, y)) + text(&s, 12, &BLACK))).map_err(draw_err)?;
+        area.draw(&(EmptyElement::at((0, y)) + text(&s, 15, &BLACK))).map_err(draw_err)?;
         y += 18;
     }
     let mut words = a.source.describe();
-    // Wrapped at about 36 characters a line, the legend column's width.
+    // Wrapped at about 34 characters a line, the legend column's width.
     while !words.is_empty() {
-        let cut = if words.chars().count() <= 36 {
+        let cut = if words.chars().count() <= 34 {
             words.len()
         } else {
-            let head: String = words.chars().take(36).collect();
+            let head: String = words.chars().take(34).collect();
             head.rfind(' ').filter(|&i| i > 0).unwrap_or(head.len())
         };
         let (line, rest) = words.split_at(cut);
-        area.draw(&(EmptyElement::at((0, y)) + text(line.trim(), 11, &RGBColor(90, 90, 90))))
+        area.draw(&(EmptyElement::at((0, y)) + text(line.trim(), 14, &RGBColor(90, 90, 90))))
             .map_err(draw_err)?;
         y += 15;
         words = rest.trim_start().to_string();

@@ -135,6 +135,7 @@ fn router(app: App) -> Router {
     Router::new()
         .route("/", get(chats_page))
         .route("/style.css", get(style))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/chat/{id}", get(chat_page))
         .route("/chat/{id}/attempts", get(attempts_page))
         .route("/chat/{id}/view", get(view_page))
@@ -433,6 +434,7 @@ fn range_form(a: &undertext::ArchiveRef, start: u64, end: u64, unit: Unit) -> St
 
 fn part_html(p: &Part) -> String {
     match p {
+        Part::Text(t) if t.trim().is_empty() => String::new(),
         Part::Text(t) => text_block(t, "text"),
         Part::Summary(t) => {
             format!("<div class=\"summary\"><b>checkpoint summary</b>{}</div>", text_block(t, "text"))
