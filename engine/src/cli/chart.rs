@@ -452,3 +452,19 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Prices;
+
+    #[test]
+    fn prices_take_any_subset_and_refuse_anything_else() {
+        let p = Prices::parse("output=75, input=15").unwrap_or_default();
+        assert_eq!((p.input, p.cached, p.output), (15.0, 0.3, 75.0));
+        assert_eq!(Prices::parse("").ok(), Some(Prices::default()));
+        for bad in ["input", "input=x", "input=-1", "input=inf", "tokens=3", "input=3;output=4"] {
+            assert!(Prices::parse(bad).is_err(), "{bad}");
+        }
+        assert!((Prices::default().cost(1_000_000, 1_000_000, 1_000_000) - 18.3).abs() < 1e-9);
+    }
+}

@@ -342,17 +342,27 @@ async fn archive_page(State(app): State<App>, id: P, q: Q) -> Response {
 /// HTML-escapes text (for element content and quoted attributes).
 fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
+    esc_into(&mut o, s);
     o
+}
+
+/// Appends `s` HTML-escaped: runs without a special character are copied whole.
+fn esc_into(o: &mut String, s: &str) {
+    let mut last = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let r = match b {
+            b'&' => "&amp;",
+            b'<' => "&lt;",
+            b'>' => "&gt;",
+            b'"' => "&quot;",
+            b'\'' => "&#39;",
+            _ => continue,
+        };
+        o.push_str(&s[last..i]);
+        o.push_str(r);
+        last = i + 1;
+    }
+    o.push_str(&s[last..]);
 }
 
 fn html(title: &str, nav: &str, body: &str) -> String {
@@ -398,20 +408,26 @@ fn when(ms: u64) -> String {
 
 /// A text, whole if short, otherwise its head and the rest behind a `<details>`.
 fn text_block(t: &str, class: &str) -> String {
-    if t.len() <= INLINE_CUT {
-        return format!("<pre class=\"{class}\">{}</pre>", esc(t));
-    }
-    let cut = t.char_indices().nth(INLINE_CUT).map_or(t.len(), |(i, _)| i);
-    if cut == t.len() {
-        return format!("<pre class=\"{class}\">{}</pre>", esc(t));
-    }
+    let mut o = String::with_capacity(t.len() + 64);
+    let cut = if t.len() <= INLINE_CUT {
+        t.len()
+    } else {
+        t.char_indices().nth(INLINE_CUT).map_or(t.len(), |(i, _)| i)
+    };
     let (head, rest) = t.split_at(cut);
-    format!(
-        "<pre class=\"{class}\">{}</pre><details><summary>{} more characters</summary><pre class=\"{class}\">{}</pre></details>",
-        esc(head),
-        num(rest.chars().count() as u64),
-        esc(rest)
-    )
+    let _ = write!(o, "<pre class=\"{class}\">");
+    esc_into(&mut o, head);
+    o.push_str("</pre>");
+    if !rest.is_empty() {
+        let _ = write!(
+            o,
+            "<details><summary>{} more characters</summary><pre class=\"{class}\">",
+            num(rest.chars().count() as u64)
+        );
+        esc_into(&mut o, rest);
+        o.push_str("</pre></details>");
+    }
+    o
 }
 
 /// The form that fetches a range of an archive (no script: a GET form).
