@@ -736,7 +736,13 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
                 "{} older tool results shown as previews ({} tokens saved): seqs {}",
                 previewed.len(),
                 num(*tokens_saved),
-                previewed.iter().map(|s| format!("<a href=\"#v{s}\">{s}</a>")).collect::<Vec<_>>().join(", ")
+                previewed
+                    .iter()
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .iter()
+                    .map(|s| format!("<a href=\"#v{s}\">{s}</a>"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ),
         Decision::Refused { estimate, limit, over_by } => (
