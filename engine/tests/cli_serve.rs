@@ -373,6 +373,7 @@ fn bad_input_gets_a_4xx_page_and_the_server_keeps_answering() {
         (format!("/chat/{edited}/view?window=32000&reserve=999999999"), 400),
         (format!("/chat/{edited}/chart?window=18446744073709551615"), 400),
         (format!("/chat/{edited}/attempts?turn=x"), 400),
+        (format!("/chat/{edited}?from=99999"), 400),
         (format!("/archive/{aid}?start=5&end=1"), 400),
         (format!("/archive/{aid}?start=0&end=18446744073709551615"), 400),
         (format!("/archive/{aid}?start=99999999999"), 400),
@@ -470,4 +471,40 @@ fn serving_every_page_leaves_the_store_files_unchanged() {
         assert!(after[p] == *b, "{} changed", p.display());
     }
     assert_eq!(json(&store, &["stats", "--json"]), stats, "the same records");
+}
+
+#[test]
+fn a_long_chat_is_paged_and_every_message_is_on_exactly_one_page() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = Store::open(&store, Options { create_if_missing: true, ..Options::default() }).unwrap();
+    let id =
+        s.create_chat("local", undertext::ChatMeta { title: "long".into(), ..Default::default() }).unwrap();
+    let chat = s.chat("local", id).unwrap();
+    let msgs: Vec<NewMessage> = (0..2_500)
+        .map(|i| {
+            if i % 2 == 0 {
+                NewMessage::user(format!("question {i}"))
+            } else {
+                NewMessage::assistant(format!("answer {i}"))
+            }
+        })
+        .collect();
+    chat.append_batch(msgs).unwrap();
+    drop(chat);
+    s.close().unwrap();
+    let server = serve(&store, &[]);
+    let first = server.page(&format!("/chat/{id}"));
+    assert_eq!(first.matches("<article class=\"msg ").count(), 2_000);
+    assert!(first.contains("messages 0..2000 of 2,500"));
+    let later = format!("/chat/{id}?rev=0&amp;from=2000");
+    assert!(first.contains(&format!("href=\"{later}\">later</a>")));
+    let second = server.page(&later.replace("&amp;", "&"));
+    assert_eq!(second.matches("<article class=\"msg ").count(), 500);
+    assert!(
+        second.contains("id=\"m2000\"")
+            && second.contains("id=\"m2499\"")
+            && !second.contains("id=\"m1999\"")
+    );
+    assert!(second.contains(">earlier</a>") && !second.contains(">later</a>"));
 }

@@ -3,7 +3,8 @@
 //!
 //! Routes (all `GET`):
 //! - `/` — the owner's chats, newest activity first; `?q=` searches titles and metadata.
-//! - `/chat/{id}` — the messages (`?rev=N`: the chat as it was at revision N).
+//! - `/chat/{id}` — the messages (`?rev=N`: the chat as it was at revision N; `?from=N`: 2,000
+//!   messages a page from seq N).
 //! - `/chat/{id}/attempts?turn=N` — the recorded attempts of a turn, side by side.
 //! - `/chat/{id}/view?window=N&reserve=N` — the model view and the guard's decision.
 //! - `/chat/{id}/checkpoints?window=N` — the published checkpoint, and the summary tree a
@@ -41,6 +42,8 @@ use super::{Cli, CliError, CliResult};
 
 /// Inline texts longer than this are shown cut, the rest behind a `<details>`.
 const INLINE_CUT: usize = 2_000;
+/// At most this many messages on a chat page (`?from=` pages through longer chats).
+const PAGE_MESSAGES: u64 = 2_000;
 /// At most this many characters of an archive per range page.
 const MAX_RANGE_CHARS: u64 = 1_000_000;
 /// The chart's default window (as `plot`'s).
@@ -625,9 +628,30 @@ fn chat(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         }
         b.push_str("</table></details>");
     }
+    // A page of at most PAGE_MESSAGES messages from `from` (all of a chat up to that size).
+    let len = snap.len();
+    let from = param(q, "from", 0, 0..=len.saturating_sub(1))?;
+    let end = len.min(from + PAGE_MESSAGES);
+    let pager = if len > PAGE_MESSAGES {
+        let link = |f: u64, label: &str| {
+            format!("<a href=\"/chat/{}?rev={rev}&amp;from={f}\">{label}</a>", chat.id())
+        };
+        let mut p = format!("<p class=\"pager\">messages {from}..{end} of {} · ", num(len));
+        if from > 0 {
+            p.push_str(&link(from.saturating_sub(PAGE_MESSAGES), "earlier"));
+            p.push(' ');
+        }
+        if end < len {
+            p.push_str(&link(end, "later"));
+        }
+        p.push_str("</p>");
+        p
+    } else {
+        String::new()
+    };
+    b.push_str(&pager);
     let mut turn = None;
-    for m in snap.iter() {
-        let m = m?;
+    for m in snap.range(from..end)? {
         let link = if turn != Some(m.turn) && m.step.is_some() {
             turn = Some(m.turn);
             Some(format!(
@@ -642,6 +666,7 @@ fn chat(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         };
         message_html(&mut b, &m, link);
     }
+    b.push_str(&pager);
     Ok(Page::Html(html(&meta.title, &chat_nav(chat.id(), "messages"), &b)))
 }
 
