@@ -117,8 +117,8 @@ impl Error {
 fn locked_message(pid: u32) -> String {
     if pid == std::process::id() {
         return format!(
-            "store is already open in this process (pid {pid}): another handle holds it; use that handle, \
-             or close or drop it first"
+            "store is locked: it is already open in this process (pid {pid}), another handle holds it; use \
+             that handle, or close or drop it first"
         );
     }
     if pid == 0 {

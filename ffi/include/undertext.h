@@ -455,6 +455,20 @@ typedef struct {
   uint64_t swap_ns;
 } undertext_view_decision_t;
 
+// The long-loop settings of a budget (all optional: zero is the default).
+typedef struct {
+  // The protected tail: the last two user turns, but at most this many tokens (then the
+  // last whole steps that fit, at least the last step). 0: a quarter of the usable input.
+  uint64_t protect_max_tokens;
+  // The task (user messages of the last two turns) stays verbatim over a checkpoint up to
+  // this many tokens; longer, it is previewed with a way back. 0: 20,000 or a quarter of
+  // the usable input, whichever is less.
+  uint64_t instructions_max_tokens;
+  // The nudge line, a fraction of the usable input (0: no nudge): over it the view
+  // carries a harness message asking the model to compact (`undertext_view_nudge`).
+  double nudge;
+} undertext_tail_t;
+
 // Settings of the worker. Fill with `undertext_worker_options_default`.
 typedef struct {
   // Worker threads (at least 1; default 1).
@@ -1224,6 +1238,59 @@ undertext_status_t undertext_chat_report_usage(undertext_chat_t chat,
 undertext_status_t undertext_chat_estimate(undertext_chat_t chat,
                                            const undertext_budget_t *budget,
                                            uint64_t *out_tokens);
+
+// `undertext_chat_view` with the long-loop settings `tail` (NULL: the defaults).
+//
+// # Safety
+// `budget` is NULL or valid; `tail` is NULL or valid; `out` is NULL or writable.
+undertext_status_t undertext_chat_view_tail(undertext_chat_t chat,
+                                            const undertext_budget_t *budget,
+                                            const undertext_tail_t *tail,
+                                            undertext_view_t *out);
+
+// The view's nudge (a harness message asking the model to compact, with the chat's
+// index) in `*out`; an empty string when the view is under the nudge line or has none.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_view_nudge(undertext_view_t view,
+                                        undertext_buf_t *out);
+
+// The least any view of the chat must send under `budget` and `tail` (NULL: defaults):
+// system messages, the task and the last step. A refused view whose minimum is over the
+// hard line cannot be served by any compaction.
+//
+// # Safety
+// `budget` is NULL or valid; `tail` is NULL or valid; `out_tokens` is NULL or writable.
+undertext_status_t undertext_chat_protected_minimum(undertext_chat_t chat,
+                                                    const undertext_budget_t *budget,
+                                                    const undertext_tail_t *tail,
+                                                    uint64_t *out_tokens);
+
+// The model-driven compaction tool: `args_json` is the JSON text of the model's call to
+// `compact_history`; checked against the chat at `expected_revision` with the protected
+// tail of `budget` and `tail` (NULL: defaults), recorded when the linter finds nothing.
+// The tool result text for the model in `*out`: what was applied, or every problem.
+// Nothing of the exchange is appended to the chat.
+//
+// # Safety
+// `args_json` is a valid string argument; `budget` is NULL or valid; `tail` is NULL or
+// valid; `out` is NULL or writable.
+undertext_status_t undertext_chat_compaction_tool_call(undertext_chat_t chat,
+                                                       undertext_str_t args_json,
+                                                       uint64_t expected_revision,
+                                                       const undertext_budget_t *budget,
+                                                       const undertext_tail_t *tail,
+                                                       undertext_buf_t *out);
+
+// The compaction tool's schema as JSON in `*out`, in `format`: `UNDERTEXT_FORMAT_OPENAI`
+// (`{"type": "function", ...}`) or `UNDERTEXT_FORMAT_ANTHROPIC` (`{"name", "description",
+// "input_schema"}`).
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_compaction_tool_schema(uint32_t format,
+                                                    undertext_buf_t *out);
 
 // Fills `*out` with the default worker options.
 //

@@ -296,3 +296,151 @@ pub unsafe extern "C" fn undertext_chat_estimate(
         Ok(())
     })
 }
+
+/// The long-loop settings of a budget (all optional: zero is the default).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TailIn {
+    /// The protected tail: the last two user turns, but at most this many tokens (then the
+    /// last whole steps that fit, at least the last step). 0: a quarter of the usable input.
+    pub protect_max_tokens: u64,
+    /// The task (user messages of the last two turns) stays verbatim over a checkpoint up to
+    /// this many tokens; longer, it is previewed with a way back. 0: 20,000 or a quarter of
+    /// the usable input, whichever is less.
+    pub instructions_max_tokens: u64,
+    /// The nudge line, a fraction of the usable input (0: no nudge): over it the view
+    /// carries a harness message asking the model to compact (`undertext_view_nudge`).
+    pub nudge: f64,
+}
+
+/// `budget` with the long-loop settings of `tail` (NULL: the defaults).
+///
+/// # Safety
+/// `budget` is NULL or valid; `tail` is NULL or valid.
+unsafe fn budget_with_tail(budget: *const BudgetIn, tail: *const TailIn) -> FfiResult<Budget> {
+    // SAFETY: forwarded contract of the caller, for each argument.
+    let mut b = unsafe { budget_in(budget)? };
+    if !tail.is_null() {
+        // SAFETY: forwarded contract: not NULL (checked), valid.
+        let t = unsafe { args::input(tail, "tail")? };
+        b.protect_max_tokens = (t.protect_max_tokens > 0).then_some(t.protect_max_tokens);
+        b.instructions_max_tokens = (t.instructions_max_tokens > 0).then_some(t.instructions_max_tokens);
+        b.nudge = (t.nudge != 0.0).then_some(t.nudge);
+    }
+    Ok(b)
+}
+
+/// `undertext_chat_view` with the long-loop settings `tail` (NULL: the defaults).
+///
+/// # Safety
+/// `budget` is NULL or valid; `tail` is NULL or valid; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_view_tail(
+    chat: ChatHandle,
+    budget: *const BudgetIn,
+    tail: *const TailIn,
+    out: *mut ViewHandle,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (budget, out) = unsafe { (budget_with_tail(budget, tail)?, args::output(out, "out")?) };
+        let (c, parent) = chat.object()?;
+        let view = c.view(&budget)?;
+        let id = handles::insert(Object::View(Arc::new(view)), Some(store_of(chat.id, parent)))?;
+        out.set(ViewHandle { id });
+        Ok(())
+    })
+}
+
+/// The view's nudge (a harness message asking the model to compact, with the chat's
+/// index) in `*out`; an empty string when the view is under the nudge line or has none.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_view_nudge(view: ViewHandle, out: *mut Buf) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let (v, _) = view.object()?;
+        out.set(Buf::text(v.nudge().unwrap_or("").to_string()));
+        Ok(())
+    })
+}
+
+/// The least any view of the chat must send under `budget` and `tail` (NULL: defaults):
+/// system messages, the task and the last step. A refused view whose minimum is over the
+/// hard line cannot be served by any compaction.
+///
+/// # Safety
+/// `budget` is NULL or valid; `tail` is NULL or valid; `out_tokens` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_protected_minimum(
+    chat: ChatHandle,
+    budget: *const BudgetIn,
+    tail: *const TailIn,
+    out_tokens: *mut u64,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (budget, out) =
+            unsafe { (budget_with_tail(budget, tail)?, args::output(out_tokens, "out_tokens")?) };
+        let (c, _) = chat.object()?;
+        out.set(c.protected_minimum(&budget)?);
+        Ok(())
+    })
+}
+
+/// The model-driven compaction tool: `args_json` is the JSON text of the model's call to
+/// `compact_history`; checked against the chat at `expected_revision` with the protected
+/// tail of `budget` and `tail` (NULL: defaults), recorded when the linter finds nothing.
+/// The tool result text for the model in `*out`: what was applied, or every problem.
+/// Nothing of the exchange is appended to the chat.
+///
+/// # Safety
+/// `args_json` is a valid string argument; `budget` is NULL or valid; `tail` is NULL or
+/// valid; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_compaction_tool_call(
+    chat: ChatHandle,
+    args_json: Str,
+    expected_revision: u64,
+    budget: *const BudgetIn,
+    tail: *const TailIn,
+    out: *mut Buf,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (text, budget, out) = unsafe {
+            (args::text(args_json, "args_json")?, budget_with_tail(budget, tail)?, args::output(out, "out")?)
+        };
+        let (c, _) = chat.object()?;
+        out.set(Buf::text(c.compaction_tool_call(text, expected_revision, &budget)?));
+        Ok(())
+    })
+}
+
+/// The compaction tool's schema as JSON in `*out`, in `format`: `UNDERTEXT_FORMAT_OPENAI`
+/// (`{"type": "function", ...}`) or `UNDERTEXT_FORMAT_ANTHROPIC` (`{"name", "description",
+/// "input_schema"}`).
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_compaction_tool_schema(format: u32, out: *mut Buf) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let text = match format {
+            UNDERTEXT_FORMAT_OPENAI => undertext::compaction::tool::schema_openai(),
+            UNDERTEXT_FORMAT_ANTHROPIC => undertext::compaction::tool::schema_anthropic(),
+            f => {
+                return Err(FfiError::invalid(format!(
+                    "format: expected UNDERTEXT_FORMAT_OPENAI (1) or _ANTHROPIC (2), found {f}"
+                )));
+            }
+        };
+        out.set(Buf::text(text));
+        Ok(())
+    })
+}

@@ -842,8 +842,9 @@ static void worker_prepares_on_its_own_thread(void) {
   FAILS(UNDERTEXT_STALE_HANDLE, "worker handle", undertext_worker_stats(w, &st));
 
   s = open_store(dir);
-  /* Synchronous policy: at the hard line with nothing prepared, the view builds the
-   * checkpoint on the calling thread (the worker's own job is held back meanwhile). */
+  /* Synchronous policy: over the hard line with nothing prepared and the guard's previews
+   * not enough, the view builds the checkpoint on the calling thread (the worker's own job
+   * is held back meanwhile). Where previews alone fit, nothing is built: no stall. */
   counter_t sync;
   memset(&sync, 0, sizeof sync);
   pthread_mutex_init(&sync.lock, NULL);
@@ -858,6 +859,12 @@ static void worker_prepares_on_its_own_thread(void) {
   OK(undertext_chat_estimate(c3, &big, &est));
   OK(undertext_budget_default(est * 100 / 95, 0, &b95));
   OK(undertext_chat_view(c3, &b95, &v));
+  OK(undertext_view_decision(v, &d));
+  CHECK(d.swapped == 0 && d.kind == UNDERTEXT_DECISION_COMPACTED);
+  OK(undertext_view_free(v));
+  undertext_budget_t b500;
+  OK(undertext_budget_default(est * 100 / 500, 0, &b500));
+  OK(undertext_chat_view(c3, &b500, &v));
   OK(undertext_view_decision(v, &d));
   CHECK(d.swapped == 1);
   OK(undertext_view_free(v));
@@ -949,6 +956,59 @@ static void buffers_and_last_error(void) {
   remove_dir(dir);
 }
 
+/* The long autonomous loop: one task, then only tool calls. The bounded protected tail
+ * lets the guard preview settled steps of the one turn; the nudge carries the index; the
+ * compaction tool answers with lint problems, then applies a corrected plan. */
+static void a_single_task_loop_is_compacted_inside_its_turn(void) {
+  char *dir = temp_dir();
+  undertext_store_t s = open_store(dir);
+  undertext_chat_meta_t meta = {S(""), S("model-a"), S(""), S("")};
+  uint64_t id, seq;
+  OK(undertext_chat_create(s, S("alice"), &meta, &id));
+  undertext_chat_t c = {0};
+  OK(undertext_chat_open(s, S("alice"), id, &c));
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("fix the parser"), &seq));
+  for (int i = 0; i < 20; i++) append_tool_step(c, i, 3000);
+  undertext_budget_t all;
+  OK(undertext_budget_default(1000000, 0, &all));
+  uint64_t est = 0;
+  OK(undertext_chat_estimate(c, &all, &est));
+  undertext_budget_t b;
+  OK(undertext_budget_default(est * 10 / 8, 0, &b)); /* the loop at 80 % */
+  undertext_tail_t tail = {1500, 0, 0.5};
+  undertext_view_t v = {0};
+  OK(undertext_chat_view_tail(c, &b, &tail, &v));
+  undertext_view_decision_t d;
+  OK(undertext_view_decision(v, &d));
+  CHECK(d.kind == UNDERTEXT_DECISION_COMPACTED && d.n_previewed > 0);
+  undertext_buf_t buf = {0};
+  OK(undertext_view_nudge(v, &buf));
+  CHECK(buf_has(buf, "compact_history") && buf_has(buf, "1 assistant"));
+  OK(undertext_buf_free(&buf));
+  uint64_t minimum = 0;
+  OK(undertext_chat_protected_minimum(c, &b, &tail, &minimum));
+  CHECK(minimum > 0 && minimum < d.limit + d.estimate);
+  OK(undertext_chat_compaction_tool_call(c, S("{\"trims\": [1]}"), d.revision, &b, &tail, &buf));
+  CHECK(buf_has(buf, "compaction refused") && buf_has(buf, "not a tool result"));
+  OK(undertext_buf_free(&buf));
+  OK(undertext_chat_compaction_tool_call(c, S("{\"trims\": [2]}"), d.revision, &b, &tail, &buf));
+  CHECK(buf_has(buf, "compaction applied"));
+  OK(undertext_buf_free(&buf));
+  OK(undertext_compaction_tool_schema(UNDERTEXT_FORMAT_ANTHROPIC, &buf));
+  CHECK(buf_has(buf, "\"input_schema\""));
+  OK(undertext_buf_free(&buf));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "format", undertext_compaction_tool_schema(7, &buf));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_view_nudge(v, NULL));
+  /* A NULL tail is the defaults. */
+  undertext_view_t v2 = {0};
+  OK(undertext_chat_view_tail(c, &b, NULL, &v2));
+  OK(undertext_view_free(v2));
+  OK(undertext_view_free(v));
+  OK(undertext_chat_close(c));
+  OK(undertext_store_close(s));
+  remove_dir(dir);
+}
+
 int main(void) {
   store_open_close_and_lock();
   chats_owners_list_and_metadata();
@@ -956,6 +1016,7 @@ int main(void) {
   snapshots_do_not_move();
   archives_read_back_exactly_in_every_unit();
   views_decide_under_a_budget();
+  a_single_task_loop_is_compacted_inside_its_turn();
   checkpoints_publish_under_the_guard();
   worker_prepares_on_its_own_thread();
   buffers_and_last_error();
