@@ -508,3 +508,41 @@ fn a_long_chat_is_paged_and_every_message_is_on_exactly_one_page() {
     );
     assert!(second.contains(">earlier</a>") && !second.contains(">later</a>"));
 }
+
+#[test]
+fn the_checkpoint_a_harness_published_is_on_the_checkpoints_page_with_its_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let d = json(&store, &["demo", "--steps", "30", "--step-ms", "5", "--window", "16000", "--json"]);
+    assert!(d["swaps"].as_u64().unwrap() >= 1, "{d}");
+    let id: undertext::ChatId = d["chat"].as_str().unwrap().parse().unwrap();
+    let (published, summary) = {
+        let s = Store::open(&store, Options::default()).unwrap();
+        let chat = s.chat("local", id).unwrap();
+        let published = chat.published_checkpoint().expect("the demo published a checkpoint");
+        // Under the soft line of a huge window: a view that previews nothing, writes nothing.
+        let v = chat.view(&undertext::budget::Budget::new(100_000_000, 0)).unwrap();
+        let summary = v
+            .messages()
+            .iter()
+            .flat_map(|m| m.parts.iter())
+            .find_map(|p| match p {
+                undertext::Part::Summary(t) => Some(t.clone()),
+                _ => None,
+            })
+            .expect("the view carries the summary");
+        drop(chat);
+        s.close().unwrap();
+        (published, summary)
+    };
+    let server = serve(&store, &[]);
+    let page = server.page(&format!("/chat/{id}/checkpoints?window=16000"));
+    let (base, reach) = published;
+    assert!(
+        page.contains(&format!("Published checkpoint: covers seqs 0..{reach}, built at revision {base}.")),
+        "{page}"
+    );
+    let head: String = summary.chars().take(300).collect();
+    assert!(page.contains(&esc(&head)), "the published summary");
+    assert!(page.contains("<div class=\"summary\"><b>checkpoint summary</b>"));
+}
