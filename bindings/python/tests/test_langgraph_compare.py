@@ -1,5 +1,6 @@
 """UndertextSaver against LangGraph's own savers: random sequences of ``put``,
-``put_writes``, ``get_tuple``, ``list`` and ``delete_thread``, with the store closed and
+``put_writes``, ``get_tuple``, ``list``, ``get_delta_channel_history`` (also against the
+base class's walk over the same store) and ``delete_thread``, with the store closed and
 reopened at random points, must answer every read as SqliteSaver (reopened at the same
 points) and InMemorySaver (never reopened) do.
 
@@ -20,7 +21,7 @@ import pytest
 if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
     pytest.importorskip("langgraph.checkpoint.sqlite", reason="run scripts/test-python-integrations")
 
-from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
@@ -97,6 +98,7 @@ class Sequence:
         self.log: list[str] = []
         self.version = 0
         self.put_ids: dict[tuple[str, str], list[str]] = {lane: [] for lane in LANES}
+        self.parent_of: dict[str, Optional[str]] = {}
         # Ids made ahead of time and not used yet: taking one later puts a checkpoint out of
         # id order; some receive writes before their checkpoint is put.
         self.future: dict[tuple[str, str], list[str]] = {lane: [] for lane in LANES}
@@ -119,8 +121,10 @@ class Sequence:
             self.put(lane)
         elif r < 0.60:
             self.put_writes(lane)
-        elif r < 0.75:
+        elif r < 0.69:
             self.get(lane)
+        elif r < 0.75:
+            self.delta_history(lane)
         elif r < 0.88:
             self.list(lane)
         elif r < 0.91:
@@ -129,6 +133,8 @@ class Sequence:
                 saver.delete_thread(lane[0])
             for ln in LANES:
                 if ln[0] == lane[0]:
+                    for cid in self.put_ids[ln]:
+                        self.parent_of.pop(cid, None)
                     self.put_ids[ln] = []
         else:
             self.log.append("reopen")
@@ -145,7 +151,11 @@ class Sequence:
             cid = self.new_id()
         if self.rng.random() < 0.3:
             self.future[lane].append(self.new_id())
-        parent = ids[-1] if ids and ids[-1] != cid else None
+        if cid in self.parent_of:  # put again with its parent: a parent chain never loops
+            parent = self.parent_of[cid]
+        else:
+            parent = ids[-1] if ids else None
+            self.parent_of[cid] = parent
         self.version += 1
         version = f"{self.version:032}.0"
         cp = empty_checkpoint()
@@ -184,6 +194,17 @@ class Sequence:
         cid = self.rng.choice(ids) if ids and self.rng.random() < 0.6 else None
         self.log.append(f"get_tuple({lane}, {cid})")
         self.same(self.log[-1], [(n, shape(s.get_tuple(cfg(*lane, cid)))) for n, s in self.s.all()])
+
+    def delta_history(self, lane: tuple[str, str]) -> None:
+        ids = self.put_ids[lane] + self.future[lane]
+        cid = self.rng.choice(ids) if ids and self.rng.random() < 0.7 else None
+        channels = self.rng.sample(["n", "msgs", "x", "y", ERROR, INTERRUPT], self.rng.randint(1, 4))
+        self.log.append(f"get_delta_channel_history({lane}, {cid}, {channels})")
+        config = cfg(*lane, cid)
+        answers = [(n, dict(s.get_delta_channel_history(config=config, channels=channels))) for n, s in self.s.all()]
+        # And the base class's walk (get_tuple along the parents) over the same store.
+        walk = BaseCheckpointSaver.get_delta_channel_history(self.s.ours, config=config, channels=channels)
+        self.same(self.log[-1], answers + [("the base class's walk over undertext", dict(walk))])
 
     def list(self, lane: tuple[str, str]) -> None:
         config: Optional[dict[str, Any]] = cfg(*lane) if self.rng.random() < 0.85 else None
@@ -255,5 +276,44 @@ def test_putting_a_checkpoint_id_again_after_a_reopen_keeps_its_writes(tmp_path:
             saver.put(cfg("t", ""), cp, {"step": 1}, {})
         got = {n: s.get_tuple(cfg("t", "")).pending_writes for n, s in savers.all()}
         assert got == {n: [("task", "x", 1)] for n in got}
+    finally:
+        savers.close()
+
+
+def test_delta_channel_history_along_a_forked_chain_with_writes_answers_like_langgraphs_savers(tmp_path: Path) -> None:
+    # A chain root -> c1 -> ... -> c6 and a fork c3 -> f4 -> f5; every checkpoint has writes to
+    # "d" (the delta channel) and some to "e"; "d" has a stored value (a seed) at the root
+    # and at c2 only, "e" nowhere. Every checkpoint's history, asked of every saver, after a
+    # reopen too, and of the base class's walk over ours.
+    savers = Savers(tmp_path)
+    try:
+        ids: dict[str, str] = {}
+        parents = {"root": None, "c1": "root", "c2": "c1", "c3": "c2", "c4": "c3", "c5": "c4", "c6": "c5", "f4": "c3", "f5": "f4"}
+        for name, parent in parents.items():
+            ids[name] = str(uuid6(clock_seq=-1))
+            cp = empty_checkpoint()
+            cp["id"] = ids[name]
+            seeded = name in ("root", "c2")
+            cp["channel_values"] = {"d": [f"seed at {name}"]} if seeded else {}
+            cp["channel_versions"] = {"d": f"{len(ids):032}.0"} if seeded else {}
+            for _n, saver in savers.all():
+                saver.put(cfg("t", "", None if parent is None else ids[parent]), cp, {"step": len(ids)}, dict(cp["channel_versions"]))
+                saver.put_writes(cfg("t", "", ids[name]), [("d", f"{name}.0"), ("d", f"{name}.1")], "task-b", "~b")
+                saver.put_writes(cfg("t", "", ids[name]), [("d", f"{name}.a")], "task-a", "~a")
+                if name in ("c1", "c4", "f4"):
+                    saver.put_writes(cfg("t", "", ids[name]), [("e", f"e at {name}")], "task-e")
+        for reopen in (False, True):
+            if reopen:
+                savers.reopen()
+            for name in parents:
+                config = cfg("t", "", ids[name])
+                answers = {n: dict(s.get_delta_channel_history(config=config, channels=["d", "e"])) for n, s in savers.all()}
+                answers["base walk"] = dict(BaseCheckpointSaver.get_delta_channel_history(savers.ours, config=config, channels=["d", "e"]))
+                assert all(a == answers["undertext"] for a in answers.values()), (name, answers)
+        ours = savers.ours.get_delta_channel_history(config=cfg("t", "", ids["f5"]), channels=["d", "e"])
+        assert ours["d"]["seed"] == ["seed at c2"]
+        # The seed's own checkpoint's writes come after its value, so they are replayed too.
+        assert [w[2] for w in ours["d"]["writes"]] == ["c2.a", "c2.0", "c2.1", "c3.a", "c3.0", "c3.1", "f4.a", "f4.0", "f4.1"]
+        assert [w[2] for w in ours["e"]["writes"]] == ["e at c1", "e at f4"] and "seed" not in ours["e"]
     finally:
         savers.close()

@@ -86,7 +86,7 @@ import shutil
 import tempfile
 import threading
 from pathlib import Path
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional
 
 try:
@@ -98,6 +98,7 @@ try:
         Checkpoint,
         CheckpointMetadata,
         CheckpointTuple,
+        DeltaChannelHistory,
         get_checkpoint_id,
         get_checkpoint_metadata,
     )
@@ -1046,6 +1047,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         )
 
     def _pending_writes(self, lane: _Lane, seq: int, checkpoint: dict[str, Any]) -> list[tuple[str, str, Any]]:
+        return [(task_id, ch, self._load(typ, blob)) for task_id, ch, typ, blob in self._chosen_writes(lane, seq, checkpoint)]
+
+    def _chosen_writes(self, lane: _Lane, seq: int, checkpoint: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+        """The pending writes of a checkpoint, not loaded: ``(task_id, channel, type, blob)``
+        in LangGraph's order (task path, task id, index)."""
         # (task_id, idx) -> (seq, task_path, channel, type, blob): a regular write keeps its
         # first version, a special channel (error, interrupt, ...) its last.
         chosen: dict[tuple[str, int], tuple[int, str, str, str, str]] = {}
@@ -1056,7 +1062,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 if old is None or (idx < 0 and wseq > old[0]) or (idx >= 0 and wseq < old[0]):
                     chosen[key] = (wseq, rec["tp"], channel, typ, blob)
         ordered = sorted(chosen.items(), key=lambda kv: (kv[1][1], kv[0][0], kv[0][1]))
-        return [(task_id, ch, self._load(typ, blob)) for (task_id, _idx), (_s, _tp, ch, typ, blob) in ordered]
+        return [(task_id, ch, typ, blob) for (task_id, _idx), (_s, _tp, ch, typ, blob) in ordered]
 
     def get_tuple(self, config: RunnableConfig) -> Optional[CheckpointTuple]:
         """The checkpoint named by ``config`` (its latest when it names no checkpoint id)."""
@@ -1139,6 +1145,74 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             yield from batch
             if len(batch) < 16 or (limit is not None and n >= limit):
                 return
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """``DeltaChannel``'s history: for each channel, the writes to it along the parent
+        chain of the checkpoint (oldest first) back to the nearest ancestor holding a value
+        for it (``seed``). The answer of the base class's walk, in one pass over the
+        thread's records from the target down: each ancestor is found by id as the pass
+        reaches it, and only the writes and seeds asked for are read from the store."""
+        if not channels:
+            return {}
+        conf = config["configurable"]
+        lane = self._lane(conf["thread_id"], conf.get("checkpoint_ns", ""), create=False)
+        empty: dict[str, DeltaChannelHistory] = {ch: {"writes": []} for ch in channels}
+        if lane is None:
+            return empty
+        with lane.lock:
+            lane.sync()
+            found = lane.find(get_checkpoint_id(config))
+            if found is None:
+                return empty
+            # Checkpoint records by id, newest record of an id first (as ``find`` sees them),
+            # filled as one walk goes down.
+            seen: dict[str, tuple[int, dict[str, Any]]] = {}
+            walk = lane.walk()
+
+            def record(cid: str) -> Optional[tuple[int, dict[str, Any]]]:
+                while cid not in seen:
+                    nxt = next(walk, None)
+                    if nxt is None:
+                        return None
+                    if nxt[1]["k"] == "c":
+                        seen.setdefault(nxt[1]["id"], nxt)
+                return seen[cid]
+
+            remaining = set(channels)
+            collected: dict[str, list[Any]] = {ch: [] for ch in channels}
+            seeds: dict[str, Any] = {}
+            cursor = found[1]["p"]
+            visited = {found[1]["id"]}
+            while cursor is not None and remaining and cursor not in visited:  # (a loop ends the walk)
+                visited.add(cursor)
+                got = record(cursor)
+                if got is None:
+                    break
+                seq, rec = got
+                for task_id, ch, typ, blob in reversed(self._chosen_writes(lane, seq, rec)):
+                    if ch in remaining:
+                        collected[ch].append((task_id, ch, self._load(typ, blob)))
+                for ch in list(remaining):
+                    entry = rec["ch"].get(ch)
+                    if entry is not None:
+                        seeds[ch] = self._load_channel(entry, (ch, rec["id"], lane.thread_id))
+                        remaining.discard(ch)
+                cursor = rec["p"]
+        out: dict[str, DeltaChannelHistory] = {}
+        for ch in channels:
+            hist: DeltaChannelHistory = {"writes": list(reversed(collected[ch]))}
+            if ch in seeds:
+                hist["seed"] = seeds[ch]
+            out[ch] = hist
+        return out
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async ``get_delta_channel_history`` (runs in a worker thread)."""
+        return await asyncio.to_thread(lambda: self.get_delta_channel_history(config=config, channels=channels))
 
     # -- writing -------------------------------------------------------------------------
 
