@@ -29,6 +29,8 @@ pub mod log;
 pub mod model;
 pub mod options;
 pub(crate) mod record;
+/// The lock-free snapshot cells, public for their loom models and benches only.
+#[doc(hidden)]
 pub mod snapshot;
 mod store;
 mod view;

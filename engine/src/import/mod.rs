@@ -47,6 +47,7 @@ mod json;
 mod mini_swe_agent;
 mod openai;
 mod openhands;
+#[doc(hidden)]
 pub mod replay;
 mod swe_agent;
 mod write;

@@ -7,10 +7,14 @@
 
 pub(crate) mod continuity;
 mod durability;
+/// Record framing (the bytes of FORMAT.md), public for the test and fuzz crates only.
+#[doc(hidden)]
 pub mod format;
 pub(crate) mod prealloc;
 pub(crate) mod reader;
 pub(crate) mod recovery;
+/// Segment scanning for `check` and the tests, not part of the API.
+#[doc(hidden)]
 pub mod scan;
 pub(crate) mod writer;
 
