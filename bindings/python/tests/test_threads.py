@@ -56,15 +56,12 @@ def test_a_view_waiting_at_the_hard_line_releases_the_gil_for_the_python_summari
 
     with undertext.Store.open(tmp_path / "s") as store:
         chat = store.create_chat("o")
-        for i in range(40):  # straight past the hard line, with no view on the way
-            if i % 4 == 0:
-                chat.append(undertext.user(f"task {i}"))
-            chat.append_batch(
-                [
-                    undertext.tool_call(f"c{i}", "read", {"file": f"f{i}.rs"}),
-                    undertext.tool_result(f"c{i}", f"file {i}: " + "fn item() { let v = compute(); } " * 40),
-                ]
-            )
+        # Straight past the hard line, with no view on the way, in plain text: the guard's
+        # previews (of tool results) cannot bring it under, so the view must wait for the
+        # worker's checkpoint.
+        for i in range(40):
+            chat.append(undertext.user(f"task {i}: " + "explain the item function " * 20))
+            chat.append(undertext.assistant(f"answer {i}: " + "fn item() { let v = compute(); } " * 40))
         budget = undertext.Budget(14_000, 2_000)
         assert chat.estimate(budget) > budget.hard_limit
         with store.start_worker(summarize, at_hard_line="wait", wait_seconds=120, segment_tokens=1_000):
