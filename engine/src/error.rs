@@ -97,6 +97,13 @@ pub enum Error {
     /// A previous I/O failure left the writer unable to continue; reopen the store.
     #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
     Poisoned(String),
+    /// The store was opened read-only ([`Store::open_read_only`]): it never writes, so a
+    /// write through it is refused; or the log it follows changed under it (a `gc` replaced
+    /// its segments), and it must be opened again.
+    ///
+    /// [`Store::open_read_only`]: crate::Store::open_read_only
+    #[error("store is open read-only: {0}")]
+    ReadOnly(String),
 }
 
 impl Error {

@@ -48,7 +48,7 @@ pub use history::{
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 pub use options::{Durability, Options};
-pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Store, StoreStats};
+pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, Store, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]

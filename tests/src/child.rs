@@ -42,6 +42,20 @@ pub fn spawn_until_ready(cmd: &mut Command, timeout: Duration, what: &str) -> Re
 }
 
 impl Ready {
+    /// Waits for the child to end on its own; returns how it ended.
+    pub fn wait(mut self) -> ExitStatus {
+        let status = self.child.wait().unwrap_or_else(|e| panic!("waiting for the child: {e}"));
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        status
+    }
+
+    /// The next line the child prints (waits for it); `None` once its stdout is closed.
+    pub fn next_line(&self) -> Option<String> {
+        self.lines.recv().ok()
+    }
+
     /// SIGKILLs the child (nothing if it already ended), waits for it, and returns how it
     /// ended with every line it printed after `ready` (the last may be cut by the kill).
     pub fn kill(mut self) -> (ExitStatus, Vec<String>) {

@@ -3,6 +3,7 @@
 
 pub mod child;
 pub mod mixed;
+pub mod read_only;
 pub mod sweep;
 pub mod transcripts;
 pub mod views;

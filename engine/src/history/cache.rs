@@ -78,6 +78,14 @@ impl ChatCache {
         Ok(state)
     }
 
+    /// Forgets every chat in memory and sets the next chat id (a read-only store after it
+    /// replayed new batches: chats load again from the index). Handles already given out
+    /// keep what they hold.
+    pub(crate) fn reset(&self, next_chat: u64) {
+        self.map.lock().clear();
+        self.next_chat.store(next_chat, Ordering::Relaxed);
+    }
+
     /// Chats in memory that belong to `owner`.
     pub(crate) fn cached_of(&self, owner: &str) -> Vec<Arc<ChatState>> {
         self.map

@@ -209,6 +209,24 @@ impl Index {
         Ok((index, applied))
     }
 
+    /// An empty index held in memory only (redb's in-memory backend), for a read-only open:
+    /// it is built from the log and never touches a file. `store_dir` names where the store
+    /// is, for messages; nothing is created there.
+    pub(crate) fn in_memory(store_dir: &Path, cache_bytes: usize) -> Result<Index> {
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create_with_backend(redb::backends::InMemoryBackend::new())
+            .map_err(redb_err)?;
+        Ok(Index {
+            db: RwLock::new(db),
+            path: store_dir.join(INDEX_FILE),
+            cache_bytes,
+            mem: RwLock::new(Memtable::default()),
+            flush_lock: Mutex::new(()),
+            flushed: Mutex::new(Position::new(0, 0)),
+        })
+    }
+
     fn read_applied(&self) -> Result<Option<(Applied, u64)>> {
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;

@@ -38,6 +38,10 @@ pub(crate) struct LogReader {
     max_maps: usize,
     /// The map of the active segment, by segment number.
     active: RwLock<Option<(u64, Arc<Mmap>)>>,
+    /// Segment files opened once and read through these handles rather than by path (a
+    /// read-only open: a `gc` of the writer may replace the files under their names, and
+    /// the handles keep the bytes this reader indexed).
+    pinned: RwLock<HashMap<u64, Arc<File>>>,
 }
 
 impl LogReader {
@@ -48,7 +52,18 @@ impl LogReader {
             clock: AtomicU64::new(0),
             active: RwLock::new(None),
             max_maps: max_maps.max(1),
+            pinned: RwLock::new(HashMap::new()),
         }
+    }
+
+    /// Reads segment `n` through `file` from now on, never by its path.
+    pub(crate) fn pin(&self, n: u64, file: Arc<File>) {
+        self.pinned.write().insert(n, file);
+    }
+
+    /// The pinned handle of segment `n`, if any.
+    pub(crate) fn pinned(&self, n: u64) -> Option<Arc<File>> {
+        self.pinned.read().get(&n).cloned()
     }
 
     /// The memory map of sealed segment `n`, created on first use.
@@ -59,10 +74,16 @@ impl LogReader {
             return Ok(m.clone());
         }
         let path = segment_path(&self.dir, n);
-        let file = File::open(&path).map_err(|e| Error::io("open", &path, e))?;
+        let file = match self.pinned(n) {
+            Some(f) => f,
+            None => Arc::new(File::open(&path).map_err(|e| Error::io("open", &path, e))?),
+        };
         // SAFETY: `n` is a sealed segment: the writer never writes to it again and recovery
         // only truncates the last segment before any map exists. The store directory is
-        // held under an exclusive lock, so no cooperating process modifies it either. The
+        // held under an exclusive lock, so no cooperating process modifies it either (a
+        // read-only open holds no lock, but maps only segments the writer has sealed, which
+        // it cut to their data before it created the next one, and never changes again; a
+        // `gc` replaces them with new files, leaving the pinned ones as they were). The
         // map is read-only and every access is bounds-checked against its length.
         let map = unsafe { crate::io::map(&file, &path) }.map_err(|e| Error::io("mmap", &path, e))?;
         let map = Arc::new(map);

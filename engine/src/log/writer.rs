@@ -270,6 +270,20 @@ impl LogWriter {
         self.sync_to(end)
     }
 
+    /// For a read-only open, which never appends: takes `segment` (read through `file`) as
+    /// the active segment, with data up to `end`, so that reads of it go through `file` and
+    /// every segment below it is read as sealed.
+    pub(crate) fn follow(&self, segment: u64, file: Arc<File>, end: u64, next_txid: u64) {
+        let mut st = self.state.lock();
+        *self.active_file.write() = (segment, file.clone());
+        self.active_segment.store(segment, Ordering::Release);
+        st.segment = segment;
+        st.file = file;
+        st.offset = end;
+        st.next_txid = next_txid;
+        self.sync.lock().synced = Position::new(segment, end);
+    }
+
     /// The end of the last batch written (durable or not).
     pub(crate) fn written(&self) -> Position {
         let st = self.state.lock();

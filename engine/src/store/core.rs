@@ -37,6 +37,8 @@ pub(crate) struct Core {
     pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Vec<Recent>>>,
     /// Chunks read (decompressed, checked), kept within `Options::chunk_cache_bytes`.
     pub chunk_cache: ChunkCache,
+    /// Opened with `Store::open_read_only`: every append is refused.
+    pub read_only: bool,
 }
 
 /// One record of a transaction being built.
@@ -249,6 +251,9 @@ impl Core {
     /// writer's lock, so it becomes visible whole). Does not wait for durability.
     /// `on_written` runs under the log lock too, after the memtable is updated.
     pub(crate) fn append(&self, txn: Txn) -> Result<Committed> {
+        if self.read_only {
+            return Err(super::read_only::writes_refused());
+        }
         if txn.records.is_empty() {
             return Ok(Committed { locations: Vec::new(), end: self.log.written() });
         }

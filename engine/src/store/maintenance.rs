@@ -89,6 +89,10 @@ impl Store {
     /// Makes every acknowledged write durable, log and index, whatever the durability mode.
     pub fn sync(&self) -> Result<()> {
         let inner = &*self.inner.core;
+        if inner.read_only {
+            // Nothing was written through it.
+            return Ok(());
+        }
         inner.log.sync_all()?;
         inner.index.flush(true, |p| inner.log.sync_to(p))?;
         Ok(())
@@ -99,6 +103,9 @@ impl Store {
     /// reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
         let inner = &*self.inner.core;
+        if inner.read_only {
+            return Err(super::read_only::writes_refused());
+        }
         let _flushes = inner.index.pause_flushes();
         inner.log.with_appends_paused(|written| {
             let (entries, applied) = self.log_entries(written)?;
@@ -220,7 +227,9 @@ impl Store {
         }
         report.problems.extend(chain.before(written.segment + 1).into_iter().map(gap));
         report.problems.sort_by_key(|p| (p.segment, p.offset));
-        if report.problems.is_empty() {
+        // A read-only store's index was built from this log moments ago, in memory: there is
+        // no index file to compare (and the scratch file would be a write).
+        if report.problems.is_empty() && !inner.read_only {
             report.index_problems = self.check_index()?;
         }
         Ok(report)

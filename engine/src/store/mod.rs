@@ -6,10 +6,12 @@ mod gc;
 mod indexer;
 mod lock;
 mod maintenance;
+mod read_only;
 
 pub use blobs::MAX_BLOB_LEN;
 pub use gc::GcReport;
 pub use maintenance::{CheckProblem, CheckReport, StoreStats};
+pub use read_only::Refreshed;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -54,6 +56,8 @@ pub(crate) struct Inner {
     lock: Mutex<Option<lock::DirLock>>,
     /// What open repaired or could not do (see [`Store::open_warnings`]).
     open_warnings: Vec<String>,
+    /// How far a read-only store has replayed the log (`None`: opened for writing).
+    follower: Option<read_only::Follower>,
 }
 
 impl Store {
@@ -137,6 +141,7 @@ impl Store {
             blob_bodies_read: Default::default(),
             recent_manifests: Default::default(),
             chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
+            read_only: false,
         });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
@@ -146,6 +151,7 @@ impl Store {
             indexer: Mutex::new(Some((tx, handle))),
             lock: Mutex::new(Some(lock)),
             open_warnings,
+            follower: None,
         };
         Ok(Store { inner: Arc::new(inner) })
     }
@@ -202,6 +208,10 @@ fn replay(
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.follower.is_some() {
+            // A read-only store has no indexer, and writes nothing, not even at close.
+            return;
+        }
         if let Some((tx, handle)) = self.indexer.lock().take() {
             let _ = tx.send(());
             let _ = handle.join();

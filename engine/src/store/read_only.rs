@@ -1,0 +1,408 @@
+//! Read-only opens ([`Store::open_read_only`]): a store read beside a live writer, or salvaged
+//! from damage, without writing a byte.
+//!
+//! The log is the only thing read. The writer's `index.redb` is not opened (redb is not safe
+//! against a commit from another process); the index is built in memory (redb's in-memory
+//! backend) by replaying every segment, and [`Store::refresh`] replays what was appended
+//! since. Every segment file is opened once and read through that handle afterwards, so a
+//! `gc` that replaces the files under their names leaves the bytes already indexed readable;
+//! the next refresh sees the replacement and says to open the store again.
+//!
+//! A frame that does not decode at the end of the last segment is a batch the writer has not
+//! finished (or a torn tail a crash left): it is not seen yet, and nothing is cut. Any other
+//! damaged frame is skipped to the next valid batch and reported ([`Store::open_warnings`],
+//! [`Refreshed::warnings`]): everything that verifies is readable.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{Inner, Store, core};
+use crate::error::{Error, Result};
+use crate::index::{self, Applied, BatchEntries, Index};
+use crate::log::format::{self, SEGMENT_HEADER_LEN};
+use crate::log::reader::LogReader;
+use crate::log::scan::{ScanEnd, next_valid_batch, walk_batches};
+use crate::log::writer::{LogWriter, WriterConfig};
+use crate::log::{Durability, Layout, Position, list_segments, log_dir, segment_path};
+use crate::options::Options;
+
+/// What a [`Store::refresh`] brought in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    /// Batches replayed since the last open or refresh.
+    pub batches: u64,
+    /// Damage met and skipped, one line each (as [`Store::open_warnings`] at open).
+    pub warnings: Vec<String>,
+}
+
+/// How far a read-only store has replayed the log.
+#[derive(Debug)]
+pub(crate) struct Follower {
+    logd: PathBuf,
+    state: Mutex<FollowState>,
+}
+
+#[derive(Debug)]
+struct FollowState {
+    /// Where the next batch is expected.
+    tail: Position,
+    /// The transaction id the next batch should carry (`None` before the first).
+    next_txid: Option<u64>,
+    /// Offset of the last batch replayed in the tail's segment.
+    last_batch: u64,
+    /// The (device, inode) of every segment file read, by number.
+    ids: HashMap<u64, (u64, u64)>,
+}
+
+/// One replay: the index entries of the new batches, where they end, and what was skipped.
+struct Scan {
+    entries: Vec<BatchEntries>,
+    applied: Applied,
+    warnings: Vec<String>,
+    tail_file: Arc<File>,
+}
+
+const WRITES_REFUSED: &str =
+    "writes are refused; open the store with `Store::open` (it takes the writer's lock) to write";
+
+/// The error of a write through a read-only store.
+pub(crate) fn writes_refused() -> Error {
+    Error::ReadOnly(WRITES_REFUSED.into())
+}
+
+impl Follower {
+    /// Replays every batch from the tail on into entries, pinning each segment file in
+    /// `reader`. Never writes.
+    fn scan(&self, reader: &LogReader) -> Result<(Scan, u64)> {
+        let mut st = self.state.lock();
+        self.check_not_replaced(&st)?;
+        let segs = list_segments(&self.logd)?;
+        let Some(&last) = segs.last() else {
+            return Err(Error::corrupt(
+                1,
+                0,
+                format!("expected log segments in {}, found none", self.logd.display()),
+            ));
+        };
+        let mut warnings = Vec::new();
+        let mut entries = Vec::new();
+        let mut batches = 0u64;
+        let mut expect = st.tail.segment;
+        let from = st.tail.segment;
+        for &n in segs.iter().filter(|&&n| n >= from) {
+            if n > expect && st.next_txid.is_some() {
+                warnings.push(format!(
+                    "log segments {expect} to {} are missing; their batches are not read",
+                    n - 1
+                ));
+            }
+            expect = n + 1;
+            let file = match reader.pinned(n) {
+                Some(f) => f,
+                None => {
+                    let path = segment_path(&self.logd, n);
+                    let f = Arc::new(crate::io::open_read(&path).map_err(|e| Error::io("open", &path, e))?);
+                    let m = f.metadata().map_err(|e| Error::io("stat", &path, e))?;
+                    if !m.is_file() {
+                        return Err(Error::corrupt(
+                            n,
+                            0,
+                            format!("{} is not a regular file", path.display()),
+                        ));
+                    }
+                    st.ids.insert(n, (m.dev(), m.ino()));
+                    reader.pin(n, f.clone());
+                    f
+                }
+            };
+            let is_last = n == last;
+            let mut bytes = read_all(&file, &segment_path(&self.logd, n))?;
+            let mut off = if st.tail.segment == n && st.tail.offset >= SEGMENT_HEADER_LEN as u64 {
+                st.tail.offset as usize
+            } else {
+                if bytes.len() < SEGMENT_HEADER_LEN && is_last {
+                    // Being created by the writer: nothing in it yet.
+                    st.tail = Position::new(n, 0);
+                    st.last_batch = 0;
+                    return Ok((Scan { entries, applied: applied(&st), warnings, tail_file: file }, batches));
+                }
+                if let Err(e) = format::decode_segment_header(&bytes, n) {
+                    warnings.push(format!(
+                        "log segment {n}: its header is damaged ({e}); its batches are read all the same"
+                    ));
+                }
+                SEGMENT_HEADER_LEN
+            };
+            if st.tail.segment != n {
+                st.last_batch = 0;
+            }
+            let mut reread = false;
+            loop {
+                let (end, how) = walk_batches(&bytes, off, |b| {
+                    if let Some(t) = st.next_txid
+                        && b.txid != t
+                    {
+                        warnings.push(format!(
+                            "log segment {n} at offset {}: expected transaction id {t}, found {}: batches \
+                             between are missing",
+                            b.offset, b.txid
+                        ));
+                    }
+                    st.next_txid = Some(b.txid + 1);
+                    st.last_batch = b.offset;
+                    entries.push(index::entries_of(n, b));
+                    batches += 1;
+                    Ok::<(), Error>(())
+                })?;
+                match how {
+                    ScanEnd::Clean => {
+                        off = end as usize;
+                        break;
+                    }
+                    ScanEnd::Damaged { offset, valid_after: false, .. } if is_last => {
+                        // A batch the writer has not finished writing (or a torn tail): not
+                        // seen yet, and nothing is cut.
+                        off = offset as usize;
+                        break;
+                    }
+                    ScanEnd::Damaged { offset, reason, .. } => {
+                        if is_last && !reread {
+                            // The writer may have written a later batch while this read was
+                            // copying the file: read it again, it then holds the earlier one whole.
+                            reread = true;
+                            bytes = read_all(&file, &segment_path(&self.logd, n))?;
+                            off = offset as usize;
+                            continue;
+                        }
+                        match next_valid_batch(&bytes, offset as usize + format::ALIGN) {
+                            Some(next) => {
+                                warnings.push(format!(
+                                    "log segment {n} at offset {offset}: {reason}; skipped {} bytes to the \
+                                     next valid batch",
+                                    next as u64 - offset
+                                ));
+                                off = next;
+                            }
+                            None => {
+                                warnings.push(format!(
+                                    "log segment {n} at offset {offset}: {reason}; the rest of the segment \
+                                     ({} bytes) is not read",
+                                    bytes.len() as u64 - offset
+                                ));
+                                off = bytes.len();
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+            st.tail = Position::new(n, off as u64);
+            if is_last {
+                // Reached the newest segment: its file is what reads of the tail use.
+                let a = applied(&st);
+                return Ok((Scan { entries, applied: a, warnings, tail_file: file }, batches));
+            }
+        }
+        Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
+    }
+
+    /// Refuses when a segment file read before was replaced or removed (a `gc` ran).
+    fn check_not_replaced(&self, st: &FollowState) -> Result<()> {
+        for (&n, &(dev, ino)) in &st.ids {
+            let path = segment_path(&self.logd, n);
+            let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
+            if !same {
+                return Err(Error::ReadOnly(format!(
+                    "log segment {n} ({}) was replaced or removed since this read-only open (a `gc` of the \
+                     store rewrote its log); what was read stays readable through this handle, but to see \
+                     more, open the store again",
+                    path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn applied(st: &FollowState) -> Applied {
+    Applied { position: st.tail, next_txid: st.next_txid.unwrap_or(0), batch_start: st.last_batch }
+}
+
+/// The whole file, as it is now (the writer may be appending).
+fn read_all(file: &File, path: &Path) -> Result<Vec<u8>> {
+    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let mut buf = vec![0u8; len as usize];
+    let mut at = 0usize;
+    while at < buf.len() {
+        match file.read_at(&mut buf[at..], at as u64) {
+            Ok(0) => {
+                // Cut shorter meanwhile (the writer trimmed its preallocated zeros).
+                buf.truncate(at);
+                break;
+            }
+            Ok(k) => at += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read", path, e)),
+        }
+    }
+    Ok(buf)
+}
+
+/// Applies replayed entries to the in-memory index; a batch the index cannot take (its chat
+/// was in a damaged batch) is skipped and reported.
+fn apply(
+    index: &Index,
+    entries: &[BatchEntries],
+    applied: Applied,
+    warnings: &mut Vec<String>,
+) -> Result<()> {
+    if index.apply_replayed(entries, applied).is_ok() {
+        return Ok(());
+    }
+    for b in entries {
+        if let Err(e) = index.apply_replayed(std::slice::from_ref(b), applied) {
+            let at = b.records.first().map(|r| r.loc).or_else(|| b.blobs.first().map(|x| x.1));
+            let at =
+                at.map(|l| format!("log segment {} at offset {}", l.segment, l.offset)).unwrap_or_default();
+            warnings.push(format!("a batch ({at}) does not apply to what was read before it: {e}; skipped"));
+        }
+    }
+    index.apply_replayed(&[], applied)
+}
+
+impl Store {
+    /// Opens the store in `path` read-only, with default options: see
+    /// [`Store::open_read_only_with`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
+        Store::open_read_only_with(path, Options::default())
+    }
+
+    /// Opens the store in `path` read-only: beside a live writer in another process, or to
+    /// salvage a damaged store.
+    ///
+    /// Takes no lock, writes no byte to the store directory, and never blocks the writer.
+    /// The index is built in memory from the log (the writer's `index.redb` is not read); the
+    /// store sees every batch written before this call, and [`Store::refresh`] brings it up
+    /// to date. A batch still being written at the end of the log is not seen yet. Damage is
+    /// skipped and reported in [`Store::open_warnings`]; everything that verifies is readable.
+    /// Every write returns [`Error::ReadOnly`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{Options, Store};
+    /// let writer = Store::open(dir.path(), Options::default())?;
+    /// let id = writer.put_blob(b"hello")?;
+    /// let reader = Store::open_read_only(dir.path())?; // beside the live writer
+    /// assert_eq!(&*reader.get_blob(&id)?, b"hello");
+    /// let later = writer.put_blob(b"later")?;
+    /// reader.refresh()?;
+    /// assert_eq!(&*reader.get_blob(&later)?, b"later");
+    /// assert!(matches!(reader.put_blob(b"no"), Err(undertext::Error::ReadOnly(_))));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let dir = path.as_ref().to_path_buf();
+        let logd = log_dir(&dir);
+        match std::fs::symlink_metadata(&logd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: expected the store's log directory, found another kind of entry",
+                    logd.display()
+                )));
+            }
+            Err(_) => return Err(Error::NotFound { what: format!("store at {}", dir.display()) }),
+        }
+        let follower = Follower {
+            logd: logd.clone(),
+            state: Mutex::new(FollowState {
+                tail: Position::new(1, 0),
+                next_txid: None,
+                last_batch: 0,
+                ids: HashMap::new(),
+            }),
+        };
+        let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
+        let (scan, _) = follower.scan(&reader)?;
+        let Scan { entries, applied, mut warnings, tail_file } = scan;
+        let index = Index::in_memory(&dir, opts.index_cache_bytes)?;
+        apply(&index, &entries, applied, &mut warnings)?;
+        drop(entries);
+        index.mem.write().set_applied(applied);
+        let next_chat = index.next_chat()?;
+        let cfg = WriterConfig {
+            dir: logd.clone(),
+            layout: Layout { segment_size: opts.segment_size, preallocate: false },
+            durability: Durability::None,
+        };
+        let first = tail_file.try_clone().map_err(|e| Error::io("dup", &logd, e))?;
+        let log = Arc::new(LogWriter::new(
+            cfg,
+            applied.position.segment,
+            first,
+            applied.position.offset,
+            applied.next_txid,
+        ));
+        log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
+        for w in &warnings {
+            tracing::warn!(store = %dir.display(), "read-only open: {w}");
+        }
+        let opts_cache = opts.chunk_cache_bytes;
+        let core = Arc::new(core::Core {
+            dir,
+            opts,
+            log,
+            reader,
+            index: Arc::new(index),
+            blob_bodies_read: Default::default(),
+            recent_manifests: Default::default(),
+            chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
+            read_only: true,
+        });
+        let inner = Inner {
+            chats: crate::history::ChatCache::new(core.clone(), next_chat),
+            archives: crate::archive::ArchiveCache::default(),
+            worker: parking_lot::Mutex::new(None),
+            core,
+            indexer: parking_lot::Mutex::new(None),
+            lock: parking_lot::Mutex::new(None),
+            open_warnings: warnings,
+            follower: Some(follower),
+        };
+        Ok(Store { inner: Arc::new(inner) })
+    }
+
+    /// True for a store opened with [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.follower.is_some()
+    }
+
+    /// Brings a read-only store up to date: replays every batch the writer appended since the
+    /// open (or the last refresh), in the last segment and in segments created since. Chats
+    /// read before keep what they showed (snapshots); read them again to see the new records.
+    ///
+    /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
+    /// (open the store again), and on a store opened for writing (which is always current).
+    pub fn refresh(&self) -> Result<Refreshed> {
+        let Some(f) = &self.inner.follower else {
+            return Err(Error::InvalidArgument(
+                "refresh: expected a store opened with `Store::open_read_only`, found one opened for writing \
+                 (it always sees its own writes)"
+                    .into(),
+            ));
+        };
+        let core = &*self.inner.core;
+        let (scan, batches) = f.scan(&core.reader)?;
+        let Scan { entries, applied, mut warnings, tail_file } = scan;
+        apply(&core.index, &entries, applied, &mut warnings)?;
+        core.index.mem.write().set_applied(applied);
+        core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
+        self.inner.chats.reset(core.index.next_chat()?);
+        Ok(Refreshed { batches, warnings })
+    }
+}

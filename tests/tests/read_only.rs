@@ -1,0 +1,198 @@
+//! Read-only opens (`Store::open_read_only`): beside a live writer in another process, on a
+//! closed store (not a byte changed), through `gc`, and refusing every write.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use undertext::{ChatId, ChatMeta, Error, NewMessage, Options, Part, Store};
+use undertext_tests::child::spawn_until_ready;
+use undertext_tests::read_only::message_text;
+
+/// Every file under `dir` (relative path → bytes).
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+fn text_of(m: &undertext::Message) -> String {
+    match &m.parts[..] {
+        [Part::Text(t)] => t.clone(),
+        other => panic!("expected one text part, found {other:?}"),
+    }
+}
+
+fn small() -> Options {
+    Options { segment_size: 4096, ..Options::default() }
+}
+
+/// A closed store of 3 chats over several sealed segments.
+fn closed_store(dir: &Path) -> Vec<ChatId> {
+    let store = Store::open(dir, small()).unwrap();
+    let mut ids = Vec::new();
+    for c in 0..3u64 {
+        let id = store.create_chat("o", ChatMeta::default()).unwrap();
+        let chat = store.chat("o", id).unwrap();
+        for i in 0..8 {
+            chat.append(NewMessage::user(message_text(c * 100 + i))).unwrap();
+        }
+        ids.push(id);
+    }
+    store.close().unwrap();
+    ids
+}
+
+#[test]
+fn a_read_only_session_leaves_a_closed_store_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = closed_store(dir.path());
+    let before = files(dir.path());
+    assert!(
+        before.keys().filter(|k| k.ends_with(".seg")).count() > 2,
+        "several segments: {:?}",
+        before.keys()
+    );
+    {
+        let ro = Store::open_read_only(dir.path()).unwrap();
+        assert!(ro.is_read_only());
+        assert!(ro.open_warnings().is_empty(), "{:?}", ro.open_warnings());
+        for (c, id) in ids.iter().enumerate() {
+            let got: Vec<String> =
+                ro.chat("o", *id).unwrap().messages().unwrap().iter().map(text_of).collect();
+            let want: Vec<String> = (0..8).map(|i| message_text(c as u64 * 100 + i)).collect();
+            assert_eq!(got, want);
+        }
+        assert_eq!(ro.chats("o", Default::default()).unwrap().chats.len(), 3);
+        assert_eq!(ro.refresh().unwrap().batches, 0);
+        assert!(ro.check().unwrap().is_ok());
+        ro.stats().unwrap();
+        ro.close().unwrap();
+    }
+    assert_eq!(files(dir.path()), before, "a read-only session changed the store's files");
+}
+
+#[test]
+fn writes_through_a_read_only_store_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = closed_store(dir.path());
+    let before = files(dir.path());
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let is_ro = |r: Result<_, Error>, what: &str| match r {
+        Err(Error::ReadOnly(m)) => assert!(m.contains("writes are refused"), "{what}: {m}"),
+        Err(e) => panic!("{what}: expected Error::ReadOnly, found {e}"),
+        Ok(_) => panic!("{what}: expected Error::ReadOnly, found success"),
+    };
+    is_ro(ro.put_blob(b"x").map(|_| ()), "put_blob");
+    is_ro(ro.create_chat("o", ChatMeta::default()).map(|_| ()), "create_chat");
+    let chat = ro.chat("o", ids[0]).unwrap();
+    is_ro(chat.append(NewMessage::user("no")).map(|_| ()), "append");
+    is_ro(ro.rebuild_index(), "rebuild_index");
+    assert_eq!(chat.len(), 8);
+    drop((chat, ro));
+    assert_eq!(files(dir.path()), before);
+}
+
+#[test]
+fn a_read_only_open_does_not_take_the_lock_and_the_writer_is_not_blocked() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    chat.append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(ro.chat("o", id).unwrap().len(), 1, "it sees what was acknowledged before it opened");
+    for i in 1..20 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+    }
+    let r = ro.refresh().unwrap();
+    assert_eq!(r.batches, 19);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let got: Vec<String> = ro.chat("o", id).unwrap().messages().unwrap().iter().map(text_of).collect();
+    assert_eq!(got, (0..20).map(message_text).collect::<Vec<_>>());
+    // The writer can still be reopened by nobody else: its lock is its own.
+    assert!(matches!(Store::open(dir.path(), small()), Err(Error::Locked { .. })));
+}
+
+#[test]
+fn readers_in_other_processes_see_every_acknowledged_message_within_one_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store that exists before the writer starts (the reader opens while it writes).
+    Store::open(dir.path(), small()).unwrap().close().unwrap();
+    let count = 120u64;
+    let w = spawn_until_ready(
+        Command::new(env!("CARGO_BIN_EXE_ro_writer")).arg(dir.path()).arg(count.to_string()),
+        Duration::from_secs(60),
+        "ro_writer",
+    );
+    let chat_line = w.next_line().unwrap();
+    let id = ChatId(chat_line.strip_prefix("chat ").unwrap().parse().unwrap());
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let mut seen = 0u64;
+    loop {
+        let line = w.next_line().unwrap();
+        if line == "done" {
+            break;
+        }
+        let acked: u64 = line.strip_prefix("ack ").unwrap().parse().unwrap();
+        // Check every few acks (more appends, and seals, land between refreshes).
+        if acked % 7 != 0 && acked + 1 != count {
+            continue;
+        }
+        ro.refresh().unwrap();
+        let msgs = ro.chat("o", id).unwrap().messages().unwrap();
+        assert!(
+            msgs.len() as u64 > acked,
+            "after a refresh: {} messages, message {acked} was acknowledged",
+            msgs.len()
+        );
+        for (i, m) in msgs.iter().enumerate() {
+            assert_eq!(text_of(m), message_text(i as u64), "message {i}");
+        }
+        seen = msgs.len() as u64;
+    }
+    assert_eq!(seen, count);
+    let status = w.wait();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        files(dir.path()).keys().filter(|k| k.ends_with(".seg")).count() > 5,
+        "the writer sealed segments"
+    );
+}
+
+#[test]
+fn after_a_gc_the_reader_keeps_what_it_read_and_refresh_says_to_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let ids = closed_store(dir.path());
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let before = ro.chat("o", ids[1]).unwrap().messages().unwrap();
+    {
+        let w = Store::open(dir.path(), small()).unwrap();
+        w.delete_chat("o", ids[0]).unwrap();
+        w.close().unwrap();
+    }
+    Store::gc(dir.path(), small()).unwrap();
+    // Reads of what was indexed go on through the files it holds, byte for byte.
+    let again: Vec<String> = ro.chat("o", ids[1]).unwrap().messages().unwrap().iter().map(text_of).collect();
+    assert_eq!(again, before.iter().map(text_of).collect::<Vec<_>>());
+    match ro.refresh() {
+        Err(Error::ReadOnly(m)) => assert!(m.contains("open the store again"), "{m}"),
+        other => panic!("expected Error::ReadOnly saying to reopen, found {other:?}"),
+    }
+    let fresh = Store::open_read_only(dir.path()).unwrap();
+    assert!(fresh.chat("o", ids[0]).is_err(), "the deleted chat is gone after gc");
+    assert_eq!(fresh.chat("o", ids[1]).unwrap().len(), 8);
+}
