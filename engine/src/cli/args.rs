@@ -14,6 +14,11 @@ pub struct Cli {
     /// The owner (tenant) whose chats and archives the command sees.
     #[arg(long, global = true, default_value = "local", value_name = "NAME")]
     pub owner: String,
+    /// Open the store read-only: no lock taken, not a byte written, beside a running writer
+    /// or on a damaged store (what verifies is shown, what does not is reported). Read
+    /// commands fall back to it on their own when another process holds the store.
+    #[arg(long, global = true)]
+    pub read_only: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Command,

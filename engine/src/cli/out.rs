@@ -9,8 +9,18 @@ use super::{Cli, CliError, CliResult};
 /// Opens the store of `--store`; with `create`, makes it if absent; otherwise a missing store
 /// is an error that says how to make one.
 pub fn open(cli: &Cli, create: bool, durability: Durability) -> CliResult<Store> {
+    if cli.read_only {
+        return Err(CliError(
+            "this command writes to the store, and --read-only was given: run it without --read-only".into(),
+        ));
+    }
     let opts = Options { create_if_missing: create, durability, ..Options::default() };
-    let store = Store::open(&cli.store, opts).map_err(|e| match e {
+    opened(cli, Store::open(&cli.store, opts))
+}
+
+/// The store an open gave, its warnings printed to stderr; or its error, said for the CLI.
+fn opened(cli: &Cli, r: undertext::Result<Store>) -> CliResult<Store> {
+    let store = r.map_err(|e| match e {
         Error::NotFound { .. } => CliError(format!(
             "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",
             cli.store.display()
@@ -25,8 +35,37 @@ pub fn open(cli: &Cli, create: bool, durability: Durability) -> CliResult<Store>
 }
 
 /// Opens an existing store for reading.
+/// With `--read-only`, opens it read-only (a write through it then fails, saying so).
 pub fn open_existing(cli: &Cli) -> CliResult<Store> {
+    if cli.read_only {
+        return open_read_only(cli);
+    }
     open(cli, false, Durability::Group)
+}
+
+/// Opens an existing store for a command that only reads: read-only with `--read-only`;
+/// otherwise for writing as usual, falling back to a read-only open (with a note on stderr)
+/// when another process holds the store.
+pub fn open_for_reading(cli: &Cli) -> CliResult<Store> {
+    if !cli.read_only {
+        let opts = Options { create_if_missing: false, durability: Durability::Group, ..Options::default() };
+        match Store::open(&cli.store, opts) {
+            Err(Error::Locked { pid }) if pid != std::process::id() => {
+                eprintln!(
+                    "note: {} is locked by a running process (pid {pid}); reading it read-only (what it had written \
+                     when this command started)",
+                    cli.store.display()
+                );
+            }
+            other => return opened(cli, other),
+        }
+    }
+    open_read_only(cli)
+}
+
+/// Opens the store of `--store` read-only, printing what was damaged to stderr.
+pub fn open_read_only(cli: &Cli) -> CliResult<Store> {
+    opened(cli, Store::open_read_only(&cli.store))
 }
 
 /// Parses a chat id (`chat-<16 hex>` or the hex alone).

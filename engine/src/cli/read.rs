@@ -12,7 +12,7 @@ use super::{Cli, CliError, CliResult};
 
 /// `chats`: the owner's chats, newest activity first.
 pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
-    let store = out::open_existing(cli)?;
+    let store = out::open_for_reading(cli)?;
     let mut page = Page { limit: a.limit.clamp(1, 1000), after: None };
     let mut all = Vec::new();
     while all.len() < a.limit {
@@ -57,7 +57,7 @@ pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
 
 /// `show CHAT…`: every message with its seq.
 pub fn show(cli: &Cli, a: &ShowArgs) -> CliResult {
-    let store = out::open_existing(cli)?;
+    let store = out::open_for_reading(cli)?;
     let mut chats = Vec::new();
     for c in &a.chats {
         chats.push(out::chat(cli, &store, c)?);
@@ -104,7 +104,7 @@ pub fn show(cli: &Cli, a: &ShowArgs) -> CliResult {
 
 /// `view CHAT --window N`: what the next model call would see.
 pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
-    let store = out::open_existing(cli)?;
+    let store = out::open_for_reading(cli)?;
     let chat = out::chat(cli, &store, &a.chat)?;
     let budget = Budget::new(a.window, a.reserve);
     let v = chat.view(&budget)?;
@@ -233,7 +233,7 @@ pub fn read(cli: &Cli, a: &ReadArgs) -> CliResult {
         CliError(format!("{e} (archive ids are 64 hex digits, printed by `archive` and `show`)"))
     })?;
     let unit = unit(&a.unit)?;
-    let store = out::open_existing(cli)?;
+    let store = out::open_for_reading(cli)?;
     let r = store.archive_ref(&cli.owner, &id)?;
     let len = match unit {
         Unit::Chars => r.chars,

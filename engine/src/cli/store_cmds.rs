@@ -9,7 +9,7 @@ use super::{Cli, CliError, CliResult};
 
 /// `stats`: store sizes, and what the owner's chats hold.
 pub fn stats(cli: &Cli, a: &JsonArg) -> CliResult {
-    let store = out::open_existing(cli)?;
+    let store = out::open_for_reading(cli)?;
     let s = store.stats()?;
     let inv = inventory(&store, &cli.owner)?;
     let dedup = if inv.archive_unique_bytes == 0 {
@@ -73,16 +73,27 @@ pub fn stats(cli: &Cli, a: &JsonArg) -> CliResult {
 /// exit when something is damaged. With `--rebuild` and an intact log, the index is rebuilt
 /// from the log into a fresh file (also when the index is too damaged for the store to open).
 pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
-    let opened = undertext::Store::open(
-        &cli.store,
-        undertext::Options {
-            create_if_missing: false,
-            durability: undertext::Durability::Group,
-            ..Default::default()
-        },
-    );
+    if a.rebuild && cli.read_only {
+        return Err(CliError("check --rebuild writes a new index, and --read-only was given".into()));
+    }
+    let opened = if cli.read_only {
+        out::open_read_only(cli).map_err(|e| undertext::Error::InvalidArgument(e.0))
+    } else {
+        undertext::Store::open(
+            &cli.store,
+            undertext::Options {
+                create_if_missing: false,
+                durability: undertext::Durability::Group,
+                ..Default::default()
+            },
+        )
+    };
     let (store, unopened) = match opened {
         Ok(s) => (s, None),
+        Err(undertext::Error::InvalidArgument(why)) if cli.read_only => return Err(CliError(why)),
+        // Another process writes the store: check what it has written, read-only (the log
+        // only: the index is in use by the writer).
+        Err(undertext::Error::Locked { .. }) if !a.rebuild => (out::open_for_reading(cli)?, None),
         // The store does not open because its index is damaged: that is what `check` reports,
         // and what `--rebuild` repairs, from the log alone.
         Err(undertext::Error::Index(why)) => {
