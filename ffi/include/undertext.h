@@ -561,6 +561,10 @@ typedef struct {
 // JSON.
 #define UNDERTEXT_PLAN_REFUSED 18
 
+// A write through a store opened with `undertext_store_open_read_only`, or a read-only
+// store whose log a `gc` replaced (open it again): the message says which.
+#define UNDERTEXT_READ_ONLY 19
+
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
 
@@ -1155,6 +1159,30 @@ undertext_status_t undertext_options_default(undertext_options_t *out);
 undertext_status_t undertext_store_open(undertext_str_t path,
                                         const undertext_options_t *options,
                                         undertext_store_t *out);
+
+// Opens the store in directory `path` read-only (`options`: NULL for defaults; only its
+// cache sizes matter) and returns its handle in `*out`: beside a live writer in another
+// process, or to salvage a damaged store. Takes no lock and writes no byte; the index is
+// built in memory from the log. It sees what was written before this call;
+// `undertext_store_refresh` brings it up to date. Every write through it fails with
+// `UNDERTEXT_READ_ONLY`.
+//
+// # Safety
+// `path` is a valid string argument; `options` is NULL or points to an
+// `undertext_options_t`; `out` is NULL or writable.
+undertext_status_t undertext_store_open_read_only(undertext_str_t path,
+                                                  const undertext_options_t *options,
+                                                  undertext_store_t *out);
+
+// Brings a read-only store up to date with what its writer appended since the open or the
+// last refresh; `*batches` receives how many batches that was. `UNDERTEXT_READ_ONLY` when a
+// `gc` replaced the log (close and open it again); `UNDERTEXT_INVALID_ARGUMENT` on a store
+// opened for writing.
+//
+// # Safety
+// `batches` is NULL or writable.
+undertext_status_t undertext_store_refresh(undertext_store_t store,
+                                           uint64_t *batches);
 
 // Closes the store: frees every handle made from it (chats, snapshots, views,
 // checkpoints; workers are stopped, which waits for their current job), makes the index

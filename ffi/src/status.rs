@@ -48,6 +48,9 @@ pub const UNDERTEXT_CALLBACK: Status = 17;
 /// every problem (`rule: detail`, separated by `; `); `undertext_chat_lint` gives them as
 /// JSON.
 pub const UNDERTEXT_PLAN_REFUSED: Status = 18;
+/// A write through a store opened with `undertext_store_open_read_only`, or a read-only
+/// store whose log a `gc` replaced (open it again): the message says which.
+pub const UNDERTEXT_READ_ONLY: Status = 19;
 /// A bug in Undertext (a caught panic); the message says where.
 pub const UNDERTEXT_INTERNAL: Status = 99;
 
@@ -88,6 +91,7 @@ impl From<Error> for FfiError {
             Error::UnsupportedVersion { .. } => UNDERTEXT_UNSUPPORTED,
             Error::Conflict(_) => UNDERTEXT_CONFLICT,
             Error::Index(_) | Error::Poisoned(_) => UNDERTEXT_INDEX,
+            Error::ReadOnly(_) => UNDERTEXT_READ_ONLY,
             _ => UNDERTEXT_INTERNAL,
         };
         FfiError::new(status, e.to_string())

@@ -118,6 +118,56 @@ pub unsafe extern "C" fn undertext_store_open(
     })
 }
 
+/// Opens the store in directory `path` read-only (`options`: NULL for defaults; only its
+/// cache sizes matter) and returns its handle in `*out`: beside a live writer in another
+/// process, or to salvage a damaged store. Takes no lock and writes no byte; the index is
+/// built in memory from the log. It sees what was written before this call;
+/// `undertext_store_refresh` brings it up to date. Every write through it fails with
+/// `UNDERTEXT_READ_ONLY`.
+///
+/// # Safety
+/// `path` is a valid string argument; `options` is NULL or points to an
+/// `undertext_options_t`; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_store_open_read_only(
+    path: Str,
+    options: *const StoreOptions,
+    out: *mut StoreHandle,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (path, out) = unsafe { (args::path(path, "path", "a directory")?, args::output(out, "out")?) };
+        let opts = if options.is_null() {
+            Options::default()
+        } else {
+            // SAFETY: non-NULL; the caller guarantees a valid struct.
+            to_options(unsafe { args::input(options, "options") }?)?
+        };
+        let store = Store::open_read_only_with(path, opts)?;
+        let id = handles::insert(Object::Store(store), None)?;
+        out.set(StoreHandle { id });
+        Ok(())
+    })
+}
+
+/// Brings a read-only store up to date with what its writer appended since the open or the
+/// last refresh; `*batches` receives how many batches that was. `UNDERTEXT_READ_ONLY` when a
+/// `gc` replaced the log (close and open it again); `UNDERTEXT_INVALID_ARGUMENT` on a store
+/// opened for writing.
+///
+/// # Safety
+/// `batches` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_store_refresh(store: StoreHandle, batches: *mut u64) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(batches, "batches") }?;
+        let (s, _) = store.object()?;
+        out.set(s.refresh()?.batches);
+        Ok(())
+    })
+}
+
 /// Closes the store: frees every handle made from it (chats, snapshots, views,
 /// checkpoints; workers are stopped, which waits for their current job), makes the index
 /// durable and releases the directory lock (once calls running on other threads with the
