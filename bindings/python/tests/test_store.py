@@ -244,3 +244,13 @@ def test_a_deleted_chat_is_gone_and_gc_reclaims_its_bytes(tmp_path):
     with undertext.Store.open(path) as s:
         assert [m.text for m in s.chat("alice", keep.id)] == ["kept"]
         assert s.check()["ok"]
+
+
+def test_a_temporary_store_is_a_real_store_removed_on_exit():
+    with undertext.temporary_store(durability="none") as store:
+        path = store.path
+        chat = store.create_chat("alice")
+        chat.append(undertext.user("hi"))
+        assert path.exists() and len(chat) == 1
+    assert store.closed
+    assert not path.exists()
