@@ -46,12 +46,15 @@ fn fixture() -> &'static (tempfile::TempDir, u64, u64) {
     })
 }
 
+/// What the store holds, counted so that losing any message shows: chats plus the messages
+/// of every chat (the last segment may hold only later records of chats and messages that
+/// are all in earlier segments, so a chat count alone can miss a loss — or see none).
 fn chat_count(store: &Store) -> u64 {
     let mut n = 0;
     let mut after = None;
     loop {
         let p = store.chats("o", Page { limit: 1000, after }).unwrap();
-        n += p.chats.len() as u64;
+        n += p.chats.len() as u64 + p.chats.iter().map(|c| c.len).sum::<u64>();
         match p.next {
             Some(next) => after = Some(next),
             None => return n,
