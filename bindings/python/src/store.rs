@@ -160,6 +160,43 @@ impl PyStore {
         Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
     }
 
+    /// Opens the store in directory `path` read-only: beside a live writer in another process
+    /// (no lock is taken, so no `Locked`), or to salvage a damaged store (what verifies is
+    /// readable; what does not is listed in `open_warnings`). Never writes a byte. It sees what
+    /// was written before the call; `refresh()` brings it up to date. Every write raises
+    /// `UndertextError` ("store is open read-only: writes are refused ...").
+    #[classmethod]
+    fn open_read_only(
+        _cls: &Bound<'_, PyType>,
+        py: Python<'_>,
+        path: std::path::PathBuf,
+    ) -> PyResult<PyStore> {
+        let store = run(py, move || Store::open_read_only(path))?;
+        Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
+    }
+
+    /// Read-only stores: replays what the writer appended since the open or the last refresh
+    /// and returns how many batches that was. Chats fetched before keep what they showed;
+    /// fetch them again (`store.chat(owner, id)`) to see new messages. Raises
+    /// `UndertextError` when a `gc` replaced the log (open the store again), and
+    /// `InvalidArgument` on a store opened for writing.
+    fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
+        let store = self.get(py)?;
+        run(py, move || store.refresh().map(|r| r.batches))
+    }
+
+    /// True for a store opened with `open_read_only`.
+    #[getter]
+    fn read_only(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.get(py)?.is_read_only())
+    }
+
+    /// What the open repaired, or (read-only) skipped as damaged, one line each.
+    #[getter]
+    fn open_warnings(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.get(py)?.open_warnings().to_vec())
+    }
+
     /// Stops the workers started from this store, makes the index durable and releases the
     /// directory lock. Later calls raise `Closed`; closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
