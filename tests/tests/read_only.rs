@@ -137,7 +137,7 @@ fn a_read_only_open_does_not_take_the_lock_and_the_writer_is_not_blocked() {
 }
 
 #[test]
-fn readers_in_other_processes_see_every_acknowledged_message_within_one_refresh() {
+fn a_reader_beside_a_writer_process_sees_every_acknowledged_message_within_one_refresh() {
     let dir = tempfile::tempdir().unwrap();
     // A store that exists before the writer starts (the reader opens while it writes).
     Store::open(dir.path(), small()).unwrap().close().unwrap();
@@ -180,6 +180,60 @@ fn readers_in_other_processes_see_every_acknowledged_message_within_one_refresh(
         files(dir.path()).keys().filter(|k| k.ends_with(".seg")).count() > 5,
         "the writer sealed segments"
     );
+}
+
+#[test]
+fn reader_processes_see_every_acknowledged_message_within_one_refresh_while_the_writer_seals() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    Store::open(dir.path(), small()).unwrap().close().unwrap();
+    let count = 90u64;
+    let w = spawn_until_ready(
+        Command::new(env!("CARGO_BIN_EXE_ro_writer")).arg(dir.path()).arg(count.to_string()),
+        Duration::from_secs(60),
+        "ro_writer",
+    );
+    let id = w.next_line().unwrap().strip_prefix("chat ").unwrap().parse::<u64>().unwrap();
+    let mut readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_ro_reader"))
+                .arg(dir.path())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut out = BufReader::new(c.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), "ready");
+            (c, out)
+        })
+        .collect();
+    let mut checks = 0;
+    loop {
+        let line = w.next_line().unwrap();
+        if line == "done" {
+            break;
+        }
+        let acked: u64 = line.strip_prefix("ack ").unwrap().parse().unwrap();
+        if !acked.is_multiple_of(5) && acked + 1 != count {
+            continue;
+        }
+        for (c, out) in &mut readers {
+            writeln!(c.stdin.as_mut().unwrap(), "check {id} {acked}").unwrap();
+            let mut answer = String::new();
+            out.read_line(&mut answer).unwrap();
+            assert!(answer.starts_with("ok "), "after ack {acked}: {answer}");
+        }
+        checks += 1;
+    }
+    assert!(checks >= count / 5);
+    assert!(w.wait().success());
+    for (mut c, _) in readers {
+        drop(c.stdin.take());
+        assert!(c.wait().unwrap().success());
+    }
 }
 
 #[test]
