@@ -970,6 +970,15 @@ undertext_status_t undertext_store_sync(undertext_store_t store);
 undertext_status_t undertext_store_stats(undertext_store_t store,
                                          undertext_store_stats_t *out);
 
+// What opening the store repaired or, for a read-only open, skipped as damaged (a damaged
+// frame, a damaged segment header, missing segments or transaction ids), as a JSON array of
+// strings in `*out` (empty after a clean open). Free it with `undertext_buf_free`.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_store_open_warnings(undertext_store_t store,
+                                                 undertext_buf_t *out);
+
 // Verifies every checksum of the log, every blob against its id, and the index against the
 // log, and reports as JSON in `*out`: `{"ok": bool, "segments", "batches", "records",
 // "blobs", "problems": [{"segment", "offset", "reason"}], "index_problems": [text]}`. Damage

@@ -106,6 +106,23 @@ pub unsafe extern "C" fn undertext_store_stats(store: StoreHandle, out: *mut Sto
     })
 }
 
+/// What opening the store repaired or, for a read-only open, skipped as damaged (a damaged
+/// frame, a damaged segment header, missing segments or transaction ids), as a JSON array of
+/// strings in `*out` (empty after a clean open). Free it with `undertext_buf_free`.
+///
+/// # Safety
+/// `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_store_open_warnings(store: StoreHandle, out: *mut Buf) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out, "out") }?;
+        let (s, _) = store.object()?;
+        out.set(Buf::text(json!(s.open_warnings()).to_string()));
+        Ok(())
+    })
+}
+
 /// Verifies every checksum of the log, every blob against its id, and the index against the
 /// log, and reports as JSON in `*out`: `{"ok": bool, "segments", "batches", "records",
 /// "blobs", "problems": [{"segment", "offset", "reason"}], "index_problems": [text]}`. Damage

@@ -24,6 +24,9 @@ static void a_read_only_store_reads_beside_the_writer_and_refuses_writes(void) {
   OK(undertext_get_blob(ro, &id1, &b));
   CHECK(buf_eq(b, first));
   OK(undertext_buf_free(&b));
+  OK(undertext_store_open_warnings(ro, &b)); /* nothing damaged, nothing skipped */
+  CHECK(buf_eq(b, "[]"));
+  OK(undertext_buf_free(&b));
 
   /* A later write is seen after one refresh. */
   const char *later = "written after it";
