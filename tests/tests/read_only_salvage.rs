@@ -143,6 +143,23 @@ fn a_flipped_byte_in_the_last_segment_header_is_reported_and_every_chat_is_reada
 }
 
 #[test]
+fn missing_segments_are_reported_and_the_chats_before_them_are_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ids, segs) = store(dir.path());
+    let gone = segs.len() - 1; // a sealed segment near the end
+    std::fs::remove_file(&segs[gone - 1]).unwrap();
+    let before = files(dir.path());
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let w = ro.open_warnings();
+    assert!(w.iter().any(|w| w.contains(&format!("log segment {gone} is missing"))), "{w:?}");
+    assert!(w.iter().any(|w| w.contains("batches between are missing")), "{w:?}");
+    let got = read_all(&ro, &ids);
+    assert_eq!(got[0], Some(8), "{got:?}");
+    drop(ro);
+    assert_unchanged(dir.path(), &before, "salvage wrote to the store");
+}
+
+#[test]
 fn a_truncated_tail_is_not_cut_and_everything_before_it_is_readable() {
     let dir = tempfile::tempdir().unwrap();
     let (ids, segs) = store(dir.path());

@@ -95,11 +95,13 @@ impl Follower {
         let mut expect = st.tail.segment;
         let from = st.tail.segment;
         for &n in segs.iter().filter(|&&n| n >= from) {
-            if n > expect && st.next_txid.is_some() {
-                warnings.push(format!(
-                    "log segments {expect} to {} are missing; their batches are not read",
-                    n - 1
-                ));
+            if n > expect {
+                let which = if n - 1 == expect {
+                    format!("log segment {expect} is")
+                } else {
+                    format!("log segments {expect} to {} are", n - 1)
+                };
+                warnings.push(format!("{which} missing; its batches are not read"));
             }
             expect = n + 1;
             let file = match reader.pinned(n) {
