@@ -37,7 +37,7 @@ use undertext::{BlobId, ChatId, Error, Message, Part, Role, Store, ToolContent, 
 
 use super::args::ServeArgs;
 use super::chart::{self, Analysis, Prices};
-use super::out::{self, num};
+use super::out::num;
 use super::{Cli, CliError, CliResult};
 
 /// Inline texts longer than this are shown cut, the rest behind a `<details>`.
@@ -59,7 +59,9 @@ const WINDOWS: std::ops::RangeInclusive<u64> = 1_000..=100_000_000;
 /// running agent. Until then it opens the store normally (taking its lock) and never calls a
 /// writing method.
 fn open_store(cli: &Cli) -> CliResult<Store> {
-    out::open_existing(cli)
+    // Read-only: no lock, no byte written, beside a running agent; every request refreshes
+    // it to what the writer has acknowledged since (see `blocking`).
+    Ok(Store::open_read_only(&cli.store)?)
 }
 
 /// (chat, revision, window, reserve).
@@ -243,7 +245,15 @@ type P = Result<Path<String>, PathRejection>;
 /// Runs `f` on the blocking pool (store reads block), times it into `Server-Timing`.
 async fn blocking(app: App, f: impl FnOnce(&App) -> Result<Page, Fail> + Send + 'static) -> Response {
     let t = Instant::now();
-    let r = tokio::task::spawn_blocking(move || f(&app)).await;
+    let r = tokio::task::spawn_blocking(move || {
+        // What the writer acknowledged since the last request. A log the writer's `gc`
+        // replaced cannot be followed: say so (restart `serve` to read the new one).
+        app.store
+            .refresh()
+            .map_err(|e| Fail(StatusCode::SERVICE_UNAVAILABLE, format!("the store moved on: {e}")))?;
+        f(&app)
+    })
+    .await;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let mut resp = match r {
         Ok(Ok(p)) => p.into_response(),
