@@ -175,7 +175,7 @@ fn chunking(c: &mut Criterion) {
                         fill(&mut rng, &mut fresh);
                         let store = stores.for_put(BLOB);
                         let start = Instant::now();
-                        black_box(store.put_blob(black_box(&fresh)).expect("put_blob"));
+                        black_box(store.put_blob("o", black_box(&fresh)).expect("put_blob"));
                         spent += start.elapsed();
                     }
                     spent

@@ -118,7 +118,7 @@ fn durable_put(c: &mut Criterion) {
                 b.iter_custom(|iters| {
                     puts += iters * PUTS_PER_ITER;
                     timed_puts(threads, iters, |blob| {
-                        store.put_blob(blob).expect("undertext put_blob");
+                        store.put_blob("o", blob).expect("undertext put_blob");
                     })
                 });
             });

@@ -35,13 +35,13 @@ const FILLER_BYTES: usize = 5 << 20;
 fn store_with_sealed(dir: &Path, compression: Compression, content: &[u8], seed: u64) -> (Store, BlobId) {
     let store = Store::open(dir, Options { segment_size: SEGMENT_SIZE, compression, ..Options::default() })
         .expect("open store");
-    let id = store.put_blob(content).expect("put target blob");
+    let id = store.put_blob("o", content).expect("put target blob");
     for filler in distinct_blobs(FILLER_BYTES / BLOB, BLOB, seed) {
-        store.put_blob(&filler).expect("put filler");
+        store.put_blob("o", &filler).expect("put filler");
     }
     store.sync().expect("sync");
     for verify in [Verify::None, Verify::Checksum, Verify::Hash] {
-        let got = store.get_blob_with(&id, verify).expect("read back");
+        let got = store.get_blob_with("o", &id, verify).expect("read back");
         assert!(*got == *content, "read back differs with {verify:?}");
     }
     (store, id)
@@ -63,7 +63,7 @@ fn get_blob(c: &mut Criterion) {
         .iter()
         .map(|&(name, compression, content, seed)| {
             let (store, id) = store_with_sealed(&tmp.path().join(name), compression, content, seed);
-            let blob = store.get_blob_with(&id, Verify::None).expect("read");
+            let blob = store.get_blob_with("o", &id, Verify::None).expect("read");
             eprintln!("get_blob: {name}: {blob:?}");
             (name, store, id)
         })
@@ -85,13 +85,13 @@ fn get_blob(c: &mut Criterion) {
             [("none", Verify::None), ("checksum", Verify::Checksum), ("hash", Verify::Hash)]
         {
             g.bench_function(BenchmarkId::new(vname, name), |b| {
-                b.iter(|| black_box(store.get_blob_with(black_box(id), verify).expect("get")));
+                b.iter(|| black_box(store.get_blob_with("o", black_box(id), verify).expect("get")));
             });
         }
         let mut dst = vec![0u8; BLOB];
         g.bench_function(BenchmarkId::new("none+copy", name), |b| {
             b.iter(|| {
-                let blob = store.get_blob_with(black_box(id), Verify::None).expect("get");
+                let blob = store.get_blob_with("o", black_box(id), Verify::None).expect("get");
                 black_box(&mut dst[..]).copy_from_slice(&blob);
             });
         });

@@ -25,7 +25,7 @@ fn fill(dir: &Path) {
     while written < LOG_BYTES {
         let blobs: Vec<Vec<u8>> = (0..16).map(|k| random_bytes(64 << 10, i * 16 + k)).collect();
         let refs: Vec<&[u8]> = blobs.iter().map(|b| b.as_slice()).collect();
-        store.put_blobs(&refs).unwrap();
+        store.put_blobs("o", &refs).unwrap();
         written += 16 * (64 << 10);
         i += 1;
     }

@@ -8,8 +8,8 @@
 //! # let dir = tempfile::tempdir().unwrap();
 //! use undertext::{Store, Options, Durability};
 //! let store = Store::open(dir.path(), Options { durability: Durability::Group, ..Options::default() })?;
-//! let id = store.put_blob("a tool result".as_bytes())?;
-//! assert_eq!(&*store.get_blob(&id)?, b"a tool result");
+//! let id = store.put_blob("o", "a tool result".as_bytes())?;
+//! assert_eq!(&*store.get_blob("o", &id)?, b"a tool result");
 //! # Ok::<(), undertext::Error>(())
 //! ```
 

@@ -183,8 +183,9 @@ pub(crate) unsafe fn messages_in(ms: *const MessageIn, n: usize, what: &str) -> 
     ms.iter().enumerate().map(|(i, m)| unsafe { message_of(m, &format!("{what}[{i}]")) }).collect()
 }
 
-/// The chat behind `chat`, after checking that every attachment of `msgs` names a stored
-/// blob (`UNDERTEXT_NOT_FOUND` otherwise, naming the message, part and blob).
+/// The chat behind `chat`, after checking that every attachment of `msgs` names a blob the
+/// chat's owner holds a grant on (`UNDERTEXT_NOT_FOUND` otherwise, naming the message, part
+/// and blob: the same for a blob never stored and for one only other owners hold).
 fn chat_for(chat: ChatHandle, msgs: &[&NewMessage]) -> FfiResult<Chat> {
     let (c, parent) = chat.object()?;
     let mut store = None;
@@ -195,11 +196,11 @@ fn chat_for(chat: ChatHandle, msgs: &[&NewMessage]) -> FfiResult<Chat> {
                 store = Some(StoreHandle { id: store_of(chat.id, parent) }.object()?.0);
             }
             let Some(s) = &store else { continue };
-            if !s.contains_blob(blob)? {
+            if !s.contains_blob(c.owner(), blob)? {
                 return Err(FfiError::new(
                     crate::status::UNDERTEXT_NOT_FOUND,
                     format!(
-                        "message {i}, part {j}: attachment blob {blob} is not stored (store it with undertext_put_blob first)"
+                        "message {i}, part {j}: attachment blob {blob} is not stored for this chat's owner (store it with undertext_put_blob first)"
                     ),
                 ));
             }

@@ -131,7 +131,8 @@ pub fn check(data: &[u8]) {
             }
             5 => {
                 let content = text(a, b).into_bytes();
-                let got = store.put_blob(&content).unwrap_or_else(|e| panic!("step {step}: put_blob: {e}"));
+                let got =
+                    store.put_blob("o", &content).unwrap_or_else(|e| panic!("step {step}: put_blob: {e}"));
                 assert_eq!(got, BlobId::of(&content), "step {step}: blob id");
                 blobs.insert(got, content);
             }
@@ -160,7 +161,7 @@ pub fn check(data: &[u8]) {
             assert_eq!(chat.revision(), model.revision, "step {step}: revision");
         }
         if let Some((id, content)) = blobs.iter().next() {
-            let got = store.get_blob(id).unwrap_or_else(|e| panic!("step {step}: get_blob: {e}"));
+            let got = store.get_blob("o", id).unwrap_or_else(|e| panic!("step {step}: get_blob: {e}"));
             assert!(*got == content[..], "step {step}: blob {id} differs");
         }
     }

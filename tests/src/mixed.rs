@@ -423,9 +423,9 @@ pub fn run(
                 let two = *a == Action::TwoBlobs;
                 report(Event::Begin(i, Some(Effect::Blob { action: i, two })));
                 let r = if two {
-                    store.put_blobs(&[&content(seed, 77, i), &content(seed, 78, i)]).map(|_| None)
+                    store.put_blobs("o", &[&content(seed, 77, i), &content(seed, 78, i)]).map(|_| None)
                 } else {
-                    store.put_blob(&content(seed, 77, i)).map(|_| None)
+                    store.put_blob("o", &content(seed, 77, i)).map(|_| None)
                 };
                 outcome(r, &mut stats, &mut report);
             }
@@ -627,7 +627,7 @@ pub fn verify(store: &Store, seed: u64, model: &Model, since: u64) -> Result<u64
                 }
                 for w in want {
                     let got = store
-                        .get_blob(&BlobId::of(&w))
+                        .get_blob("o", &BlobId::of(&w))
                         .map_err(|e| Refused(format!("blob of call {action}: {e}")))?;
                     if *got != *w {
                         return Err(Differs(format!("blob of call {action} differs")));

@@ -37,12 +37,12 @@ fn blobs_and_their_message_commit_with_one_fsync() {
             .unwrap();
         assert_eq!(syncs(&store) - before, 1, "one commit, one fdatasync");
         assert_eq!(ids, vec![BlobId::of(a.as_bytes()), BlobId::of(b.as_bytes())]);
-        assert_eq!(&*store.get_blob(&ids[0]).unwrap(), a.as_bytes());
+        assert_eq!(&*store.get_blob("o", &ids[0]).unwrap(), a.as_bytes());
         assert_eq!(chat.get(seqs.start).unwrap().parts, attaching(&ids).parts);
     }
     // The two-call way, for comparison: two commits.
     let before = syncs(&store);
-    let ids = store.put_blobs(&[b"x1".as_slice(), b"x2".as_slice()]).unwrap();
+    let ids = store.put_blobs("o", &[b"x1".as_slice(), b"x2".as_slice()]).unwrap();
     chat.append(attaching(&ids)).unwrap();
     assert_eq!(syncs(&store) - before, 2);
 }
@@ -57,10 +57,13 @@ fn an_attachment_of_a_blob_never_stored_is_refused_and_writes_nothing() {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
     assert!(err.to_string().contains(&missing.to_string()), "{err}");
     assert_eq!(chat.len(), 0);
-    assert!(!store.contains_blob(&BlobId::of(b"stored now")).unwrap(), "the refused call stored its blob");
+    assert!(
+        !store.contains_blob("o", &BlobId::of(b"stored now")).unwrap(),
+        "the refused call stored its blob"
+    );
     assert!(matches!(chat.append(attaching(&[missing])), Err(Error::NotFound { .. })));
     // Stored earlier, attached later: fine.
-    let id = store.put_blob(b"stored earlier").unwrap();
+    let id = store.put_blob("o", b"stored earlier").unwrap();
     chat.append(attaching(&[id])).unwrap();
 }
 
@@ -86,8 +89,8 @@ fn gc_keeps_attached_blobs_of_live_chats_and_drops_those_of_deleted_ones() {
     let report = Store::gc(dir.path(), Options::default()).unwrap();
     assert!(report.blobs_removed >= 1, "{report:?}");
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    assert!(store.contains_blob(&kept).unwrap());
-    assert!(store.contains_blob(&shared).unwrap());
-    assert!(!store.contains_blob(&dropped).unwrap());
+    assert!(store.contains_blob("o", &kept).unwrap());
+    assert!(store.contains_blob("o", &shared).unwrap());
+    assert!(!store.contains_blob("o", &dropped).unwrap());
     assert!(store.check().unwrap().problems.is_empty());
 }

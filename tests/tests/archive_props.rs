@@ -374,7 +374,7 @@ fn another_owners_archive_is_indistinguishable_from_a_missing_one() {
     let t = text(&mut rng, 20_000);
     let a = s.archive("alice", &t).unwrap();
     let never = BlobId::of(b"never archived");
-    let plain = s.put_blob(b"a blob, not an archive").unwrap();
+    let plain = s.put_blob("o", b"a blob, not an archive").unwrap();
     let shape = |e: Error, id: &BlobId| {
         assert!(matches!(e, Error::NotFound { .. }), "{e:?}");
         e.to_string().replace(&id.to_string(), "<id>")

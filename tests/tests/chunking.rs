@@ -86,13 +86,13 @@ fn edits_grow_storage_by_what_changed(compression: Compression, random_bytes: bo
     let store = Store::open(dir.path(), opts(compression)).unwrap();
     let avg = u64::from(store.options().chunk_avg);
     let mut buf = if random_bytes { rng.bytes(1 << 20) } else { words(&mut rng, 1 << 20) };
-    store.put_blob(&buf).unwrap();
+    store.put_blob("o", &buf).unwrap();
     let start = log_bytes(&store);
     let mut versions: Vec<(BlobId, Vec<u8>)> = Vec::new();
     let (mut changed, edits) = (0u64, 60u64);
     for _ in 0..edits {
         changed += edit(&mut rng, &mut buf, random_bytes);
-        versions.push((store.put_blob(&buf).unwrap(), buf.clone()));
+        versions.push((store.put_blob("o", &buf).unwrap(), buf.clone()));
     }
     let growth = log_bytes(&store) - start;
     let allowance = 3 * changed + (edits as f64 * avg as f64 * chunks_per_edit) as u64;
@@ -102,10 +102,10 @@ fn edits_grow_storage_by_what_changed(compression: Compression, random_bytes: bo
     );
     assert!(growth <= allowance, "log grew {growth} B, allowance {allowance} B");
     for (id, want) in &versions {
-        assert_eq!(&*store.get_blob(id).unwrap(), &want[..]);
+        assert_eq!(&*store.get_blob("o", id).unwrap(), &want[..]);
         let a = rng.range(0, want.len() as u64);
         let b = rng.range(a, want.len() as u64 + 1);
-        assert_eq!(store.get_blob_range(id, a..b).unwrap(), &want[a as usize..b as usize]);
+        assert_eq!(store.get_blob_range("o", id, a..b).unwrap(), &want[a as usize..b as usize]);
     }
 }
 
@@ -128,15 +128,15 @@ fn a_list_serialized_with_one_more_element_stores_about_one_new_chunk() {
         .map(|i| format!("{{\"i\":{i},\"text\":\"{}\"}}", String::from_utf8(words(&mut rng, 200)).unwrap()))
         .collect();
     let list = |items: &[String]| format!("[{}]", items.join(",")).into_bytes();
-    store.put_blob(&list(&items)).unwrap();
+    store.put_blob("o", &list(&items)).unwrap();
     let before = log_bytes(&store);
     items.push("{\"i\":1000,\"text\":\"one more\"}".to_string());
-    let id = store.put_blob(&list(&items)).unwrap();
+    let id = store.put_blob("o", &list(&items)).unwrap();
     let growth = log_bytes(&store) - before;
     let max_chunk = 4 * u64::from(store.options().chunk_avg);
     eprintln!("one element more: log grew {growth} B (largest chunk {max_chunk} B)");
     assert!(growth <= max_chunk + 8192, "grew {growth} B");
-    assert_eq!(&*store.get_blob(&id).unwrap(), &list(&items)[..]);
+    assert_eq!(&*store.get_blob("o", &id).unwrap(), &list(&items)[..]);
 }
 
 #[test]
@@ -145,15 +145,15 @@ fn ranged_reads_of_a_chunked_blob_touch_only_the_chunks_they_need() {
     let store = Store::open(dir.path(), opts(Compression::default())).unwrap();
     let mut rng = Rng::new(seed(13));
     let big = words(&mut rng, 2 << 20);
-    let id = store.put_blob(&big).unwrap();
+    let id = store.put_blob("o", &big).unwrap();
     let reads = |s: &Store| s.stats().unwrap().blob_bodies_read;
     let before = reads(&store);
-    let got = store.get_blob_range(&id, 1_000_000..1_000_100).unwrap();
+    let got = store.get_blob_range("o", &id, 1_000_000..1_000_100).unwrap();
     assert_eq!(got, &big[1_000_000..1_000_100]);
     let touched = reads(&store) - before;
     assert!(touched <= 2, "a 100-byte read touched {touched} chunks");
     let before = reads(&store);
-    assert_eq!(&*store.get_blob(&id).unwrap(), &big[..]);
+    assert_eq!(&*store.get_blob("o", &id).unwrap(), &big[..]);
     let whole = reads(&store) - before;
     assert!(whole >= 32, "the whole 2 MiB read only {whole} chunks: it was not chunked");
 }
@@ -217,17 +217,17 @@ fn chunked_blobs_survive_reopen_rebuild_and_check() {
     let big = words(&mut rng, 500_000);
     let id = {
         let store = Store::open(dir.path(), opts(Compression::default())).unwrap();
-        let id = store.put_blob(&big).unwrap();
+        let id = store.put_blob("o", &big).unwrap();
         store.close().unwrap();
         id
     };
     let store = Store::open(dir.path(), opts(Compression::default())).unwrap();
-    assert_eq!(&*store.get_blob(&id).unwrap(), &big[..]);
+    assert_eq!(&*store.get_blob("o", &id).unwrap(), &big[..]);
     let report = store.check().unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     store.rebuild_index().unwrap();
-    assert_eq!(&*store.get_blob(&id).unwrap(), &big[..]);
-    assert_eq!(store.blob_len(&id).unwrap(), big.len() as u64);
+    assert_eq!(&*store.get_blob("o", &id).unwrap(), &big[..]);
+    assert_eq!(store.blob_len("o", &id).unwrap(), big.len() as u64);
 }
 
 /// The bytes a full manifest of `len` bytes of content would take, about.
@@ -243,12 +243,12 @@ fn a_growing_value_costs_small_delta_manifests_and_every_version_survives_reopen
     let mut versions: Vec<(BlobId, Vec<u8>)> = Vec::new();
     let (grown, per_version) = {
         let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
-        versions.push((store.put_blob(&value).unwrap(), value.clone()));
+        versions.push((store.put_blob("o", &value).unwrap(), value.clone()));
         let before = log_bytes(&store);
         // 40 versions: more than two chains of 16 deltas.
         for _ in 0..40 {
             value.extend_from_slice(&words(&mut rng, 1000));
-            versions.push((store.put_blob(&value).unwrap(), value.clone()));
+            versions.push((store.put_blob("o", &value).unwrap(), value.clone()));
         }
         store.close().unwrap();
         let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
@@ -265,15 +265,18 @@ fn a_growing_value_costs_small_delta_manifests_and_every_version_survives_reopen
     );
     let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
     for (i, (id, bytes)) in versions.iter().enumerate() {
-        assert!(&*store.get_blob(id).unwrap() == bytes.as_slice(), "version {i} differs after reopen");
+        assert!(&*store.get_blob("o", id).unwrap() == bytes.as_slice(), "version {i} differs after reopen");
         let r = bytes.len() as u64 / 3..bytes.len() as u64 - 10;
-        assert_eq!(store.get_blob_range(id, r.clone()).unwrap(), &bytes[r.start as usize..r.end as usize]);
+        assert_eq!(
+            store.get_blob_range("o", id, r.clone()).unwrap(),
+            &bytes[r.start as usize..r.end as usize]
+        );
     }
     assert!(store.check().unwrap().problems.is_empty());
     store.rebuild_index().unwrap();
     let (last, bytes) = versions.last().unwrap();
-    assert!(&*store.get_blob(last).unwrap() == bytes.as_slice());
-    assert_eq!(store.blob_len(last).unwrap(), bytes.len() as u64);
+    assert!(&*store.get_blob("o", last).unwrap() == bytes.as_slice());
+    assert_eq!(store.blob_len("o", last).unwrap(), bytes.len() as u64);
 }
 
 #[test]
@@ -288,14 +291,14 @@ fn interleaved_growing_values_that_share_a_prefix_each_get_delta_manifests() {
     }
     let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
     for v in &values {
-        store.put_blob(v).unwrap();
+        store.put_blob("o", v).unwrap();
     }
     let before = log_bytes(&store);
     let mut ids = Vec::new();
     for _ in 0..20 {
         for v in &mut values {
             v.extend_from_slice(&words(&mut rng, 1000));
-            ids.push((store.put_blob(v).unwrap(), v.clone()));
+            ids.push((store.put_blob("o", v).unwrap(), v.clone()));
         }
     }
     let grown = (log_bytes(&store) - before) / 40;
@@ -306,7 +309,7 @@ fn interleaved_growing_values_that_share_a_prefix_each_get_delta_manifests() {
         "each version cost {grown} B: the interleaving defeated the deltas"
     );
     for (id, bytes) in ids.iter().rev().take(4) {
-        assert!(&*store.get_blob(id).unwrap() == bytes.as_slice());
+        assert!(&*store.get_blob("o", id).unwrap() == bytes.as_slice());
     }
 }
 
@@ -320,12 +323,12 @@ fn reading_the_next_version_of_a_growing_value_reads_only_its_new_chunks() {
         let opts = Options { chunk_cache_bytes: cache, ..opts(Compression::default()) };
         let store = Store::open(dir.path(), opts).unwrap();
         let mut value = first.clone();
-        let v1 = store.put_blob(&value).unwrap();
-        assert!(&*store.get_blob(&v1).unwrap() == value.as_slice());
+        let v1 = store.put_blob("o", &value).unwrap();
+        assert!(&*store.get_blob("o", &v1).unwrap() == value.as_slice());
         value.extend_from_slice(&more);
-        let v2 = store.put_blob(&value).unwrap();
+        let v2 = store.put_blob("o", &value).unwrap();
         let before = store.stats().unwrap().blob_bodies_read;
-        assert!(&*store.get_blob(&v2).unwrap() == value.as_slice());
+        assert!(&*store.get_blob("o", &v2).unwrap() == value.as_slice());
         store.stats().unwrap().blob_bodies_read - before
     };
     let cached = bodies_read_for_next_version(Options::default().chunk_cache_bytes);
@@ -344,10 +347,10 @@ fn a_damaged_chunk_is_reported_as_corrupt_not_returned() {
     let big = rng.bytes(300_000);
     let id = {
         let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
-        let id = store.put_blob(&big).unwrap();
+        let id = store.put_blob("o", &big).unwrap();
         // A later batch, so the damaged one is not the log's tail (a damaged tail is cut
         // on open as torn, by design; see torn_tail.rs).
-        store.put_blob(b"a later commit").unwrap();
+        store.put_blob("o", b"a later commit").unwrap();
         store.close().unwrap();
         id
     };
@@ -358,9 +361,9 @@ fn a_damaged_chunk_is_reported_as_corrupt_not_returned() {
     bytes[at] ^= 0x40;
     std::fs::write(&seg, bytes).unwrap();
     let store = Store::open(dir.path(), opts(Compression::None)).unwrap();
-    let err = store.get_blob(&id).unwrap_err();
+    let err = store.get_blob("o", &id).unwrap_err();
     assert!(matches!(err, undertext::Error::Corrupt { .. }), "{err}");
     // A range in an undamaged chunk still reads.
-    assert_eq!(store.get_blob_range(&id, 299_000..299_100).unwrap(), &big[299_000..299_100]);
+    assert_eq!(store.get_blob_range("o", &id, 299_000..299_100).unwrap(), &big[299_000..299_100]);
     assert!(!store.check().unwrap().problems.is_empty());
 }

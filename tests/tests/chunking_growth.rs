@@ -40,7 +40,7 @@ fn growing_list_costs_per_chunk_size() {
             distinct += m.len();
             items.push(m);
             let value = format!("[{}]", items.join(","));
-            store.put_blob(value.as_bytes()).unwrap();
+            store.put_blob("o", value.as_bytes()).unwrap();
         }
         let grown = store.stats().unwrap().log_bytes - start;
         println!(

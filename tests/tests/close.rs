@@ -27,7 +27,7 @@ fn closing_compacts_an_index_of_mostly_free_pages_and_keeps_every_entry() {
         let store = Store::open(dir.path(), churn_options()).unwrap();
         for i in 0..4000u32 {
             let body = format!("tool result {i}: {}", "x".repeat((i % 97) as usize)).into_bytes();
-            ids.push((store.put_blob(&body).unwrap(), body));
+            ids.push((store.put_blob("o", &body).unwrap(), body));
             if i % 50 == 0 {
                 std::thread::sleep(Duration::from_millis(2)); // let a flush land between batches
             }
@@ -42,7 +42,7 @@ fn closing_compacts_an_index_of_mostly_free_pages_and_keeps_every_entry() {
     );
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for (id, body) in &ids {
-        assert_eq!(&*store.get_blob(id).unwrap(), body.as_slice());
+        assert_eq!(&*store.get_blob("o", id).unwrap(), body.as_slice());
     }
     assert!(store.check().unwrap().is_ok());
 }
@@ -58,18 +58,18 @@ fn a_closed_store_holds_its_data_and_the_next_open_preallocates_again() {
         assert_eq!(len(), 1 << 20, "a new store's first segment is preallocated to 1 MiB");
         for i in 0..50u32 {
             let body = format!("result {i}").into_bytes();
-            blobs.push((store.put_blob(&body).unwrap(), body));
+            blobs.push((store.put_blob("o", &body).unwrap(), body));
         }
     }
     let closed = len();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     assert_eq!(store.stats().unwrap().log_bytes, closed, "closed, the segment is exactly its data");
     assert_eq!(len(), 1 << 20, "reopened, the segment is preallocated again");
-    blobs.push((store.put_blob(b"after reopen").unwrap(), b"after reopen".to_vec()));
+    blobs.push((store.put_blob("o", b"after reopen").unwrap(), b"after reopen".to_vec()));
     drop(store);
     let store = Store::open(dir.path(), Options::default()).unwrap();
     for (id, body) in &blobs {
-        assert_eq!(&*store.get_blob(id).unwrap(), body.as_slice());
+        assert_eq!(&*store.get_blob("o", id).unwrap(), body.as_slice());
     }
     assert!(store.check().unwrap().is_ok());
 }
@@ -95,7 +95,7 @@ fn a_closed_store_keeps_no_prepared_segment() {
                     rng as u8
                 })
                 .collect();
-            store.put_blob(&body).unwrap();
+            store.put_blob("o", &body).unwrap();
         }
         store.sync().unwrap();
         assert!(store.stats().unwrap().segments >= 3);

@@ -18,7 +18,7 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
         for i in 0..120 {
             let c = content(seed, 0, i);
-            blobs.push((store.put_blob(&c).unwrap(), c));
+            blobs.push((store.put_blob("o", &c).unwrap(), c));
         }
         store.close().unwrap();
     }
@@ -71,7 +71,7 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
 
         let store = Store::open(dir.path(), opts.clone()).unwrap();
         for (k, (id, c)) in blobs.iter().enumerate() {
-            match store.get_blob(id) {
+            match store.get_blob("o", id) {
                 Ok(got) => {
                     assert_ne!(Some(k), hit_blob, "trial {trial}: damaged blob {k} read back");
                     assert_eq!(*got, **c, "trial {trial}: blob {k} returned wrong bytes");

@@ -59,11 +59,11 @@ fn acknowledged_group_commits_survive_sigkill() {
         for (&(s, t, i), id) in &acked {
             let want = content(s, t, i);
             let got = store
-                .get_blob(id)
+                .get_blob("o", id)
                 .unwrap_or_else(|e| panic!("kill {kill}: acknowledged write ({s},{t},{i}) {id} lost: {e}"));
             assert!(*got == *want, "kill {kill}: ({s},{t},{i}) differs");
             if i % 4 == 3 {
-                let second = store.get_blob(&BlobId::of(&content(s, t + 1000, i))).unwrap();
+                let second = store.get_blob("o", &BlobId::of(&content(s, t + 1000, i))).unwrap();
                 assert_eq!(*second, *content(s, t + 1000, i));
             }
             total_checked += 1;

@@ -181,7 +181,7 @@ fn write_segment_seed_corpus() {
         for i in 0..60 {
             let mut blob = text(&mut rng, 300 + 50 * i);
             blob.extend(rng.bytes(250));
-            s.put_blob(&blob).unwrap();
+            s.put_blob("o", &blob).unwrap();
         }
     });
     assert!(lz4.len() >= 2, "expected a sealed and an active segment");
@@ -190,21 +190,21 @@ fn write_segment_seed_corpus() {
     let zstd = store_segments(Compression::Zstd(3), |s| {
         let blobs: Vec<Vec<u8>> = (0..6).map(|i| text(&mut rng, 64 << i)).collect();
         let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-        s.put_blobs(&refs).unwrap();
+        s.put_blobs("o", &refs).unwrap();
     });
     seeds.push(("real-zstd-text-batch".into(), zstd[0].clone()));
     let random = store_segments(Compression::Lz4, |s| {
         for n in [1usize, 31, 32, 33, 500] {
-            s.put_blob(&rng.bytes(n)).unwrap();
+            s.put_blob("o", &rng.bytes(n)).unwrap();
         }
         let blobs: Vec<Vec<u8>> = (0..4).map(|i| rng.bytes(700 + i)).collect();
         let refs: Vec<&[u8]> = blobs.iter().map(Vec::as_slice).collect();
-        s.put_blobs(&refs).unwrap();
+        s.put_blobs("o", &refs).unwrap();
     });
     seeds.push(("real-random-mixed".into(), random[0].clone()));
     let small = store_segments(Compression::None, |s| {
-        s.put_blob(b"hello").unwrap();
-        s.put_blobs(&[b"call".as_slice(), b"result".as_slice()]).unwrap();
+        s.put_blob("o", b"hello").unwrap();
+        s.put_blobs("o", &[b"call".as_slice(), b"result".as_slice()]).unwrap();
     });
     let small = small[0].clone();
     seeds.push(("real-none-small".into(), small.clone()));

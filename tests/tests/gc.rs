@@ -78,7 +78,7 @@ fn fill(dir: &Path) -> Fixture {
         chat.append(NewMessage::assistant("x".repeat(20_000))).unwrap(); // a body blob
     }
     let raw = rng.bytes(200_000);
-    store.put_blob(&raw).unwrap();
+    store.put_blob("o", &raw).unwrap();
     store.delete_chat("o", doomed).unwrap();
     store.close().unwrap();
     Fixture { live, doomed, live_texts, shared, doomed_only, raw }
@@ -92,7 +92,7 @@ fn assert_live_intact(store: &Store, f: &Fixture) {
         assert_eq!(&back, text, "live archive at seq {seq}");
     }
     assert_eq!(chat.get(chat.len() - 1).unwrap().parts, vec![Part::Text("x".repeat(20_000))]);
-    assert_eq!(&*store.get_blob(&undertext::BlobId::of(&f.raw)).unwrap(), &f.raw[..]);
+    assert_eq!(&*store.get_blob("o", &undertext::BlobId::of(&f.raw)).unwrap(), &f.raw[..]);
     let shared = undertext::BlobId::of(f.shared.as_bytes());
     assert_eq!(store.read_context("o", &shared, 0..20, Unit::Chars).unwrap(), &f.shared[..20]);
 }
@@ -142,7 +142,7 @@ fn gc_drops_what_only_deleted_chats_used_and_keeps_every_live_byte() {
     assert_live_intact(&store, &f);
     let gone = undertext::BlobId::of(f.doomed_only.as_bytes());
     assert!(
-        matches!(store.get_blob(&gone), Err(Error::NotFound { .. })),
+        matches!(store.get_blob("o", &gone), Err(Error::NotFound { .. })),
         "the deleted chat's archive stayed"
     );
     assert!(matches!(store.archive_ref("o", &gone), Err(Error::NotFound { .. })));
@@ -215,7 +215,7 @@ fn a_crash_at_any_step_of_the_swap_ends_in_the_old_or_the_collected_store() {
         let store = Store::open(&dir, opts()).unwrap();
         assert_live_intact(&store, &f);
         let doomed = undertext::BlobId::of(f.doomed_only.as_bytes());
-        let gone = matches!(store.get_blob(&doomed), Err(Error::NotFound { .. }));
+        let gone = matches!(store.get_blob("o", &doomed), Err(Error::NotFound { .. }));
         assert_eq!(gone, step > 0, "crash step {step}: rolled {}", if gone { "forward" } else { "back" });
         assert!(!new.exists() && !dir.join("GC-SWAP").exists(), "crash step {step}: leftovers");
         assert!(store.check().unwrap().problems.is_empty(), "crash step {step}");
@@ -253,7 +253,7 @@ fn gc_keeps_the_base_of_a_live_delta_manifest_that_only_a_deleted_chat_attached(
     assert_eq!(report.deleted_chats, 1);
     let store = Store::open(dir.path(), opts()).unwrap();
     for (i, (id, bytes)) in live_versions.iter().enumerate() {
-        let got = store.get_blob(id).unwrap_or_else(|e| panic!("live version {i} after gc: {e}"));
+        let got = store.get_blob("o", id).unwrap_or_else(|e| panic!("live version {i} after gc: {e}"));
         assert!(&*got == bytes.as_slice(), "live version {i} differs after gc");
     }
     assert!(store.check().unwrap().problems.is_empty());
@@ -291,7 +291,7 @@ fn a_failed_file_operation_anywhere_in_gc_leaves_the_old_or_the_collected_store(
             Store::open(&dir, opts()).unwrap_or_else(|e| panic!("fault at gc operation {n}: reopen: {e}"));
         assert_live_intact(&store, &f);
         let doomed = undertext::BlobId::of(f.doomed_only.as_bytes());
-        let gone = matches!(store.get_blob(&doomed), Err(Error::NotFound { .. }));
+        let gone = matches!(store.get_blob("o", &doomed), Err(Error::NotFound { .. }));
         rolled_forward += u64::from(gone);
         if r.is_ok() {
             assert!(

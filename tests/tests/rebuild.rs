@@ -10,7 +10,7 @@ fn fill(store: &Store, seed: u64, n: u64) -> Vec<(BlobId, Vec<u8>)> {
     (0..n)
         .map(|i| {
             let c = content(seed, 0, i);
-            (store.put_blob(&c).unwrap(), c)
+            (store.put_blob("o", &c).unwrap(), c)
         })
         .collect()
 }
@@ -34,7 +34,7 @@ fn removing_the_index_files_loses_nothing() {
     assert!(store.stats().unwrap().segments > 3, "the log should span several segments");
     for (id, c) in &blobs {
         assert_eq!(BlobId::of(c), *id);
-        assert_eq!(*store.get_blob(id).unwrap(), **c);
+        assert_eq!(*store.get_blob("o", id).unwrap(), **c);
     }
     assert!(store.check().unwrap().is_ok());
 }
@@ -50,14 +50,14 @@ fn rebuild_index_in_place_gives_identical_answers() {
     store.rebuild_index().unwrap();
     assert_eq!(store.stats().unwrap().indexed_blobs, before);
     for (id, c) in &blobs {
-        assert_eq!(*store.get_blob(id).unwrap(), **c);
+        assert_eq!(*store.get_blob("o", id).unwrap(), **c);
     }
     // Writes continue after a rebuild, and a reopen replays nothing surprising.
     let more = fill(&store, seed + 1, 20);
     drop(store);
     let store = Store::open(dir.path(), small_segments()).unwrap();
     for (id, c) in blobs.iter().chain(&more) {
-        assert_eq!(*store.get_blob(id).unwrap(), **c);
+        assert_eq!(*store.get_blob("o", id).unwrap(), **c);
     }
 }
 
@@ -90,6 +90,6 @@ fn an_index_reaching_beyond_the_log_is_refused_until_it_is_removed() {
     std::fs::remove_file(a.path().join("index.redb")).unwrap();
     let s = Store::open(a.path(), Options::default()).unwrap();
     for (id, c) in &blobs_a {
-        assert_eq!(*s.get_blob(id).unwrap(), **c);
+        assert_eq!(*s.get_blob("o", id).unwrap(), **c);
     }
 }

@@ -19,13 +19,13 @@ fn store_bytes(store: &Store) -> u64 {
 fn putting_one_megabyte_ten_times_stores_it_once() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    store.put_blob(b"warm up the index file").unwrap();
+    store.put_blob("o", b"warm up the index file").unwrap();
     store.sync().unwrap();
     let before = store_bytes(&store);
     let content = Rng::new(5).bytes(1 << 20); // incompressible: compression cannot hide a second copy
     let mut ids = Vec::new();
     for _ in 0..10 {
-        ids.push(store.put_blob(&content).unwrap());
+        ids.push(store.put_blob("o", &content).unwrap());
     }
     store.sync().unwrap();
     let grown = store_bytes(&store) - before;
@@ -34,7 +34,7 @@ fn putting_one_megabyte_ten_times_stores_it_once() {
     // 1.1 MiB: the blob once, plus the log's frame and the index's page-level growth.
     assert!(grown < 11 * (1 << 20) / 10, "store grew by {grown} bytes for one 1 MiB blob put 10 times");
     assert!(grown >= 1 << 20, "the blob itself must be stored ({grown} bytes)");
-    assert_eq!(*store.get_blob(&ids[0]).unwrap(), *content);
+    assert_eq!(*store.get_blob("o", &ids[0]).unwrap(), *content);
 }
 
 #[test]
@@ -72,9 +72,9 @@ fn bad_arguments_and_missing_things_are_clear_errors() {
     let err = Store::open(dir.path(), Options { segment_size: 10, ..Options::default() }).unwrap_err();
     assert!(err.to_string().contains("expected at least 4096 bytes, found 10"), "{err}");
     let store = Store::open(dir.path(), Options::default()).unwrap();
-    let err = store.get_blob(&BlobId::of(b"never stored")).unwrap_err();
+    let err = store.get_blob("o", &BlobId::of(b"never stored")).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
-    assert!(!store.contains_blob(&BlobId::of(b"never stored")).unwrap());
+    assert!(!store.contains_blob("o", &BlobId::of(b"never stored")).unwrap());
 }
 
 #[test]
@@ -83,11 +83,15 @@ fn every_durability_mode_reads_back_after_reopen() {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<_> = {
             let store = Store::open(dir.path(), Options { durability, ..Options::default() }).unwrap();
-            (0..50u32).map(|i| store.put_blob(&i.to_le_bytes().repeat(100)).unwrap()).collect()
+            (0..50u32).map(|i| store.put_blob("o", &i.to_le_bytes().repeat(100)).unwrap()).collect()
         };
         let store = Store::open(dir.path(), Options::default()).unwrap();
         for (i, id) in ids.iter().enumerate() {
-            assert_eq!(*store.get_blob(id).unwrap(), *(i as u32).to_le_bytes().repeat(100), "{durability:?}");
+            assert_eq!(
+                *store.get_blob("o", id).unwrap(),
+                *(i as u32).to_le_bytes().repeat(100),
+                "{durability:?}"
+            );
         }
     }
 }
@@ -103,7 +107,7 @@ fn group_commit_shares_fsyncs_between_concurrent_writers() {
             let store = &store;
             s.spawn(move || {
                 for i in 0..per_thread {
-                    store.put_blob(format!("writer {t} write {i}").as_bytes()).unwrap();
+                    store.put_blob("o", format!("writer {t} write {i}").as_bytes()).unwrap();
                 }
             });
         }

@@ -49,7 +49,7 @@ fn torn_at_every_offset(preallocate: bool) {
                 })
                 .collect();
             let refs: Vec<&[u8]> = contents.iter().map(|c| c.as_slice()).collect();
-            let ids = store.put_blobs(&refs).unwrap();
+            let ids = store.put_blobs("o", &refs).unwrap();
             batches.push(ids.into_iter().zip(contents).collect());
         }
         store.close().unwrap();
@@ -87,7 +87,7 @@ fn torn_at_every_offset(preallocate: bool) {
             let whole =
                 end <= cut || (preallocate && original[cut as usize..end as usize].iter().all(|&b| b == 0));
             for (id, content) in &batches[i] {
-                match store.get_blob(id) {
+                match store.get_blob("o", id) {
                     Ok(got) => assert!(
                         whole && *got == **content,
                         "cut {cut} (index kept: {keep_index}): batch {i} partly present ({} bytes, whole: {whole}, equal: {})",
@@ -102,8 +102,8 @@ fn torn_at_every_offset(preallocate: bool) {
             }
         }
         // The store keeps working after the cut: a new write lands and reads back.
-        let id = store.put_blob(format!("after cut {cut}").as_bytes()).unwrap();
-        assert_eq!(&*store.get_blob(&id).unwrap(), format!("after cut {cut}").as_bytes());
+        let id = store.put_blob("o", format!("after cut {cut}").as_bytes()).unwrap();
+        assert_eq!(&*store.get_blob("o", &id).unwrap(), format!("after cut {cut}").as_bytes());
         assert!(store.check().unwrap().is_ok());
         drop(store);
         opened += 1;
@@ -118,7 +118,7 @@ fn damage_before_the_tail_is_an_error_naming_segment_and_offset() {
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
         for i in 0..10u32 {
-            store.put_blob(format!("record number {i} with some text").as_bytes()).unwrap();
+            store.put_blob("o", format!("record number {i} with some text").as_bytes()).unwrap();
         }
         store.close().unwrap();
     }

@@ -29,7 +29,7 @@ fn main() {
             s.spawn(move || {
                 for i in 0u64.. {
                     let blob = random_bytes(2048, seed ^ (t << 40) ^ i);
-                    if let Err(e) = store.put_blob(&blob) {
+                    if let Err(e) = store.put_blob("o", &blob) {
                         eprintln!("put failed: {e}");
                         std::process::exit(1);
                     }

@@ -242,62 +242,71 @@ impl PyStore {
         Ok(self.get(py)?.path().to_path_buf())
     }
 
-    /// Stores `data` (`bytes` or `bytearray`) and returns its content address (64 hex
-    /// digits). The same bytes are stored once.
-    fn put_blob(&self, py: Python<'_>, data: PyBackedBytes) -> PyResult<String> {
+    /// Stores `data` (`bytes` or `bytearray`) for `owner` and returns its content address
+    /// (64 hex digits), granting the blob to `owner`. The same bytes are stored once.
+    fn put_blob(&self, py: Python<'_>, owner: String, data: PyBackedBytes) -> PyResult<String> {
         let store = self.get(py)?;
-        Ok(run(py, move || store.put_blob(&data))?.to_string())
+        Ok(run(py, move || store.put_blob(&owner, &data))?.to_string())
     }
 
-    /// Stores several blobs in one transaction (after a crash: all or none).
-    fn put_blobs(&self, py: Python<'_>, data: Vec<Vec<u8>>) -> PyResult<Vec<String>> {
+    /// Stores several blobs for `owner` in one transaction (after a crash: all or none).
+    fn put_blobs(&self, py: Python<'_>, owner: String, data: Vec<Vec<u8>>) -> PyResult<Vec<String>> {
         let store = self.get(py)?;
         let ids = run(py, move || {
             let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-            store.put_blobs(&refs)
+            store.put_blobs(&owner, &refs)
         })?;
         Ok(ids.iter().map(|i| i.to_string()).collect())
     }
 
-    /// The bytes of blob `blob_id` (checksum and hash verified). `NotFound`, `Corrupt`.
-    fn get_blob<'py>(&self, py: Python<'py>, blob_id: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The bytes of blob `blob_id` of `owner` (checksum and hash verified). `NotFound` for a
+    /// blob `owner` holds no grant on (never stored, or stored only by other owners),
+    /// `Corrupt`.
+    fn get_blob<'py>(
+        &self,
+        py: Python<'py>,
+        owner: String,
+        blob_id: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
-        let blob = run(py, move || store.get_blob(&id))?;
+        let blob = run(py, move || store.get_blob(&owner, &id))?;
         Ok(PyBytes::new(py, &blob))
     }
 
-    /// Bytes `start:end` of blob `blob_id`, as `get_blob(blob_id)[start:end]` but reading
-    /// only what the range needs: a chunked blob (one above 64 KiB, stored as
+    /// Bytes `start:end` of blob `blob_id` of `owner`, as `get_blob(owner, blob_id)[start:end]`
+    /// but reading only what the range needs: a chunked blob (one above 64 KiB, stored as
     /// content-defined chunks) reads only the chunks the range overlaps. A range with
     /// `start > end` or `end` past the blob's length raises `InvalidArgument` giving the
-    /// length; an unknown blob `NotFound`; damaged bytes `Corrupt`.
+    /// length; a blob `owner` holds no grant on `NotFound`; damaged bytes `Corrupt`.
     fn get_blob_range<'py>(
         &self,
         py: Python<'py>,
+        owner: String,
         blob_id: &Bound<'py, PyAny>,
         start: u64,
         end: u64,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
-        let bytes = run(py, move || store.get_blob_range(&id, start..end))?;
+        let bytes = run(py, move || store.get_blob_range(&owner, &id, start..end))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
-    /// Length in bytes of blob `blob_id`, without reading its content (a chunked blob's
-    /// chunks are not read). `NotFound` for an unknown blob.
-    fn blob_len(&self, py: Python<'_>, blob_id: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// Length in bytes of blob `blob_id` of `owner`, without reading its content (a chunked
+    /// blob's chunks are not read). `NotFound` for a blob `owner` holds no grant on.
+    fn blob_len(&self, py: Python<'_>, owner: String, blob_id: &Bound<'_, PyAny>) -> PyResult<u64> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
-        run(py, move || store.blob_len(&id))
+        run(py, move || store.blob_len(&owner, &id))
     }
 
-    /// Whether blob `blob_id` is stored.
-    fn contains_blob(&self, py: Python<'_>, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+    /// Whether `owner` holds a grant on a stored blob `blob_id` (`False` for a blob only
+    /// other owners hold, as for one never stored).
+    fn contains_blob(&self, py: Python<'_>, owner: String, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
-        run(py, move || store.contains_blob(&id))
+        run(py, move || store.contains_blob(&owner, &id))
     }
 
     /// Makes every commit so far durable (one fsync).

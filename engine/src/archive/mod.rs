@@ -21,11 +21,12 @@ use parking_lot::Mutex;
 use self::offsets::OffsetIndex;
 use crate::blob::{BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::index::ARCHIVES;
+use crate::index::{ARCHIVES, GRANT_ARCHIVE};
 use crate::log::Position;
 use crate::model::ArchiveRef;
 use crate::record::{self, ArchiveRec, kind};
 use crate::store::Store;
+use crate::store::blobs;
 use crate::store::core::{Core, RecordOut, Txn};
 
 /// A text with its offset index: exact slicing in any [`Unit`] in O(log n + range).
@@ -146,6 +147,18 @@ pub(crate) fn archive_into(
     owner: &str,
     text: &str,
 ) -> Result<(ArchiveRef, Option<Position>)> {
+    archive_into_chat(core, txn, owner, text, None)
+}
+
+/// [`archive_into`] for a transaction of `chat` (when known): a grant already bound to that
+/// chat is not written again.
+pub(crate) fn archive_into_chat(
+    core: &Core,
+    txn: &mut Txn,
+    owner: &str,
+    text: &str,
+    chat: Option<u64>,
+) -> Result<(ArchiveRef, Option<Position>)> {
     let idx = OffsetIndex::build(text);
     let (id, w1) = txn.blob(core, text.as_bytes())?;
     let (index_id, w2) = txn.blob(core, &idx.encode())?;
@@ -159,41 +172,44 @@ pub(crate) fn archive_into(
         lines: idx.lines(text.ends_with('\n')),
     };
     let r = to_ref(&rec);
-    let payload = record::encode(&rec)?.into_vec();
-    let granted = grant(core, owner, &id)?.is_some()
-        || txn.records.iter().any(|x| x.kind == kind::ARCHIVE && x.payload == payload);
-    if !granted {
-        txn.push(RecordOut::history(kind::ARCHIVE, payload));
-    }
+    bind_into(core, txn, &rec, chat)?;
     Ok((r, w1.max(w2)))
 }
 
-/// The grant of `owner` on archive `id`, if any (consulting records not yet in redb).
+/// Adds the archive grant `rec` to `txn` unless its owner already holds one that does as
+/// much: its own, or (with `chat`) one bound to that chat, or the same grant earlier in `txn`.
+/// Written with a chat's records, the grant is bound to that chat (it goes when the chat is
+/// deleted); alone, it is the owner's own.
+pub(crate) fn bind_into(core: &Core, txn: &mut Txn, rec: &ArchiveRec, chat: Option<u64>) -> Result<()> {
+    let h = blobs::held(core, &rec.owner, &BlobId(rec.id), chat)?;
+    if (h.own | h.chat) & GRANT_ARCHIVE != 0 {
+        return Ok(());
+    }
+    let payload = record::encode(rec)?.into_vec();
+    if !txn.records.iter().any(|x| x.kind == kind::ARCHIVE && x.payload == payload) {
+        txn.push(RecordOut::history(kind::ARCHIVE, payload));
+    }
+    Ok(())
+}
+
+/// The grant of `owner` on archive `id`, if any (consulting records not yet in redb). An
+/// archive grant bound to a deleted chat no longer counts.
 pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<ArchiveRec>> {
-    let lookup = || -> Result<Option<ArchiveRec>> {
-        let tx = core.index.read()?;
-        let t = match tx.open_table(ARCHIVES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(Error::index(e)),
-        };
-        match t.get((owner, id.0)).map_err(Error::index)? {
-            Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::Index)?)),
-            None => Ok(None),
-        }
+    if !blobs::granted(core, owner, id, GRANT_ARCHIVE)? {
+        return Ok(None);
+    }
+    let tx = core.index.read()?;
+    let t = match tx.open_table(ARCHIVES) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(Error::index(e)),
     };
-    // Both read before the lookup: a flush that lands between the lookup's read
-    // transaction and a later reading of `flushed` would hide a grant from both.
-    let (written, flushed) = (core.log.written(), core.index.flushed());
-    if let Some(a) = lookup()? {
-        return Ok(Some(a));
+    match t.get((owner, id.0)).map_err(Error::index)? {
+        Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::Index)?)),
+        None => Err(Error::Index(format!(
+            "archive {id}: {owner:?} holds its grant, but its record is not indexed"
+        ))),
     }
-    // A grant written moments ago may still be in the memtable.
-    if flushed < written {
-        core.ensure_flushed(written)?;
-        return lookup();
-    }
-    Ok(None)
 }
 
 /// The code of a unit in pin records.

@@ -111,8 +111,8 @@ pub enum Verify {
 /// # let dir = tempfile::tempdir().unwrap();
 /// use undertext::{Store, Options};
 /// let store = Store::open(dir.path(), Options::default())?;
-/// let id = store.put_blob(b"tool output")?;
-/// let blob = store.get_blob(&id)?;
+/// let id = store.put_blob("o", b"tool output")?;
+/// let blob = store.get_blob("o", &id)?;
 /// assert_eq!(&*blob, b"tool output");
 /// # Ok::<(), undertext::Error>(())
 /// ```

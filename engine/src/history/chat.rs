@@ -23,7 +23,7 @@ use crate::store::core::{Core, RecordOut, Txn};
 /// Longest owner name, in bytes.
 pub const MAX_OWNER_LEN: usize = 1024;
 
-fn check_owner(owner: &str) -> Result<()> {
+pub(crate) fn check_owner(owner: &str) -> Result<()> {
     if owner.is_empty() || owner.len() > MAX_OWNER_LEN {
         return Err(Error::InvalidArgument(format!(
             "owner: expected 1 to {MAX_OWNER_LEN} bytes, found {}",
@@ -58,22 +58,36 @@ fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
     }
 }
 
-/// Applies the archiving policy to a message about to be written: a tool result longer
-/// than `archive_threshold` is archived in `txn` and replaced by a preview and the archive
-/// reference. A reference the harness supplies must name an archive the owner may read;
-/// its sizes are taken from the store, never from the caller.
+/// Applies the archiving policy to message `at` about to be written in `chat`: a tool result
+/// longer than `archive_threshold` is archived in `txn` and replaced by a preview and the
+/// archive reference. A reference the harness supplies must name an archive the owner may
+/// read; its sizes are taken from the store, never from the caller. An attachment must name a
+/// blob the owner holds a grant on, or one of `put` (stored by this transaction): else it is
+/// [`Error::NotFound`], as for a blob never stored. Each reference binds a grant to the chat.
 fn prepare(
     core: &Core,
     txn: &mut Txn,
-    owner: &str,
-    mut m: NewMessage,
+    (owner, chat): (&str, ChatId),
+    (mut m, at): (NewMessage, usize),
+    put: &[BlobId],
     wait: &mut Option<Position>,
 ) -> Result<NewMessage> {
     for p in &mut m.parts {
+        if let Part::Attachment { blob, .. } = p {
+            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX)? {
+                return Err(Error::NotFound {
+                    what: format!(
+                        "blob {blob} of the attachment in message {at} (store it first, or pass it along)"
+                    ),
+                });
+            }
+            crate::store::blobs::grant_into(core, txn, owner, *blob, Some(chat.0))?;
+            continue;
+        }
         let Part::ToolResult { content, .. } = p else { continue };
         match content {
             ToolContent::Text(text) if text.len() > core.opts.archive_threshold => {
-                let (r, w) = crate::archive::archive_into(core, txn, owner, text)?;
+                let (r, w) = crate::archive::archive_into_chat(core, txn, owner, text, Some(chat.0))?;
                 *wait = (*wait).max(w);
                 let preview = crate::archive::preview_of(
                     text,
@@ -86,7 +100,10 @@ fn prepare(
             ToolContent::Archived { archive, .. } => {
                 let pending = txn.has_blob(&archive.id);
                 match crate::archive::grant(core, owner, &archive.id)? {
-                    Some(a) => *archive = crate::archive::to_ref(&a),
+                    Some(a) => {
+                        *archive = crate::archive::to_ref(&a);
+                        crate::archive::bind_into(core, txn, &a, Some(chat.0))?;
+                    }
                     None if pending => {}
                     None => return Err(Error::NotFound { what: format!("archive {}", archive.id) }),
                 }
@@ -202,7 +219,9 @@ impl Store {
         drop(w);
         *state.view_memo.lock() = None;
         *state.prepared.lock() = None;
-        core.wait_durable(c.end)
+        core.wait_durable(c.end)?;
+        // The chat's grants go with it now, not at the indexer's next flush.
+        core.ensure_flushed(c.end)
     }
 
     /// Opens chat `id` of `owner`. A chat of another owner is the same
@@ -467,29 +486,18 @@ impl Chat {
             step: t.step,
         });
         let mut ids = Vec::with_capacity(blobs.len());
+        let owner = self.state.owner.clone();
+        // Blobs stored with the messages are granted to the owner, bound to this chat.
         for b in blobs {
             let (id, w) = txn.blob(&core, b)?;
+            crate::store::blobs::grant_into(&core, &mut txn, &owner, id, Some(chat.0))?;
             ids.push(id);
             wait = wait.max(w);
         }
-        // An attachment names a blob stored before or in this transaction.
-        for (i, m) in messages.iter().enumerate() {
-            for p in &m.parts {
-                if let Part::Attachment { blob, .. } = p
-                    && txn.existing(&core, blob)?.is_none()
-                {
-                    return Err(Error::NotFound {
-                        what: format!(
-                            "blob {blob} of the attachment in message {i} (store it first, or pass it along)"
-                        ),
-                    });
-                }
-            }
-        }
-        let owner = self.state.owner.clone();
         let messages = messages
             .into_iter()
-            .map(|m| prepare(&core, &mut txn, &owner, m, &mut wait))
+            .enumerate()
+            .map(|(i, m)| prepare(&core, &mut txn, (&owner, chat), (m, i), &ids, &mut wait))
             .collect::<Result<Vec<_>>>()?;
         for (i, m) in messages.iter().enumerate() {
             let starts = m.starts_turn();
@@ -601,7 +609,8 @@ impl Chat {
         let now = now_ms();
         let mut txn = Txn::default();
         let mut wait = None;
-        let message = prepare(&core, &mut txn, &self.state.owner.clone(), message, &mut wait)?;
+        let message =
+            prepare(&core, &mut txn, (&self.state.owner.clone(), chat), (message, 0), &[], &mut wait)?;
         let rev = RevRec {
             chat: chat.0,
             revision,

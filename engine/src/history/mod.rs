@@ -13,6 +13,7 @@ pub(crate) mod view_memo;
 
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
+pub(crate) use chat::check_owner;
 pub use chat::{Chat, MAX_OWNER_LEN};
 pub use snap::Snapshot;
 pub(crate) use state::{Entry, Published, now_ms};

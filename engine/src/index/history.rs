@@ -8,8 +8,8 @@ use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
 use crate::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, PinRec, RevRec, StepRec,
-    SummaryRec, UsageRec, kind,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MetaRec, PinRec, RevRec,
+    StepRec, SummaryRec, UsageRec, kind,
 };
 
 type Loc = (u64, u64, u32);
@@ -34,6 +34,17 @@ pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDe
 
 /// (owner, archive id) -> encoded `ArchiveRec`: who may read which archive.
 pub(crate) const ARCHIVES: TableDefinition<'_, (&str, [u8; 32]), &[u8]> = TableDefinition::new("archives");
+/// (owner, blob id, chat) -> [`GRANT_BLOB`] | [`GRANT_ARCHIVE`]: who may read and reference
+/// which blob. `chat` is 0 for the owner's own grant (written in a batch of no chat), else
+/// the chat the grant is bound to (and goes with when the chat is deleted).
+pub(crate) const GRANTS: TableDefinition<'_, (&str, [u8; 32], u64), u8> = TableDefinition::new("grants");
+/// (chat, blob id) -> () : the grants bound to a chat (to drop them when it is deleted).
+pub(crate) const CHAT_GRANTS: TableDefinition<'_, (u64, [u8; 32]), ()> = TableDefinition::new("chat_grants");
+/// A `grants` bit: a blob grant record (kind 15).
+pub(crate) const GRANT_BLOB: u8 = 1;
+/// A `grants` bit: an archive grant record (kind 7).
+pub(crate) const GRANT_ARCHIVE: u8 = 2;
+
 /// (chat, archive id, unit, start, end) -> () : pinned pages.
 pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
 
@@ -86,6 +97,8 @@ pub(crate) struct HistoryIndex<'t> {
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
+    grants: redb::Table<'t, (&'static str, [u8; 32], u64), u8>,
+    chat_grants: redb::Table<'t, (u64, [u8; 32]), ()>,
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
     calib: redb::Table<'t, (u64, &'static str), u64>,
     compactions: redb::Table<'t, (u64, u64, u64), u32>,
@@ -105,6 +118,8 @@ impl<'t> HistoryIndex<'t> {
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
+            grants: tx.open_table(GRANTS).map_err(redb_err)?,
+            chat_grants: tx.open_table(CHAT_GRANTS).map_err(redb_err)?,
             pins: tx.open_table(PINS).map_err(redb_err)?,
             calib: tx.open_table(CALIB).map_err(redb_err)?,
             compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
@@ -173,6 +188,29 @@ impl<'t> HistoryIndex<'t> {
         self.calib.retain_in((chat, "")..(chat.saturating_add(1), ""), |_, _| false).map_err(redb_err)?;
         self.compactions.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.checkpoints.remove(chat).map_err(redb_err)?;
+        // The chat's grants go with it: its owner keeps only what another grant holds.
+        let mut bound = Vec::new();
+        for item in self.chat_grants.range((chat, [0u8; 32])..=(chat, [255u8; 32])).map_err(redb_err)? {
+            bound.push(item.map_err(redb_err)?.0.value().1);
+        }
+        for id in bound {
+            self.grants.remove((row.owner.as_str(), id, chat)).map_err(redb_err)?;
+            self.chat_grants.remove((chat, id)).map_err(redb_err)?;
+        }
+        Ok(())
+    }
+
+    /// Records a grant of `id` to `owner`, bound to the chats of its batch (or the owner's own).
+    fn grant(&mut self, owner: &str, id: [u8; 32], bit: u8, r: &PendingRecord) -> Result<()> {
+        let own = [0u64];
+        let chats: &[u64] = if r.chats.is_empty() { &own } else { &r.chats };
+        for &chat in chats {
+            let old = self.grants.get((owner, id, chat)).map_err(redb_err)?.map_or(0, |g| g.value());
+            self.grants.insert((owner, id, chat), old | bit).map_err(redb_err)?;
+            if chat != 0 {
+                self.chat_grants.insert((chat, id), ()).map_err(redb_err)?;
+            }
+        }
         Ok(())
     }
 
@@ -234,6 +272,11 @@ impl<'t> HistoryIndex<'t> {
             kind::ARCHIVE => {
                 let a: ArchiveRec = record::decode(&r.payload, "archive").map_err(|e| bad(r, e))?;
                 self.archives.insert((a.owner.as_str(), a.id), r.payload.as_slice()).map_err(redb_err)?;
+                self.grant(&a.owner, a.id, GRANT_ARCHIVE, r)?;
+            }
+            kind::GRANT => {
+                let g: GrantRec = record::decode(&r.payload, "grant").map_err(|e| bad(r, e))?;
+                self.grant(&g.owner, g.id, GRANT_BLOB, r)?;
             }
             kind::PIN => {
                 let p: PinRec = record::decode(&r.payload, "pin").map_err(|e| bad(r, e))?;
@@ -292,6 +335,8 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, METAS, out)?;
     diff_table(ours, theirs, STEPS, out)?;
     diff_table(ours, theirs, ARCHIVES, out)?;
+    diff_table(ours, theirs, GRANTS, out)?;
+    diff_table(ours, theirs, CHAT_GRANTS, out)?;
     diff_table(ours, theirs, PINS, out)?;
     diff_table(ours, theirs, CALIB, out)?;
     diff_table(ours, theirs, COMPACTIONS, out)?;
@@ -309,10 +354,45 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(METAS).map_err(redb_err)?;
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
+    tx.delete_table(GRANTS).map_err(redb_err)?;
+    tx.delete_table(CHAT_GRANTS).map_err(redb_err)?;
     tx.delete_table(PINS).map_err(redb_err)?;
     tx.delete_table(CALIB).map_err(redb_err)?;
     tx.delete_table(COMPACTIONS).map_err(redb_err)?;
     tx.delete_table(SUMMARIES).map_err(redb_err)?;
     tx.delete_table(CHECKPOINTS).map_err(redb_err)?;
     Ok(())
+}
+
+/// The chat a history record belongs to (`None`: it belongs to the store as a whole: blobs,
+/// manifests, archive and blob grants, summaries).
+pub(crate) fn chat_of(k: u8, p: &[u8]) -> std::result::Result<Option<u64>, String> {
+    Ok(Some(match k {
+        kind::CHAT => record::decode::<ChatRec>(p, "chat")?.chat,
+        kind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
+        kind::MESSAGE => record::message_fields(p)?.chat,
+        kind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
+        kind::STEP => record::decode::<StepRec>(p, "step")?.chat,
+        kind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
+        kind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,
+        kind::COMPACTION => record::decode::<CompactionRec>(p, "compaction")?.chat,
+        kind::CHECKPOINT => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
+        kind::DELETE => record::decode::<DeleteRec>(p, "delete")?.chat,
+        _ => return Ok(None),
+    }))
+}
+
+/// True for the kinds that grant a blob to an owner.
+pub(crate) fn is_grant(k: u8) -> bool {
+    k == kind::ARCHIVE || k == kind::GRANT
+}
+
+/// The chats a grant in a batch of these records is bound to: every chat whose records share
+/// the batch (none: the grant is the owner's own). Records that do not decode are skipped
+/// here (the history index reports them when it applies them).
+pub(crate) fn batch_chats<'a>(records: impl Iterator<Item = (u8, &'a [u8])>) -> Vec<u64> {
+    let mut chats: Vec<u64> = records.filter_map(|(k, p)| chat_of(k, p).ok().flatten()).collect();
+    chats.sort_unstable();
+    chats.dedup();
+    chats
 }

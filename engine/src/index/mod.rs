@@ -23,8 +23,8 @@ use crate::io::{self, SeamBackend};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, HistoryIndex, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS,
-    REVISIONS, STEPS,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANTS, HistoryIndex, MESSAGES, METAS,
+    MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
 };
 pub(crate) use history::{CHECKPOINTS, SUMMARIES};
 pub(crate) use memtable::Memtable;
@@ -35,7 +35,8 @@ const BLOBS: TableDefinition<'_, [u8; 32], (u64, u64, u32)> = TableDefinition::n
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 
 /// Version of the index layout. A different version on disk is rebuilt from the log.
-const INDEX_VERSION: u64 = 2;
+/// 3: the `grants` and `chat_grants` tables.
+const INDEX_VERSION: u64 = 3;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";
@@ -68,6 +69,9 @@ pub(crate) struct PendingRecord {
     pub kind: u8,
     pub loc: Location,
     pub payload: Vec<u8>,
+    /// For a grant (archive or blob grant record): the chats whose records share its batch,
+    /// which it is bound to (empty: the owner's own). Empty for every other kind.
+    pub chats: Vec<u64>,
 }
 
 /// What the index knows about how far it reaches into the log.
@@ -601,6 +605,12 @@ fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
 /// every history record to apply.
 pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
     let mut out = BatchEntries::default();
+    // Only a batch holding a grant needs its chats (decoding them costs a little).
+    let chats = if batch.records.iter().any(|r| is_grant(r.kind)) {
+        batch_chats(batch.records.iter().map(|r| (r.kind, r.payload)))
+    } else {
+        Vec::new()
+    };
     for r in &batch.records {
         let loc = Location { segment, offset: r.offset, len: r.payload.len() as u32 };
         if r.kind == kind::BLOB || r.kind == kind::MANIFEST {
@@ -610,7 +620,8 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
                 out.blobs.push((BlobId(id), loc));
             }
         } else if r.kind < kind::FIRST_OPTIONAL {
-            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec() });
+            let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
+            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats });
         }
     }
     out

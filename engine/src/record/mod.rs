@@ -24,6 +24,16 @@ pub(crate) mod kind {
     pub const CHECKPOINT: u8 = 12;
     /// Kind 13 is the blob manifest (`log::format::kind::MANIFEST`).
     pub const DELETE: u8 = 14;
+    pub const GRANT: u8 = 15;
+}
+
+/// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.
+/// Like an archive grant, it is bound to the chats whose records share its batch, and is the
+/// owner's own when none does (see FORMAT.md, "Owners and grants").
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct GrantRec {
+    pub owner: String,
+    pub id: [u8; 32],
 }
 
 /// A chat was deleted: its records no longer count (the chat's id is never reused).
@@ -379,6 +389,7 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::SUMMARY => decode::<SummaryRec>(payload, "summary").map(drop),
         kind::CHECKPOINT => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
         kind::DELETE => decode::<DeleteRec>(payload, "delete").map(drop),
+        kind::GRANT => decode::<GrantRec>(payload, "grant").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

@@ -265,6 +265,13 @@ impl Core {
         }
         let frame = batch.finish();
         let bytes = frame.len() as u64;
+        // A grant is bound to the chats whose records share its batch (as `entries_of` finds
+        // them when the log is replayed).
+        let chats = if txn.records.iter().any(|r| crate::index::is_grant(r.kind)) {
+            crate::index::batch_chats(txn.records.iter().map(|r| (r.kind, r.payload.as_slice())))
+        } else {
+            Vec::new()
+        };
         let mut locations = Vec::new();
         let end = self.log.append(frame, |start, end, next_txid| {
             let mut entries = BatchEntries::default();
@@ -277,7 +284,10 @@ impl Core {
                 locations.push(loc);
                 match r.blob {
                     Some(id) => entries.blobs.push((id, loc)),
-                    None => entries.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload }),
+                    None => {
+                        let chats = if crate::index::is_grant(r.kind) { chats.clone() } else { Vec::new() };
+                        entries.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload, chats })
+                    }
                 }
             }
             self.index.mem.write().note_batch(entries, start, end, next_txid, bytes);

@@ -2,11 +2,13 @@
 //!
 //! **What is garbage.** A chat deleted with [`Store::delete_chat`] leaves its records in the
 //! log. `gc` drops them (all but the chat's creation and deletion records, so its id is
-//! never reused), and every blob that only they referenced: message bodies, archived tool
-//! results (with their offset index and their grant), attachments, checkpoint summaries,
-//! and the chunks of chunked blobs, counted through their manifests. A blob that a live
-//! record references is kept, and so is a blob that no record references at all (stored
-//! with [`Store::put_blob`] or [`Store::archive`] by the harness, which owns it).
+//! never reused), the grants bound to them (archive and blob grants written in their
+//! batches: see `store/blobs.rs`), and every blob that only they referenced: message bodies,
+//! archived tool results (with their offset index), attachments, checkpoint summaries, and
+//! the chunks of chunked blobs, counted through their manifests. A blob is kept while any
+//! owner's grant holds it (an owner's own grant from [`Store::put_blob`] or
+//! [`Store::archive`], or one bound to a live chat) or a live record references it; so is a
+//! blob nothing ever referenced or granted (stored by a build before grants).
 //!
 //! **How.** The live records are copied, byte for byte and in their original order, into a
 //! new log beside the store (`gc.new/`), whose index is rebuilt from it; then the two are
@@ -30,8 +32,8 @@ use crate::log::scan::{ScanEnd, walk_batches};
 use crate::log::{list_segments, log_dir, segment_path};
 use crate::options::Options;
 use crate::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec,
-    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind as hkind,
+    self, ArchiveRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MsgRec, PartRec, PartsRec, PinRec,
+    SummaryRec, kind as hkind,
 };
 
 const NEW_DIR: &str = "gc.new";
@@ -58,20 +60,22 @@ pub struct GcReport {
 
 /// Where a record belongs: a chat, or the store as a whole.
 fn chat_of(r: &RecordRef<'_>) -> std::result::Result<Option<u64>, String> {
-    let p = r.payload;
-    Ok(Some(match r.kind {
-        hkind::CHAT => record::decode::<ChatRec>(p, "chat")?.chat,
-        hkind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
-        hkind::MESSAGE => record::message_fields(p)?.chat,
-        hkind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
-        hkind::STEP => record::decode::<StepRec>(p, "step")?.chat,
-        hkind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
-        hkind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,
-        hkind::COMPACTION => record::decode::<CompactionRec>(p, "compaction")?.chat,
-        hkind::CHECKPOINT => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
-        hkind::DELETE => record::decode::<DeleteRec>(p, "delete")?.chat,
-        _ => return Ok(None),
-    }))
+    crate::index::chat_of(r.kind, r.payload)
+}
+
+/// Whether a grant in a batch bound to `chats` stays: the owner's own (no chat), or bound to
+/// a chat that is not deleted.
+fn grant_stays(chats: &[u64], deleted: &HashSet<u64>) -> bool {
+    chats.is_empty() || chats.iter().any(|c| !deleted.contains(c))
+}
+
+/// The chats a grant in this batch is bound to.
+fn chats_of_batch(records: &[RecordRef<'_>]) -> Vec<u64> {
+    if records.iter().any(|r| crate::index::is_grant(r.kind)) {
+        crate::index::batch_chats(records.iter().map(|r| (r.kind, r.payload)))
+    } else {
+        Vec::new()
+    }
 }
 
 fn blob_id(r: &RecordRef<'_>) -> Option<BlobId> {
@@ -161,45 +165,14 @@ impl Store {
             }
             Ok(())
         })?;
-        // Pass 2: what live records and dropped records reference.
+        // Pass 2: what live records and kept grants hold, and what dropped records and
+        // dropped grants held.
         let (mut live, mut dead) = (HashSet::new(), HashSet::new());
-        self.each_record(&segments, written, |n, r| {
-            let bad = |e: String| Error::corrupt(n, r.offset, e);
-            let mut refs = Vec::new();
-            match r.kind {
-                hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
-                    record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
-                    record::BodyRec::Blob(id) => {
-                        refs.push(BlobId(id));
-                        let b = self.get_blob(&BlobId(id))?;
-                        let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
-                        part_refs(&parts.parts, &mut refs);
-                    }
-                },
-                hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
-                hkind::COMPACTION => {
-                    let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
-                    refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
-                }
-                hkind::CHECKPOINT => {
-                    refs.push(BlobId(
-                        record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary,
-                    ));
-                }
-                hkind::SUMMARY => {
-                    refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
-                }
-                _ => return Ok(()),
-            }
-            // An archive's offset index goes wherever its text goes.
-            let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
-            refs.extend(extra);
-            let into = match chat_of(r).map_err(bad)? {
-                Some(chat) if deleted.contains(&chat) => &mut dead,
-                _ => &mut live,
-            };
-            into.extend(refs);
-            Ok(())
+        self.each_batch(&segments, written, |n, records| {
+            let chats = chats_of_batch(records);
+            records
+                .iter()
+                .try_for_each(|r| self.reach(n, r, &chats, &deleted, &archive_index, &mut live, &mut dead))
         })?;
         let live = closure(live, &manifests);
         let dead: HashSet<BlobId> = closure(dead, &manifests).difference(&live).copied().collect();
@@ -209,6 +182,7 @@ impl Store {
         let mut emptied = HashSet::new();
         self.each_batch(&segments, written, |n, records| {
             let mut batch = BatchBuf::new();
+            let chats = chats_of_batch(records);
             for r in records {
                 let bad = |e: String| Error::corrupt(n, r.offset, e);
                 let keep = match r.kind {
@@ -216,10 +190,7 @@ impl Store {
                         let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
                         !dead.contains(&id) && out.first_copy(id)
                     }
-                    hkind::ARCHIVE => {
-                        let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
-                        !dead.contains(&BlobId(a.id))
-                    }
+                    hkind::ARCHIVE | hkind::GRANT => grant_stays(&chats, &deleted),
                     hkind::CHAT | hkind::DELETE => true,
                     _ => match chat_of(r).map_err(bad)? {
                         Some(c) if deleted.contains(&c) => {
@@ -249,6 +220,71 @@ impl Store {
         report.log_bytes_before = self.stats()?.log_bytes;
         report.log_bytes_after = out.finish()?;
         Ok(report)
+    }
+
+    /// Adds what record `r` (of a batch whose grants are bound to `chats`) holds to `live`
+    /// when it stays, or to `dead` when `gc` drops it.
+    #[allow(clippy::too_many_arguments, reason = "the state of one pass, passed apart for the borrows")]
+    fn reach(
+        &self,
+        n: u64,
+        r: &RecordRef<'_>,
+        chats: &[u64],
+        deleted: &HashSet<u64>,
+        archive_index: &HashMap<BlobId, BlobId>,
+        live: &mut HashSet<BlobId>,
+        dead: &mut HashSet<BlobId>,
+    ) -> Result<()> {
+        let bad = |e: String| Error::corrupt(n, r.offset, e);
+        let mut refs = Vec::new();
+        match r.kind {
+            hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
+                record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
+                record::BodyRec::Blob(id) => {
+                    refs.push(BlobId(id));
+                    let core = &self.inner.core;
+                    let b = core.get_blob(&BlobId(id), core.opts.verify)?;
+                    let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
+                    part_refs(&parts.parts, &mut refs);
+                }
+            },
+            hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
+            hkind::COMPACTION => {
+                let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
+                refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
+            }
+            hkind::CHECKPOINT => {
+                refs.push(BlobId(
+                    record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary,
+                ));
+            }
+            hkind::SUMMARY => {
+                refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
+            }
+            // A grant holds its blob (an archive grant, the offset index too) while it stays.
+            hkind::ARCHIVE => {
+                let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
+                let into = if grant_stays(chats, deleted) { live } else { dead };
+                into.extend([BlobId(a.id), BlobId(a.index)]);
+                return Ok(());
+            }
+            hkind::GRANT => {
+                let g: GrantRec = record::decode(r.payload, "grant").map_err(bad)?;
+                let into = if grant_stays(chats, deleted) { live } else { dead };
+                into.insert(BlobId(g.id));
+                return Ok(());
+            }
+            _ => return Ok(()),
+        }
+        // An archive's offset index goes wherever its text goes.
+        let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
+        refs.extend(extra);
+        let into = match chat_of(r).map_err(bad)? {
+            Some(chat) if deleted.contains(&chat) => dead,
+            _ => live,
+        };
+        into.extend(refs);
+        Ok(())
     }
 
     /// Calls `f` on every valid record of the log, in order.

@@ -1,6 +1,6 @@
 //! [`Store`]: the open store, its writer sequencer and its readers.
 
-mod blobs;
+pub(crate) mod blobs;
 pub(crate) mod core;
 mod gc;
 mod indexer;
@@ -35,9 +35,9 @@ use crate::options::Options;
 /// # let dir = tempfile::tempdir().unwrap();
 /// use undertext::{Store, Options};
 /// let store = Store::open(dir.path(), Options::default())?;
-/// let id = store.put_blob(b"$ cargo test\n...\ntest result: ok. 42 passed")?;
-/// assert_eq!(store.put_blob(b"$ cargo test\n...\ntest result: ok. 42 passed")?, id); // stored once
-/// assert_eq!(&*store.get_blob(&id)?, b"$ cargo test\n...\ntest result: ok. 42 passed");
+/// let id = store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?;
+/// assert_eq!(store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?, id); // stored once
+/// assert_eq!(&*store.get_blob("o", &id)?, b"$ cargo test\n...\ntest result: ok. 42 passed");
 /// # Ok::<(), undertext::Error>(())
 /// ```
 #[derive(Debug, Clone)]

@@ -31,9 +31,9 @@ fn main() {
                     // Every fourth write is a two-blob transaction.
                     let ids = if i % 4 == 3 {
                         let c2 = content(seed, t + 1000, i);
-                        store.put_blobs(&[&c, &c2])
+                        store.put_blobs("o", &[&c, &c2])
                     } else {
-                        store.put_blob(&c).map(|id| vec![id])
+                        store.put_blob("o", &c).map(|id| vec![id])
                     };
                     match ids {
                         Ok(ids) => {
