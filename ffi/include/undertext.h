@@ -732,50 +732,55 @@ undertext_status_t undertext_chat_append_with_blobs(undertext_chat_t chat,
                                                     uint64_t *out_start,
                                                     uint64_t *out_end);
 
-// Stores `len` bytes at `data` (any bytes, not only UTF-8) and returns their content
-// address in `*out`. The same bytes are stored once and always get the same id; in
+// Stores `len` bytes at `data` (any bytes, not only UTF-8) for `owner` and returns their
+// content address in `*out`; the blob is granted to `owner` (its own grant, which
+// `undertext_gc` keeps). The same bytes are stored once and always get the same id; in
 // `GROUP` and `IMMEDIATE` durability the blob is durable when this returns. Large blobs
 // are stored in content-defined chunks, so an edited copy stores only its new chunks.
-// More than `UNDERTEXT_MAX_BLOB_LEN` bytes is `UNDERTEXT_INVALID_ARGUMENT`. Blobs belong
-// to the harness, not to an owner: `undertext_gc` never removes one that no chat uses.
+// More than `UNDERTEXT_MAX_BLOB_LEN` bytes is `UNDERTEXT_INVALID_ARGUMENT`.
 //
 // # Safety
-// `data` points to `len` readable bytes (NULL only when `len` is 0); `out` is NULL or
-// writable.
+// `owner` is a valid string argument; `data` points to `len` readable bytes (NULL only
+// when `len` is 0); `out` is NULL or writable.
 undertext_status_t undertext_put_blob(undertext_store_t store,
+                                      undertext_str_t owner,
                                       const uint8_t *data,
                                       size_t len,
                                       undertext_blob_id_t *out);
 
-// The whole blob `id` in `*out` (its bytes, verified against the id; no terminator).
-// A blob never stored is `UNDERTEXT_NOT_FOUND`; damaged bytes are `UNDERTEXT_CORRUPT`
-// naming segment and offset. An empty blob is `{NULL, 0}`.
+// The whole blob `id` of `owner` in `*out` (its bytes, verified against the id; no
+// terminator). A blob `owner` holds no grant on (never stored, or stored only by other
+// owners) is `UNDERTEXT_NOT_FOUND`; damaged bytes are `UNDERTEXT_CORRUPT` naming segment and
+// offset. An empty blob is `{NULL, 0}`.
 //
 // # Safety
-// `id` is NULL or valid; `out` is NULL or writable.
+// `owner` is a valid string argument; `id` is NULL or valid; `out` is NULL or writable.
 undertext_status_t undertext_get_blob(undertext_store_t store,
+                                      undertext_str_t owner,
                                       const undertext_blob_id_t *id,
                                       undertext_buf_t *out);
 
-// Bytes `start .. end` of blob `id` in `*out`. Of a chunked blob only the chunks the
-// range overlaps are read. `start > end` is `UNDERTEXT_INVALID_ARGUMENT`; `end` past the
-// blob's length is `UNDERTEXT_OUT_OF_RANGE` (the message gives the length); an empty
-// range is `{NULL, 0}`.
+// Bytes `start .. end` of blob `id` of `owner` in `*out`. Of a chunked blob only the
+// chunks the range overlaps are read. `start > end` is `UNDERTEXT_INVALID_ARGUMENT`; `end`
+// past the blob's length is `UNDERTEXT_OUT_OF_RANGE` (the message gives the length); an
+// empty range is `{NULL, 0}`; a blob `owner` holds no grant on is `UNDERTEXT_NOT_FOUND`.
 //
 // # Safety
-// `id` is NULL or valid; `out` is NULL or writable.
+// `owner` is a valid string argument; `id` is NULL or valid; `out` is NULL or writable.
 undertext_status_t undertext_get_blob_range(undertext_store_t store,
+                                            undertext_str_t owner,
                                             const undertext_blob_id_t *id,
                                             uint64_t start,
                                             uint64_t end,
                                             undertext_buf_t *out);
 
-// The length of blob `id` in bytes, in `*out_len` (a chunked blob's chunks are not
-// read). A blob never stored is `UNDERTEXT_NOT_FOUND`.
+// The length of blob `id` of `owner` in bytes, in `*out_len` (a chunked blob's chunks are
+// not read). A blob `owner` holds no grant on is `UNDERTEXT_NOT_FOUND`.
 //
 // # Safety
-// `id` is NULL or valid; `out_len` is NULL or writable.
+// `owner` is a valid string argument; `id` is NULL or valid; `out_len` is NULL or writable.
 undertext_status_t undertext_blob_len(undertext_store_t store,
+                                      undertext_str_t owner,
                                       const undertext_blob_id_t *id,
                                       uint64_t *out_len);
 

@@ -86,9 +86,9 @@ lib.undertext_view_free.argtypes = [Handle]
 lib.undertext_blob_id_parse.argtypes = [Str, C.POINTER(BlobId)]
 lib.undertext_read_context.argtypes = [Handle, Str, C.POINTER(BlobId), C.c_uint64, C.c_uint64, C.c_uint32,
                                        C.POINTER(Buf)]
-lib.undertext_put_blob.argtypes = [Handle, C.c_char_p, C.c_size_t, C.POINTER(BlobId)]
-lib.undertext_get_blob_range.argtypes = [Handle, C.POINTER(BlobId), C.c_uint64, C.c_uint64, C.POINTER(Buf)]
-lib.undertext_blob_len.argtypes = [Handle, C.POINTER(BlobId), C.POINTER(C.c_uint64)]
+lib.undertext_put_blob.argtypes = [Handle, Str, C.c_char_p, C.c_size_t, C.POINTER(BlobId)]
+lib.undertext_get_blob_range.argtypes = [Handle, Str, C.POINTER(BlobId), C.c_uint64, C.c_uint64, C.POINTER(Buf)]
+lib.undertext_blob_len.argtypes = [Handle, Str, C.POINTER(BlobId), C.POINTER(C.c_uint64)]
 lib.undertext_buf_free.argtypes = [C.POINTER(Buf)]
 lib.undertext_last_error.argtypes = [C.c_void_p, C.c_size_t, C.POINTER(C.c_size_t)]
 
@@ -206,18 +206,20 @@ with tempfile.TemporaryDirectory() as d:
     # ranges equal Python slicing.
     data = bytes((i * 7919 + i // 251) % 256 for i in range(300_000))
     blob = BlobId()
-    ok(lib.undertext_put_blob(store, data, len(data), C.byref(blob)), "put_blob")
+    ok(lib.undertext_put_blob(store, s("alice"), data, len(data), C.byref(blob)), "put_blob")
     blen = C.c_uint64(0)
-    ok(lib.undertext_blob_len(store, C.byref(blob), C.byref(blen)), "blob_len")
+    ok(lib.undertext_blob_len(store, s("alice"), C.byref(blob), C.byref(blen)), "blob_len")
     check(blen.value == len(data), "blob_len equals len()")
     for lo, hi in ((0, 10), (123_456, 200_000), (299_990, 300_000)):
-        ok(lib.undertext_get_blob_range(store, C.byref(blob), lo, hi, C.byref(out)), f"get_blob_range {lo}..{hi}")
+        ok(lib.undertext_get_blob_range(store, s("alice"), C.byref(blob), lo, hi, C.byref(out)), f"get_blob_range {lo}..{hi}")
         got = C.string_at(out.ptr, out.len)
         ok(lib.undertext_buf_free(C.byref(out)), "buf_free")
         check(got == data[lo:hi], f"blob bytes {lo}..{hi} equal Python slicing")
-    check(lib.undertext_get_blob_range(store, C.byref(blob), 0, len(data) + 1, C.byref(out)) == OUT_OF_RANGE,
+    check(lib.undertext_get_blob_range(store, s("alice"), C.byref(blob), 0, len(data) + 1, C.byref(out)) == OUT_OF_RANGE,
           "blob range past the end")
     check("holds 300000 bytes" in last_error(), "the error gives the blob's length")
+    check(lib.undertext_blob_len(store, s("mallory"), C.byref(blob), C.byref(blen)) == NOT_FOUND,
+          "another owner's blob is not found")
     ok(lib.undertext_store_close(store), "store_close")
 
 print(f"ctypes_client: {passed} passed, {failed} failed")

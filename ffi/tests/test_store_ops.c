@@ -65,83 +65,87 @@ static void blobs_read_back_whole_and_by_range(void) {
   /* Binary bytes (a NUL, 0xff) come back exactly; the same bytes get the same id. */
   const uint8_t bin[] = {0x89, 'P', 'N', 'G', 0, 0xff, 0xfe, 7};
   undertext_blob_id_t id, again;
-  OK(undertext_put_blob(s, bin, sizeof bin, &id));
-  OK(undertext_put_blob(s, bin, sizeof bin, &again));
+  OK(undertext_put_blob(s, S("h"), bin, sizeof bin, &id));
+  OK(undertext_put_blob(s, S("h"), bin, sizeof bin, &again));
   CHECK(memcmp(id.bytes, again.bytes, 32) == 0);
   undertext_buf_t b = {0};
-  OK(undertext_get_blob(s, &id, &b));
+  OK(undertext_get_blob(s, S("h"), &id, &b));
   CHECK(b.len == sizeof bin && memcmp(b.ptr, bin, sizeof bin) == 0);
   OK(undertext_buf_free(&b));
   uint64_t len = 0;
-  OK(undertext_blob_len(s, &id, &len));
+  OK(undertext_blob_len(s, S("h"), &id, &len));
   CHECK(len == sizeof bin);
-  OK(undertext_get_blob_range(s, &id, 4, 7, &b));
+  OK(undertext_get_blob_range(s, S("h"), &id, 4, 7, &b));
   CHECK(b.len == 3 && b.ptr[0] == 0 && b.ptr[1] == 0xff && b.ptr[2] == 0xfe);
   OK(undertext_buf_free(&b));
-  OK(undertext_get_blob_range(s, &id, 8, 8, &b)); /* empty range at the end */
+  OK(undertext_get_blob_range(s, S("h"), &id, 8, 8, &b)); /* empty range at the end */
   CHECK(b.ptr == NULL && b.len == 0);
 
   /* The empty blob: NULL data with length 0. */
   undertext_blob_id_t empty;
-  OK(undertext_put_blob(s, NULL, 0, &empty));
-  OK(undertext_blob_len(s, &empty, &len));
+  OK(undertext_put_blob(s, S("h"), NULL, 0, &empty));
+  OK(undertext_blob_len(s, S("h"), &empty, &len));
   CHECK(len == 0);
-  OK(undertext_get_blob(s, &empty, &b));
+  OK(undertext_get_blob(s, S("h"), &empty, &b));
   CHECK(b.ptr == NULL && b.len == 0);
 
   /* A 1 MiB blob is chunked: a ranged read reads only the chunks it overlaps. */
   size_t big_n = 1 << 20;
   uint8_t *big = noise(big_n, 7);
   undertext_blob_id_t big_id;
-  OK(undertext_put_blob(s, big, big_n, &big_id));
-  OK(undertext_blob_len(s, &big_id, &len));
+  OK(undertext_put_blob(s, S("h"), big, big_n, &big_id));
+  OK(undertext_blob_len(s, S("h"), &big_id, &len));
   CHECK(len == big_n);
   undertext_store_stats_t before, after;
   OK(undertext_store_stats(s, &before));
-  OK(undertext_get_blob_range(s, &big_id, 500000, 500100, &b));
+  OK(undertext_get_blob_range(s, S("h"), &big_id, 500000, 500100, &b));
   CHECK(b.len == 100 && memcmp(b.ptr, big + 500000, 100) == 0);
   OK(undertext_buf_free(&b));
   OK(undertext_store_stats(s, &after));
   uint64_t ranged_reads = after.blob_bodies_read - before.blob_bodies_read;
   CHECK(ranged_reads >= 1 && ranged_reads <= 2);
-  OK(undertext_get_blob(s, &big_id, &b));
+  OK(undertext_get_blob(s, S("h"), &big_id, &b));
   CHECK(b.len == big_n && memcmp(b.ptr, big, big_n) == 0);
   OK(undertext_buf_free(&b));
   OK(undertext_store_stats(s, &before));
   CHECK(before.blob_bodies_read - after.blob_bodies_read >= 16); /* the whole blob: every chunk */
   /* The last bytes of the chunked blob, across its last chunk boundary or not. */
-  OK(undertext_get_blob_range(s, &big_id, big_n - 70000, big_n, &b));
+  OK(undertext_get_blob_range(s, S("h"), &big_id, big_n - 70000, big_n, &b));
   CHECK(b.len == 70000 && memcmp(b.ptr, big + big_n - 70000, 70000) == 0);
   OK(undertext_buf_free(&b));
 
   /* Misuse. */
-  FAILS(UNDERTEXT_OUT_OF_RANGE, "holds 8 bytes", undertext_get_blob_range(s, &id, 2, 9, &b));
-  FAILS(UNDERTEXT_OUT_OF_RANGE, "holds 1048576 bytes", undertext_get_blob_range(s, &big_id, 0, big_n + 1, &b));
-  FAILS(UNDERTEXT_INVALID_ARGUMENT, "reversed", undertext_get_blob_range(s, &id, 5, 4, &b));
+  FAILS(UNDERTEXT_OUT_OF_RANGE, "holds 8 bytes", undertext_get_blob_range(s, S("h"), &id, 2, 9, &b));
+  FAILS(UNDERTEXT_OUT_OF_RANGE, "holds 1048576 bytes", undertext_get_blob_range(s, S("h"), &big_id, 0, big_n + 1, &b));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "reversed", undertext_get_blob_range(s, S("h"), &id, 5, 4, &b));
   CHECK(b.ptr == NULL && b.len == 0); /* out-parameters are written only on success */
   undertext_blob_id_t absent;
   memset(&absent, 0xab, sizeof absent);
-  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob(s, &absent, &b));
-  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_blob_len(s, &absent, &len));
-  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob_range(s, &absent, 0, 0, &b));
-  FAILS(UNDERTEXT_NULL_POINTER, "data", undertext_put_blob(s, NULL, 3, &id));
-  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_put_blob(s, bin, sizeof bin, NULL));
-  FAILS(UNDERTEXT_NULL_POINTER, "id", undertext_get_blob(s, NULL, &b));
-  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_get_blob(s, &id, NULL));
-  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_get_blob_range(s, &id, 0, 1, NULL));
-  FAILS(UNDERTEXT_NULL_POINTER, "out_len", undertext_blob_len(s, &id, NULL));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob(s, S("h"), &absent, &b));
+  /* Another owner's blob is the same NOT_FOUND as an absent one. */
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob(s, S("mallory"), &id, &b));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_blob_len(s, S("mallory"), &id, &len));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob_range(s, S("mallory"), &id, 0, 1, &b));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_blob_len(s, S("h"), &absent, &len));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob_range(s, S("h"), &absent, 0, 0, &b));
+  FAILS(UNDERTEXT_NULL_POINTER, "data", undertext_put_blob(s, S("h"), NULL, 3, &id));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_put_blob(s, S("h"), bin, sizeof bin, NULL));
+  FAILS(UNDERTEXT_NULL_POINTER, "id", undertext_get_blob(s, S("h"), NULL, &b));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_get_blob(s, S("h"), &id, NULL));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_get_blob_range(s, S("h"), &id, 0, 1, NULL));
+  FAILS(UNDERTEXT_NULL_POINTER, "out_len", undertext_blob_len(s, S("h"), &id, NULL));
   undertext_chat_t c = new_chat(s, "alice", NULL);
   undertext_store_t as_store = {c.id};
-  FAILS(UNDERTEXT_BAD_HANDLE, "expected a store", undertext_put_blob(as_store, bin, sizeof bin, &id));
+  FAILS(UNDERTEXT_BAD_HANDLE, "expected a store", undertext_put_blob(as_store, S("h"), bin, sizeof bin, &id));
   OK(undertext_store_close(s));
-  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_put_blob(s, bin, sizeof bin, &id));
-  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_get_blob(s, &id, &b));
-  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_get_blob_range(s, &id, 0, 1, &b));
-  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_blob_len(s, &id, &len));
+  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_put_blob(s, S("h"), bin, sizeof bin, &id));
+  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_get_blob(s, S("h"), &id, &b));
+  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_get_blob_range(s, S("h"), &id, 0, 1, &b));
+  FAILS(UNDERTEXT_STALE_HANDLE, "store handle", undertext_blob_len(s, S("h"), &id, &len));
 
   /* Durable: the blobs read back after reopening. */
   s = open_store(dir);
-  OK(undertext_get_blob_range(s, &big_id, 1000, 1010, &b));
+  OK(undertext_get_blob_range(s, S("h"), &big_id, 1000, 1010, &b));
   CHECK(b.len == 10 && memcmp(b.ptr, big + 1000, 10) == 0);
   OK(undertext_buf_free(&b));
   OK(undertext_store_close(s));
@@ -156,9 +160,15 @@ static void attachments_name_stored_blobs(void) {
   undertext_chat_t c = new_chat(s, "alice", NULL);
   const uint8_t png[] = {0x89, 'P', 'N', 'G', 13, 10, 26, 10};
   undertext_blob_id_t id;
-  OK(undertext_put_blob(s, png, sizeof png, &id));
+  /* Another owner's blob is not alice's to attach: the same NOT_FOUND as an absent one. */
+  OK(undertext_put_blob(s, S("mallory"), png, sizeof png, &id));
   char hex[UNDERTEXT_BLOB_ID_HEX_LEN + 1];
   hex_of(&id, hex);
+  undertext_part_t theirs = attachment("image/png", hex);
+  undertext_message_t mt = {UNDERTEXT_ROLE_USER, &theirs, 1};
+  uint64_t none = 0;
+  FAILS(UNDERTEXT_NOT_FOUND, "is not stored", undertext_chat_append(c, &mt, &none));
+  OK(undertext_put_blob(s, S("alice"), png, sizeof png, &id));
 
   undertext_part_t parts[2];
   memset(&parts[0], 0, sizeof parts[0]);
@@ -176,7 +186,7 @@ static void attachments_name_stored_blobs(void) {
   CHECK(buf_has(b, want));
   OK(undertext_buf_free(&b));
   /* The part names the blob; the blob's bytes come back by id. */
-  OK(undertext_get_blob(s, &id, &b));
+  OK(undertext_get_blob(s, S("alice"), &id, &b));
   CHECK(b.len == sizeof png && memcmp(b.ptr, png, sizeof png) == 0);
   OK(undertext_buf_free(&b));
 
@@ -260,7 +270,7 @@ static void blobs_and_their_messages_are_one_transaction(void) {
   CHECK(a == 0 && z == 2);
   CHECK(memcmp(ids, want, sizeof want) == 0);
   undertext_buf_t b = {0};
-  OK(undertext_get_blob(s, &ids[0], &b));
+  OK(undertext_get_blob(s, S("alice"), &ids[0], &b));
   CHECK(b.len == 300000 && memcmp(b.ptr, big, 300000) == 0);
   OK(undertext_buf_free(&b));
   OK(undertext_chat_get(c, 1, &b));
@@ -287,7 +297,7 @@ static void blobs_and_their_messages_are_one_transaction(void) {
   OK(undertext_chat_info(c, &info));
   CHECK(info.len == 3);
   uint64_t len = 0;
-  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, &fresh_id, &len)); /* the passed blob was not stored */
+  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, S("h"), &fresh_id, &len)); /* the passed blob was not stored */
 
   /* Misuse: NULL where something is needed. */
   FAILS(UNDERTEXT_NULL_POINTER, "blobs", undertext_chat_append_with_blobs(c, NULL, 1, ms, 1, &out_id, &a, &z));
@@ -298,7 +308,7 @@ static void blobs_and_their_messages_are_one_transaction(void) {
   FAILS(UNDERTEXT_NULL_POINTER, "out_end", undertext_chat_append_with_blobs(c, &fb, 1, NULL, 0, &out_id, &a, NULL));
   OK(undertext_chat_info(c, &info));
   CHECK(info.len == 3);
-  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, &fresh_id, &len));
+  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_blob_len(s, S("h"), &fresh_id, &len));
 
   /* After reopening, the blobs and the messages are there. */
   OK(undertext_store_close(s));
@@ -306,7 +316,7 @@ static void blobs_and_their_messages_are_one_transaction(void) {
   OK(undertext_chat_open(s, S("alice"), chat_id, &c));
   OK(undertext_chat_info(c, &info));
   CHECK(info.len == 3);
-  OK(undertext_get_blob(s, &want[1], &b));
+  OK(undertext_get_blob(s, S("alice"), &want[1], &b));
   CHECK(b.len == sizeof small && memcmp(b.ptr, small, sizeof small) == 0);
   OK(undertext_buf_free(&b));
   OK(undertext_store_close(s));
@@ -367,7 +377,7 @@ static void sync_stats_and_check_report_the_store(void) {
   OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("hello"), &seq));
   uint8_t *data = noise(20000, 3);
   undertext_blob_id_t id;
-  OK(undertext_put_blob(s, data, 20000, &id));
+  OK(undertext_put_blob(s, S("h"), data, 20000, &id));
   /* No fsync on the write path (DURABILITY_NONE): sync makes it durable, and counts. */
   OK(undertext_store_sync(s));
   OK(undertext_store_stats(s, &st1));
@@ -385,7 +395,7 @@ static void sync_stats_and_check_report_the_store(void) {
   OK(undertext_store_check(s, &b));
   CHECK(buf_has(b, "\"ok\":false") && buf_has(b, "\"segment\":") && buf_has(b, "\"reason\":"));
   OK(undertext_buf_free(&b));
-  FAILS(UNDERTEXT_CORRUPT, "corrupt", undertext_get_blob(s, &id, &b));
+  FAILS(UNDERTEXT_CORRUPT, "corrupt", undertext_get_blob(s, S("h"), &id, &b));
 
   FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_store_stats(s, NULL));
   FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_store_check(s, NULL));
@@ -481,18 +491,26 @@ static void gc_drops_what_only_deleted_chats_used(void) {
   undertext_chat_t gone = new_chat(s, "alice", &gone_id);
   undertext_chat_t kept = new_chat(s, "alice", &kept_id);
 
-  /* One blob attached only to the chat that goes, one attached to the chat that stays,
-   * one no chat uses (the harness owns it). */
+  /* One blob stored with the chat that goes (its grant is that chat's), one alice stored
+   * herself and attached to the chat that stays, one alice stored herself and attached only
+   * to the chat that goes (her own grant keeps it), one no chat uses (the harness's own). */
   uint8_t *only_gone = noise(30000, 11), *shared = noise(30000, 12), *loose = noise(30000, 13);
-  undertext_blob_id_t gone_blob, kept_blob, loose_blob;
-  OK(undertext_put_blob(s, only_gone, 30000, &gone_blob));
-  OK(undertext_put_blob(s, shared, 30000, &kept_blob));
-  OK(undertext_put_blob(s, loose, 30000, &loose_blob));
+  uint8_t *own = noise(30000, 14);
+  undertext_blob_id_t gone_blob, kept_blob, loose_blob, own_blob;
+  OK(undertext_put_blob(s, S("alice"), shared, 30000, &kept_blob));
+  OK(undertext_put_blob(s, S("h"), loose, 30000, &loose_blob));
+  OK(undertext_put_blob(s, S("alice"), own, 30000, &own_blob));
+  OK(undertext_blob_id_of(only_gone, 30000, &gone_blob));
   char hex[UNDERTEXT_BLOB_ID_HEX_LEN + 1];
   hex_of(&gone_blob, hex);
-  undertext_part_t pg = attachment("application/octet-stream", hex);
-  undertext_message_t mg = {UNDERTEXT_ROLE_USER, &pg, 1};
-  OK(undertext_chat_append(gone, &mg, &seq));
+  char hex_own[UNDERTEXT_BLOB_ID_HEX_LEN + 1];
+  hex_of(&own_blob, hex_own);
+  undertext_part_t pg[2] = {attachment("application/octet-stream", hex),
+                            attachment("application/octet-stream", hex_own)};
+  undertext_message_t mg = {UNDERTEXT_ROLE_USER, pg, 2};
+  undertext_bytes_t gb = {only_gone, 30000};
+  uint64_t ga, gz;
+  OK(undertext_chat_append_with_blobs(gone, &gb, 1, &mg, 1, &gone_blob, &ga, &gz));
   char *bulk = malloc(50001);
   memset(bulk, 'x', 50000);
   bulk[50000] = 0;
@@ -525,13 +543,16 @@ static void gc_drops_what_only_deleted_chats_used(void) {
   OK(undertext_chat_get(c, 1, &b));
   CHECK(buf_has(b, "kept answer"));
   OK(undertext_buf_free(&b));
-  OK(undertext_get_blob(s, &kept_blob, &b));
+  OK(undertext_get_blob(s, S("alice"), &kept_blob, &b));
   CHECK(b.len == 30000 && memcmp(b.ptr, shared, 30000) == 0);
   OK(undertext_buf_free(&b));
-  OK(undertext_get_blob(s, &loose_blob, &b));
+  OK(undertext_get_blob(s, S("h"), &loose_blob, &b));
   CHECK(b.len == 30000 && memcmp(b.ptr, loose, 30000) == 0);
   OK(undertext_buf_free(&b));
-  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob(s, &gone_blob, &b));
+  OK(undertext_get_blob(s, S("alice"), &own_blob, &b));
+  CHECK(b.len == 30000 && memcmp(b.ptr, own, 30000) == 0);
+  OK(undertext_buf_free(&b));
+  FAILS(UNDERTEXT_NOT_FOUND, "blob", undertext_get_blob(s, S("alice"), &gone_blob, &b));
   /* A new chat does not reuse the deleted chat's id. */
   uint64_t fresh = 0;
   OK(undertext_chat_create(s, S("alice"), NULL, &fresh));
@@ -561,6 +582,7 @@ static void gc_drops_what_only_deleted_chats_used(void) {
   free(only_gone);
   free(shared);
   free(loose);
+  free(own);
   free(bulk);
   remove_dir(dir);
 }

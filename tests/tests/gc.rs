@@ -142,7 +142,7 @@ fn gc_drops_what_only_deleted_chats_used_and_keeps_every_live_byte() {
     assert_live_intact(&store, &f);
     let gone = undertext::BlobId::of(f.doomed_only.as_bytes());
     assert!(
-        matches!(store.get_blob("o", &gone), Err(Error::NotFound { .. })),
+        matches!(store.unscoped_get_blob(&gone), Err(Error::NotFound { .. })),
         "the deleted chat's archive stayed"
     );
     assert!(matches!(store.archive_ref("o", &gone), Err(Error::NotFound { .. })));
@@ -215,7 +215,7 @@ fn a_crash_at_any_step_of_the_swap_ends_in_the_old_or_the_collected_store() {
         let store = Store::open(&dir, opts()).unwrap();
         assert_live_intact(&store, &f);
         let doomed = undertext::BlobId::of(f.doomed_only.as_bytes());
-        let gone = matches!(store.get_blob("o", &doomed), Err(Error::NotFound { .. }));
+        let gone = matches!(store.unscoped_get_blob(&doomed), Err(Error::NotFound { .. }));
         assert_eq!(gone, step > 0, "crash step {step}: rolled {}", if gone { "forward" } else { "back" });
         assert!(!new.exists() && !dir.join("GC-SWAP").exists(), "crash step {step}: leftovers");
         assert!(store.check().unwrap().problems.is_empty(), "crash step {step}");
@@ -291,7 +291,7 @@ fn a_failed_file_operation_anywhere_in_gc_leaves_the_old_or_the_collected_store(
             Store::open(&dir, opts()).unwrap_or_else(|e| panic!("fault at gc operation {n}: reopen: {e}"));
         assert_live_intact(&store, &f);
         let doomed = undertext::BlobId::of(f.doomed_only.as_bytes());
-        let gone = matches!(store.get_blob("o", &doomed), Err(Error::NotFound { .. }));
+        let gone = matches!(store.unscoped_get_blob(&doomed), Err(Error::NotFound { .. }));
         rolled_forward += u64::from(gone);
         if r.is_ok() {
             assert!(
