@@ -19,7 +19,7 @@ def test_blobs_and_messages_attaching_them_are_one_log_sync_under_group_durabili
         assert s.stats()["log_syncs"] - syncs == 1
         assert ids == [undertext.blob_id(d) for d in data]
         assert seqs == range(1, 3)
-        assert [s.get_blob(i) for i in ids] == data
+        assert [s.get_blob("alice", i) for i in ids] == data
         assert chat.get(2).parts[1]["blob"] == ids[1]
 
 
@@ -32,11 +32,11 @@ def test_blobs_and_messages_survive_reopen(tmp_path):
     with undertext.Store.open(tmp_path / "s") as s:
         chat = s.chat("alice", chat_id)
         assert len(chat) == 1 and seqs == range(0, 1)
-        assert s.get_blob(chat[0].parts[1]["blob"]) == data
+        assert s.get_blob("alice", chat[0].parts[1]["blob"]) == data
 
 
 def test_attachment_may_name_a_blob_stored_earlier(store, chat):
-    old = store.put_blob(b"stored earlier")
+    old = store.put_blob("alice", b"stored earlier")
     ids, seqs = chat.append_with_blobs([], [attaching(old)])
     assert ids == [] and seqs == range(0, 1)
     assert chat[0].parts[1]["blob"] == old
@@ -52,7 +52,7 @@ def test_attachment_of_an_unknown_blob_is_refused_and_writes_nothing(tmp_path):
         with pytest.raises(undertext.NotFound, match=unknown):
             chat.append_with_blobs([passed], [attaching(undertext.blob_id(passed)), attaching(unknown)])
         assert len(chat) == 1
-        assert not s.contains_blob(undertext.blob_id(passed))
+        assert not s.contains_blob("alice", undertext.blob_id(passed))
         assert s.stats()["log_syncs"] == syncs
 
 

@@ -21,7 +21,7 @@ EVERY_PART = [
 
 
 def test_every_part_kind_round_trips(store, chat):
-    blob = store.put_blob(b"\x89PNG")
+    blob = store.put_blob("alice", b"\x89PNG")
     parts = EVERY_PART + [{"type": "attachment", "mime": "image/png", "blob": blob}]
     seq = chat.append({"role": "assistant", "parts": parts})
     m = chat.get(seq)

@@ -40,4 +40,4 @@ def test_a_panic_in_an_engine_call_arrives_as_internal_error(store):
     with pytest.raises(undertext.InternalError, match="a simulated bug"):
         _native._panic_in_engine_call("a simulated bug")
     # The interpreter and the store go on.
-    assert store.get_blob(store.put_blob(b"still fine")) == b"still fine"
+    assert store.get_blob("alice", store.put_blob("alice", b"still fine")) == b"still fine"

@@ -35,10 +35,12 @@ def test_gc_removes_a_deleted_chats_archived_tool_result_and_keeps_a_live_chats(
         live_ref = _archive_tool_result(live, live_out)
         gone_ref = _archive_tool_result(gone, gone_out)
         live_parts = [m.parts for m in live]
+        assert s.contains_blob("alice", gone_ref["id"])
         s.delete_chat("alice", gone.id)
-        # Deleting only hides the chat: its archive stays until gc rewrites the log.
-        assert s.contains_blob(gone_ref["id"])
-        assert s.read_context("alice", gone_ref["id"], 0, 9) == gone_out[:9]
+        # The chat's grants go with it at once (its bytes stay in the log until gc).
+        assert not s.contains_blob("alice", gone_ref["id"])
+        with pytest.raises(undertext.NotFound):
+            s.read_context("alice", gone_ref["id"], 0, 9)
 
     report = undertext.Store.gc(path)
     assert report["deleted_chats"] == 1
@@ -47,17 +49,17 @@ def test_gc_removes_a_deleted_chats_archived_tool_result_and_keeps_a_live_chats(
     assert report["log_bytes_before"] - report["log_bytes_after"] >= LINES * RANDOM_BYTES_PER_LINE
 
     with undertext.Store.open(path) as s:
-        assert not s.contains_blob(gone_ref["id"])
+        assert not s.contains_blob("alice", gone_ref["id"])
         with pytest.raises(undertext.NotFound):
-            s.get_blob(gone_ref["id"])
+            s.get_blob("alice", gone_ref["id"])
         with pytest.raises(undertext.NotFound):
             s.read_context("alice", gone_ref["id"], 0, 9)
         with pytest.raises(undertext.NotFound):
             s.chat("alice", gone.id)
 
         assert s.read_context("alice", live_ref["id"], 0, live_ref["chars"]) == live_out
-        assert s.get_blob(live_ref["id"]) == live_out.encode()
-        assert s.blob_len(live_ref["id"]) == live_ref["bytes"] == len(live_out.encode())
+        assert s.get_blob("alice", live_ref["id"]) == live_out.encode()
+        assert s.blob_len("alice", live_ref["id"]) == live_ref["bytes"] == len(live_out.encode())
         assert [m.parts for m in s.chat("alice", live.id)] == live_parts
         report = s.check()
         assert report["ok"] and report["problems"] == []

@@ -12,35 +12,54 @@ import undertext
 
 def test_blob_round_trip_returns_the_same_bytes_and_a_content_address(store):
     data = bytes(range(256)) * 40
-    bid = store.put_blob(data)
+    bid = store.put_blob("alice", data)
     assert len(bid) == 64 and int(bid, 16) >= 0
     assert bid == undertext.blob_id(data)
-    assert store.put_blob(data) == bid  # content addressed: stored once, same id
-    assert store.put_blob(bytearray(data)) == bid
-    assert store.get_blob(bid) == data
-    assert store.contains_blob(bid)
-    assert not store.contains_blob(undertext.blob_id(b"never stored"))
+    assert store.put_blob("alice", data) == bid  # content addressed: stored once, same id
+    assert store.put_blob("alice", bytearray(data)) == bid
+    assert store.get_blob("alice", bid) == data
+    assert store.contains_blob("alice", bid)
+    assert not store.contains_blob("alice", undertext.blob_id(b"never stored"))
+
+
+def test_another_owners_blob_is_not_found_as_if_it_were_absent(store):
+    bid = store.put_blob("alice", b"alice's secret")
+    absent = undertext.blob_id(b"never stored")
+    assert not store.contains_blob("bob", bid)
+    with pytest.raises(undertext.NotFound) as theirs:
+        store.get_blob("bob", bid)
+    with pytest.raises(undertext.NotFound) as none:
+        store.get_blob("bob", absent)
+    assert str(theirs.value).replace(bid, "ID") == str(none.value).replace(absent, "ID")
+    with pytest.raises(undertext.NotFound):
+        store.blob_len("bob", bid)
+    with pytest.raises(undertext.NotFound):
+        store.get_blob_range("bob", bid, 0, 1)
+    bob = store.create_chat("bob")
+    with pytest.raises(undertext.NotFound):
+        bob.append({"role": "user", "parts": [{"type": "attachment", "mime": "text/plain", "blob": bid}]})
+    assert len(bob) == 0
 
 
 def test_put_blobs_stores_every_blob_in_one_call(store):
     items = [b"tool call", b"tool result", b"", "é".encode()]
-    ids = store.put_blobs(items)
-    assert [store.get_blob(i) for i in ids] == items
+    ids = store.put_blobs("alice", items)
+    assert [store.get_blob("alice", i) for i in ids] == items
 
 
 def test_a_missing_blob_is_not_found_and_a_bad_id_is_invalid(store):
     with pytest.raises(undertext.NotFound) as e:
-        store.get_blob(undertext.blob_id(b"absent"))
+        store.get_blob("alice", undertext.blob_id(b"absent"))
     assert isinstance(e.value, KeyError)
     with pytest.raises(undertext.InvalidArgument) as e:
-        store.get_blob("not-hex")
+        store.get_blob("alice", "not-hex")
     assert isinstance(e.value, ValueError)
     with pytest.raises(undertext.InvalidArgument, match="expected a str of 64 hex digits"):
-        store.get_blob(42)
+        store.get_blob("alice", 42)
 
 
 def test_stats_sync_and_check_describe_a_healthy_store(store):
-    store.put_blob(os.urandom(1000))  # incompressible
+    store.put_blob("alice", os.urandom(1000))  # incompressible
     store.sync()
     stats = store.stats()
     assert stats["segments"] >= 1 and stats["log_bytes"] > 1000
@@ -57,7 +76,7 @@ def test_close_releases_the_lock_and_later_calls_raise_closed(tmp_path):
     s.close()  # harmless twice
     assert s.closed
     with pytest.raises(undertext.Closed):
-        s.put_blob(b"x")
+        s.put_blob("alice", b"x")
     with pytest.raises(undertext.Closed):
         chat.append(undertext.user("after close"))
     with undertext.Store.open(path) as again:  # the lock was released
@@ -81,10 +100,10 @@ def test_opening_a_missing_store_without_create_is_not_found(tmp_path):
 def test_every_compression_reads_back_across_a_reopen(tmp_path, compression):
     data = b"a tool result that compresses well " * 500
     with undertext.Store.open(tmp_path / "s", compression=compression) as s:
-        bid = s.put_blob(data)
+        bid = s.put_blob("alice", data)
         size = s.stats()["log_bytes"]
     with undertext.Store.open(tmp_path / "s") as s:
-        assert s.get_blob(bid) == data
+        assert s.get_blob("alice", bid) == data
     assert (size > len(data)) == (compression == "none")
 
 
@@ -123,7 +142,7 @@ def test_a_store_written_by_one_process_reads_back_in_another(tmp_path):
             c = s.create_chat("alice", title="from the child", extra={"thread": "t-1"})
             c.append(undertext.user("written in process one"))
             c.append(undertext.assistant("ünïcödé 😀"))
-            print(c.id, s.put_blob(b"child blob"))
+            print(c.id, s.put_blob("alice", b"child blob"))
         """,
         path,
     )
@@ -132,7 +151,7 @@ def test_a_store_written_by_one_process_reads_back_in_another(tmp_path):
         chat = s.chat("alice", chat_id)
         assert [m.text for m in chat] == ["written in process one", "ünïcödé 😀"]
         assert chat.meta.extra == {"thread": "t-1"}
-        assert s.get_blob(bid) == b"child blob"
+        assert s.get_blob("alice", bid) == b"child blob"
         chat.append(undertext.user("and appended in process two"))
     out = _child(
         """
@@ -180,9 +199,9 @@ def test_a_flipped_byte_in_a_sealed_segment_reads_as_corrupt(tmp_path):
     path = tmp_path / "s"
     payload = os.urandom(3000)
     with undertext.Store.open(path, segment_size=4096) as s:
-        bid = s.put_blob(payload)
+        bid = s.put_blob("alice", payload)
         for i in range(6):  # roll over to later segments, so the first one is sealed
-            s.put_blob(os.urandom(3000) + bytes([i]))
+            s.put_blob("alice", os.urandom(3000) + bytes([i]))
     segs = sorted((path / "log").iterdir())
     first = segs[0]
     raw = bytearray(first.read_bytes())
@@ -192,7 +211,7 @@ def test_a_flipped_byte_in_a_sealed_segment_reads_as_corrupt(tmp_path):
     first.write_bytes(bytes(raw))
     with undertext.Store.open(path, segment_size=4096) as s:
         with pytest.raises(undertext.Corrupt) as e:
-            s.get_blob(bid)
+            s.get_blob("alice", bid)
         assert e.value.segment == int(first.stem)
         assert not s.check()["ok"]
 
@@ -210,7 +229,7 @@ def _crc32c(data: bytes) -> int:
 def test_a_segment_of_a_newer_format_version_is_refused_as_unsupported(tmp_path):
     path = tmp_path / "s"
     with undertext.Store.open(path) as s:
-        s.put_blob(b"written by version 1")
+        s.put_blob("alice", b"written by version 1")
     (seg,) = sorted((path / "log").iterdir())
     raw = bytearray(seg.read_bytes())
     assert raw[:8] == b"UTXTSEG\x00"

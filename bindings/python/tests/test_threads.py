@@ -18,8 +18,8 @@ def test_eight_threads_write_and_read_their_own_and_a_shared_chat(store):
             for i in range(per_thread):
                 own.append(undertext.user(f"t{t} m{i} 😀"))
                 shared.append(undertext.assistant(f"t{t} s{i}"))
-                bid = store.put_blob(f"blob {t} {i}".encode())
-                assert store.get_blob(bid) == f"blob {t} {i}".encode()
+                bid = store.put_blob("alice", f"blob {t} {i}".encode())
+                assert store.get_blob("alice", bid) == f"blob {t} {i}".encode()
                 # Read back what this thread wrote so far, and a snapshot of the shared chat.
                 assert own[i].text == f"t{t} m{i} 😀"
                 snap = shared.snapshot()

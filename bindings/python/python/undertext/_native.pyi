@@ -19,7 +19,7 @@ class _SummarizerObject(Protocol):
 SummarizerLike = Union["Extractive", Callable[[List["Message"]], str], _SummarizerObject]
 
 def blob_id(data: bytes) -> str:
-    """The content address (64 hex digits) ``Store.put_blob(data)`` would return."""
+    """The content address (64 hex digits) ``Store.put_blob(owner, data)`` would return."""
 
 def import_transcript_bytes(
     store: "Store",
@@ -68,18 +68,22 @@ class Store:
     def __exit__(self, *exc: object) -> Literal[False]: ...
     @property
     def path(self) -> "pathlib.Path": ...
-    def put_blob(self, data: Union[bytes, bytearray]) -> str: ...
-    def put_blobs(self, data: Sequence[bytes]) -> List[str]: ...
-    def get_blob(self, blob_id: Id) -> bytes: ...
-    def get_blob_range(self, blob_id: Id, start: int, end: int) -> bytes:
+    def put_blob(self, owner: str, data: Union[bytes, bytearray]) -> str:
+        """Stores ``data`` for ``owner`` (granting it to ``owner``) and returns its id."""
+    def put_blobs(self, owner: str, data: Sequence[bytes]) -> List[str]: ...
+    def get_blob(self, owner: str, blob_id: Id) -> bytes:
+        """The blob's bytes; ``NotFound`` for a blob ``owner`` holds no grant on (never
+        stored, or stored only by other owners: the same error)."""
+    def get_blob_range(self, owner: str, blob_id: Id, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the blob, reading only the chunks the range overlaps.
 
         Raises ``InvalidArgument`` for ``start > end`` or ``end`` past the blob's length,
-        ``NotFound`` for an unknown blob.
+        ``NotFound`` for a blob ``owner`` holds no grant on.
         """
-    def blob_len(self, blob_id: Id) -> int:
-        """Length of the blob in bytes, without reading its content (``NotFound`` if unknown)."""
-    def contains_blob(self, blob_id: Id) -> bool: ...
+    def blob_len(self, owner: str, blob_id: Id) -> int:
+        """Length of the blob in bytes, without reading its content (``NotFound`` if ``owner``
+        holds no grant on it)."""
+    def contains_blob(self, owner: str, blob_id: Id) -> bool: ...
     def sync(self) -> None: ...
     def stats(self) -> Dict[str, int]: ...
     def check(self) -> Dict[str, Any]: ...

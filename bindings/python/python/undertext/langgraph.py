@@ -970,7 +970,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         return [undertext.blob_id(v) for v in values]
 
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
-        return self.serde.loads_typed((typ, head + self.store.get_blob(blob_id)))
+        return self.serde.loads_typed((typ, head + self.store.get_blob(self.owner, blob_id)))
 
     def _load_channel(self, entry: list[Any], what: tuple[str, str, str]) -> Any:
         """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
