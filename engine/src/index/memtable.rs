@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use super::{Applied, BatchEntries, PendingRecord};
+use super::{Applied, BatchEntries, GRANT_ARCHIVE, PendingRecord};
+use crate::history::record::{self, ArchiveRec, GrantRec, kind};
 use crate::blob::BlobId;
 use crate::log::{Location, Position};
 
@@ -21,6 +22,10 @@ pub(crate) struct Memtable {
     bytes_since_durable: u64,
     /// Payload bytes of history records waiting for redb.
     pending_bytes: usize,
+    /// The grants among `records` and `flushing_records`: (owner, blob id) -> grant bits,
+    /// so that a read right after a write need not flush the index to find its grant.
+    grants: HashMap<(String, [u8; 32]), u8>,
+    flushing_grants: HashMap<(String, [u8; 32]), u8>,
 }
 
 impl Memtable {
@@ -37,6 +42,11 @@ impl Memtable {
             self.active.insert(id, loc);
         }
         self.pending_bytes += entries.records.iter().map(|r| r.payload.len() + 64).sum::<usize>();
+        for r in &entries.records {
+            if let Some((owner, id, bit)) = grant_of(r) {
+                *self.grants.entry((owner, id)).or_default() |= bit;
+            }
+        }
         self.records.extend(entries.records);
         self.applied = Some(Applied { position: end, next_txid, batch_start: start.offset });
         self.bytes_since_durable += bytes;
@@ -68,6 +78,9 @@ impl Memtable {
         let blobs: Vec<_> = moved.iter().map(|(k, v)| (*k, *v)).collect();
         self.flushing.extend(moved);
         let records = std::mem::take(&mut self.records);
+        for (k, bits) in std::mem::take(&mut self.grants) {
+            *self.flushing_grants.entry(k).or_default() |= bits;
+        }
         self.pending_bytes = 0;
         self.flushing_records = records.clone();
         (BatchEntries { blobs, records }, self.applied)
@@ -78,7 +91,11 @@ impl Memtable {
     pub(crate) fn finish_flush(&mut self, ok: bool) {
         let flushed = std::mem::take(&mut self.flushing);
         let mut records = std::mem::take(&mut self.flushing_records);
+        let grants = std::mem::take(&mut self.flushing_grants);
         if !ok {
+            for (k, bits) in grants {
+                *self.grants.entry(k).or_default() |= bits;
+            }
             for (k, v) in flushed {
                 self.active.entry(k).or_insert(v);
             }
@@ -86,6 +103,18 @@ impl Memtable {
             self.pending_bytes = records.iter().map(|r| r.payload.len() + 64).sum();
             self.records = records;
         }
+    }
+
+    /// The grant bits `owner` holds on `id` in records not yet in redb, when no deletion is
+    /// among them either (a pending deletion may revoke a grant: the caller then flushes).
+    pub(crate) fn pending_grant(&self, owner: &str, id: &[u8; 32]) -> Option<u8> {
+        let deleting = self.records.iter().chain(&self.flushing_records).any(|r| r.kind == kind::DELETE);
+        if deleting {
+            return None;
+        }
+        let key = (owner.to_string(), *id);
+        let bits = self.grants.get(&key).copied().unwrap_or(0) | self.flushing_grants.get(&key).copied().unwrap_or(0);
+        (bits != 0).then_some(bits)
     }
 
     /// Marks the start of a durable flush.
@@ -101,5 +130,17 @@ impl Memtable {
     /// Sets the position reached without new entries (after recovery or rebuild).
     pub(crate) fn set_applied(&mut self, a: Applied) {
         self.applied = Some(a);
+    }
+}
+
+/// The owner, blob and grant bit of a grant record (`None` for another kind, or a record that
+/// does not decode: the history index reports that one when it applies it).
+fn grant_of(r: &PendingRecord) -> Option<(String, [u8; 32], u8)> {
+    match r.kind {
+        kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive").ok().map(|a| (a.owner, a.id, GRANT_ARCHIVE)),
+        kind::GRANT => {
+            record::decode::<GrantRec>(&r.payload, "grant").ok().map(|g| (g.owner, g.id, super::history::GRANT_BLOB))
+        }
+        _ => None,
     }
 }

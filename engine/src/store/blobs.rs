@@ -66,6 +66,9 @@ pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result
     if held(core, owner, id, None)?.any & bits != 0 {
         return Ok(true);
     }
+    if core.index.mem.read().pending_grant(owner, &id.0).is_some_and(|b| b & bits != 0) {
+        return Ok(true);
+    }
     if flushed < written {
         core.ensure_flushed(written)?;
         return Ok(held(core, owner, id, None)?.any & bits != 0);
