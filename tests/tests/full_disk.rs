@@ -34,7 +34,7 @@ fn make(dir: &Path) -> (ChatId, Vec<u8>) {
         chat.append(NewMessage::user(format!("message {i} {}", "x".repeat(i * 50)))).unwrap();
     }
     let blob: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-    store.put_blob(&blob).unwrap();
+    store.put_blob("o", &blob).unwrap();
     store.close().unwrap();
     (id, blob)
 }
@@ -62,7 +62,7 @@ fn read_all_and_fail_a_write(store: &Store, chat: ChatId, blob: &[u8]) {
             vec![undertext::Part::Text(format!("message {i} {}", "x".repeat(i as usize * 50)))]
         );
     }
-    assert_eq!(&*store.get_blob(&undertext::BlobId::of(blob)).unwrap(), blob);
+    assert_eq!(&*store.get_blob("o", &undertext::BlobId::of(blob)).unwrap(), blob);
     let e = c.append(NewMessage::user("y".repeat(100_000))).expect_err("a write on a full disk succeeded");
     let msg = e.to_string();
     assert!(msg.contains("disk is full"), "the error does not say the disk is full: {msg}");

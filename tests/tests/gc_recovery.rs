@@ -67,7 +67,7 @@ fn fill(dir: &Path) -> Fixture {
         }
     }
     let raw = rng.bytes(30_000);
-    store.put_blob(&raw).unwrap();
+    store.put_blob("o", &raw).unwrap();
     store.delete_chat("o", doomed).unwrap();
     store.close().unwrap();
     Fixture { live, live_texts, doomed_only, raw }
@@ -99,11 +99,15 @@ fn open_and_verify(dir: &Path, f: &Fixture, what: &str) -> bool {
         let back = store.read_context("o", &archive.id, 0..archive.chars, Unit::Chars).unwrap();
         assert_eq!(&back, text, "{what}: live archive at seq {seq}");
     }
-    assert_eq!(&*store.get_blob(&undertext::BlobId::of(&f.raw)).unwrap(), &f.raw[..], "{what}: raw blob");
+    assert_eq!(
+        &*store.get_blob("o", &undertext::BlobId::of(&f.raw)).unwrap(),
+        &f.raw[..],
+        "{what}: raw blob"
+    );
     let problems = store.check().unwrap().problems;
     assert!(problems.is_empty(), "{what}: check: {problems:?}");
     let doomed = undertext::BlobId::of(f.doomed_only.as_bytes());
-    matches!(store.get_blob(&doomed), Err(Error::NotFound { .. }))
+    matches!(store.unscoped_get_blob(&doomed), Err(Error::NotFound { .. }))
 }
 
 fn assert_no_leftovers(dir: &Path, what: &str) {

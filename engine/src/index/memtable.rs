@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 
 use super::{Applied, BatchEntries, GRANT_ARCHIVE, PendingRecord};
-use crate::history::record::{self, ArchiveRec, GrantRec, kind};
 use crate::blob::BlobId;
 use crate::log::{Location, Position};
+use crate::record::{self, ArchiveRec, GrantRec, kind};
 
 /// Two generations: `active` takes new entries; `flushing` holds the blob entries being
 /// committed to redb, still visible to readers until the commit is done. History records
@@ -113,7 +113,8 @@ impl Memtable {
             return None;
         }
         let key = (owner.to_string(), *id);
-        let bits = self.grants.get(&key).copied().unwrap_or(0) | self.flushing_grants.get(&key).copied().unwrap_or(0);
+        let bits = self.grants.get(&key).copied().unwrap_or(0)
+            | self.flushing_grants.get(&key).copied().unwrap_or(0);
         (bits != 0).then_some(bits)
     }
 
@@ -137,10 +138,12 @@ impl Memtable {
 /// does not decode: the history index reports that one when it applies it).
 fn grant_of(r: &PendingRecord) -> Option<(String, [u8; 32], u8)> {
     match r.kind {
-        kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive").ok().map(|a| (a.owner, a.id, GRANT_ARCHIVE)),
-        kind::GRANT => {
-            record::decode::<GrantRec>(&r.payload, "grant").ok().map(|g| (g.owner, g.id, super::history::GRANT_BLOB))
+        kind::ARCHIVE => {
+            record::decode::<ArchiveRec>(&r.payload, "archive").ok().map(|a| (a.owner, a.id, GRANT_ARCHIVE))
         }
+        kind::GRANT => record::decode::<GrantRec>(&r.payload, "grant")
+            .ok()
+            .map(|g| (g.owner, g.id, super::history::GRANT_BLOB)),
         _ => None,
     }
 }

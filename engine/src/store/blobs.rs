@@ -16,8 +16,8 @@ use super::Store;
 use super::core::{Core, RecordOut, Txn};
 use crate::blob::{Blob, BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::record::{self, GrantRec, kind};
 use crate::index::GRANTS;
+use crate::record::{self, GrantRec, kind};
 
 pub use super::core::MAX_BLOB_LEN;
 
