@@ -195,7 +195,7 @@ pub(crate) fn bind_into(core: &Core, txn: &mut Txn, rec: &ArchiveRec, chat: Opti
 /// The grant of `owner` on archive `id`, if any (consulting records not yet in redb). An
 /// archive grant bound to a deleted chat no longer counts.
 pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<ArchiveRec>> {
-    if !blobs::granted(core, owner, id, GRANT_ARCHIVE)? {
+    if !blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
         return Ok(None);
     }
     let tx = core.index.read()?;

@@ -74,7 +74,7 @@ fn prepare(
 ) -> Result<NewMessage> {
     for p in &mut m.parts {
         if let Part::Attachment { blob, .. } = p {
-            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX)? {
+            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX, true)? {
                 return Err(Error::NotFound {
                     what: format!(
                         "blob {blob} of the attachment in message {at} (store it first, or pass it along)"

@@ -58,15 +58,17 @@ pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> 
 }
 
 /// True when `owner` holds a grant with any of `bits` on `id`, consulting records written
-/// moments ago (a grant still in the memtable is flushed to redb first).
-pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result<bool> {
+/// moments ago: a grant still in the memtable counts as it is (`pending`), or is flushed to
+/// redb first (without `pending`: the caller then reads what the grant's records index, such
+/// as an archive's sizes).
+pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
     // Both read before the lookup: a flush that lands between the lookup's read transaction
     // and a later reading of `flushed` would hide a grant from both.
     let (written, flushed) = (core.log.written(), core.index.flushed());
     if held(core, owner, id, None)?.any & bits != 0 {
         return Ok(true);
     }
-    if core.index.mem.read().pending_grant(owner, &id.0).is_some_and(|b| b & bits != 0) {
+    if pending && core.index.mem.read().pending_grant(owner, &id.0).is_some_and(|b| b & bits != 0) {
         return Ok(true);
     }
     if flushed < written {
@@ -154,7 +156,7 @@ impl Store {
     /// Checks that `owner` may read blob `id`.
     fn readable(&self, owner: &str, id: &BlobId) -> Result<()> {
         crate::history::check_owner(owner)?;
-        match granted(&self.inner.core, owner, id, u8::MAX)? {
+        match granted(&self.inner.core, owner, id, u8::MAX, true)? {
             true => Ok(()),
             false => Err(not_found(id)),
         }
@@ -208,7 +210,7 @@ impl Store {
     /// other owners hold: the same answer as for a blob never stored).
     pub fn contains_blob(&self, owner: &str, id: &BlobId) -> Result<bool> {
         crate::history::check_owner(owner)?;
-        Ok(granted(&self.inner.core, owner, id, u8::MAX)? && self.inner.core.index.blob(id)?.is_some())
+        Ok(granted(&self.inner.core, owner, id, u8::MAX, true)? && self.inner.core.index.blob(id)?.is_some())
     }
 
     /// Maintenance only (tests of `gc`, repair tools): whether a blob with this id is stored,
