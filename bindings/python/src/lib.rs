@@ -45,7 +45,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The content address (64 hex digits) `Store.put_blob(data)` would return.
+/// The content address (64 hex digits) `Store.put_blob(owner, data)` would return.
 #[pyfunction]
 fn blob_id(data: &[u8]) -> String {
     undertext::BlobId::of(data).to_string()
