@@ -105,7 +105,7 @@ fn writes_through_a_read_only_store_are_refused_and_change_nothing() {
         Err(e) => panic!("{what}: expected Error::ReadOnly, found {e}"),
         Ok(_) => panic!("{what}: expected Error::ReadOnly, found success"),
     };
-    is_ro(ro.put_blob(b"x").map(|_| ()), "put_blob");
+    is_ro(ro.put_blob("o", b"x").map(|_| ()), "put_blob");
     is_ro(ro.create_chat("o", ChatMeta::default()).map(|_| ()), "create_chat");
     let chat = ro.chat("o", ids[0]).unwrap();
     is_ro(chat.append(NewMessage::user("no")).map(|_| ()), "append");

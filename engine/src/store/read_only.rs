@@ -298,13 +298,13 @@ impl Store {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use undertext::{Options, Store};
     /// let writer = Store::open(dir.path(), Options::default())?;
-    /// let id = writer.put_blob(b"hello")?;
+    /// let id = writer.put_blob("o", b"hello")?;
     /// let reader = Store::open_read_only(dir.path())?; // beside the live writer
-    /// assert_eq!(&*reader.get_blob(&id)?, b"hello");
-    /// let later = writer.put_blob(b"later")?;
+    /// assert_eq!(&*reader.get_blob("o", &id)?, b"hello");
+    /// let later = writer.put_blob("o", b"later")?;
     /// reader.refresh()?;
-    /// assert_eq!(&*reader.get_blob(&later)?, b"later");
-    /// assert!(matches!(reader.put_blob(b"no"), Err(undertext::Error::ReadOnly(_))));
+    /// assert_eq!(&*reader.get_blob("o", &later)?, b"later");
+    /// assert!(matches!(reader.put_blob("o", b"no"), Err(undertext::Error::ReadOnly(_))));
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
