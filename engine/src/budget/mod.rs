@@ -57,7 +57,7 @@ pub struct Budget {
     /// The nudge line (a fraction of the usable input, off by default): a view whose
     /// estimate before the guard's previews is above it
     /// carries [`View::nudge`], a harness message asking the model to compact its own history
-    /// with the compaction tool ([`crate::compaction::tool`]).
+    /// with the compaction tool (the `compaction` module's `tool`).
     pub nudge: Option<f64>,
 }
 

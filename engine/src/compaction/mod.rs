@@ -63,7 +63,7 @@ fn is_call_with_results(msgs: &[Message]) -> bool {
 }
 
 /// Checks `plan` against `messages` (the whole chat, by seq) and reports every problem.
-/// `protected_from` is the first seq of the protected tail (see `budget::tail`); `max_squish_tokens` bounds a squish unless it is one call with its results.
+/// `protected_from` is the first seq of the protected tail (the protected-tail rule of the budget module); `max_squish_tokens` bounds a squish unless it is one call with its results.
 pub fn lint(
     plan: &Plan,
     messages: &[Message],

@@ -1,6 +1,6 @@
 //! The model-driven compaction loop: a tool the model calls to compact its own history.
 //!
-//! Past the budget's nudge line ([`Budget::nudge`](crate::budget::Budget)) the view carries
+//! Past the budget's nudge line (`Budget::nudge`) the view carries
 //! a harness message ([`nudge_text`]) with the chat's index (seq, role, tokens, first
 //! characters of every message). The harness offers the tool ([`schema_openai`] or
 //! [`schema_anthropic`]); the model answers with a plan of trims and squishes; the harness
