@@ -25,6 +25,7 @@ pub mod history;
 pub mod import;
 mod index;
 mod io;
+pub mod json;
 pub mod log;
 pub mod model;
 pub mod options;

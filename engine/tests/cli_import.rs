@@ -103,29 +103,38 @@ fn importing_every_transcript_matches_the_manifest_adds_nothing_again_checks_cle
     args.extend(&ids);
     let shown = json(&store, &args);
     let (mut inline, mut archived) = (0, 0);
+    let lib = undertext::Store::open_read_only(&store).unwrap();
     for c in shown["chats"].as_array().unwrap() {
         let key = c["extra"]["import.key"].as_str().unwrap();
         let want = &texts[key];
-        let results: Vec<&Value> = c["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|m| m["parts"].as_array().unwrap())
-            .filter(|p| p["type"] == "tool_result")
-            .collect();
+        // The CLI prints the engine's one encoding: the same JSON the library gives each part.
+        let id: undertext::ChatId = c["id"].as_str().unwrap().parse().unwrap();
+        let stored = lib.chat("local", id).unwrap().messages().unwrap();
+        let shown_parts: Vec<&Value> =
+            c["messages"].as_array().unwrap().iter().flat_map(|m| m["parts"].as_array().unwrap()).collect();
+        let stored_parts: Vec<&undertext::Part> = stored.iter().flat_map(|m| &m.parts).collect();
+        assert_eq!(shown_parts.len(), stored_parts.len(), "{key}");
+        for (shown, part) in shown_parts.iter().zip(&stored_parts) {
+            assert_eq!(**shown, undertext::json::part_json(part), "{key}");
+            assert_eq!(undertext::json::part_from_json(shown).unwrap(), **part, "{key}");
+        }
+        let results: Vec<&Value> = shown_parts.into_iter().filter(|p| p["type"] == "tool_result").collect();
         assert_eq!(results.len(), want.len(), "{key}");
         for (p, text) in results.iter().zip(want) {
-            if let Some(t) = p.get("text") {
-                assert_eq!(t.as_str().unwrap(), text, "{key}");
-                inline += 1;
-            } else {
-                let a = &p["archive"];
+            if let Some(a) = p.get("archive") {
                 let range = format!("0..{}", a["bytes"]);
                 let o =
                     run(&store, &["read", a["id"].as_str().unwrap(), "--range", &range, "--unit", "byte"]);
                 assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
                 assert_eq!(o.stdout, text.as_bytes(), "{key}: archive {}", a["id"]);
+                assert!(
+                    !p["text"].as_str().unwrap().is_empty(),
+                    "{key}: an archived result shows its preview"
+                );
                 archived += 1;
+            } else {
+                assert_eq!(p["text"].as_str().unwrap(), text, "{key}");
+                inline += 1;
             }
         }
     }

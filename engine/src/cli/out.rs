@@ -1,8 +1,8 @@
 //! Shared helpers of the commands: opening the store, parsing ids, formatting numbers, and
 //! the JSON of messages.
 
-use serde_json::{Value, json};
-use undertext::{ChatId, Durability, Error, Message, Options, Part, Store, ToolContent};
+use serde_json::Value;
+use undertext::{ChatId, Durability, Error, Options, Part, Store, ToolContent};
 
 use super::{Cli, CliError, CliResult};
 
@@ -112,48 +112,6 @@ pub fn print_json(v: &Value) -> CliResult {
     let s = serde_json::to_string_pretty(v).map_err(|e| CliError(format!("JSON output: {e}")))?;
     println!("{s}");
     Ok(())
-}
-
-/// The JSON of one part (`{"type": ...}`; see the README's CLI section).
-pub fn part_json(p: &Part) -> Value {
-    match p {
-        Part::Text(t) => json!({"type": "text", "text": t}),
-        Part::Summary(t) => json!({"type": "summary", "text": t}),
-        Part::ToolCall { id, name, args } => {
-            json!({"type": "tool_call", "id": id, "name": name, "args": args})
-        }
-        Part::ToolResult { call_id, content, is_error } => match content {
-            ToolContent::Text(t) => {
-                json!({"type": "tool_result", "call_id": call_id, "is_error": is_error, "text": t})
-            }
-            ToolContent::Archived { archive, preview } => json!({
-                "type": "tool_result", "call_id": call_id, "is_error": is_error, "preview": preview,
-                "archive": archive_json(archive),
-            }),
-        },
-        Part::ApprovalRequest { id, call_id, prompt } => {
-            json!({"type": "approval_request", "id": id, "call_id": call_id, "prompt": prompt})
-        }
-        Part::ApprovalResponse { id, approved, reason } => {
-            json!({"type": "approval_response", "id": id, "approved": approved, "reason": reason})
-        }
-        Part::Attachment { mime, blob } => {
-            json!({"type": "attachment", "mime": mime, "blob": blob.to_string()})
-        }
-    }
-}
-
-/// The JSON of an archive reference.
-pub fn archive_json(a: &undertext::ArchiveRef) -> Value {
-    json!({"id": a.id.to_string(), "bytes": a.bytes, "chars": a.chars, "utf16_units": a.utf16_units, "lines": a.lines})
-}
-
-/// The JSON of a message.
-pub fn message_json(m: &Message) -> Value {
-    json!({
-        "seq": m.seq, "role": m.role.as_str(), "turn": m.turn, "revision": m.revision, "at_ms": m.at_ms,
-        "parts": m.parts.iter().map(part_json).collect::<Vec<_>>(),
-    })
 }
 
 /// One part as text, cut to `max` characters (0: whole).

@@ -68,7 +68,7 @@ pub fn show(cli: &Cli, a: &ShowArgs) -> CliResult {
             let snap = chat.snapshot();
             let mut msgs = Vec::new();
             for m in snap.iter() {
-                msgs.push(out::message_json(&m?));
+                msgs.push(undertext::json::message_json(&m?));
             }
             let meta = snap.meta();
             list.push(json!({
@@ -118,16 +118,7 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
         }
     };
     if a.json {
-        let msgs: Vec<Value> = v
-            .messages()
-            .iter()
-            .map(|m| {
-                json!({
-                    "seqs": [m.seqs.start, m.seqs.end], "role": m.role.as_str(), "tokens": m.tokens,
-                    "parts": m.parts.iter().map(out::part_json).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
+        let msgs: Vec<Value> = v.messages().iter().map(undertext::json::view_message_json).collect();
         return out::print_json(&json!({
             "chat": chat.id().to_string(), "window": a.window, "reserve": a.reserve,
             "soft_limit": budget.soft_limit(), "target_limit": budget.target_limit(), "hard_limit": budget.hard_limit(),
@@ -199,7 +190,7 @@ pub fn archive(cli: &Cli, a: &ArchiveArgs) -> CliResult {
     let store = out::open(cli, true, Durability::Group)?;
     let r = store.archive(&cli.owner, &text)?;
     if a.json {
-        return out::print_json(&out::archive_json(&r));
+        return out::print_json(&undertext::json::archive_ref_json(&r));
     }
     println!("archive {}", r.id);
     println!("bytes {}  chars {}  utf16_units {}  lines {}", r.bytes, r.chars, r.utf16_units, r.lines);

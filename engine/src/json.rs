@@ -1,0 +1,341 @@
+//! The one JSON encoding of parts, messages, views and chat lists that every front-end
+//! speaks: the CLI's `--json` output, the C ABI's buffers and Python's dicts have the same
+//! keys and shapes, documented here once.
+//!
+//! Shapes (keys in this order; `null` where a field is absent):
+//! - archive reference: `{"id": hex, "bytes", "chars", "utf16_units", "lines"}`
+//! - part: `{"type": "text", "text"}`, `{"type": "summary", "text"}`,
+//!   `{"type": "tool_call", "id", "name", "args"}` (`args`: JSON text),
+//!   `{"type": "tool_result", "call_id", "is_error", "text"}` plus `"archive"` when the text
+//!   is a preview of an archived output,
+//!   `{"type": "approval_request", "id", "call_id", "prompt"}`,
+//!   `{"type": "approval_response", "id", "approved", "reason"}`,
+//!   `{"type": "attachment", "mime", "blob": hex}`
+//! - stored message: `{"seq", "revision", "role", "turn", "parts", "step", "at_ms"}` with
+//!   `"step": {"turn", "stream_id", "step"} | null`
+//! - view message: `{"seqs": [start, end], "role", "parts", "tokens"}`
+//! - new message (input): `{"role", "parts": [...]}`, or `{"role", "text"}` for one text part
+//!
+//! [`part_from_json`] and [`new_message_from_json`] read what the encoders write, so a part
+//! survives a round trip through any front-end.
+//!
+//! ```
+//! use undertext::{json, Part, ToolContent};
+//! let p = Part::ToolResult { call_id: "c1".into(), content: ToolContent::Text("ok".into()), is_error: false };
+//! let v = json::part_json(&p);
+//! assert_eq!(v["type"], "tool_result");
+//! assert_eq!(v["text"], "ok");
+//! assert_eq!(json::part_from_json(&v)?, p);
+//! # Ok::<(), undertext::Error>(())
+//! ```
+
+use serde_json::{Map, Value, json};
+
+use crate::blob::BlobId;
+use crate::budget::ViewMessage;
+use crate::error::{Error, Result};
+use crate::model::{
+    ArchiveRef, Attempt, ChatMeta, ChatPage, Message, NewMessage, Part, Role, StepStatus, ToolContent,
+};
+
+/// `{"id": hex, "bytes", "chars", "utf16_units", "lines"}`.
+pub fn archive_ref_json(a: &ArchiveRef) -> Value {
+    json!({"id": a.id.to_string(), "bytes": a.bytes, "chars": a.chars, "utf16_units": a.utf16_units, "lines": a.lines})
+}
+
+/// One part (see the module doc for every shape).
+pub fn part_json(p: &Part) -> Value {
+    match p {
+        Part::Text(t) => json!({"type": "text", "text": t}),
+        Part::Summary(t) => json!({"type": "summary", "text": t}),
+        Part::ToolCall { id, name, args } => {
+            json!({"type": "tool_call", "id": id, "name": name, "args": args})
+        }
+        Part::ToolResult { call_id, content: ToolContent::Text(t), is_error } => {
+            json!({"type": "tool_result", "call_id": call_id, "is_error": is_error, "text": t})
+        }
+        Part::ToolResult { call_id, content: ToolContent::Archived { archive, preview }, is_error } => {
+            json!({
+                "type": "tool_result", "call_id": call_id, "is_error": is_error, "text": preview,
+                "archive": archive_ref_json(archive),
+            })
+        }
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            json!({"type": "approval_request", "id": id, "call_id": call_id, "prompt": prompt})
+        }
+        Part::ApprovalResponse { id, approved, reason } => {
+            json!({"type": "approval_response", "id": id, "approved": approved, "reason": reason})
+        }
+        Part::Attachment { mime, blob } => {
+            json!({"type": "attachment", "mime": mime, "blob": blob.to_string()})
+        }
+    }
+}
+
+/// A list of parts.
+pub fn parts_json(ps: &[Part]) -> Value {
+    Value::Array(ps.iter().map(part_json).collect())
+}
+
+/// A stored message.
+pub fn message_json(m: &Message) -> Value {
+    json!({
+        "seq": m.seq,
+        "revision": m.revision,
+        "role": m.role.as_str(),
+        "turn": m.turn,
+        "parts": parts_json(&m.parts),
+        "step": m.step.as_ref().map(|s| json!({"turn": s.turn, "stream_id": s.stream_id, "step": s.step})),
+        "at_ms": m.at_ms,
+    })
+}
+
+/// One message of a model view.
+pub fn view_message_json(m: &ViewMessage) -> Value {
+    json!({"seqs": [m.seqs.start, m.seqs.end], "role": m.role.as_str(), "parts": parts_json(&m.parts), "tokens": m.tokens})
+}
+
+/// Chat metadata: `{"title", "model", "draft", "extra": {k: v}}`.
+pub fn meta_json(m: &ChatMeta) -> Value {
+    json!({"title": m.title, "model": m.model, "draft": m.draft, "extra": m.extra})
+}
+
+/// A page of chats: `{"chats": [{"id", "meta", "len", "revision", "created_ms",
+/// "last_activity_ms"}], "next": {"last_activity_ms", "id"} | null}`.
+pub fn chat_page_json(p: &ChatPage) -> Value {
+    json!({
+        "chats": p.chats.iter().map(|c| json!({
+            "id": c.id.0, "meta": meta_json(&c.meta), "len": c.len, "revision": c.revision,
+            "created_ms": c.created_ms, "last_activity_ms": c.last_activity_ms,
+        })).collect::<Vec<_>>(),
+        "next": p.next.map(|n| json!({"last_activity_ms": n.last_activity_ms, "id": n.id.0})),
+    })
+}
+
+/// Attempts: `[{"stream_id", "steps": [{"step", "status": "complete"|"interrupted", "seqs",
+/// "at_ms", "messages"}]}]`.
+pub fn attempts_json(a: &[Attempt]) -> Value {
+    let step = |s: &crate::model::Step| {
+        json!({
+            "step": s.step,
+            "status": match s.status { StepStatus::Complete => "complete", StepStatus::Interrupted => "interrupted" },
+            "seqs": s.seqs,
+            "at_ms": s.at_ms,
+            "messages": s.messages.iter().map(message_json).collect::<Vec<_>>(),
+        })
+    };
+    Value::Array(
+        a.iter()
+            .map(|a| json!({"stream_id": a.stream_id, "steps": a.steps.iter().map(step).collect::<Vec<_>>()}))
+            .collect(),
+    )
+}
+
+fn bad(what: &str, expected: &str, found: &Value) -> Error {
+    let shown = match found {
+        Value::Null => "nothing".to_string(),
+        Value::String(s) => format!("the string {s:?}"),
+        other => format!("{other}"),
+    };
+    let shown: String = if shown.chars().count() > 80 {
+        shown.chars().take(80).chain("…".chars()).collect()
+    } else {
+        shown
+    };
+    Error::InvalidArgument(format!("{what}: expected {expected}, found {shown}"))
+}
+
+fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>> {
+    v.as_object().ok_or_else(|| bad(what, "an object", v))
+}
+
+fn string(o: &Map<String, Value>, key: &str, what: &str) -> Result<String> {
+    let v = o.get(key).unwrap_or(&Value::Null);
+    v.as_str().map(str::to_string).ok_or_else(|| bad(&format!("{what}.{key}"), "a string", v))
+}
+
+fn opt_string(o: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>> {
+    match o.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(bad(&format!("{what}.{key}"), "a string or null", v)),
+    }
+}
+
+fn boolean(o: &Map<String, Value>, key: &str, what: &str, default: Option<bool>) -> Result<bool> {
+    match (o.get(key), default) {
+        (Some(Value::Bool(b)), _) => Ok(*b),
+        (None | Some(Value::Null), Some(d)) => Ok(d),
+        (v, _) => Err(bad(&format!("{what}.{key}"), "true or false", v.unwrap_or(&Value::Null))),
+    }
+}
+
+fn count(o: &Map<String, Value>, key: &str, what: &str) -> Result<u64> {
+    let v = o.get(key).unwrap_or(&Value::Null);
+    v.as_u64().ok_or_else(|| bad(&format!("{what}.{key}"), "a non-negative integer", v))
+}
+
+fn blob_id(o: &Map<String, Value>, key: &str, what: &str) -> Result<BlobId> {
+    string(o, key, what)?.parse()
+}
+
+/// An archive reference from [`archive_ref_json`]'s shape.
+pub fn archive_ref_from_json(v: &Value) -> Result<ArchiveRef> {
+    let what = "archive";
+    let o = obj(v, what)?;
+    Ok(ArchiveRef {
+        id: blob_id(o, "id", what)?,
+        bytes: count(o, "bytes", what)?,
+        chars: count(o, "chars", what)?,
+        utf16_units: count(o, "utf16_units", what)?,
+        lines: count(o, "lines", what)?,
+    })
+}
+
+/// A part from [`part_json`]'s shape. `is_error` may be left out (false); `args` may be a
+/// JSON value instead of JSON text (it is stored as its text).
+pub fn part_from_json(v: &Value) -> Result<Part> {
+    let o = obj(v, "part")?;
+    let ty = string(o, "type", "part")?;
+    let what = format!("part of type {ty:?}");
+    let what = what.as_str();
+    Ok(match ty.as_str() {
+        "text" => Part::Text(string(o, "text", what)?),
+        "summary" => Part::Summary(string(o, "text", what)?),
+        "tool_call" => {
+            let args = match o.get("args") {
+                Some(Value::String(s)) => s.clone(),
+                None | Some(Value::Null) => "{}".to_string(),
+                Some(other) => other.to_string(),
+            };
+            Part::ToolCall { id: string(o, "id", what)?, name: string(o, "name", what)?, args }
+        }
+        "tool_result" => {
+            let text = string(o, "text", what)?;
+            let content = match o.get("archive") {
+                None | Some(Value::Null) => ToolContent::Text(text),
+                Some(a) => ToolContent::Archived { archive: archive_ref_from_json(a)?, preview: text },
+            };
+            Part::ToolResult {
+                call_id: string(o, "call_id", what)?,
+                content,
+                is_error: boolean(o, "is_error", what, Some(false))?,
+            }
+        }
+        "approval_request" => Part::ApprovalRequest {
+            id: string(o, "id", what)?,
+            call_id: opt_string(o, "call_id", what)?,
+            prompt: string(o, "prompt", what)?,
+        },
+        "approval_response" => Part::ApprovalResponse {
+            id: string(o, "id", what)?,
+            approved: boolean(o, "approved", what, None)?,
+            reason: opt_string(o, "reason", what)?,
+        },
+        "attachment" => Part::Attachment { mime: string(o, "mime", what)?, blob: blob_id(o, "blob", what)? },
+        _ => {
+            return Err(bad(
+                "part.type",
+                "text, summary, tool_call, tool_result, approval_request, approval_response or attachment",
+                &Value::String(ty),
+            ));
+        }
+    })
+}
+
+/// A message to append: `{"role", "parts": [...]}` or `{"role", "text"}`.
+pub fn new_message_from_json(v: &Value) -> Result<NewMessage> {
+    let o = obj(v, "message")?;
+    let role: Role = string(o, "role", "message")?.parse()?;
+    match (o.get("parts"), o.get("text")) {
+        (Some(Value::Array(ps)), None) => {
+            Ok(NewMessage { role, parts: ps.iter().map(part_from_json).collect::<Result<Vec<_>>>()? })
+        }
+        (None, Some(Value::String(t))) => Ok(NewMessage::text(role, t.clone())),
+        (Some(p), None) => Err(bad("message.parts", "an array of parts", p)),
+        (None, Some(t)) => Err(bad("message.text", "a string", t)),
+        (Some(_), Some(_)) => Err(Error::InvalidArgument(
+            "message: expected either \"parts\" or \"text\", found both".to_string(),
+        )),
+        (None, None) => Err(Error::InvalidArgument(
+            "message: expected \"parts\" (an array) or \"text\" (a string), found neither".to_string(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive() -> ArchiveRef {
+        ArchiveRef { id: BlobId::of(b"long output"), bytes: 11, chars: 11, utf16_units: 11, lines: 1 }
+    }
+
+    fn every_part() -> Vec<Part> {
+        vec![
+            Part::Text("héllo\n\u{1F600}".into()),
+            Part::Summary("so far".into()),
+            Part::ToolCall { id: "c1".into(), name: "read".into(), args: r#"{"path":"a"}"#.into() },
+            Part::ToolResult {
+                call_id: "c1".into(),
+                content: ToolContent::Text("ok".into()),
+                is_error: true,
+            },
+            Part::ToolResult {
+                call_id: "c2".into(),
+                content: ToolContent::Archived { archive: archive(), preview: "long…".into() },
+                is_error: false,
+            },
+            Part::ApprovalRequest { id: "a1".into(), call_id: Some("c3".into()), prompt: "rm -rf?".into() },
+            Part::ApprovalRequest { id: "a2".into(), call_id: None, prompt: "go?".into() },
+            Part::ApprovalResponse { id: "a1".into(), approved: false, reason: Some("no".into()) },
+            Part::ApprovalResponse { id: "a2".into(), approved: true, reason: None },
+            Part::Attachment { mime: "image/png".into(), blob: BlobId::of(b"png") },
+        ]
+    }
+
+    #[test]
+    fn every_part_kind_survives_a_round_trip_through_its_json_text() {
+        for p in every_part() {
+            let text = part_json(&p).to_string();
+            let back: Value = serde_json::from_str(&text).expect("valid JSON");
+            assert_eq!(part_from_json(&back).expect("decodes"), p, "{text}");
+        }
+    }
+
+    #[test]
+    fn new_message_accepts_parts_or_a_text_shorthand() {
+        let m = NewMessage { role: Role::Assistant, parts: every_part() };
+        let v = json!({"role": "assistant", "parts": parts_json(&m.parts)});
+        assert_eq!(new_message_from_json(&v).expect("parts"), m);
+        let v = json!({"role": "user", "text": "hi"});
+        assert_eq!(new_message_from_json(&v).expect("text"), NewMessage::user("hi"));
+    }
+
+    #[test]
+    fn malformed_parts_are_refused_with_what_was_expected_and_found() {
+        let cases = [
+            (json!(3), "part: expected an object, found 3"),
+            (json!({"type": "photo"}), "part.type: expected text, summary"),
+            (json!({"type": "text"}), "part of type \"text\".text: expected a string, found nothing"),
+            (
+                json!({"type": "tool_result", "call_id": "c", "text": "t", "is_error": "yes"}),
+                "is_error: expected true or false",
+            ),
+            (json!({"type": "attachment", "mime": "a/b", "blob": "zz"}), "blob"),
+            (json!({"role": "robot", "text": "x"}), "role: expected system"),
+        ];
+        for (v, want) in cases {
+            let got = if v.get("role").is_some() {
+                new_message_from_json(&v).map(|_| ())
+            } else {
+                part_from_json(&v).map(|_| ())
+            };
+            let msg = match got {
+                Err(e) => e.to_string(),
+                Ok(()) => panic!("{v} was accepted"),
+            };
+            assert!(msg.contains(want), "{v}: {msg}");
+        }
+    }
+}
