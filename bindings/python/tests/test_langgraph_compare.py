@@ -6,10 +6,17 @@ points) and InMemorySaver (never reopened) do.
 
 The sequences put checkpoints in and out of id order, put a checkpoint id again, and
 store writes for a checkpoint before the checkpoint itself, before and after a reopen.
+Channel ``items`` is a list of dict messages that grows as ``add_messages`` grows one (the
+saver stores it item by item): each put continues the list of its parent, appending,
+replacing, dropping items or leaving the channel unchanged; continuing the latest
+checkpoint it holds the same objects (as LangGraph's loop does), and an item changed in
+place is written back for the parent first (as a node returns it); after a reopen or
+from an older parent it holds copies (as a list read from a saver).
 ``UNDERTEXT_COMPARE_SEQUENCES`` sets how many sequences run (default 60)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import random
 import sqlite3
@@ -102,6 +109,11 @@ class Sequence:
         # Ids made ahead of time and not used yet: taking one later puts a checkpoint out of
         # id order; some receive writes before their checkpoint is put.
         self.future: dict[tuple[str, str], list[str]] = {lane: [] for lane in LANES}
+        # Channel "items": each checkpoint's list (a copy) and version; per lane the list
+        # objects of its latest put (what a running graph holds).
+        self.items_at: dict[str, list[dict[str, Any]]] = {}
+        self.items_version: dict[str, str] = {}
+        self.live: dict[tuple[str, str], tuple[str, list[dict[str, Any]]]] = {}
 
     def new_id(self) -> str:
         return str(uuid6(clock_seq=-1))
@@ -136,9 +148,49 @@ class Sequence:
                     for cid in self.put_ids[ln]:
                         self.parent_of.pop(cid, None)
                     self.put_ids[ln] = []
+                    self.live.pop(ln, None)
         else:
             self.log.append("reopen")
             self.s.reopen()
+            self.live.clear()
+
+    def next_items(
+        self, lane: tuple[str, str], parent: Optional[str], version: str
+    ) -> tuple[list[dict[str, Any]], str, bool]:
+        """The "items" value of a checkpoint whose parent is ``parent``: (list, version, changed)."""
+        live = self.live.get(lane)
+        if parent is not None and live is not None and live[0] == parent:
+            base = live[1]  # the objects put for the parent
+        else:
+            base = copy.deepcopy(self.items_at.get(parent, [])) if parent is not None else []
+        old_version = self.items_version.get(parent) if parent is not None else None
+        if old_version is not None and self.rng.random() < 0.15:
+            self.log.append("  items unchanged")
+            return base, old_version, False
+        items = list(base)
+        op = self.rng.random()
+        k = self.version
+        if op < 0.55 or not items:
+            for i in range(self.rng.randint(1, 2)):
+                items.append({"role": self.rng.choice(["ai", "tool"]), "content": f"item {k}.{i}", "id": f"{k}.{i}"})
+            self.log.append(f"  items append -> {len(items)}")
+        elif op < 0.7 and parent is not None:
+            j = self.rng.randrange(len(items))
+            items[j]["content"] += " (edited)"  # in place, written back for the parent
+            self.log.append(f"  items[{j}] changed in place and written")
+            for _n, saver in self.s.all():
+                saver.put_writes(cfg(*lane, parent), [("items", [items[j]])], "edit", "")
+        elif op < 0.8:
+            j = self.rng.randrange(len(items))
+            items[j] = {**items[j], "content": f"replaced {k}"}
+            self.log.append(f"  items[{j}] replaced")
+        elif op < 0.9:
+            del items[self.rng.randrange(len(items)) :]
+            self.log.append(f"  items cut -> {len(items)}")
+        else:
+            items = copy.deepcopy(items) + [{"role": "ai", "content": f"after copies {k}", "id": f"c{k}"}]
+            self.log.append("  items copied and appended")
+        return items, version, True
 
     def put(self, lane: tuple[str, str]) -> None:
         ids = self.put_ids[lane]
@@ -160,12 +212,19 @@ class Sequence:
         version = f"{self.version:032}.0"
         cp = empty_checkpoint()
         cp["id"] = cid
-        cp["channel_values"] = {"n": self.version, "msgs": [f"m{i}" for i in range(self.version % 7)]}
-        cp["channel_versions"] = {"n": version, "msgs": version}
-        metadata = {"source": "loop", "step": self.version, "tag": self.rng.choice(["a", "b"])}
         self.log.append(f"put({lane}, {cid}, parent={parent})")
+        items, items_version, changed = self.next_items(lane, parent, version)
+        cp["channel_values"] = {"n": self.version, "msgs": [f"m{i}" for i in range(self.version % 7)], "items": items}
+        cp["channel_versions"] = {"n": version, "msgs": version, "items": items_version}
+        new_versions = {"n": version, "msgs": version}
+        if changed:
+            new_versions["items"] = items_version
+        metadata = {"source": "loop", "step": self.version, "tag": self.rng.choice(["a", "b"])}
         for _n, saver in self.s.all():
-            saver.put(cfg(*lane, parent), cp, metadata, {"n": version, "msgs": version})
+            saver.put(cfg(*lane, parent), cp, metadata, new_versions)
+        self.items_at[cid] = copy.deepcopy(items)
+        self.items_version[cid] = items_version
+        self.live[lane] = (cid, items)
         if cid not in ids:
             ids.append(cid)
 
@@ -198,7 +257,7 @@ class Sequence:
     def delta_history(self, lane: tuple[str, str]) -> None:
         ids = self.put_ids[lane] + self.future[lane]
         cid = self.rng.choice(ids) if ids and self.rng.random() < 0.7 else None
-        channels = self.rng.sample(["n", "msgs", "x", "y", ERROR, INTERRUPT], self.rng.randint(1, 4))
+        channels = self.rng.sample(["n", "msgs", "items", "x", "y", ERROR, INTERRUPT], self.rng.randint(1, 4))
         self.log.append(f"get_delta_channel_history({lane}, {cid}, {channels})")
         config = cfg(*lane, cid)
         answers = [(n, dict(s.get_delta_channel_history(config=config, channels=channels))) for n, s in self.s.all()]

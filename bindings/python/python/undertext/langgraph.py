@@ -80,6 +80,7 @@ import contextlib
 import copy as _copy
 import json
 import math
+import operator
 import os
 import random
 import shutil
@@ -191,6 +192,66 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
 
 
+# -- item lists: a list value stored one blob per item -----------------------------------
+
+#: Item types that make a list a plain list of scalars (stored whole, not item by item).
+_SCALARS = frozenset((str, int, float, bool, type(None), bytes))
+
+try:  # the copy of a decoded pydantic model (LangChain's messages) without deepcopy's cost
+    from pydantic import BaseModel as _PydanticModel
+
+    _PYDANTIC_DEEPCOPY: Any = _PydanticModel.__deepcopy__
+except ImportError:  # pragma: no cover - LangGraph depends on pydantic
+    _PYDANTIC_DEEPCOPY = None
+
+_object_setattr = object.__setattr__
+
+
+def _fresh(x: Any) -> Any:
+    """A deep copy of a freshly decoded value, as ``copy.deepcopy`` makes it, faster: dicts,
+    lists and pydantic models (fields, extra, fields set) are copied, immutable leaves
+    shared, anything else deep-copied. Decoded values share no references, so copying
+    each container on its own gives what decoding the bytes again would."""
+    t = type(x)
+    if t in _SCALARS:
+        return x
+    if t is dict:
+        return {k: v if type(v) in _SCALARS else _fresh(v) for k, v in x.items()}
+    if t is list:
+        return [v if type(v) in _SCALARS else _fresh(v) for v in x]
+    if _PYDANTIC_DEEPCOPY is not None and getattr(t, "__deepcopy__", None) is _PYDANTIC_DEEPCOPY:
+        m = t.__new__(t)
+        _object_setattr(m, "__dict__", _fresh(x.__dict__))
+        extra = x.__pydantic_extra__
+        _object_setattr(m, "__pydantic_extra__", None if extra is None else _fresh(extra))
+        _object_setattr(m, "__pydantic_fields_set__", set(x.__pydantic_fields_set__))
+        private = getattr(x, "__pydantic_private__", None)
+        _object_setattr(m, "__pydantic_private__", None if private is None else _copy.deepcopy(private))
+        return m
+    return _copy.deepcopy(x)
+
+
+def _is_item_list(value: Any) -> bool:
+    """A list stored item by item: a ``list`` of at least one item, none of them a scalar
+    (messages, dicts, ...). A list of scalars is stored whole."""
+    return type(value) is list and len(value) > 0 and not any(type(x) in _SCALARS for x in value)
+
+
+class _Bounded(dict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entries beyond ``cap``."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if key in self:
+            del self[key]
+        super().__setitem__(key, value)
+        while len(self) > self.cap:
+            del self[next(iter(self))]
+
+
 # -- records: the in-memory shape, and both stored formats -------------------------------
 #
 # In memory, whatever the stored format:
@@ -204,7 +265,11 @@ def _blobs_of(rec: dict[str, Any]) -> list[str]:
     """The value blobs a record refers to, each once."""
     ids: list[str] = []
     if rec["k"] == "c":
-        ids.extend(e[1] for e in rec["ch"].values())
+        for e in rec["ch"].values():
+            if type(e) is dict:
+                ids.extend(e.get("i", ()))
+            else:
+                ids.append(e[1])
         for _s, w in rec.get("pw", ()):
             ids.extend(e[3] for e in w["w"])
     elif rec["k"] == "w":
@@ -240,12 +305,30 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     for key in ("c", "cp", "m", "md"):
         if key in rec:
             out[key] = rec[key]
-    out["ch"] = {
-        ch: [ref(b), head] if typ == _DEFAULT_TYPE else [ref(b), head, typ] for ch, (typ, b, head) in rec["ch"].items()
-    }
+    out["ch"] = {ch: _entry_out(e, ref) for ch, e in rec["ch"].items()}
     if rec.get("pw"):
         out["pw"] = [[s, _writes_out(w, ref)] for s, w in rec["pw"]]
     return out
+
+
+def _entry_out(e: Any, ref: Callable[[str], Any]) -> Any:
+    """A channel entry in format 2: ``[blob, head]`` (``[blob, head, type]``), or an item
+    list ``{"b": base seq, "k": kept, "i": [item blobs]}``."""
+    if type(e) is dict:
+        out = {key: e[key] for key in ("b", "k") if key in e}
+        if e.get("i"):
+            out["i"] = [ref(b) for b in e["i"]]
+        return out
+    typ, b, head = e
+    return [ref(b), head] if typ == _DEFAULT_TYPE else [ref(b), head, typ]
+
+
+def _entry_in(e: Any, deref: Callable[[Any], str]) -> Any:
+    if type(e) is dict:
+        out = {key: e[key] for key in ("b", "k") if key in e}
+        out["i"] = [deref(r) for r in e.get("i", ())]
+        return out
+    return [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]]
 
 
 def _message(rec: dict[str, Any], attach: Sequence[str] = (), early: Optional[dict[str, int]] = None) -> dict[str, Any]:
@@ -307,9 +390,7 @@ def _decode_json(d: dict[str, Any], m: Any) -> dict[str, Any]:
     for key in ("c", "cp", "m", "md"):
         if key in d:
             rec[key] = d[key]
-    rec["ch"] = {
-        ch: [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]] for ch, e in d["ch"].items()
-    }
+    rec["ch"] = {ch: _entry_in(e, deref) for ch, e in d["ch"].items()}
     if "pw" in d:
         rec["pw"] = [[s, _writes_in(w, deref)] for s, w in d["pw"]]
     return rec
@@ -378,6 +459,17 @@ UnloadedChannelValue.__name__ = (
 def _describe(what: tuple[str, str, str]) -> str:
     channel, checkpoint_id, thread_id = what
     return f"channel value {channel!r} of checkpoint {checkpoint_id} (thread {thread_id!r})"
+
+
+def _closed_message(what: tuple[str, str, str], e: Exception) -> str:
+    return (
+        f"{_describe(what)} was not loaded before the store closed (channel values load when first "
+        "accessed: read them while the store is open, or construct "
+        f"UndertextSaver(store, lazy=False)): {e}"
+    )
+
+
+_MISSING: Any = object()
 
 
 def _loaded() -> Any:
@@ -584,6 +676,15 @@ class _Lane:
         # records but no live checkpoint record (writes stored before their checkpoint);
         # None until read from the newest record.
         self.early: Optional[dict[str, int]] = None
+        # Item lists (see ``item_ids``): the values this process put, by (seq, channel):
+        # (the list's items, the ids of their blobs); resolved item ids; (base seq,
+        # channel) -> (seq, n): the base's list is that record's first n items; records
+        # below the floor read to resolve a list; objects written per checkpoint id.
+        self.live: _Bounded = _Bounded(8)
+        self.resolved: _Bounded = _Bounded(64)
+        self.hints: _Bounded = _Bounded(1024)
+        self.below: dict[int, dict[str, Any]] = {}
+        self.written: _Bounded = _Bounded(8)
 
     # -- keeping the cache in step with the chat -------------------------------------------
 
@@ -707,6 +808,71 @@ class _Lane:
             if rec is not None and seq not in self.dead:
                 yield seq, rec
             seq -= 1
+
+    def record_at(self, seq: int) -> dict[str, Any]:
+        """The decoded record at ``seq``, live or not (a list's base may be below the
+        floor, or killed by a tombstone: its bytes are still in the chat)."""
+        rec = self.recs.get(seq)
+        if rec is None and self.floor <= seq < self.lo:
+            self.decode_down_to(seq)
+            rec = self.recs.get(seq)
+        if rec is None:
+            rec = self.below.get(seq)
+            if rec is None:
+                for m in self.chat.messages(max(0, seq - _BATCH + 1), seq + 1):
+                    self.below[m.seq] = _decode(m)
+                rec = self.below[seq]
+        return rec
+
+    # -- item lists ----------------------------------------------------------------------
+
+    def _known(self, key: tuple[int, str]) -> Optional[tuple[str, ...]]:
+        got: Optional[tuple[str, ...]] = self.resolved.get(key)
+        if got is None:
+            hint = self.hints.get(key)
+            if hint is not None:
+                child = self.resolved.get((hint[0], key[1]))
+                if child is not None:
+                    got = self.resolved[key] = child[: hint[1]]
+        return got
+
+    def remember(self, seq: int, ch: str, entry: dict[str, Any], ids: tuple[str, ...]) -> None:
+        """Caches the item ids of ``(seq, ch)``; a base kept whole is their prefix."""
+        self.resolved[(seq, ch)] = ids
+        if "b" in entry and "k" not in entry:
+            self.hints[(entry["b"], ch)] = (seq, len(ids) - len(entry["i"]))
+
+    def item_ids(self, seq: int, ch: str) -> tuple[str, ...]:
+        """The item blob ids of the list value of ``ch`` at record ``seq``: its entry's
+        base list (the record ``b``), cut to ``k`` items, then its own items ``i``; a
+        chain down to a root entry (no ``b``) or to a list already resolved."""
+        got = self._known((seq, ch))
+        if got is not None:
+            return got
+        links: list[dict[str, Any]] = []
+        ids: list[str] = []
+        s = seq
+        while True:
+            e = self.record_at(s)["ch"].get(ch)
+            if type(e) is not dict:
+                raise ValueError(f"record {s} of thread {self.thread_id!r} has no item list for channel {ch!r}")
+            links.append(e)
+            b = e.get("b")
+            if b is None:
+                break
+            base = self._known((b, ch))
+            if base is not None:
+                ids = list(base)
+                break
+            s = b
+        for e in reversed(links):
+            k = e.get("k")
+            if k is not None:
+                del ids[k:]
+            ids.extend(e["i"])
+        out = tuple(ids)
+        self.remember(seq, ch, links[0], out)
+        return out
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -872,8 +1038,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         owner: str = "langgraph",
         serde: Optional[SerializerProtocol] = None,
         lazy: bool = True,
+        item_lists: bool = True,
     ) -> None:
         super().__init__(serde=serde)
+        self.item_lists = item_lists
+        # Items of item lists decoded from the store, by blob id: never handed out (a
+        # returned value gets a copy), so a caller changing what it got changes nothing here.
+        self._decoded: _Bounded = _Bounded(16384)
         self._owns_store = False
         self._temp_dir: Optional[str] = None
         if isinstance(store, (str, os.PathLike)):
@@ -894,12 +1065,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         owner: str = "langgraph",
         serde: Optional[SerializerProtocol] = None,
         lazy: bool = True,
+        item_lists: bool = True,
         **store_options: Any,
     ) -> UndertextSaver:
         """Opens (or creates) a store at ``path`` with ``store_options`` (those of
         ``undertext.Store.open``: ``durability=``, ...), owned by the returned saver."""
         store = undertext.Store.open(path, **store_options)
-        saver = cls(store, owner=owner, serde=serde, lazy=lazy)
+        saver = cls(store, owner=owner, serde=serde, lazy=lazy, item_lists=item_lists)
         saver._owns_store = True
         return saver
 
@@ -910,12 +1082,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         owner: str = "langgraph",
         serde: Optional[SerializerProtocol] = None,
         lazy: bool = True,
+        item_lists: bool = True,
         **store_options: Any,
     ) -> UndertextSaver:
         """A saver over a new store in a temporary directory, removed by ``close()``
         (for tests: the in-memory saver's use, with the real engine)."""
         d = tempfile.mkdtemp(prefix="undertext-")
-        saver = cls.open(Path(d) / "store", owner=owner, serde=serde, lazy=lazy, **store_options)
+        saver = cls.open(
+            Path(d) / "store", owner=owner, serde=serde, lazy=lazy, item_lists=item_lists, **store_options
+        )
         saver._temp_dir = d
         return saver
 
@@ -980,20 +1155,59 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         try:
             return self._load(typ, blob_id, _unb64(head))
         except undertext.Closed as e:
-            raise undertext.Closed(
-                f"{_describe(what)} was not loaded before the store closed (channel values load when first "
-                "accessed: read them while the store is open, or construct "
-                f"UndertextSaver(store, lazy=False)): {e}"
-            ) from e
+            raise undertext.Closed(_closed_message(what, e)) from e
 
-    def _channel_values(self, lane: _Lane, rec: dict[str, Any]) -> dict[str, Any]:
+    def _load_items(self, lane: _Lane, seq: int, ch: str, memo: dict[str, Any]) -> list[Any]:
+        """An item list's value: each item decoded once (``self._decoded``) and copied
+        into the answer; ``memo`` shares the copies between the values of one call
+        (the checkpoints of one ``list`` share the items of their common prefix)."""
+        with lane.lock:
+            ids = lane.item_ids(seq, ch)
+        out: list[Any] = []
+        used: set[str] = set()
+        for bid in ids:
+            x = memo.get(bid, _MISSING) if bid not in used else _MISSING
+            if x is _MISSING:
+                obj = self._decoded.get(bid, _MISSING)
+                if obj is _MISSING:
+                    obj = self.serde.loads_typed((_DEFAULT_TYPE, self.store.get_blob(self.owner, bid)))[0]
+                    self._decoded[bid] = obj
+                x = _fresh(obj)
+                if bid not in used:
+                    memo[bid] = x
+            used.add(bid)
+            out.append(x)
+        return out
+
+    def _load_entry(
+        self, lane: _Lane, seq: int, rec: dict[str, Any], ch: str, memo: dict[str, Any]
+    ) -> Any:
+        """The value of channel ``ch`` in the checkpoint record ``rec`` at ``seq``."""
+        e = rec["ch"][ch]
+        what = (ch, rec["id"], lane.thread_id)
+        if type(e) is not dict:
+            return self._load_channel(e, what)
+        try:
+            return self._load_items(lane, seq, ch, memo)
+        except undertext.Closed as err:
+            raise undertext.Closed(_closed_message(what, err)) from err
+
+    def _channel_values(
+        self, lane: _Lane, seq: int, rec: dict[str, Any], memo: Optional[dict[str, Any]] = None
+    ) -> dict[str, Any]:
+        if memo is None:
+            memo = {}
         if not self.lazy:
-            return {ch: self._load_channel(e, (ch, rec["id"], lane.thread_id)) for ch, e in rec["ch"].items()}
+            return {ch: self._load_entry(lane, seq, rec, ch, memo) for ch in rec["ch"]}
         values = LazyChannelValues()
         put = dict.__setitem__
-        for ch, e in rec["ch"].items():
+        for ch in rec["ch"]:
             what = (ch, rec["id"], lane.thread_id)
-            put(values, ch, UnloadedChannelValue(lambda e=e, what=what: self._load_channel(e, what), what))
+            put(
+                values,
+                ch,
+                UnloadedChannelValue(lambda ch=ch: self._load_entry(lane, seq, rec, ch, memo), what),
+            )
         return values
 
     def _checkpoint_of(self, rec: dict[str, Any]) -> dict[str, Any]:
@@ -1029,9 +1243,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     # -- reading -------------------------------------------------------------------------
 
-    def _tuple(self, lane: _Lane, seq: int, rec: dict[str, Any]) -> CheckpointTuple:
+    def _tuple(
+        self, lane: _Lane, seq: int, rec: dict[str, Any], memo: Optional[dict[str, Any]] = None
+    ) -> CheckpointTuple:
         checkpoint = self._checkpoint_of(rec)
-        checkpoint["channel_values"] = self._channel_values(lane, rec)
+        checkpoint["channel_values"] = self._channel_values(lane, seq, rec, memo)
         config: RunnableConfig = {
             "configurable": {"thread_id": lane.thread_id, "checkpoint_ns": lane.ns, "checkpoint_id": rec["id"]}
         }
@@ -1123,6 +1339,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         # The lane's lock is held per batch, never across a yield: the consumer may resume
         # this generator on another thread (``alist``) or write in between.
         n = 0
+        memo: dict[str, Any] = {}  # the items of item lists, shared by the listed checkpoints
         with lane.lock:
             lane.sync()
             candidates = lane.checkpoints_newest_first()
@@ -1138,7 +1355,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                         md = self._metadata_of(rec, copy=False)
                         if any(md.get(k) != v for k, v in filt.items()):
                             continue
-                    batch.append(self._tuple(lane, seq, rec))
+                    batch.append(self._tuple(lane, seq, rec, memo))
                     n += 1
                     if len(batch) == 16 or (limit is not None and n >= limit):
                         break
@@ -1195,9 +1412,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     if ch in remaining:
                         collected[ch].append((task_id, ch, self._load(typ, blob)))
                 for ch in list(remaining):
-                    entry = rec["ch"].get(ch)
-                    if entry is not None:
-                        seeds[ch] = self._load_channel(entry, (ch, rec["id"], lane.thread_id))
+                    if ch in rec["ch"]:
+                        seeds[ch] = self._load_entry(lane, seq, rec, ch, {})
                         remaining.discard(ch)
                 cursor = rec["p"]
         out: dict[str, DeltaChannelHistory] = {}
@@ -1232,26 +1448,54 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         values = checkpoint["channel_values"]
         versions = checkpoint["channel_versions"]
         with self._write_lane(thread_id, ns) as lane:
-            parent_manifest: dict[str, list[Any]] = {}
+            parent_manifest: dict[str, Any] = {}
             parent_versions: dict[str, Any] = {}
+            parent_seq: Optional[int] = None
             if parent_id is not None:
                 found = lane.find(parent_id)
                 if found is not None:
+                    parent_seq = found[0]
                     parent_manifest = found[1]["ch"]
                     parent_versions = self._versions_of(found[1])
-            manifest: dict[str, list[Any]] = {}
+            written = lane.written.get(parent_id) if parent_id is not None else None
+            manifest: dict[str, Any] = {}
             to_store: list[tuple[str, str, bytes]] = []
+            item_blobs: list[bytes] = []
+            item_ids: list[str] = []
+            # (channel, items or None, item ids): what to remember of the new record's lists.
+            lists: list[tuple[str, Optional[list[Any]], Optional[tuple[str, ...]]]] = []
+            stored: dict[str, Any] = {}  # changed channels, in order: their item-list entry or None
             for ch in sorted(set(versions) | set(values)):
                 old = parent_manifest.get(ch)
                 if ch not in new_versions and old is not None and parent_versions.get(ch) == versions.get(ch):
-                    manifest[ch] = old  # unchanged: the parent's blob, not even re-serialized
+                    # Unchanged: the parent's blob, not even re-serialized (an item list:
+                    # the parent's list, kept whole).
+                    if type(old) is dict:
+                        assert parent_seq is not None
+                        manifest[ch] = {"b": parent_seq, "i": []}
+                        live = lane.live.get((parent_seq, ch))
+                        lists.append((ch, live[0] if live else None, lane._known((parent_seq, ch))))
+                    else:
+                        manifest[ch] = old
                 elif ch in values:
+                    got = self._item_entry(lane, parent_seq, old, ch, values[ch], written)
+                    if got is not None:
+                        entry, datas, new_ids, full = got
+                        stored[ch] = entry
+                        item_blobs.extend(datas)
+                        item_ids.extend(new_ids)
+                        lists.append((ch, list(values[ch]), full))
+                        continue
                     typ, data = self.serde.dumps_typed(values[ch])
                     to_store.append((ch, typ, data))
+                    stored[ch] = None
             blobs = [d[HEAD_LEN:] for _c, _t, d in to_store]
             ids = self._addresses(blobs)
-            for (ch, typ, d), bid in zip(to_store, ids):
-                manifest[ch] = [typ, bid, _b64(d[:HEAD_LEN])]
+            whole = {ch: [typ, bid, _b64(d[:HEAD_LEN])] for (ch, typ, d), bid in zip(to_store, ids)}
+            for ch, e in stored.items():
+                manifest[ch] = whole[ch] if e is None else e
+            blobs.extend(item_blobs)
+            ids.extend(item_ids)
             cid = checkpoint["id"]
             prev_mx = lane.current_mx()
             early_ids = lane.early_ids()
@@ -1291,8 +1535,78 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             if early:
                 rec["pw"] = early
             after = {k: v for k, v in early_ids.items() if k != cid}
-            self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
+            seq = self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
+            for ch, items, full in lists:
+                if full is not None:
+                    lane.remember(seq, ch, manifest[ch], full)
+                    if items is not None:
+                        lane.live[(seq, ch)] = (items, full)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def _item_entry(
+        self,
+        lane: _Lane,
+        parent_seq: Optional[int],
+        old: Any,
+        ch: str,
+        value: Any,
+        written: Optional[dict[int, Any]],
+    ) -> Optional[tuple[dict[str, Any], list[bytes], list[str], tuple[str, ...]]]:
+        """A list value stored item by item: ``(entry, new item blobs, their ids, every
+        item's id)``, or None to store the value whole.
+
+        The entry names the parent's list (``b``, its record's seq), how many of its items
+        the value keeps (``k``, absent when all) and the blobs of the items after them
+        (``i``; each item is serialized as a one-item list, the bytes of a node's
+        one-message write, so the two share a blob). Items that are the same objects, at
+        the same positions, as in the list this process put for the parent are taken as
+        unchanged without being serialized, unless the step wrote them (``written``: an
+        object written back changed in place). When the parent's items are not known
+        here (another process put it, or it was read from the store), every item is
+        serialized and the prefix found by comparing blob ids."""
+        if not self.item_lists or type(value) is not list or not value:
+            return None
+        if type(old) is not dict and not _is_item_list(value):
+            return None
+        prev_items: Optional[list[Any]] = None
+        prev_ids: Optional[tuple[str, ...]] = None
+        if type(old) is dict and parent_seq is not None:
+            live = lane.live.get((parent_seq, ch))
+            if live is not None:
+                prev_items, prev_ids = live
+            else:
+                prev_ids = lane.item_ids(parent_seq, ch)
+        k = 0
+        if prev_items is not None:
+            same = list(map(operator.is_, prev_items, value))
+            k = same.index(False) if False in same else len(same)
+            if written and k:
+                kept = set(map(id, prev_items[:k]))
+                hit = {i for i in written if i in kept}
+                if hit:
+                    k = next(i for i in range(k) if id(value[i]) in hit)
+        datas: list[bytes] = []
+        for x in value[k:]:
+            typ, data = self.serde.dumps_typed([x])
+            if typ != _DEFAULT_TYPE:
+                return None
+            datas.append(data)
+        new_ids = self._addresses(datas)
+        if prev_ids is not None and k < len(prev_ids) and new_ids:
+            j, m = 0, min(len(prev_ids) - k, len(new_ids))
+            while j < m and new_ids[j] == prev_ids[k + j]:
+                j += 1
+            k += j
+            datas, new_ids = datas[j:], new_ids[j:]
+        if prev_ids is None or k == 0:
+            entry: dict[str, Any] = {"i": new_ids}
+            full = tuple(new_ids)
+        else:
+            entry = {"b": parent_seq, "i": new_ids}
+            if k != len(prev_ids):
+                entry["k"] = k
+            full = prev_ids[:k] + tuple(new_ids)
+        return entry, datas, new_ids, full
 
     def _append(
         self,
@@ -1343,6 +1657,16 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         conf = config["configurable"]
         cid = conf["checkpoint_id"]
         with self._write_lane(conf["thread_id"], conf.get("checkpoint_ns", "")) as lane:
+            # The objects written for this checkpoint: an item the next checkpoint's list
+            # holds at a kept position is serialized again (it may have changed in place).
+            objs = lane.written.get(cid)
+            if objs is None:
+                objs = lane.written[cid] = {}
+            for _channel, value in writes:
+                objs[id(value)] = value
+                if type(value) in (list, tuple):
+                    for x in value:
+                        objs[id(x)] = x
             mx = lane.current_mx()
             early_ids = lane.early_ids()
             # An id above the running maximum has no record: no walk to look for one.
@@ -1423,9 +1747,18 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             with src.lock:
                 src.sync()
                 live = [(s, r) for s, r in src.walk() if r["k"] in ("c", "w")]
+                live.reverse()
+                # An item list whose base is not copied (a dead record) is copied whole.
+                copied = {s for s, _r in live}
+                flat = {
+                    (s, ch): src.item_ids(s, ch)
+                    for s, r in live
+                    if r["k"] == "c"
+                    for ch, e in r["ch"].items()
+                    if type(e) is dict and "b" in e and e["b"] not in copied
+                }
             if not live:
                 continue
-            live.reverse()
             with self._write_lane(target_thread_id, src.ns) as dst:
                 mx = dst.current_mx()
                 # The target's early writes after the copy, exactly: ids written to and without
@@ -1434,12 +1767,22 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 dst.decode_all()
                 early = dst.exact_early([(dst.hi + i, r) for i, (_s, r) in enumerate(live)])
                 recs = []
-                for _s, r in live:
+                new_seq = {s: dst.hi + i for i, (s, _r) in enumerate(live)}
+                for s, r in live:
                     r = dict(r)
                     r.pop("o", None)
                     if r["k"] == "c":
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
+                        chs = {}
+                        for ch, e in r["ch"].items():
+                            if type(e) is dict:
+                                if (s, ch) in flat:
+                                    e = {"i": list(flat[(s, ch)])}
+                                elif "b" in e:
+                                    e = {**e, "b": new_seq[e["b"]]}
+                            chs[ch] = e
+                        r["ch"] = chs
                     recs.append(r)
                 # Each copied record attaches the blobs it is the first copy to use (the
                 # source records that attached them may be below a prune floor).
