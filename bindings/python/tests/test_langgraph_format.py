@@ -238,3 +238,69 @@ def test_gc_keeps_values_an_unchanged_channel_and_a_copied_thread_name_by_id(tmp
         saver = UndertextSaver(store)
         assert saver.get_tuple(cfg("src")) is None
         assert saver.get_tuple(cfg("dst")).checkpoint["channel_values"] == {"doc": doc, "i": 3}
+
+
+def grow(saver: UndertextSaver, thread: str, start: list[Any], steps: int, parent: Any = None) -> tuple[Any, list[Any]]:
+    """Puts ``steps`` checkpoints, each with one more dict message than its parent (the
+    same objects, as LangGraph's loop passes them), and returns the last id and list."""
+    items = list(start)
+    version = 0
+    for i in range(steps):
+        items = items + [{"role": "tool", "content": f"result {thread} {i} " + "y" * 200, "id": f"{thread}-{i}"}]
+        version += 1
+        cp = checkpoint({"messages": items}, {"messages": f"{version:032}.0"})
+        parent = saver.put(cfg(thread, parent), cp, {"step": i}, {"messages": f"{version:032}.0"})["configurable"][
+            "checkpoint_id"
+        ]
+    return parent, items
+
+
+def test_a_growing_list_record_names_its_parents_list_and_only_the_new_item(store: Any) -> None:
+    saver = UndertextSaver(store)
+    last, items = grow(saver, "t", [], 5)
+    m = last_record(saver, "t")
+    rec = json.loads(m.text)
+    entry = rec["ch"]["messages"]
+    assert entry == {"b": len(saver._registry.lanes[("t", "")].chat) - 2, "i": [0]}, entry
+    attachments = [p for p in m.parts if p["type"] == "attachment"]
+    assert len(attachments) == 1
+    assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
+    # Every listed checkpoint holds its own list; they share the items of their prefix.
+    listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("t"))]
+    assert listed == [items[:n] for n in range(5, 0, -1)]
+    assert listed[0][0] is listed[1][0]
+    # A second read hands out new objects.
+    again = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
+    assert again == items and again[0] is not listed[0][0]
+
+
+def test_a_thread_written_with_whole_lists_is_read_and_goes_on_item_by_item(tmp_path: Path) -> None:
+    # Whole-list records are what the saver wrote before item lists (and with item_lists=False).
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        parent, items = grow(UndertextSaver(store, item_lists=False), "t", [], 3)
+        assert isinstance(json.loads(last_record(UndertextSaver(store), "t").text)["ch"]["messages"], list)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
+        last, more = grow(saver, "t", items, 3, parent)
+        assert isinstance(json.loads(last_record(saver, "t").text)["ch"]["messages"], dict)
+        listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("t"))]
+        assert listed == [more[:n] for n in range(6, 0, -1)]
+
+
+def test_gc_keeps_the_items_of_a_list_copied_from_a_pruned_thread(tmp_path: Path) -> None:
+    # After a prune the latest list's base is below the floor: the copy names its items
+    # itself (attaching them), so deleting the source and collecting keeps them.
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        _last, items = grow(saver, "src", [], 6)
+        saver.prune(["src"])
+        saver.copy_thread("src", "dst")
+        saver.delete_thread("src")
+    undertext.Store.gc(path)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert saver.get_tuple(cfg("src")) is None
+        assert saver.get_tuple(cfg("dst")).checkpoint["channel_values"]["messages"] == items

@@ -124,6 +124,9 @@ EARLY_KEY = "undertext.langgraph.o"
 
 _BATCH = 64  # records decoded per engine read while walking backwards
 
+#: Digits of a version's counter in a new thread (``get_next_version``): 10^10 steps.
+VERSION_DIGITS = 10
+
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
@@ -270,8 +273,9 @@ def _blobs_of(rec: dict[str, Any]) -> list[str]:
                 ids.extend(e.get("i", ()))
             else:
                 ids.append(e[1])
-        for _s, w in rec.get("pw", ()):
-            ids.extend(e[3] for e in w["w"])
+        for pw in rec.get("pw", ()):
+            if type(pw) is not int:  # a reference names a write record, which attaches its own
+                ids.extend(e[3] for e in pw[1]["w"])
     elif rec["k"] == "w":
         ids.extend(e[3] for e in rec["w"])
     return list(dict.fromkeys(ids))
@@ -307,7 +311,7 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
             out[key] = rec[key]
     out["ch"] = {ch: _entry_out(e, ref) for ch, e in rec["ch"].items()}
     if rec.get("pw"):
-        out["pw"] = [[s, _writes_out(w, ref)] for s, w in rec["pw"]]
+        out["pw"] = [pw if type(pw) is int else [pw[0], _writes_out(pw[1], ref)] for pw in rec["pw"]]
     return out
 
 
@@ -392,7 +396,7 @@ def _decode_json(d: dict[str, Any], m: Any) -> dict[str, Any]:
             rec[key] = d[key]
     rec["ch"] = {ch: _entry_in(e, deref) for ch, e in d["ch"].items()}
     if "pw" in d:
-        rec["pw"] = [[s, _writes_in(w, deref)] for s, w in d["pw"]]
+        rec["pw"] = [pw if type(pw) is int else [pw[0], _writes_in(pw[1], deref)] for pw in d["pw"]]
     return rec
 
 
@@ -911,7 +915,7 @@ class _Lane:
     def live_writes(self, checkpoint_seq: int, checkpoint: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         """Write records of a checkpoint: those stored before it, copied into its record
         (``pw``), and those after it (all decoded once the checkpoint was found)."""
-        early = [(int(s), r) for s, r in checkpoint.get("pw", ())]
+        early = [(pw, self.record_at(pw)) if type(pw) is int else (int(pw[0]), pw[1]) for pw in checkpoint.get("pw", ())]
         return early + [
             (s, self.recs[s])
             for s in self.writes.get(checkpoint["id"], ())
@@ -1533,7 +1537,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 rec["md"] = [typed[0], _b64(typed[1])]
             rec["ch"] = manifest
             if early:
-                rec["pw"] = early
+                # A write record of this chat is named by its seq; others (copied by
+                # copy_thread from another chat before references) are kept whole.
+                rec["pw"] = [s if lane.record_at(s) is w else [s, w] for s, w in early]
             after = {k: v for k, v in early_ids.items() if k != cid}
             seq = self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
             for ch, items, full in lists:
@@ -1757,6 +1763,14 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     for ch, e in r["ch"].items()
                     if type(e) is dict and "b" in e and e["b"] not in copied
                 }
+                # So is a write record named by a checkpoint record and not copied.
+                pw_whole = {
+                    pw: src.record_at(pw)
+                    for _s, r in live
+                    if r["k"] == "c"
+                    for pw in r.get("pw", ())
+                    if type(pw) is int and pw not in copied
+                }
             if not live:
                 continue
             with self._write_lane(target_thread_id, src.ns) as dst:
@@ -1783,6 +1797,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                                     e = {**e, "b": new_seq[e["b"]]}
                             chs[ch] = e
                         r["ch"] = chs
+                        if "pw" in r:
+                            r["pw"] = [
+                                pw if type(pw) is not int else new_seq[pw] if pw in new_seq else [pw, pw_whole[pw]]
+                                for pw in r["pw"]
+                            ]
                     recs.append(r)
                 # Each copied record attaches the blobs it is the first copy to use (the
                 # source records that attached them may be below a prune floor).
@@ -1830,14 +1849,19 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                         self._append(lane, {"k": "d", "s": others}, early={})
 
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:
-        """``"<counter, 32 digits>.<random>"``: increasing, unique across forks."""
+        """``"<counter>.<random>"``: increasing, unique across forks (a random 24-bit
+        suffix, in hex). The counter has ``VERSION_DIGITS`` digits in a new thread, and
+        the width of ``current`` otherwise, so that versions keep comparing as strings in
+        threads written before (32 digits, the width of LangGraph's own savers): a
+        shorter version compares below every longer one, as a counter of 1 does."""
         if current is None:
-            n = 0
+            n, width = 0, VERSION_DIGITS
         elif isinstance(current, int):
-            n = current
+            n, width = current, 32
         else:
-            n = int(str(current).split(".")[0])
-        return f"{n + 1:032}.{random.random():016}"
+            head = str(current).split(".")[0]
+            n, width = int(head), len(head)
+        return f"{n + 1:0{width}}.{random.getrandbits(24):06x}"
 
     # -- async: the same calls in a worker thread ------------------------------------------
 
