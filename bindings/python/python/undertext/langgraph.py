@@ -7,6 +7,19 @@
   value that did not change is stored once, across checkpoints and across threads. A
   channel value's first ``HEAD_LEN`` bytes (where a collection's length is) stay in the
   record, so the blobs of a growing list share their unchanged front chunks.
+* A list of non-scalar items (``add_messages``' messages, dicts) is an *item list*: each
+  item is its own blob (serialized as a one-item list, so a node's one-message write and
+  the item share a blob), and the record names the parent checkpoint's list, how many of
+  its items are kept and the new items' blobs. A step serializes and stores only what it
+  appended: items that are the same objects at the same positions as in the list this
+  process put for the parent are not serialized again, unless the step wrote them back
+  (an object changed in place and returned by a node); otherwise (the parent put by
+  another process, or read from the store) every item is serialized and the kept prefix
+  found by blob id. An item changed in place and *not* written is not seen, as with
+  LangGraph's ``DeltaChannel`` and with any channel a step does not write;
+  ``item_lists=False`` stores every list whole. Reading a list decodes each item once per
+  saver (a private cache) and hands out copies, shared by the checkpoints one ``list``
+  returns (their common prefix) and never between two calls.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
@@ -30,9 +43,13 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
   ``[type, base64]`` from the serializer; ``m`` the metadata as JSON under the same rule,
   else ``md`` ``[type, base64]``; ``ch`` ``{channel: [blob, head]}`` (``head``: base64
   of the value's first bytes; a third element gives the serializer type when it is not
-  ``"msgpack"``); a channel's version is the one in the checkpoint's
-  ``channel_versions``, not repeated in ``ch``; ``pw`` the write records of this
-  checkpoint stored before it, as ``[seq, record]``.
+  ``"msgpack"``), or for an item list ``{channel: {"b": seq, "k": kept, "i": [blobs]}}``
+  (the list of the checkpoint record at ``seq`` of this chat, live or not, cut to its
+  first ``k`` items, ``k`` absent when all, then the items ``i``; no ``b``: the list is
+  ``i``); a channel's version is the one in the checkpoint's ``channel_versions``, not
+  repeated in ``ch``; ``pw`` the write records of this checkpoint stored before it: the
+  seq of each (its record, in this chat), or, as written before references and by
+  ``copy_thread`` for a record not copied, ``[seq, record]``.
 * writes, ``"k": "W"``: ``c`` checkpoint id, ``t`` task id, ``tp`` task path (absent
   when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
   ``"msgpack"``).
@@ -219,10 +236,21 @@ def _fresh(x: Any) -> Any:
     if t in _SCALARS:
         return x
     if t is dict:
-        return {k: v if type(v) in _SCALARS else _fresh(v) for k, v in x.items()}
+        if not x:
+            return {}
+        out = x.copy()
+        for k, v in x.items():
+            if type(v) not in _SCALARS:
+                out[k] = _fresh(v)
+        return out
     if t is list:
-        return [v if type(v) in _SCALARS else _fresh(v) for v in x]
-    if _PYDANTIC_DEEPCOPY is not None and getattr(t, "__deepcopy__", None) is _PYDANTIC_DEEPCOPY:
+        return [v if type(v) in _SCALARS else _fresh(v) for v in x] if x else []
+    model = _MODEL_TYPES.get(t)
+    if model is None:
+        model = _MODEL_TYPES[t] = (
+            _PYDANTIC_DEEPCOPY is not None and getattr(t, "__deepcopy__", None) is _PYDANTIC_DEEPCOPY
+        )
+    if model:
         m = t.__new__(t)
         _object_setattr(m, "__dict__", _fresh(x.__dict__))
         extra = x.__pydantic_extra__
@@ -232,6 +260,10 @@ def _fresh(x: Any) -> Any:
         _object_setattr(m, "__pydantic_private__", None if private is None else _copy.deepcopy(private))
         return m
     return _copy.deepcopy(x)
+
+
+#: Types whose ``__deepcopy__`` is pydantic's (True) or not (False), as ``_fresh`` met them.
+_MODEL_TYPES: dict[type, bool] = {}
 
 
 def _is_item_list(value: Any) -> bool:
@@ -253,6 +285,23 @@ class _Bounded(dict):  # type: ignore[type-arg]
         super().__setitem__(key, value)
         while len(self) > self.cap:
             del self[next(iter(self))]
+
+
+class _Bytes(dict):  # type: ignore[type-arg]
+    """Blob bytes by id, forgetting the oldest beyond ``cap`` bytes in all."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__()
+        self.cap = cap
+        self.size = 0
+
+    def add(self, key: str, data: bytes) -> None:
+        if key in self or len(data) > self.cap:
+            return
+        super().__setitem__(key, data)
+        self.size += len(data)
+        while self.size > self.cap:
+            self.size -= len(self.pop(next(iter(self))))
 
 
 # -- records: the in-memory shape, and both stored formats -------------------------------
@@ -1049,6 +1098,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         # Items of item lists decoded from the store, by blob id: never handed out (a
         # returned value gets a copy), so a caller changing what it got changes nothing here.
         self._decoded: _Bounded = _Bounded(16384)
+        # The bytes of the item blobs this saver stored lately (what a read of the latest
+        # state decodes first), so that reading them back needs no store read.
+        self._item_bytes = _Bytes(32 << 20)
         self._owns_store = False
         self._temp_dir: Optional[str] = None
         if isinstance(store, (str, os.PathLike)):
@@ -1165,23 +1217,43 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         """An item list's value: each item decoded once (``self._decoded``) and copied
         into the answer; ``memo`` shares the copies between the values of one call
         (the checkpoints of one ``list`` share the items of their common prefix)."""
+        if self.store.closed:  # as a read of the store would (the caches hold some items)
+            raise undertext.Closed("the store is closed")
         with lane.lock:
             ids = lane.item_ids(seq, ch)
+        missing = [b for b in dict.fromkeys(ids) if b not in memo and b not in self._decoded]
+        new: dict[str, Any] = {}
+        if missing:
+            kept = self._item_bytes
+            datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
+            new = dict(zip(missing, self._decode_items(datas)))
+            for b, obj in new.items():
+                self._decoded[b] = obj
         out: list[Any] = []
         used: set[str] = set()
         for bid in ids:
             x = memo.get(bid, _MISSING) if bid not in used else _MISSING
             if x is _MISSING:
-                obj = self._decoded.get(bid, _MISSING)
-                if obj is _MISSING:
-                    obj = self.serde.loads_typed((_DEFAULT_TYPE, self.store.get_blob(self.owner, bid)))[0]
-                    self._decoded[bid] = obj
+                obj = new[bid] if bid in new else self._decoded[bid]
                 x = _fresh(obj)
                 if bid not in used:
                     memo[bid] = x
             used.add(bid)
             out.append(x)
         return out
+
+    def _decode_items(self, datas: list[bytes]) -> list[Any]:
+        """The items of item blobs (each a serialized one-item list), decoded in one call
+        of the serializer when they are msgpack: one array of every item."""
+        if len(datas) > 1 and all(d[:1] == b"\x91" for d in datas):
+            joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
+            try:
+                out = self.serde.loads_typed((_DEFAULT_TYPE, joined))
+            except Exception:
+                out = None
+            if type(out) is list and len(out) == len(datas):
+                return out
+        return [self.serde.loads_typed((_DEFAULT_TYPE, d))[0] for d in datas]
 
     def _load_entry(
         self, lane: _Lane, seq: int, rec: dict[str, Any], ch: str, memo: dict[str, Any]
@@ -1542,6 +1614,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 rec["pw"] = [s if lane.record_at(s) is w else [s, w] for s, w in early]
             after = {k: v for k, v in early_ids.items() if k != cid}
             seq = self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
+            for bid, data in zip(item_ids, item_blobs):
+                self._item_bytes.add(bid, data)
             for ch, items, full in lists:
                 if full is not None:
                     lane.remember(seq, ch, manifest[ch], full)
