@@ -886,7 +886,13 @@ class _Lane:
             if hint is not None:
                 child = self.resolved.get((hint[0], key[1]))
                 if child is not None:
-                    got = self.resolved[key] = child[: hint[1]]
+                    got = child[: hint[1]]
+                    # And the hint for this list's own base (a listing goes on down the chain).
+                    e = self.record_at(key[0])["ch"].get(key[1])
+                    if type(e) is dict:
+                        self.remember(key[0], key[1], e, got)
+                    else:
+                        self.resolved[key] = got
         return got
 
     def remember(self, seq: int, ch: str, entry: dict[str, Any], ids: tuple[str, ...]) -> None:
@@ -1221,21 +1227,31 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             raise undertext.Closed("the store is closed")
         with lane.lock:
             ids = lane.item_ids(seq, ch)
-        missing = [b for b in dict.fromkeys(ids) if b not in memo and b not in self._decoded]
+        decoded = self._decoded
+        missing = [b for b in ids if b not in memo and b not in decoded]
         new: dict[str, Any] = {}
         if missing:
+            missing = list(dict.fromkeys(missing))
             kept = self._item_bytes
             datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
             new = dict(zip(missing, self._decode_items(datas)))
             for b, obj in new.items():
-                self._decoded[b] = obj
-        out: list[Any] = []
+                decoded[b] = obj
+        if len(set(ids)) == len(ids):  # the usual case: no item twice in the list
+            out = []
+            for bid in ids:
+                x = memo.get(bid, _MISSING)
+                if x is _MISSING:
+                    x = memo[bid] = _fresh(new[bid] if bid in new else decoded[bid])
+                out.append(x)
+            return out
+        # An item twice in one list is two objects, as decoding the list would give.
+        out = []
         used: set[str] = set()
         for bid in ids:
             x = memo.get(bid, _MISSING) if bid not in used else _MISSING
             if x is _MISSING:
-                obj = new[bid] if bid in new else self._decoded[bid]
-                x = _fresh(obj)
+                x = _fresh(new[bid] if bid in new else decoded[bid])
                 if bid not in used:
                     memo[bid] = x
             used.add(bid)
