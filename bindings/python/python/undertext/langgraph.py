@@ -236,13 +236,7 @@ def _fresh(x: Any) -> Any:
     if t in _SCALARS:
         return x
     if t is dict:
-        if not x:
-            return {}
-        out = x.copy()
-        for k, v in x.items():
-            if type(v) not in _SCALARS:
-                out[k] = _fresh(v)
-        return out
+        return _fresh_dict(x)
     if t is list:
         return [v if type(v) in _SCALARS else _fresh(v) for v in x] if x else []
     model = _MODEL_TYPES.get(t)
@@ -252,14 +246,26 @@ def _fresh(x: Any) -> Any:
         )
     if model:
         m = t.__new__(t)
-        _object_setattr(m, "__dict__", _fresh(x.__dict__))
+        _object_setattr(m, "__dict__", _fresh_dict(x.__dict__))
         extra = x.__pydantic_extra__
-        _object_setattr(m, "__pydantic_extra__", None if extra is None else _fresh(extra))
+        _object_setattr(m, "__pydantic_extra__", None if extra is None else _fresh_dict(extra))
         _object_setattr(m, "__pydantic_fields_set__", set(x.__pydantic_fields_set__))
         private = getattr(x, "__pydantic_private__", None)
         _object_setattr(m, "__pydantic_private__", None if private is None else _copy.deepcopy(private))
         return m
     return _copy.deepcopy(x)
+
+
+def _fresh_dict(d: dict[Any, Any]) -> dict[Any, Any]:
+    out = d.copy()
+    for k, v in d.items():
+        tv = type(v)
+        if tv not in _SCALARS:
+            if not v and (tv is dict or tv is list):
+                out[k] = {} if tv is dict else []
+            else:
+                out[k] = _fresh(v)
+    return out
 
 
 #: Types whose ``__deepcopy__`` is pydantic's (True) or not (False), as ``_fresh`` met them.
