@@ -261,7 +261,8 @@ def test_a_growing_list_record_names_its_parents_list_and_only_the_new_item(stor
     m = last_record(saver, "t")
     rec = json.loads(m.text)
     entry = rec["ch"]["messages"]
-    assert entry == {"b": len(saver._registry.lanes[("t", "")].chat) - 2, "i": [0]}, entry
+    # The parent's record, the new item's blob (attachment 0), 4 links down to the first list.
+    assert entry == {"b": len(saver._registry.lanes[("t", "")].chat) - 2, "i": [0], "d": 4}, entry
     attachments = [p for p in m.parts if p["type"] == "attachment"]
     assert len(attachments) == 1
     assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
@@ -304,3 +305,35 @@ def test_gc_keeps_the_items_of_a_list_copied_from_a_pruned_thread(tmp_path: Path
         saver = UndertextSaver(store)
         assert saver.get_tuple(cfg("src")) is None
         assert saver.get_tuple(cfg("dst")).checkpoint["channel_values"]["messages"] == items
+
+
+def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Path, monkeypatch: Any) -> None:
+    import undertext.langgraph
+
+    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        _last, items = grow(saver, "t", [], 10)
+        entries = [
+            json.loads(m.text)["ch"]["messages"] for m in saver._registry.lanes[("t", "")].chat.messages()
+        ]
+        assert [("m" in e, e.get("d")) for e in entries] == [
+            (False, None), (False, 1), (False, 2), (False, 3), (True, None),
+            (False, 1), (False, 2), (False, 3), (True, None), (False, 1),
+        ]
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        lane_reads = []
+        lane = saver._registry.lanes[("t", "")]
+        real = lane.record_at
+
+        def record_at(seq: int) -> Any:
+            lane_reads.append(seq)
+            return real(seq)
+
+        lane.record_at = record_at  # type: ignore[method-assign]
+        assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
+        assert sorted(set(lane_reads)) == [8, 9], lane_reads  # down to the manifest, no further
+        listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("t"))]
+        assert listed == [items[:n] for n in range(10, 0, -1)]

@@ -131,8 +131,16 @@ def history(graph: Any, thread: str) -> list[Any]:
     return [dump(s.values.get("messages", [])) for s in graph.get_state_history({"configurable": {"thread_id": thread}})]
 
 
-def test_item_lists_of_a_graph_survive_copy_thread_prune_reopen_and_edits(tmp_path: Path) -> None:
+@pytest.mark.parametrize("links", [4, 256])
+def test_item_lists_of_a_graph_survive_copy_thread_prune_reopen_and_edits(
+    tmp_path: Path, links: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from langchain_core.messages import HumanMessage
+
+    import undertext.langgraph
+
+    # 4: every fourth checkpoint names its kept list by a manifest blob.
+    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", links)
     from langgraph.checkpoint.memory import InMemorySaver
 
     ref = build_loop().compile(checkpointer=InMemorySaver())

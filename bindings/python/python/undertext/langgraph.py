@@ -45,8 +45,10 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
   of the value's first bytes; a third element gives the serializer type when it is not
   ``"msgpack"``), or for an item list ``{channel: {"b": seq, "k": kept, "i": [blobs]}}``
   (the list of the checkpoint record at ``seq`` of this chat, live or not, cut to its
-  first ``k`` items, ``k`` absent when all, then the items ``i``; no ``b``: the list is
-  ``i``); a channel's version is the one in the checkpoint's ``channel_versions``, not
+  first ``k`` items, ``k`` absent when all, then the items ``i``; ``d`` counts the links
+  down to a list without ``b``; every ``SNAPSHOT_LINKS`` links ``{"m": blob, "i"}``
+  instead: the kept items' ids in a manifest blob, 32 bytes each; neither ``b`` nor ``m``:
+  the list is ``i``); a channel's version is the one in the checkpoint's ``channel_versions``, not
   repeated in ``ch``; ``pw`` the write records of this checkpoint stored before it: the
   seq of each (its record, in this chat), or, as written before references and by
   ``copy_thread`` for a record not copied, ``[seq, record]``.
@@ -140,6 +142,11 @@ LANE_KEY = "undertext.langgraph"
 EARLY_KEY = "undertext.langgraph.o"
 
 _BATCH = 64  # records decoded per engine read while walking backwards
+
+#: Links of an item list's chain (records naming their parent's list) after which a put
+#: stores the kept list as a manifest blob instead (its items' ids, 32 bytes each), so a
+#: read after a reopen walks at most this many records down.
+SNAPSHOT_LINKS = 256
 
 #: Digits of a version's counter in a new thread (``get_next_version``): 10^10 steps.
 VERSION_DIGITS = 10
@@ -272,6 +279,23 @@ def _fresh_dict(d: dict[Any, Any]) -> dict[Any, Any]:
 _MODEL_TYPES: dict[type, bool] = {}
 
 
+def _link(
+    base_seq: Optional[int], base: dict[str, Any], kept: Sequence[str], new_ids: list[str], cut: bool
+) -> tuple[dict[str, Any], Optional[bytes]]:
+    """The entry of a list that keeps ``kept`` (the first items of the list of ``base``,
+    the entry at record ``base_seq``; ``cut``: not all of them) and adds ``new_ids``, and
+    the manifest blob to store with it when the chain of links reaches
+    ``SNAPSHOT_LINKS``: then the entry names the kept ids in that blob instead."""
+    depth = base.get("d", 0) + 1
+    if depth >= SNAPSHOT_LINKS:
+        snap = b"".join([bytes.fromhex(x) for x in kept])
+        return {"m": undertext.blob_id(snap), "i": new_ids}, snap
+    entry: dict[str, Any] = {"b": base_seq, "i": new_ids, "d": depth}
+    if cut:
+        entry["k"] = len(kept)
+    return entry, None
+
+
 def _is_item_list(value: Any) -> bool:
     """A list stored item by item: a ``list`` of at least one item, none of them a scalar
     (messages, dicts, ...). A list of scalars is stored whole."""
@@ -325,6 +349,8 @@ def _blobs_of(rec: dict[str, Any]) -> list[str]:
     if rec["k"] == "c":
         for e in rec["ch"].values():
             if type(e) is dict:
+                if "m" in e:
+                    ids.append(e["m"])
                 ids.extend(e.get("i", ()))
             else:
                 ids.append(e[1])
@@ -374,7 +400,9 @@ def _entry_out(e: Any, ref: Callable[[str], Any]) -> Any:
     """A channel entry in format 2: ``[blob, head]`` (``[blob, head, type]``), or an item
     list ``{"b": base seq, "k": kept, "i": [item blobs]}``."""
     if type(e) is dict:
-        out = {key: e[key] for key in ("b", "k") if key in e}
+        out = {key: e[key] for key in ("b", "k", "d") if key in e}
+        if "m" in e:
+            out["m"] = ref(e["m"])
         if e.get("i"):
             out["i"] = [ref(b) for b in e["i"]]
         return out
@@ -384,7 +412,9 @@ def _entry_out(e: Any, ref: Callable[[str], Any]) -> Any:
 
 def _entry_in(e: Any, deref: Callable[[Any], str]) -> Any:
     if type(e) is dict:
-        out = {key: e[key] for key in ("b", "k") if key in e}
+        out = {key: e[key] for key in ("b", "k", "d") if key in e}
+        if "m" in e:
+            out["m"] = deref(e["m"])
         out["i"] = [deref(r) for r in e.get("i", ())]
         return out
     return [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]]
@@ -709,8 +739,11 @@ class _Lane:
     when last synced. Everything older than ``lo`` is still unread.
     """
 
-    def __init__(self, chat: Any, thread_id: str, ns: str, tracked: bool = True) -> None:
+    def __init__(
+        self, chat: Any, thread_id: str, ns: str, tracked: bool = True, read_blob: Optional[Callable[[str], bytes]] = None
+    ) -> None:
         self.chat = chat
+        self.read_blob = read_blob  # reads an item list's manifest blob
         self.thread_id = thread_id
         self.ns = ns
         # The chat has EARLY_KEY: its newest record carries the early-writes set.
@@ -909,8 +942,9 @@ class _Lane:
 
     def item_ids(self, seq: int, ch: str) -> tuple[str, ...]:
         """The item blob ids of the list value of ``ch`` at record ``seq``: its entry's
-        base list (the record ``b``), cut to ``k`` items, then its own items ``i``; a
-        chain down to a root entry (no ``b``) or to a list already resolved."""
+        base list (the record ``b``, cut to ``k`` items, or the manifest blob ``m``), then
+        its own items ``i``; a chain down to a root entry (no ``b``), a manifest, or a
+        list already resolved."""
         got = self._known((seq, ch))
         if got is not None:
             return got
@@ -922,6 +956,11 @@ class _Lane:
             if type(e) is not dict:
                 raise ValueError(f"record {s} of thread {self.thread_id!r} has no item list for channel {ch!r}")
             links.append(e)
+            if "m" in e:  # the kept list, whole, in a manifest blob
+                assert self.read_blob is not None
+                data = self.read_blob(e["m"])
+                ids = [data[i : i + 32].hex() for i in range(0, len(data), 32)]
+                break
             b = e.get("b")
             if b is None:
                 break
@@ -1025,7 +1064,13 @@ class _Registry:
                 continue
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
-            self.lanes[(info.title, ns)] = _Lane(store.chat(owner, info.id), info.title, ns, tracked)
+            self.lanes[(info.title, ns)] = _Lane(
+                store.chat(owner, info.id), info.title, ns, tracked, self.read_blob
+            )
+
+    def read_blob(self, blob_id: str) -> bytes:
+        data: bytes = self.store.get_blob(self.owner, blob_id)
+        return data
 
     @classmethod
     def of(cls, store: Any, owner: str) -> _Registry:
@@ -1042,7 +1087,7 @@ class _Registry:
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
                 chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
-                lane = _Lane(chat, thread_id, ns)
+                lane = _Lane(chat, thread_id, ns, True, self.read_blob)
                 self.lanes[(thread_id, ns)] = lane
                 self.threads.setdefault(thread_id, set()).add(ns)
             return lane
@@ -1570,9 +1615,16 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     # the parent's list, kept whole).
                     if type(old) is dict:
                         assert parent_seq is not None
-                        manifest[ch] = {"b": parent_seq, "i": []}
                         live = lane.live.get((parent_seq, ch))
-                        lists.append((ch, live[0] if live else None, lane._known((parent_seq, ch))))
+                        kept = lane._known((parent_seq, ch))
+                        if old.get("d", 0) + 1 >= SNAPSHOT_LINKS and kept is None:
+                            kept = lane.item_ids(parent_seq, ch)
+                        entry, snap = _link(parent_seq, old, kept or (), [], False)
+                        manifest[ch] = entry
+                        if snap is not None:
+                            item_blobs.append(snap)
+                            item_ids.append(entry["m"])
+                        lists.append((ch, live[0] if live else None, kept))
                     else:
                         manifest[ch] = old
                 elif ch in values:
@@ -1704,10 +1756,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             entry: dict[str, Any] = {"i": new_ids}
             full = tuple(new_ids)
         else:
-            entry = {"b": parent_seq, "i": new_ids}
-            if k != len(prev_ids):
-                entry["k"] = k
             full = prev_ids[:k] + tuple(new_ids)
+            entry, snap = _link(parent_seq, old, prev_ids[:k], new_ids, k != len(prev_ids))
+            if snap is not None:
+                datas = datas + [snap]
+                new_ids = new_ids + [entry["m"]]
         return entry, datas, new_ids, full
 
     def _append(
