@@ -11,6 +11,8 @@ mod memtable;
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use redb::{
@@ -19,7 +21,7 @@ use redb::{
 
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
-use crate::io::{self, SeamBackend};
+use crate::io::{self, Journal, SeamBackend};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
@@ -54,6 +56,8 @@ pub(crate) struct Index {
     flush_lock: Mutex<()>,
     /// Everything before this position is in redb (visible to read transactions).
     flushed: Mutex<Position>,
+    /// What redb's writes did while the store opens (see [`Index::abandon`]).
+    journal: Arc<Journal>,
 }
 
 /// What one batch adds to the index: blob locations, and history records to apply.
@@ -130,13 +134,14 @@ fn damaged(path: &Path, what: &str, e: Error) -> Error {
 /// that opens but whose pages fail verification is not something a crash leaves (redb's
 /// commits are crash-safe, and redb has already repaired an interrupted one): that is
 /// damage, and it is reported.
-fn open_verified(path: &Path, cache_bytes: usize) -> Result<Database> {
+fn open_verified(path: &Path, cache_bytes: usize, journal: &Arc<Journal>) -> Result<Database> {
     let create = || -> Result<(Database, u64)> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
         let file = io::open(&opts, path).map_err(|e| Error::io("open", path, e))?;
         let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
-        let backend = SeamBackend::new(file, path.to_path_buf()).map_err(|e| Error::io("open", path, e))?;
+        let backend = SeamBackend::new(file, path.to_path_buf(), journal.clone())
+            .map_err(|e| Error::io("open", path, e))?;
         let db = guard("opening the index", || {
             Database::builder().set_cache_size(cache_bytes).create_with_backend(backend).map_err(redb_err)
         })?;
@@ -183,22 +188,39 @@ impl Index {
     /// Every page is verified here, once per open (redb checks its page checksums only when
     /// asked), so that no later read decodes a damaged page: a flipped bit in a chat's length
     /// or a message's location would otherwise be believed.
+    ///
+    /// A write that fails for lack of space (redb repairing an interrupted commit, a layout
+    /// change clearing the tables) is returned as [`Error::Io`] of kind `StorageFull`.
     pub(crate) fn open(store_dir: &Path, cache_bytes: usize) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
-        let db = open_verified(&path, cache_bytes)?;
+        let found = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
+        let journal = Arc::new(Journal::recording(found));
+        let said = |e: Error| no_space_said(&journal.no_space, &path, e);
+        let db = match open_verified(&path, cache_bytes, &journal) {
+            Ok(db) => db,
+            Err(e) => {
+                if journal.no_space.load(Ordering::Relaxed) {
+                    // redb's repair ran out of space: put back what it wrote.
+                    if let Err(r) = journal.undo(&path).map_err(|e| Error::io("restore", &path, e)) {
+                        tracing::warn!(error = %r, "putting the index back as found failed");
+                    }
+                }
+                return Err(said(e));
+            }
+        };
         // The store directory's entries (`LOCK`, `log/`, `index.redb`) must survive a power cut.
         io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
         let index = Index {
             db: RwLock::new(db),
-            path,
+            path: path.clone(),
             cache_bytes,
             mem: RwLock::new(Memtable::default()),
             flush_lock: Mutex::new(()),
             flushed: Mutex::new(Position::new(0, 0)),
+            journal: journal.clone(),
         };
-        let applied = index.read_applied()?;
-        let applied = match applied {
-            Some((a, INDEX_VERSION)) => a,
+        let applied = index.read_applied().and_then(|applied| match applied {
+            Some((a, INDEX_VERSION)) => Ok(a),
             Some((_, v)) => {
                 tracing::warn!(
                     found = v,
@@ -206,11 +228,19 @@ impl Index {
                     "index layout version differs; rebuilding"
                 );
                 index.clear()?;
-                Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 }
+                Ok(Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 })
             }
-            None => Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 },
-        };
-        Ok((index, applied))
+            None => Ok(Applied { position: Position::new(1, 0), next_txid: 0, batch_start: 0 }),
+        });
+        match applied {
+            Ok(applied) => Ok((index, applied)),
+            Err(e) if index.ran_out_of_space() => {
+                let e = said(e);
+                index.abandon()?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// An empty index held in memory only (redb's in-memory backend), for a read-only open:
@@ -228,7 +258,32 @@ impl Index {
             mem: RwLock::new(Memtable::default()),
             flush_lock: Mutex::new(()),
             flushed: Mutex::new(Position::new(0, 0)),
+            journal: Arc::new(Journal::default()),
         })
+    }
+
+    /// True once a write of redb's failed because the disk (or the quota) is full.
+    pub(crate) fn ran_out_of_space(&self) -> bool {
+        self.journal.no_space.load(Ordering::Relaxed)
+    }
+
+    /// The store is open: redb's writes are no longer kept for [`Index::abandon`].
+    pub(crate) fn opened(&self) {
+        self.journal.stop();
+    }
+
+    /// Gives up an index that could not be written while the store opened (a full disk):
+    /// closes it and puts the file back as open found it — every byte redb's repair or
+    /// catch-up wrote is written back (overwriting allocated blocks needs no space), what it
+    /// appended is cut off, and a file open created is removed.
+    pub(crate) fn abandon(self) -> Result<()> {
+        let Index { db, path, journal, .. } = self;
+        // A database whose write failed may fail to close too; it is not used again.
+        let _ = guard("closing the index", || {
+            drop(db);
+            Ok(())
+        });
+        journal.undo(&path).map_err(|e| Error::io("restore", &path, e))
     }
 
     fn read_applied(&self) -> Result<Option<(Applied, u64)>> {
@@ -476,7 +531,7 @@ fn remove_if_present(p: &Path) -> Result<()> {
 
 /// A new index file at `path` holding `batches`, committed durably.
 fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: Applied) -> Result<Database> {
-    let db = open_verified(path, cache_bytes)?;
+    let db = open_verified(path, cache_bytes, &Arc::new(Journal::default()))?;
     let mut tx = db.begin_write().map_err(redb_err)?;
     tx.set_quick_repair(true);
     for b in batches {
@@ -485,6 +540,19 @@ fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: 
     write_meta(&tx, applied)?;
     tx.commit().map_err(redb_err)?;
     Ok(db)
+}
+
+/// `e` as [`Error::Io`] of kind `StorageFull` when a write of redb's failed for lack of space
+/// (`no_space`), else as it is.
+fn no_space_said(no_space: &std::sync::atomic::AtomicBool, path: &Path, e: Error) -> Error {
+    if !no_space.load(Ordering::Relaxed) || matches!(e, Error::Io { .. }) {
+        return e;
+    }
+    let why = match e {
+        Error::Index(m) => m,
+        other => other.to_string(),
+    };
+    Error::io("write", path, std::io::Error::new(std::io::ErrorKind::StorageFull, why))
 }
 
 /// Every difference between two indexes, table by table.

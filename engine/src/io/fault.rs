@@ -205,9 +205,10 @@ impl Controller {
     }
 
     /// Models a full disk (or not): while on, every write through the seam that would grow
-    /// its file fails with `ENOSPC`; writes over bytes the file already has, and every other
-    /// operation, go on (as on a real file system, where overwriting allocated blocks and
-    /// cutting files need no space).
+    /// its file, or reach past the blocks a sparse file has, fails with `ENOSPC`; writes over
+    /// blocks the file already has, and every other operation, go on (as on a real file system,
+    /// where overwriting allocated blocks, growing a file with `set_len` and cutting files need
+    /// no space). A write into a hole in the middle of a file is not caught.
     pub fn set_disk_full(&self, full: bool) {
         self.state.lock().full = full;
     }
@@ -397,16 +398,21 @@ fn record(at: &Path, file: &File, undo: impl FnOnce(u64) -> Result<Undo>) {
     }
 }
 
-/// Called before a write of `len` bytes at `offset`: on a full disk, a write that would grow
-/// the file fails with `ENOSPC`.
+/// Called before a write of `len` bytes at `offset`: on a full disk, a write that needs blocks
+/// the file does not have fails with `ENOSPC`: one that would grow the file, and one that
+/// reaches past the blocks of a sparse file (a file grown by `set_len`, as redb grows its
+/// file, has a length but no blocks behind it).
 pub(super) fn check_space(at: &Path, file: &File, offset: u64, len: u64) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let Some(c) = lookup(at) else { return Ok(()) };
     let mut s = c.state.lock();
     if !s.full {
         return Ok(());
     }
-    let cur = file.metadata()?.len();
-    if offset.saturating_add(len) > cur {
+    let m = file.metadata()?;
+    let (cur, allocated) = (m.len(), m.blocks().saturating_mul(512));
+    let end = offset.saturating_add(len);
+    if end > cur || (cur > allocated && end > allocated) {
         s.full_refusals += 1;
         s.injected += 1;
         if let Some(t) = s.trace.as_mut() {

@@ -21,7 +21,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-pub(crate) use redb_backend::SeamBackend;
+pub(crate) use redb_backend::{Journal, SeamBackend};
 
 /// The kind of a file operation, as the fault controller counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

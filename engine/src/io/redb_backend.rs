@@ -3,10 +3,61 @@
 
 use std::fs::File;
 use std::ops::Bound;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
+use parking_lot::Mutex;
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
+
+/// What the index's writes did while the store was opening, so that an open that cannot
+/// finish (a full disk) can put the file back as it found it.
+#[derive(Debug, Default)]
+pub(crate) struct Journal {
+    /// Set when a write, resize or sync failed because the disk (or the quota) is full: redb
+    /// reports it only as text.
+    pub(crate) no_space: AtomicBool,
+    /// While `Some`: the file's length when it was opened (`None`: there was no file), and
+    /// the bytes each write replaced (offset, old bytes), in order.
+    undo: Mutex<Option<(Option<u64>, Vec<Replaced>)>>,
+}
+
+/// Bytes a write replaced: where, and what was there.
+type Replaced = (u64, Vec<u8>);
+
+impl Journal {
+    /// A journal that keeps what each write replaces in a file of `found` bytes (`None`: the
+    /// file does not exist yet).
+    pub(crate) fn recording(found: Option<u64>) -> Journal {
+        Journal { no_space: AtomicBool::new(false), undo: Mutex::new(Some((found, Vec::new()))) }
+    }
+
+    /// Stops keeping what writes replace (the open finished) and frees what was kept.
+    pub(crate) fn stop(&self) {
+        *self.undo.lock() = None;
+    }
+
+    /// Puts the file at `path` back as it was found: removes it if there was none; else cuts
+    /// it to the length it had and writes back every byte the writes replaced before that,
+    /// newest first. Removing or cutting a file and overwriting allocated blocks need no
+    /// space. Stops recording.
+    pub(crate) fn undo(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let Some((found, writes)) = self.undo.lock().take() else { return Ok(()) };
+        let Some(len) = found else { return super::remove_file(path) };
+        let file = super::open(std::fs::OpenOptions::new().write(true), path)?;
+        let file = &file;
+        super::set_len(file, len, path)?;
+        for (at, old) in writes.iter().rev() {
+            super::check(super::Op::Write, path, Some(file))?;
+            #[cfg(feature = "fault-injection")]
+            super::fault::record_write(path, file, *at, old.len() as u64);
+            file.write_all_at(old, *at)?;
+        }
+        super::sync_all(file, path)
+    }
+}
 
 /// redb's file backend behind the seam.
 #[derive(Debug)]
@@ -16,14 +67,40 @@ pub(crate) struct SeamBackend {
     /// through it; the real I/O goes through `inner`).
     file: File,
     path: PathBuf,
+    journal: Arc<Journal>,
 }
 
 impl SeamBackend {
-    /// A backend writing to `file`, which was opened read-write at `path`.
-    pub(crate) fn new(file: File, path: PathBuf) -> std::io::Result<Self> {
+    /// A backend writing to `file`, which was opened read-write at `path`, noting its writes
+    /// in `journal`.
+    pub(crate) fn new(file: File, path: PathBuf, journal: Arc<Journal>) -> std::io::Result<Self> {
         let seam_file = file.try_clone()?;
         let inner = FileBackend::new(file).map_err(std::io::Error::other)?;
-        Ok(SeamBackend { inner, file: seam_file, path })
+        Ok(SeamBackend { inner, file: seam_file, path, journal })
+    }
+
+    /// Keeps the bytes a write of `len` bytes at `offset` replaces, while the journal records.
+    fn keep_old(&self, offset: u64, len: usize) -> Result<(), std::io::Error> {
+        let mut undo = self.journal.undo.lock();
+        let Some((found, writes)) = undo.as_mut() else { return Ok(()) };
+        // Past the length found, the undo cuts the file: nothing there to keep (and writing
+        // zeros back into a hole would need space).
+        let end = (offset + len as u64).min(found.unwrap_or(0));
+        if end > offset {
+            let mut old = vec![0u8; (end - offset) as usize];
+            self.file.read_exact_at(&mut old, offset)?;
+            writes.push((offset, old));
+        }
+        Ok(())
+    }
+
+    fn noted(&self, r: Result<(), std::io::Error>) -> Result<(), std::io::Error> {
+        if let Err(e) = &r
+            && matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        {
+            self.journal.no_space.store(true, Ordering::Relaxed);
+        }
+        r
     }
 }
 
@@ -37,27 +114,34 @@ impl StorageBackend for SeamBackend {
     }
 
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        super::check(super::Op::SetLen, &self.path, Some(&self.file))?;
-        #[cfg(feature = "fault-injection")]
-        super::fault::record_set_len(&self.path, &self.file, len);
-        self.inner.set_len(len)
+        self.noted((|| {
+            super::check(super::Op::SetLen, &self.path, Some(&self.file))?;
+            #[cfg(feature = "fault-injection")]
+            super::fault::record_set_len(&self.path, &self.file, len);
+            self.inner.set_len(len)
+        })())
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        super::check(super::Op::Sync, &self.path, Some(&self.file))?;
-        self.inner.sync_data()?;
-        #[cfg(feature = "fault-injection")]
-        super::fault::synced(&self.path, &self.file)?;
-        Ok(())
+        self.noted((|| {
+            super::check(super::Op::Sync, &self.path, Some(&self.file))?;
+            self.inner.sync_data()?;
+            #[cfg(feature = "fault-injection")]
+            super::fault::synced(&self.path, &self.file)?;
+            Ok(())
+        })())
     }
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        super::check(super::Op::Write, &self.path, Some(&self.file))?;
-        #[cfg(feature = "fault-injection")]
-        super::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;
-        #[cfg(feature = "fault-injection")]
-        super::fault::record_write(&self.path, &self.file, offset, data.len() as u64);
-        self.inner.write(offset, data)
+        self.noted((|| {
+            super::check(super::Op::Write, &self.path, Some(&self.file))?;
+            #[cfg(feature = "fault-injection")]
+            super::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;
+            #[cfg(feature = "fault-injection")]
+            super::fault::record_write(&self.path, &self.file, offset, data.len() as u64);
+            self.keep_old(offset, data.len())?;
+            self.inner.write(offset, data)
+        })())
     }
 
     fn close(&self) -> Result<(), std::io::Error> {

@@ -37,8 +37,9 @@ pub(crate) struct Core {
     pub recent_manifests: parking_lot::Mutex<HashMap<BlobId, Vec<Recent>>>,
     /// Chunks read (decompressed, checked), kept within `Options::chunk_cache_bytes`.
     pub chunk_cache: ChunkCache,
-    /// Opened with `Store::open_read_only`: every append is refused.
-    pub read_only: bool,
+    /// Read-only (`Store::open_read_only`, or a full disk at open): every append is refused,
+    /// saying why.
+    pub read_only: Option<super::read_only::ReadOnly>,
 }
 
 /// One record of a transaction being built.
@@ -251,8 +252,8 @@ impl Core {
     /// writer's lock, so it becomes visible whole). Does not wait for durability.
     /// `on_written` runs under the log lock too, after the memtable is updated.
     pub(crate) fn append(&self, txn: Txn) -> Result<Committed> {
-        if self.read_only {
-            return Err(super::read_only::writes_refused());
+        if let Some(why) = self.read_only {
+            return Err(why.refusal());
         }
         if txn.records.is_empty() {
             return Ok(Committed { locations: Vec::new(), end: self.log.written() });

@@ -113,13 +113,16 @@ impl Store {
     /// ```
     pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
         let dir = path.as_ref().to_path_buf();
-        let store = Store::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;
+        // A store open read-only for a full disk is refused: `gc` writes, and holds the lock.
+        let opened = Store::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;
+        let store = super::read_only::writable(opened)?;
         store.sync()?;
         let new = dir.join(NEW_DIR);
         remove_dir(&new)?;
         let report = store.copy_live(&new.join("log"), opts.segment_size)?;
         // The new log's index, rebuilt from it by an ordinary open.
-        Store::open(&new, Options { create_if_missing: false, ..opts })?.close()?;
+        super::read_only::writable(Store::open(&new, Options { create_if_missing: false, ..opts })?)?
+            .close()?;
         crate::log::sync_dir(&new)?;
         // Close the old store but keep its lock: the swap happens with no file of the old
         // log or index open, and no other opener in between.

@@ -89,7 +89,7 @@ impl Store {
     /// Makes every acknowledged write durable, log and index, whatever the durability mode.
     pub fn sync(&self) -> Result<()> {
         let inner = &*self.inner.core;
-        if inner.read_only {
+        if inner.read_only.is_some() {
             // Nothing was written through it.
             return Ok(());
         }
@@ -103,8 +103,8 @@ impl Store {
     /// reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
         let inner = &*self.inner.core;
-        if inner.read_only {
-            return Err(super::read_only::writes_refused());
+        if let Some(why) = inner.read_only {
+            return Err(why.refusal());
         }
         let _flushes = inner.index.pause_flushes();
         inner.log.with_appends_paused(|written| {
@@ -155,7 +155,8 @@ impl Store {
             crate::log::sync_dir(dir)?;
         }
         // With no index file, open replays the whole log into a new one.
-        Store::open(dir, crate::Options { create_if_missing: false, ..opts })?.close()
+        let opened = Store::open(dir, crate::Options { create_if_missing: false, ..opts })?;
+        super::read_only::writable(opened)?.close()
     }
 
     /// The index entries of every batch of the log up to `written`, and the position they
@@ -229,7 +230,7 @@ impl Store {
         report.problems.sort_by_key(|p| (p.segment, p.offset));
         // A read-only store's index was built from this log moments ago, in memory: there is
         // no index file to compare (and the scratch file would be a write).
-        if report.problems.is_empty() && !inner.read_only {
+        if report.problems.is_empty() && inner.read_only.is_none() {
             report.index_problems = self.check_index()?;
         }
         Ok(report)

@@ -71,6 +71,11 @@ impl Store {
     /// the index records — is refused with [`Error::Corrupt`] too, never opened short. Store
     /// entries that are links or not regular files (`LOCK`, `index.redb`, `log/`, segments)
     /// are refused, never followed.
+    ///
+    /// On a full disk, when open must write to bring the index up to date with the log (after
+    /// a crash), it gives the store read-only instead (as [`Store::open_read_only`] does; the
+    /// first of [`Store::open_warnings`] says why): every batch of the log is readable, writes
+    /// fail with [`Error::ReadOnly`] saying the disk is full, and the files are left as found.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         let dir = path.as_ref().to_path_buf();
         if opts.segment_size < 4096 {
@@ -90,7 +95,15 @@ impl Store {
         lock::refuse_odd_entries(&dir)?;
         let logd = log_dir(&dir);
         crate::log::recovery::precheck(&logd)?;
-        let (index, applied) = Index::open(&dir, opts.index_cache_bytes)?;
+        let (index, applied) = match Index::open(&dir, opts.index_cache_bytes) {
+            // Opening the index had to write (redb repairing an interrupted commit) and the
+            // disk is full: read the log alone.
+            Err(e) if crate::log::recovery::is_no_space(&e) => {
+                drop(lock);
+                return read_only::after_disk_full(&dir, opts, &e);
+            }
+            r => r?,
+        };
         let from_batch = Some((applied.batch_start, applied.next_txid.saturating_sub(1)));
         let (rec, replayed) =
             replay(&logd, applied.position, from_batch, layout(&opts)).map_err(|e| match e {
@@ -113,9 +126,23 @@ impl Store {
             next_txid: applied.next_txid.max(rec.next_txid),
             batch_start: rec.last_batch,
         };
-        if !replayed.is_empty() || now != applied {
-            index.apply_replayed(&replayed, now)?;
+        let caught_up = if !replayed.is_empty() || now != applied {
+            index.apply_replayed(&replayed, now)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = caught_up {
+            if !index.ran_out_of_space() {
+                return Err(e);
+            }
+            // The index cannot catch up with the log on a full disk: give it up as found and
+            // read the log alone.
+            drop(rec);
+            index.abandon()?;
+            drop(lock);
+            return read_only::after_disk_full(&dir, opts, &e);
         }
+        index.opened();
         index.mem.write().set_applied(now);
         let cfg = WriterConfig { dir: logd.clone(), layout: layout(&opts), durability: opts.durability };
         let open_warnings = rec.warnings;
@@ -141,7 +168,7 @@ impl Store {
             blob_bodies_read: Default::default(),
             recent_manifests: Default::default(),
             chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
-            read_only: false,
+            read_only: None,
         });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),

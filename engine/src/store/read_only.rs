@@ -67,12 +67,58 @@ struct Scan {
     tail_file: Arc<File>,
 }
 
-const WRITES_REFUSED: &str =
-    "writes are refused; open the store with `Store::open` (it takes the writer's lock) to write";
+/// Why a store is read-only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadOnly {
+    /// Opened with [`Store::open_read_only`].
+    Asked,
+    /// [`Store::open`] met a full disk where it had to write (the index's catch-up with the
+    /// log after a crash) and gave a read-only store instead.
+    DiskFull,
+}
 
-/// The error of a write through a read-only store.
-pub(crate) fn writes_refused() -> Error {
-    Error::ReadOnly(WRITES_REFUSED.into())
+impl ReadOnly {
+    /// The error of a write through a store read-only for this reason.
+    pub(crate) fn refusal(self) -> Error {
+        Error::ReadOnly(
+            match self {
+                ReadOnly::Asked => {
+                    "writes are refused; open the store with `Store::open` (it takes the writer's lock) to write"
+                }
+                ReadOnly::DiskFull => {
+                    "the disk is full: open could not bring the index up to date with the log, so the \
+                     store was opened read-only and writes are refused; free space, then open the store \
+                     again to write"
+                }
+            }
+            .into(),
+        )
+    }
+}
+
+/// `store` if it can write; a store [`Store::open`] gave read-only (a full disk) is refused,
+/// saying why: for the maintenance that opens a store to write to it (`gc`, a rebuild).
+pub(crate) fn writable(store: Store) -> Result<Store> {
+    match store.inner.core.read_only {
+        Some(why) => Err(why.refusal()),
+        None => Ok(store),
+    }
+}
+
+/// The store [`Store::open`] gives when it ran out of space where it had to write: the same
+/// store opened read-only (nothing written), with a warning saying why first.
+pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<Store> {
+    tracing::warn!(store = %dir.display(), error = %e, "disk full at open: opening read-only");
+    let e = match e {
+        Error::Index(m) => m.clone(),
+        other => other.to_string(),
+    };
+    let why = format!(
+        "the disk is full: the index could not catch up with the log ({e}); the store is open \
+         read-only (every batch of the log is readable, writes are refused) and its files are left as \
+         they were; free space and open it again to write"
+    );
+    open_log_only(dir.to_path_buf(), opts, ReadOnly::DiskFull, vec![why])
 }
 
 impl Follower {
@@ -308,75 +354,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        let dir = path.as_ref().to_path_buf();
-        let logd = log_dir(&dir);
-        match std::fs::symlink_metadata(&logd) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: expected the store's log directory, found another kind of entry",
-                    logd.display()
-                )));
-            }
-            Err(_) => return Err(Error::NotFound { what: format!("store at {}", dir.display()) }),
-        }
-        let follower = Follower {
-            logd: logd.clone(),
-            state: Mutex::new(FollowState {
-                tail: Position::new(1, 0),
-                next_txid: None,
-                last_batch: 0,
-                ids: HashMap::new(),
-            }),
-        };
-        let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
-        let (scan, _) = follower.scan(&reader)?;
-        let Scan { entries, applied, mut warnings, tail_file } = scan;
-        let index = Index::in_memory(&dir, opts.index_cache_bytes)?;
-        apply(&index, &entries, applied, &mut warnings)?;
-        drop(entries);
-        index.mem.write().set_applied(applied);
-        let next_chat = index.next_chat()?;
-        let cfg = WriterConfig {
-            dir: logd.clone(),
-            layout: Layout { segment_size: opts.segment_size, preallocate: false },
-            durability: Durability::None,
-        };
-        let first = tail_file.try_clone().map_err(|e| Error::io("dup", &logd, e))?;
-        let log = Arc::new(LogWriter::new(
-            cfg,
-            applied.position.segment,
-            first,
-            applied.position.offset,
-            applied.next_txid,
-        ));
-        log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
-        for w in &warnings {
-            tracing::warn!(store = %dir.display(), "read-only open: {w}");
-        }
-        let opts_cache = opts.chunk_cache_bytes;
-        let core = Arc::new(core::Core {
-            dir,
-            opts,
-            log,
-            reader,
-            index: Arc::new(index),
-            blob_bodies_read: Default::default(),
-            recent_manifests: Default::default(),
-            chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
-            read_only: true,
-        });
-        let inner = Inner {
-            chats: crate::history::ChatCache::new(core.clone(), next_chat),
-            archives: crate::archive::ArchiveCache::default(),
-            worker: parking_lot::Mutex::new(None),
-            core,
-            indexer: parking_lot::Mutex::new(None),
-            lock: parking_lot::Mutex::new(None),
-            open_warnings: warnings,
-            follower: Some(follower),
-        };
-        Ok(Store { inner: Arc::new(inner) })
+        open_log_only(path.as_ref().to_path_buf(), opts, ReadOnly::Asked, Vec::new())
     }
 
     /// True for a store opened with [`Store::open_read_only`].
@@ -407,4 +385,78 @@ impl Store {
         self.inner.chats.reset(core.index.next_chat()?);
         Ok(Refreshed { batches, warnings })
     }
+}
+
+/// A store read from its log alone (see [`Store::open_read_only_with`]), read-only for `why`;
+/// `warnings` come before what the replay reports.
+fn open_log_only(dir: PathBuf, opts: Options, why: ReadOnly, mut warnings: Vec<String>) -> Result<Store> {
+    let logd = log_dir(&dir);
+    match std::fs::symlink_metadata(&logd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(Error::InvalidArgument(format!(
+                "{}: expected the store's log directory, found another kind of entry",
+                logd.display()
+            )));
+        }
+        Err(_) => return Err(Error::NotFound { what: format!("store at {}", dir.display()) }),
+    }
+    let follower = Follower {
+        logd: logd.clone(),
+        state: Mutex::new(FollowState {
+            tail: Position::new(1, 0),
+            next_txid: None,
+            last_batch: 0,
+            ids: HashMap::new(),
+        }),
+    };
+    let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
+    let (scan, _) = follower.scan(&reader)?;
+    let Scan { entries, applied, warnings: found, tail_file } = scan;
+    warnings.extend(found);
+    let index = Index::in_memory(&dir, opts.index_cache_bytes)?;
+    apply(&index, &entries, applied, &mut warnings)?;
+    drop(entries);
+    index.mem.write().set_applied(applied);
+    let next_chat = index.next_chat()?;
+    let cfg = WriterConfig {
+        dir: logd.clone(),
+        layout: Layout { segment_size: opts.segment_size, preallocate: false },
+        durability: Durability::None,
+    };
+    let first = tail_file.try_clone().map_err(|e| Error::io("dup", &logd, e))?;
+    let log = Arc::new(LogWriter::new(
+        cfg,
+        applied.position.segment,
+        first,
+        applied.position.offset,
+        applied.next_txid,
+    ));
+    log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
+    for w in &warnings {
+        tracing::warn!(store = %dir.display(), "read-only open: {w}");
+    }
+    let opts_cache = opts.chunk_cache_bytes;
+    let core = Arc::new(core::Core {
+        dir,
+        opts,
+        log,
+        reader,
+        index: Arc::new(index),
+        blob_bodies_read: Default::default(),
+        recent_manifests: Default::default(),
+        chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
+        read_only: Some(why),
+    });
+    let inner = Inner {
+        chats: crate::history::ChatCache::new(core.clone(), next_chat),
+        archives: crate::archive::ArchiveCache::default(),
+        worker: parking_lot::Mutex::new(None),
+        core,
+        indexer: parking_lot::Mutex::new(None),
+        lock: parking_lot::Mutex::new(None),
+        open_warnings: warnings,
+        follower: Some(follower),
+    };
+    Ok(Store { inner: Arc::new(inner) })
 }
