@@ -104,6 +104,16 @@ pub enum Error {
     /// [`Store::open_read_only`]: crate::Store::open_read_only
     #[error("store is open read-only: {0}")]
     ReadOnly(String),
+    /// Fleet mode (feature `fleet`): the shared catalog (PostgreSQL) or blob store failed or
+    /// could not be reached. Nothing this call wrote is visible unless the catalog committed it
+    /// (a commit whose answer was lost is found again at the next read of the chat).
+    #[error("fleet backend {url}: {reason}")]
+    Backend {
+        /// The backend, without its password.
+        url: String,
+        /// What was being done and what failed.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -177,5 +187,20 @@ pub struct LintProblem {
 impl std::fmt::Display for LintProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: {}", self.rule, self.detail)
+    }
+}
+
+/// `url` with the password (if any) replaced by `***`.
+pub(crate) fn hide_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (auth_end, _) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    let Some(at) = auth_end.rfind('@') else { return url.to_string() };
+    let userinfo = &rest[..at];
+    match userinfo.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***{}", &rest[at..]),
+        None => url.to_string(),
     }
 }

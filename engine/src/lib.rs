@@ -21,6 +21,9 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod error;
 pub mod estimate;
+/// Fleet mode: the same API on PostgreSQL (feature `fleet`; README, "Beyond one machine").
+#[cfg(feature = "fleet")]
+pub mod fleet;
 pub mod history;
 pub mod import;
 mod index;

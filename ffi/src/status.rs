@@ -81,7 +81,7 @@ impl FfiError {
 impl From<Error> for FfiError {
     fn from(e: Error) -> FfiError {
         let status = match &e {
-            Error::Io { .. } => UNDERTEXT_IO,
+            Error::Io { .. } | Error::Backend { .. } => UNDERTEXT_IO,
             Error::Corrupt { .. } => UNDERTEXT_CORRUPT,
             Error::Locked { .. } => UNDERTEXT_LOCKED,
             Error::NotFound { .. } => UNDERTEXT_NOT_FOUND,

@@ -2,6 +2,7 @@
 //! that is deterministic per (seed, stream, index), and a map of the frames in a segment.
 
 pub mod child;
+pub mod fleet;
 pub mod mixed;
 pub mod read_only;
 pub mod sweep;

@@ -415,8 +415,7 @@ impl Chat {
         } else {
             txn.blob(&core, cp.summary.as_bytes())?
         };
-        let mut w = self.state().w.lock();
-        self.state().live()?;
+        let (mut w, _fleet) = self.state().lock_write()?;
         let published = w.checkpoint.as_ref().map(|p| p.rec.reach);
         guard::check_publish(w.revision, published, cp.base_revision, cp.reach).map_err(Error::Conflict)?;
         let rec = CheckpointRec {

@@ -37,9 +37,12 @@ impl ChatCache {
         }
     }
 
-    /// A fresh chat id.
-    pub(crate) fn allocate(&self) -> ChatId {
-        ChatId(self.next_chat.fetch_add(1, Ordering::Relaxed))
+    /// A fresh chat id (in fleet mode, from the remote: unique across processes).
+    pub(crate) fn allocate(&self) -> Result<ChatId> {
+        if let Some(remote) = self.core.remote() {
+            return Ok(ChatId(remote.allocate_chat()?));
+        }
+        Ok(ChatId(self.next_chat.fetch_add(1, Ordering::Relaxed)))
     }
 
     /// Puts a new chat in memory.
@@ -56,14 +59,29 @@ impl ChatCache {
 
     /// The chat `id` of `owner`, from memory or loaded from the index. A chat of another
     /// owner is the same `NotFound` as an absent one.
+    /// In fleet mode the chat is first brought up to what other processes committed.
     pub(crate) fn get(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+        let remote = self.core.remote();
         let mut map = self.map.lock();
         if let Some(s) = map.get(&id.0) {
             if &*s.owner != owner || s.deleted.load(Ordering::Acquire) {
                 return Err(not_found(id));
             }
             self.touch(s);
-            return Ok(s.clone());
+            let s = s.clone();
+            drop(map);
+            s.sync()?;
+            return Ok(s);
+        }
+        let mut seen = 0;
+        if let Some(remote) = remote {
+            match remote.catch_up_chat(&self.core, id.0)? {
+                Some(head) if !head.deleted => {
+                    self.core.ensure_flushed(self.core.log.written())?;
+                    seen = head.applied;
+                }
+                _ => return Err(not_found(id)),
+            }
         }
         let Some((row, w)) = load_writer(&self.core, id)? else {
             return Err(not_found(id));
@@ -72,6 +90,7 @@ impl ChatCache {
             return Err(not_found(id));
         }
         let state = Arc::new(ChatState::new(self.core.clone(), id, row.owner.into(), row.created_ms, w));
+        state.fleet_seen.store(seen, Ordering::Release);
         self.touch(&state);
         map.insert(id.0, state.clone());
         self.evict(&mut map);

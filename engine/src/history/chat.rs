@@ -161,7 +161,7 @@ impl Store {
     pub fn create_chat(&self, owner: &str, meta: ChatMeta) -> Result<ChatId> {
         check_owner(owner)?;
         let core = &self.inner.core;
-        let id = self.inner.chats.allocate();
+        let id = self.inner.chats.allocate()?;
         let now = now_ms();
         let mut txn = Txn::default();
         txn.push(RecordOut::history(
@@ -206,8 +206,7 @@ impl Store {
         check_owner(owner)?;
         let state = self.inner.chats.get(owner, id)?;
         let core = &self.inner.core;
-        let mut w = state.w.lock();
-        state.live()?;
+        let (mut w, _fleet) = state.lock_write()?;
         let mut txn = Txn::default();
         txn.push(RecordOut::history(
             kind::DELETE,
@@ -242,6 +241,16 @@ impl Store {
             )));
         }
         let core = &self.inner.core;
+        if let Some(remote) = core.remote() {
+            // Fleet mode: the owner's chats as other processes left them.
+            remote.catch_up_owner(core, owner)?;
+            for s in self.inner.chats.cached_of(owner) {
+                match s.sync() {
+                    Ok(()) | Err(Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
         core.ensure_flushed(core.log.written())?;
         // Chats in memory are authoritative; the index may lag them by a flush.
         let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
@@ -369,8 +378,7 @@ impl Chat {
     /// Replaces the metadata; returns the new version (versions start at 1).
     pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
         let core = self.core();
-        let mut w = self.state.w.lock();
-        self.state.live()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
         let version = w.meta_version + 1;
         let mut txn = Txn::default();
         txn.push(RecordOut::history(
@@ -461,8 +469,7 @@ impl Chat {
         }
         let core = self.core().clone();
         let chat = self.id();
-        let mut w = self.state.w.lock();
-        self.state.live()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
         if let Some((tag, _)) = &step {
             if tag.turn != w.last_turn {
                 return Err(Error::InvalidArgument(format!(
@@ -586,8 +593,7 @@ impl Chat {
         check_message(&message, 0)?;
         let core = self.core().clone();
         let chat = self.id();
-        let mut w = self.state.w.lock();
-        self.state.live()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
         Self::check_revision(&w, expected_revision)?;
         if seq >= w.len {
             return Err(Error::InvalidArgument(format!(
@@ -666,8 +672,7 @@ impl Chat {
     /// returns the new revision. The dropped messages stay readable at older revisions.
     pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
         let core = self.core().clone();
-        let mut w = self.state.w.lock();
-        self.state.live()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
         Self::check_revision(&w, expected_revision)?;
         if from_seq > w.len {
             return Err(Error::InvalidArgument(format!(
@@ -849,8 +854,7 @@ impl Chat {
             self.store.read_context(&self.state.owner, archive, range.clone(), unit)?;
         }
         let core = self.core().clone();
-        let mut w = self.state.w.lock();
-        self.state.live()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
         let present = w.pins.contains(&pin);
         if on == present {
             if on {

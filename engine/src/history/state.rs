@@ -13,6 +13,7 @@ use crate::model::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::record::{self, BodyRec, CheckpointRec, CompactionRec, MsgRec, PartRec, PartsRec};
 use crate::snapshot::{AppendVec, SnapArc, SnapshotCell};
 use crate::store::core::Core;
+use crate::store::remote::{ChatHead, WriteLock};
 
 /// What a snapshot knows about one message without reading its body.
 #[derive(Debug, Clone)]
@@ -97,6 +98,9 @@ pub(crate) struct ChatState {
     pub view_memo: Mutex<Option<super::view_memo::ViewMemo>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
+    /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
+    /// batches another process committed after it make the state load again.
+    pub fleet_seen: AtomicU64,
     pub core: Arc<Core>,
 }
 
@@ -116,6 +120,7 @@ impl ChatState {
             view_memo: Mutex::new(None),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
+            fleet_seen: AtomicU64::new(0),
             core,
         }
     }
@@ -126,6 +131,56 @@ impl ChatState {
         if self.deleted.load(std::sync::atomic::Ordering::Acquire) {
             return Err(super::cache::not_found(self.id));
         }
+        Ok(())
+    }
+
+    /// Takes the writer lock for a write: `NotFound` once the chat is deleted. In fleet mode
+    /// the chat is also locked in the remote (until the returned lock drops) and the state
+    /// is brought up to every batch another process committed, so the write builds on the
+    /// chat's last committed state (dense seqs, the current revision).
+    pub(crate) fn lock_write(&self) -> Result<(parking_lot::MutexGuard<'_, Writer>, Option<WriteLock>)> {
+        let mut w = self.w.lock();
+        self.live()?;
+        let Some(remote) = self.core.remote() else { return Ok((w, None)) };
+        let Some((lock, head)) = remote.lock_chat(&self.core, self.id.0)? else {
+            return Err(super::cache::not_found(self.id));
+        };
+        self.follow(&mut w, head)?;
+        Ok((w, Some(lock)))
+    }
+
+    /// Fleet mode: brings the state up to what the remote committed (see
+    /// [`ChatState::follow`]), without a write lock. Used when a chat is opened.
+    pub(crate) fn sync(&self) -> Result<()> {
+        let Some(remote) = self.core.remote() else { return Ok(()) };
+        let mut w = self.w.lock();
+        match remote.catch_up_chat(&self.core, self.id.0)? {
+            Some(head) => self.follow(&mut w, head),
+            None => Err(super::cache::not_found(self.id)),
+        }
+    }
+
+    /// Loads the writer state again from the local replica when it holds batches another
+    /// process committed since the state was loaded; marks the chat deleted when it is.
+    fn follow(&self, w: &mut Writer, head: ChatHead) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        if head.deleted {
+            self.deleted.store(true, Ordering::Release);
+            *self.view_memo.lock() = None;
+            *self.prepared.lock() = None;
+            return Err(super::cache::not_found(self.id));
+        }
+        if head.pulled <= self.fleet_seen.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.core.ensure_flushed(self.core.log.written())?;
+        let Some((_, fresh)) = super::load::load_writer(&self.core, self.id)? else {
+            return Err(super::cache::not_found(self.id));
+        };
+        *w = Writer { last_end: w.last_end.max(fresh.last_end), ..fresh };
+        self.fleet_seen.store(head.applied, Ordering::Release);
+        *self.view_memo.lock() = None;
+        self.publish(w);
         Ok(())
     }
 

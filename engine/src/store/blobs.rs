@@ -62,6 +62,20 @@ pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> 
 /// redb first (without `pending`: the caller then reads what the grant's records index, such
 /// as an archive's sizes).
 pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
+    if granted_locally(core, owner, id, bits, pending)? {
+        return Ok(true);
+    }
+    // Fleet mode: a grant another process committed is pulled before the answer is no.
+    match core.remote() {
+        Some(remote) => {
+            remote.catch_up_owner(core, owner)?;
+            granted_locally(core, owner, id, bits, pending)
+        }
+        None => Ok(false),
+    }
+}
+
+fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
     // Both read before the lookup: a flush that lands between the lookup's read transaction
     // and a later reading of `flushed` would hide a grant from both.
     let (written, flushed) = (core.log.written(), core.index.flushed());
@@ -210,7 +224,7 @@ impl Store {
     /// other owners hold: the same answer as for a blob never stored).
     pub fn contains_blob(&self, owner: &str, id: &BlobId) -> Result<bool> {
         crate::history::check_owner(owner)?;
-        Ok(granted(&self.inner.core, owner, id, u8::MAX, true)? && self.inner.core.index.blob(id)?.is_some())
+        Ok(granted(&self.inner.core, owner, id, u8::MAX, true)? && self.inner.core.blob_loc(id)?.is_some())
     }
 
     /// Maintenance only (tests of `gc`, repair tools): whether a blob with this id is stored,

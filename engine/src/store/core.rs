@@ -40,6 +40,9 @@ pub(crate) struct Core {
     /// Read-only (`Store::open_read_only`, or a full disk at open): every append is refused,
     /// saying why.
     pub read_only: Option<super::read_only::ReadOnly>,
+    /// Fleet mode: the shared catalog and blob store this store replicates (see
+    /// `store/remote.rs`); unset for an embedded store.
+    pub remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
 }
 
 /// One record of a transaction being built.
@@ -255,6 +258,23 @@ impl Core {
         if let Some(why) = self.read_only {
             return Err(why.refusal());
         }
+        match self.remote.get() {
+            Some(remote) if !txn.records.is_empty() => remote.commit(self, txn),
+            _ => self.append_local(txn),
+        }
+    }
+
+    /// The fleet remote, if this store replicates one.
+    pub(crate) fn remote(&self) -> Option<&Arc<dyn super::remote::Remote>> {
+        self.remote.get()
+    }
+
+    /// Appends a transaction to the local log only (an embedded store's commit; a fleet
+    /// store's replica of what the remote committed).
+    pub(crate) fn append_local(&self, txn: Txn) -> Result<Committed> {
+        if let Some(why) = self.read_only {
+            return Err(why.refusal());
+        }
         if txn.records.is_empty() {
             return Ok(Committed { locations: Vec::new(), end: self.log.written() });
         }
@@ -319,6 +339,18 @@ impl Core {
         }
         self.index.flush(false, |p| self.log.sync_to(p))?;
         Ok(())
+    }
+
+    /// Where blob `id` (a blob or manifest record) is in the local log. A fleet store copies
+    /// a blob it does not hold yet from the remote first (verified against its id).
+    pub(crate) fn blob_loc(&self, id: &BlobId) -> Result<Option<Location>> {
+        if let Some(loc) = self.index.blob(id)? {
+            return Ok(Some(loc));
+        }
+        match self.remote.get() {
+            Some(remote) if remote.fetch_blob(self, id)? => self.index.blob(id),
+            _ => Ok(None),
+        }
     }
 
     /// Reads a record.
@@ -424,7 +456,7 @@ impl Core {
 
     /// Length of blob `id` in bytes, without reading a chunked blob's chunks.
     pub(crate) fn blob_len(&self, id: &BlobId) -> Result<u64> {
-        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         let rec = self.read(loc, Verify::Checksum)?;
         if rec.kind == kind::MANIFEST {
             let m = Manifest::decode(&rec.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
@@ -435,13 +467,13 @@ impl Core {
 
     /// True when blob `id` is stored chunked (a manifest and its chunks).
     pub(crate) fn blob_is_chunked(&self, id: &BlobId) -> Result<bool> {
-        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         Ok(self.read(loc, Verify::None)?.kind == kind::MANIFEST)
     }
 
     /// The record of blob `id`: its verified bytes, or its manifest.
     fn blob_record(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Stored> {
-        let loc = self.index.blob(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         let rec = self.read(loc, verify)?;
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
         if (rec.kind != kind::BLOB && rec.kind != kind::MANIFEST) || rec.payload.len() < 32 {
@@ -493,7 +525,7 @@ impl Core {
                 m.id
             )));
         }
-        let Some(loc) = self.index.blob(&base.id)? else {
+        let Some(loc) = self.blob_loc(&base.id)? else {
             return Err(Error::InvalidArgument(format!(
                 "delta manifest of {}: its base {} is not stored",
                 m.id, base.id

@@ -7,6 +7,7 @@ mod indexer;
 mod lock;
 mod maintenance;
 mod read_only;
+pub(crate) mod remote;
 
 pub use blobs::MAX_BLOB_LEN;
 pub use gc::GcReport;
@@ -77,6 +78,17 @@ impl Store {
     /// first of [`Store::open_warnings`] says why): every batch of the log is readable, writes
     /// fail with [`Error::ReadOnly`] saying the disk is full, and the files are left as found.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        if let Some(url) =
+            path.as_ref().to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+        {
+            #[cfg(feature = "fleet")]
+            return Store::open_fleet(url, opts);
+            #[cfg(not(feature = "fleet"))]
+            return Err(Error::InvalidArgument(format!(
+                "{}: fleet mode needs undertext built with the cargo feature `fleet`",
+                crate::error::hide_password(url)
+            )));
+        }
         let dir = path.as_ref().to_path_buf();
         if opts.segment_size < 4096 {
             return Err(Error::InvalidArgument(format!(
@@ -169,6 +181,7 @@ impl Store {
             recent_manifests: Default::default(),
             chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
             read_only: None,
+            remote: Default::default(),
         });
         let inner = Inner {
             chats: crate::history::ChatCache::new(core.clone(), next_chat),
@@ -209,6 +222,31 @@ impl Store {
     pub fn close(self) -> Result<()> {
         self.sync()?;
         Ok(())
+    }
+}
+
+impl Store {
+    /// Fleet mode: connects to the PostgreSQL catalog at `url` and opens a local replica of
+    /// it (durability is PostgreSQL's commit, so the replica syncs nothing).
+    #[cfg(feature = "fleet")]
+    fn open_fleet(url: &str, opts: Options) -> Result<Store> {
+        let u = crate::fleet::FleetUrl::parse(url)?;
+        let fleet = Arc::new(crate::fleet::Fleet::connect(&u)?);
+        let local = Options {
+            durability: crate::options::Durability::None,
+            create_if_missing: true,
+            preallocate: false,
+            ..opts
+        };
+        let store = Store::open(fleet.replica_dir(), local)?;
+        let remote: Arc<dyn remote::Remote> = fleet;
+        store
+            .inner
+            .core
+            .remote
+            .set(remote)
+            .map_err(|_| Error::InvalidArgument("fleet: the replica already has a remote".into()))?;
+        Ok(store)
     }
 }
 

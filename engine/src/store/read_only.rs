@@ -447,6 +447,7 @@ fn open_log_only(dir: PathBuf, opts: Options, why: ReadOnly, mut warnings: Vec<S
         recent_manifests: Default::default(),
         chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
         read_only: Some(why),
+        remote: Default::default(),
     });
     let inner = Inner {
         chats: crate::history::ChatCache::new(core.clone(), next_chat),

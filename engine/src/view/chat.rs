@@ -522,8 +522,7 @@ impl Chat {
             });
         };
         let core = self.store().inner.core.clone();
-        let mut w = self.state().w.lock();
-        self.state().live()?;
+        let (mut w, _fleet) = self.state().lock_write()?;
         let old = w.calibration.get(&model).copied().unwrap_or(1.0);
         let ratio = actual_input_tokens as f64 / raw.max(1) as f64;
         let new = if ratio > old { ratio } else { old + (ratio - old) * 0.3 }.clamp(0.25, 8.0);
@@ -680,8 +679,7 @@ impl Chat {
             }
         }
         let squishes = plan.squishes.iter().map(|s| (s.from, s.to, s.rewrite.clone())).collect();
-        let mut w = self.state().w.lock();
-        self.state().live()?;
+        let (mut w, _fleet) = self.state().lock_write()?;
         if w.revision != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: w.revision });
         }

@@ -1,0 +1,765 @@
+//! The PostgreSQL catalog and blob store of fleet mode, and the replica protocol (see
+//! `store/remote.rs`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use postgres::{Client, NoTls};
+
+use super::url::FleetUrl;
+use crate::blob::chunk::Manifest;
+use crate::blob::{BlobId, codec_flag_none, decompress};
+use crate::error::{Conflict, Error, Result};
+use crate::log::format::kind::{BLOB, MANIFEST};
+use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, MsgRec, RevRec, kind};
+use crate::store::core::{Committed, Core, RecordOut, Txn};
+use crate::store::remote::{ChatHead, Remote, WriteLock};
+
+/// The schema, created at the first open (under an advisory lock, so that processes opening
+/// together do not race). engine/FORMAT.md, "Fleet mode", says what each column means.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS ut_owners (
+    owner text PRIMARY KEY,
+    version bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS ut_chats (
+    id bigint PRIMARY KEY,
+    owner text NOT NULL,
+    revision bigint NOT NULL DEFAULT 0,
+    next_seq bigint NOT NULL DEFAULT 0,
+    published_reach bigint NOT NULL DEFAULT -1,
+    version bigint NOT NULL DEFAULT 0,
+    deleted boolean NOT NULL DEFAULT false
+);
+CREATE INDEX IF NOT EXISTS ut_chats_owner ON ut_chats (owner);
+CREATE SEQUENCE IF NOT EXISTS ut_chat_ids START 1;
+CREATE TABLE IF NOT EXISTS ut_batches (
+    id bigserial PRIMARY KEY,
+    chat bigint NOT NULL,
+    owner text NOT NULL,
+    version bigint NOT NULL,
+    committed_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (chat, owner, version)
+);
+CREATE TABLE IF NOT EXISTS ut_records (
+    batch bigint NOT NULL REFERENCES ut_batches (id),
+    idx integer NOT NULL,
+    kind smallint NOT NULL,
+    chat bigint,
+    seq bigint,
+    payload bytea NOT NULL,
+    PRIMARY KEY (batch, idx)
+);
+CREATE TABLE IF NOT EXISTS ut_blobs (
+    id bytea PRIMARY KEY,
+    kind smallint NOT NULL,
+    codec smallint NOT NULL,
+    raw_len integer NOT NULL,
+    payload bytea NOT NULL,
+    stored_at timestamptz NOT NULL DEFAULT now()
+);
+";
+
+/// The advisory lock key the schema is created under.
+const SCHEMA_LOCK: i64 = 0x5554_5854_5343_4831;
+
+/// Idle connections kept for reuse.
+const MAX_IDLE: usize = 16;
+
+/// A stream of batches (see `store/remote.rs`): a chat's (owner ""), an owner's own (chat 0),
+/// or the global one (chat 0, owner "").
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Stream {
+    chat: u64,
+    owner: String,
+}
+
+impl Stream {
+    fn chat(id: u64) -> Stream {
+        Stream { chat: id, owner: String::new() }
+    }
+}
+
+/// How far the local replica holds a stream.
+#[derive(Debug, Default)]
+struct Local {
+    /// Versions appended to the local log (1..=applied).
+    applied: u64,
+    /// The last version pulled from the remote (not committed by this process).
+    pulled: u64,
+}
+
+/// A PostgreSQL catalog and blob store, shared by every process that opens the same URL.
+pub(crate) struct Fleet {
+    shown: String,
+    config: postgres::Config,
+    idle: Mutex<Vec<Client>>,
+    streams: Mutex<HashMap<Stream, Arc<Mutex<Local>>>>,
+    /// Chats locked by a write in progress: the connection holding the row lock, in a
+    /// transaction.
+    held: Mutex<HashMap<u64, Client>>,
+    /// The local replica's directory, made for this open and removed when it closes.
+    replica: PathBuf,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("url", &self.shown)
+            .field("replica", &self.replica)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.replica) {
+            tracing::warn!(error = %e, dir = %self.replica.display(), "removing a fleet replica failed");
+        }
+    }
+}
+
+impl Fleet {
+    /// The local replica's directory (empty when connected).
+    pub(crate) fn replica_dir(&self) -> &Path {
+        &self.replica
+    }
+
+    /// Connects to `url`, creating the schema if it is missing, and makes an empty directory
+    /// for the local replica.
+    pub(crate) fn connect(url: &FleetUrl) -> Result<Fleet> {
+        let mut config: postgres::Config = url.postgres.parse().map_err(|e: postgres::Error| {
+            Error::InvalidArgument(format!("fleet URL {}: {}", url.shown, describe(&e)))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(Duration::from_secs(10));
+        }
+        let replica = make_replica_dir(url)?;
+        let fleet = Fleet {
+            replica,
+            shown: url.shown.clone(),
+            config,
+            idle: Mutex::new(Vec::new()),
+            streams: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+        };
+        let mut c = fleet.client()?;
+        let mut tx = c.transaction().map_err(|e| fleet.err("begin the schema transaction", &e))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+            .map_err(|e| fleet.err("lock the schema", &e))?;
+        tx.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
+        tx.commit().map_err(|e| fleet.err("commit the schema", &e))?;
+        fleet.put(c);
+        Ok(fleet)
+    }
+
+    fn err(&self, what: &str, e: &postgres::Error) -> Error {
+        Error::Backend { url: self.shown.clone(), reason: format!("{what}: {}", describe(e)) }
+    }
+
+    /// Column `i` of `row` (a type mismatch is an error, never a panic).
+    fn col<'a, T: postgres::types::FromSql<'a>>(&self, row: &'a postgres::Row, i: usize) -> Result<T> {
+        row.try_get(i).map_err(|e| self.err("read a column", &e))
+    }
+
+    /// A non-negative bigint column as u64.
+    fn num(&self, row: &postgres::Row, i: usize) -> Result<u64> {
+        let v: i64 = self.col(row, i)?;
+        u64::try_from(v)
+            .map_err(|_| self.bad(format!("expected a non-negative number in column {i}, found {v}")))
+    }
+
+    fn chat_row(&self, r: &postgres::Row) -> Result<ChatRow> {
+        Ok(ChatRow {
+            version: self.num(r, 0)?,
+            revision: self.num(r, 1)?,
+            next_seq: self.num(r, 2)?,
+            published_reach: self.col(r, 3)?,
+            deleted: self.col(r, 4)?,
+        })
+    }
+
+    fn bad(&self, reason: String) -> Error {
+        Error::Backend { url: self.shown.clone(), reason }
+    }
+
+    /// A connection: an idle one, or a new one.
+    fn client(&self) -> Result<Client> {
+        while let Some(c) = self.idle.lock().pop() {
+            if !c.is_closed() {
+                return Ok(c);
+            }
+        }
+        self.config.connect(NoTls).map_err(|e| self.err("connect", &e))
+    }
+
+    /// Gives a connection back for reuse (a closed one is dropped).
+    fn put(&self, c: Client) {
+        let mut idle = self.idle.lock();
+        if !c.is_closed() && idle.len() < MAX_IDLE {
+            idle.push(c);
+        }
+    }
+
+    fn local(&self, s: &Stream) -> Arc<Mutex<Local>> {
+        self.streams.lock().entry(s.clone()).or_default().clone()
+    }
+
+    /// Appends to the local log every batch of stream `s` after the replica's version (held
+    /// by the caller in `local`), in version order; a version that does not follow is damage.
+    fn pull(&self, c: &mut Client, core: &Core, s: &Stream, local: &mut Local) -> Result<()> {
+        let rows = c
+            .query(
+                "SELECT b.version, r.kind, r.payload FROM ut_batches b JOIN ut_records r ON r.batch = b.id \
+                 WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx",
+                &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
+            )
+            .map_err(|e| self.err("read new batches", &e))?;
+        let mut txn = Txn::default();
+        let mut at = local.applied;
+        for row in rows {
+            let version = self.num(&row, 0)?;
+            if version != at {
+                if !txn.records.is_empty() {
+                    core.append_local(std::mem::take(&mut txn))?;
+                    local.applied = at;
+                    local.pulled = at;
+                }
+                if version != at + 1 {
+                    return Err(self.bad(format!(
+                        "stream (chat {}, owner {:?}): expected batch version {}, found {version}",
+                        s.chat,
+                        s.owner,
+                        at + 1
+                    )));
+                }
+                at = version;
+            }
+            let k: i16 = self.col(&row, 1)?;
+            let payload: Vec<u8> = self.col(&row, 2)?;
+            let k = u8::try_from(k).map_err(|_| self.bad(format!("record kind {k} out of range")))?;
+            txn.push(RecordOut::history(k, payload));
+        }
+        if !txn.records.is_empty() {
+            core.append_local(txn)?;
+            local.applied = at;
+            local.pulled = at;
+        }
+        Ok(())
+    }
+
+    /// Brings stream `s` up to `version` (pulling on `c`).
+    fn catch_up(&self, c: &mut Client, core: &Core, s: &Stream, version: u64) -> Result<(u64, u64)> {
+        let local = self.local(s);
+        let mut l = local.lock();
+        if l.applied < version {
+            self.pull(c, core, s, &mut l)?;
+        }
+        Ok((l.applied, l.pulled))
+    }
+
+    /// Uploads the blob records of `txn` (content-addressed: a blob already stored is left as
+    /// it is), in one statement, before the catalog transaction that references them.
+    fn upload(&self, txn: &Txn) -> Result<()> {
+        let mut ids: Vec<&[u8]> = Vec::new();
+        let mut kinds: Vec<i16> = Vec::new();
+        let mut codecs: Vec<i16> = Vec::new();
+        let mut lens: Vec<i32> = Vec::new();
+        let mut payloads: Vec<&[u8]> = Vec::new();
+        for r in &txn.records {
+            if let Some(id) = &r.blob {
+                ids.push(id.as_bytes());
+                kinds.push(i16::from(r.kind));
+                codecs.push(i16::from(r.codec));
+                lens.push(r.raw_len as i32);
+                payloads.push(&r.payload);
+            }
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut c = self.client()?;
+        c.execute(
+            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+             SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+             ON CONFLICT (id) DO NOTHING",
+            &[&ids, &kinds, &codecs, &lens, &payloads],
+        )
+        .map_err(|e| self.err("store blobs", &e))?;
+        self.put(c);
+        Ok(())
+    }
+
+    /// The stream a transaction's records belong to: the chat they name; else the owner of
+    /// its grants (the owner's own grants); else the global stream.
+    fn stream_of(&self, txn: &Txn) -> Result<Stream> {
+        let chats = crate::index::batch_chats(
+            txn.records.iter().filter(|r| r.blob.is_none()).map(|r| (r.kind, r.payload.as_slice())),
+        );
+        match chats.as_slice() {
+            [one] => return Ok(Stream::chat(*one)),
+            [] => {}
+            many => {
+                return Err(Error::InvalidArgument(format!(
+                    "fleet mode: one transaction names chats {many:?}; expected at most one"
+                )));
+            }
+        }
+        for r in txn.records.iter().filter(|r| r.blob.is_none()) {
+            let owner = match r.kind {
+                kind::GRANT => record::decode::<GrantRec>(&r.payload, "grant").map(|g| g.owner),
+                kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive").map(|a| a.owner),
+                _ => continue,
+            };
+            return owner.map(|owner| Stream { chat: 0, owner }).map_err(Error::InvalidArgument);
+        }
+        Ok(Stream { chat: 0, owner: String::new() })
+    }
+
+    /// The catalog part of a commit, on `tx` (which holds the stream's row lock): checks the
+    /// chat's records against its row (dense seqs, the next revision, the publication guard),
+    /// inserts the batch at `version` and updates the row.
+    fn write_batch(
+        &self,
+        c: &mut Client,
+        s: &Stream,
+        version: u64,
+        txn: &Txn,
+        row: Option<&ChatRow>,
+    ) -> Result<()> {
+        let inserted = c
+            .query_one(
+                "INSERT INTO ut_batches (chat, owner, version) VALUES ($1, $2, $3) RETURNING id",
+                &[&(s.chat as i64), &s.owner, &(version as i64)],
+            )
+            .map_err(|e| self.err("insert the batch", &e))?;
+        let batch: i64 = self.col(&inserted, 0)?;
+        let mut idx: Vec<i32> = Vec::new();
+        let mut kinds: Vec<i16> = Vec::new();
+        let mut chats: Vec<Option<i64>> = Vec::new();
+        let mut seqs: Vec<Option<i64>> = Vec::new();
+        let mut payloads: Vec<&[u8]> = Vec::new();
+        let mut next = row.map(|r| r.after());
+        for r in txn.records.iter().filter(|r| r.blob.is_none()) {
+            let mut seq = None;
+            if let Some(n) = next.as_mut() {
+                seq = n.apply(r).map_err(|why| self.bad(format!("chat {}: {why}", s.chat)))?;
+            }
+            idx.push(idx.len() as i32);
+            kinds.push(i16::from(r.kind));
+            chats.push((s.chat != 0).then_some(s.chat as i64));
+            seqs.push(seq.map(|q| q as i64));
+            payloads.push(&r.payload);
+        }
+        c.execute(
+            "INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+             SELECT $1, * FROM unnest($2::integer[], $3::smallint[], $4::bigint[], $5::bigint[], $6::bytea[])",
+            &[&batch, &idx, &kinds, &chats, &seqs, &payloads],
+        )
+        .map_err(|e| self.err("insert the records", &e))?;
+        match (row, next) {
+            (Some(before), Some(after)) => {
+                if let Some(reach) = after.publish {
+                    // Guarded publication: one statement, in the transaction that writes the
+                    // checkpoint record.
+                    let base = after.publish_base;
+                    let n = c
+                        .execute(
+                            "UPDATE ut_chats SET published_reach = $3 \
+                             WHERE id = $1 AND revision = $2 AND published_reach < $3",
+                            &[&(s.chat as i64), &(base as i64), &(reach as i64)],
+                        )
+                        .map_err(|e| self.err("publish the checkpoint", &e))?;
+                    if n == 0 {
+                        return Err(Error::Conflict(if before.revision != base {
+                            Conflict::Edited { base, now: before.revision }
+                        } else {
+                            Conflict::NotNewer { published_reach: before.published_reach.max(0) as u64 }
+                        }));
+                    }
+                }
+                c.execute(
+                    "UPDATE ut_chats SET version = $2, revision = $3, next_seq = $4, deleted = $5 WHERE id = $1",
+                    &[
+                        &(s.chat as i64),
+                        &(version as i64),
+                        &(after.revision as i64),
+                        &(after.next_seq as i64),
+                        &after.deleted,
+                    ],
+                )
+                .map_err(|e| self.err("update the chat", &e))?;
+            }
+            _ => {
+                c.execute(
+                    "UPDATE ut_owners SET version = $2 WHERE owner = $1",
+                    &[&s.owner, &(version as i64)],
+                )
+                .map_err(|e| self.err("update the owner", &e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits `txn` for chat stream `s` on `c`, which is in a transaction holding the chat's
+    /// row lock (`row`), then appends it locally.
+    fn commit_chat(
+        &self,
+        core: &Core,
+        c: &mut Client,
+        s: &Stream,
+        row: &ChatRow,
+        txn: Txn,
+    ) -> Result<Committed> {
+        let local = self.local(s);
+        let mut l = local.lock();
+        if l.applied != row.version {
+            return Err(self.bad(format!(
+                "chat {} changed in another process since this write was prepared (version {} here, {} \
+                 committed); nothing was written: retry",
+                s.chat, l.applied, row.version
+            )));
+        }
+        let version = row.version + 1;
+        self.write_batch(c, s, version, &txn, Some(row))?;
+        c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
+        let committed = core.append_local(txn)?;
+        l.applied = version;
+        Ok(committed)
+    }
+}
+
+/// The catalog row of a chat, as locked by a write.
+#[derive(Debug, Clone, Copy)]
+struct ChatRow {
+    version: u64,
+    revision: u64,
+    next_seq: u64,
+    published_reach: i64,
+    deleted: bool,
+}
+
+impl ChatRow {
+    fn after(&self) -> After {
+        After {
+            revision: self.revision,
+            next_seq: self.next_seq,
+            deleted: self.deleted,
+            publish: None,
+            publish_base: 0,
+        }
+    }
+}
+
+/// A chat row as a batch leaves it.
+#[derive(Debug, Clone, Copy)]
+struct After {
+    revision: u64,
+    next_seq: u64,
+    deleted: bool,
+    publish: Option<u64>,
+    publish_base: u64,
+}
+
+impl After {
+    /// Applies record `r` of the batch; returns the seq of a message record. A message at
+    /// the current revision must be the next seq (appends are dense); a revision record must
+    /// be the next revision.
+    fn apply(&mut self, r: &RecordOut) -> std::result::Result<Option<u64>, String> {
+        match r.kind {
+            kind::MESSAGE => {
+                let m: MsgRec = record::decode(&r.payload, "message")?;
+                if m.revision == self.revision && m.seq >= self.next_seq {
+                    if m.seq != self.next_seq {
+                        return Err(format!("expected message seq {}, found {}", self.next_seq, m.seq));
+                    }
+                    self.next_seq += 1;
+                } else if m.revision != self.revision || m.seq >= self.next_seq {
+                    return Err(format!(
+                        "message {} at revision {}: the chat is at revision {} with {} messages",
+                        m.seq, m.revision, self.revision, self.next_seq
+                    ));
+                }
+                Ok(Some(m.seq))
+            }
+            kind::REVISION => {
+                let v: RevRec = record::decode(&r.payload, "revision")?;
+                if v.revision != self.revision + 1 {
+                    return Err(format!("expected revision {}, found {}", self.revision + 1, v.revision));
+                }
+                self.revision = v.revision;
+                self.next_seq = v.len_after;
+                Ok(None)
+            }
+            kind::CHECKPOINT => {
+                let cp: CheckpointRec = record::decode(&r.payload, "checkpoint")?;
+                self.publish = Some(cp.reach);
+                self.publish_base = cp.base_revision;
+                Ok(None)
+            }
+            kind::DELETE => {
+                self.deleted = true;
+                Ok(None)
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
+
+impl Remote for Fleet {
+    fn commit(&self, core: &Core, txn: Txn) -> Result<Committed> {
+        let s = self.stream_of(&txn)?;
+        // Blobs first: a batch is never visible before the blobs it references.
+        self.upload(&txn)?;
+        if txn.records.iter().all(|r| r.blob.is_some()) {
+            return core.append_local(txn);
+        }
+        if s.chat != 0 {
+            let held = self.held.lock().remove(&s.chat);
+            let mut c = match held {
+                Some(c) => c,
+                None => {
+                    // Not locked by a write: a new chat, or a write path that does not lock.
+                    let mut c = self.client()?;
+                    c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
+                    if let Some(r) = txn.records.iter().find(|r| r.kind == kind::CHAT) {
+                        let rec: ChatRec =
+                            record::decode(&r.payload, "chat").map_err(Error::InvalidArgument)?;
+                        let done = c
+                            .execute(
+                                "INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING",
+                                &[&rec.owner],
+                            )
+                            .and_then(|_| {
+                                c.execute(
+                                    "INSERT INTO ut_chats (id, owner) VALUES ($1, $2)",
+                                    &[&(rec.chat as i64), &rec.owner],
+                                )
+                            });
+                        if let Err(e) = done {
+                            let _ = c.batch_execute("ROLLBACK");
+                            return Err(self.err("create the chat", &e));
+                        }
+                    }
+                    c
+                }
+            };
+            let result = c
+                .query_opt(
+                    &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 FOR UPDATE"),
+                    &[&(s.chat as i64)],
+                )
+                .map_err(|e| self.err("lock the chat", &e))
+                .and_then(|row| {
+                    let row = match row {
+                        Some(r) => self.chat_row(&r)?,
+                        None => return Err(Error::NotFound { what: format!("chat {}", s.chat) }),
+                    };
+                    self.commit_chat(core, &mut c, &s, &row, txn)
+                });
+            if result.is_err() {
+                let _ = c.batch_execute("ROLLBACK");
+            }
+            self.put(c);
+            return result;
+        }
+        // An owner's own stream, or the global one.
+        let mut c = self.client()?;
+        let result = (|| {
+            c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
+            c.execute("INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING", &[&s.owner])
+                .map_err(|e| self.err("add the owner", &e))?;
+            let row = c
+                .query_one("SELECT version FROM ut_owners WHERE owner = $1 FOR UPDATE", &[&s.owner])
+                .map_err(|e| self.err("lock the owner", &e))?;
+            let version = self.num(&row, 0)?;
+            let local = self.local(&s);
+            let mut l = local.lock();
+            if l.applied < version {
+                self.pull(&mut c, core, &s, &mut l)?;
+            }
+            self.write_batch(&mut c, &s, version + 1, &txn, None)?;
+            c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
+            let committed = core.append_local(txn)?;
+            l.applied = version + 1;
+            Ok(committed)
+        })();
+        if result.is_err() {
+            let _ = c.batch_execute("ROLLBACK");
+        }
+        self.put(c);
+        result
+    }
+
+    fn lock_chat(&self, core: &Core, chat: u64) -> Result<Option<(WriteLock, ChatHead)>> {
+        let Some(remote) = core.remote().cloned() else {
+            return Err(self.bad("lock_chat on a store without a remote".into()));
+        };
+        let mut c = self.client()?;
+        let result = (|| {
+            c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
+            let row = c
+                .query_opt(
+                    &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 FOR UPDATE"),
+                    &[&(chat as i64)],
+                )
+                .map_err(|e| self.err("lock the chat", &e))?;
+            let Some(row) = row else { return Ok(None) };
+            let row = self.chat_row(&row)?;
+            let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
+            Ok(Some(ChatHead { version: row.version, deleted: row.deleted, pulled, applied }))
+        })();
+        match result {
+            Ok(Some(head)) => {
+                self.held.lock().insert(chat, c);
+                Ok(Some((WriteLock::new(remote, chat), head)))
+            }
+            other => {
+                let _ = c.batch_execute("ROLLBACK");
+                self.put(c);
+                other.map(|_| None)
+            }
+        }
+    }
+
+    fn catch_up_chat(&self, core: &Core, chat: u64) -> Result<Option<ChatHead>> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt(&format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1"), &[&(chat as i64)])
+            .map_err(|e| self.err("read the chat", &e))?;
+        let Some(row) = row else {
+            self.put(c);
+            return Ok(None);
+        };
+        let row = self.chat_row(&row)?;
+        let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
+        self.put(c);
+        Ok(Some(ChatHead { version: row.version, deleted: row.deleted, pulled, applied }))
+    }
+
+    fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>> {
+        let mut c = self.client()?;
+        let own = match c
+            .query_opt("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
+            .map_err(|e| self.err("read the owner", &e))?
+        {
+            Some(r) => self.num(&r, 0)?,
+            None => 0,
+        };
+        self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
+        let rows = c
+            .query("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
+            .map_err(|e| self.err("list the owner's chats", &e))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            let (id, version, deleted) = (self.num(&r, 0)?, self.num(&r, 1)?, self.col(&r, 2)?);
+            let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(id), version)?;
+            out.push((id, ChatHead { version, deleted, pulled, applied }));
+        }
+        self.put(c);
+        Ok(out)
+    }
+
+    fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt(
+                "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
+                &[&id.as_bytes().as_slice()],
+            )
+            .map_err(|e| self.err("read a blob", &e))?;
+        self.put(c);
+        let Some(row) = row else { return Ok(false) };
+        let (k, codec, raw_len): (i16, i16, i32) =
+            (self.col(&row, 0)?, self.col(&row, 1)?, self.col(&row, 2)?);
+        let payload: Vec<u8> = self.col(&row, 3)?;
+        let wrong = |why: String| self.bad(format!("blob {id}: {why}"));
+        let (Ok(k), Ok(codec), Ok(raw_len)) = (u8::try_from(k), u8::try_from(codec), u32::try_from(raw_len))
+        else {
+            return Err(wrong(format!(
+                "stored with kind {k}, codec {codec}, length {raw_len}: out of range"
+            )));
+        };
+        if payload.len() < 32 || payload[..32] != id.0 {
+            return Err(wrong("the stored record does not carry this id".into()));
+        }
+        match k {
+            BLOB => {
+                let body = &payload[32..];
+                let content = if codec == codec_flag_none() {
+                    std::borrow::Cow::Borrowed(body)
+                } else {
+                    std::borrow::Cow::Owned(decompress(codec, body, raw_len as usize).map_err(&wrong)?)
+                };
+                let found = BlobId::of(&content);
+                if found != *id {
+                    return Err(wrong(format!("content hash: expected {id}, found {found}")));
+                }
+            }
+            // A manifest's id is the whole content's hash, checked when it is reassembled.
+            MANIFEST => {
+                Manifest::decode(&payload).map_err(&wrong)?;
+            }
+            other => {
+                return Err(wrong(format!("stored as record kind {other}, expected a blob or manifest")));
+            }
+        }
+        let mut txn = Txn::default();
+        txn.push(RecordOut { kind: k, codec, raw_len, payload, blob: Some(*id) });
+        core.append_local(txn)?;
+        Ok(true)
+    }
+
+    fn allocate_chat(&self) -> Result<u64> {
+        let mut c = self.client()?;
+        let row = c
+            .query_one("SELECT nextval('ut_chat_ids')", &[])
+            .map_err(|e| self.err("allocate a chat id", &e))?;
+        self.put(c);
+        self.num(&row, 0)
+    }
+
+    fn release(&self, chat: u64) {
+        let held = self.held.lock().remove(&chat);
+        if let Some(mut c) = held {
+            let _ = c.batch_execute("ROLLBACK");
+            self.put(c);
+        }
+    }
+}
+
+/// A new, empty directory for a replica: `undertext-fleet-PID-N-NANOS` under the URL's
+/// `cache=` directory or the system's temporary directory.
+fn make_replica_dir(url: &FleetUrl) -> Result<PathBuf> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let parent = url.cache.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io("create_dir", &parent, e))?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = parent.join(format!("undertext-fleet-{}-{n}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| Error::io("create_dir", &dir, e))?;
+    Ok(dir)
+}
+
+/// A PostgreSQL error with its server message and cause, on one line.
+fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{}: {} ({})", db.severity(), db.message(), db.code().code());
+    }
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}

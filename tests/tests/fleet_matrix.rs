@@ -1,0 +1,335 @@
+//! The API's claims, written once and run against every backend this run can reach: the
+//! embedded store always, and fleet mode (PostgreSQL) when the tests are built with the
+//! feature `fleet` and `UNDERTEXT_FLEET_URL` names a server (`scripts/test-fleet` starts one
+//! on 127.0.0.1 and sets it). With `UNDERTEXT_FLEET_REQUIRED=1` a missing URL fails the run
+//! instead of testing the embedded store alone.
+//!
+//! Fleet-only claims follow: two handles on one PostgreSQL (two processes, as far as the
+//! engine can tell: each has its own replica) see each other's commits, race a publication
+//! with exactly one winner, store shared content once, and keep owners apart.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+use undertext::budget::Budget;
+use undertext::checkpoint::{CheckpointOptions, Extractive};
+use undertext::error::Conflict;
+use undertext::{BlobId, ChatMeta, Durability, Error, NewMessage, Options, Page, Part, Role, Store, Unit};
+
+/// A store of one backend; the embedded one's directory lives as long as it.
+struct Backend {
+    name: &'static str,
+    store: Store,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn opts() -> Options {
+    Options { durability: Durability::None, ..Options::default() }
+}
+
+/// The fleet URL, if this run has one.
+fn fleet_url() -> Option<String> {
+    let url = std::env::var("UNDERTEXT_FLEET_URL").ok().filter(|u| !u.is_empty());
+    if url.is_none() && std::env::var("UNDERTEXT_FLEET_REQUIRED").is_ok_and(|v| v == "1") {
+        panic!(
+            "UNDERTEXT_FLEET_REQUIRED=1 but UNDERTEXT_FLEET_URL is not set: start the servers with scripts/test-fleet"
+        );
+    }
+    if cfg!(not(feature = "fleet")) {
+        return None;
+    }
+    url
+}
+
+/// Every backend this run can reach, each freshly opened.
+fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut out =
+        vec![Backend { name: "embedded", store: Store::open(dir.path(), opts()).unwrap(), _dir: Some(dir) }];
+    if let Some(url) = fleet_url() {
+        out.push(Backend { name: "fleet", store: Store::open(&url, opts()).unwrap(), _dir: None });
+    } else {
+        eprintln!(
+            "fleet backend skipped: UNDERTEXT_FLEET_URL is not set (or built without the feature `fleet`)"
+        );
+    }
+    out
+}
+
+/// An owner name no other test (or earlier run on the same server) uses.
+fn owner(tag: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{tag}-{}-{nanos}", std::process::id())
+}
+
+fn words(i: usize) -> String {
+    format!("step {i}: the agent read a file and noted what it found in section {i} of the report")
+}
+
+#[test]
+fn seqs_are_dense_turns_count_user_messages_and_a_chat_reads_back() {
+    for b in backends() {
+        let o = owner("dense");
+        let chat = b.store.chat(&o, b.store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        assert_eq!(chat.append(NewMessage::system("sys")).unwrap(), 0, "{}", b.name);
+        assert_eq!(chat.append(NewMessage::user("q1")).unwrap(), 1, "{}", b.name);
+        let r = chat.append_batch(vec![NewMessage::assistant("a1"), NewMessage::user("q2")]).unwrap();
+        assert_eq!(r, 2..4, "{}", b.name);
+        let turns: Vec<u64> = chat.messages().unwrap().iter().map(|m| m.turn).collect();
+        assert_eq!(turns, vec![0, 1, 1, 2], "{}", b.name);
+        assert_eq!(chat.get(3).unwrap().parts, vec![Part::Text("q2".into())], "{}", b.name);
+        assert_eq!(chat.revision(), 0, "{}: appends never change the revision", b.name);
+    }
+}
+
+#[test]
+fn edits_and_truncation_bump_the_revision_refuse_a_stale_one_and_keep_old_revisions_readable() {
+    for b in backends() {
+        let o = owner("edit");
+        let chat = b.store.chat(&o, b.store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        for i in 0..5 {
+            chat.append(NewMessage::assistant(format!("m{i}"))).unwrap();
+        }
+        assert_eq!(chat.edit(2, NewMessage::assistant("m2 edited"), 0).unwrap(), 1, "{}", b.name);
+        match chat.edit(2, NewMessage::assistant("x"), 0) {
+            Err(Error::StaleRevision { expected: 0, found: 1 }) => {}
+            other => panic!("{}: expected StaleRevision, got {other:?}", b.name),
+        }
+        assert_eq!(chat.truncate(3, 1).unwrap(), 2, "{}", b.name);
+        assert_eq!(chat.len(), 3, "{}", b.name);
+        assert_eq!(chat.append(NewMessage::assistant("after")).unwrap(), 3, "{}", b.name);
+        let old = chat.snapshot_at(0).unwrap();
+        assert_eq!(old.len(), 5, "{}", b.name);
+        assert_eq!(old.get(2).unwrap().parts, vec![Part::Text("m2".into())], "{}", b.name);
+        assert_eq!(chat.get(2).unwrap().parts, vec![Part::Text("m2 edited".into())], "{}", b.name);
+    }
+}
+
+#[test]
+fn blobs_are_stored_once_read_verified_and_only_by_an_owner_holding_a_grant() {
+    for b in backends() {
+        let (alice, bob) = (owner("alice"), owner("bob"));
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let id = b.store.put_blob(&alice, b"a tool result").unwrap();
+        assert_eq!(b.store.put_blob(&alice, b"a tool result").unwrap(), id, "{}", b.name);
+        assert_eq!(&*b.store.get_blob(&alice, &id).unwrap(), b"a tool result", "{}", b.name);
+        let big_id = b.store.put_blob(&alice, &big).unwrap();
+        assert_eq!(
+            b.store.get_blob_range(&alice, &big_id, 100_000..100_010).unwrap(),
+            &big[100_000..100_010]
+        );
+        assert_eq!(b.store.blob_len(&alice, &big_id).unwrap(), 300_000, "{}", b.name);
+        for e in [
+            b.store.get_blob(&bob, &id).unwrap_err(),
+            b.store.get_blob(&bob, &BlobId::of(b"never")).unwrap_err(),
+        ] {
+            assert!(matches!(e, Error::NotFound { .. }), "{}: {e}", b.name);
+        }
+        assert!(!b.store.contains_blob(&bob, &id).unwrap(), "{}", b.name);
+        let chat = b.store.create_chat(&alice, ChatMeta::default()).unwrap();
+        assert!(matches!(b.store.chat(&bob, chat), Err(Error::NotFound { .. })), "{}", b.name);
+    }
+}
+
+#[test]
+fn a_long_tool_result_is_archived_behind_a_preview_and_read_back_exactly() {
+    for b in backends() {
+        let o = owner("archive");
+        let chat = b.store.chat(&o, b.store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        let text: String = (0..3000).map(|i| format!("line {i}: value {}\n", i * 31)).collect();
+        chat.append(NewMessage::user("read it")).unwrap();
+        let seq = chat.append(NewMessage::tool_result("c1", text.clone())).unwrap();
+        let m = chat.get(seq).unwrap();
+        let Part::ToolResult { content: undertext::ToolContent::Archived { archive, preview }, .. } =
+            &m.parts[0]
+        else {
+            panic!("{}: expected an archived result, got {:?}", b.name, m.parts[0]);
+        };
+        assert!(preview.len() < text.len(), "{}", b.name);
+        let got = b.store.read_context(&o, &archive.id, 100..200, Unit::Chars).unwrap();
+        assert_eq!(got, text.chars().skip(100).take(100).collect::<String>(), "{}", b.name);
+    }
+}
+
+#[test]
+fn publication_is_guarded_by_revision_and_reach_and_the_view_starts_at_the_reach() {
+    for b in backends() {
+        let o = owner("publish");
+        let c = b.store.chat(&o, b.store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        c.append(NewMessage::user("start")).unwrap();
+        for i in 0..20 {
+            c.append(NewMessage::assistant(words(i))).unwrap();
+        }
+        c.append(NewMessage::user("two")).unwrap();
+        c.append(NewMessage::user("three")).unwrap();
+        let s = Extractive::default();
+        let copts = CheckpointOptions { segment_tokens: 5, fan_in: 4, ..CheckpointOptions::default() };
+        let stale = c.build_checkpoint(&s, &copts).unwrap();
+        c.edit(3, NewMessage::assistant("edited"), c.revision()).unwrap();
+        match c.publish_checkpoint(&stale) {
+            Err(Error::Conflict(Conflict::Edited { base, now })) => {
+                assert_eq!((base, now), (0, 1), "{}", b.name)
+            }
+            other => panic!("{}: expected Edited, got {other:?}", b.name),
+        }
+        let cp = c.build_checkpoint(&s, &copts).unwrap();
+        c.append(NewMessage::assistant("more")).unwrap();
+        c.publish_checkpoint(&cp).unwrap();
+        assert_eq!(c.published_checkpoint(), Some((1, cp.reach)), "{}", b.name);
+        match c.publish_checkpoint(&cp) {
+            Err(Error::Conflict(Conflict::NotNewer { published_reach })) => {
+                assert_eq!(published_reach, cp.reach, "{}", b.name)
+            }
+            other => panic!("{}: expected NotNewer, got {other:?}", b.name),
+        }
+        let v = c.view(&Budget::new(1_000_000, 0)).unwrap();
+        assert_eq!(v.messages()[0].seqs, 0..cp.reach, "{}", b.name);
+        assert_eq!(v.messages().last().unwrap().seqs.end, c.len(), "{}", b.name);
+    }
+}
+
+#[test]
+fn a_deleted_chat_is_not_found_and_listing_shows_an_owners_chats_newest_first() {
+    for b in backends() {
+        let o = owner("list");
+        let ids: Vec<_> = (0..3)
+            .map(|i| {
+                let id = b
+                    .store
+                    .create_chat(&o, ChatMeta { title: format!("t{i}"), ..Default::default() })
+                    .unwrap();
+                b.store.chat(&o, id).unwrap().append(NewMessage::user(format!("hello {i}"))).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(3));
+                id
+            })
+            .collect();
+        b.store.delete_chat(&o, ids[1]).unwrap();
+        assert!(matches!(b.store.chat(&o, ids[1]), Err(Error::NotFound { .. })), "{}", b.name);
+        let page = b.store.chats(&o, Page { limit: 10, after: None }).unwrap();
+        let listed: Vec<_> = page.chats.iter().map(|c| c.id).collect();
+        assert_eq!(listed, vec![ids[2], ids[0]], "{}", b.name);
+        assert_eq!(page.chats[0].meta.title, "t2", "{}", b.name);
+        assert_eq!(page.chats[0].len, 1, "{}", b.name);
+    }
+}
+
+#[test]
+fn steps_and_attempts_come_back_in_order() {
+    for b in backends() {
+        let o = owner("steps");
+        let c = b.store.chat(&o, b.store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        c.append(NewMessage::user("do it")).unwrap();
+        c.record_step(1, "s1", 0, undertext::StepStatus::Interrupted, vec![NewMessage::assistant("half")])
+            .unwrap();
+        c.record_step(1, "s2", 0, undertext::StepStatus::Complete, vec![NewMessage::assistant("whole")])
+            .unwrap();
+        let a = c.attempts(1).unwrap();
+        let streams: Vec<_> = a.iter().map(|x| x.stream_id.as_str()).collect();
+        assert_eq!(streams, vec!["s1", "s2"], "{}", b.name);
+        assert_eq!(a[1].steps[0].messages[0].parts, vec![Part::Text("whole".into())], "{}", b.name);
+    }
+}
+
+/// Two fleet stores on the same server, as two processes would have.
+fn two_fleet_stores() -> Option<(Store, Store)> {
+    let url = fleet_url()?;
+    Some((Store::open(&url, opts()).unwrap(), Store::open(&url, opts()).unwrap()))
+}
+
+#[test]
+fn fleet_a_second_process_sees_commits_at_its_next_read_and_appends_stay_dense() {
+    let Some((a, b)) = two_fleet_stores() else { return };
+    let o = owner("shared");
+    let id = a.create_chat(&o, ChatMeta { title: "shared".into(), ..Default::default() }).unwrap();
+    let ca = a.chat(&o, id).unwrap();
+    ca.append(NewMessage::user("from a")).unwrap();
+    let cb = b.chat(&o, id).unwrap();
+    assert_eq!(cb.len(), 1);
+    assert_eq!(cb.meta().title, "shared");
+    // Interleaved appends through both handles: each builds on the other's.
+    for i in 0..10 {
+        let (w, r) = if i % 2 == 0 { (&cb, &ca) } else { (&ca, &cb) };
+        assert_eq!(w.append(NewMessage::assistant(format!("m{i}"))).unwrap(), 1 + i as u64);
+        let _ = r;
+    }
+    let again = a.chat(&o, id).unwrap();
+    let texts: Vec<_> = again.messages().unwrap().iter().map(|m| m.parts.clone()).collect();
+    assert_eq!(texts.len(), 11);
+    assert_eq!(texts[10], vec![Part::Text("m9".into())]);
+    // An edit through one makes the other's stale expectation fail.
+    cb.edit(0, NewMessage::user("from a, edited"), 0).unwrap();
+    match ca.edit(1, NewMessage::assistant("x"), 0) {
+        Err(Error::StaleRevision { expected: 0, found: 1 }) => {}
+        other => panic!("expected StaleRevision, got {other:?}"),
+    }
+    assert_eq!(a.chat(&o, id).unwrap().get(0).unwrap().parts, vec![Part::Text("from a, edited".into())]);
+    // A deletion through one is NotFound through the other.
+    b.delete_chat(&o, id).unwrap();
+    assert!(matches!(a.chat(&o, id), Err(Error::NotFound { .. })));
+}
+
+#[test]
+fn fleet_a_publication_race_between_two_processes_has_exactly_one_winner() {
+    let Some((a, b)) = two_fleet_stores() else { return };
+    let o = owner("race");
+    let id = a.create_chat(&o, ChatMeta::default()).unwrap();
+    let ca = a.chat(&o, id).unwrap();
+    ca.append(NewMessage::user("start")).unwrap();
+    for i in 0..12 {
+        ca.append(NewMessage::assistant(words(i))).unwrap();
+    }
+    ca.append(NewMessage::user("two")).unwrap();
+    ca.append(NewMessage::user("three")).unwrap();
+    let cb = b.chat(&o, id).unwrap();
+    let copts = CheckpointOptions { segment_tokens: 5, fan_in: 4, ..CheckpointOptions::default() };
+    let cpa = ca.build_checkpoint(&Extractive::default(), &copts).unwrap();
+    let cpb = cb.build_checkpoint(&Extractive::default(), &copts).unwrap();
+    assert_eq!(cpa.reach, cpb.reach);
+    let (ra, rb) = std::thread::scope(|s| {
+        let ta = s.spawn(|| ca.publish_checkpoint(&cpa));
+        let tb = s.spawn(|| cb.publish_checkpoint(&cpb));
+        (ta.join().unwrap(), tb.join().unwrap())
+    });
+    let wins = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(wins, 1, "exactly one publication lands: {ra:?} {rb:?}");
+    for r in [ra, rb] {
+        if let Err(e) = r {
+            assert!(matches!(e, Error::Conflict(Conflict::NotNewer { .. })), "the loser gets NotNewer: {e}");
+        }
+    }
+    assert_eq!(b.chat(&o, id).unwrap().published_checkpoint(), Some((0, cpa.reach)));
+    assert_eq!(a.chat(&o, id).unwrap().published_checkpoint(), Some((0, cpa.reach)));
+}
+
+#[test]
+fn fleet_owners_are_walls_across_processes_and_shared_content_is_read_by_its_grantees() {
+    let Some((a, b)) = two_fleet_stores() else { return };
+    let (alice, bob) = (owner("alice"), owner("bob"));
+    let id = a.put_blob(&alice, b"alice's secret notes").unwrap();
+    assert_eq!(
+        &*b.get_blob(&alice, &id).unwrap(),
+        b"alice's secret notes",
+        "another process reads alice's blob for alice"
+    );
+    assert!(matches!(b.get_blob(&bob, &id), Err(Error::NotFound { .. })), "bob holds no grant");
+    // Bob stores the same bytes: he can read them now, and alice's grant is unchanged.
+    assert_eq!(b.put_blob(&bob, b"alice's secret notes").unwrap(), id);
+    assert_eq!(&*a.get_blob(&bob, &id).unwrap(), b"alice's secret notes");
+    let chat = a.create_chat(&alice, ChatMeta::default()).unwrap();
+    assert!(matches!(b.chat(&bob, chat), Err(Error::NotFound { .. })));
+    assert!(b.chats(&bob, Page { limit: 10, after: None }).unwrap().chats.is_empty());
+    // An attachment in alice's chat is readable by alice in the other process.
+    let att = b"{\"state\": 1}";
+    let (ids, _) = a
+        .chat(&alice, chat)
+        .unwrap()
+        .append_with_blobs(
+            &[att.as_slice()],
+            vec![NewMessage {
+                role: Role::User,
+                parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(att) }],
+            }],
+        )
+        .unwrap();
+    assert_eq!(&*b.get_blob(&alice, &ids[0]).unwrap(), att);
+    assert!(matches!(b.get_blob(&bob, &ids[0]), Err(Error::NotFound { .. })));
+}
