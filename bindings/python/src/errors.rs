@@ -134,6 +134,8 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         }
         Error::Index(_) => exception(py, "IndexFailure", &msg, &[]),
         Error::Poisoned(_) => exception(py, "Poisoned", &msg, &[]),
+        // Fleet mode: PostgreSQL failed or is unreachable (the message names the URL).
+        Error::Backend { .. } => exception(py, "IOFailure", &msg, &[("errno", py.None())]),
         // A kind added to the engine later still arrives as an UndertextError.
         _ => exception(py, "UndertextError", &msg, &[]),
     }
