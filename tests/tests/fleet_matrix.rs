@@ -333,3 +333,23 @@ fn fleet_owners_are_walls_across_processes_and_shared_content_is_read_by_its_gra
     assert_eq!(&*b.get_blob(&alice, &ids[0]).unwrap(), att);
     assert!(matches!(b.get_blob(&bob, &ids[0]), Err(Error::NotFound { .. })));
 }
+
+#[cfg(feature = "fleet")]
+#[test]
+fn fleet_an_unreachable_postgres_is_a_backend_error_naming_the_url_without_its_password() {
+    // Port 1 on the loopback: nothing listens there.
+    let e = Store::open("postgres://app:hunter2@127.0.0.1:1/agents", opts()).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::Backend { .. }), "{text}");
+    assert!(text.contains("postgres://app:***@127.0.0.1:1/agents") && text.contains("connect"), "{text}");
+    assert!(!text.contains("hunter2"), "the password is not shown: {text}");
+    let e = Store::open("postgres://127.0.0.1:1/agents?blobs=ftp://x", opts()).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}
+
+#[cfg(not(feature = "fleet"))]
+#[test]
+fn without_the_fleet_feature_a_postgres_url_is_refused_saying_which_feature_is_missing() {
+    let e = Store::open("postgres://127.0.0.1:1/agents", opts()).unwrap_err();
+    assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("feature `fleet`")), "{e}");
+}

@@ -743,10 +743,31 @@ fn make_replica_dir(url: &FleetUrl) -> Result<PathBuf> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    remove_dead_replicas(&parent);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = parent.join(format!("undertext-fleet-{}-{n}-{nanos}", std::process::id()));
     std::fs::create_dir(&dir).map_err(|e| Error::io("create_dir", &dir, e))?;
     Ok(dir)
+}
+
+/// Removes the replicas that processes no longer running left in `parent` (a process killed
+/// before it could remove its own). A replica is a cache: nothing in it is lost.
+fn remove_dead_replicas(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("undertext-fleet-"))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// A PostgreSQL error with its server message and cause, on one line.
