@@ -72,6 +72,7 @@ pub(crate) struct WriteLock {
 }
 
 impl WriteLock {
+    #[cfg_attr(not(feature = "fleet"), expect(dead_code, reason = "only the fleet backend locks chats"))]
     pub(crate) fn new(remote: Arc<dyn Remote>, chat: u64) -> WriteLock {
         WriteLock { remote, chat }
     }
