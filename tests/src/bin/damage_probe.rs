@@ -1,17 +1,20 @@
-//! The child of `tests/tests/index_damage.rs`: runs the operations of a damaged store in a
+//! The child of `tests/tests/damage_sweep.rs`: runs the operations of a damaged store in a
 //! process of its own, so that an abort (a failed allocation) or a panic shows as the
 //! child's exit status instead of taking the test down.
 //!
-//! `index_probe STORE read OWNER`: opens the store, reads every chat of `OWNER` (messages and
+//! `damage_probe STORE read OWNER`: opens the store, reads every chat of `OWNER` (messages and
 //! the whole text of every archived result), builds a view of a few, closes; prints one line
-//! per step: `open ok`, `open error index|other MESSAGE`, `chat ID DIGEST`,
-//! `chat ID error index|other MESSAGE`, `view ID DIGEST|error ...`, `list error ...`,
-//! `close ok|error ...`.
+//! per step: `open ok`, `open error index|other MESSAGE`, `chat ID META MSGS` (digests of the
+//! chat's metadata and of each message, comma-separated), `chat ID error index|other MESSAGE`,
+//! `view ID DIGEST|error ...`, `list error ...`, `warned N` (the open's warnings), `close
+//! ok|error ...`.
 //!
-//! `index_probe STORE check`: `check ok`, `check index-problems N`, `check log-problems N`,
+//! `damage_probe STORE ro-read OWNER`: the same through `Store::open_read_only`.
+//!
+//! `damage_probe STORE check`: `check ok`, `check index-problems N`, `check log-problems N`,
 //! `check error ...`, or `open error ...`.
 //!
-//! `index_probe STORE rebuild`: what `undertext check --rebuild` does: on an open store
+//! `damage_probe STORE rebuild`: what `undertext check --rebuild` does: on an open store
 //! `Store::rebuild_index`, else (the index keeps it from opening) `Store::rebuild_index_at`.
 //! Prints `rebuild ok` or `rebuild error ...`.
 
@@ -33,7 +36,7 @@ fn say(what: &str, e: &Error) {
 }
 
 fn digest(s: &str) -> String {
-    undertext::BlobId::of(s.as_bytes()).to_string()
+    undertext::BlobId::of(s.as_bytes()).to_string()[..16].to_string()
 }
 
 fn read(store: &Store, owner: &str) {
@@ -58,17 +61,19 @@ fn read(store: &Store, owner: &str) {
     for (i, id) in ids.iter().enumerate() {
         let one = || -> Result<String, Error> {
             let chat = store.chat(owner, *id)?;
-            let mut text = format!("{:?}\n", chat.meta());
+            let meta = digest(&format!("{:?}", chat.meta()));
+            let mut msgs = Vec::new();
             for m in chat.messages()? {
-                text.push_str(&format!("{m:?}\n"));
+                let mut text = format!("{m:?}\n");
                 for p in &m.parts {
                     if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
                         let whole = store.read_context(owner, &archive.id, 0..archive.chars, Unit::Chars)?;
                         text.push_str(&whole);
                     }
                 }
+                msgs.push(digest(&text));
             }
-            Ok(digest(&text))
+            Ok(format!("{meta} {}", msgs.join(",")))
         };
         match one() {
             Ok(d) => println!("chat {id} {d}"),
@@ -90,7 +95,7 @@ fn read(store: &Store, owner: &str) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let (Some(dir), Some(mode)) = (args.get(1), args.get(2)) else {
-        eprintln!("usage: index_probe STORE read OWNER | check | rebuild");
+        eprintln!("usage: damage_probe STORE read OWNER | ro-read OWNER | check | rebuild");
         std::process::exit(2);
     };
     match mode.as_str() {
@@ -106,13 +111,15 @@ fn main() {
             }
             return;
         }
-        "read" | "check" => {}
+        "read" | "ro-read" | "check" => {}
         other => {
             eprintln!("unknown mode {other}");
             std::process::exit(2);
         }
     }
-    let store = match Store::open(dir, opts()) {
+    let opened =
+        if mode == "ro-read" { Store::open_read_only_with(dir, opts()) } else { Store::open(dir, opts()) };
+    let store = match opened {
         Ok(s) => s,
         Err(e) => {
             say("open", &e);
@@ -120,6 +127,10 @@ fn main() {
         }
     };
     println!("open ok");
+    println!("warned {}", store.open_warnings().len());
+    for w in store.open_warnings().iter().take(5) {
+        eprintln!("  open warning: {w}");
+    }
     if mode == "check" {
         match store.check() {
             Ok(r) if r.is_ok() => println!("check ok"),
