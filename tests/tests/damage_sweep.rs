@@ -460,12 +460,22 @@ fn any_damage_to_any_file_never_panics_never_reads_wrong_bytes_is_reported_and_l
             // The ordinary open.
             let rw = read(&dir, "read", &label);
             if rw.listed.is_none() {
+                assert_ne!(
+                    name, "LOCK",
+                    "{label}: damage to LOCK keeps the store from opening: {:?}",
+                    rw.errors
+                );
                 refused += 1;
                 let why = rw.errors.first().cloned().unwrap_or_default();
                 assert!(why.starts_with("open error"), "{label}: {why}");
             } else {
                 let got = compare(&f.want, &rw, &label);
                 let not_whole = got.values().any(|r| *r != Read::Exact) || rw.listed != Some(chats);
+                assert!(
+                    name != "LOCK" || !not_whole,
+                    "{label}: damage to LOCK lost chats: {:?}",
+                    rw.errors.first()
+                );
                 if not_whole {
                     let report = check(&dir, &label);
                     assert!(
