@@ -353,3 +353,20 @@ fn without_the_fleet_feature_a_postgres_url_is_refused_saying_which_feature_is_m
     let e = Store::open("postgres://127.0.0.1:1/agents", opts()).unwrap_err();
     assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("feature `fleet`")), "{e}");
 }
+
+#[test]
+fn directory_only_operations_refuse_a_fleet_url_instead_of_taking_it_for_a_directory() {
+    let url = "postgres://app:hunter2@127.0.0.1:1/agents";
+    let errors = [
+        Store::gc(url, opts()).unwrap_err(),
+        Store::open_read_only(url).unwrap_err(),
+        Store::rebuild_index_at(url, opts()).unwrap_err(),
+    ];
+    for e in errors {
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("fleet URL postgres://app:***@")),
+            "{e}"
+        );
+    }
+    assert!(!std::path::Path::new("postgres:").exists(), "no directory was made from the URL");
+}

@@ -112,6 +112,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
+        super::refuse_fleet_url(path.as_ref(), "gc")?;
         let dir = path.as_ref().to_path_buf();
         // A store open read-only for a full disk is refused: `gc` writes, and holds the lock.
         let opened = Store::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;

@@ -140,6 +140,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn rebuild_index_at(path: impl AsRef<std::path::Path>, opts: crate::Options) -> Result<()> {
+        super::refuse_fleet_url(path.as_ref(), "an index rebuild")?;
         let dir = path.as_ref();
         if !dir.join("log").is_dir() {
             return Err(Error::NotFound { what: format!("store at {}", dir.display()) });

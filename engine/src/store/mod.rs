@@ -250,6 +250,24 @@ impl Store {
     }
 }
 
+/// `path` as a fleet URL (`postgres://…`), if it is one.
+fn fleet_url(path: &Path) -> Option<&str> {
+    path.to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// The error of a directory-only operation (`gc`, read-only opens, index rebuilds) given a
+/// fleet URL: it would otherwise take the URL for a directory name.
+pub(crate) fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
+    match fleet_url(path) {
+        Some(url) => Err(Error::InvalidArgument(format!(
+            "{what} works on a store directory, found the fleet URL {} (fleet stores are opened with \
+             Store::open; their {what} is not built yet)",
+            crate::error::hide_password(url)
+        ))),
+        None => Ok(()),
+    }
+}
+
 type Replayed = Vec<index::BatchEntries>;
 
 /// How the log sizes and creates segments under `opts`.

@@ -354,6 +354,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        super::refuse_fleet_url(path.as_ref(), "a read-only open")?;
         open_log_only(path.as_ref().to_path_buf(), opts, ReadOnly::Asked, Vec::new())
     }
 
