@@ -8,7 +8,8 @@
 //! * `blob ID` — a shared blob stored (the same contents in every worker);
 //! * `err MESSAGE` — an operation failed (the worker goes on after a pause);
 //!
-//! and `done` at the end. Usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...]
+//! and `done` at the end. Usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...] [appends]
+//! (`appends`: every operation is a one-message append, for a throughput measurement).
 
 use std::io::Write;
 use std::time::Duration;
@@ -26,9 +27,10 @@ fn main() {
         let steps = args.get(4)?.parse::<u64>().ok()?;
         let chats =
             args.get(5)?.split(',').map(|c| c.parse::<u64>().ok().map(ChatId)).collect::<Option<Vec<_>>>()?;
-        Some((url, owner, seed, steps, chats))
+        let appends_only = args.get(6).is_some_and(|a| a == "appends");
+        Some((url, owner, seed, steps, chats, appends_only))
     })();
-    let Some((url, owner, seed, steps, chats)) = parsed else {
+    let Some((url, owner, seed, steps, chats, appends_only)) = parsed else {
         eprintln!("usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...]");
         std::process::exit(2);
     };
@@ -53,7 +55,7 @@ fn main() {
         let chat_id = chats[rng.range(0, chats.len() as u64) as usize];
         let r: Result<Vec<String>, Error> = (|| {
             let chat = store.chat(&owner, chat_id)?;
-            let roll = rng.range(0, 100);
+            let roll = if appends_only { 0 } else { rng.range(0, 100) };
             if roll < 70 {
                 let text = format!("w{seed}-{i} reads section {i} and finds value {}", rng.next_u64() % 1000);
                 let seq = chat.append(NewMessage::assistant(text.clone()))?;
