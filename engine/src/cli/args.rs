@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "undertext", version, about, long_about = None)]
 pub struct Cli {
-    /// The store directory (the embedded default store).
+    /// The store directory (the embedded default store), or, in a build with the feature
+    /// `fleet`, a PostgreSQL URL (`postgres://user@host/db`: README, "Beyond one machine").
     #[arg(long, global = true, default_value = "./undertext-data", value_name = "DIR")]
     pub store: PathBuf,
     /// The owner (tenant) whose chats and archives the command sees.
