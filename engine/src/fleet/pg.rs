@@ -627,10 +627,14 @@ impl Remote for Fleet {
         }
     }
 
-    fn catch_up_chat(&self, core: &Core, chat: u64) -> Result<Option<ChatHead>> {
+    fn catch_up_chat(&self, core: &Core, chat: u64, owner: &str) -> Result<Option<ChatHead>> {
         let mut c = self.client()?;
+        // Another owner's chat is absent: nothing of it is pulled into this replica.
         let row = c
-            .query_opt(&format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1"), &[&(chat as i64)])
+            .query_opt(
+                &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 AND owner = $2"),
+                &[&(chat as i64), &owner],
+            )
             .map_err(|e| self.err("read the chat", &e))?;
         let Some(row) = row else {
             self.put(c);

@@ -75,7 +75,7 @@ impl ChatCache {
         }
         let mut seen = 0;
         if let Some(remote) = remote {
-            match remote.catch_up_chat(&self.core, id.0)? {
+            match remote.catch_up_chat(&self.core, id.0, owner)? {
                 Some(head) if !head.deleted => {
                     self.core.ensure_flushed(self.core.log.written())?;
                     seen = head.applied;

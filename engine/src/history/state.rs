@@ -154,7 +154,7 @@ impl ChatState {
     pub(crate) fn sync(&self) -> Result<()> {
         let Some(remote) = self.core.remote() else { return Ok(()) };
         let mut w = self.w.lock();
-        match remote.catch_up_chat(&self.core, self.id.0)? {
+        match remote.catch_up_chat(&self.core, self.id.0, &self.owner)? {
             Some(head) => self.follow(&mut w, head),
             None => Err(super::cache::not_found(self.id)),
         }

@@ -44,9 +44,9 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// the chat's last committed batch. `None`: the chat does not exist.
     fn lock_chat(&self, core: &Core, chat: u64) -> Result<Option<(WriteLock, ChatHead)>>;
 
-    /// Brings the local replica up to chat `chat`'s last committed batch, without a lock.
-    /// `None`: the chat does not exist in the remote.
-    fn catch_up_chat(&self, core: &Core, chat: u64) -> Result<Option<ChatHead>>;
+    /// Brings the local replica up to chat `chat` of `owner`'s last committed batch, without
+    /// a lock. `None`: the remote holds no such chat of `owner` (nothing is pulled).
+    fn catch_up_chat(&self, core: &Core, chat: u64, owner: &str) -> Result<Option<ChatHead>>;
 
     /// Brings the local replica up to date with `owner`'s own stream and every chat of
     /// `owner`; returns the chats of `owner` (id, head), deleted ones included.
