@@ -9,7 +9,7 @@ use undertext::checkpoint::CheckpointOptions;
 use undertext::compaction::{Plan, Squish};
 use undertext::{Chat, ChatId, StepStatus};
 
-use crate::convert::{blob_id, message_in, messages_in, unit_of};
+use crate::convert::{Text, blob_id, message_in, messages_in, unit_of};
 use crate::errors::run;
 use crate::snapshot::{PyMessageIter, PySnapshot};
 use crate::store::PyStore;
@@ -98,24 +98,24 @@ impl PyChat {
     fn set_meta(
         &self,
         py: Python<'_>,
-        title: Option<String>,
-        model: Option<String>,
-        draft: Option<String>,
-        extra: Option<BTreeMap<String, String>>,
+        title: Option<Text>,
+        model: Option<Text>,
+        draft: Option<Text>,
+        extra: Option<BTreeMap<Text, Text>>,
     ) -> PyResult<u64> {
         self.with(py, move |c| {
             let mut m = c.meta();
             if let Some(t) = title {
-                m.title = t;
+                m.title = t.0;
             }
             if let Some(t) = model {
-                m.model = t;
+                m.model = t.0;
             }
             if let Some(t) = draft {
-                m.draft = t;
+                m.draft = t.0;
             }
             if let Some(e) = extra {
-                m.extra = e;
+                m.extra = crate::convert::strings(e);
             }
             c.set_meta(m)
         })
@@ -172,7 +172,7 @@ impl PyChat {
         &self,
         py: Python<'py>,
         turn: u64,
-        stream_id: String,
+        stream_id: Text,
         step: u32,
         messages: &Bound<'py, PyAny>,
         complete: bool,
@@ -266,30 +266,30 @@ impl PyChat {
 
     /// Pins `start..end` (in `unit`) of an archive into the model view: the budget guard
     /// will not shrink it. The owner must be able to read the archive.
-    #[pyo3(signature = (archive_id, start, end, unit="chars"))]
+    #[pyo3(signature = (archive_id, start, end, unit=Text::from("chars")))]
     fn pin(
         &self,
         py: Python<'_>,
         archive_id: &Bound<'_, PyAny>,
         start: u64,
         end: u64,
-        unit: &str,
+        unit: Text,
     ) -> PyResult<()> {
-        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, unit)?);
+        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, &unit)?);
         self.with(py, move |c| c.pin(&id, start..end, unit))
     }
 
     /// Removes a pin (same archive, range and unit).
-    #[pyo3(signature = (archive_id, start, end, unit="chars"))]
+    #[pyo3(signature = (archive_id, start, end, unit=Text::from("chars")))]
     fn unpin(
         &self,
         py: Python<'_>,
         archive_id: &Bound<'_, PyAny>,
         start: u64,
         end: u64,
-        unit: &str,
+        unit: Text,
     ) -> PyResult<()> {
-        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, unit)?);
+        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, &unit)?);
         self.with(py, move |c| c.unpin(&id, start..end, unit))
     }
 
@@ -330,7 +330,7 @@ impl PyChat {
     fn compaction_tool_call(
         &self,
         py: Python<'_>,
-        args: String,
+        args: Text,
         expected_revision: u64,
         budget: PyRef<'_, PyBudget>,
     ) -> PyResult<String> {
@@ -356,9 +356,9 @@ impl PyChat {
         &self,
         py: Python<'_>,
         trims: Vec<u64>,
-        squishes: Vec<(u64, u64, String)>,
+        squishes: Vec<(u64, u64, Text)>,
     ) -> PyResult<Vec<(String, String)>> {
-        let plan = plan_of(trims, squishes);
+        let plan = plan_of(trims, squishes.into_iter().map(|(a, b, t)| (a, b, t.0)).collect());
         let p = self.with(py, move |c| c.lint(&plan))?;
         Ok(p.into_iter().map(|p| (p.rule.to_string(), p.detail)).collect())
     }
@@ -371,10 +371,10 @@ impl PyChat {
         &self,
         py: Python<'_>,
         trims: Vec<u64>,
-        squishes: Vec<(u64, u64, String)>,
+        squishes: Vec<(u64, u64, Text)>,
         expected_revision: u64,
     ) -> PyResult<usize> {
-        let plan = plan_of(trims, squishes);
+        let plan = plan_of(trims, squishes.into_iter().map(|(a, b, t)| (a, b, t.0)).collect());
         self.with(py, move |c| c.compact(&plan, expected_revision))
     }
 

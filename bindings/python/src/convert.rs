@@ -40,6 +40,10 @@ pub(crate) fn blob_id(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<BlobId
     if let Ok(r) = obj.cast::<PyArchiveRef>() {
         return Ok(r.get().r.id);
     }
+    if let Ok(s) = obj.cast::<PyString>() {
+        let s = s.to_cow().map_err(|_| not_utf8(py, s, "", "the id"))?;
+        return parse_blob_id(py, &s);
+    }
     let s: String = obj.extract().map_err(|_| {
         invalid(py, format!("id: expected a str of 64 hex digits or an ArchiveRef, found {}", type_name(obj)))
     })?;
@@ -55,23 +59,108 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into())
 }
 
+/// A str argument as UTF-8 text. Python's str can hold lone surrogates, which UTF-8 cannot:
+/// such a str is refused with `InvalidArgument` saying where the surrogate is (PyO3 notes
+/// which argument it was), never taken as another type.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Text(pub(crate) String);
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Text {
+        Text(s.to_owned())
+    }
+}
+
+impl<'a, 'py> FromPyObject<'a, 'py> for Text {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'a, 'py, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        match obj.cast::<PyString>() {
+            Ok(s) => s.to_cow().map(|t| Text(t.into_owned())).map_err(|_| not_utf8(py, &s, "", "the str")),
+            Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                "expected a str, found {}",
+                type_name(&obj.to_owned())
+            ))),
+        }
+    }
+}
+
+impl std::ops::Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A map of texts as strings.
+pub(crate) fn strings(
+    m: std::collections::BTreeMap<Text, Text>,
+) -> std::collections::BTreeMap<String, String> {
+    m.into_iter().map(|(k, v)| (k.0, v.0)).collect()
+}
+
+impl From<Text> for String {
+    fn from(t: Text) -> String {
+        t.0
+    }
+}
+
+/// The error for a str that is not valid UTF-8: where its first lone surrogate is, counted in
+/// the str's characters as Python indexes it. `ctx` says where (`"message: "`, or empty),
+/// `name` what the str is.
+pub(crate) fn not_utf8(py: Python<'_>, s: &Bound<'_, PyString>, ctx: &str, name: &str) -> PyErr {
+    let found = s
+        .call_method1("encode", ("utf-32-le", "surrogatepass"))
+        .and_then(|b| b.extract::<Vec<u8>>())
+        .ok()
+        .and_then(|b| {
+            b.chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .enumerate()
+                .find(|(_, c)| (0xD800..=0xDFFF).contains(c))
+        });
+    let found = match found {
+        Some((at, c)) => format!("a lone surrogate (U+{c:04X}) at index {at}"),
+        None => "a str that is not".into(),
+    };
+    invalid(
+        py,
+        format!(
+            "{ctx}expected {name} to be text that is valid UTF-8, found {found}; a surrogate cannot be stored \
+             (decode the text properly, or replace it: s.encode(\"utf-8\", \"replace\").decode())"
+        ),
+    )
+}
+
+/// `v` as UTF-8 text; `ctx` and `name` as in [`not_utf8`].
+pub(crate) fn utf8(py: Python<'_>, v: &Bound<'_, PyAny>, ctx: &str, name: &str) -> PyResult<String> {
+    let s = v
+        .cast::<PyString>()
+        .map_err(|_| invalid(py, format!("{ctx}expected {name} to be a str, found {}", type_name(v))))?;
+    s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| not_utf8(py, s, ctx, name))
+}
+
 fn req<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, key: &str, what: &str) -> PyResult<Bound<'py, PyAny>> {
     d.get_item(key)?.ok_or_else(|| invalid(py, format!("{what}: expected key {key:?}, found none")))
 }
 
 fn req_str(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyResult<String> {
     let v = req(py, d, key, what)?;
-    v.extract::<String>()
-        .map_err(|_| invalid(py, format!("{what}: expected {key:?} to be a str, found {}", type_name(&v))))
+    utf8(py, &v, &format!("{what}: "), &format!("{key:?}"))
 }
 
 fn opt_str(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyResult<Option<String>> {
     match d.get_item(key)? {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
-        Some(v) => v.extract::<String>().map(Some).map_err(|_| {
-            invalid(py, format!("{what}: expected {key:?} to be a str or None, found {}", type_name(&v)))
-        }),
+        Some(v) if v.is_instance_of::<PyString>() => {
+            utf8(py, &v, &format!("{what}: "), &format!("{key:?}")).map(Some)
+        }
+        Some(v) => {
+            Err(invalid(py, format!("{what}: expected {key:?} to be a str or None, found {}", type_name(&v))))
+        }
     }
 }
 
@@ -87,7 +176,7 @@ fn opt_bool(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyR
 /// JSON text of `v`: a str is taken as JSON text already, anything else is `json.dumps`ed.
 fn json_text(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = v.cast::<PyString>() {
-        return s.extract::<String>();
+        return s.to_cow().map(std::borrow::Cow::into_owned).map_err(|_| not_utf8(py, s, "", "JSON text"));
     }
     py.import("json")?.call_method1("dumps", (v,))?.extract()
 }
@@ -182,9 +271,7 @@ pub(crate) fn message_in(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<New
     }
     match d.get_item("content")? {
         Some(c) => {
-            let text = c.extract::<String>().map_err(|_| {
-                invalid(py, format!("message: expected \"content\" to be a str, found {}", type_name(&c)))
-            })?;
+            let text = utf8(py, &c, "message: ", "\"content\"")?;
             Ok(NewMessage::text(role, text))
         }
         None => Err(invalid(py, "message: expected key \"content\" or \"parts\", found neither")),

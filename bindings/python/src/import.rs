@@ -1,6 +1,8 @@
 //! Importing a transcript held in memory (no file): the engine's importers, called on bytes.
 
 use pyo3::prelude::*;
+
+use crate::convert::Text;
 use pyo3::types::PyDict;
 use undertext::import;
 
@@ -16,17 +18,17 @@ use crate::store::PyStore;
 /// parent's (a side chain's main session). Returns the import report with `chats`: each
 /// session's key and chat id.
 #[pyfunction]
-#[pyo3(signature = (store, owner, name, data, *, format = "auto", key = None, parent_key = None))]
+#[pyo3(signature = (store, owner, name, data, *, format = Text::from("auto"), key = None, parent_key = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn import_transcript_bytes<'py>(
     py: Python<'py>,
     store: PyRef<'_, PyStore>,
-    owner: String,
-    name: String,
+    owner: Text,
+    name: Text,
     data: &[u8],
-    format: &str,
-    key: Option<String>,
-    parent_key: Option<String>,
+    format: Text,
+    key: Option<Text>,
+    parent_key: Option<Text>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let store = store.get(py)?;
     let format: import::Format = format.parse().map_err(|e| crate::errors::to_py(py, e))?;
@@ -42,8 +44,8 @@ pub(crate) fn import_transcript_bytes<'py>(
                 ),
             ));
         }
-        parsed.sessions[0].key = k;
-        parsed.sessions[0].parent_key = parent_key;
+        parsed.sessions[0].key = k.0;
+        parsed.sessions[0].parent_key = parent_key.map(String::from);
     }
     let sessions = parsed.sessions;
     let (report, chats) = run(py, move || {

@@ -9,7 +9,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyType};
 use undertext::{ChatId, ChatMeta, Compression, Durability, Options, Page, PageCursor, Store};
 
 use crate::chat::PyChat;
-use crate::convert::{blob_id, unit_of};
+use crate::convert::{Text, blob_id, unit_of};
 use crate::errors::{closed, invalid, run};
 use crate::types::{PyArchiveRef, PyChatInfo};
 use crate::worker::{PyWorker, WorkerSlot, worker_options};
@@ -124,30 +124,30 @@ impl PyStore {
     /// its tail (a torn tail is cut and reported through logging), `NotFound` when
     /// `create_if_missing` is false and there is no store.
     #[classmethod]
-    #[pyo3(signature = (path, *, durability="group", create_if_missing=true, archive_threshold=8192,
+    #[pyo3(signature = (path, *, durability=Text::from("group"), create_if_missing=true, archive_threshold=8192,
         preview_chars=2000, segment_size=67_108_864, preallocate=true, chat_cache_capacity=128,
-        compression="zstd", guard_preview_chars=400, inline_body_max=8192))]
+        compression=Text::from("zstd"), guard_preview_chars=400, inline_body_max=8192))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn open(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         path: std::path::PathBuf,
-        durability: &str,
+        durability: Text,
         create_if_missing: bool,
         archive_threshold: usize,
         preview_chars: usize,
         segment_size: u64,
         preallocate: bool,
         chat_cache_capacity: usize,
-        compression: &str,
+        compression: Text,
         guard_preview_chars: usize,
         inline_body_max: usize,
     ) -> PyResult<PyStore> {
         let opts = Options {
-            compression: self::compression(py, compression)?,
+            compression: self::compression(py, &compression)?,
             guard_preview_chars,
             inline_body_max,
-            durability: self::durability(py, durability)?,
+            durability: self::durability(py, &durability)?,
             create_if_missing,
             archive_threshold,
             preview_chars,
@@ -244,13 +244,13 @@ impl PyStore {
 
     /// Stores `data` (`bytes` or `bytearray`) for `owner` and returns its content address
     /// (64 hex digits), granting the blob to `owner`. The same bytes are stored once.
-    fn put_blob(&self, py: Python<'_>, owner: String, data: PyBackedBytes) -> PyResult<String> {
+    fn put_blob(&self, py: Python<'_>, owner: Text, data: PyBackedBytes) -> PyResult<String> {
         let store = self.get(py)?;
         Ok(run(py, move || store.put_blob(&owner, &data))?.to_string())
     }
 
     /// Stores several blobs for `owner` in one transaction (after a crash: all or none).
-    fn put_blobs(&self, py: Python<'_>, owner: String, data: Vec<Vec<u8>>) -> PyResult<Vec<String>> {
+    fn put_blobs(&self, py: Python<'_>, owner: Text, data: Vec<Vec<u8>>) -> PyResult<Vec<String>> {
         let store = self.get(py)?;
         let ids = run(py, move || {
             let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
@@ -265,7 +265,7 @@ impl PyStore {
     fn get_blob<'py>(
         &self,
         py: Python<'py>,
-        owner: String,
+        owner: Text,
         blob_id: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let store = self.get(py)?;
@@ -282,7 +282,7 @@ impl PyStore {
     fn get_blob_range<'py>(
         &self,
         py: Python<'py>,
-        owner: String,
+        owner: Text,
         blob_id: &Bound<'py, PyAny>,
         start: u64,
         end: u64,
@@ -295,7 +295,7 @@ impl PyStore {
 
     /// Length in bytes of blob `blob_id` of `owner`, without reading its content (a chunked
     /// blob's chunks are not read). `NotFound` for a blob `owner` holds no grant on.
-    fn blob_len(&self, py: Python<'_>, owner: String, blob_id: &Bound<'_, PyAny>) -> PyResult<u64> {
+    fn blob_len(&self, py: Python<'_>, owner: Text, blob_id: &Bound<'_, PyAny>) -> PyResult<u64> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
         run(py, move || store.blob_len(&owner, &id))
@@ -303,7 +303,7 @@ impl PyStore {
 
     /// Whether `owner` holds a grant on a stored blob `blob_id` (`False` for a blob only
     /// other owners hold, as for one never stored).
-    fn contains_blob(&self, py: Python<'_>, owner: String, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn contains_blob(&self, py: Python<'_>, owner: Text, blob_id: &Bound<'_, PyAny>) -> PyResult<bool> {
         let store = self.get(py)?;
         let id = crate::convert::blob_id(py, blob_id)?;
         run(py, move || store.contains_blob(&owner, &id))
@@ -359,28 +359,28 @@ impl PyStore {
     }
 
     /// Creates a chat for `owner` and returns it.
-    #[pyo3(signature = (owner, *, title=String::new(), model=String::new(), draft=String::new(), extra=None))]
+    #[pyo3(signature = (owner, *, title=Text::from(""), model=Text::from(""), draft=Text::from(""), extra=None))]
     fn create_chat(
         slf: &Bound<'_, Self>,
-        owner: String,
-        title: String,
-        model: String,
-        draft: String,
-        extra: Option<BTreeMap<String, String>>,
+        owner: Text,
+        title: Text,
+        model: Text,
+        draft: Text,
+        extra: Option<BTreeMap<Text, Text>>,
     ) -> PyResult<PyChat> {
         let py = slf.py();
         let store = slf.get().get(py)?;
-        let meta = meta_of(title, model, draft, extra);
+        let meta = meta_of(title.0, model.0, draft.0, extra.map(crate::convert::strings));
         let o = owner.clone();
         let id = run(py, move || store.create_chat(&o, meta))?;
-        Ok(PyChat::new(slf.clone().unbind(), owner, id))
+        Ok(PyChat::new(slf.clone().unbind(), owner.0, id))
     }
 
     /// Deletes chat `chat_id` of `owner`: later opens get `NotFound`; snapshots already
     /// taken still read. Its records stay in the log until `Store.gc` removes them.
-    fn delete_chat(&self, py: Python<'_>, owner: String, chat_id: &str) -> PyResult<()> {
+    fn delete_chat(&self, py: Python<'_>, owner: Text, chat_id: Text) -> PyResult<()> {
         let store = self.get(py)?;
-        let id = self::chat_id(py, chat_id)?;
+        let id = self::chat_id(py, &chat_id)?;
         run(py, move || store.delete_chat(&owner, id))
     }
 
@@ -389,17 +389,17 @@ impl PyStore {
     /// Returns a dict: `deleted_chats`, `records_before`, `records_after`, `blobs_removed`,
     /// `log_bytes_before`, `log_bytes_after`.
     #[classmethod]
-    #[pyo3(signature = (path, *, segment_size=67_108_864, compression="zstd"))]
+    #[pyo3(signature = (path, *, segment_size=67_108_864, compression=Text::from("zstd")))]
     fn gc<'py>(
         _cls: &Bound<'py, PyType>,
         py: Python<'py>,
         path: std::path::PathBuf,
         segment_size: u64,
-        compression: &str,
+        compression: Text,
     ) -> PyResult<Bound<'py, PyDict>> {
         let opts = Options {
             segment_size,
-            compression: self::compression(py, compression)?,
+            compression: self::compression(py, &compression)?,
             create_if_missing: false,
             ..Options::default()
         };
@@ -416,19 +416,19 @@ impl PyStore {
 
     /// Opens chat `chat_id` of `owner`. Another owner's chat is the same `NotFound` as an
     /// absent one.
-    fn chat(slf: &Bound<'_, Self>, owner: String, chat_id: &str) -> PyResult<PyChat> {
+    fn chat(slf: &Bound<'_, Self>, owner: Text, chat_id: Text) -> PyResult<PyChat> {
         let py = slf.py();
         let store = slf.get().get(py)?;
-        let id = self::chat_id(py, chat_id)?;
+        let id = self::chat_id(py, &chat_id)?;
         let o = owner.clone();
         run(py, move || store.chat(&o, id).map(|_| ()))?;
-        Ok(PyChat::new(slf.clone().unbind(), owner, id))
+        Ok(PyChat::new(slf.clone().unbind(), owner.0, id))
     }
 
     /// Every chat of `owner`, newest activity first, as `ChatInfo` (pages of `page_size`
     /// are fetched as the iteration goes).
     #[pyo3(signature = (owner, *, page_size=100))]
-    fn chats(slf: &Bound<'_, Self>, owner: String, page_size: usize) -> PyResult<PyChatIter> {
+    fn chats(slf: &Bound<'_, Self>, owner: Text, page_size: usize) -> PyResult<PyChatIter> {
         let py = slf.py();
         if page_size == 0 || page_size > 1000 {
             return Err(invalid(py, format!("page_size: expected 1..=1000, found {page_size}")));
@@ -436,7 +436,7 @@ impl PyStore {
         slf.get().get(py)?;
         Ok(PyChatIter {
             store: slf.clone().unbind(),
-            owner,
+            owner: owner.0,
             page_size,
             buf: Default::default(),
             after: None,
@@ -451,9 +451,9 @@ impl PyStore {
     fn find_chats(
         &self,
         py: Python<'_>,
-        owner: String,
-        title: Option<String>,
-        extra: Option<BTreeMap<String, String>>,
+        owner: Text,
+        title: Option<Text>,
+        extra: Option<BTreeMap<Text, Text>>,
     ) -> PyResult<Vec<PyChatInfo>> {
         let store = self.get(py)?;
         let extra = extra.unwrap_or_default();
@@ -463,8 +463,8 @@ impl PyStore {
             loop {
                 let p = store.chats(&owner, Page { limit: 1000, after })?;
                 out.extend(p.chats.into_iter().filter(|c| {
-                    title.as_ref().is_none_or(|t| &c.meta.title == t)
-                        && extra.iter().all(|(k, v)| c.meta.extra.get(k) == Some(v))
+                    title.as_ref().is_none_or(|t| c.meta.title == t.0)
+                        && extra.iter().all(|(k, v)| c.meta.extra.get(&k.0) == Some(&v.0))
                 }));
                 match p.next {
                     Some(n) => after = Some(n),
@@ -482,13 +482,13 @@ impl PyStore {
     /// ...). Returns a dict: `files`, `sessions_new`, `sessions_unchanged`,
     /// `sessions_extended`, `messages`, `tool_results`, `archived`, `linked`, and
     /// `problems` (the lines skipped, each `"file:line: reason"`).
-    #[pyo3(signature = (owner, paths, *, format="auto"))]
+    #[pyo3(signature = (owner, paths, *, format=Text::from("auto")))]
     fn import_transcripts<'py>(
         &self,
         py: Python<'py>,
-        owner: String,
+        owner: Text,
         paths: Vec<std::path::PathBuf>,
-        format: &str,
+        format: Text,
     ) -> PyResult<Bound<'py, PyDict>> {
         use undertext::import;
         let store = self.get(py)?;
@@ -518,7 +518,7 @@ impl PyStore {
     }
 
     /// Archives `text` for `owner`; the id is its content address.
-    fn archive(&self, py: Python<'_>, owner: String, text: String) -> PyResult<PyArchiveRef> {
+    fn archive(&self, py: Python<'_>, owner: Text, text: Text) -> PyResult<PyArchiveRef> {
         let store = self.get(py)?;
         Ok(PyArchiveRef { r: run(py, move || store.archive(&owner, &text))? })
     }
@@ -527,7 +527,7 @@ impl PyStore {
     fn archive_ref(
         &self,
         py: Python<'_>,
-        owner: String,
+        owner: Text,
         archive_id: &Bound<'_, PyAny>,
     ) -> PyResult<PyArchiveRef> {
         let store = self.get(py)?;
@@ -538,19 +538,19 @@ impl PyStore {
     /// `text[start:end]` of archive `archive_id`, exactly. `unit` is `"chars"` (Python
     /// `str` indexes, the default), `"utf16"`, `"bytes"` or `"lines"`. A range past the end,
     /// or one that splits a UTF-8 sequence or surrogate pair, raises `InvalidArgument`.
-    #[pyo3(signature = (owner, archive_id, start, end, unit="chars"))]
+    #[pyo3(signature = (owner, archive_id, start, end, unit=Text::from("chars")))]
     fn read_context(
         &self,
         py: Python<'_>,
-        owner: String,
+        owner: Text,
         archive_id: &Bound<'_, PyAny>,
         start: u64,
         end: u64,
-        unit: &str,
+        unit: Text,
     ) -> PyResult<String> {
         let store = self.get(py)?;
         let id = blob_id(py, archive_id)?;
-        let unit = unit_of(py, unit)?;
+        let unit = unit_of(py, &unit)?;
         run(py, move || store.read_context(&owner, &id, start..end, unit))
     }
 
@@ -560,10 +560,10 @@ impl PyStore {
     fn preview(
         &self,
         py: Python<'_>,
-        owner: String,
+        owner: Text,
         archive_id: &Bound<'_, PyAny>,
         max_chars: usize,
-        query: Option<String>,
+        query: Option<Text>,
     ) -> PyResult<String> {
         let store = self.get(py)?;
         let id = blob_id(py, archive_id)?;
@@ -575,7 +575,7 @@ impl PyStore {
     /// called with the GIL taken on the worker's own threads; what it raises is reported
     /// in `Worker.errors` / `Worker.exceptions` and the job is retried `retries` times.
     #[pyo3(signature = (summarizer, *, threads=1, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
-        at_hard_line="wait", wait_seconds=30.0, retries=2))]
+        at_hard_line=Text::from("wait"), wait_seconds=30.0, retries=2))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn start_worker(
         &self,
@@ -585,14 +585,14 @@ impl PyStore {
         soft: f64,
         segment_tokens: u64,
         fan_in: usize,
-        at_hard_line: &str,
+        at_hard_line: Text,
         wait_seconds: f64,
         retries: u32,
     ) -> PyResult<PyWorker> {
         let store = self.get(py)?;
         let (s, exceptions) = crate::worker::summarizer_of(summarizer)?;
         let opts =
-            worker_options(py, threads, soft, segment_tokens, fan_in, at_hard_line, wait_seconds, retries)?;
+            worker_options(py, threads, soft, segment_tokens, fan_in, &at_hard_line, wait_seconds, retries)?;
         let w = run(py, move || store.start_worker(s, opts))?;
         let slot: WorkerSlot = Arc::new(Mutex::new(Some(w)));
         match self.workers.lock() {

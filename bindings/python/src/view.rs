@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList};
 use undertext::budget::{Budget, Decision, View};
 use undertext::checkpoint::Checkpoint;
 
-use crate::convert::parts_out;
+use crate::convert::{Text, parts_out};
 use crate::errors::{exception, invalid};
 
 /// The token budget of one model call. Fractions are of the usable input,
@@ -35,7 +35,7 @@ impl PyBudget {
         soft: f64,
         target: f64,
         hard: f64,
-        tool_schemas: Vec<String>,
+        tool_schemas: Vec<Text>,
         protect_max_tokens: Option<u64>,
         instructions_max_tokens: Option<u64>,
         nudge: Option<f64>,
@@ -63,7 +63,7 @@ impl PyBudget {
                 soft,
                 target,
                 hard,
-                tool_schemas,
+                tool_schemas: tool_schemas.into_iter().map(String::from).collect(),
                 protect_max_tokens,
                 instructions_max_tokens,
                 nudge,
