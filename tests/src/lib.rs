@@ -5,6 +5,7 @@ pub mod child;
 pub mod fleet;
 pub mod mixed;
 pub mod read_only;
+pub mod ro_soak;
 pub mod sweep;
 pub mod transcripts;
 pub mod views;

@@ -1,0 +1,164 @@
+//! Shared by the read-only soak (a writer process and reader processes on one store, see
+//! `tests/tests/read_only_soak.rs` and `scripts/ro-soak`): the text of every message, which a
+//! reader can recompute from the chat id and seq alone, and the *acknowledgement table*, a
+//! small file outside the store where the writer publishes, after every append returned,
+//! how many messages of each chat are acknowledged.
+//!
+//! A reader reads the table, then refreshes: everything the table counted was acknowledged
+//! before the refresh, so the refresh must show it, byte for byte.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use undertext::{NewMessage, Role};
+
+/// The owner of every soak chat.
+pub const OWNER: &str = "soak";
+
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The hash of (chat, seq) the text carries.
+pub fn hash_of(chat: u64, seq: u64) -> u64 {
+    mix(mix(chat) ^ seq.wrapping_mul(0x1000_0000_01b3))
+}
+
+/// The message at `seq` of chat `chat`: its chat id, seq and hash in front, then 100 to 2,100
+/// bytes of text drawn from the hash (so every byte depends on the chat and the seq); the
+/// role alternates user / assistant.
+pub fn soak_message(chat: u64, seq: u64) -> NewMessage {
+    let h = hash_of(chat, seq);
+    let len = 100 + (h % 2000) as usize;
+    let mut s = format!("chat {chat} seq {seq} hash {h:016x}: ");
+    let mut x = h | 1;
+    while s.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let c = (x % 28) as u8;
+        s.push(match c {
+            26 | 27 => ' ',
+            c => char::from(b'a' + c),
+        });
+    }
+    NewMessage::text(if seq.is_multiple_of(2) { Role::User } else { Role::Assistant }, s)
+}
+
+/// Checks a message read back against [`soak_message`]; says what differs.
+pub fn check_message(chat: u64, seq: u64, got: &undertext::Message) -> Result<(), String> {
+    let want = soak_message(chat, seq);
+    if got.role != want.role || got.parts != want.parts {
+        let text = |p: &[undertext::Part]| match p {
+            [undertext::Part::Text(t)] => t.chars().take(60).collect::<String>(),
+            other => format!("{other:?}").chars().take(60).collect(),
+        };
+        return Err(format!(
+            "chat {chat} seq {seq}: expected {:?} {:?}…, read {:?} {:?}…",
+            want.role,
+            text(&want.parts),
+            got.role,
+            text(&got.parts)
+        ));
+    }
+    Ok(())
+}
+
+/// One chat of the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// The chat's id.
+    pub chat: u64,
+    /// Messages acknowledged (seqs `0..count`).
+    pub count: u64,
+    /// The writer is deleting (or has deleted) this chat: a reader may find it gone.
+    pub deleting: bool,
+}
+
+/// The acknowledgement table.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Acks {
+    /// The writer finished: no more appends.
+    pub done: bool,
+    /// Garbage collections the writer ran so far.
+    pub gcs: u64,
+    /// The chats.
+    pub slots: Vec<Slot>,
+}
+
+const MAGIC: u64 = 0x554e_4454_5841_434b; // "UNDTXACK"
+
+impl Acks {
+    fn words(&self) -> Vec<u64> {
+        let mut w = vec![MAGIC, u64::from(self.done), self.gcs, self.slots.len() as u64];
+        for s in &self.slots {
+            w.extend([s.chat, s.count, u64::from(s.deleting)]);
+        }
+        let sum = w.iter().fold(0u64, |a, &x| mix(a ^ x));
+        w.push(sum);
+        w
+    }
+
+    /// Writes the table at the start of `file` in one `pwrite` (a few hundred bytes).
+    pub fn publish(&self, file: &File) -> std::io::Result<()> {
+        let bytes: Vec<u8> = self.words().iter().flat_map(|w| w.to_le_bytes()).collect();
+        file.write_all_at(&bytes, 0)
+    }
+
+    /// Reads the table; retries a read that caught a write half done (its checksum fails).
+    pub fn read(path: &Path) -> Result<Acks, String> {
+        let file = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for _ in 0..10_000 {
+            let mut buf = vec![0u8; 4096];
+            let n = file.read_at(&mut buf, 0).map_err(|e| format!("{}: {e}", path.display()))?;
+            let w: Vec<u64> = buf[..n - n % 8]
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect();
+            if let Some(a) = Acks::decode(&w) {
+                return Ok(a);
+            }
+            std::thread::yield_now();
+        }
+        Err(format!("{}: no consistent acknowledgement table after 10,000 reads", path.display()))
+    }
+
+    fn decode(w: &[u64]) -> Option<Acks> {
+        if w.len() < 5 || w[0] != MAGIC {
+            return None;
+        }
+        let k = usize::try_from(w[3]).ok()?;
+        let end = 4 + 3 * k;
+        if w.len() <= end || w[..end].iter().fold(0u64, |a, &x| mix(a ^ x)) != w[end] {
+            return None;
+        }
+        let slots = w[4..end]
+            .chunks_exact(3)
+            .map(|s| Slot { chat: s[0], count: s[1], deleting: s[2] != 0 })
+            .collect();
+        Some(Acks { done: w[1] != 0, gcs: w[2], slots })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_differ_per_chat_and_seq_and_the_table_round_trips() {
+        assert_ne!(soak_message(1, 2), soak_message(2, 1));
+        let a = Acks {
+            done: true,
+            gcs: 3,
+            slots: vec![Slot { chat: 7, count: 9, deleting: false }, Slot { chat: 8, count: 0, deleting: true }],
+        };
+        assert_eq!(Acks::decode(&a.words()), Some(a.clone()));
+        let mut torn = a.words();
+        torn[5] ^= 1;
+        assert_eq!(Acks::decode(&torn), None);
+    }
+}
