@@ -86,6 +86,9 @@ pub struct Acks {
     pub done: bool,
     /// Garbage collections the writer ran so far.
     pub gcs: u64,
+    /// When the writer started appending (Unix time, milliseconds; 0 before): the origin of
+    /// the phases of an alternating run.
+    pub start_ms: u64,
     /// The chats.
     pub slots: Vec<Slot>,
 }
@@ -94,7 +97,7 @@ const MAGIC: u64 = 0x554e_4454_5841_434b; // "UNDTXACK"
 
 impl Acks {
     fn words(&self) -> Vec<u64> {
-        let mut w = vec![MAGIC, u64::from(self.done), self.gcs, self.slots.len() as u64];
+        let mut w = vec![MAGIC, u64::from(self.done), self.gcs, self.start_ms, self.slots.len() as u64];
         for s in &self.slots {
             w.extend([s.chat, s.count, u64::from(s.deleting)]);
         }
@@ -128,19 +131,19 @@ impl Acks {
     }
 
     fn decode(w: &[u64]) -> Option<Acks> {
-        if w.len() < 5 || w[0] != MAGIC {
+        if w.len() < 6 || w[0] != MAGIC {
             return None;
         }
-        let k = usize::try_from(w[3]).ok()?;
-        let end = 4 + 3 * k;
+        let k = usize::try_from(w[4]).ok()?;
+        let end = 5 + 3 * k;
         if w.len() <= end || w[..end].iter().fold(0u64, |a, &x| mix(a ^ x)) != w[end] {
             return None;
         }
-        let slots = w[4..end]
+        let slots = w[5..end]
             .chunks_exact(3)
             .map(|s| Slot { chat: s[0], count: s[1], deleting: s[2] != 0 })
             .collect();
-        Some(Acks { done: w[1] != 0, gcs: w[2], slots })
+        Some(Acks { done: w[1] != 0, gcs: w[2], start_ms: w[3], slots })
     }
 }
 
@@ -154,11 +157,24 @@ mod tests {
         let a = Acks {
             done: true,
             gcs: 3,
+            start_ms: 5,
             slots: vec![Slot { chat: 7, count: 9, deleting: false }, Slot { chat: 8, count: 0, deleting: true }],
         };
         assert_eq!(Acks::decode(&a.words()), Some(a.clone()));
         let mut torn = a.words();
-        torn[5] ^= 1;
+        torn[6] ^= 1;
         assert_eq!(Acks::decode(&torn), None);
     }
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// In an alternating run (phases of `phase_ms` > 0 from `start_ms`): true in the phases where
+/// the readers rest (the even ones: 0, 2, …; and before the start), when the writer runs as
+/// if alone.
+pub fn resting(start_ms: u64, phase_ms: u64, now_ms: u64) -> bool {
+    start_ms == 0 || (now_ms.saturating_sub(start_ms) / phase_ms.max(1)).is_multiple_of(2)
 }

@@ -9,7 +9,10 @@
 //! acknowledged message exits with status 1 and says what; at the end it prints
 //! `done rounds=… refreshes=… reopens=… open_retries=… checked=… last_error=…`.
 //!
-//! Usage: `ro_soak_reader STORE_DIR ACK_FILE [PAUSE_MS] [SEED]`
+//! With `PHASE_MS` > 0 it rests (no refresh, no read) in the even phases of that many
+//! milliseconds from the writer's start (see `ro_soak_writer`).
+//!
+//! Usage: `ro_soak_reader STORE_DIR ACK_FILE [PAUSE_MS] [SEED] [PHASE_MS]`
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use undertext::{ChatId, Error, Store};
 use undertext_tests::Rng;
-use undertext_tests::ro_soak::{Acks, OWNER, check_message};
+use undertext_tests::ro_soak::{Acks, OWNER, check_message, now_ms, resting};
 
 fn bad(what: impl std::fmt::Display) -> ! {
     eprintln!("ro_soak_reader {}: bad: {what}", std::process::id());
@@ -35,6 +38,7 @@ fn say(line: &str) {
 #[derive(Default)]
 struct Stats {
     rounds: u64,
+    rested: u64,
     refreshes: u64,
     reopens: u64,
     open_retries: u64,
@@ -71,6 +75,7 @@ fn main() {
     let (dir, ack_path) = (&args[1], Path::new(&args[2]));
     let pause = Duration::from_millis(args.get(3).and_then(|a| a.parse().ok()).unwrap_or(10));
     let mut rng = Rng::new(args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1));
+    let phase_ms: u64 = args.get(5).and_then(|a| a.parse().ok()).unwrap_or(0);
     let mut stats = Stats::default();
     let mut store = open(dir, &mut stats);
     // Per chat: how many messages were checked byte for byte since the last (re)open.
@@ -78,6 +83,11 @@ fn main() {
     say("ready");
     loop {
         let acks = Acks::read(ack_path).unwrap_or_else(|e| bad(e));
+        if phase_ms > 0 && !acks.done && resting(acks.start_ms, phase_ms, now_ms()) {
+            stats.rested += 1;
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        }
         match store.refresh() {
             Ok(r) => {
                 stats.refreshes += 1;
@@ -136,7 +146,7 @@ fn main() {
         std::thread::sleep(pause);
     }
     say(&format!(
-        "done rounds={} refreshes={} reopens={} open_retries={} checked={} replaced_error={:?}",
-        stats.rounds, stats.refreshes, stats.reopens, stats.open_retries, stats.checked, stats.replaced_error
+        "done rounds={} rested={} refreshes={} reopens={} open_retries={} checked={} replaced_error={:?}",
+        stats.rounds, stats.rested, stats.refreshes, stats.reopens, stats.open_retries, stats.checked, stats.replaced_error
     ));
 }

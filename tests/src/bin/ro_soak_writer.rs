@@ -10,14 +10,20 @@
 //! `done appends=… messages=… secs=… per_sec=… gcs=…` (the rate counts the appending
 //! time only, not the collections).
 //!
-//! Usage: `ro_soak_writer STORE_DIR ACK_FILE SECONDS [GC_EVERY] [SEGMENT_SIZE] [CHATS]`
+//! With `PHASE_MS` > 0 (an alternating run, no `gc`), the readers rest in the even phases of
+//! `PHASE_MS` milliseconds from the start and work in the odd ones; the writer counts its
+//! appends per phase and prints the rates of both kinds too
+//! (`resting_per_sec=… working_per_sec=… ratio=…`, whole phases only): the two are measured
+//! in the same run, interleaved, so the machine's drifting load weighs on both alike.
+//!
+//! Usage: `ro_soak_writer STORE_DIR ACK_FILE SECONDS [GC_EVERY] [SEGMENT_SIZE] [CHATS] [PHASE_MS]`
 
 use std::fs::File;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
 use undertext::{ChatId, ChatMeta, Options, Store};
-use undertext_tests::ro_soak::{Acks, OWNER, Slot, soak_message};
+use undertext_tests::ro_soak::{Acks, OWNER, Slot, now_ms, soak_message};
 
 fn fail(what: &str, e: impl std::fmt::Display) -> ! {
     eprintln!("ro_soak_writer: {what}: {e}");
@@ -45,6 +51,7 @@ fn main() {
     let gc_every = arg(4, 0.0);
     let opts = Options { segment_size: arg(5, 65536.0) as u64, ..Options::default() };
     let chats = arg(6, 8.0) as usize;
+    let phase_ms = arg(7, 0.0) as u64;
     let open = || Store::open(dir, opts.clone()).unwrap_or_else(|e| fail("open", e));
     let mut store = open();
     let create = |s: &Store| {
@@ -64,6 +71,10 @@ fn main() {
     }
     let (mut appends, mut messages, mut gc_time) = (0u64, 0u64, Duration::ZERO);
     let start = Instant::now();
+    acks.start_ms = now_ms();
+    publish(&acks);
+    // Appends per phase (alternating runs).
+    let mut per_phase: Vec<u64> = Vec::new();
     let mut next_gc = if gc_every > 0.0 { Some(start + Duration::from_secs_f64(gc_every)) } else { None };
     let mut handles: Vec<_> =
         acks.slots.iter().map(|s| store.chat(OWNER, ChatId(s.chat)).unwrap_or_else(|e| fail("chat", e))).collect();
@@ -78,6 +89,11 @@ fn main() {
         }
         slot.count += n;
         appends += 1;
+        if phase_ms > 0 {
+            let p = (start.elapsed().as_millis() as u64 / phase_ms) as usize;
+            per_phase.resize(per_phase.len().max(p + 1), 0);
+            per_phase[p] += 1;
+        }
         messages += n;
         publish(&acks);
         if let Some(at) = next_gc
@@ -105,12 +121,32 @@ fn main() {
         }
     }
     let appending = (start.elapsed() - gc_time).as_secs_f64();
+    let phases = if phase_ms > 0 {
+        // Whole phases only: the last one may be cut by the end of the run.
+        let whole = ((start.elapsed().as_millis() as u64) / phase_ms) as usize;
+        per_phase.resize(whole, 0);
+        let secs = |even: bool| {
+            (0..whole).filter(|p| p.is_multiple_of(2) == even).count() as f64 * phase_ms as f64 / 1e3
+        };
+        let sum = |even: bool| {
+            per_phase.iter().enumerate().filter(|(p, _)| p.is_multiple_of(2) == even).map(|(_, n)| n).sum::<u64>()
+                as f64
+        };
+        let (resting, working) = (sum(true) / secs(true), sum(false) / secs(false));
+        format!(
+            " resting_per_sec={resting:.1} working_per_sec={working:.1} ratio={:.3} phases={}",
+            working / resting,
+            per_phase.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+        )
+    } else {
+        String::new()
+    };
     drop(handles);
     store.close().unwrap_or_else(|e| fail("close", e));
     acks.done = true;
     publish(&acks);
     say(&format!(
-        "done appends={appends} messages={messages} secs={appending:.3} per_sec={:.1} gcs={}",
+        "done appends={appends} messages={messages} secs={appending:.3} per_sec={:.1} gcs={}{phases}",
         appends as f64 / appending,
         acks.gcs
     ));
