@@ -147,6 +147,18 @@ impl Acks {
     }
 }
 
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// In an alternating run (phases of `phase_ms` > 0 from `start_ms`): true in the phases where
+/// the readers rest (the even ones: 0, 2, …; and before the start), when the writer runs as
+/// if alone.
+pub fn resting(start_ms: u64, phase_ms: u64, now_ms: u64) -> bool {
+    start_ms == 0 || (now_ms.saturating_sub(start_ms) / phase_ms.max(1)).is_multiple_of(2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,23 +170,14 @@ mod tests {
             done: true,
             gcs: 3,
             start_ms: 5,
-            slots: vec![Slot { chat: 7, count: 9, deleting: false }, Slot { chat: 8, count: 0, deleting: true }],
+            slots: vec![
+                Slot { chat: 7, count: 9, deleting: false },
+                Slot { chat: 8, count: 0, deleting: true },
+            ],
         };
         assert_eq!(Acks::decode(&a.words()), Some(a.clone()));
         let mut torn = a.words();
         torn[6] ^= 1;
         assert_eq!(Acks::decode(&torn), None);
     }
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// In an alternating run (phases of `phase_ms` > 0 from `start_ms`): true in the phases where
-/// the readers rest (the even ones: 0, 2, …; and before the start), when the writer runs as
-/// if alone.
-pub fn resting(start_ms: u64, phase_ms: u64, now_ms: u64) -> bool {
-    start_ms == 0 || (now_ms.saturating_sub(start_ms) / phase_ms.max(1)).is_multiple_of(2)
 }

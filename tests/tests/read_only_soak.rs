@@ -68,7 +68,10 @@ fn four_reader_processes_see_every_acknowledged_message_through_seals_and_gc() {
         assert!(r.wait().success(), "a reader failed (its stderr says why): {line}");
         assert!(field(&line, "refreshes") >= 2, "{line}");
         assert!(field(&line, "reopens") >= 1, "a reader opened before a gc must reopen after it: {line}");
-        assert!(line.contains("open the store again"), "the reader's error after a gc says to reopen: {line}");
+        assert!(
+            line.contains("open the store again"),
+            "the reader's error after a gc says to reopen: {line}"
+        );
         assert!(field(&line, "checked") > 0, "{line}");
     }
     // The writer survived every collection: what it acknowledged is all there, closed.

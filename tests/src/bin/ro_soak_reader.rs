@@ -110,7 +110,10 @@ fn main() {
                     // Deleted since the table was read: the table must say so now.
                     let now = Acks::read(ack_path).unwrap_or_else(|e| bad(e));
                     if now.slots.iter().any(|s| s.chat == slot.chat && !s.deleting) {
-                        bad(format!("chat {} (with {} acknowledged messages) is not found", slot.chat, slot.count));
+                        bad(format!(
+                            "chat {} (with {} acknowledged messages) is not found",
+                            slot.chat, slot.count
+                        ));
                     }
                     continue;
                 }
@@ -124,7 +127,8 @@ fn main() {
                 ));
             }
             let from = checked.get(&slot.chat).copied().unwrap_or(0).min(len);
-            let msgs = chat.range(from..len).unwrap_or_else(|e| bad(format!("chat {}: range: {e}", slot.chat)));
+            let msgs =
+                chat.range(from..len).unwrap_or_else(|e| bad(format!("chat {}: range: {e}", slot.chat)));
             if msgs.len() as u64 != len - from {
                 bad(format!("chat {}: range {from}..{len} gave {} messages", slot.chat, msgs.len()));
             }
@@ -147,6 +151,12 @@ fn main() {
     }
     say(&format!(
         "done rounds={} rested={} refreshes={} reopens={} open_retries={} checked={} replaced_error={:?}",
-        stats.rounds, stats.rested, stats.refreshes, stats.reopens, stats.open_retries, stats.checked, stats.replaced_error
+        stats.rounds,
+        stats.rested,
+        stats.refreshes,
+        stats.reopens,
+        stats.open_retries,
+        stats.checked,
+        stats.replaced_error
     ));
 }

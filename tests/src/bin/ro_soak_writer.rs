@@ -54,9 +54,8 @@ fn main() {
     let phase_ms = arg(7, 0.0) as u64;
     let open = || Store::open(dir, opts.clone()).unwrap_or_else(|e| fail("open", e));
     let mut store = open();
-    let create = |s: &Store| {
-        s.create_chat(OWNER, ChatMeta::default()).unwrap_or_else(|e| fail("create_chat", e)).0
-    };
+    let create =
+        |s: &Store| s.create_chat(OWNER, ChatMeta::default()).unwrap_or_else(|e| fail("create_chat", e)).0;
     let mut acks = Acks {
         slots: (0..chats).map(|_| Slot { chat: create(&store), count: 0, deleting: false }).collect(),
         ..Acks::default()
@@ -76,8 +75,11 @@ fn main() {
     // Appends per phase (alternating runs).
     let mut per_phase: Vec<u64> = Vec::new();
     let mut next_gc = if gc_every > 0.0 { Some(start + Duration::from_secs_f64(gc_every)) } else { None };
-    let mut handles: Vec<_> =
-        acks.slots.iter().map(|s| store.chat(OWNER, ChatId(s.chat)).unwrap_or_else(|e| fail("chat", e))).collect();
+    let mut handles: Vec<_> = acks
+        .slots
+        .iter()
+        .map(|s| store.chat(OWNER, ChatId(s.chat)).unwrap_or_else(|e| fail("chat", e)))
+        .collect();
     while start.elapsed() < secs {
         let i = (appends % chats as u64) as usize;
         let slot = &mut acks.slots[i];
@@ -89,8 +91,8 @@ fn main() {
         }
         slot.count += n;
         appends += 1;
-        if phase_ms > 0 {
-            let p = (start.elapsed().as_millis() as u64 / phase_ms) as usize;
+        if let Some(p) = (start.elapsed().as_millis() as u64).checked_div(phase_ms) {
+            let p = p as usize;
             per_phase.resize(per_phase.len().max(p + 1), 0);
             per_phase[p] += 1;
         }
@@ -121,16 +123,20 @@ fn main() {
         }
     }
     let appending = (start.elapsed() - gc_time).as_secs_f64();
-    let phases = if phase_ms > 0 {
+    let phases = if let Some(whole) = (start.elapsed().as_millis() as u64).checked_div(phase_ms) {
         // Whole phases only: the last one may be cut by the end of the run.
-        let whole = ((start.elapsed().as_millis() as u64) / phase_ms) as usize;
+        let whole = whole as usize;
         per_phase.resize(whole, 0);
         let secs = |even: bool| {
             (0..whole).filter(|p| p.is_multiple_of(2) == even).count() as f64 * phase_ms as f64 / 1e3
         };
         let sum = |even: bool| {
-            per_phase.iter().enumerate().filter(|(p, _)| p.is_multiple_of(2) == even).map(|(_, n)| n).sum::<u64>()
-                as f64
+            per_phase
+                .iter()
+                .enumerate()
+                .filter(|(p, _)| p.is_multiple_of(2) == even)
+                .map(|(_, n)| n)
+                .sum::<u64>() as f64
         };
         let (resting, working) = (sum(true) / secs(true), sum(false) / secs(false));
         format!(
