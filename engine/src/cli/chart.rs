@@ -1,5 +1,5 @@
 //! The chart of `plot` and `serve` (one code path): a chat replayed through the guard on a
-//! scratch store ([`analyze`]), then drawn with `plotters`' SVG backend ([`svg`]): context
+//! scratch store ([`Replay`], [`analyze`]), then drawn with `plotters`' SVG backend ([`svg`]): context
 //! tokens per model step against resending everything, the window's target, soft and hard
 //! lines, checkpoint swaps marked, and the cumulative cost on the right axis. Text is drawn
 //! as SVG `<text>` elements (no font files are read), the legend sits in its own column
@@ -12,8 +12,12 @@ use plotters::prelude::*;
 use serde_json::Value;
 use undertext::budget::Budget;
 use undertext::checkpoint::Checkpoint;
-use undertext::import::replay::{ReplayOptions, full_tokens, replay_session, session_of_chat, start_worker};
-use undertext::{ChatId, Durability, Options, Role, Store};
+use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::worker::Worker;
+use undertext::{
+    Chat, ChatId, ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store,
+    ToolContent, Unit,
+};
 
 use super::out::num;
 use super::{CliError, CliResult};
@@ -130,7 +134,7 @@ pub struct Analysis {
 }
 
 /// Replays chat `id` of `owner` (read from `store`, which is not written) on a scratch store
-/// in the temporary directory, which is removed afterwards.
+/// in the temporary directory, which is removed afterwards: [`Replay`] once, from the start.
 pub fn analyze(
     store: &Store,
     owner: &str,
@@ -139,75 +143,203 @@ pub fn analyze(
     reserve: Option<u64>,
     prices: Prices,
 ) -> CliResult<Analysis> {
-    let chat = store.chat(owner, id)?;
-    let meta = chat.meta();
-    let session = session_of_chat(store, owner, id)?;
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{}", std::process::id(), id.0));
     let defaults = ReplayOptions::default();
-    let opts =
-        ReplayOptions { window, reserve_output: reserve.unwrap_or(defaults.reserve_output), ..defaults };
-    let result = (|| -> CliResult<_> {
-        let scratch = Store::open(&dir, Options { durability: Durability::None, ..Options::default() })?;
-        let worker = start_worker(&scratch, &opts)?;
-        let row = replay_session(&scratch, "chart", &session, &opts)?;
-        worker.stop();
-        let Some(c) = scratch.chats("chart", undertext::Page::default())?.chats.first().map(|c| c.id) else {
-            return Err(CliError("the replay made no chat".into()));
-        };
-        let replayed = scratch.chat("chart", c)?;
-        let checkpoint = replayed.prepared().map(|c| (*c).clone());
-        let view = replayed.view(&opts.budget())?;
-        let outputs: Vec<u64> = session
-            .messages
-            .iter()
-            .filter(|m| m.role == Role::Assistant)
-            .map(|m| full_tokens(&scratch, m))
-            .collect();
-        scratch.close()?;
-        Ok((row, checkpoint, outputs, view))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    let (row, checkpoint, outputs, view) = result?;
-    let reported = reported_usage(&meta.extra, row.points.len());
-    let mut steps = Vec::with_capacity(row.points.len());
-    let mut total = 0.0;
-    let mut prev_sent = 0u64;
-    for (i, p) in row.points.iter().enumerate() {
-        let (input, cached, output) = match &reported {
-            Ok(u) => u[i],
-            Err(_) => {
-                let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
-                (p.sent - cached, cached, outputs.get(i).copied().unwrap_or(0))
+    let mut replay = Replay::new(window, reserve.unwrap_or(defaults.reserve_output))?;
+    let chat = store.chat(owner, id)?;
+    let snap = chat.snapshot();
+    replay.advance(store, owner, &snap)?;
+    replay.analysis(id, snap.meta(), prices)
+}
+
+/// A chat replayed through the guard and the checkpoint worker, one model call at a time,
+/// on a scratch store in the temporary directory (removed on drop): the chart's series.
+///
+/// Kept between requests by `serve`: when the chat has grown by appends since (same
+/// revision, more messages), [`Replay::advance`] replays only the new messages on top, so a
+/// chart beside a running agent costs its new steps, not the whole chat again. An edit or a
+/// truncation (a new revision) needs a new replay.
+///
+/// Per model step (assistant message) the view is built just before the message is
+/// appended, under the budget: its estimate is what the call would send. Tool results
+/// archived in the chat are replayed at their full text (read back through
+/// `read_context`), as the harness produced them.
+pub struct Replay {
+    opts: ReplayOptions,
+    dir: std::path::PathBuf,
+    worker: Option<Worker>,
+    scratch: Store,
+    chat: Chat,
+    /// The source's revision and how many of its messages were replayed.
+    revision: Option<u64>,
+    consumed: u64,
+    everything: u64,
+    points: Vec<StepPoint>,
+    outputs: Vec<u64>,
+}
+
+impl std::fmt::Debug for Replay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replay")
+            .field("dir", &self.dir)
+            .field("revision", &self.revision)
+            .field("consumed", &self.consumed)
+            .field("steps", &self.points.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Replay {
+    /// An empty replay at `window` and `reserve`: the scratch store and its worker started.
+    pub fn new(window: u64, reserve: u64) -> CliResult<Replay> {
+        let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let n = REPLAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{n}", std::process::id()));
+        let made = (|| -> CliResult<(Store, Worker, Chat)> {
+            let scratch = Store::open(&dir, Options { durability: Durability::None, ..Options::default() })?;
+            let worker = start_worker(&scratch, &opts)?;
+            let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default())?)?;
+            Ok((scratch, worker, chat))
+        })();
+        match made {
+            Ok((scratch, worker, chat)) => Ok(Replay {
+                opts,
+                dir,
+                worker: Some(worker),
+                scratch,
+                chat,
+                revision: None,
+                consumed: 0,
+                everything: 0,
+                points: Vec::new(),
+                outputs: Vec::new(),
+            }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(e)
             }
-        };
-        prev_sent = p.sent;
-        total += prices.cost(input, cached, output);
-        steps.push(Step {
-            seq: p.seq,
-            sent: p.sent,
-            everything: p.everything,
-            swapped: p.swapped,
-            input,
-            cached,
-            output,
-            cost: total,
+        }
+    }
+
+    /// True when `snap` only extends what was replayed (same revision, as many messages or
+    /// more): [`Replay::advance`] can replay the rest on top.
+    pub fn extends_to(&self, snap: &Snapshot) -> bool {
+        self.revision.is_none_or(|r| r == snap.revision()) && snap.len() >= self.consumed
+    }
+
+    /// Replays the messages of `snap` (a snapshot of a chat of `owner` in `store`) not
+    /// replayed yet. Fails when `snap` is not an extension (see [`Replay::extends_to`]).
+    pub fn advance(&mut self, store: &Store, owner: &str, snap: &Snapshot) -> CliResult {
+        if !self.extends_to(snap) {
+            return Err(CliError(format!(
+                "the chart's replay covers {} messages at revision {:?}; the chat is at {} messages, revision {}",
+                self.consumed,
+                self.revision,
+                snap.len(),
+                snap.revision()
+            )));
+        }
+        self.revision = Some(snap.revision());
+        let budget = self.opts.budget();
+        for m in snap.range(self.consumed..snap.len())? {
+            let m = full_message(store, owner, m)?;
+            let tokens = full_tokens(&self.scratch, &m);
+            if m.role == Role::Assistant {
+                let v = self.chat.view(&budget)?;
+                self.points.push(StepPoint {
+                    seq: self.chat.len(),
+                    sent: v.estimate(),
+                    everything: self.everything,
+                    swapped: v.swap().is_some(),
+                });
+                self.outputs.push(tokens);
+            }
+            self.everything += tokens;
+            self.chat.append(m)?;
+            self.consumed += 1;
+        }
+        Ok(())
+    }
+
+    /// Model steps replayed so far.
+    pub fn steps(&self) -> usize {
+        self.points.len()
+    }
+
+    /// The chart's figures of what was replayed: the series priced by `prices` (from the
+    /// usage the transcript reported when it can be read, else from estimates), the last
+    /// checkpoint the worker prepared, and the model view after the last message.
+    pub fn analysis(&self, id: ChatId, meta: &ChatMeta, prices: Prices) -> CliResult<Analysis> {
+        let checkpoint = self.chat.prepared().map(|c| (*c).clone());
+        let view = self.chat.view(&self.opts.budget())?;
+        let reported = reported_usage(&meta.extra, self.points.len());
+        let mut steps = Vec::with_capacity(self.points.len());
+        let mut total = 0.0;
+        let mut prev_sent = 0u64;
+        for (i, p) in self.points.iter().enumerate() {
+            let (input, cached, output) = match &reported {
+                Ok(u) => u[i],
+                Err(_) => {
+                    let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
+                    (p.sent - cached, cached, self.outputs.get(i).copied().unwrap_or(0))
+                }
+            };
+            prev_sent = p.sent;
+            total += prices.cost(input, cached, output);
+            steps.push(Step {
+                seq: p.seq,
+                sent: p.sent,
+                everything: p.everything,
+                swapped: p.swapped,
+                input,
+                cached,
+                output,
+                cost: total,
+            });
+        }
+        Ok(Analysis {
+            title: format!("{id} — {}", meta.title),
+            budget: self.opts.budget(),
+            steps,
+            source: match reported {
+                Ok(_) => CostSource::Reported,
+                Err(why) => CostSource::Estimated(why),
+            },
+            prices,
+            checkpoint,
+            swaps: self.points.iter().filter(|p| p.swapped).count() as u64,
+            view,
+        })
+    }
+}
+
+impl Drop for Replay {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.stop();
+        }
+        let _ = self.scratch.clone().close();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Replays made by this process (names their scratch directories apart).
+static REPLAYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// A stored message as the harness produced it: archived tool results read back whole.
+fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage> {
+    let mut parts = Vec::with_capacity(m.parts.len());
+    for p in m.parts {
+        parts.push(match p {
+            Part::ToolResult { call_id, content: ToolContent::Archived { archive, .. }, is_error } => {
+                let text = store.read_context(owner, &archive.id, 0..archive.bytes, Unit::Bytes)?;
+                Part::ToolResult { call_id, content: ToolContent::Text(text), is_error }
+            }
+            other => other,
         });
     }
-    Ok(Analysis {
-        title: format!("{id} — {}", meta.title),
-        budget: opts.budget(),
-        steps,
-        source: match reported {
-            Ok(_) => CostSource::Reported,
-            Err(why) => CostSource::Estimated(why),
-        },
-        prices,
-        checkpoint,
-        swaps: row.checkpoints,
-        view,
-    })
+    Ok(NewMessage { role: m.role, parts })
 }
 
 /// The usage a Claude Code transcript reported, one (uncached input, cached input, output)

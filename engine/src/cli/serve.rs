@@ -17,7 +17,8 @@
 //! names the local machine (`localhost`, `127.0.0.1`, `[::1]`), so a web page on another
 //! site cannot read the store through DNS rebinding. It never writes to the store: pages
 //! call only reading methods, and the chart replays on a scratch store in the temporary
-//! directory. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
+//! directory. Replays are kept (see `analysis`): a chat grown by appends replays its new steps
+//! only. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
 //! 4xx page; a failing page is a 500 page, never a crash of the server.
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,7 +34,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use undertext::budget::{Budget, Decision};
-use undertext::{BlobId, ChatId, Error, Message, Part, Role, Store, ToolContent, Unit};
+use undertext::{BlobId, ChatId, Error, Message, Part, Store, ToolContent, Unit};
 
 use super::args::ServeArgs;
 use super::chart::{self, Analysis, Prices};
@@ -64,25 +65,84 @@ fn open_store(cli: &Cli) -> CliResult<Store> {
     Ok(Store::open_read_only(&cli.store)?)
 }
 
-/// (chat, revision, window, reserve).
-type ReplayKey = (u64, u64, u64, u64);
+/// (chat, window, reserve).
+type ReplayKey = (u64, u64, u64);
+
+/// A chart's replay and the analysis of the chat state it covers (revision, messages).
+#[derive(Debug, Default)]
+struct Charted {
+    replay: Option<chart::Replay>,
+    analysis: Option<(u64, u64, Arc<Analysis>)>,
+}
+
+/// At most this many replays are kept (each holds a scratch store and its worker thread);
+/// the least recently asked for goes first.
+const KEPT_REPLAYS: usize = 8;
+
+/// A kept replay with when it was last asked for (a tick of `Charts`' clock).
+type Kept = (u64, Arc<Mutex<Charted>>);
+
+/// The kept replays, by key, with when each was last asked for.
+#[derive(Default)]
+struct Charts {
+    map: Mutex<(u64, HashMap<ReplayKey, Kept>)>,
+}
+
+impl Charts {
+    /// The entry of `key` (made when missing), marked as just used; evicts the least
+    /// recently used entries past [`KEPT_REPLAYS`].
+    fn entry(&self, key: ReplayKey) -> Arc<Mutex<Charted>> {
+        let mut g = self.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (clock, map) = &mut *g;
+        *clock += 1;
+        let now = *clock;
+        let e = map.entry(key).or_default();
+        e.0 = now;
+        let found = e.1.clone();
+        let mut evicted = Vec::new();
+        while map.len() > KEPT_REPLAYS {
+            let Some(oldest) = map.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| *k) else { break };
+            evicted.extend(map.remove(&oldest));
+        }
+        drop(g);
+        // Dropped here (its worker stopped, its scratch store removed), or by the request
+        // still holding it, outside the map's lock.
+        drop(evicted);
+        found
+    }
+}
 
 /// Shared by the handlers.
 #[derive(Clone)]
 struct App {
+    /// The store this request reads (refreshed when the request started).
     store: Store,
+    /// The store the next request starts from: replaced by a fresh read-only open when the
+    /// writer's `gc` rewrote the log (see `blocking`).
+    current: Arc<Mutex<Store>>,
+    /// The store's directory.
+    dir: std::path::PathBuf,
     owner: String,
     prices: Prices,
-    /// Replays by (chat, revision, window, reserve): the slow part of the chart, checkpoints
-    /// and model view pages.
-    charts: Arc<Mutex<HashMap<ReplayKey, Arc<Analysis>>>>,
+    /// Replays by (chat, window, reserve): the slow part of the chart, checkpoints and model
+    /// view pages.
+    charts: Arc<Charts>,
 }
 
 /// `serve`.
 pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
     let prices = Prices::parse(&a.price)?;
     let store = open_store(cli)?;
-    let app = App { store: store.clone(), owner: cli.owner.clone(), prices, charts: Arc::default() };
+    let charts = Arc::<Charts>::default();
+    let current = Arc::new(Mutex::new(store.clone()));
+    let app = App {
+        store,
+        current: current.clone(),
+        dir: cli.store.clone(),
+        owner: cli.owner.clone(),
+        prices,
+        charts: charts.clone(),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
@@ -109,6 +169,9 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
     });
     // Pages still rendering on the blocking pool finish before the store is closed.
     rt.shutdown_timeout(std::time::Duration::from_secs(10));
+    // The kept replays' scratch stores are closed and removed.
+    charts.map.lock().unwrap_or_else(std::sync::PoisonError::into_inner).1.clear();
+    let store = current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
     store.close()?;
     served
 }
@@ -242,15 +305,33 @@ impl IntoResponse for Fail {
 type Q = Result<Query<BTreeMap<String, String>>, QueryRejection>;
 type P = Result<Path<String>, PathRejection>;
 
+/// The store brought up to what the writer acknowledged since the last request. When the
+/// writer's `gc` replaced the log (the refresh says to open the store again), the store is
+/// opened read-only again, and later requests read that one.
+fn fresh_store(app: &App) -> Result<Store, Fail> {
+    let store = app.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    match store.refresh() {
+        Ok(_) => Ok(store),
+        Err(Error::ReadOnly(m)) if m.contains("open the store again") => {
+            let fresh = Store::open_read_only(&app.dir).map_err(|e| {
+                Fail(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("the store's log was replaced (gc); reopening it: {e}"),
+                )
+            })?;
+            *app.current.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = fresh.clone();
+            Ok(fresh)
+        }
+        Err(e) => Err(Fail(StatusCode::SERVICE_UNAVAILABLE, format!("the store moved on: {e}"))),
+    }
+}
+
 /// Runs `f` on the blocking pool (store reads block), times it into `Server-Timing`.
 async fn blocking(app: App, f: impl FnOnce(&App) -> Result<Page, Fail> + Send + 'static) -> Response {
     let t = Instant::now();
     let r = tokio::task::spawn_blocking(move || {
-        // What the writer acknowledged since the last request. A log the writer's `gc`
-        // replaced cannot be followed: say so (restart `serve` to read the new one).
-        app.store
-            .refresh()
-            .map_err(|e| Fail(StatusCode::SERVICE_UNAVAILABLE, format!("the store moved on: {e}")))?;
+        let mut app = app;
+        app.store = fresh_store(&app)?;
         f(&app)
     })
     .await;
@@ -852,7 +933,11 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
     Ok(Page::Html(html("model view", &chat_nav(chat.id(), "model view"), &b)))
 }
 
-/// The chat's replay at `window` and `reserve`, cached by (chat, revision, window, reserve).
+/// The chat's replay at `window` and `reserve`. Kept by (chat, window, reserve) with the
+/// analysis of the state it covers: the same revision and length answer from the cache; a
+/// chat grown by appends since is replayed from where the replay stopped (its new steps
+/// only); an edit or truncation replays it again. One request at a time replays a given
+/// chart (others wait for it and take its result).
 fn analysis(
     app: &App,
     id: &str,
@@ -860,18 +945,30 @@ fn analysis(
     reserve: u64,
 ) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
     let chat = chat_of(app, id)?;
-    let key = (chat.id().0, chat.revision(), window, reserve);
-    if let Some(a) = app.charts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key) {
+    let snap = chat.snapshot();
+    let entry = app.charts.entry((chat.id().0, window, reserve));
+    let mut e = entry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((rev, len, a)) = &e.analysis
+        && *rev == snap.revision()
+        && *len == snap.len()
+    {
         return Ok((chat, a.clone()));
     }
-    if !chat.messages()?.iter().any(|m| m.role == Role::Assistant) {
+    let mut replay = match e.replay.take() {
+        Some(r) if r.extends_to(&snap) => r,
+        _ => chart::Replay::new(window, reserve)?,
+    };
+    replay.advance(&app.store, &app.owner, &snap)?;
+    if replay.steps() == 0 {
+        e.replay = Some(replay);
         return Err(Fail(
             StatusCode::NOT_FOUND,
             format!("{}: no model steps (assistant messages) to replay", chat.id()),
         ));
     }
-    let a = Arc::new(chart::analyze(&app.store, &app.owner, chat.id(), window, Some(reserve), app.prices)?);
-    app.charts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(key, a.clone());
+    let a = Arc::new(replay.analysis(chat.id(), snap.meta(), app.prices)?);
+    e.replay = Some(replay);
+    e.analysis = Some((snap.revision(), snap.len(), a.clone()));
     Ok((chat, a))
 }
 
