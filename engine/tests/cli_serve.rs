@@ -546,3 +546,46 @@ fn the_checkpoint_a_harness_published_is_on_the_checkpoints_page_with_its_summar
     assert!(page.contains(&esc(&head)), "the published summary");
     assert!(page.contains("<div class=\"summary\"><b>checkpoint summary</b>"));
 }
+
+/// The number in `<span id="steps">N</span>` of a chart page.
+fn chart_steps(page: &str) -> u64 {
+    let at = page.find("<span id=\"steps\">").expect("a steps count") + "<span id=\"steps\">".len();
+    page[at..].split('<').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn beside_a_live_writer_the_chart_grows_with_its_appends_and_a_gc_is_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), Options::default()).unwrap();
+    let id = writer.create_chat("local", Default::default()).unwrap();
+    let doomed = writer.create_chat("local", Default::default()).unwrap();
+    let chat = writer.chat("local", id).unwrap();
+    let step = |i: u64| {
+        chat.append(NewMessage::user(format!("task {i}: {}", "x".repeat(200)))).unwrap();
+        chat.append(NewMessage::assistant(format!("answer {i}: {}", "y".repeat(300)))).unwrap();
+    };
+    for i in 0..5 {
+        step(i);
+    }
+    let server = serve(dir.path(), &[]);
+    let path = format!("/chat/{id}/chart");
+    assert_eq!(chart_steps(&server.page(&path)), 5);
+    // Appends do not change the chat's revision: the kept replay must still see them.
+    for i in 5..12 {
+        step(i);
+    }
+    assert_eq!(chart_steps(&server.page(&path)), 12, "the chart after 7 more steps");
+    // The same chart again: from the cache, the same series.
+    let again = server.page(&path);
+    assert_eq!(chart_steps(&again), 12);
+    // The writer's gc replaces the log: the server opens the store again and goes on.
+    writer.delete_chat("local", doomed).unwrap();
+    drop(chat);
+    writer.close().unwrap();
+    Store::gc(dir.path(), Options::default()).unwrap();
+    let writer = Store::open(dir.path(), Options::default()).unwrap();
+    writer.chat("local", id).unwrap().append(NewMessage::assistant("after the gc")).unwrap();
+    assert_eq!(chart_steps(&server.page(&path)), 13, "the chart after a gc and one more step");
+    assert_eq!(server.get(&format!("/chat/{doomed}")).status, 404, "the collected chat is gone");
+    writer.close().unwrap();
+}
