@@ -13,8 +13,11 @@
 //! With `PHASE_MS` > 0 (an alternating run, no `gc`), the readers rest in the even phases of
 //! `PHASE_MS` milliseconds from the start and work in the odd ones; the writer counts its
 //! appends per phase and prints the rates of both kinds too
-//! (`resting_per_sec=… working_per_sec=… ratio=…`, whole phases only): the two are measured
-//! in the same run, interleaved, so the machine's drifting load weighs on both alike.
+//! (`resting_per_sec=… working_per_sec=… ratio=…`, whole phases only), and the median time
+//! of one append in each (`median_ratio` = resting / working: the rate the median append
+//! allows with readers, relative to without; robust to the bursts of other work on a shared
+//! machine, which skew the phases' counts): the two are measured in the same run,
+//! interleaved, so the machine's drifting load weighs on both alike.
 //!
 //! Usage: `ro_soak_writer STORE_DIR ACK_FILE SECONDS [GC_EVERY] [SEGMENT_SIZE] [CHATS] [PHASE_MS]`
 
@@ -74,6 +77,8 @@ fn main() {
     publish(&acks);
     // Appends per phase (alternating runs).
     let mut per_phase: Vec<u64> = Vec::new();
+    // How long each append took, in resting and in working phases.
+    let mut latencies: [Vec<Duration>; 2] = [Vec::new(), Vec::new()];
     let mut next_gc = if gc_every > 0.0 { Some(start + Duration::from_secs_f64(gc_every)) } else { None };
     let mut handles: Vec<_> = acks
         .slots
@@ -85,7 +90,9 @@ fn main() {
         let slot = &mut acks.slots[i];
         let n = if appends % 16 == 15 { 3 } else { 1 };
         let batch: Vec<_> = (slot.count..slot.count + n).map(|s| soak_message(slot.chat, s)).collect();
+        let t = Instant::now();
         let seqs = handles[i].append_batch(batch).unwrap_or_else(|e| fail("append", e));
+        let took = t.elapsed();
         if seqs != (slot.count..slot.count + n) {
             fail("append", format!("expected seqs {:?}, got {seqs:?}", slot.count..slot.count + n));
         }
@@ -95,6 +102,7 @@ fn main() {
             let p = p as usize;
             per_phase.resize(per_phase.len().max(p + 1), 0);
             per_phase[p] += 1;
+            latencies[p % 2].push(took);
         }
         messages += n;
         publish(&acks);
@@ -139,9 +147,16 @@ fn main() {
                 .sum::<u64>() as f64
         };
         let (resting, working) = (sum(true) / secs(true), sum(false) / secs(false));
+        let median = |v: &mut Vec<Duration>| {
+            v.sort();
+            v.get(v.len() / 2).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+        };
+        let (m0, m1) = (median(&mut latencies[0]), median(&mut latencies[1]));
         format!(
-            " resting_per_sec={resting:.1} working_per_sec={working:.1} ratio={:.3} phases={}",
+            " resting_per_sec={resting:.1} working_per_sec={working:.1} ratio={:.3} \
+             resting_median_append_ms={m0:.3} working_median_append_ms={m1:.3} median_ratio={:.3} phases={}",
             working / resting,
+            m0 / m1,
             per_phase.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
         )
     } else {
