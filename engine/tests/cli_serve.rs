@@ -443,7 +443,13 @@ fn serving_every_page_leaves_the_store_files_unchanged() {
         .as_str()
         .unwrap()
         .to_string();
-    let stats = json(&store, &["stats", "--json"]);
+    // The index file's size changes on any normal open and close (as its bytes do, below).
+    let records = || {
+        let mut v = json(&store, &["stats", "--json"]);
+        v.as_object_mut().unwrap().remove("index_bytes");
+        v
+    };
+    let stats = records();
     let before = files(&store);
     assert!(before.keys().any(|p| p.components().any(|c| c.as_os_str() == "log")), "the log is compared");
     {
@@ -470,7 +476,7 @@ fn serving_every_page_leaves_the_store_files_unchanged() {
         }
         assert!(after[p] == *b, "{} changed", p.display());
     }
-    assert_eq!(json(&store, &["stats", "--json"]), stats, "the same records");
+    assert_eq!(records(), stats, "the same records");
 }
 
 #[test]
