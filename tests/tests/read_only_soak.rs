@@ -1,6 +1,6 @@
 //! Read-only opens beside a live writer, with real processes (issue 20, item 1): a writer
 //! process appends to 8 chats (4 KiB segments: it seals one every few appends) and, every
-//! third of the run, deletes a chat, closes, runs `gc` and reopens; 4 reader processes open
+//! third of the run, deletes a chat, closes, runs `gc` and reopens (one or two times); 4 reader processes open
 //! read-only, then refresh and check in a loop (`ro_soak_reader`): every message acknowledged
 //! before a refresh is there after it, every byte reads as the writer wrote it (the text is
 //! recomputed from the chat id and seq), and a refresh after a `gc` says to reopen, which
@@ -61,7 +61,9 @@ fn four_reader_processes_see_every_acknowledged_message_through_seals_and_gc() {
     eprintln!("writer: {summary}");
     assert!(w.wait().success(), "the writer failed");
     let gcs = field(&summary, "gcs");
-    assert!(gcs >= 2, "the writer ran {gcs} collections, expected 2: {summary}");
+    // A collection every third of the run: two, or one when a slow machine makes the first
+    // take long (the next is due a third of the run after the first ends).
+    assert!(gcs >= 1, "the writer ran no collection: {summary}");
     for r in readers {
         let line = r.next_line().unwrap_or_default();
         eprintln!("reader: {line}");
