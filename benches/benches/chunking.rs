@@ -114,8 +114,7 @@ impl RotatingStore {
             std::fs::remove_dir_all(self.dir()).expect("remove old store");
             self.generation += 1;
         }
-        let opts =
-            Options { durability: Durability::None, compression: self.compression, ..Options::default() };
+        let opts = Options::default().durability(Durability::None).compression(self.compression);
         self.store = Some(Store::open(self.dir(), opts).expect("open store"));
         self.put_bytes = 0;
     }

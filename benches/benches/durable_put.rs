@@ -76,8 +76,7 @@ where
 }
 
 fn open_undertext(dir: &Path) -> Store {
-    Store::open(dir, Options { durability: Durability::Group, ..Options::default() })
-        .expect("open undertext store")
+    Store::open(dir, Options::default().durability(Durability::Group)).expect("open undertext store")
 }
 
 fn durable_put(c: &mut Criterion) {

@@ -33,7 +33,7 @@ const FILLER_BYTES: usize = 5 << 20;
 
 /// Opens a store under `dir`, puts `content`, then enough filler to seal its segment; syncs.
 fn store_with_sealed(dir: &Path, compression: Compression, content: &[u8], seed: u64) -> (Store, BlobId) {
-    let store = Store::open(dir, Options { segment_size: SEGMENT_SIZE, compression, ..Options::default() })
+    let store = Store::open(dir, Options::default().segment_size(SEGMENT_SIZE).compression(compression))
         .expect("open store");
     let id = store.put_blob("o", content).expect("put target blob");
     for filler in distinct_blobs(FILLER_BYTES / BLOB, BLOB, seed) {

@@ -35,8 +35,7 @@ fn percentiles(mut v: Vec<u64>) -> (u64, u64, u64) {
 
 fn snapshot_acquire(c: &mut Criterion) {
     let dir = bench_tempdir().unwrap();
-    let store =
-        Store::open(dir.path(), Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let id = store.create_chat("b", ChatMeta::default()).unwrap();
     let chat = store.chat("b", id).unwrap();
     for i in 0..1000 {
@@ -186,7 +185,7 @@ fn durable_append_2k(c: &mut Criterion) {
 
 fn cold_load_1000(c: &mut Criterion) {
     let dir = bench_tempdir().unwrap();
-    let opts = Options { chat_cache_capacity: 1, ..Options::default() };
+    let opts = Options::default().chat_cache_capacity(1);
     let store = Store::open(dir.path().join("u"), opts).unwrap();
     let sql = SqliteChats::create(&dir.path().join("s.db"));
     let mut ids: Vec<ChatId> = Vec::new();

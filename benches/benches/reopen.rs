@@ -19,7 +19,7 @@ use undertext_benches::{Rng, bench_tempdir, random_bytes};
 const LOG_BYTES: u64 = 1 << 30;
 
 fn fill(dir: &Path) {
-    let store = Store::open(dir, Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let store = Store::open(dir, Options::default().durability(Durability::None)).unwrap();
     let mut written = 0u64;
     let mut i = 0u64;
     while written < LOG_BYTES {

@@ -165,7 +165,7 @@ fn view_with_checkpoint(c: &mut Criterion) {
 fn view_after_each_append(c: &mut Criterion) {
     use std::time::{Duration, Instant};
     let dir = bench_tempdir().unwrap();
-    let opts = Options { durability: undertext::Durability::None, ..Options::default() };
+    let opts = Options::default().durability(undertext::Durability::None);
     let store = Store::open(dir.path().join("u"), opts).unwrap();
     let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
     for b in 0..10u64 {

@@ -15,10 +15,11 @@ shown: chars {shown}; {omitted} chars left out; read more with read_context(\"{i
 ///
 /// ```
 /// use undertext::{Options, Durability};
-/// let opts = Options { durability: Durability::Immediate, ..Options::default() };
+/// let opts = Options::default().durability(Durability::Immediate);
 /// assert_eq!(opts.segment_size, 64 << 20);
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct Options {
     /// Durability of every commit. Default [`Durability::Group`].
     pub durability: Durability,
@@ -121,5 +122,155 @@ impl Default for Options {
             chunk_avg: 16 << 10,
             chunk_cache_bytes: 16 << 20,
         }
+    }
+}
+
+/// Builder methods: each sets one field and returns the options, so settings read as one
+/// expression (`Options` is `#[non_exhaustive]`: new settings may be added in any release).
+///
+/// ```
+/// use std::time::Duration;
+/// use undertext::{Durability, Options};
+/// let opts = Options::default().durability(Durability::Immediate).index_durable_interval(Duration::from_millis(250));
+/// assert_eq!(opts.durability, Durability::Immediate);
+/// assert_eq!(opts.segment_size, 64 << 20); // the rest keep their defaults
+/// ```
+impl Options {
+    /// Sets [`Options::durability`].
+    pub fn durability(mut self, value: Durability) -> Options {
+        self.durability = value;
+        self
+    }
+
+    /// Sets [`Options::compression`].
+    pub fn compression(mut self, value: Compression) -> Options {
+        self.compression = value;
+        self
+    }
+
+    /// Sets [`Options::segment_size`].
+    pub fn segment_size(mut self, value: u64) -> Options {
+        self.segment_size = value;
+        self
+    }
+
+    /// Sets [`Options::preallocate`].
+    pub fn preallocate(mut self, value: bool) -> Options {
+        self.preallocate = value;
+        self
+    }
+
+    /// Sets [`Options::verify`].
+    pub fn verify(mut self, value: Verify) -> Options {
+        self.verify = value;
+        self
+    }
+
+    /// Sets [`Options::index_flush_interval`].
+    pub fn index_flush_interval(mut self, value: Duration) -> Options {
+        self.index_flush_interval = value;
+        self
+    }
+
+    /// Sets [`Options::index_durable_interval`].
+    pub fn index_durable_interval(mut self, value: Duration) -> Options {
+        self.index_durable_interval = value;
+        self
+    }
+
+    /// Sets [`Options::index_durable_bytes`].
+    pub fn index_durable_bytes(mut self, value: u64) -> Options {
+        self.index_durable_bytes = value;
+        self
+    }
+
+    /// Sets [`Options::create_if_missing`].
+    pub fn create_if_missing(mut self, value: bool) -> Options {
+        self.create_if_missing = value;
+        self
+    }
+
+    /// Sets [`Options::chat_cache_capacity`].
+    pub fn chat_cache_capacity(mut self, value: usize) -> Options {
+        self.chat_cache_capacity = value;
+        self
+    }
+
+    /// Sets [`Options::index_backlog_bytes`].
+    pub fn index_backlog_bytes(mut self, value: usize) -> Options {
+        self.index_backlog_bytes = value;
+        self
+    }
+
+    /// Sets [`Options::max_mapped_segments`].
+    pub fn max_mapped_segments(mut self, value: usize) -> Options {
+        self.max_mapped_segments = value;
+        self
+    }
+
+    /// Sets [`Options::archive_threshold`].
+    pub fn archive_threshold(mut self, value: usize) -> Options {
+        self.archive_threshold = value;
+        self
+    }
+
+    /// Sets [`Options::preview_chars`].
+    pub fn preview_chars(mut self, value: usize) -> Options {
+        self.preview_chars = value;
+        self
+    }
+
+    /// Sets [`Options::preview_marker`].
+    pub fn preview_marker(mut self, value: impl Into<String>) -> Options {
+        self.preview_marker = value.into();
+        self
+    }
+
+    /// Sets [`Options::estimator`].
+    pub fn estimator(mut self, value: std::sync::Arc<dyn crate::estimate::Estimator>) -> Options {
+        self.estimator = value;
+        self
+    }
+
+    /// Sets [`Options::guard_preview_chars`].
+    pub fn guard_preview_chars(mut self, value: usize) -> Options {
+        self.guard_preview_chars = value;
+        self
+    }
+
+    /// Sets [`Options::squish_max_tokens`].
+    pub fn squish_max_tokens(mut self, value: u64) -> Options {
+        self.squish_max_tokens = value;
+        self
+    }
+
+    /// Sets [`Options::index_cache_bytes`].
+    pub fn index_cache_bytes(mut self, value: usize) -> Options {
+        self.index_cache_bytes = value;
+        self
+    }
+
+    /// Sets [`Options::inline_body_max`].
+    pub fn inline_body_max(mut self, value: usize) -> Options {
+        self.inline_body_max = value;
+        self
+    }
+
+    /// Sets [`Options::chunk_threshold`].
+    pub fn chunk_threshold(mut self, value: usize) -> Options {
+        self.chunk_threshold = value;
+        self
+    }
+
+    /// Sets [`Options::chunk_avg`].
+    pub fn chunk_avg(mut self, value: u32) -> Options {
+        self.chunk_avg = value;
+        self
+    }
+
+    /// Sets [`Options::chunk_cache_bytes`].
+    pub fn chunk_cache_bytes(mut self, value: usize) -> Options {
+        self.chunk_cache_bytes = value;
+        self
     }
 }

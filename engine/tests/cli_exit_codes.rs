@@ -45,7 +45,7 @@ fn store_with_chat(dir: &Path, opts: Options, messages: usize) {
 fn a_torn_tail_cut_at_open_is_reported_on_stderr() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join("s");
-    store_with_chat(&s, Options { durability: Durability::None, ..Options::default() }, 3);
+    store_with_chat(&s, Options::default().durability(Durability::None), 3);
     // A write cut off by a crash: half a batch header after the data.
     let seg = s.join("log/00000001.seg");
     let mut bytes = std::fs::read(&seg).unwrap();
@@ -64,7 +64,7 @@ fn a_torn_tail_cut_at_open_is_reported_on_stderr() {
 fn check_of_a_store_that_lost_a_segment_fails_and_says_what_is_missing() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join("s");
-    let opts = Options { durability: Durability::None, segment_size: 4096, ..Options::default() };
+    let opts = Options::default().durability(Durability::None).segment_size(4096);
     store_with_chat(&s, opts, 40);
     assert!(s.join("log/00000004.seg").exists(), "the store should span several segments");
     std::fs::remove_file(s.join("log/00000002.seg")).unwrap();

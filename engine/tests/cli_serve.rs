@@ -131,7 +131,7 @@ fn store() -> (tempfile::TempDir, PathBuf, String, String) {
     args.push("--json".into());
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     json(&store, &args);
-    let s = Store::open(&store, Options { durability: Durability::Group, ..Options::default() }).unwrap();
+    let s = Store::open(&store, Options::default().durability(Durability::Group)).unwrap();
     let id = s
         .create_chat(
             "local",
@@ -483,7 +483,7 @@ fn serving_every_page_leaves_the_store_files_unchanged() {
 fn a_long_chat_is_paged_and_every_message_is_on_exactly_one_page() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let s = Store::open(&store, Options { create_if_missing: true, ..Options::default() }).unwrap();
+    let s = Store::open(&store, Options::default().create_if_missing(true)).unwrap();
     let id =
         s.create_chat("local", undertext::ChatMeta { title: "long".into(), ..Default::default() }).unwrap();
     let chat = s.chat("local", id).unwrap();

@@ -63,16 +63,14 @@ pub(crate) fn to_options(c: &StoreOptions) -> FfiResult<Options> {
             )));
         }
     };
-    Ok(Options {
-        durability,
-        create_if_missing: c.create_if_missing != 0,
-        preallocate: c.preallocate != 0,
-        segment_size: c.segment_size,
-        archive_threshold: usize_of(c.archive_threshold, "options.archive_threshold")?,
-        preview_chars: usize_of(c.preview_chars, "options.preview_chars")?,
-        guard_preview_chars: usize_of(c.guard_preview_chars, "options.guard_preview_chars")?,
-        ..Options::default()
-    })
+    Ok(Options::default()
+        .durability(durability)
+        .create_if_missing(c.create_if_missing != 0)
+        .preallocate(c.preallocate != 0)
+        .segment_size(c.segment_size)
+        .archive_threshold(usize_of(c.archive_threshold, "options.archive_threshold")?)
+        .preview_chars(usize_of(c.preview_chars, "options.preview_chars")?)
+        .guard_preview_chars(usize_of(c.guard_preview_chars, "options.guard_preview_chars")?))
 }
 
 /// Fills `*out` with the default options (group commit, create if missing, 64 MiB

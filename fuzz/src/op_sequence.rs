@@ -46,13 +46,11 @@ impl Drop for TempDir {
 }
 
 fn options(flags: u8) -> Options {
-    Options {
-        durability: Durability::None,
-        segment_size: if flags & 1 == 0 { 4096 } else { 64 << 10 },
-        preallocate: flags & 2 != 0,
-        compression: if flags & 4 == 0 { Compression::default() } else { Compression::Lz4 },
-        ..Options::default()
-    }
+    Options::default()
+        .durability(Durability::None)
+        .segment_size(if flags & 1 == 0 { 4096 } else { 64 << 10 })
+        .preallocate(flags & 2 != 0)
+        .compression(if flags & 4 == 0 { Compression::default() } else { Compression::Lz4 })
 }
 
 fn text(a: u8, b: u8) -> String {

@@ -71,13 +71,11 @@ impl Ready {
 /// In a crash-test child: opens the store in `dir` in `Group` durability with a quick
 /// indexer (so kills land during index flushes too), or exits with status 1 saying why.
 pub fn open_or_exit(dir: &str, segment_size: u64) -> undertext::Store {
-    let opts = undertext::Options {
-        durability: undertext::Durability::Group,
-        segment_size,
-        index_flush_interval: Duration::from_millis(5),
-        index_durable_interval: Duration::from_millis(30),
-        ..undertext::Options::default()
-    };
+    let opts = undertext::Options::default()
+        .durability(undertext::Durability::Group)
+        .segment_size(segment_size)
+        .index_flush_interval(Duration::from_millis(5))
+        .index_durable_interval(Duration::from_millis(30));
     match undertext::Store::open(dir, opts) {
         Ok(s) => s,
         Err(e) => {

@@ -28,7 +28,7 @@ pub fn fleet_url() -> Option<String> {
 
 /// Options of the fleet tests' stores.
 pub fn opts() -> Options {
-    Options { durability: Durability::None, ..Options::default() }
+    Options::default().durability(Durability::None)
 }
 
 /// An owner name no other test or run uses.

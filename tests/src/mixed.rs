@@ -599,13 +599,11 @@ impl std::fmt::Display for Mismatch {
 /// a small index backlog (so writers flush the index themselves), and no timed background
 /// indexing (so the file operations of two runs come in the same order).
 pub fn sweep_options() -> undertext::Options {
-    undertext::Options {
-        segment_size: 32 << 10,
-        index_flush_interval: std::time::Duration::from_secs(3600),
-        index_durable_interval: std::time::Duration::from_secs(3600),
-        index_backlog_bytes: 48 << 10,
-        ..undertext::Options::default()
-    }
+    undertext::Options::default()
+        .segment_size(32 << 10)
+        .index_flush_interval(std::time::Duration::from_secs(3600))
+        .index_durable_interval(std::time::Duration::from_secs(3600))
+        .index_backlog_bytes(48 << 10)
 }
 
 /// Compares `store` with `model`: every acknowledged blob, archive, chat, message, edit and

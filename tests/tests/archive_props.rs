@@ -52,7 +52,7 @@ const PIECES: &[&str] = &[
 ];
 
 fn store(dir: &std::path::Path) -> Store {
-    Store::open(dir, Options { durability: Durability::None, ..Default::default() }).unwrap()
+    Store::open(dir, Options::default().durability(Durability::None)).unwrap()
 }
 
 /// A random text of about `target` bytes: tricky pieces and ASCII runs up to 6 KB.

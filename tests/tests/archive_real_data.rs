@@ -104,8 +104,7 @@ fn every_real_tool_result_reads_back_exactly_in_every_unit() {
     assert_eq!(per_format.len(), 4, "every format must contribute results");
 
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        Store::open(dir.path(), Options { durability: Durability::None, ..Default::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let mut rng = Rng::new(seed(0x7265_616c));
     let (mut pieces, mut splits, mut multibyte, mut astral) = (0u64, 0u64, 0u64, 0u64);
     for (i, r) in results.iter().enumerate() {

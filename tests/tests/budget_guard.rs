@@ -28,7 +28,7 @@ impl Estimator for Chars {
 
 fn opts() -> Options {
     // Results up to 64 KB stay inline, so the guard is what previews them.
-    Options { estimator: Arc::new(Chars), archive_threshold: 64 << 10, ..Options::default() }
+    Options::default().estimator(Arc::new(Chars)).archive_threshold(64 << 10)
 }
 
 fn result_text(i: u64, n: usize) -> String {
@@ -158,7 +158,7 @@ fn at_91_percent_previews_bring_it_under_and_with_nothing_to_preview_it_is_refus
 #[test]
 fn a_pinned_archive_is_never_shrunk_and_pinned_pages_stay_in_view() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options { archive_threshold: 8 << 10, ..opts() }).unwrap();
+    let store = Store::open(dir.path(), opts().archive_threshold(8 << 10)).unwrap();
     let (chat, results, _) = build(&store, 3, 10_000);
     // With the default threshold the results were archived on append; pin the oldest.
     let archived = |seq| match &chat.get(seq).unwrap().parts[0] {

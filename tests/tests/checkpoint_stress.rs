@@ -19,8 +19,7 @@ fn overlapping_edits_appends_and_publications_never_publish_a_stale_checkpoint()
     let total: u64 =
         std::env::var("UNDERTEXT_STRESS_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(10_000);
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        Store::open(dir.path(), Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let id = store.create_chat("o", ChatMeta::default()).unwrap();
     let chat = store.chat("o", id).unwrap();
     for i in 0..40 {

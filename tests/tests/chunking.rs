@@ -14,7 +14,7 @@ use undertext::{BlobId, Compression, Durability, Options, Store, Unit};
 use undertext_tests::{Rng, seed};
 
 fn opts(compression: Compression) -> Options {
-    Options { durability: Durability::None, compression, ..Options::default() }
+    Options::default().durability(Durability::None).compression(compression)
 }
 
 fn log_bytes(store: &Store) -> u64 {
@@ -320,7 +320,7 @@ fn reading_the_next_version_of_a_growing_value_reads_only_its_new_chunks() {
     let more = words(&mut rng, 1000);
     let bodies_read_for_next_version = |cache: usize| {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options { chunk_cache_bytes: cache, ..opts(Compression::default()) };
+        let opts = opts(Compression::default()).chunk_cache_bytes(cache);
         let store = Store::open(dir.path(), opts).unwrap();
         let mut value = first.clone();
         let v1 = store.put_blob("o", &value).unwrap();

@@ -29,7 +29,7 @@ fn message(rng: &mut Rng, i: usize) -> String {
 fn growing_list_costs_per_chunk_size() {
     for avg in [4u32 << 10, 8 << 10, 16 << 10, 32 << 10] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options { durability: Durability::None, chunk_avg: avg, ..Options::default() };
+        let opts = Options::default().durability(Durability::None).chunk_avg(avg);
         let store = Store::open(dir.path(), opts).unwrap();
         let mut rng = Rng::new(7);
         let mut items: Vec<String> = Vec::new();

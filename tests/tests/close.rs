@@ -9,13 +9,8 @@ use std::time::Duration;
 use undertext::{BlobId, Durability, Options, Store};
 
 fn churn_options() -> Options {
-    Options {
-        durability: Durability::None,
-        // Many small non-durable index commits, one durable one at close.
-        index_flush_interval: Duration::from_millis(1),
-        index_durable_interval: Duration::from_secs(3600),
-        ..Options::default()
-    }
+    Options::default().durability(Durability::None).// Many small non-durable index commits(// Many small non-durable index commits).one durable one at close.
+        index_flush_interval(Duration::from_millis(1)).index_durable_interval(Duration::from_secs(3600))
 }
 
 #[test]
@@ -79,11 +74,8 @@ fn a_closed_store_keeps_no_prepared_segment() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("log");
     let data_bytes = {
-        let store = Store::open(
-            dir.path(),
-            Options { compression: undertext::Compression::None, ..Options::default() },
-        )
-        .unwrap();
+        let store =
+            Store::open(dir.path(), Options::default().compression(undertext::Compression::None)).unwrap();
         let mut rng = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..48 {
             // 48 × 64 KiB of incompressible bytes: segments 1 and 2 fill, 3 is active.

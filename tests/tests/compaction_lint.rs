@@ -55,7 +55,7 @@ fn rules(c: &Chat, plan: Plan) -> Vec<&'static str> {
 #[test]
 fn each_rule_passes_a_good_plan_and_fails_a_bad_one() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), Options { squish_max_tokens: 100, ..Options::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().squish_max_tokens(100)).unwrap();
     let c = chat(&store);
     let ok = |p: Plan| assert_eq!(rules(&c, p.clone()), Vec::<&str>::new(), "{p:?}");
     // overlap

@@ -12,7 +12,7 @@ fn one_flipped_bit_in_a_sealed_segment_is_reported_where_it_is_100_times() {
     let seed = seed(0xB17F);
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { segment_size: 32 << 10, ..Options::default() };
+    let opts = Options::default().segment_size(32 << 10);
     let mut blobs: Vec<(BlobId, Vec<u8>)> = Vec::new();
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();

@@ -81,7 +81,7 @@ fn build_store(dir: &Path) -> (BTreeMap<String, (u64, u64)>, u64) {
     let files = import::transcript_files(&[transcripts::transcripts_dir()]).unwrap();
     let sessions: Vec<_> =
         files.iter().flat_map(|f| import::parse_file(f, Format::Auto).unwrap().sessions).collect();
-    let opts = Options { durability: Durability::None, segment_size: 1 << 20, ..Options::default() };
+    let opts = Options::default().durability(Durability::None).segment_size(1 << 20);
     let store = Store::open(dir, opts).unwrap();
     let listing = |store: &Store| -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
@@ -507,7 +507,7 @@ fn any_damage_to_any_file_never_panics_never_reads_wrong_bytes_is_reported_and_l
 fn check_reports_an_index_whose_pages_verify_but_whose_entries_differ_from_the_log_and_rebuild_repairs_it() {
     use redb::{ReadableDatabase, TableDefinition};
     let tmp = tempfile::tempdir().unwrap();
-    let opts = Options { durability: Durability::None, ..Options::default() };
+    let opts = Options::default().durability(Durability::None);
     let store = Store::open(tmp.path(), opts.clone()).unwrap();
     let ids: Vec<_> = (0..3).map(|_| store.create_chat("a", Default::default()).unwrap()).collect();
     for id in &ids {

@@ -23,7 +23,7 @@ struct Backend {
 }
 
 fn opts() -> Options {
-    Options { durability: Durability::None, ..Options::default() }
+    Options::default().durability(Durability::None)
 }
 
 /// The fleet URL, if this run has one.

@@ -22,7 +22,7 @@ use undertext::fault;
 use undertext::{ChatId, ChatMeta, Durability, Error, NewMessage, Options, Store};
 
 fn opts() -> Options {
-    Options { durability: Durability::Group, create_if_missing: true, ..Options::default() }
+    Options::default().durability(Durability::Group).create_if_missing(true)
 }
 
 /// A closed store with a chat of 40 messages and a blob; returns the chat and the blob.
@@ -273,13 +273,11 @@ fn crashed_copy(dir: &Path, chat: ChatId, to: &Path, late: u64) {
     let hold = std::time::Duration::from_secs(3600);
     let store = Store::open(
         dir,
-        Options {
-            index_flush_interval: hold,
-            index_durable_interval: hold,
-            index_durable_bytes: u64::MAX,
-            index_backlog_bytes: 1 << 30,
-            ..opts()
-        },
+        opts()
+            .index_flush_interval(hold)
+            .index_durable_interval(hold)
+            .index_durable_bytes(u64::MAX)
+            .index_backlog_bytes(1 << 30),
     )
     .unwrap();
     let c = store.chat("o", chat).unwrap();

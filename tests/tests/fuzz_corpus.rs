@@ -146,7 +146,7 @@ fn text(rng: &mut Rng, len: usize) -> Vec<u8> {
 fn store_segments(compression: Compression, fill: impl FnOnce(&Store)) -> Vec<Vec<u8>> {
     let dir = tempfile::tempdir().unwrap();
     let opts =
-        Options { segment_size: 4096 * 4, compression, durability: Durability::None, ..Options::default() };
+        Options::default().segment_size(4096 * 4).compression(compression).durability(Durability::None);
     let store = Store::open(dir.path(), opts).unwrap();
     fill(&store);
     store.close().unwrap();

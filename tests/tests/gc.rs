@@ -17,7 +17,7 @@ use undertext::{
 use undertext_tests::{Rng, seed};
 
 fn opts() -> Options {
-    Options { durability: Durability::None, segment_size: 256 << 10, ..Options::default() }
+    Options::default().durability(Durability::None).segment_size(256 << 10)
 }
 
 fn big_text(rng: &mut Rng, tag: &str, n: usize) -> String {

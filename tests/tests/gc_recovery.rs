@@ -20,7 +20,7 @@ use undertext::{ChatId, ChatMeta, Durability, Error, NewMessage, Options, Part, 
 use undertext_tests::{Rng, seed};
 
 fn opts() -> Options {
-    Options { durability: Durability::None, segment_size: 64 << 10, ..Options::default() }
+    Options::default().durability(Durability::None).segment_size(64 << 10)
 }
 
 fn text(rng: &mut Rng, tag: &str, n: usize) -> String {

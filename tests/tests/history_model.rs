@@ -40,7 +40,7 @@ impl ChatModel {
 }
 
 fn opts() -> Options {
-    Options { durability: Durability::None, chat_cache_capacity: 2, ..Options::default() }
+    Options::default().durability(Durability::None).chat_cache_capacity(2)
 }
 
 fn texts(store: &Store, id: ChatId) -> Vec<M> {

@@ -39,7 +39,7 @@ fn ten_thousand_chats_of_a_thousand_messages_stay_under_200_mb_resident() {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (chats, msgs) = (env("UNDERTEXT_SCALE_CHATS", 10_000), env("UNDERTEXT_SCALE_MSGS", 1_000));
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let opts = Options { durability: Durability::None, ..Options::default() };
+    let opts = Options::default().durability(Durability::None);
     let t = Instant::now();
     let mut ids = Vec::new();
     {

@@ -60,9 +60,7 @@ fn a_codex_rollout_becomes_one_chat_with_calls_paired_by_call_id_and_a_bad_line_
     assert_eq!(s.messages[4].parts, [Part::Text("Fixed: `x` was undefined.".into())]);
     assert!(matches!(&s.messages[5].parts[0], Part::Summary(t) if t.contains("failing build")));
 
-    let store =
-        Store::open(dir.path().join("s"), Options { durability: Durability::None, ..Options::default() })
-            .unwrap();
+    let store = Store::open(dir.path().join("s"), Options::default().durability(Durability::None)).unwrap();
     let r = import::import_sessions(&store, "o", &parsed.sessions, |_| {}).unwrap();
     assert_eq!((r.sessions_new, r.messages, r.tool_results), (1, 6, 2));
     let again = import::import_sessions(&store, "o", &parsed.sessions, |_| {}).unwrap();

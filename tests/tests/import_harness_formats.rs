@@ -238,8 +238,7 @@ fn an_openhands_sdk_folder_is_one_chat_of_actions_and_observations_and_a_condens
 
 fn store(dir: &Path) -> Store {
     // Every tool result above 16 bytes is archived, so each is read back with `read_context`.
-    Store::open(dir, Options { durability: Durability::None, archive_threshold: 16, ..Options::default() })
-        .unwrap()
+    Store::open(dir, Options::default().durability(Durability::None).archive_threshold(16)).unwrap()
 }
 
 /// Every call is answered by the next message(s) and every result answers a call of the

@@ -16,8 +16,7 @@ use undertext::{Durability, NewMessage, Options, Part, Role, Store, ToolContent}
 use undertext_tests::{Rng, seed};
 
 fn open(dir: &Path) -> Store {
-    Store::open(dir, Options { durability: Durability::None, archive_threshold: 256, ..Options::default() })
-        .unwrap()
+    Store::open(dir, Options::default().durability(Durability::None).archive_threshold(256)).unwrap()
 }
 
 /// The chat of `key`: its messages as (role, parts).

@@ -38,7 +38,7 @@ fn parse_all(dir: &Path) -> Vec<(PathBuf, Vec<Session>)> {
 }
 
 fn store(dir: &Path) -> Store {
-    Store::open(dir, Options { durability: Durability::None, ..Options::default() }).unwrap()
+    Store::open(dir, Options::default().durability(Durability::None)).unwrap()
 }
 
 #[test]

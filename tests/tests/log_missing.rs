@@ -21,7 +21,7 @@ use undertext::{Durability, Error, Options, Page, Store};
 use undertext_tests::transcripts;
 
 fn opts() -> Options {
-    Options { durability: Durability::None, segment_size: 64 << 10, ..Options::default() }
+    Options::default().durability(Durability::None).segment_size(64 << 10)
 }
 
 /// A closed store with the SWE-agent and tau-bench transcripts imported, built once, and

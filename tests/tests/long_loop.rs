@@ -20,7 +20,7 @@ const TASK: &str = "Fix the failing test in tests/test_parser.py: the parser dro
 token of a quoted string. Run the suite before and after.";
 
 fn store(dir: &std::path::Path) -> Store {
-    Store::open(dir, Options { durability: Durability::None, ..Options::default() }).unwrap()
+    Store::open(dir, Options::default().durability(Durability::None)).unwrap()
 }
 
 fn new_chat(store: &Store) -> Chat {

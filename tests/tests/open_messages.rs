@@ -7,7 +7,7 @@
 use undertext::{ChatMeta, Durability, Error, NewMessage, Options, Store};
 
 fn opts() -> Options {
-    Options { durability: Durability::None, ..Options::default() }
+    Options::default().durability(Durability::None)
 }
 
 #[test]

@@ -18,7 +18,7 @@ use undertext::{BlobId, ChatId, ChatMeta, Durability, Error, NewMessage, Options
 use undertext_tests::{Rng, seed};
 
 fn opts() -> Options {
-    Options { durability: Durability::None, ..Options::default() }
+    Options::default().durability(Durability::None)
 }
 
 fn attaching(ids: &[BlobId]) -> NewMessage {

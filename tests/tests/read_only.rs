@@ -46,7 +46,7 @@ fn text_of(m: &undertext::Message) -> String {
 }
 
 fn small() -> Options {
-    Options { segment_size: 4096, ..Options::default() }
+    Options::default().segment_size(4096)
 }
 
 /// A closed store of 3 chats over several sealed segments.

@@ -37,7 +37,7 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 /// A closed store of 3 chats of 8 messages, written one chat after the other over 4 KiB
 /// segments; returns the chat ids and the segment files in order.
 fn store(dir: &Path) -> (Vec<ChatId>, Vec<PathBuf>) {
-    let store = Store::open(dir, Options { segment_size: 4096, ..Options::default() }).unwrap();
+    let store = Store::open(dir, Options::default().segment_size(4096)).unwrap();
     let mut ids = Vec::new();
     for c in 0..3u64 {
         let id = store.create_chat("o", ChatMeta::default()).unwrap();

@@ -16,7 +16,7 @@ fn fill(store: &Store, seed: u64, n: u64) -> Vec<(BlobId, Vec<u8>)> {
 }
 
 fn small_segments() -> Options {
-    Options { segment_size: 64 << 10, ..Options::default() }
+    Options::default().segment_size(64 << 10)
 }
 
 #[test]

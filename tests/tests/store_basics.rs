@@ -67,9 +67,9 @@ fn a_second_handle_in_the_same_process_is_locked_too_and_the_lock_ends_with_the_
 fn bad_arguments_and_missing_things_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let err = Store::open(&missing, Options { create_if_missing: false, ..Options::default() }).unwrap_err();
+    let err = Store::open(&missing, Options::default().create_if_missing(false)).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
-    let err = Store::open(dir.path(), Options { segment_size: 10, ..Options::default() }).unwrap_err();
+    let err = Store::open(dir.path(), Options::default().segment_size(10)).unwrap_err();
     assert!(err.to_string().contains("expected at least 4096 bytes, found 10"), "{err}");
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let err = store.get_blob("o", &BlobId::of(b"never stored")).unwrap_err();
@@ -82,7 +82,7 @@ fn every_durability_mode_reads_back_after_reopen() {
     for durability in [Durability::Immediate, Durability::Group, Durability::None] {
         let dir = tempfile::tempdir().unwrap();
         let ids: Vec<_> = {
-            let store = Store::open(dir.path(), Options { durability, ..Options::default() }).unwrap();
+            let store = Store::open(dir.path(), Options::default().durability(durability)).unwrap();
             (0..50u32).map(|i| store.put_blob("o", &i.to_le_bytes().repeat(100)).unwrap()).collect()
         };
         let store = Store::open(dir.path(), Options::default()).unwrap();

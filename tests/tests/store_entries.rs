@@ -13,7 +13,7 @@ use std::path::Path;
 use undertext::{ChatMeta, Durability, Error, NewMessage, Options, Store};
 
 fn opts() -> Options {
-    Options { durability: Durability::None, create_if_missing: true, ..Options::default() }
+    Options::default().durability(Durability::None).create_if_missing(true)
 }
 
 /// A closed store with one chat.

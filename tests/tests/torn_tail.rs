@@ -25,7 +25,7 @@ fn torn_at_every_offset(preallocate: bool) {
     let mut rng = Rng::new(seed);
     let dir = tempfile::tempdir().unwrap();
     let opts =
-        Options { durability: Durability::None, preallocate, segment_size: 256 << 10, ..Options::default() };
+        Options::default().durability(Durability::None).preallocate(preallocate).segment_size(256 << 10);
     let mut batches: Vec<Vec<(BlobId, Vec<u8>)>> = Vec::new();
     // The index as a crash leaves it: it records the log up to a point before the torn
     // batches (it is flushed only after the log is synced), here 37 of the 40 batches. An
@@ -114,7 +114,7 @@ fn torn_at_every_offset(preallocate: bool) {
 #[test]
 fn damage_before_the_tail_is_an_error_naming_segment_and_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options { durability: Durability::None, ..Options::default() };
+    let opts = Options::default().durability(Durability::None);
     {
         let store = Store::open(dir.path(), opts.clone()).unwrap();
         for i in 0..10u32 {

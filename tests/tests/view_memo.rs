@@ -28,8 +28,7 @@ fn text(rng: &mut Rng, n: usize) -> String {
 fn a_view_from_the_memo_equals_the_view_built_from_scratch() {
     let base = seed(0x5EED_0A11);
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        Store::open(dir.path(), Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let mut checked = 0;
     for h in 0..12u64 {
         let mut rng = Rng::new(base + h);

@@ -42,8 +42,7 @@ fn tail_start(msgs: &[undertext::Message], tokens: &[u64], last_turn: u64, limit
 fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
     let base = seed(0x5EED_0005);
     let dir = tempfile::tempdir().unwrap();
-    let store =
-        Store::open(dir.path(), Options { durability: Durability::None, ..Options::default() }).unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let mut views = 0;
     for h in 0..60u64 {
         let mut rng = Rng::new(base + h);

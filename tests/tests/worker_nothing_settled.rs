@@ -29,8 +29,7 @@ fn one_huge_step(store: &Store) -> undertext::Chat {
 fn past_the_hard_line_with_nothing_settled_the_view_is_refused_not_failed() {
     for policy in [HardLinePolicy::Synchronous, HardLinePolicy::Wait(Duration::from_secs(600))] {
         let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(dir.path(), Options { durability: Durability::None, ..Options::default() }).unwrap();
+        let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
         let worker = store
             .start_worker(
                 Arc::new(Extractive::default()),

@@ -285,9 +285,9 @@ fn main() -> Result<()> {
     let load_s = t0.elapsed().as_secs_f64();
 
     let tmp = bench_tempdir()?;
-    let opts = || Options { durability: Durability::None, preallocate: false, ..Options::default() };
+    let opts = || Options::default().durability(Durability::None).preallocate(false);
     let store = Store::open(tmp.path().join("store"), opts())?;
-    let raw_store = Store::open(tmp.path().join("raw"), Options { archive_threshold: usize::MAX, ..opts() })?;
+    let raw_store = Store::open(tmp.path().join("raw"), opts().archive_threshold(usize::MAX))?;
 
     let mut rows = Vec::new();
     let mut secs = [0f64; 4];

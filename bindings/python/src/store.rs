@@ -124,38 +124,58 @@ impl PyStore {
     /// its tail (a torn tail is cut and reported through logging), `NotFound` when
     /// `create_if_missing` is false and there is no store.
     #[classmethod]
-    #[pyo3(signature = (path, *, durability=Text::from("group"), create_if_missing=true, archive_threshold=8192,
-        preview_chars=2000, segment_size=67_108_864, preallocate=true, chat_cache_capacity=128,
-        compression=Text::from("zstd"), guard_preview_chars=400, inline_body_max=8192))]
+    /// Every option left out (None) keeps the engine's default (`undertext::Options`), so the
+    /// defaults live in one place.
+    #[pyo3(signature = (path, *, durability=None, create_if_missing=None, archive_threshold=None,
+        preview_chars=None, segment_size=None, preallocate=None, chat_cache_capacity=None,
+        compression=None, guard_preview_chars=None, inline_body_max=None))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn open(
         _cls: &Bound<'_, PyType>,
         py: Python<'_>,
         path: std::path::PathBuf,
-        durability: Text,
-        create_if_missing: bool,
-        archive_threshold: usize,
-        preview_chars: usize,
-        segment_size: u64,
-        preallocate: bool,
-        chat_cache_capacity: usize,
-        compression: Text,
-        guard_preview_chars: usize,
-        inline_body_max: usize,
+        durability: Option<Text>,
+        create_if_missing: Option<bool>,
+        archive_threshold: Option<usize>,
+        preview_chars: Option<usize>,
+        segment_size: Option<u64>,
+        preallocate: Option<bool>,
+        chat_cache_capacity: Option<usize>,
+        compression: Option<Text>,
+        guard_preview_chars: Option<usize>,
+        inline_body_max: Option<usize>,
     ) -> PyResult<PyStore> {
-        let opts = Options {
-            compression: self::compression(py, &compression)?,
-            guard_preview_chars,
-            inline_body_max,
-            durability: self::durability(py, &durability)?,
-            create_if_missing,
-            archive_threshold,
-            preview_chars,
-            segment_size,
-            preallocate,
-            chat_cache_capacity,
-            ..Options::default()
-        };
+        let mut opts = Options::default();
+        if let Some(d) = durability {
+            opts = opts.durability(self::durability(py, &d)?);
+        }
+        if let Some(c) = compression {
+            opts = opts.compression(self::compression(py, &c)?);
+        }
+        if let Some(v) = create_if_missing {
+            opts = opts.create_if_missing(v);
+        }
+        if let Some(v) = archive_threshold {
+            opts = opts.archive_threshold(v);
+        }
+        if let Some(v) = preview_chars {
+            opts = opts.preview_chars(v);
+        }
+        if let Some(v) = segment_size {
+            opts = opts.segment_size(v);
+        }
+        if let Some(v) = preallocate {
+            opts = opts.preallocate(v);
+        }
+        if let Some(v) = chat_cache_capacity {
+            opts = opts.chat_cache_capacity(v);
+        }
+        if let Some(v) = guard_preview_chars {
+            opts = opts.guard_preview_chars(v);
+        }
+        if let Some(v) = inline_body_max {
+            opts = opts.inline_body_max(v);
+        }
         let store = run(py, move || Store::open(path, opts))?;
         Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
     }
@@ -389,20 +409,21 @@ impl PyStore {
     /// Returns a dict: `deleted_chats`, `records_before`, `records_after`, `blobs_removed`,
     /// `log_bytes_before`, `log_bytes_after`.
     #[classmethod]
-    #[pyo3(signature = (path, *, segment_size=67_108_864, compression=Text::from("zstd")))]
+    #[pyo3(signature = (path, *, segment_size=None, compression=None))]
     fn gc<'py>(
         _cls: &Bound<'py, PyType>,
         py: Python<'py>,
         path: std::path::PathBuf,
-        segment_size: u64,
-        compression: Text,
+        segment_size: Option<u64>,
+        compression: Option<Text>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let opts = Options {
-            segment_size,
-            compression: self::compression(py, &compression)?,
-            create_if_missing: false,
-            ..Options::default()
-        };
+        let mut opts = Options::default().create_if_missing(false);
+        if let Some(v) = segment_size {
+            opts = opts.segment_size(v);
+        }
+        if let Some(c) = compression {
+            opts = opts.compression(self::compression(py, &c)?);
+        }
         let r = run(py, move || Store::gc(path, opts))?;
         let d = PyDict::new(py);
         d.set_item("deleted_chats", r.deleted_chats)?;

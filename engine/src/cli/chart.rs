@@ -197,7 +197,7 @@ impl Replay {
         let n = REPLAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{n}", std::process::id()));
         let made = (|| -> CliResult<(Store, Worker, Chat)> {
-            let scratch = Store::open(&dir, Options { durability: Durability::None, ..Options::default() })?;
+            let scratch = Store::open(&dir, Options::default().durability(Durability::None))?;
             let worker = start_worker(&scratch, &opts)?;
             let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default())?)?;
             Ok((scratch, worker, chat))

@@ -252,7 +252,7 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     let scratch = Scratch {
         dir: std::env::temp_dir().join(format!("undertext-replay-{}-{nanos}", std::process::id())),
     };
-    let store = Store::open(&scratch.dir, Options { durability: Durability::None, ..Options::default() })?;
+    let store = Store::open(&scratch.dir, Options::default().durability(Durability::None))?;
     let opts = ReplayOptions {
         window: a.window,
         latency: std::time::Duration::from_millis(a.latency_ms),

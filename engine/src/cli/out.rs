@@ -14,7 +14,7 @@ pub fn open(cli: &Cli, create: bool, durability: Durability) -> CliResult<Store>
             "this command writes to the store, and --read-only was given: run it without --read-only".into(),
         ));
     }
-    let opts = Options { create_if_missing: create, durability, ..Options::default() };
+    let opts = Options::default().create_if_missing(create).durability(durability);
     opened(cli, Store::open(&cli.store, opts))
 }
 
@@ -48,7 +48,7 @@ pub fn open_existing(cli: &Cli) -> CliResult<Store> {
 /// when another process holds the store.
 pub fn open_for_reading(cli: &Cli) -> CliResult<Store> {
     if !cli.read_only {
-        let opts = Options { create_if_missing: false, durability: Durability::Group, ..Options::default() };
+        let opts = Options::default().create_if_missing(false).durability(Durability::Group);
         match Store::open(&cli.store, opts) {
             Err(Error::Locked { pid }) if pid != std::process::id() => {
                 eprintln!(

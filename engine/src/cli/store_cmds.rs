@@ -81,11 +81,7 @@ pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
     } else {
         undertext::Store::open(
             &cli.store,
-            undertext::Options {
-                create_if_missing: false,
-                durability: undertext::Durability::Group,
-                ..Default::default()
-            },
+            undertext::Options::default().create_if_missing(false).durability(undertext::Durability::Group),
         )
     };
     let (store, unopened) = match opened {
@@ -175,7 +171,7 @@ fn index_unopened(a: &CheckArgs, why: &str) -> CliResult {
 /// `gc`: rewrites the log without deleted chats and the blobs only they used (offline: the
 /// store must not be open elsewhere).
 pub fn gc(cli: &Cli, a: &JsonArg) -> CliResult {
-    let opts = undertext::Options { create_if_missing: false, ..undertext::Options::default() };
+    let opts = undertext::Options::default().create_if_missing(false);
     let r = undertext::Store::gc(&cli.store, opts).map_err(|e| match e {
         undertext::Error::NotFound { .. } => CliError(format!(
             "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",

@@ -24,7 +24,7 @@ use undertext::budget::Budget;
 use undertext::{Durability, Error, Options, Page, Part, Store, ToolContent, Unit};
 
 fn opts() -> Options {
-    Options { create_if_missing: false, durability: Durability::None, ..Options::default() }
+    Options::default().create_if_missing(false).durability(Durability::None)
 }
 
 fn kind(e: &Error) -> &'static str {

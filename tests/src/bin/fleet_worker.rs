@@ -41,7 +41,7 @@ fn main() {
             std::process::exit(3);
         }
     };
-    let store = match Store::open(&url, Options { durability: Durability::None, ..Options::default() }) {
+    let store = match Store::open(&url, Options::default().durability(Durability::None)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("open failed: {e}");

@@ -52,7 +52,7 @@ fn main() {
     let (dir, ack_path) = (&args[1], std::path::PathBuf::from(&args[2]));
     let secs = Duration::from_secs_f64(arg(3, 3.0));
     let gc_every = arg(4, 0.0);
-    let opts = Options { segment_size: arg(5, 65536.0) as u64, ..Options::default() };
+    let opts = Options::default().segment_size(arg(5, 65536.0) as u64);
     let chats = arg(6, 8.0) as usize;
     let phase_ms = arg(7, 0.0) as u64;
     let open = || Store::open(dir, opts.clone()).unwrap_or_else(|e| fail("open", e));

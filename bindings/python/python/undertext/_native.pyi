@@ -43,17 +43,22 @@ class Store:
         cls,
         path: Union[str, os.PathLike[str]],
         *,
-        durability: Durability = "group",
-        create_if_missing: bool = True,
-        archive_threshold: int = 8192,
-        preview_chars: int = 2000,
-        segment_size: int = 67108864,
-        preallocate: bool = True,
-        chat_cache_capacity: int = 128,
-        compression: str = "zstd",
-        guard_preview_chars: int = 400,
-        inline_body_max: int = 8192,
-    ) -> "Store": ...
+        durability: Optional[Durability] = None,
+        create_if_missing: Optional[bool] = None,
+        archive_threshold: Optional[int] = None,
+        preview_chars: Optional[int] = None,
+        segment_size: Optional[int] = None,
+        preallocate: Optional[bool] = None,
+        chat_cache_capacity: Optional[int] = None,
+        compression: Optional[str] = None,
+        guard_preview_chars: Optional[int] = None,
+        inline_body_max: Optional[int] = None,
+    ) -> "Store":
+        """Opens (or creates) the store in `path`. An option left as None keeps the engine's
+        default (durability "group", create_if_missing True, archive_threshold 8192,
+        preview_chars 2000, segment_size 64 MiB, preallocate True, chat_cache_capacity 128,
+        compression "zstd", guard_preview_chars 400, inline_body_max 8192)."""
+        ...
     @classmethod
     def open_read_only(cls, path: Union[str, os.PathLike[str]]) -> "Store": ...
     def refresh(self) -> int: ...
@@ -100,7 +105,7 @@ class Store:
     def delete_chat(self, owner: str, chat_id: str) -> None: ...
     @classmethod
     def gc(
-        cls, path: Union[str, os.PathLike[str]], *, segment_size: int = 67108864, compression: str = "zstd"
+        cls, path: Union[str, os.PathLike[str]], *, segment_size: Optional[int] = None, compression: Optional[str] = None
     ) -> Dict[str, int]: ...
     def chats(self, owner: str, *, page_size: int = 100) -> "ChatIterator": ...
     def find_chats(
