@@ -4,6 +4,11 @@
 //! ([`log`]); a redb index derived from the log finds them again. See `DESIGN.md` for the
 //! picture and `engine/FORMAT.md` for the bytes on disk.
 //!
+//! The modules stand in floors, each importing only from the floors below it (DESIGN.md,
+//! "Workspace layout"; `scripts/check-layers` enforces it): the kernel (`store`) under
+//! archives, history, checkpoints, the worker and the model view; on top, [`Store`] and
+//! [`Chat`], whose methods delegate to the layer that does the work.
+//!
 //! ```
 //! # let dir = tempfile::tempdir().unwrap();
 //! use undertext::{Store, Options, Durability};
@@ -13,6 +18,7 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
+mod api;
 pub mod approval;
 pub mod archive;
 pub mod blob;
@@ -40,19 +46,20 @@ mod store;
 mod view;
 pub mod worker;
 
+pub use api::{Chat, Store};
 pub use archive::Unit;
 pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
 pub use history::{
-    ArchiveRef, Attempt, Chat, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, NewMessage,
-    Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
+    ArchiveRef, Attempt, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, NewMessage, Page,
+    PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
 };
 /// Fault injection for tests: see the module documentation. Only with the cargo feature
 /// `fault-injection`; a normal build has no fault hooks at all.
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 pub use options::{Durability, Options};
-pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, Store, StoreStats};
+pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]

@@ -25,7 +25,6 @@ use crate::index::{ARCHIVES, GRANT_ARCHIVE};
 use crate::log::Position;
 use crate::model::ArchiveRef;
 use crate::record::{self, ArchiveRec, kind};
-use crate::store::Store;
 use crate::store::blobs;
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -237,125 +236,103 @@ fn not_found(id: &BlobId) -> Error {
     Error::NotFound { what: format!("archive {id}") }
 }
 
-impl Store {
-    /// Archives `text` for `owner` and returns its reference. The id is the text's content
-    /// address: the same text archived twice, or by two owners, is stored once. A preview
-    /// built by this store (it names its archive) archives to the original's reference.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// use undertext::Unit;
-    /// let log = "line one\nline two: 42 passed\n".repeat(1000);
-    /// let a = store.archive("alice", &log)?;
-    /// assert_eq!(a.lines, 2000);
-    /// assert_eq!(store.read_context("alice", &a.id, 9..30, Unit::Chars)?, "line two: 42 passed\nl");
-    /// assert!(store.read_context("bob", &a.id, 0..1, Unit::Chars).is_err()); // not bob's
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn archive(&self, owner: &str, text: &str) -> Result<ArchiveRef> {
-        let core = &self.inner.core;
-        if let Some(hex) = preview::marked_id(text, &core.opts.preview_marker)
-            && let Ok(id) = hex.parse::<BlobId>()
-            && let Some(a) = grant(core, owner, &id)?
-            && preview::is_preview_of(
-                text,
-                self.load_archive(owner, &id)?.as_str(),
-                &core.opts.preview_marker,
-            )
-        {
-            return Ok(to_ref(&a));
-        }
-        let mut txn = Txn::default();
-        let (r, wait) = archive_into(core, &mut txn, owner, text)?;
-        let c = core.append(txn)?;
-        core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
-        Ok(r)
+/// Archives `text` for `owner` and returns its reference (see `Store::archive`).
+pub(crate) fn archive(core: &Core, cache: &ArchiveCache, owner: &str, text: &str) -> Result<ArchiveRef> {
+    if let Some(hex) = preview::marked_id(text, &core.opts.preview_marker)
+        && let Ok(id) = hex.parse::<BlobId>()
+        && let Some(a) = grant(core, owner, &id)?
+        && preview::is_preview_of(text, load(core, cache, owner, &id)?.as_str(), &core.opts.preview_marker)
+    {
+        return Ok(to_ref(&a));
     }
+    let mut txn = Txn::default();
+    let (r, wait) = archive_into(core, &mut txn, owner, text)?;
+    let c = core.append(txn)?;
+    core.wait_durable(wait.map_or(c.end, |w| w.max(c.end)))?;
+    Ok(r)
+}
 
-    /// The reference of archive `id`, if `owner` may read it.
-    pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
-        let a = grant(&self.inner.core, owner, id)?.ok_or_else(|| not_found(id))?;
-        Ok(to_ref(&a))
-    }
+/// The reference of archive `id`, if `owner` may read it.
+pub(crate) fn archive_ref(core: &Core, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
+    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    Ok(to_ref(&a))
+}
 
-    pub(crate) fn load_archive(&self, owner: &str, id: &BlobId) -> Result<Arc<Loaded>> {
-        let core = &self.inner.core;
-        let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
-        if let Some(l) = self.inner.archives.get(id) {
-            return Ok(l);
-        }
-        let blob = core.get_blob(id, Verify::Hash)?;
-        let text = String::from_utf8(blob.to_vec()).map_err(|e| {
-            Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
-        })?;
-        let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
-        let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
-        if index.end.bytes != text.len() as u64 {
-            return Err(Error::Index(format!(
-                "archive {id}: offset index covers {} bytes, text holds {}",
-                index.end.bytes,
-                text.len()
-            )));
-        }
-        let l = Arc::new(ArchiveText { text, index });
-        self.inner.archives.put(*id, l.clone());
-        Ok(l)
+/// Archive `id` of `owner`: from `cache`, or read from the log, verified, and cached.
+pub(crate) fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Arc<Loaded>> {
+    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    if let Some(l) = cache.get(id) {
+        return Ok(l);
     }
+    let blob = core.get_blob(id, Verify::Hash)?;
+    let text = String::from_utf8(blob.to_vec()).map_err(|e| {
+        Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+    })?;
+    let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
+    let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
+    if index.end.bytes != text.len() as u64 {
+        return Err(Error::Index(format!(
+            "archive {id}: offset index covers {} bytes, text holds {}",
+            index.end.bytes,
+            text.len()
+        )));
+    }
+    let l = Arc::new(ArchiveText { text, index });
+    cache.put(*id, l.clone());
+    Ok(l)
+}
 
-    /// Returns `range` of archive `id`, exactly, counted in `unit`. A range that would
-    /// split a UTF-8 sequence or a surrogate pair is an error saying where; a range past
-    /// the end is an error giving the length. Cost: O(log n + range length) once the
-    /// archive is in memory (the first read verifies and loads it). An archive above the
-    /// chunking threshold is not loaded whole: the read touches only the chunks around
-    /// the two bounds and those the range covers.
-    pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
-        let core = &self.inner.core;
-        let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
-        if let Some(l) = self.inner.archives.get(id) {
-            return Ok(l.read(range, unit)?.to_string());
-        }
-        if !core.blob_is_chunked(id)? {
-            let l = self.load_archive(owner, id)?;
-            return Ok(l.read(range, unit)?.to_string());
-        }
-        if range.start > range.end {
-            return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
-        }
-        let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
-        let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
-        let len = core.blob_len(id)?;
-        if index.end.bytes != len {
-            return Err(Error::Index(format!(
-                "archive {id}: offset index covers {} bytes, text holds {len}",
-                index.end.bytes
-            )));
-        }
-        let verify = core.opts.verify;
-        let read = |r: Range<usize>| core.get_blob_range(id, r.start as u64..r.end as u64, verify);
-        let ends_with_newline = len > 0 && read(len as usize - 1..len as usize)? == b"\n";
-        let mut window = |r: Range<usize>| read(r).map(Cow::Owned);
-        let from = index.byte_of_in(range.start, unit, ends_with_newline, &mut window)?;
-        let to = index.byte_of_in(range.end, unit, ends_with_newline, &mut window)?;
-        String::from_utf8(read(from..to)?).map_err(|e| {
-            Error::Index(format!("archive {id} is not UTF-8 at byte {}", from + e.utf8_error().valid_up_to()))
-        })
+/// Returns `range` of archive `id`, exactly, counted in `unit` (see `Store::read_context`).
+pub(crate) fn read_context(
+    core: &Core,
+    cache: &ArchiveCache,
+    owner: &str,
+    id: &BlobId,
+    range: Range<u64>,
+    unit: Unit,
+) -> Result<String> {
+    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    if let Some(l) = cache.get(id) {
+        return Ok(l.read(range, unit)?.to_string());
     }
+    if !core.blob_is_chunked(id)? {
+        let l = load(core, cache, owner, id)?;
+        return Ok(l.read(range, unit)?.to_string());
+    }
+    if range.start > range.end {
+        return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
+    }
+    let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
+    let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
+    let len = core.blob_len(id)?;
+    if index.end.bytes != len {
+        return Err(Error::Index(format!(
+            "archive {id}: offset index covers {} bytes, text holds {len}",
+            index.end.bytes
+        )));
+    }
+    let verify = core.opts.verify;
+    let read = |r: Range<usize>| core.get_blob_range(id, r.start as u64..r.end as u64, verify);
+    let ends_with_newline = len > 0 && read(len as usize - 1..len as usize)? == b"\n";
+    let mut window = |r: Range<usize>| read(r).map(Cow::Owned);
+    let from = index.byte_of_in(range.start, unit, ends_with_newline, &mut window)?;
+    let to = index.byte_of_in(range.end, unit, ends_with_newline, &mut window)?;
+    String::from_utf8(read(from..to)?).map_err(|e| {
+        Error::Index(format!("archive {id} is not UTF-8 at byte {}", from + e.utf8_error().valid_up_to()))
+    })
+}
 
-    /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
-    /// a `query` the lines between them that contain it, with a marker that says what is
-    /// left out and how to read it (template: [`Options::preview_marker`](crate::Options)).
-    pub fn preview(&self, owner: &str, id: &BlobId, max_chars: usize, query: Option<&str>) -> Result<String> {
-        let l = self.load_archive(owner, id)?;
-        Ok(preview::build(
-            &l.text,
-            &l.index,
-            &id.to_string(),
-            max_chars,
-            query,
-            &self.inner.core.opts.preview_marker,
-        ))
-    }
+/// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).
+pub(crate) fn preview(
+    core: &Core,
+    cache: &ArchiveCache,
+    owner: &str,
+    id: &BlobId,
+    max_chars: usize,
+    query: Option<&str>,
+) -> Result<String> {
+    let l = load(core, cache, owner, id)?;
+    Ok(preview::build(&l.text, &l.index, &id.to_string(), max_chars, query, &core.opts.preview_marker))
 }
 
 /// Builds a preview without a store (used when a result is archived on append).

@@ -28,7 +28,7 @@ use crate::blob::BlobId;
 use crate::budget::tail;
 use crate::error::{Error, Result};
 use crate::estimate::message_tokens;
-use crate::history::Chat;
+use crate::history::ChatRef;
 use crate::index::SUMMARIES;
 use crate::model::{Message, Part, ToolContent};
 use crate::record::{self, CheckpointRec, SummaryRec, kind};
@@ -76,7 +76,7 @@ pub struct BuildStats {
     pub depth: usize,
 }
 
-/// A checkpoint, built and not yet published (see [`Chat::publish_checkpoint`]).
+/// A checkpoint, built and not yet published (see [`Chat::publish_checkpoint`](crate::Chat::publish_checkpoint)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     /// The revision it was built from.
@@ -239,244 +239,231 @@ impl Cache<'_> {
     }
 }
 
-impl Chat {
-    /// Where the settled history of `msgs` (this chat's messages) ends: before the
-    /// protected tail (the last two user turns, bounded by `protect_max` tokens, see
-    /// [`crate::budget::tail`]) and before the step holding the first pending approval —
-    /// always at a cut point, so a view that starts there never opens with a tool result.
-    /// 0: nothing is settled yet.
-    pub(crate) fn settled_cut(&self, msgs: &[crate::history::Message], protect_max: Option<u64>) -> u64 {
-        let e = self.store().inner.core.opts.estimator.clone();
-        let max = protect_max.unwrap_or(u64::MAX);
-        let mut cut = tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64;
-        let owner = self.owner().to_string();
-        let store = self.store().clone();
-        let full = |a: &crate::history::ArchiveRef| {
-            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
-        };
-        // Responses anywhere in the chat answer requests before the cut.
-        // The approval may sit inside a tool result: the cut moves back before its call.
-        if let Some((seq, _)) = first_pending(msgs, &ApprovalPatterns::default(), &full) {
-            cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
-        }
-        cut
+/// Where the settled history of `msgs` (this chat's messages) ends: before the
+/// protected tail (the last two user turns, bounded by `protect_max` tokens, see
+/// [`crate::budget::tail`]) and before the step holding the first pending approval —
+/// always at a cut point, so a view that starts there never opens with a tool result.
+/// 0: nothing is settled yet.
+pub(crate) fn settled_cut(
+    chat: &ChatRef<'_>,
+    msgs: &[crate::history::Message],
+    protect_max: Option<u64>,
+) -> u64 {
+    let e = chat.core().opts.estimator.clone();
+    let max = protect_max.unwrap_or(u64::MAX);
+    let mut cut = tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64;
+    let full = |a: &crate::history::ArchiveRef| {
+        crate::archive::read_context(
+            chat.core(),
+            chat.archives,
+            chat.owner(),
+            &a.id,
+            0..a.chars,
+            crate::Unit::Chars,
+        )
+        .ok()
+    };
+    // Responses anywhere in the chat answer requests before the cut.
+    // The approval may sit inside a tool result: the cut moves back before its call.
+    if let Some((seq, _)) = first_pending(msgs, &ApprovalPatterns::default(), &full) {
+        cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
     }
+    cut
+}
 
-    /// Builds a checkpoint of the settled history (before the protected tail and
-    /// before the first pending approval) with `summarizer`. Summaries already made for an
-    /// unchanged segment or merge are reused. Summaries are stored (marked as summaries) as
-    /// they are made; the checkpoint itself is not published.
-    pub fn build_checkpoint(
-        &self,
-        summarizer: &dyn Summarizer,
-        opts: &CheckpointOptions,
-    ) -> Result<Checkpoint> {
-        if opts.fan_in < 2 || opts.segment_tokens == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "checkpoint options: expected fan_in >= 2 and segment_tokens > 0, found {} and {}",
-                opts.fan_in, opts.segment_tokens
-            )));
-        }
-        let core = self.store().inner.core.clone();
-        let snap = self.snapshot();
-        let msgs = snap.messages()?;
-        let cut = self.settled_cut(&msgs, opts.protect_max_tokens);
-        if cut == 0 {
-            return Err(Error::InvalidArgument(
-                "nothing is settled yet: the whole chat is protected or waits for an approval".into(),
-            ));
-        }
-        core.ensure_flushed(core.log.written())?;
-        let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
-        let mut stats = BuildStats::default();
-        let mut level: Vec<(BlobId, String)> = Vec::new();
-        let mut infos = Vec::new();
-        // Interrupted work: completed steps of every recorded attempt of a settled turn whose
-        // messages are no longer in the chat (a retry truncated them) are source material
-        // too, in order, with the segment where their turn starts.
-        let lost = self.lost_steps(&msgs[..cut as usize])?;
-        for r in segments(&core, &msgs[..cut as usize], opts.segment_tokens) {
-            let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
-            for (turn_start, extra) in &lost {
-                if r.contains(turn_start) {
-                    part.extend(extra.iter().cloned());
-                }
+/// The work of `Chat::build_checkpoint` (documented there).
+pub(crate) fn build(
+    chat: &ChatRef<'_>,
+    summarizer: &dyn Summarizer,
+    opts: &CheckpointOptions,
+) -> Result<Checkpoint> {
+    if opts.fan_in < 2 || opts.segment_tokens == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "checkpoint options: expected fan_in >= 2 and segment_tokens > 0, found {} and {}",
+            opts.fan_in, opts.segment_tokens
+        )));
+    }
+    let core = chat.core().clone();
+    let snap = chat.snapshot();
+    let msgs = snap.messages()?;
+    let cut = settled_cut(chat, &msgs, opts.protect_max_tokens);
+    if cut == 0 {
+        return Err(Error::InvalidArgument(
+            "nothing is settled yet: the whole chat is protected or waits for an approval".into(),
+        ));
+    }
+    core.ensure_flushed(core.log.written())?;
+    let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
+    let mut stats = BuildStats::default();
+    let mut level: Vec<(BlobId, String)> = Vec::new();
+    let mut infos = Vec::new();
+    // Interrupted work: completed steps of every recorded attempt of a settled turn whose
+    // messages are no longer in the chat (a retry truncated them) are source material
+    // too, in order, with the segment where their turn starts.
+    let lost = lost_steps(chat, &msgs[..cut as usize])?;
+    for r in segments(&core, &msgs[..cut as usize], opts.segment_tokens) {
+        let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
+        for (turn_start, extra) in &lost {
+            if r.contains(turn_start) {
+                part.extend(extra.iter().cloned());
             }
-            let part = &part[..];
-            let id = segment_id(part);
+        }
+        let part = &part[..];
+        let id = segment_id(part);
+        let text = match cache.get(&id)? {
+            Some(t) => {
+                stats.cached += 1;
+                t
+            }
+            None => {
+                let t = summarizer.summarize(part)?;
+                cache.put(id, &t)?;
+                stats.summarized += 1;
+                t
+            }
+        };
+        infos.push(SegmentInfo { range: r, id });
+        level.push((id, text));
+    }
+    while level.len() > 1 {
+        stats.depth += 1;
+        let mut next = Vec::new();
+        for group in level.chunks(opts.fan_in) {
+            if group.len() == 1 {
+                next.push(group[0].clone());
+                continue;
+            }
+            let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
+            let id = node_id(&ids, summarizer.id());
             let text = match cache.get(&id)? {
                 Some(t) => {
                     stats.cached += 1;
                     t
                 }
                 None => {
-                    let t = summarizer.summarize(part)?;
+                    let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
+                    let t = summarizer.merge(&texts)?;
                     cache.put(id, &t)?;
-                    stats.summarized += 1;
+                    stats.merged += 1;
                     t
                 }
             };
-            infos.push(SegmentInfo { range: r, id });
-            level.push((id, text));
+            next.push((id, text));
         }
-        while level.len() > 1 {
-            stats.depth += 1;
-            let mut next = Vec::new();
-            for group in level.chunks(opts.fan_in) {
-                if group.len() == 1 {
-                    next.push(group[0].clone());
-                    continue;
-                }
-                let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
-                let id = node_id(&ids, summarizer.id());
-                let text = match cache.get(&id)? {
-                    Some(t) => {
-                        stats.cached += 1;
-                        t
-                    }
-                    None => {
-                        let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
-                        let t = summarizer.merge(&texts)?;
-                        cache.put(id, &t)?;
-                        stats.merged += 1;
-                        t
-                    }
-                };
-                next.push((id, text));
-            }
-            level = next;
-        }
-        let (root, summary) =
-            level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
-        let txn = std::mem::take(&mut cache.txn);
-        let c = core.append(txn)?;
-        core.wait_durable(c.end)?;
-        let summary_blob = BlobId::of(summary.as_bytes());
-        Ok(Checkpoint {
-            base_revision: snap.revision(),
-            reach: infos.last().map_or(0, |s| s.range.end),
-            summary,
-            root,
-            segments: infos,
-            summarizer: summarizer.id().to_string(),
-            stats,
-            summary_blob,
-        })
+        level = next;
     }
-
-    /// For each settled user turn, the messages of completed steps of its recorded attempts
-    /// that are no longer in the chat, keyed by the seq where the turn starts.
-    fn lost_steps(&self, settled: &[Message]) -> Result<Vec<(u64, Vec<Message>)>> {
-        let mut out = Vec::new();
-        let mut turn_starts: Vec<(u64, u64)> = Vec::new();
-        for m in settled {
-            if turn_starts.last().is_none_or(|(t, _)| *t != m.turn) {
-                turn_starts.push((m.turn, m.seq));
-            }
-        }
-        for (turn, start) in turn_starts {
-            let mut extra = Vec::new();
-            for attempt in self.attempts(turn)? {
-                for step in
-                    attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
-                {
-                    for m in step.messages {
-                        let present = settled
-                            .get(m.seq as usize)
-                            .is_some_and(|c| c.revision == m.revision && c.parts == m.parts);
-                        if !present {
-                            extra.push(m);
-                        }
-                    }
-                }
-            }
-            if !extra.is_empty() {
-                out.push((start, extra));
-            }
-        }
-        Ok(out)
-    }
-
-    /// Publishes `cp` in one transaction, if the chat was not edited since `cp.base_revision`
-    /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
-    /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
-    pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
-        self.publish(cp, true)
-    }
-
-    /// Publishes `cp`; with `durable`, returns once the publication is on disk.
-    pub(crate) fn publish(&self, cp: &Checkpoint, durable: bool) -> Result<()> {
-        let core = self.store().inner.core.clone();
-        let mut txn = Txn::default();
-        // The build stored the summary's blob (as the tree's root summary); a checkpoint whose
-        // summary was changed since is stored again.
-        let (summary_id, wait) = if BlobId::of(cp.summary.as_bytes()) == cp.summary_blob {
-            (cp.summary_blob, None)
-        } else {
-            txn.blob(&core, cp.summary.as_bytes())?
-        };
-        let (mut w, _fleet) = self.state().lock_write()?;
-        let published = w.checkpoint.as_ref().map(|p| p.rec.reach);
-        guard::check_publish(w.revision, published, cp.base_revision, cp.reach).map_err(Error::Conflict)?;
-        let rec = CheckpointRec {
-            chat: self.id().0,
-            base_revision: cp.base_revision,
-            reach: cp.reach,
-            summary: summary_id.0,
-            root: cp.root.0,
-            summarizer: cp.summarizer.clone(),
-            segments: cp.segments.iter().map(|s| (s.range.start, s.range.end, s.id.0)).collect(),
-            at_ms: crate::history::now_ms(),
-        };
-        txn.push(RecordOut::history(kind::CHECKPOINT, record::encode(&rec)?.into_vec()));
-        let c = core.append(txn)?;
-        w.checkpoint = Some(Arc::new(crate::history::Published { rec, summary: cp.summary.as_str().into() }));
-        w.last_end = c.end;
-        self.state().publish(&w);
-        drop(w);
-        if durable { core.wait_durable(wait.map_or(c.end, |x| x.max(c.end))) } else { Ok(()) }
-    }
-
-    /// The published checkpoint's (base revision, reach), if any.
-    pub fn published_checkpoint(&self) -> Option<(u64, u64)> {
-        self.snapshot().inner.checkpoint.as_ref().map(|p| (p.rec.base_revision, p.rec.reach))
-    }
+    let (root, summary) =
+        level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
+    let txn = std::mem::take(&mut cache.txn);
+    let c = core.append(txn)?;
+    core.wait_durable(c.end)?;
+    let summary_blob = BlobId::of(summary.as_bytes());
+    Ok(Checkpoint {
+        base_revision: snap.revision(),
+        reach: infos.last().map_or(0, |s| s.range.end),
+        summary,
+        root,
+        segments: infos,
+        summarizer: summarizer.id().to_string(),
+        stats,
+        summary_blob,
+    })
 }
 
-impl Chat {
-    /// The checkpoint the worker prepared for this chat, if any (it may be stale: compare its
-    /// `base_revision` with [`Chat::revision`]).
-    pub fn prepared(&self) -> Option<Arc<Checkpoint>> {
-        self.state().prepared.lock().clone()
-    }
-
-    pub(crate) fn set_prepared(&self, cp: Checkpoint) {
-        *self.state().prepared.lock() = Some(Arc::new(cp));
-    }
-
-    /// Estimated tokens of the messages a view would hold after the published checkpoint
-    /// (calibrated; compaction records and pins not applied). Cheap: per-message estimates
-    /// are cached.
-    pub(crate) fn estimate_after_checkpoint(&self) -> Result<u64> {
-        let snap = self.snapshot();
-        let inner = &snap.inner;
-        let e = self.store().inner.core.opts.estimator.clone();
-        let base = inner.checkpoint.as_ref().map_or(0, |p| p.rec.reach).min(inner.len);
-        let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
-        for seq in base..inner.len {
-            let Some(entry) = inner.entries.get(seq as usize) else { continue };
-            raw += match entry.tokens.get() {
-                Some(t) => *t,
-                // Not cached on failure: a transient read error must not count as 0 forever.
-                None => {
-                    let m = snap.get(seq)?;
-                    *entry.tokens.get_or_init(|| message_tokens(&*e, &m.parts))
-                }
-            };
+/// For each settled user turn, the messages of completed steps of its recorded attempts
+/// that are no longer in the chat, keyed by the seq where the turn starts.
+fn lost_steps(chat: &ChatRef<'_>, settled: &[Message]) -> Result<Vec<(u64, Vec<Message>)>> {
+    let mut out = Vec::new();
+    let mut turn_starts: Vec<(u64, u64)> = Vec::new();
+    for m in settled {
+        if turn_starts.last().is_none_or(|(t, _)| *t != m.turn) {
+            turn_starts.push((m.turn, m.seq));
         }
-        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
-        Ok((raw as f64 * factor).ceil() as u64)
     }
+    for (turn, start) in turn_starts {
+        let mut extra = Vec::new();
+        for attempt in chat.attempts(turn)? {
+            for step in attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
+            {
+                for m in step.messages {
+                    let present = settled
+                        .get(m.seq as usize)
+                        .is_some_and(|c| c.revision == m.revision && c.parts == m.parts);
+                    if !present {
+                        extra.push(m);
+                    }
+                }
+            }
+        }
+        if !extra.is_empty() {
+            out.push((start, extra));
+        }
+    }
+    Ok(out)
+}
+
+/// Publishes `cp` in one transaction, if the chat was not edited since `cp.base_revision`
+/// ([`Conflict::Edited`](crate::error::Conflict)) and `cp` reaches beyond the published
+/// checkpoint; with `durable`, returns once the publication is on disk.
+pub(crate) fn publish(chat: &ChatRef<'_>, cp: &Checkpoint, durable: bool) -> Result<()> {
+    let core = chat.core().clone();
+    let mut txn = Txn::default();
+    // The build stored the summary's blob (as the tree's root summary); a checkpoint whose
+    // summary was changed since is stored again.
+    let (summary_id, wait) = if BlobId::of(cp.summary.as_bytes()) == cp.summary_blob {
+        (cp.summary_blob, None)
+    } else {
+        txn.blob(&core, cp.summary.as_bytes())?
+    };
+    let (mut w, _fleet) = chat.state.lock_write()?;
+    let published = w.checkpoint.as_ref().map(|p| p.rec.reach);
+    guard::check_publish(w.revision, published, cp.base_revision, cp.reach).map_err(Error::Conflict)?;
+    let rec = CheckpointRec {
+        chat: chat.id().0,
+        base_revision: cp.base_revision,
+        reach: cp.reach,
+        summary: summary_id.0,
+        root: cp.root.0,
+        summarizer: cp.summarizer.clone(),
+        segments: cp.segments.iter().map(|s| (s.range.start, s.range.end, s.id.0)).collect(),
+        at_ms: crate::history::now_ms(),
+    };
+    txn.push(RecordOut::history(kind::CHECKPOINT, record::encode(&rec)?.into_vec()));
+    let c = core.append(txn)?;
+    w.checkpoint = Some(Arc::new(crate::history::Published { rec, summary: cp.summary.as_str().into() }));
+    w.last_end = c.end;
+    chat.state.publish(&w);
+    drop(w);
+    if durable { core.wait_durable(wait.map_or(c.end, |x| x.max(c.end))) } else { Ok(()) }
+}
+
+/// The published checkpoint's (base revision, reach), if any.
+pub(crate) fn published(chat: &ChatRef<'_>) -> Option<(u64, u64)> {
+    chat.snapshot().inner.checkpoint.as_ref().map(|p| (p.rec.base_revision, p.rec.reach))
+}
+
+/// Estimated tokens of the messages a view would hold after the published checkpoint
+/// (calibrated; compaction records and pins not applied). Cheap: per-message estimates
+/// are cached.
+pub(crate) fn estimate_after_checkpoint(chat: &ChatRef<'_>) -> Result<u64> {
+    let snap = chat.snapshot();
+    let inner = &snap.inner;
+    let e = chat.core().opts.estimator.clone();
+    let base = inner.checkpoint.as_ref().map_or(0, |p| p.rec.reach).min(inner.len);
+    let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
+    for seq in base..inner.len {
+        let Some(entry) = inner.entries.get(seq as usize) else { continue };
+        raw += match entry.tokens.get() {
+            Some(t) => *t,
+            // Not cached on failure: a transient read error must not count as 0 forever.
+            None => {
+                let m = snap.get(seq)?;
+                *entry.tokens.get_or_init(|| message_tokens(&*e, &m.parts))
+            }
+        };
+    }
+    let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
+    Ok((raw as f64 * factor).ceil() as u64)
 }
 
 #[cfg(test)]

@@ -11,6 +11,13 @@
 mod pg;
 mod url;
 
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::options::{Durability, Options};
+use crate::store::Kernel;
+use crate::store::remote::Remote;
+
 pub(crate) use pg::Fleet;
 pub use url::FleetUrl;
 
@@ -18,4 +25,21 @@ pub use url::FleetUrl;
 /// directory.
 pub fn is_fleet_url(path: &std::path::Path) -> bool {
     path.to_str().is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// Connects to the PostgreSQL catalog at `url` and opens a local replica of it (durability
+/// is PostgreSQL's commit, so the replica syncs nothing); see `Store::open`. Returns the
+/// replica's kernel and its next chat id.
+pub(crate) fn open(url: &str, opts: Options) -> Result<(Kernel, u64)> {
+    let u = FleetUrl::parse(url)?;
+    let fleet = Arc::new(Fleet::connect(&u)?);
+    let local = Options { durability: Durability::None, create_if_missing: true, preallocate: false, ..opts };
+    let (kernel, next_chat) = Kernel::open(fleet.replica_dir(), local)?;
+    let remote: Arc<dyn Remote> = fleet;
+    kernel
+        .core
+        .remote
+        .set(remote)
+        .map_err(|_| Error::InvalidArgument("fleet: the replica already has a remote".into()))?;
+    Ok((kernel, next_chat))
 }

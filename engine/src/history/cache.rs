@@ -37,6 +37,11 @@ impl ChatCache {
         }
     }
 
+    /// The kernel the chats read and write through.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.core
+    }
+
     /// A fresh chat id (in fleet mode, from the remote: unique across processes).
     pub(crate) fn allocate(&self) -> Result<ChatId> {
         if let Some(remote) = self.core.remote() {

@@ -1,13 +1,16 @@
-//! [`Chat`]: appends, edits, truncation, metadata, steps and attempts of one chat, and the
-//! store-level calls that create, open and list chats.
+//! The writes and reads of one chat ([`ChatRef`]): appends, edits, truncation, metadata,
+//! steps, attempts and pins; and the store-level calls that create, delete, open and list
+//! chats. `api::Chat` and `api::Store` delegate here.
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::cache::ChatCache;
 use super::load::{chat_row, entries_at, len_at_end_of, read_meta, read_meta_at};
 use super::snap::Snapshot;
 use super::state::{ChatState, Entry, SnapInner, Writer, now_ms, read_message};
+use crate::archive::ArchiveCache;
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::index::{MESSAGES, METAS, OWNER_CHATS, STEPS};
@@ -17,21 +20,7 @@ use crate::record::{
     self, BodyRec, ChatRec, DeleteRec, MetaRec, MsgRec, PartRec, PartsRec, RevRec, StepRec, StepTagRec, kind,
 };
 use crate::snapshot::AppendVec;
-use crate::store::Store;
 use crate::store::core::{Core, RecordOut, Txn};
-
-/// Longest owner name, in bytes.
-pub const MAX_OWNER_LEN: usize = 1024;
-
-pub(crate) fn check_owner(owner: &str) -> Result<()> {
-    if owner.is_empty() || owner.len() > MAX_OWNER_LEN {
-        return Err(Error::InvalidArgument(format!(
-            "owner: expected 1 to {MAX_OWNER_LEN} bytes, found {}",
-            owner.len()
-        )));
-    }
-    Ok(())
-}
 
 fn check_message(m: &NewMessage, at: usize) -> Result<()> {
     for (i, p) in m.parts.iter().enumerate() {
@@ -146,167 +135,144 @@ fn part_len(p: &Part) -> usize {
     }
 }
 
-impl Store {
-    /// Creates a chat for `owner` and returns its id.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// use undertext::ChatMeta;
-    /// let id = store.create_chat("alice", ChatMeta { title: "fix the build".into(), ..Default::default() })?;
-    /// assert_eq!(store.chat("alice", id)?.meta().title, "fix the build");
-    /// assert!(store.chat("bob", id).is_err()); // another owner: NotFound
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn create_chat(&self, owner: &str, meta: ChatMeta) -> Result<ChatId> {
-        check_owner(owner)?;
-        let core = &self.inner.core;
-        let id = self.inner.chats.allocate()?;
-        let now = now_ms();
-        let mut txn = Txn::default();
-        txn.push(RecordOut::history(
-            kind::CHAT,
-            record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
-        ));
-        txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
-        let committed = core.append(txn)?;
-        let w = Writer {
-            revision: 0,
-            len: 0,
-            entries: Arc::new(AppendVec::new()),
-            last_turn: 0,
-            meta: Arc::new(meta),
-            meta_version: 1,
-            last_ms: now,
-            pins: Arc::new(Vec::new()),
-            compactions: Arc::new(Vec::new()),
-            calibration: Arc::new(Default::default()),
-            checkpoint: None,
-            last_end: committed.end,
-        };
-        self.inner.chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
-        core.wait_durable(committed.end)?;
-        Ok(id)
-    }
+/// The work of `Store::create_chat` (documented there).
+pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Result<ChatId> {
+    check_owner(owner)?;
+    let core = chats.core();
+    let id = chats.allocate()?;
+    let now = now_ms();
+    let mut txn = Txn::default();
+    txn.push(RecordOut::history(
+        kind::CHAT,
+        record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
+    ));
+    txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
+    let committed = core.append(txn)?;
+    let w = Writer {
+        revision: 0,
+        len: 0,
+        entries: Arc::new(AppendVec::new()),
+        last_turn: 0,
+        meta: Arc::new(meta),
+        meta_version: 1,
+        last_ms: now,
+        pins: Arc::new(Vec::new()),
+        compactions: Arc::new(Vec::new()),
+        calibration: Arc::new(Default::default()),
+        checkpoint: None,
+        last_end: committed.end,
+    };
+    chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
+    core.wait_durable(committed.end)?;
+    Ok(id)
+}
 
-    /// Deletes chat `id` of `owner`: it can no longer be opened, listed or written (open
-    /// handles get [`Error::NotFound`]; snapshots already taken still read). Its records
-    /// stay in the log until [`Store::gc`] removes them and every blob only they used; its
-    /// id is never given to another chat.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// let id = store.create_chat("me", Default::default())?;
-    /// store.delete_chat("me", id)?;
-    /// assert!(matches!(store.chat("me", id), Err(undertext::Error::NotFound { .. })));
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn delete_chat(&self, owner: &str, id: ChatId) -> Result<()> {
-        check_owner(owner)?;
-        let state = self.inner.chats.get(owner, id)?;
-        let core = &self.inner.core;
-        let (mut w, _fleet) = state.lock_write()?;
-        let mut txn = Txn::default();
-        txn.push(RecordOut::history(
-            kind::DELETE,
-            record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
-        ));
-        let c = core.append(txn)?;
-        state.deleted.store(true, std::sync::atomic::Ordering::Release);
-        w.last_end = c.end;
-        drop(w);
-        *state.view_memo.lock() = None;
-        *state.prepared.lock() = None;
-        core.wait_durable(c.end)?;
-        // The chat's grants go with it now, not at the indexer's next flush.
-        core.ensure_flushed(c.end)
-    }
+/// The work of `Store::delete_chat` (documented there).
+pub(crate) fn delete_chat(
+    chats: &ChatCache,
+    owner: &str,
+    id: ChatId,
+    forget: impl FnOnce(&Arc<ChatState>),
+) -> Result<()> {
+    check_owner(owner)?;
+    let state = chats.get(owner, id)?;
+    let core = chats.core();
+    let (mut w, _fleet) = state.lock_write()?;
+    let mut txn = Txn::default();
+    txn.push(RecordOut::history(
+        kind::DELETE,
+        record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
+    ));
+    let c = core.append(txn)?;
+    state.deleted.store(true, std::sync::atomic::Ordering::Release);
+    w.last_end = c.end;
+    drop(w);
+    *state.view_memo.lock() = None;
+    forget(&state);
+    core.wait_durable(c.end)?;
+    // The chat's grants go with it now, not at the indexer's next flush.
+    core.ensure_flushed(c.end)
+}
 
-    /// Opens chat `id` of `owner`. A chat of another owner is the same
-    /// [`Error::NotFound`] as an absent one.
-    pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
-        check_owner(owner)?;
-        let state = self.inner.chats.get(owner, id)?;
-        Ok(Chat { store: self.clone(), state })
-    }
+/// Opens chat `id` of `owner`. A chat of another owner is the same
+/// [`Error::NotFound`] as an absent one.
+pub(crate) fn open_chat(chats: &ChatCache, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+    check_owner(owner)?;
+    chats.get(owner, id)
+}
 
-    /// One page of `owner`'s chats, newest activity first.
-    pub fn chats(&self, owner: &str, page: Page) -> Result<ChatPage> {
-        check_owner(owner)?;
-        if page.limit == 0 || page.limit > 1000 {
-            return Err(Error::InvalidArgument(format!(
-                "page limit: expected 1..=1000, found {}",
-                page.limit
-            )));
-        }
-        let core = &self.inner.core;
-        if let Some(remote) = core.remote() {
-            // Fleet mode: the owner's chats as other processes left them.
-            remote.catch_up_owner(core, owner)?;
-            for s in self.inner.chats.cached_of(owner) {
-                match s.sync() {
-                    Ok(()) | Err(Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+/// One page of `owner`'s chats, newest activity first.
+pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPage> {
+    check_owner(owner)?;
+    if page.limit == 0 || page.limit > 1000 {
+        return Err(Error::InvalidArgument(format!("page limit: expected 1..=1000, found {}", page.limit)));
+    }
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        // Fleet mode: the owner's chats as other processes left them.
+        remote.catch_up_owner(core, owner)?;
+        for s in chats.cached_of(owner) {
+            match s.sync() {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
             }
         }
-        core.ensure_flushed(core.log.written())?;
-        // Chats in memory are authoritative; the index may lag them by a flush.
-        let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
-        for s in self.inner.chats.cached_of(owner) {
-            let snap = s.cell.load();
-            cached.insert(s.id.0, summary_of(&snap));
-        }
-        let after = |c: &ChatSummary| match page.after {
-            None => true,
-            Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
+    }
+    core.ensure_flushed(core.log.written())?;
+    // Chats in memory are authoritative; the index may lag them by a flush.
+    let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
+    for s in chats.cached_of(owner) {
+        let snap = s.cell.load();
+        cached.insert(s.id.0, summary_of(&snap));
+    }
+    let after = |c: &ChatSummary| match page.after {
+        None => true,
+        Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
+    };
+    let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
+    let tx = core.index.read()?;
+    if let Ok(t) = tx.open_table(OWNER_CHATS) {
+        let start = match page.after {
+            Some(c) => (owner, u64::MAX - c.last_activity_ms, c.id.0),
+            None => (owner, 0, 0),
         };
-        let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
-        let tx = core.index.read()?;
-        if let Ok(t) = tx.open_table(OWNER_CHATS) {
-            let start = match page.after {
-                Some(c) => (owner, u64::MAX - c.last_activity_ms, c.id.0),
-                None => (owner, 0, 0),
+        let mut taken = 0;
+        for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
+            let (k, _) = item.map_err(Error::index)?;
+            let (_, _, chat) = k.value();
+            if cached.contains_key(&chat) {
+                continue;
+            }
+            let Some(row) = chat_row(&tx, ChatId(chat))? else {
+                continue;
             };
-            let mut taken = 0;
-            for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
-                let (k, _) = item.map_err(Error::index)?;
-                let (_, _, chat) = k.value();
-                if cached.contains_key(&chat) {
-                    continue;
-                }
-                let Some(row) = chat_row(&tx, ChatId(chat))? else {
-                    continue;
-                };
-                let summary = ChatSummary {
-                    id: ChatId(chat),
-                    meta: read_meta(core, &row)?,
-                    len: row.len,
-                    revision: row.revision,
-                    created_ms: row.created_ms,
-                    last_activity_ms: row.last_ms,
-                };
-                if !after(&summary) {
-                    continue;
-                }
-                out.push(summary);
-                taken += 1;
-                if taken > page.limit {
-                    break;
-                }
+            let summary = ChatSummary {
+                id: ChatId(chat),
+                meta: read_meta(core, &row)?,
+                len: row.len,
+                revision: row.revision,
+                created_ms: row.created_ms,
+                last_activity_ms: row.last_ms,
+            };
+            if !after(&summary) {
+                continue;
+            }
+            out.push(summary);
+            taken += 1;
+            if taken > page.limit {
+                break;
             }
         }
-        out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
-        let more = out.len() > page.limit;
-        out.truncate(page.limit);
-        let next = if more {
-            out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
-        } else {
-            None
-        };
-        Ok(ChatPage { chats: out, next })
     }
+    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+    let more = out.len() > page.limit;
+    out.truncate(page.limit);
+    let next = if more {
+        out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
+    } else {
+        None
+    };
+    Ok(ChatPage { chats: out, next })
 }
 
 fn summary_of(s: &SnapInner) -> ChatSummary {
@@ -320,63 +286,57 @@ fn summary_of(s: &SnapInner) -> ChatSummary {
     }
 }
 
-/// A handle on one chat of one owner. Cheap to clone; all handles share the chat.
-#[derive(Debug, Clone)]
-pub struct Chat {
-    store: Store,
-    state: Arc<ChatState>,
+/// One chat of one owner as the layers above history see it: its state, and the archive
+/// cache its pins are checked through. `Chat` (in `api`) holds the state; each of its calls
+/// borrows one of these.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChatRef<'a> {
+    pub state: &'a Arc<ChatState>,
+    pub archives: &'a ArchiveCache,
 }
 
-impl Chat {
-    fn core(&self) -> &Arc<Core> {
-        &self.store.inner.core
-    }
-
-    pub(crate) fn store(&self) -> &Store {
-        &self.store
-    }
-
-    pub(crate) fn state(&self) -> &Arc<ChatState> {
-        &self.state
+impl ChatRef<'_> {
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.state.core
     }
 
     /// The chat's id.
-    pub fn id(&self) -> ChatId {
+    pub(crate) fn id(&self) -> ChatId {
         self.state.id
     }
 
     /// Its owner.
-    pub fn owner(&self) -> &str {
+    pub(crate) fn owner(&self) -> &str {
         &self.state.owner
     }
 
     /// The current snapshot (a few atomic operations, no lock).
-    pub fn snapshot(&self) -> Snapshot {
+    pub(crate) fn snapshot(&self) -> Snapshot {
         Snapshot { inner: self.state.cell.load() }
     }
 
     /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
-    pub fn revision(&self) -> u64 {
+    pub(crate) fn revision(&self) -> u64 {
         self.state.cell.load().revision
     }
 
     /// Number of messages (the next `seq`).
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.state.cell.load().len
     }
 
     /// True when the chat has no message.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// Current metadata.
-    pub fn meta(&self) -> ChatMeta {
+    pub(crate) fn meta(&self) -> ChatMeta {
         (*self.state.cell.load().meta).clone()
     }
 
     /// Replaces the metadata; returns the new version (versions start at 1).
-    pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+    pub(crate) fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
         let core = self.core();
         let (mut w, _fleet) = self.state.lock_write()?;
         let version = w.meta_version + 1;
@@ -397,7 +357,7 @@ impl Chat {
     }
 
     /// The metadata as of `version`.
-    pub fn meta_at(&self, version: u64) -> Result<ChatMeta> {
+    pub(crate) fn meta_at(&self, version: u64) -> Result<ChatMeta> {
         let core = self.core();
         let end = self.state.w.lock().last_end;
         core.ensure_flushed(end)?;
@@ -410,47 +370,18 @@ impl Chat {
         read_meta_at(core, Location { segment, offset, len })
     }
 
-    /// Appends one message; returns its `seq`.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
-    /// use undertext::NewMessage;
-    /// assert_eq!(chat.append(NewMessage::system("be brief"))?, 0);
-    /// assert_eq!(chat.append(NewMessage::user("hi"))?, 1);
-    /// assert_eq!(chat.get(1)?.turn, 1);
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn append(&self, message: NewMessage) -> Result<u64> {
+    /// The work of `Chat::append` (documented there).
+    pub(crate) fn append(&self, message: NewMessage) -> Result<u64> {
         Ok(self.append_batch(vec![message])?.start)
     }
 
     /// Appends messages atomically: after a crash all of them are there or none.
-    pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+    pub(crate) fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
         self.append_inner(&[], messages, None).map(|(_, r, _)| r)
     }
 
-    /// Stores `blobs` and appends `messages` in one transaction — one commit, one
-    /// `fdatasync` — so that after a crash all of them are there or none. The messages can
-    /// reference the blobs by id in [`Part::Attachment`] parts (which also tells `gc` the
-    /// chat uses them). Returns the blobs' ids, in order, and the messages' seqs.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
-    /// use undertext::{BlobId, NewMessage, Part, Role};
-    /// let state = b"{\"messages\": [1, 2, 3]}";
-    /// let note = NewMessage {
-    ///     role: Role::Assistant,
-    ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
-    /// };
-    /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
-    /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn append_with_blobs(
+    /// The work of `Chat::append_with_blobs` (documented there).
+    pub(crate) fn append_with_blobs(
         &self,
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
@@ -564,17 +495,17 @@ impl Chat {
     }
 
     /// Message `seq` (current revision).
-    pub fn get(&self, seq: u64) -> Result<crate::model::Message> {
+    pub(crate) fn get(&self, seq: u64) -> Result<crate::model::Message> {
         self.snapshot().get(seq)
     }
 
     /// Messages in `range` (current revision).
-    pub fn range(&self, range: Range<u64>) -> Result<Vec<crate::model::Message>> {
+    pub(crate) fn range(&self, range: Range<u64>) -> Result<Vec<crate::model::Message>> {
         self.snapshot().range(range)
     }
 
     /// Every message (current revision).
-    pub fn messages(&self) -> Result<Vec<crate::model::Message>> {
+    pub(crate) fn messages(&self) -> Result<Vec<crate::model::Message>> {
         self.snapshot().messages()
     }
 
@@ -585,11 +516,8 @@ impl Chat {
         Ok(())
     }
 
-    /// Replaces message `seq`, if the chat is still at `expected_revision`; returns the new
-    /// revision. The old version stays readable through [`Chat::snapshot_at`]. An edit may
-    /// not turn a turn-starting user message into another kind or back (it would renumber
-    /// every later turn): truncate and append instead.
-    pub fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
+    /// The work of `Chat::edit` (documented there).
+    pub(crate) fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
         check_message(&message, 0)?;
         let core = self.core().clone();
         let chat = self.id();
@@ -670,7 +598,7 @@ impl Chat {
 
     /// Drops messages from `from_seq` on, if the chat is still at `expected_revision`;
     /// returns the new revision. The dropped messages stay readable at older revisions.
-    pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
+    pub(crate) fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
         let core = self.core().clone();
         let (mut w, _fleet) = self.state.lock_write()?;
         Self::check_revision(&w, expected_revision)?;
@@ -714,7 +642,7 @@ impl Chat {
     }
 
     /// The chat as it was when `revision` ended (or now, for the current revision).
-    pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
+    pub(crate) fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
         let current = self.snapshot();
         if revision == current.revision() {
             return Ok(current);
@@ -756,7 +684,7 @@ impl Chat {
     /// Records a completed (or interrupted) model step of the current user turn: its
     /// messages are appended, tagged (turn, stream, step), in one transaction, durable
     /// before this returns. A retry is a new `stream_id` for the same turn.
-    pub fn record_step(
+    pub(crate) fn record_step(
         &self,
         turn: u64,
         stream_id: &str,
@@ -776,7 +704,7 @@ impl Chat {
 
     /// Every recorded attempt at user turn `turn`, in the order their streams first
     /// appeared, each with its steps in the order they were recorded.
-    pub fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
+    pub(crate) fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
         let core = self.core();
         core.ensure_flushed(self.state.w.lock().last_end)?;
         let tx = core.index.read()?;
@@ -822,7 +750,7 @@ impl Chat {
     /// Pins `range` (in `unit`) of archive `archive` into the model view: the budget guard
     /// will not shrink it again. The owner must be able to read the archive, and the range
     /// must be valid in it.
-    pub fn pin(
+    pub(crate) fn pin(
         &self,
         archive: &crate::blob::BlobId,
         range: Range<u64>,
@@ -831,8 +759,8 @@ impl Chat {
         self.set_pin(archive, range, unit, true)
     }
 
-    /// Removes a pin made with [`Chat::pin`] (the same archive, range and unit).
-    pub fn unpin(
+    /// Removes a pin made with `pin` (the same archive, range and unit).
+    pub(crate) fn unpin(
         &self,
         archive: &crate::blob::BlobId,
         range: Range<u64>,
@@ -851,7 +779,14 @@ impl Chat {
         let pin = Pin { archive: *archive, unit, range: range.clone() };
         if on {
             // Validates ownership and the range (errors say where and how long).
-            self.store.read_context(&self.state.owner, archive, range.clone(), unit)?;
+            crate::archive::read_context(
+                self.core(),
+                self.archives,
+                &self.state.owner,
+                archive,
+                range.clone(),
+                unit,
+            )?;
         }
         let core = self.core().clone();
         let (mut w, _fleet) = self.state.lock_write()?;

@@ -13,7 +13,6 @@ pub(crate) mod view_memo;
 
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
-pub(crate) use chat::check_owner;
-pub use chat::{Chat, MAX_OWNER_LEN};
+pub(crate) use chat::{ChatRef, chats, create_chat, delete_chat, open_chat};
 pub use snap::Snapshot;
-pub(crate) use state::{Entry, Published, now_ms};
+pub(crate) use state::{ChatState, Entry, Published, now_ms};

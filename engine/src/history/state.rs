@@ -90,8 +90,6 @@ pub(crate) struct ChatState {
     /// Recent views: (step, raw estimate, model), for `report_usage`.
     pub views: Mutex<VecDeque<(u64, u64, String)>>,
     pub view_counter: AtomicU64,
-    /// A checkpoint the worker prepared, not yet published.
-    pub prepared: Mutex<Option<Arc<crate::checkpoint::Checkpoint>>>,
     /// Set (under `w`) once the chat is deleted: writes and opens fail with `NotFound`.
     pub deleted: std::sync::atomic::AtomicBool,
     /// The last view built, for the next one (see `view_memo`).
@@ -116,7 +114,6 @@ impl ChatState {
             last_used: AtomicU64::new(0),
             views: Mutex::new(VecDeque::new()),
             view_counter: AtomicU64::new(1),
-            prepared: Mutex::new(None),
             view_memo: Mutex::new(None),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
@@ -167,7 +164,6 @@ impl ChatState {
         if head.deleted {
             self.deleted.store(true, Ordering::Release);
             *self.view_memo.lock() = None;
-            *self.prepared.lock() = None;
             return Err(super::cache::not_found(self.id));
         }
         if head.pulled <= self.fleet_seen.load(Ordering::Acquire) {

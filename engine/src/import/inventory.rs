@@ -4,10 +4,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::write::FORMAT;
+use crate::api::Store;
 use crate::blob::BlobId;
 use crate::error::Result;
 use crate::history::{Page, Part, ToolContent};
-use crate::store::Store;
 
 /// Counts per format (chats without an import format count under `""`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -22,12 +22,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Session;
+use crate::api::Store;
 use crate::archive::Unit;
 use crate::budget::{Budget, Decision};
 use crate::checkpoint::{CheckpointOptions, Extractive};
 use crate::error::{Error, Result};
 use crate::history::{ChatMeta, Part, Role, ToolContent};
-use crate::store::Store;
 use crate::worker::{HardLinePolicy, Worker, WorkerOptions};
 
 /// Settings of a replay.

@@ -9,11 +9,12 @@
 use std::collections::HashMap;
 
 use super::{Condensation, Problem, Session};
+use crate::api::Chat;
+use crate::api::Store;
 use crate::blob::BlobId;
 use crate::compaction::{Plan, Squish};
 use crate::error::{Error, Result};
-use crate::history::{Chat, ChatId, ChatMeta, Message, NewMessage, Page, Part, ToolContent};
-use crate::store::Store;
+use crate::history::{ChatId, ChatMeta, Message, NewMessage, Page, Part, ToolContent};
 
 /// Metadata key holding a chat's session key ([`Session::key`]).
 pub const KEY: &str = "import.key";

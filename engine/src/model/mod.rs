@@ -217,6 +217,20 @@ impl NewMessage {
     }
 }
 
+/// Longest owner name, in bytes.
+pub const MAX_OWNER_LEN: usize = 1024;
+
+/// `InvalidArgument` unless `owner` is 1 to [`MAX_OWNER_LEN`] bytes.
+pub(crate) fn check_owner(owner: &str) -> Result<(), Error> {
+    if owner.is_empty() || owner.len() > MAX_OWNER_LEN {
+        return Err(Error::InvalidArgument(format!(
+            "owner: expected 1 to {MAX_OWNER_LEN} bytes, found {}",
+            owner.len()
+        )));
+    }
+    Ok(())
+}
+
 pub(crate) fn starts_turn(role: Role, parts: &[Part]) -> bool {
     role == Role::User
         && parts.iter().any(|p| !matches!(p, Part::ToolResult { .. } | Part::ApprovalResponse { .. }))

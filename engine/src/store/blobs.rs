@@ -12,7 +12,6 @@
 
 use std::ops::Range;
 
-use super::Store;
 use super::core::{Core, RecordOut, Txn};
 use crate::blob::{Blob, BlobId, Verify};
 use crate::error::{Error, Result};
@@ -119,124 +118,53 @@ pub(crate) fn not_found(id: &BlobId) -> Error {
     Error::NotFound { what: format!("blob {id}") }
 }
 
-impl Store {
-    /// Stores `content` for `owner` and returns its [`BlobId`], granting the blob to `owner`
-    /// (its own grant: it stays until `owner`'s store is gone). Content already present is
-    /// not written again, whoever stored it. In `Group` and `Immediate` durability the blob
-    /// is durable when this returns.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// let a = store.put_blob("alice", b"same bytes")?;
-    /// let b = store.put_blob("alice", b"same bytes")?;
-    /// assert_eq!(a, b);
-    /// assert_eq!(a, undertext::BlobId::of(b"same bytes"));
-    /// assert!(store.get_blob("bob", &a).is_err()); // not bob's: NotFound, as if absent
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn put_blob(&self, owner: &str, content: &[u8]) -> Result<BlobId> {
-        Ok(self.put_blobs(owner, &[content])?[0])
+/// Stores `contents` for `owner` in one transaction, granting each to `owner` (see
+/// `Store::put_blobs`).
+pub(crate) fn put_blobs(core: &Core, owner: &str, contents: &[&[u8]]) -> Result<Vec<BlobId>> {
+    crate::model::check_owner(owner)?;
+    let mut txn = Txn::default();
+    let mut ids = Vec::with_capacity(contents.len());
+    let mut wait = None;
+    for c in contents {
+        let (id, existing) = txn.blob(core, c)?;
+        grant_into(core, &mut txn, owner, id, None)?;
+        ids.push(id);
+        wait = wait.max(existing);
     }
+    let committed = core.append(txn)?;
+    core.wait_durable(wait.map_or(committed.end, |w| w.max(committed.end)))?;
+    Ok(ids)
+}
 
-    /// Stores several blobs for `owner` in one transaction: after a crash either all of them
-    /// (and their grants) are present or none of the ones that were new. Returns their ids in
-    /// order.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// let ids = store.put_blobs("alice", &[b"call".as_slice(), b"result".as_slice()])?;
-    /// assert_eq!(&*store.get_blob("alice", &ids[1])?, b"result");
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn put_blobs(&self, owner: &str, contents: &[&[u8]]) -> Result<Vec<BlobId>> {
-        crate::history::check_owner(owner)?;
-        let core = &self.inner.core;
-        let mut txn = Txn::default();
-        let mut ids = Vec::with_capacity(contents.len());
-        let mut wait = None;
-        for c in contents {
-            let (id, existing) = txn.blob(core, c)?;
-            grant_into(core, &mut txn, owner, id, None)?;
-            ids.push(id);
-            wait = wait.max(existing);
-        }
-        let committed = core.append(txn)?;
-        core.wait_durable(wait.map_or(committed.end, |w| w.max(committed.end)))?;
-        Ok(ids)
+/// Checks that `owner` may read blob `id`.
+fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<()> {
+    crate::model::check_owner(owner)?;
+    match granted(core, owner, id, u8::MAX, true)? {
+        true => Ok(()),
+        false => Err(not_found(id)),
     }
+}
 
-    /// Checks that `owner` may read blob `id`.
-    fn readable(&self, owner: &str, id: &BlobId) -> Result<()> {
-        crate::history::check_owner(owner)?;
-        match granted(&self.inner.core, owner, id, u8::MAX, true)? {
-            true => Ok(()),
-            false => Err(not_found(id)),
-        }
-    }
+/// Blob `id` of `owner`, checking as much as `verify` asks (see `Store::get_blob_with`).
+pub(crate) fn get_blob(core: &Core, owner: &str, id: &BlobId, verify: Verify) -> Result<Blob> {
+    readable(core, owner, id)?;
+    core.get_blob(id, verify)
+}
 
-    /// Returns the blob `id` of `owner`, verified against its hash (see
-    /// [`Store::get_blob_with`]).
-    ///
-    /// A blob `owner` holds no grant on — never stored, or stored only by others — is
-    /// [`Error::NotFound`](crate::Error::NotFound); stored bytes that fail their checksum or
-    /// hash are [`Error::Corrupt`](crate::Error::Corrupt) naming segment and offset.
-    pub fn get_blob(&self, owner: &str, id: &BlobId) -> Result<Blob> {
-        self.get_blob_with(owner, id, self.inner.core.opts.verify)
-    }
+/// Bytes `range` of blob `id` of `owner` (see `Store::get_blob_range`).
+pub(crate) fn get_blob_range(core: &Core, owner: &str, id: &BlobId, range: Range<u64>) -> Result<Vec<u8>> {
+    readable(core, owner, id)?;
+    core.get_blob_range(id, range, core.opts.verify)
+}
 
-    /// Returns the blob `id` of `owner`, checking as much as `verify` asks. Uncompressed
-    /// blobs in sealed segments are returned without a copy.
-    pub fn get_blob_with(&self, owner: &str, id: &BlobId, verify: Verify) -> Result<Blob> {
-        self.readable(owner, id)?;
-        self.inner.core.get_blob(id, verify)
-    }
+/// Length of blob `id` of `owner` in bytes.
+pub(crate) fn blob_len(core: &Core, owner: &str, id: &BlobId) -> Result<u64> {
+    readable(core, owner, id)?;
+    core.blob_len(id)
+}
 
-    /// Bytes `range` of blob `id` of `owner`: for a chunked blob (see
-    /// [`Options::chunk_threshold`]), only the chunks the range overlaps are read. A range
-    /// past the end is an error giving the length.
-    ///
-    /// [`Options::chunk_threshold`]: crate::Options::chunk_threshold
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
-    /// let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    /// let id = store.put_blob("me", &big)?;
-    /// assert_eq!(store.get_blob_range("me", &id, 100_000..100_010)?, &big[100_000..100_010]);
-    /// assert_eq!(store.blob_len("me", &id)?, 300_000);
-    /// assert!(store.get_blob_range("me", &id, 0..300_001).is_err());
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn get_blob_range(&self, owner: &str, id: &BlobId, range: Range<u64>) -> Result<Vec<u8>> {
-        self.readable(owner, id)?;
-        self.inner.core.get_blob_range(id, range, self.inner.core.opts.verify)
-    }
-
-    /// Length of blob `id` of `owner` in bytes (a chunked blob's chunks are not read).
-    pub fn blob_len(&self, owner: &str, id: &BlobId) -> Result<u64> {
-        self.readable(owner, id)?;
-        self.inner.core.blob_len(id)
-    }
-
-    /// True when `owner` holds a grant on a stored blob with this id (false for a blob only
-    /// other owners hold: the same answer as for a blob never stored).
-    pub fn contains_blob(&self, owner: &str, id: &BlobId) -> Result<bool> {
-        crate::history::check_owner(owner)?;
-        Ok(granted(&self.inner.core, owner, id, u8::MAX, true)? && self.inner.core.blob_loc(id)?.is_some())
-    }
-
-    /// Maintenance only (tests of `gc`, repair tools): whether a blob with this id is stored,
-    /// whoever holds it. Not an owner's API: it answers for every owner's blobs.
-    #[doc(hidden)]
-    pub fn unscoped_contains_blob(&self, id: &BlobId) -> Result<bool> {
-        Ok(self.inner.core.index.blob(id)?.is_some())
-    }
-
-    /// Maintenance only: blob `id`, whoever holds it. Not an owner's API.
-    #[doc(hidden)]
-    pub fn unscoped_get_blob(&self, id: &BlobId) -> Result<Blob> {
-        self.inner.core.get_blob(id, self.inner.core.opts.verify)
-    }
+/// True when `owner` holds a grant on a stored blob with this id.
+pub(crate) fn contains_blob(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
+    crate::model::check_owner(owner)?;
+    Ok(granted(core, owner, id, u8::MAX, true)? && core.blob_loc(id)?.is_some())
 }

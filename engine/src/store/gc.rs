@@ -1,13 +1,13 @@
 //! Garbage collection: the log rewritten without what only deleted chats used.
 //!
-//! **What is garbage.** A chat deleted with [`Store::delete_chat`] leaves its records in the
+//! **What is garbage.** A chat deleted with [`Store::delete_chat`](crate::Store::delete_chat) leaves its records in the
 //! log. `gc` drops them (all but the chat's creation and deletion records, so its id is
 //! never reused), the grants bound to them (archive and blob grants written in their
 //! batches: see `store/blobs.rs`), and every blob that only they referenced: message bodies,
 //! archived tool results (with their offset index), attachments, checkpoint summaries, and
 //! the chunks of chunked blobs, counted through their manifests. A blob is kept while any
-//! owner's grant holds it (an owner's own grant from [`Store::put_blob`] or
-//! [`Store::archive`], or one bound to a live chat) or a live record references it; so is a
+//! owner's grant holds it (an owner's own grant from [`Store::put_blob`](crate::Store::put_blob) or
+//! [`Store::archive`](crate::Store::archive), or one bound to a live chat) or a live record references it; so is a
 //! blob nothing ever referenced or granted (stored by a build before grants).
 //!
 //! **How.** The live records are copied, byte for byte and in their original order, into a
@@ -21,7 +21,8 @@ use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use super::Store;
+use super::core::Core;
+use super::{Kernel, maintenance};
 use crate::blob::BlobId;
 use crate::blob::chunk::Manifest;
 use crate::error::{Error, Result};
@@ -94,231 +95,211 @@ fn part_refs(parts: &[PartRec], out: &mut Vec<BlobId>) {
     }
 }
 
-impl Store {
-    /// Rewrites the store in `path` without the records of deleted chats and the blobs
-    /// only they used (see the module docs for exactly what is kept). Opens the store
-    /// itself: it fails with [`Error::Locked`] while anyone has it open.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use undertext::{NewMessage, Options, Store};
-    /// let store = Store::open(dir.path(), Options::default())?;
-    /// let id = store.create_chat("me", Default::default())?;
-    /// store.chat("me", id)?.append(NewMessage::user("x".repeat(100_000)))?;
-    /// store.delete_chat("me", id)?;
-    /// store.close()?;
-    /// let report = Store::gc(dir.path(), Options::default())?;
-    /// assert!(report.log_bytes_after < report.log_bytes_before);
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
-        super::refuse_fleet_url(path.as_ref(), "gc")?;
-        let dir = path.as_ref().to_path_buf();
-        // A store open read-only for a full disk is refused: `gc` writes, and holds the lock.
-        let opened = Store::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;
-        let store = super::read_only::writable(opened)?;
-        store.sync()?;
-        let new = dir.join(NEW_DIR);
-        remove_dir(&new)?;
-        let report = store.copy_live(&new.join("log"), opts.segment_size)?;
-        // The new log's index, rebuilt from it by an ordinary open.
-        super::read_only::writable(Store::open(&new, Options { create_if_missing: false, ..opts })?)?
-            .close()?;
-        crate::log::sync_dir(&new)?;
-        // Close the old store but keep its lock: the swap happens with no file of the old
-        // log or index open, and no other opener in between.
-        let lock = store.inner.lock.lock().take();
-        drop(store);
-        let marker = dir.join(MARKER);
-        let f = io::open(OpenOptions::new().write(true).create(true).truncate(true), &marker)
-            .map_err(|e| Error::io("create", &marker, e))?;
-        io::sync_all(&f, &marker).map_err(|e| Error::io("fsync", &marker, e))?;
-        crate::log::sync_dir(&dir)?;
-        finish_swap(&dir)?;
-        drop(lock);
-        Ok(report)
-    }
+/// The work of `Store::gc` (documented there).
+pub(crate) fn gc(dir: &Path, opts: Options) -> Result<GcReport> {
+    let dir = dir.to_path_buf();
+    // A store open read-only for a full disk is refused: `gc` writes, and holds the lock.
+    let opened = Kernel::open(&dir, Options { create_if_missing: false, ..opts.clone() })?;
+    let (store, _) = super::read_only::writable(opened)?;
+    maintenance::sync(&store.core)?;
+    let new = dir.join(NEW_DIR);
+    remove_dir(&new)?;
+    let report = copy_live(&store.core, &new.join("log"), opts.segment_size)?;
+    // The new log's index, rebuilt from it by an ordinary open.
+    let (fresh, _) =
+        super::read_only::writable(Kernel::open(&new, Options { create_if_missing: false, ..opts })?)?;
+    maintenance::sync(&fresh.core)?;
+    drop(fresh);
+    crate::log::sync_dir(&new)?;
+    // Close the old store but keep its lock: the swap happens with no file of the old
+    // log or index open, and no other opener in between.
+    let lock = store.lock.lock().take();
+    drop(store);
+    let marker = dir.join(MARKER);
+    let f = io::open(OpenOptions::new().write(true).create(true).truncate(true), &marker)
+        .map_err(|e| Error::io("create", &marker, e))?;
+    io::sync_all(&f, &marker).map_err(|e| Error::io("fsync", &marker, e))?;
+    crate::log::sync_dir(&dir)?;
+    finish_swap(&dir)?;
+    drop(lock);
+    Ok(report)
+}
 
-    /// Writes the live records into a new log at `to`; returns the counts.
-    fn copy_live(&self, to: &Path, segment_size: u64) -> Result<GcReport> {
-        let core = &*self.inner.core;
-        let written = core.log.written();
-        let segments: Vec<u64> =
-            list_segments(&log_dir(&core.dir))?.into_iter().filter(|n| *n <= written.segment).collect();
-        let mut report = GcReport::default();
-        // Pass 1: deleted chats, archive offset indexes, manifests.
-        let mut deleted = HashSet::new();
-        let mut archive_index: HashMap<BlobId, BlobId> = HashMap::new();
-        let mut manifests: HashMap<BlobId, Vec<BlobId>> = HashMap::new();
-        self.each_record(&segments, written, |n, r| {
-            report.records_before += 1;
-            let bad = |e: String| Error::corrupt(n, r.offset, e);
-            match r.kind {
-                hkind::DELETE => {
-                    deleted.insert(record::decode::<DeleteRec>(r.payload, "delete").map_err(bad)?.chat);
-                }
-                hkind::ARCHIVE => {
-                    let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
-                    archive_index.insert(BlobId(a.id), BlobId(a.index));
-                }
-                kind::MANIFEST => {
-                    let m = Manifest::decode(r.payload).map_err(bad)?;
-                    manifests.insert(m.id, m.refs().collect());
-                }
-                _ => {}
-            }
-            Ok(())
-        })?;
-        // Pass 2: what live records and kept grants hold, and what dropped records and
-        // dropped grants held.
-        let (mut live, mut dead) = (HashSet::new(), HashSet::new());
-        self.each_batch(&segments, written, |n, records| {
-            let chats = chats_of_batch(records);
-            records
-                .iter()
-                .try_for_each(|r| self.reach(n, r, &chats, &deleted, &archive_index, &mut live, &mut dead))
-        })?;
-        let live = closure(live, &manifests);
-        let dead: HashSet<BlobId> = closure(dead, &manifests).difference(&live).copied().collect();
-        // Pass 3: copy, in order, what stays; batches keep their records' order and are
-        // renumbered (a batch left empty disappears).
-        let mut out = NewLog::create(to, segment_size)?;
-        let mut emptied = HashSet::new();
-        self.each_batch(&segments, written, |n, records| {
-            let mut batch = BatchBuf::new();
-            let chats = chats_of_batch(records);
-            for r in records {
-                let bad = |e: String| Error::corrupt(n, r.offset, e);
-                let keep = match r.kind {
-                    kind::BLOB | kind::MANIFEST => {
-                        let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
-                        !dead.contains(&id) && out.first_copy(id)
-                    }
-                    hkind::ARCHIVE | hkind::GRANT => grant_stays(&chats, &deleted),
-                    hkind::CHAT | hkind::DELETE => true,
-                    _ => match chat_of(r).map_err(bad)? {
-                        Some(c) if deleted.contains(&c) => {
-                            emptied.insert(c);
-                            false
-                        }
-                        _ => true,
-                    },
-                };
-                if !keep {
-                    report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
-                    continue;
-                }
-                report.records_after += 1;
-                {
-                    let spec =
-                        RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] };
-                    batch.push(spec).map_err(Error::InvalidArgument)?;
-                }
-            }
-            if !batch.is_empty() {
-                out.write(batch)?;
-            }
-            Ok(())
-        })?;
-        report.deleted_chats = emptied.len() as u64;
-        report.log_bytes_before = self.stats()?.log_bytes;
-        report.log_bytes_after = out.finish()?;
-        Ok(report)
-    }
-
-    /// Adds what record `r` (of a batch whose grants are bound to `chats`) holds to `live`
-    /// when it stays, or to `dead` when `gc` drops it.
-    #[allow(clippy::too_many_arguments, reason = "the state of one pass, passed apart for the borrows")]
-    fn reach(
-        &self,
-        n: u64,
-        r: &RecordRef<'_>,
-        chats: &[u64],
-        deleted: &HashSet<u64>,
-        archive_index: &HashMap<BlobId, BlobId>,
-        live: &mut HashSet<BlobId>,
-        dead: &mut HashSet<BlobId>,
-    ) -> Result<()> {
+/// Writes the live records into a new log at `to`; returns the counts.
+fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
+    let written = core.log.written();
+    let segments: Vec<u64> =
+        list_segments(&log_dir(&core.dir))?.into_iter().filter(|n| *n <= written.segment).collect();
+    let mut report = GcReport::default();
+    // Pass 1: deleted chats, archive offset indexes, manifests.
+    let mut deleted = HashSet::new();
+    let mut archive_index: HashMap<BlobId, BlobId> = HashMap::new();
+    let mut manifests: HashMap<BlobId, Vec<BlobId>> = HashMap::new();
+    each_record(core, &segments, written, |n, r| {
+        report.records_before += 1;
         let bad = |e: String| Error::corrupt(n, r.offset, e);
-        let mut refs = Vec::new();
         match r.kind {
-            hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
-                record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
-                record::BodyRec::Blob(id) => {
-                    refs.push(BlobId(id));
-                    let core = &self.inner.core;
-                    let b = core.get_blob(&BlobId(id), core.opts.verify)?;
-                    let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
-                    part_refs(&parts.parts, &mut refs);
-                }
-            },
-            hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
-            hkind::COMPACTION => {
-                let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
-                refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
+            hkind::DELETE => {
+                deleted.insert(record::decode::<DeleteRec>(r.payload, "delete").map_err(bad)?.chat);
             }
-            hkind::CHECKPOINT => {
-                refs.push(BlobId(
-                    record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary,
-                ));
-            }
-            hkind::SUMMARY => {
-                refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
-            }
-            // A grant holds its blob (an archive grant, the offset index too) while it stays.
             hkind::ARCHIVE => {
                 let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
-                let into = if grant_stays(chats, deleted) { live } else { dead };
-                into.extend([BlobId(a.id), BlobId(a.index)]);
-                return Ok(());
+                archive_index.insert(BlobId(a.id), BlobId(a.index));
             }
-            hkind::GRANT => {
-                let g: GrantRec = record::decode(r.payload, "grant").map_err(bad)?;
-                let into = if grant_stays(chats, deleted) { live } else { dead };
-                into.insert(BlobId(g.id));
-                return Ok(());
+            kind::MANIFEST => {
+                let m = Manifest::decode(r.payload).map_err(bad)?;
+                manifests.insert(m.id, m.refs().collect());
             }
-            _ => return Ok(()),
-        }
-        // An archive's offset index goes wherever its text goes.
-        let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
-        refs.extend(extra);
-        let into = match chat_of(r).map_err(bad)? {
-            Some(chat) if deleted.contains(&chat) => dead,
-            _ => live,
-        };
-        into.extend(refs);
-        Ok(())
-    }
-
-    /// Calls `f` on every valid record of the log, in order.
-    fn each_record(
-        &self,
-        segments: &[u64],
-        written: crate::log::Position,
-        mut f: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
-    ) -> Result<()> {
-        self.each_batch(segments, written, |n, records| records.iter().try_for_each(|r| f(n, r)))
-    }
-
-    /// Calls `f` on the records of every batch of the log, in order.
-    fn each_batch(
-        &self,
-        segments: &[u64],
-        written: crate::log::Position,
-        mut f: impl FnMut(u64, &[RecordRef<'_>]) -> Result<()>,
-    ) -> Result<()> {
-        for &n in segments {
-            let bytes = self.segment_bytes(n, written)?;
-            format::decode_segment_header(&bytes, n)
-                .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e}")))?;
-            let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| f(n, &b.records))?;
-            if let ScanEnd::Damaged { offset, reason, .. } = how {
-                return Err(Error::corrupt(n, offset, reason));
-            }
+            _ => {}
         }
         Ok(())
+    })?;
+    // Pass 2: what live records and kept grants hold, and what dropped records and
+    // dropped grants held.
+    let (mut live, mut dead) = (HashSet::new(), HashSet::new());
+    each_batch(core, &segments, written, |n, records| {
+        let chats = chats_of_batch(records);
+        records
+            .iter()
+            .try_for_each(|r| reach(core, n, r, &chats, &deleted, &archive_index, &mut live, &mut dead))
+    })?;
+    let live = closure(live, &manifests);
+    let dead: HashSet<BlobId> = closure(dead, &manifests).difference(&live).copied().collect();
+    // Pass 3: copy, in order, what stays; batches keep their records' order and are
+    // renumbered (a batch left empty disappears).
+    let mut out = NewLog::create(to, segment_size)?;
+    let mut emptied = HashSet::new();
+    each_batch(core, &segments, written, |n, records| {
+        let mut batch = BatchBuf::new();
+        let chats = chats_of_batch(records);
+        for r in records {
+            let bad = |e: String| Error::corrupt(n, r.offset, e);
+            let keep = match r.kind {
+                kind::BLOB | kind::MANIFEST => {
+                    let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
+                    !dead.contains(&id) && out.first_copy(id)
+                }
+                hkind::ARCHIVE | hkind::GRANT => grant_stays(&chats, &deleted),
+                hkind::CHAT | hkind::DELETE => true,
+                _ => match chat_of(r).map_err(bad)? {
+                    Some(c) if deleted.contains(&c) => {
+                        emptied.insert(c);
+                        false
+                    }
+                    _ => true,
+                },
+            };
+            if !keep {
+                report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
+                continue;
+            }
+            report.records_after += 1;
+            {
+                let spec =
+                    RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] };
+                batch.push(spec).map_err(Error::InvalidArgument)?;
+            }
+        }
+        if !batch.is_empty() {
+            out.write(batch)?;
+        }
+        Ok(())
+    })?;
+    report.deleted_chats = emptied.len() as u64;
+    report.log_bytes_before = maintenance::stats(core, 0)?.log_bytes;
+    report.log_bytes_after = out.finish()?;
+    Ok(report)
+}
+
+/// Adds what record `r` (of a batch whose grants are bound to `chats`) holds to `live`
+/// when it stays, or to `dead` when `gc` drops it.
+#[expect(clippy::too_many_arguments, reason = "the state of one pass, passed apart for the borrows")]
+fn reach(
+    core: &Core,
+    n: u64,
+    r: &RecordRef<'_>,
+    chats: &[u64],
+    deleted: &HashSet<u64>,
+    archive_index: &HashMap<BlobId, BlobId>,
+    live: &mut HashSet<BlobId>,
+    dead: &mut HashSet<BlobId>,
+) -> Result<()> {
+    let bad = |e: String| Error::corrupt(n, r.offset, e);
+    let mut refs = Vec::new();
+    match r.kind {
+        hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
+            record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
+            record::BodyRec::Blob(id) => {
+                refs.push(BlobId(id));
+                let b = core.get_blob(&BlobId(id), core.opts.verify)?;
+                let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
+                part_refs(&parts.parts, &mut refs);
+            }
+        },
+        hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
+        hkind::COMPACTION => {
+            let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
+            refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
+        }
+        hkind::CHECKPOINT => {
+            refs.push(BlobId(record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary));
+        }
+        hkind::SUMMARY => {
+            refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
+        }
+        // A grant holds its blob (an archive grant, the offset index too) while it stays.
+        hkind::ARCHIVE => {
+            let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
+            let into = if grant_stays(chats, deleted) { live } else { dead };
+            into.extend([BlobId(a.id), BlobId(a.index)]);
+            return Ok(());
+        }
+        hkind::GRANT => {
+            let g: GrantRec = record::decode(r.payload, "grant").map_err(bad)?;
+            let into = if grant_stays(chats, deleted) { live } else { dead };
+            into.insert(BlobId(g.id));
+            return Ok(());
+        }
+        _ => return Ok(()),
     }
+    // An archive's offset index goes wherever its text goes.
+    let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
+    refs.extend(extra);
+    let into = match chat_of(r).map_err(bad)? {
+        Some(chat) if deleted.contains(&chat) => dead,
+        _ => live,
+    };
+    into.extend(refs);
+    Ok(())
+}
+
+/// Calls `f` on every valid record of the log, in order.
+fn each_record(
+    core: &Core,
+    segments: &[u64],
+    written: crate::log::Position,
+    mut f: impl FnMut(u64, &RecordRef<'_>) -> Result<()>,
+) -> Result<()> {
+    each_batch(core, segments, written, |n, records| records.iter().try_for_each(|r| f(n, r)))
+}
+
+/// Calls `f` on the records of every batch of the log, in order.
+fn each_batch(
+    core: &Core,
+    segments: &[u64],
+    written: crate::log::Position,
+    mut f: impl FnMut(u64, &[RecordRef<'_>]) -> Result<()>,
+) -> Result<()> {
+    for &n in segments {
+        let bytes = maintenance::segment_bytes(core, n, written)?;
+        format::decode_segment_header(&bytes, n)
+            .map_err(|e| Error::corrupt(n, 0, format!("segment header: {e}")))?;
+        let (_, how) = walk_batches(&bytes, format::SEGMENT_HEADER_LEN, |b| f(n, &b.records))?;
+        if let ScanEnd::Damaged { offset, reason, .. } = how {
+            return Err(Error::corrupt(n, offset, reason));
+        }
+    }
+    Ok(())
 }
 
 /// `ids` and every chunk their manifests list.

@@ -1,12 +1,15 @@
-//! [`Store`]: the open store, its writer sequencer and its readers.
+//! The kernel of an open store: the log and its writer, the index and its indexer thread,
+//! the directory lock, transactions and group commit ([`core`]), blobs and their grants,
+//! gc, check, statistics and the read-only follower. It names nothing above it: the public
+//! `Store` (in `api`) is built on a [`Kernel`] and the caches of the layers above.
 
 pub(crate) mod blobs;
 pub(crate) mod core;
-mod gc;
+pub(crate) mod gc;
 mod indexer;
 mod lock;
-mod maintenance;
-mod read_only;
+pub(crate) mod maintenance;
+pub(crate) mod read_only;
 pub(crate) mod remote;
 
 pub use blobs::MAX_BLOB_LEN;
@@ -29,67 +32,25 @@ use crate::log::writer::{LogWriter, WriterConfig};
 use crate::log::{Layout, Position, format, log_dir};
 use crate::options::Options;
 
-/// An open Undertext store: a directory holding the log (`log/*.seg`), the derived index
-/// (`index.redb`) and a lock file. Cheap to clone; all clones share one store.
-///
-/// ```
-/// # let dir = tempfile::tempdir().unwrap();
-/// use undertext::{Store, Options};
-/// let store = Store::open(dir.path(), Options::default())?;
-/// let id = store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?;
-/// assert_eq!(store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?, id); // stored once
-/// assert_eq!(&*store.get_blob("o", &id)?, b"$ cargo test\n...\ntest result: ok. 42 passed");
-/// # Ok::<(), undertext::Error>(())
-/// ```
-#[derive(Debug, Clone)]
-pub struct Store {
-    pub(crate) inner: Arc<Inner>,
-}
-
+/// An open store's kernel: its [`Core`](core::Core), and for a writer the indexer thread and
+/// the directory lock, or for a read-only open its follower. Dropping it closes the store.
 #[derive(Debug)]
-pub(crate) struct Inner {
+pub(crate) struct Kernel {
     pub(crate) core: Arc<core::Core>,
-    pub(crate) chats: crate::history::ChatCache,
-    pub(crate) archives: crate::archive::ArchiveCache,
-    pub(crate) worker: Mutex<Option<Arc<crate::worker::Shared>>>,
     indexer: Mutex<Option<(Sender<()>, JoinHandle<()>)>>,
     /// The directory lock; taken out only by `gc`, which keeps it across its swap.
     lock: Mutex<Option<lock::DirLock>>,
-    /// What open repaired or could not do (see [`Store::open_warnings`]).
-    open_warnings: Vec<String>,
+    /// What open repaired or could not do (see `Store::open_warnings`).
+    pub(crate) open_warnings: Vec<String>,
     /// How far a read-only store has replayed the log (`None`: opened for writing).
-    follower: Option<read_only::Follower>,
+    pub(crate) follower: Option<read_only::Follower>,
 }
 
-impl Store {
-    /// Opens the store in `path`, creating it if `opts.create_if_missing`.
-    ///
-    /// Takes an exclusive lock: another opener gets [`Error::Locked`] at once. Replays the
-    /// log from where the index last became durable, cuts a torn tail (reported through
-    /// `tracing` and [`Store::open_warnings`]), and refuses corruption before the tail with
-    /// [`Error::Corrupt`]. A log that is not whole — a segment file missing, a sealed segment
-    /// emptied or cut short, a gap in transaction ids, or a log that ends before the position
-    /// the index records — is refused with [`Error::Corrupt`] too, never opened short. Store
-    /// entries that are links or not regular files (`LOCK`, `index.redb`, `log/`, segments)
-    /// are refused, never followed.
-    ///
-    /// On a full disk, when open must write to bring the index up to date with the log (after
-    /// a crash), it gives the store read-only instead (as [`Store::open_read_only`] does; the
-    /// first of [`Store::open_warnings`] says why): every batch of the log is readable, writes
-    /// fail with [`Error::ReadOnly`] saying the disk is full, and the files are left as found.
-    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        if let Some(url) =
-            path.as_ref().to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-        {
-            #[cfg(feature = "fleet")]
-            return Store::open_fleet(url, opts);
-            #[cfg(not(feature = "fleet"))]
-            return Err(Error::InvalidArgument(format!(
-                "{}: fleet mode needs undertext built with the cargo feature `fleet`",
-                crate::error::hide_password(url)
-            )));
-        }
-        let dir = path.as_ref().to_path_buf();
+impl Kernel {
+    /// Opens the store in `path` for writing (see `Store::open`); returns the kernel and the
+    /// next chat id the index knows of.
+    pub(crate) fn open(path: &Path, opts: Options) -> Result<(Kernel, u64)> {
+        let dir = path.to_path_buf();
         if opts.segment_size < 4096 {
             return Err(Error::InvalidArgument(format!(
                 "segment_size: expected at least 4096 bytes, found {}",
@@ -183,88 +144,19 @@ impl Store {
             read_only: None,
             remote: Default::default(),
         });
-        let inner = Inner {
-            chats: crate::history::ChatCache::new(core.clone(), next_chat),
-            archives: crate::archive::ArchiveCache::default(),
-            worker: Mutex::new(None),
+        let kernel = Kernel {
             core,
             indexer: Mutex::new(Some((tx, handle))),
             lock: Mutex::new(Some(lock)),
             open_warnings,
             follower: None,
         };
-        Ok(Store { inner: Arc::new(inner) })
+        Ok((kernel, next_chat))
     }
 
-    /// What this open repaired or could not do, one line each: a torn tail cut (a write a
-    /// crash cut off, never acknowledged), a segment header torn at creation rewritten, the
-    /// log's preallocation skipped for lack of space. Empty after a clean close. Also logged
-    /// through `tracing`; the CLI prints them to stderr.
-    pub fn open_warnings(&self) -> &[String] {
-        &self.inner.open_warnings
-    }
-
-    /// The store directory.
-    pub fn path(&self) -> &Path {
-        &self.inner.core.dir
-    }
-
-    /// The options the store was opened with.
-    pub fn options(&self) -> &Options {
-        &self.inner.core.opts
-    }
-
-    /// Closes the store: stops the indexer and makes the index durable, so the next open
-    /// replays nothing. Dropping the last handle does the same, ignoring errors. When the
-    /// last handle goes, an index file (of at most 64 MiB) that is at least a quarter free
-    /// pages is compacted, and the active log segment is cut to its data (the next open
-    /// preallocates again).
-    pub fn close(self) -> Result<()> {
-        self.sync()?;
-        Ok(())
-    }
-}
-
-impl Store {
-    /// Fleet mode: connects to the PostgreSQL catalog at `url` and opens a local replica of
-    /// it (durability is PostgreSQL's commit, so the replica syncs nothing).
-    #[cfg(feature = "fleet")]
-    fn open_fleet(url: &str, opts: Options) -> Result<Store> {
-        let u = crate::fleet::FleetUrl::parse(url)?;
-        let fleet = Arc::new(crate::fleet::Fleet::connect(&u)?);
-        let local = Options {
-            durability: crate::options::Durability::None,
-            create_if_missing: true,
-            preallocate: false,
-            ..opts
-        };
-        let store = Store::open(fleet.replica_dir(), local)?;
-        let remote: Arc<dyn remote::Remote> = fleet;
-        store
-            .inner
-            .core
-            .remote
-            .set(remote)
-            .map_err(|_| Error::InvalidArgument("fleet: the replica already has a remote".into()))?;
-        Ok(store)
-    }
-}
-
-/// `path` as a fleet URL (`postgres://…`), if it is one.
-fn fleet_url(path: &Path) -> Option<&str> {
-    path.to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-}
-
-/// The error of a directory-only operation (`gc`, read-only opens, index rebuilds) given a
-/// fleet URL: it would otherwise take the URL for a directory name.
-pub(crate) fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
-    match fleet_url(path) {
-        Some(url) => Err(Error::InvalidArgument(format!(
-            "{what} works on a store directory, found the fleet URL {} (fleet stores are opened with \
-             Store::open; their {what} is not built yet)",
-            crate::error::hide_password(url)
-        ))),
-        None => Ok(()),
+    /// Whether the store is read-only (opened so, or given so by a full disk at open).
+    pub(crate) fn is_read_only(&self) -> bool {
+        self.follower.is_some()
     }
 }
 
@@ -289,7 +181,7 @@ fn replay(
     Ok((rec, replayed))
 }
 
-impl Drop for Inner {
+impl Drop for Kernel {
     fn drop(&mut self) {
         if self.follower.is_some() {
             // A read-only store has no indexer, and writes nothing, not even at close.

@@ -1,16 +1,16 @@
-//! Read-only opens ([`Store::open_read_only`]): a store read beside a live writer, or salvaged
+//! Read-only opens ([`Store::open_read_only`](crate::Store::open_read_only)): a store read beside a live writer, or salvaged
 //! from damage, without writing a byte.
 //!
 //! The log is the only thing read. The writer's `index.redb` is not opened (redb is not safe
 //! against a commit from another process); the index is built in memory (redb's in-memory
-//! backend) by replaying every segment, and [`Store::refresh`] replays what was appended
+//! backend) by replaying every segment, and [`Store::refresh`](crate::Store::refresh) replays what was appended
 //! since. Every segment file is opened once and read through that handle afterwards, so a
 //! `gc` that replaces the files under their names leaves the bytes already indexed readable;
 //! the next refresh sees the replacement and says to open the store again.
 //!
 //! A frame that does not decode at the end of the last segment is a batch the writer has not
 //! finished (or a torn tail a crash left): it is not seen yet, and nothing is cut. Any other
-//! damaged frame is skipped to the next valid batch and reported ([`Store::open_warnings`],
+//! damaged frame is skipped to the next valid batch and reported ([`Store::open_warnings`](crate::Store::open_warnings),
 //! [`Refreshed::warnings`]): everything that verifies is readable.
 
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Inner, Store, core};
+use super::{Kernel, core};
 use crate::error::{Error, Result};
 use crate::index::{self, Applied, BatchEntries, Index};
 use crate::log::format::{self, SEGMENT_HEADER_LEN};
@@ -31,12 +31,12 @@ use crate::log::writer::{LogWriter, WriterConfig};
 use crate::log::{Durability, Layout, Position, list_segments, log_dir, segment_path};
 use crate::options::Options;
 
-/// What a [`Store::refresh`] brought in.
+/// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Refreshed {
     /// Batches replayed since the last open or refresh.
     pub batches: u64,
-    /// Damage met and skipped, one line each (as [`Store::open_warnings`] at open).
+    /// Damage met and skipped, one line each (as [`Store::open_warnings`](crate::Store::open_warnings) at open).
     pub warnings: Vec<String>,
 }
 
@@ -70,9 +70,9 @@ struct Scan {
 /// Why a store is read-only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadOnly {
-    /// Opened with [`Store::open_read_only`].
+    /// Opened with [`Store::open_read_only`](crate::Store::open_read_only).
     Asked,
-    /// [`Store::open`] met a full disk where it had to write (the index's catch-up with the
+    /// [`Store::open`](crate::Store::open) met a full disk where it had to write (the index's catch-up with the
     /// log after a crash) and gave a read-only store instead.
     DiskFull,
 }
@@ -96,18 +96,18 @@ impl ReadOnly {
     }
 }
 
-/// `store` if it can write; a store [`Store::open`] gave read-only (a full disk) is refused,
+/// `kernel` if it can write; a store [`Store::open`](crate::Store::open) gave read-only (a full disk) is refused,
 /// saying why: for the maintenance that opens a store to write to it (`gc`, a rebuild).
-pub(crate) fn writable(store: Store) -> Result<Store> {
-    match store.inner.core.read_only {
+pub(crate) fn writable((kernel, next_chat): (Kernel, u64)) -> Result<(Kernel, u64)> {
+    match kernel.core.read_only {
         Some(why) => Err(why.refusal()),
-        None => Ok(store),
+        None => Ok((kernel, next_chat)),
     }
 }
 
-/// The store [`Store::open`] gives when it ran out of space where it had to write: the same
+/// The store [`Store::open`](crate::Store::open) gives when it ran out of space where it had to write: the same
 /// store opened read-only (nothing written), with a warning saying why first.
-pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<Store> {
+pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<(Kernel, u64)> {
     tracing::warn!(store = %dir.display(), error = %e, "disk full at open: opening read-only");
     let e = match e {
         Error::Index(m) => m.clone(),
@@ -323,74 +323,39 @@ fn apply(
     index.apply_replayed(&[], applied)
 }
 
-impl Store {
-    /// Opens the store in `path` read-only, with default options: see
-    /// [`Store::open_read_only_with`].
-    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
-        Store::open_read_only_with(path, Options::default())
-    }
-
-    /// Opens the store in `path` read-only: beside a live writer in another process, or to
-    /// salvage a damaged store.
-    ///
-    /// Takes no lock, writes no byte to the store directory, and never blocks the writer.
-    /// The index is built in memory from the log (the writer's `index.redb` is not read); the
-    /// store sees every batch written before this call, and [`Store::refresh`] brings it up
-    /// to date. A batch still being written at the end of the log is not seen yet. Damage is
-    /// skipped and reported in [`Store::open_warnings`]; everything that verifies is readable.
-    /// Every write returns [`Error::ReadOnly`].
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use undertext::{Options, Store};
-    /// let writer = Store::open(dir.path(), Options::default())?;
-    /// let id = writer.put_blob("o", b"hello")?;
-    /// let reader = Store::open_read_only(dir.path())?; // beside the live writer
-    /// assert_eq!(&*reader.get_blob("o", &id)?, b"hello");
-    /// let later = writer.put_blob("o", b"later")?;
-    /// reader.refresh()?;
-    /// assert_eq!(&*reader.get_blob("o", &later)?, b"later");
-    /// assert!(matches!(reader.put_blob("o", b"no"), Err(undertext::Error::ReadOnly(_))));
-    /// # Ok::<(), undertext::Error>(())
-    /// ```
-    pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        super::refuse_fleet_url(path.as_ref(), "a read-only open")?;
-        open_log_only(path.as_ref().to_path_buf(), opts, ReadOnly::Asked, Vec::new())
-    }
-
-    /// True for a store opened with [`Store::open_read_only`].
-    pub fn is_read_only(&self) -> bool {
-        self.inner.follower.is_some()
-    }
-
-    /// Brings a read-only store up to date: replays every batch the writer appended since the
-    /// open (or the last refresh), in the last segment and in segments created since. Chats
-    /// read before keep what they showed (snapshots); read them again to see the new records.
-    ///
-    /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
-    /// (open the store again), and on a store opened for writing (which is always current).
-    pub fn refresh(&self) -> Result<Refreshed> {
-        let Some(f) = &self.inner.follower else {
-            return Err(Error::InvalidArgument(
-                "refresh: expected a store opened with `Store::open_read_only`, found one opened for writing \
-                 (it always sees its own writes)"
-                    .into(),
-            ));
-        };
-        let core = &*self.inner.core;
-        let (scan, batches) = f.scan(&core.reader)?;
-        let Scan { entries, applied, mut warnings, tail_file } = scan;
-        apply(&core.index, &entries, applied, &mut warnings)?;
-        core.index.mem.write().set_applied(applied);
-        core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
-        self.inner.chats.reset(core.index.next_chat()?);
-        Ok(Refreshed { batches, warnings })
-    }
+/// Opens the store in `path` read-only (see `Store::open_read_only_with`); returns the kernel
+/// and the next chat id.
+pub(crate) fn open(path: &Path, opts: Options) -> Result<(Kernel, u64)> {
+    open_log_only(path.to_path_buf(), opts, ReadOnly::Asked, Vec::new())
 }
 
-/// A store read from its log alone (see [`Store::open_read_only_with`]), read-only for `why`;
+/// Replays what was appended since the last scan (see `Store::refresh`); returns what it
+/// did and the next chat id (the chats in memory are to be forgotten).
+pub(crate) fn refresh(kernel: &Kernel) -> Result<(Refreshed, u64)> {
+    let Some(f) = &kernel.follower else {
+        return Err(Error::InvalidArgument(
+            "refresh: expected a store opened with `Store::open_read_only`, found one opened for writing \
+             (it always sees its own writes)"
+                .into(),
+        ));
+    };
+    let core = &*kernel.core;
+    let (scan, batches) = f.scan(&core.reader)?;
+    let Scan { entries, applied, mut warnings, tail_file } = scan;
+    apply(&core.index, &entries, applied, &mut warnings)?;
+    core.index.mem.write().set_applied(applied);
+    core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
+    Ok((Refreshed { batches, warnings }, core.index.next_chat()?))
+}
+
+/// A store read from its log alone (see [`Store::open_read_only_with`](crate::Store::open_read_only_with)), read-only for `why`;
 /// `warnings` come before what the replay reports.
-fn open_log_only(dir: PathBuf, opts: Options, why: ReadOnly, mut warnings: Vec<String>) -> Result<Store> {
+fn open_log_only(
+    dir: PathBuf,
+    opts: Options,
+    why: ReadOnly,
+    mut warnings: Vec<String>,
+) -> Result<(Kernel, u64)> {
     let logd = log_dir(&dir);
     match std::fs::symlink_metadata(&logd) {
         Ok(m) if m.is_dir() => {}
@@ -450,15 +415,12 @@ fn open_log_only(dir: PathBuf, opts: Options, why: ReadOnly, mut warnings: Vec<S
         read_only: Some(why),
         remote: Default::default(),
     });
-    let inner = Inner {
-        chats: crate::history::ChatCache::new(core.clone(), next_chat),
-        archives: crate::archive::ArchiveCache::default(),
-        worker: parking_lot::Mutex::new(None),
+    let kernel = Kernel {
         core,
-        indexer: parking_lot::Mutex::new(None),
-        lock: parking_lot::Mutex::new(None),
+        indexer: Mutex::new(None),
+        lock: Mutex::new(None),
         open_warnings: warnings,
         follower: Some(follower),
     };
-    Ok(Store { inner: Arc::new(inner) })
+    Ok((kernel, next_chat))
 }

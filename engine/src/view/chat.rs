@@ -11,14 +11,16 @@ use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
 use crate::budget::view::{Candidate, Decision, View, ViewMessage, guard, message_tokens, preview60};
+use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
-use crate::history::Chat;
+use crate::history::ChatRef;
 use crate::history::now_ms;
 use crate::history::view_memo::ViewMemo;
 use crate::model::{ArchiveRef, IndexLine, Message, Part, Role, ToolContent};
 use crate::record::{self, CompactionRec, UsageRec, kind};
 use crate::store::core::{RecordOut, Txn};
+use crate::worker::Slot;
 
 fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String {
     let call = m
@@ -35,20 +37,18 @@ fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String 
     )
 }
 
-impl Chat {
-    /// The model view under `budget`: every message (compaction records applied), pinned
-    /// pages, and, over the soft line, older tool results turned into previews oldest first
-    /// until the estimate is at or below the target — never a pinned page, never inside
-    /// the protected tail ([`crate::budget::tail`]: the last two user turns, at most
-    /// [`Budget::protect_max_tokens`]). If that leaves the view over the hard line, results of
-    /// the tail before its last step are previewed too, just until the hard line. Still over
-    /// it: [`Decision::Refused`]. With a published checkpoint the view is the leading system
-    /// messages, the task (user messages of the last two turns, verbatim), the summary, and
-    /// the messages from its reach.
-    ///
-    /// Previewing an inline tool result archives it (content-addressed, so a second view
-    /// writes nothing new): the preview's archive id always reads the result back whole.
-    pub fn view(&self, budget: &Budget) -> Result<View> {
+/// One chat as its view sees it: the chat (state and archive cache) and the store's worker
+/// slot (the running worker, and the checkpoints it prepared). `api::Chat` builds one per
+/// call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChatView<'a> {
+    pub chat: ChatRef<'a>,
+    pub worker: &'a Slot,
+}
+
+impl ChatView<'_> {
+    /// The work of `Chat::view` (documented there).
+    pub(crate) fn view(&self, budget: &Budget) -> Result<View> {
         budget.validate()?;
         let mut swap = self.pay_before_the_wall(budget)?;
         let mut view = self.view_now(budget)?;
@@ -61,11 +61,11 @@ impl Chat {
             swap = Some(d);
             view = self.view_now(budget)?;
         }
-        let snap = self.snapshot();
+        let snap = self.chat.snapshot();
         let inner = &snap.inner;
         view.swap = swap;
         view.revision = inner.revision;
-        view.step = self.state().view_counter.fetch_add(1, Ordering::Relaxed);
+        view.step = self.chat.state.view_counter.fetch_add(1, Ordering::Relaxed);
         // The nudge looks at the history's size before the guard's previews: the model is
         // asked to compact with judgement before the guard has to do it mechanically.
         let before = view.estimate
@@ -76,7 +76,7 @@ impl Chat {
         if let Some(line) = budget.nudge_limit().filter(|l| before > *l) {
             view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &self.index()?));
         }
-        let mut recent = self.state().views.lock();
+        let mut recent = self.chat.state.views.lock();
         recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));
         while recent.len() > 256 {
             recent.pop_front();
@@ -86,24 +86,24 @@ impl Chat {
 
     /// The view of the chat as it stands: from the memo, or built.
     fn view_now(&self, budget: &Budget) -> Result<View> {
-        let snap = self.snapshot();
+        let snap = self.chat.snapshot();
         match self.view_from_memo(&snap, budget)? {
             Some(v) => Ok(v),
             None => self.build_view(&snap, budget),
         }
     }
 
-    /// Forgets the remembered view, so the next [`Chat::view`] builds from scratch. For
+    /// Forgets the remembered view, so the next [`Chat::view`](crate::Chat::view) builds from scratch. For
     /// tests that compare the incremental view with a rebuilt one; never needed for
     /// correctness.
     #[doc(hidden)]
-    pub fn clear_view_memo(&self) {
-        *self.state().view_memo.lock() = None;
+    pub(crate) fn clear_view_memo(&self) {
+        *self.chat.state.view_memo.lock() = None;
     }
 
     /// The view built from scratch; remembered in the chat's view memo.
     fn build_view(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<View> {
-        let core = self.store().inner.core.clone();
+        let core = self.chat.core().clone();
         let e = core.opts.estimator.clone();
         let inner = &snap.inner;
         // A published checkpoint stands for messages 0..reach while none of them changed
@@ -205,8 +205,14 @@ impl Chat {
             if seq == lead && !inner.pins.is_empty() {
                 let mut text = String::from("[pinned context: pages kept in view]\n");
                 for p in inner.pins.iter() {
-                    let page =
-                        self.store().read_context(self.owner(), &p.archive, p.range.clone(), p.unit)?;
+                    let page = archive::read_context(
+                        self.chat.core(),
+                        self.chat.archives,
+                        self.chat.owner(),
+                        &p.archive,
+                        p.range.clone(),
+                        p.unit,
+                    )?;
                     text.push_str(&format!(
                         "--- archive {} {}..{} ({}) ---\n{page}\n",
                         p.archive,
@@ -239,7 +245,7 @@ impl Chat {
             let m = at(seq);
             let mut parts = m.parts.clone();
             if let Some(id) = trims.get(&seq) {
-                let r = archive::grant(&core, self.owner(), id)?.map(|a| archive::to_ref(&a));
+                let r = archive::grant(&core, self.chat.owner(), id)?.map(|a| archive::to_ref(&a));
                 memo_ok &= r.is_some();
                 let pointer = pointer_for_trim(m, id, r.as_ref());
                 for p in &mut parts {
@@ -271,10 +277,11 @@ impl Chat {
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
         // An archived result's guard preview is built from its archive, so the estimate
         // counts exactly the text that is sent.
-        let store = self.store().clone();
-        let owner = self.owner().to_string();
+        let chat = self.chat;
         let chars = core.opts.guard_preview_chars;
-        let mut reshrink = |a: &ArchiveRef| -> Result<String> { store.preview(&owner, &a.id, chars, None) };
+        let mut reshrink = |a: &ArchiveRef| -> Result<String> {
+            archive::preview(chat.core(), chat.archives, chat.owner(), &a.id, chars, None)
+        };
         let marker = core.opts.preview_marker.clone();
         let mut preview_text = |t: &str| inline_preview(t, chars, &marker);
         let planned = guard(&*e, budget, out, candidates, factor, &mut preview_text, &mut reshrink)?;
@@ -287,7 +294,7 @@ impl Chat {
             // anyway, and the view built again writes them again (content-addressed).
             let mut txn = Txn::default();
             for t in &to_archive {
-                archive::archive_into(&core, &mut txn, self.owner(), t)?;
+                archive::archive_into(&core, &mut txn, self.chat.owner(), t)?;
             }
             core.append(txn)?;
         }
@@ -296,7 +303,7 @@ impl Chat {
         // change: such a view is not remembered.
         if memo_ok {
             let appendable = inner.pins.is_empty() || lead < inner.len;
-            *self.state().view_memo.lock() = Some(ViewMemo::new(
+            *self.chat.state.view_memo.lock() = Some(ViewMemo::new(
                 inner,
                 budget,
                 appendable,
@@ -360,13 +367,13 @@ impl Chat {
     /// the soft line. `None`: build it from scratch.
     fn view_from_memo(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<Option<View>> {
         let inner = &snap.inner;
-        let mut memo = self.state().view_memo.lock();
+        let mut memo = self.chat.state.view_memo.lock();
         let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
         if m.len < inner.len {
             if m.decision != Decision::Fits || !m.appendable {
                 return Ok(None);
             }
-            let e = self.store().inner.core.opts.estimator.clone();
+            let e = self.chat.core().opts.estimator.clone();
             let fresh = snap.range(m.len..inner.len)?;
             let mut raw = m.raw_estimate;
             let mut add = Vec::with_capacity(fresh.len());
@@ -405,18 +412,18 @@ impl Chat {
     /// one if it is ready (the swap: a guarded transaction, no model call). Returns how long
     /// the swap took, when there was one. Never waits.
     fn pay_before_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
-        let Some(wk) = self.store().inner.worker.lock().clone() else { return Ok(None) };
-        let est = self.estimate_after_checkpoint()?;
+        let Some(wk) = self.worker.running() else { return Ok(None) };
+        let est = checkpoint::estimate_after_checkpoint(&self.chat)?;
         let usable = budget.usable() as f64;
         if (est as f64) <= wk.opts.soft * usable {
             return Ok(None);
         }
-        let published = self.published_checkpoint().map_or(0, |(_, r)| r);
+        let published = checkpoint::published(&self.chat).map_or(0, |(_, r)| r);
         // One job in flight per chat; a new one once the prepared checkpoint is stale or
         // already published.
         let usable_prepared = self.fresh_prepared(published).is_some();
-        if !usable_prepared && self.state().requested.swap(1, Ordering::AcqRel) == 0 {
-            wk.request(self.owner(), self.id(), Some(budget.protect_limit()));
+        if !usable_prepared && self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
+            wk.request(self.chat.owner(), self.chat.id(), Some(budget.protect_limit()));
         }
         if est <= budget.hard_limit() {
             return Ok(None);
@@ -427,7 +434,9 @@ impl Chat {
     /// The prepared checkpoint, if it is of the current revision and reaches beyond
     /// `published`.
     fn fresh_prepared(&self, published: u64) -> Option<Arc<crate::checkpoint::Checkpoint>> {
-        self.prepared().filter(|p| p.base_revision == self.revision() && p.reach > published)
+        self.worker
+            .prepared(self.chat.state)
+            .filter(|p| p.base_revision == self.chat.revision() && p.reach > published)
     }
 
     /// Publishes `cp` (the swap); how long it took. A conflict (an edit or another
@@ -437,7 +446,7 @@ impl Chat {
         let t = std::time::Instant::now();
         // Not waited for, like the view's archives: the chat's next write makes it durable;
         // a crash before leaves the messages it covers, and the worker prepares it again.
-        match self.publish(&cp, false) {
+        match checkpoint::publish(&self.chat, &cp, false) {
             Ok(()) => Ok(Some(t.elapsed())),
             Err(Error::Conflict(_)) => Ok(None),
             Err(e) => Err(e),
@@ -449,8 +458,8 @@ impl Chat {
     /// the checkpoint now, or let the refusal stand. Returns the swap's time when a
     /// checkpoint was published.
     fn wait_at_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
-        let Some(wk) = self.store().inner.worker.lock().clone() else { return Ok(None) };
-        let published = self.published_checkpoint().map_or(0, |(_, r)| r);
+        let Some(wk) = self.worker.running() else { return Ok(None) };
+        let published = checkpoint::published(&self.chat).map_or(0, |(_, r)| r);
         let protect = Some(budget.protect_limit());
         let mut cp = self.fresh_prepared(published);
         if cp.is_none() {
@@ -459,18 +468,18 @@ impl Chat {
                 crate::worker::HardLinePolicy::Synchronous => {
                     // Nothing settled (all protected, or behind a pending approval): the
                     // refusal stands.
-                    if self.settled_cut(&self.snapshot().messages()?, protect) > 0 {
+                    if checkpoint::settled_cut(&self.chat, &self.chat.snapshot().messages()?, protect) > 0 {
                         let opts = crate::checkpoint::CheckpointOptions {
                             protect_max_tokens: protect,
                             ..wk.opts.checkpoint.clone()
                         };
-                        let built = self.build_checkpoint(&*wk.summarizer, &opts)?;
+                        let built = checkpoint::build(&self.chat, &*wk.summarizer, &opts)?;
                         cp = Some(Arc::new(built)).filter(|p| p.reach > published);
                     }
                 }
                 crate::worker::HardLinePolicy::Wait(limit) => {
-                    if self.state().requested.swap(1, Ordering::AcqRel) == 0 {
-                        wk.request(self.owner(), self.id(), protect);
+                    if self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
+                        wk.request(self.chat.owner(), self.chat.id(), protect);
                     }
                     let deadline = std::time::Instant::now() + limit;
                     while cp.is_none() && std::time::Instant::now() < deadline {
@@ -481,7 +490,7 @@ impl Chat {
                             cp = self.fresh_prepared(published);
                             // The chat's job ended (done, nothing settled, or failed for good)
                             // without a usable checkpoint: nothing more is coming.
-                            if cp.is_none() && self.state().requested.load(Ordering::Acquire) == 0 {
+                            if cp.is_none() && self.chat.state.requested.load(Ordering::Acquire) == 0 {
                                 break;
                             }
                         }
@@ -492,14 +501,11 @@ impl Chat {
         self.swap_in(cp)
     }
 
-    /// The estimated input tokens of the chat as it stands (calibrated, tool schemas of
-    /// `budget` included), without building a view: each message's estimate is cached, so
-    /// after the first call this costs a sum over the messages. Compaction records, pins and
-    /// previews are not applied; use [`Chat::view`] for what will be sent.
-    pub fn estimate(&self, budget: &Budget) -> Result<u64> {
-        let snap = self.snapshot();
+    /// The work of `Chat::estimate` (documented there).
+    pub(crate) fn estimate(&self, budget: &Budget) -> Result<u64> {
+        let snap = self.chat.snapshot();
         let inner = &snap.inner;
-        let e = self.store().inner.core.opts.estimator.clone();
+        let e = self.chat.core().opts.estimator.clone();
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         for seq in 0..inner.len {
             let Some(entry) = inner.entries.get(seq as usize) else { continue };
@@ -509,25 +515,22 @@ impl Chat {
         Ok((raw as f64 * factor).ceil() as u64)
     }
 
-    /// Reports the real input tokens of the call made with view `step`. When they are above
-    /// the estimate, the correction factor for this chat and its model rises to match at
-    /// once; when below, it eases down. The factor is persisted and applies to later views.
-    /// Returns the new factor.
-    pub fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
+    /// The work of `Chat::report_usage` (documented there).
+    pub(crate) fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
         let Some((raw, model)) =
-            self.state().views.lock().iter().find(|(s, ..)| *s == step).map(|(_, r, m)| (*r, m.clone()))
+            self.chat.state.views.lock().iter().find(|(s, ..)| *s == step).map(|(_, r, m)| (*r, m.clone()))
         else {
             return Err(Error::NotFound {
                 what: format!("view step {step} (only the last 256 views are kept)"),
             });
         };
-        let core = self.store().inner.core.clone();
-        let (mut w, _fleet) = self.state().lock_write()?;
+        let core = self.chat.core().clone();
+        let (mut w, _fleet) = self.chat.state.lock_write()?;
         let old = w.calibration.get(&model).copied().unwrap_or(1.0);
         let ratio = actual_input_tokens as f64 / raw.max(1) as f64;
         let new = if ratio > old { ratio } else { old + (ratio - old) * 0.3 }.clamp(0.25, 8.0);
         let now = now_ms();
-        let rec = UsageRec { chat: self.id().0, model: model.clone(), factor: new, at_ms: now };
+        let rec = UsageRec { chat: self.chat.id().0, model: model.clone(), factor: new, at_ms: now };
         let mut txn = Txn::default();
         txn.push(RecordOut::history(kind::USAGE, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
@@ -535,21 +538,17 @@ impl Chat {
         cal.insert(model, new);
         w.calibration = Arc::new(cal);
         w.last_end = c.end;
-        self.state().publish(&w);
+        self.chat.state.publish(&w);
         drop(w);
         core.wait_durable(c.end)?;
         Ok(new)
     }
 
-    /// The least any view of this chat must send under `budget` (calibrated, tool schemas
-    /// included): the leading system messages, the task (the turn-opening user messages of
-    /// the last two user turns) and the last step. A view refused while this alone is over
-    /// the hard line cannot be served by any compaction: the harness must start afresh or
-    /// use a larger window.
-    pub fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
-        let snap = self.snapshot();
+    /// The work of `Chat::protected_minimum` (documented there).
+    pub(crate) fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
+        let snap = self.chat.snapshot();
         let inner = &snap.inner;
-        let e = self.store().inner.core.opts.estimator.clone();
+        let e = self.chat.core().opts.estimator.clone();
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         // The last step: back from the end to the last cut point.
         let mut from = inner.len;
@@ -573,9 +572,10 @@ impl Chat {
 
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
-    pub fn index(&self) -> Result<Vec<IndexLine>> {
-        let e = self.store().inner.core.opts.estimator.clone();
+    pub(crate) fn index(&self) -> Result<Vec<IndexLine>> {
+        let e = self.chat.core().opts.estimator.clone();
         Ok(self
+            .chat
             .messages()?
             .iter()
             .map(|m| IndexLine {
@@ -588,11 +588,11 @@ impl Chat {
     }
 
     /// Checks a plan without applying it: every problem, each naming its rule. The
-    /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`]
+    /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`](crate::Chat::compaction_tool_call)
     /// for the bound a budget sets).
-    pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
-        let core = &self.store().inner.core;
-        let msgs = self.messages()?;
+    pub(crate) fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
+        let core = self.chat.core();
+        let msgs = self.chat.messages()?;
         Ok(lint(
             plan,
             &msgs,
@@ -605,20 +605,13 @@ impl Chat {
     /// The first seq of the protected tail of `msgs` (the whole chat), bounded by
     /// `protect_max` tokens when given.
     fn protected_seq(&self, msgs: &[Message], protect_max: Option<u64>) -> u64 {
-        let e = self.store().inner.core.opts.estimator.clone();
+        let e = self.chat.core().opts.estimator.clone();
         let max = protect_max.unwrap_or(u64::MAX);
         tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64
     }
 
-    /// The model-driven compaction tool (see [`crate::compaction::tool`]): takes the
-    /// arguments of the model's call (JSON text: `{"trims": [seq, ...], "squishes": [{"from",
-    /// "to", "rewrite"}]}`), checks them against the chat at `expected_revision` with the
-    /// protected tail of `budget`, and records the plan when the linter finds nothing. Returns
-    /// the text of the tool result for the model: what was applied, or every problem so the
-    /// model can retry. Nothing of the exchange is appended to the chat: the harness sends
-    /// the call and its result only to the compacting model call, so afterwards no trace of
-    /// it is visible.
-    pub fn compaction_tool_call(
+    /// The work of `Chat::compaction_tool_call` (documented there).
+    pub(crate) fn compaction_tool_call(
         &self,
         args_json: &str,
         expected_revision: u64,
@@ -638,18 +631,14 @@ impl Chat {
         }
     }
 
-    /// Records a compaction plan, applied when views are built (originals untouched), if
-    /// the chat is still at `expected_revision` and the linter finds nothing; otherwise
-    /// nothing is written and [`Error::Lint`] lists every problem at once. Trimmed tool
-    /// results are archived so their pointer can be followed. Returns how many changes the
-    /// plan holds.
-    pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+    /// The work of `Chat::compact` (documented there).
+    pub(crate) fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
         self.compact_within(plan, expected_revision, None)
     }
 
     fn compact_within(&self, plan: &Plan, expected_revision: u64, protect_max: Option<u64>) -> Result<usize> {
-        let core = self.store().inner.core.clone();
-        let snap = self.snapshot();
+        let core = self.chat.core().clone();
+        let snap = self.chat.snapshot();
         if snap.revision() != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: snap.revision() });
         }
@@ -667,7 +656,7 @@ impl Chat {
                 if let Part::ToolResult { content, .. } = p {
                     let id = match content {
                         ToolContent::Text(text) => {
-                            let (r, w) = archive::archive_into(&core, &mut txn, self.owner(), text)?;
+                            let (r, w) = archive::archive_into(&core, &mut txn, self.chat.owner(), text)?;
                             wait = wait.max(w);
                             r.id
                         }
@@ -679,38 +668,44 @@ impl Chat {
             }
         }
         let squishes = plan.squishes.iter().map(|s| (s.from, s.to, s.rewrite.clone())).collect();
-        let (mut w, _fleet) = self.state().lock_write()?;
+        let (mut w, _fleet) = self.chat.state.lock_write()?;
         if w.revision != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: w.revision });
         }
-        let rec = CompactionRec { chat: self.id().0, revision: w.revision, trims, squishes, at_ms: now_ms() };
+        let rec =
+            CompactionRec { chat: self.chat.id().0, revision: w.revision, trims, squishes, at_ms: now_ms() };
         txn.push(RecordOut::history(kind::COMPACTION, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut list = (*w.compactions).clone();
         list.push(rec);
         w.compactions = Arc::new(list);
         w.last_end = c.end;
-        self.state().publish(&w);
+        self.chat.state.publish(&w);
         drop(w);
         core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
         Ok(plan.trims.len() + plan.squishes.len())
     }
-}
 
-impl Chat {
     /// The first message of the current revision holding a pending approval (archived tool
     /// results are scanned whole), with the default patterns or `patterns`.
-    pub fn first_pending_approval(
+    pub(crate) fn first_pending_approval(
         &self,
         patterns: Option<&crate::approval::ApprovalPatterns>,
     ) -> Result<Option<(u64, crate::approval::Pending)>> {
         let default = crate::approval::ApprovalPatterns::default();
         let p = patterns.unwrap_or(&default);
-        let msgs = self.messages()?;
-        let store = self.store();
-        let owner = self.owner().to_string();
+        let msgs = self.chat.messages()?;
+        let chat = self.chat;
         let full = |a: &crate::model::ArchiveRef| {
-            store.read_context(&owner, &a.id, 0..a.chars, crate::Unit::Chars).ok()
+            archive::read_context(
+                chat.core(),
+                chat.archives,
+                chat.owner(),
+                &a.id,
+                0..a.chars,
+                crate::Unit::Chars,
+            )
+            .ok()
         };
         Ok(crate::approval::first_pending(&msgs, p, &full))
     }

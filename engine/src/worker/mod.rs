@@ -10,18 +10,20 @@
 //!
 //! Threads: the summarizer is called on the worker's own threads, never on a caller's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::checkpoint::{CheckpointOptions, Summarizer};
+use crate::archive::ArchiveCache;
+use crate::checkpoint::{self, Checkpoint, CheckpointOptions, Summarizer};
 use crate::error::{Error, Result};
-use crate::history::ChatId;
-use crate::store::Store;
+use crate::history::{ChatId, ChatRef, ChatState};
 
 /// What a view does at the hard line when no prepared checkpoint is ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,53 +141,115 @@ impl Shared {
     }
 }
 
+/// What the worker needs of the store that runs it (`api`'s store implements it: a lower
+/// layer reaches up only through a trait it defines). A running worker holds its host, so
+/// the store stays open while its threads run.
+pub(crate) trait Host: Send + Sync + std::fmt::Debug + 'static {
+    /// Chat `id` of `owner` (the same `NotFound` for another owner's chat as for none).
+    fn chat(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>>;
+    /// The archive cache the store's reads go through.
+    fn archives(&self) -> &ArchiveCache;
+    /// The store's worker slot.
+    fn slot(&self) -> &Slot;
+}
+
+/// A store's worker state: the running worker, which views consult, and the checkpoints it
+/// prepared, per chat in memory (a chat that leaves memory, or is deleted, takes its
+/// prepared checkpoint with it).
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    running: Mutex<Option<Arc<Shared>>>,
+    /// By chat id: the chat's state in memory the checkpoint was prepared for, and the
+    /// checkpoint. An entry whose state is gone (or was replaced by a reload) is stale.
+    prepared: Mutex<HashMap<u64, Prepared>>,
+}
+
+/// A prepared checkpoint and the chat state (in memory) it was prepared for.
+type Prepared = (Weak<ChatState>, Arc<Checkpoint>);
+
+impl Slot {
+    /// The running worker, if any.
+    pub(crate) fn running(&self) -> Option<Arc<Shared>> {
+        self.running.lock().clone()
+    }
+
+    /// Waits until the running worker has no job queued or running, or `timeout` passes;
+    /// true at once without a worker.
+    pub(crate) fn wait_idle(&self, timeout: Duration) -> bool {
+        self.running().is_none_or(|s| s.wait_idle(timeout))
+    }
+
+    /// The checkpoint prepared for `chat`, if any (it may be stale: compare its
+    /// `base_revision` with the chat's revision). None once the chat is deleted (here, or in
+    /// fleet mode by another process).
+    pub(crate) fn prepared(&self, chat: &Arc<ChatState>) -> Option<Arc<Checkpoint>> {
+        if chat.deleted.load(Ordering::Acquire) {
+            return None;
+        }
+        let map = self.prepared.lock();
+        let (held, cp) = map.get(&chat.id.0)?;
+        std::ptr::eq(held.as_ptr(), Arc::as_ptr(chat)).then(|| cp.clone())
+    }
+
+    /// Keeps `cp` prepared for `chat` (replacing what was), and forgets the checkpoints of
+    /// chats no longer in memory.
+    pub(crate) fn set_prepared(&self, chat: &Arc<ChatState>, cp: Checkpoint) {
+        let mut map = self.prepared.lock();
+        map.retain(|_, (held, _)| held.strong_count() > 0);
+        map.insert(chat.id.0, (Arc::downgrade(chat), Arc::new(cp)));
+    }
+
+    /// Forgets what was prepared for `chat` (deleted).
+    pub(crate) fn forget(&self, chat: &Arc<ChatState>) {
+        let mut map = self.prepared.lock();
+        if map.get(&chat.id.0).is_some_and(|(held, _)| std::ptr::eq(held.as_ptr(), Arc::as_ptr(chat))) {
+            map.remove(&chat.id.0);
+        }
+    }
+}
+
 /// A running worker. Dropping it (or [`Worker::stop`]) ends its threads after their current job.
 #[derive(Debug)]
 pub struct Worker {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
-    store: Store,
+    host: Arc<dyn Host>,
 }
 
-impl Store {
-    /// Starts the background pre-compaction worker with `summarizer`. One worker per store;
-    /// starting another replaces it for new requests.
-    pub fn start_worker(&self, summarizer: Arc<dyn Summarizer>, opts: WorkerOptions) -> Result<Worker> {
-        if !(0.0 < opts.soft && opts.soft < 1.0) || opts.threads == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "worker: expected 0 < soft < 1 and threads >= 1, found soft {} threads {}",
-                opts.soft, opts.threads
-            )));
-        }
-        let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        let shared = Arc::new(Shared {
-            tx: Mutex::new(Some(tx)),
-            summarizer,
-            opts,
-            done: (Mutex::new(0), Condvar::new()),
-            pending: (Mutex::new(0), Condvar::new()),
-            errors: Mutex::new(Vec::new()),
-        });
-        let mut threads = Vec::new();
-        for i in 0..shared.opts.threads {
-            let (shared, rx, store) = (shared.clone(), rx.clone(), self.clone());
-            let h = std::thread::Builder::new()
-                .name(format!("undertext-worker-{i}"))
-                .spawn(move || run(&store, &shared, &rx))
-                .map_err(|e| Error::io("spawn worker thread", self.path(), e))?;
-            threads.push(h);
-        }
-        *self.inner.worker.lock() = Some(shared.clone());
-        Ok(Worker { shared, threads, store: self.clone() })
+/// Starts a worker for `host` (see `Store::start_worker`); `dir` names the store in errors.
+pub(crate) fn start(
+    host: Arc<dyn Host>,
+    dir: &Path,
+    summarizer: Arc<dyn Summarizer>,
+    opts: WorkerOptions,
+) -> Result<Worker> {
+    if !(0.0 < opts.soft && opts.soft < 1.0) || opts.threads == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "worker: expected 0 < soft < 1 and threads >= 1, found soft {} threads {}",
+            opts.soft, opts.threads
+        )));
     }
-
-    /// Waits until the store's worker has no job queued or running, or `timeout` passes
-    /// (see [`Worker::wait_idle`]); true at once without a worker.
-    pub fn wait_worker_idle(&self, timeout: Duration) -> bool {
-        let shared = self.inner.worker.lock().clone();
-        shared.is_none_or(|s| s.wait_idle(timeout))
+    let (tx, rx) = channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    let shared = Arc::new(Shared {
+        tx: Mutex::new(Some(tx)),
+        summarizer,
+        opts,
+        done: (Mutex::new(0), Condvar::new()),
+        pending: (Mutex::new(0), Condvar::new()),
+        errors: Mutex::new(Vec::new()),
+    });
+    let mut threads = Vec::new();
+    for i in 0..shared.opts.threads {
+        let (shared, rx, host) = (shared.clone(), rx.clone(), host.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("undertext-worker-{i}"))
+            .spawn(move || run(&*host, &shared, &rx))
+            .map_err(|e| Error::io("spawn worker thread", dir, e))?;
+        threads.push(h);
     }
+    *host.slot().running.lock() = Some(shared.clone());
+    Ok(Worker { shared, threads, host })
 }
 
 impl Worker {
@@ -213,7 +277,7 @@ impl Worker {
 
     fn shutdown(&mut self) {
         self.shared.tx.lock().take();
-        let mut w = self.store.inner.worker.lock();
+        let mut w = self.host.slot().running.lock();
         if w.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.shared)) {
             *w = None;
         }
@@ -230,17 +294,17 @@ impl Drop for Worker {
     }
 }
 
-fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
+fn run(host: &dyn Host, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
     loop {
         let job = match rx.lock().recv() {
             Ok(j) => j,
             Err(_) => return,
         };
-        let r = prepare(store, shared, &job);
+        let r = prepare(host, shared, &job);
         let retry = r.is_err() && job.attempt < shared.opts.retries;
-        if !retry && let Ok(chat) = store.chat(&job.owner, job.chat) {
+        if !retry && let Ok(state) = host.chat(&job.owner, job.chat) {
             // The chat may ask for the next job.
-            chat.state().requested.store(0, Ordering::Release);
+            state.requested.store(0, Ordering::Release);
         }
         if let Err(e) = &r {
             let msg = format!("checkpoint of {} (attempt {}): {e}", job.chat, job.attempt + 1);
@@ -265,16 +329,17 @@ fn run(store: &Store, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
 }
 
 /// Builds a checkpoint of the job's chat and keeps it prepared, unless the chat moved on.
-fn prepare(store: &Store, shared: &Shared, job: &Job) -> Result<()> {
-    let chat = store.chat(&job.owner, job.chat)?;
+fn prepare(host: &dyn Host, shared: &Shared, job: &Job) -> Result<()> {
+    let state = host.chat(&job.owner, job.chat)?;
+    let chat = ChatRef { state: &state, archives: host.archives() };
     // Nothing settled yet (the protected tail, or a pending approval, holds it all):
     // there is nothing to prepare, which is not a failure.
-    if chat.settled_cut(&chat.snapshot().messages()?, job.protect) == 0 {
+    if checkpoint::settled_cut(&chat, &chat.snapshot().messages()?, job.protect) == 0 {
         return Ok(());
     }
     // Summaries of unchanged segments are cached: rebuilding costs only what is new.
     let opts = CheckpointOptions { protect_max_tokens: job.protect, ..shared.opts.checkpoint.clone() };
-    let cp = chat.build_checkpoint(&*shared.summarizer, &opts)?;
-    chat.set_prepared(cp);
+    let cp = checkpoint::build(&chat, &*shared.summarizer, &opts)?;
+    host.slot().set_prepared(&state, cp);
     Ok(())
 }

@@ -1,0 +1,321 @@
+//! [`Chat`]: a handle on one chat of one owner.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::Store;
+use crate::approval::{ApprovalPatterns, Pending};
+use crate::archive::Unit;
+use crate::blob::BlobId;
+use crate::budget::{Budget, IndexLine, View};
+use crate::checkpoint::{self, Checkpoint, CheckpointOptions, Summarizer};
+use crate::compaction::{LintProblem, Plan};
+use crate::error::Result;
+use crate::history::{ChatRef, ChatState, Snapshot};
+use crate::model::{Attempt, ChatId, ChatMeta, Message, NewMessage, StepStatus};
+use crate::view::ChatView;
+
+/// A handle on one chat of one owner. Cheap to clone; all handles share the chat.
+#[derive(Debug, Clone)]
+pub struct Chat {
+    pub(super) store: Store,
+    pub(super) state: Arc<ChatState>,
+}
+
+impl Chat {
+    /// The chat as `history` and `checkpoint` take it.
+    fn chat(&self) -> ChatRef<'_> {
+        ChatRef { state: &self.state, archives: &self.store.inner.archives }
+    }
+
+    /// The chat as `view` takes it.
+    fn view_of(&self) -> ChatView<'_> {
+        ChatView { chat: self.chat(), worker: &self.store.inner.worker }
+    }
+
+    /// The chat's id.
+    pub fn id(&self) -> ChatId {
+        self.state.id
+    }
+
+    /// Its owner.
+    pub fn owner(&self) -> &str {
+        &self.state.owner
+    }
+
+    /// The current snapshot (a few atomic operations, no lock).
+    pub fn snapshot(&self) -> Snapshot {
+        self.chat().snapshot()
+    }
+
+    /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
+    pub fn revision(&self) -> u64 {
+        self.chat().revision()
+    }
+
+    /// Number of messages (the next `seq`).
+    pub fn len(&self) -> u64 {
+        self.chat().len()
+    }
+
+    /// True when the chat has no message.
+    pub fn is_empty(&self) -> bool {
+        self.chat().is_empty()
+    }
+
+    /// Current metadata.
+    pub fn meta(&self) -> ChatMeta {
+        self.chat().meta()
+    }
+
+    /// Replaces the metadata; returns the new version (versions start at 1).
+    pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+        self.chat().set_meta(meta)
+    }
+
+    /// The metadata as of `version`.
+    pub fn meta_at(&self, version: u64) -> Result<ChatMeta> {
+        self.chat().meta_at(version)
+    }
+
+    /// Appends one message; returns its `seq`.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::NewMessage;
+    /// assert_eq!(chat.append(NewMessage::system("be brief"))?, 0);
+    /// assert_eq!(chat.append(NewMessage::user("hi"))?, 1);
+    /// assert_eq!(chat.get(1)?.turn, 1);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append(&self, message: NewMessage) -> Result<u64> {
+        self.chat().append(message)
+    }
+
+    /// Appends messages atomically: after a crash all of them are there or none.
+    pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+        self.chat().append_batch(messages)
+    }
+
+    /// Stores `blobs` and appends `messages` in one transaction — one commit, one
+    /// `fdatasync` — so that after a crash all of them are there or none. The messages can
+    /// reference the blobs by id in [`Part::Attachment`] parts (which also tells `gc` the
+    /// chat uses them). Returns the blobs' ids, in order, and the messages' seqs.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::{BlobId, NewMessage, Part, Role};
+    /// let state = b"{\"messages\": [1, 2, 3]}";
+    /// let note = NewMessage {
+    ///     role: Role::Assistant,
+    ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
+    /// };
+    /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
+    /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append_with_blobs(
+        &self,
+        blobs: &[&[u8]],
+        messages: Vec<NewMessage>,
+    ) -> Result<(Vec<BlobId>, Range<u64>)> {
+        self.chat().append_with_blobs(blobs, messages)
+    }
+
+    /// Message `seq` (current revision).
+    pub fn get(&self, seq: u64) -> Result<Message> {
+        self.chat().get(seq)
+    }
+
+    /// Messages in `range` (current revision).
+    pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        self.chat().range(range)
+    }
+
+    /// Every message (current revision).
+    pub fn messages(&self) -> Result<Vec<Message>> {
+        self.chat().messages()
+    }
+
+    /// Replaces message `seq`, if the chat is still at `expected_revision`; returns the new
+    /// revision. The old version stays readable through [`Chat::snapshot_at`]. An edit may
+    /// not turn a turn-starting user message into another kind or back (it would renumber
+    /// every later turn): truncate and append instead.
+    pub fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
+        self.chat().edit(seq, message, expected_revision)
+    }
+
+    /// Drops messages from `from_seq` on, if the chat is still at `expected_revision`;
+    /// returns the new revision. The dropped messages stay readable at older revisions.
+    pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
+        self.chat().truncate(from_seq, expected_revision)
+    }
+
+    /// The chat as it was when `revision` ended (or now, for the current revision).
+    pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
+        self.chat().snapshot_at(revision)
+    }
+
+    /// Records a completed (or interrupted) model step of the current user turn: its
+    /// messages are appended, tagged (turn, stream, step), in one transaction, durable
+    /// before this returns. A retry is a new `stream_id` for the same turn.
+    pub fn record_step(
+        &self,
+        turn: u64,
+        stream_id: &str,
+        step: u32,
+        status: StepStatus,
+        messages: Vec<NewMessage>,
+    ) -> Result<Range<u64>> {
+        self.chat().record_step(turn, stream_id, step, status, messages)
+    }
+
+    /// Every recorded attempt at user turn `turn`, in the order their streams first
+    /// appeared, each with its steps in the order they were recorded.
+    pub fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
+        self.chat().attempts(turn)
+    }
+
+    /// Pins `range` (in `unit`) of archive `archive` into the model view: the budget guard
+    /// will not shrink it again. The owner must be able to read the archive, and the range
+    /// must be valid in it.
+    pub fn pin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.chat().pin(archive, range, unit)
+    }
+
+    /// Removes a pin made with [`Chat::pin`] (the same archive, range and unit).
+    pub fn unpin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.chat().unpin(archive, range, unit)
+    }
+
+    /// Builds a checkpoint of the settled history (before the protected tail and
+    /// before the first pending approval) with `summarizer`. Summaries already made for an
+    /// unchanged segment or merge are reused. Summaries are stored (marked as summaries) as
+    /// they are made; the checkpoint itself is not published.
+    pub fn build_checkpoint(
+        &self,
+        summarizer: &dyn Summarizer,
+        opts: &CheckpointOptions,
+    ) -> Result<Checkpoint> {
+        checkpoint::build(&self.chat(), summarizer, opts)
+    }
+
+    /// Publishes `cp` in one transaction, if the chat was not edited since `cp.base_revision`
+    /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
+    /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
+    pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        checkpoint::publish(&self.chat(), cp, true)
+    }
+
+    /// The published checkpoint's (base revision, reach), if any.
+    pub fn published_checkpoint(&self) -> Option<(u64, u64)> {
+        checkpoint::published(&self.chat())
+    }
+
+    /// The checkpoint the worker prepared for this chat, if any (it may be stale: compare its
+    /// `base_revision` with [`Chat::revision`]).
+    pub fn prepared(&self) -> Option<Arc<Checkpoint>> {
+        self.store.inner.worker.prepared(&self.state)
+    }
+
+    /// The model view under `budget`: every message (compaction records applied), pinned
+    /// pages, and, over the soft line, older tool results turned into previews oldest first
+    /// until the estimate is at or below the target — never a pinned page, never inside
+    /// the protected tail ([`crate::budget::tail`]: the last two user turns, at most
+    /// [`Budget::protect_max_tokens`]). If that leaves the view over the hard line, results of
+    /// the tail before its last step are previewed too, just until the hard line. Still over
+    /// it: [`Decision::Refused`]. With a published checkpoint the view is the leading system
+    /// messages, the task (user messages of the last two turns, verbatim), the summary, and
+    /// the messages from its reach.
+    ///
+    /// Previewing an inline tool result archives it (content-addressed, so a second view
+    /// writes nothing new): the preview's archive id always reads the result back whole.
+    pub fn view(&self, budget: &Budget) -> Result<View> {
+        self.view_of().view(budget)
+    }
+
+    /// Forgets the remembered view, so the next [`Chat::view`] builds from scratch. For
+    /// tests that compare the incremental view with a rebuilt one; never needed for
+    /// correctness.
+    #[doc(hidden)]
+    pub fn clear_view_memo(&self) {
+        self.view_of().clear_view_memo()
+    }
+
+    /// The estimated input tokens of the chat as it stands (calibrated, tool schemas of
+    /// `budget` included), without building a view: each message's estimate is cached, so
+    /// after the first call this costs a sum over the messages. Compaction records, pins and
+    /// previews are not applied; use [`Chat::view`] for what will be sent.
+    pub fn estimate(&self, budget: &Budget) -> Result<u64> {
+        self.view_of().estimate(budget)
+    }
+
+    /// Reports the real input tokens of the call made with view `step`. When they are above
+    /// the estimate, the correction factor for this chat and its model rises to match at
+    /// once; when below, it eases down. The factor is persisted and applies to later views.
+    /// Returns the new factor.
+    pub fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
+        self.view_of().report_usage(step, actual_input_tokens)
+    }
+
+    /// The least any view of this chat must send under `budget` (calibrated, tool schemas
+    /// included): the leading system messages, the task (the turn-opening user messages of
+    /// the last two user turns) and the last step. A view refused while this alone is over
+    /// the hard line cannot be served by any compaction: the harness must start afresh or
+    /// use a larger window.
+    pub fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
+        self.view_of().protected_minimum(budget)
+    }
+
+    /// Every message with its seq, role, token estimate and a 60-character preview, for a
+    /// model to choose what to compact.
+    pub fn index(&self) -> Result<Vec<IndexLine>> {
+        self.view_of().index()
+    }
+
+    /// Checks a plan without applying it: every problem, each naming its rule. The
+    /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`]
+    /// for the bound a budget sets).
+    pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
+        self.view_of().lint(plan)
+    }
+
+    /// The model-driven compaction tool (see [`crate::compaction::tool`]): takes the
+    /// arguments of the model's call (JSON text: `{"trims": [seq, ...], "squishes": [{"from",
+    /// "to", "rewrite"}]}`), checks them against the chat at `expected_revision` with the
+    /// protected tail of `budget`, and records the plan when the linter finds nothing. Returns
+    /// the text of the tool result for the model: what was applied, or every problem so the
+    /// model can retry. Nothing of the exchange is appended to the chat: the harness sends
+    /// the call and its result only to the compacting model call, so afterwards no trace of
+    /// it is visible.
+    pub fn compaction_tool_call(
+        &self,
+        args_json: &str,
+        expected_revision: u64,
+        budget: &Budget,
+    ) -> Result<String> {
+        self.view_of().compaction_tool_call(args_json, expected_revision, budget)
+    }
+
+    /// Records a compaction plan, applied when views are built (originals untouched), if
+    /// the chat is still at `expected_revision` and the linter finds nothing; otherwise
+    /// nothing is written and [`Error::Lint`] lists every problem at once. Trimmed tool
+    /// results are archived so their pointer can be followed. Returns how many changes the
+    /// plan holds.
+    pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+        self.view_of().compact(plan, expected_revision)
+    }
+
+    /// The first message of the current revision holding a pending approval (archived tool
+    /// results are scanned whole), with the default patterns or `patterns`.
+    pub fn first_pending_approval(
+        &self,
+        patterns: Option<&ApprovalPatterns>,
+    ) -> Result<Option<(u64, Pending)>> {
+        self.view_of().first_pending_approval(patterns)
+    }
+}

@@ -1,0 +1,455 @@
+//! [`Store`]: an open store — the kernel, and the per-store state of the layers above it
+//! (the chats in memory, the archive cache, the worker slot).
+
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::Chat;
+use crate::archive::{self, ArchiveCache, Unit};
+use crate::blob::{Blob, BlobId, Verify};
+use crate::checkpoint::Summarizer;
+use crate::error::Result;
+use crate::history::{self, ChatCache, ChatState};
+use crate::model::{ArchiveRef, ChatId, ChatMeta, ChatPage, Page};
+use crate::options::Options;
+use crate::store::core::Core;
+use crate::store::{CheckReport, GcReport, Kernel, Refreshed, StoreStats, blobs, gc, maintenance, read_only};
+use crate::worker::{self, Worker, WorkerOptions};
+
+/// An open Undertext store: a directory holding the log (`log/*.seg`), the derived index
+/// (`index.redb`) and a lock file. Cheap to clone; all clones share one store.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use undertext::{Store, Options};
+/// let store = Store::open(dir.path(), Options::default())?;
+/// let id = store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?;
+/// assert_eq!(store.put_blob("o", b"$ cargo test\n...\ntest result: ok. 42 passed")?, id); // stored once
+/// assert_eq!(&*store.get_blob("o", &id)?, b"$ cargo test\n...\ntest result: ok. 42 passed");
+/// # Ok::<(), undertext::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub(super) inner: Arc<Inner>,
+}
+
+/// What all handles of one store share. The kernel is dropped first (fields drop in
+/// order): that closes the store — stops the indexer, makes the index durable, compacts it
+/// and trims the log — once the last handle (or running worker) is gone.
+#[derive(Debug)]
+pub(super) struct Inner {
+    pub(super) kernel: Kernel,
+    pub(super) chats: ChatCache,
+    pub(super) archives: ArchiveCache,
+    pub(super) worker: worker::Slot,
+}
+
+/// A store over an opened kernel; `next_chat` is the first chat id not given yet.
+fn store_of(kernel: Kernel, next_chat: u64) -> Store {
+    let chats = ChatCache::new(kernel.core.clone(), next_chat);
+    Store {
+        inner: Arc::new(Inner {
+            kernel,
+            chats,
+            archives: ArchiveCache::default(),
+            worker: Default::default(),
+        }),
+    }
+}
+
+/// The worker reaches its store through this (it holds the `Inner`, so the store stays open
+/// while the worker runs).
+impl worker::Host for Inner {
+    fn chat(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+        history::open_chat(&self.chats, owner, id)
+    }
+
+    fn archives(&self) -> &ArchiveCache {
+        &self.archives
+    }
+
+    fn slot(&self) -> &worker::Slot {
+        &self.worker
+    }
+}
+
+impl Store {
+    fn core(&self) -> &Arc<Core> {
+        &self.inner.kernel.core
+    }
+
+    /// Opens the store in `path`, creating it if `opts.create_if_missing`.
+    ///
+    /// Takes an exclusive lock: another opener gets [`Error::Locked`] at once. Replays the
+    /// log from where the index last became durable, cuts a torn tail (reported through
+    /// `tracing` and [`Store::open_warnings`]), and refuses corruption before the tail with
+    /// [`Error::Corrupt`]. A log that is not whole — a segment file missing, a sealed segment
+    /// emptied or cut short, a gap in transaction ids, or a log that ends before the position
+    /// the index records — is refused with [`Error::Corrupt`] too, never opened short. Store
+    /// entries that are links or not regular files (`LOCK`, `index.redb`, `log/`, segments)
+    /// are refused, never followed.
+    ///
+    /// On a full disk, when open must write to bring the index up to date with the log (after
+    /// a crash), it gives the store read-only instead (as [`Store::open_read_only`] does; the
+    /// first of [`Store::open_warnings`] says why): every batch of the log is readable, writes
+    /// fail with [`Error::ReadOnly`] saying the disk is full, and the files are left as found.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        if let Some(url) =
+            path.as_ref().to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+        {
+            #[cfg(feature = "fleet")]
+            return crate::fleet::open(url, opts).map(|(kernel, next_chat)| store_of(kernel, next_chat));
+            #[cfg(not(feature = "fleet"))]
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "{}: fleet mode needs undertext built with the cargo feature `fleet`",
+                crate::error::hide_password(url)
+            )));
+        }
+        let (kernel, next_chat) = Kernel::open(path.as_ref(), opts)?;
+        Ok(store_of(kernel, next_chat))
+    }
+
+    /// Opens the store in `path` read-only, with default options: see
+    /// [`Store::open_read_only_with`].
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
+        Store::open_read_only_with(path, Options::default())
+    }
+
+    /// Opens the store in `path` read-only: beside a live writer in another process, or to
+    /// salvage a damaged store.
+    ///
+    /// Takes no lock, writes no byte to the store directory, and never blocks the writer.
+    /// The index is built in memory from the log (the writer's `index.redb` is not read); the
+    /// store sees every batch written before this call, and [`Store::refresh`] brings it up
+    /// to date. A batch still being written at the end of the log is not seen yet. Damage is
+    /// skipped and reported in [`Store::open_warnings`]; everything that verifies is readable.
+    /// Every write returns [`Error::ReadOnly`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{Options, Store};
+    /// let writer = Store::open(dir.path(), Options::default())?;
+    /// let id = writer.put_blob("o", b"hello")?;
+    /// let reader = Store::open_read_only(dir.path())?; // beside the live writer
+    /// assert_eq!(&*reader.get_blob("o", &id)?, b"hello");
+    /// let later = writer.put_blob("o", b"later")?;
+    /// reader.refresh()?;
+    /// assert_eq!(&*reader.get_blob("o", &later)?, b"later");
+    /// assert!(matches!(reader.put_blob("o", b"no"), Err(undertext::Error::ReadOnly(_))));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        let (kernel, next_chat) = read_only::open(path.as_ref(), opts)?;
+        Ok(store_of(kernel, next_chat))
+    }
+
+    /// True for a store opened with [`Store::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.kernel.is_read_only()
+    }
+
+    /// Brings a read-only store up to date: replays every batch the writer appended since the
+    /// open (or the last refresh), in the last segment and in segments created since. Chats
+    /// read before keep what they showed (snapshots); read them again to see the new records.
+    ///
+    /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
+    /// (open the store again), and on a store opened for writing (which is always current).
+    pub fn refresh(&self) -> Result<Refreshed> {
+        let (refreshed, next_chat) = read_only::refresh(&self.inner.kernel)?;
+        self.inner.chats.reset(next_chat);
+        Ok(refreshed)
+    }
+
+    /// What this open repaired or could not do, one line each: a torn tail cut (a write a
+    /// crash cut off, never acknowledged), a segment header torn at creation rewritten, the
+    /// log's preallocation skipped for lack of space. Empty after a clean close. Also logged
+    /// through `tracing`; the CLI prints them to stderr.
+    pub fn open_warnings(&self) -> &[String] {
+        &self.inner.kernel.open_warnings
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        &self.core().dir
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &Options {
+        &self.core().opts
+    }
+
+    /// Closes the store: stops the indexer and makes the index durable, so the next open
+    /// replays nothing. Dropping the last handle does the same, ignoring errors. When the
+    /// last handle goes, an index file (of at most 64 MiB) that is at least a quarter free
+    /// pages is compacted, and the active log segment is cut to its data (the next open
+    /// preallocates again).
+    pub fn close(self) -> Result<()> {
+        self.sync()
+    }
+
+    /// Creates a chat for `owner` and returns its id.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::ChatMeta;
+    /// let id = store.create_chat("alice", ChatMeta { title: "fix the build".into(), ..Default::default() })?;
+    /// assert_eq!(store.chat("alice", id)?.meta().title, "fix the build");
+    /// assert!(store.chat("bob", id).is_err()); // another owner: NotFound
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn create_chat(&self, owner: &str, meta: ChatMeta) -> Result<ChatId> {
+        history::create_chat(&self.inner.chats, owner, meta)
+    }
+
+    /// Deletes chat `id` of `owner`: it can no longer be opened, listed or written (open
+    /// handles get [`Error::NotFound`]; snapshots already taken still read). Its records
+    /// stay in the log until [`Store::gc`] removes them and every blob only they used; its
+    /// id is never given to another chat.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.delete_chat("me", id)?;
+    /// assert!(matches!(store.chat("me", id), Err(undertext::Error::NotFound { .. })));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn delete_chat(&self, owner: &str, id: ChatId) -> Result<()> {
+        history::delete_chat(&self.inner.chats, owner, id, |state| self.inner.worker.forget(state))
+    }
+
+    /// Opens chat `id` of `owner`. A chat of another owner is the same
+    /// [`Error::NotFound`] as an absent one.
+    pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
+        let state = history::open_chat(&self.inner.chats, owner, id)?;
+        Ok(Chat { store: self.clone(), state })
+    }
+
+    /// One page of `owner`'s chats, newest activity first.
+    pub fn chats(&self, owner: &str, page: Page) -> Result<ChatPage> {
+        history::chats(&self.inner.chats, owner, page)
+    }
+
+    /// Stores `content` for `owner` and returns its [`BlobId`], granting the blob to `owner`
+    /// (its own grant: it stays until `owner`'s store is gone). Content already present is
+    /// not written again, whoever stored it. In `Group` and `Immediate` durability the blob
+    /// is durable when this returns.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let a = store.put_blob("alice", b"same bytes")?;
+    /// let b = store.put_blob("alice", b"same bytes")?;
+    /// assert_eq!(a, b);
+    /// assert_eq!(a, undertext::BlobId::of(b"same bytes"));
+    /// assert!(store.get_blob("bob", &a).is_err()); // not bob's: NotFound, as if absent
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn put_blob(&self, owner: &str, content: &[u8]) -> Result<BlobId> {
+        Ok(self.put_blobs(owner, &[content])?[0])
+    }
+
+    /// Stores several blobs for `owner` in one transaction: after a crash either all of them
+    /// (and their grants) are present or none of the ones that were new. Returns their ids in
+    /// order.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let ids = store.put_blobs("alice", &[b"call".as_slice(), b"result".as_slice()])?;
+    /// assert_eq!(&*store.get_blob("alice", &ids[1])?, b"result");
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn put_blobs(&self, owner: &str, contents: &[&[u8]]) -> Result<Vec<BlobId>> {
+        blobs::put_blobs(self.core(), owner, contents)
+    }
+
+    /// Returns the blob `id` of `owner`, verified against its hash (see
+    /// [`Store::get_blob_with`]).
+    ///
+    /// A blob `owner` holds no grant on — never stored, or stored only by others — is
+    /// [`Error::NotFound`](crate::Error::NotFound); stored bytes that fail their checksum or
+    /// hash are [`Error::Corrupt`](crate::Error::Corrupt) naming segment and offset.
+    pub fn get_blob(&self, owner: &str, id: &BlobId) -> Result<Blob> {
+        self.get_blob_with(owner, id, self.core().opts.verify)
+    }
+
+    /// Returns the blob `id` of `owner`, checking as much as `verify` asks. Uncompressed
+    /// blobs in sealed segments are returned without a copy.
+    pub fn get_blob_with(&self, owner: &str, id: &BlobId, verify: Verify) -> Result<Blob> {
+        blobs::get_blob(self.core(), owner, id, verify)
+    }
+
+    /// Bytes `range` of blob `id` of `owner`: for a chunked blob (see
+    /// [`Options::chunk_threshold`]), only the chunks the range overlaps are read. A range
+    /// past the end is an error giving the length.
+    ///
+    /// [`Options::chunk_threshold`]: crate::Options::chunk_threshold
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    /// let id = store.put_blob("me", &big)?;
+    /// assert_eq!(store.get_blob_range("me", &id, 100_000..100_010)?, &big[100_000..100_010]);
+    /// assert_eq!(store.blob_len("me", &id)?, 300_000);
+    /// assert!(store.get_blob_range("me", &id, 0..300_001).is_err());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn get_blob_range(&self, owner: &str, id: &BlobId, range: Range<u64>) -> Result<Vec<u8>> {
+        blobs::get_blob_range(self.core(), owner, id, range)
+    }
+
+    /// Length of blob `id` of `owner` in bytes (a chunked blob's chunks are not read).
+    pub fn blob_len(&self, owner: &str, id: &BlobId) -> Result<u64> {
+        blobs::blob_len(self.core(), owner, id)
+    }
+
+    /// True when `owner` holds a grant on a stored blob with this id (false for a blob only
+    /// other owners hold: the same answer as for a blob never stored).
+    pub fn contains_blob(&self, owner: &str, id: &BlobId) -> Result<bool> {
+        blobs::contains_blob(self.core(), owner, id)
+    }
+
+    /// Maintenance only (tests of `gc`, repair tools): whether a blob with this id is stored,
+    /// whoever holds it. Not an owner's API: it answers for every owner's blobs.
+    #[doc(hidden)]
+    pub fn unscoped_contains_blob(&self, id: &BlobId) -> Result<bool> {
+        Ok(self.core().index.blob(id)?.is_some())
+    }
+
+    /// Maintenance only: blob `id`, whoever holds it. Not an owner's API.
+    #[doc(hidden)]
+    pub fn unscoped_get_blob(&self, id: &BlobId) -> Result<Blob> {
+        self.core().get_blob(id, self.core().opts.verify)
+    }
+
+    /// Archives `text` for `owner` and returns its reference. The id is the text's content
+    /// address: the same text archived twice, or by two owners, is stored once. A preview
+    /// built by this store (it names its archive) archives to the original's reference.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::Unit;
+    /// let log = "line one\nline two: 42 passed\n".repeat(1000);
+    /// let a = store.archive("alice", &log)?;
+    /// assert_eq!(a.lines, 2000);
+    /// assert_eq!(store.read_context("alice", &a.id, 9..30, Unit::Chars)?, "line two: 42 passed\nl");
+    /// assert!(store.read_context("bob", &a.id, 0..1, Unit::Chars).is_err()); // not bob's
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn archive(&self, owner: &str, text: &str) -> Result<ArchiveRef> {
+        archive::archive(self.core(), &self.inner.archives, owner, text)
+    }
+
+    /// The reference of archive `id`, if `owner` may read it.
+    pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
+        archive::archive_ref(self.core(), owner, id)
+    }
+
+    /// Returns `range` of archive `id`, exactly, counted in `unit`. A range that would
+    /// split a UTF-8 sequence or a surrogate pair is an error saying where; a range past
+    /// the end is an error giving the length. Cost: O(log n + range length) once the
+    /// archive is in memory (the first read verifies and loads it). An archive above the
+    /// chunking threshold is not loaded whole: the read touches only the chunks around
+    /// the two bounds and those the range covers.
+    pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
+        archive::read_context(self.core(), &self.inner.archives, owner, id, range, unit)
+    }
+
+    /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
+    /// a `query` the lines between them that contain it, with a marker that says what is
+    /// left out and how to read it (template: [`Options::preview_marker`](crate::Options)).
+    pub fn preview(&self, owner: &str, id: &BlobId, max_chars: usize, query: Option<&str>) -> Result<String> {
+        archive::preview(self.core(), &self.inner.archives, owner, id, max_chars, query)
+    }
+
+    /// Starts the background pre-compaction worker with `summarizer`. One worker per store;
+    /// starting another replaces it for new requests.
+    pub fn start_worker(&self, summarizer: Arc<dyn Summarizer>, opts: WorkerOptions) -> Result<Worker> {
+        worker::start(self.inner.clone(), self.path(), summarizer, opts)
+    }
+
+    /// Waits until the store's worker has no job queued or running, or `timeout` passes
+    /// (see [`Worker::wait_idle`]); true at once without a worker.
+    pub fn wait_worker_idle(&self, timeout: Duration) -> bool {
+        self.inner.worker.wait_idle(timeout)
+    }
+
+    /// Makes every acknowledged write durable, log and index, whatever the durability mode.
+    pub fn sync(&self) -> Result<()> {
+        maintenance::sync(self.core())
+    }
+
+    /// Rebuilds the index from the log alone, into a fresh file that replaces the current
+    /// one (which is not read: a damaged index is no obstacle). Appends wait while it runs;
+    /// reads go on.
+    pub fn rebuild_index(&self) -> Result<()> {
+        maintenance::rebuild_index(self.core())
+    }
+
+    /// Rebuilds the index of the store in `path` from its log alone, for a store that does
+    /// not open because its index is damaged ([`Error::Index`]): the index file is deleted
+    /// under the store's lock, and an open rebuilds it from the log. Fails with
+    /// [`Error::Locked`] while the store is open elsewhere.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{Options, Store};
+    /// let store = Store::open(dir.path(), Options::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.close()?;
+    /// let path = dir.path().join("index.redb");
+    /// let mut bytes = std::fs::read(&path).unwrap();
+    /// let mid = bytes.len() / 2;
+    /// bytes[mid] ^= 0x10; // a bad disk
+    /// std::fs::write(&path, bytes).unwrap();
+    /// if let Err(undertext::Error::Index(_)) = Store::open(dir.path(), Options::default()) {
+    ///     Store::rebuild_index_at(dir.path(), Options::default())?;
+    /// }
+    /// assert!(Store::open(dir.path(), Options::default())?.chat("me", id).is_ok());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn rebuild_index_at(path: impl AsRef<Path>, opts: Options) -> Result<()> {
+        maintenance::rebuild_index_at(path.as_ref(), opts)
+    }
+
+    /// Verifies every checksum in the log, every blob's content against its id, and the
+    /// index against the log: every blob in the log is reachable through the index, and an
+    /// index built from the log anew (in a scratch file) holds exactly the entries of the
+    /// index in use. Reports each damaged frame, and each difference of the index
+    /// ([`CheckReport::index_problems`]: the log is intact, and [`Store::rebuild_index`]
+    /// repairs them).
+    pub fn check(&self) -> Result<CheckReport> {
+        maintenance::check(self.core())
+    }
+
+    /// Sizes and counters.
+    pub fn stats(&self) -> Result<StoreStats> {
+        maintenance::stats(self.core(), self.inner.chats.len() as u64)
+    }
+
+    /// Rewrites the store in `path` without the records of deleted chats and the blobs
+    /// only they used (see the module docs for exactly what is kept). Opens the store
+    /// itself: it fails with [`Error::Locked`] while anyone has it open.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{NewMessage, Options, Store};
+    /// let store = Store::open(dir.path(), Options::default())?;
+    /// let id = store.create_chat("me", Default::default())?;
+    /// store.chat("me", id)?.append(NewMessage::user("x".repeat(100_000)))?;
+    /// store.delete_chat("me", id)?;
+    /// store.close()?;
+    /// let report = Store::gc(dir.path(), Options::default())?;
+    /// assert!(report.log_bytes_after < report.log_bytes_before);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
+        gc::gc(path.as_ref(), opts)
+    }
+}
