@@ -12,7 +12,7 @@
 //! ```
 //! # let dir = tempfile::tempdir().unwrap();
 //! use undertext::{Store, Options, Durability};
-//! let store = Store::open(dir.path(), Options { durability: Durability::Group, ..Options::default() })?;
+//! let store = Store::open(dir.path(), Options::default().durability(Durability::Group))?;
 //! let id = store.put_blob("o", "a tool result".as_bytes())?;
 //! assert_eq!(&*store.get_blob("o", &id)?, b"a tool result");
 //! # Ok::<(), undertext::Error>(())
