@@ -24,20 +24,40 @@ fn a_damaged_index_is_reported_by_check_and_check_rebuild_restores_every_chat() 
     show.extend(&ids);
     let before = json(&store, &show);
 
-    // One bit flipped in the middle of the index: redb opens the file (its header is
-    // intact), and the damage is found when its pages are verified.
+    // One bit flipped in a page of the index, at offsets tried in a fixed order: a flip may
+    // land on a free page (nothing damaged) or on state redb repairs at open; every command
+    // then either reads exactly what it read before, or fails with one line that says to
+    // rebuild. Never a panic, never other bytes. The first flip that fails a read is the
+    // damage `check` must report and `check --rebuild` must undo.
     let index = store.join("index.redb");
-    let mut bytes = std::fs::read(&index).unwrap();
-    let at = bytes.len() / 2 + 100;
-    bytes[at] ^= 0x10;
-    std::fs::write(&index, bytes).unwrap();
-
-    for args in [vec!["chats"], vec!["show", ids[0]]] {
-        let o = run(&store, &args);
+    let clean = std::fs::read(&index).unwrap();
+    let mut damaged = None;
+    for page in 1..clean.len() / 4096 {
+        // Near the start of the page, where a used page keeps its kind and entry count.
+        let at = page * 4096 + 16;
+        let mut bytes = clean.clone();
+        bytes[at] ^= 0x10;
+        std::fs::write(&index, &bytes).unwrap();
+        let o = run(&store, &show);
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-        assert!(err.contains("index") && err.contains("check --rebuild"), "{args:?}: {err}");
+        match o.status.code() {
+            Some(0) => {
+                let now: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+                assert_eq!(now, before, "flip at {at}: read different bytes");
+            }
+            Some(1) => {
+                assert!(err.contains("index") && err.contains("check --rebuild"), "flip at {at}: {err}");
+                let o = run(&store, &["chats"]);
+                assert_eq!(o.status.code(), Some(1), "flip at {at}: chats");
+                damaged = Some(at);
+                break;
+            }
+            other => panic!("flip at {at}: exit {other:?}: {err}"),
+        }
+        // The command may have repaired or rewritten the file: start the next try clean.
+        std::fs::write(&index, &clean).unwrap();
     }
+    assert!(damaged.is_some(), "no flip in any page damaged a page a read needs");
     let o = run(&store, &["check"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("index damaged"), "{o:?}");
