@@ -12,6 +12,9 @@ the process's CPU time (``time.process_time``, every thread: the saver works in 
 background thread), which a loaded machine skews less than wall time; a durable commit's
 wait for the disk is wall time only.
 
+Each row runs in a fresh interpreter (a child process, one after the other), so no row
+inherits another's heap or garbage-collector state.
+
 SqliteSaver: a file database (its own setup: WAL). UndertextSaver: ``UndertextSaver.open``
 with the store's default options (group commit: each put is durable when it returns).
 Prints a markdown table and one JSON line per row.
@@ -28,6 +31,8 @@ import json
 import random
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -166,12 +171,21 @@ def main() -> None:
     ap.add_argument("--savers", default="sqlite,undertext")
     ap.add_argument("--channels", default="add_messages,delta")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--one", default=None, help="SAVER,CHANNEL: run one row here and print its JSON")
     args = ap.parse_args()
+    if args.one:
+        saver, channel = args.one.split(",")
+        with tempfile.TemporaryDirectory(dir=args.dir) as d:
+            print(json.dumps(run(saver, channel, args.pairs, Path(d))))
+        return
     rows = []
-    with tempfile.TemporaryDirectory(dir=args.dir) as d:
-        for channel in args.channels.split(","):
-            for saver in args.savers.split(","):
-                rows.append(run(saver, channel, args.pairs, Path(d)))
+    for channel in args.channels.split(","):
+        for saver in args.savers.split(","):
+            cmd = [sys.executable, __file__, "--pairs", str(args.pairs), "--one", f"{saver},{channel}"]
+            if args.dir is not None:
+                cmd += ["--dir", str(args.dir)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
     print(f"\n{args.pairs} pairs = {2 * args.pairs} supersteps\n")
     print("wall ms (CPU ms)\n")
     print(
