@@ -17,9 +17,11 @@
   another process, or read from the store) every item is serialized and the kept prefix
   found by blob id. An item changed in place and *not* written is not seen, as with
   LangGraph's ``DeltaChannel`` and with any channel a step does not write;
-  ``item_lists=False`` stores every list whole. Reading a list decodes each item once per
-  saver (a private cache) and hands out copies, shared by the checkpoints one ``list``
-  returns (their common prefix) and never between two calls.
+  ``item_lists=False`` stores every list whole. Reading a list decodes each item it has
+  not cached (from the bytes this saver just stored, when it has them) and hands out copies
+  of those it has, shared by the checkpoints one ``list`` returns (their common prefix) and
+  never between two calls; an item read a second time is cached (privately: a caller's
+  change to what it got changes no later answer).
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
@@ -1155,6 +1157,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         # Items of item lists decoded from the store, by blob id: never handed out (a
         # returned value gets a copy), so a caller changing what it got changes nothing here.
         self._decoded: _Bounded = _Bounded(16384)
+        # Items decoded once and handed out as they were (a first read costs one decode,
+        # as with LangGraph's savers): the second read of an item caches it.
+        self._read_once: _Bounded = _Bounded(65536)
         # The bytes of the item blobs this saver stored lately (what a read of the latest
         # state decodes first), so that reading them back needs no store read.
         self._item_bytes = _Bytes(32 << 20)
@@ -1286,14 +1291,21 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             kept = self._item_bytes
             datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
             new = dict(zip(missing, self._decode_items(datas)))
+            once = self._read_once
             for b, obj in new.items():
-                decoded[b] = obj
+                if b in once:
+                    decoded[b] = obj
+                else:
+                    once[b] = None
         if len(set(ids)) == len(ids):  # the usual case: no item twice in the list
             out = []
             for bid in ids:
                 x = memo.get(bid, _MISSING)
                 if x is _MISSING:
-                    x = memo[bid] = _fresh(new[bid] if bid in new else decoded[bid])
+                    if bid in new and bid not in decoded:
+                        x = memo[bid] = new[bid]  # decoded for this call only: no copy needed
+                    else:
+                        x = memo[bid] = _fresh(new[bid] if bid in new else decoded[bid])
                 out.append(x)
             return out
         # An item twice in one list is two objects, as decoding the list would give.
@@ -1302,7 +1314,9 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         for bid in ids:
             x = memo.get(bid, _MISSING) if bid not in used else _MISSING
             if x is _MISSING:
-                x = _fresh(new[bid] if bid in new else decoded[bid])
+                # (Not cached and not decoded by this read: decoded by an earlier read of
+                # this call, whose object is in the memo.)
+                x = _fresh(new[bid] if bid in new else decoded[bid] if bid in decoded else memo[bid])
                 if bid not in used:
                     memo[bid] = x
             used.add(bid)
