@@ -47,12 +47,30 @@ fn backends() -> Vec<Backend> {
         vec![Backend { name: "embedded", store: Store::open(dir.path(), opts()).unwrap(), _dir: Some(dir) }];
     if let Some(url) = fleet_url() {
         out.push(Backend { name: "fleet", store: Store::open(&url, opts()).unwrap(), _dir: None });
+        if let Some(s3) = s3_url(&url) {
+            out.push(Backend { name: "fleet+s3", store: Store::open(&s3, opts()).unwrap(), _dir: None });
+        }
     } else {
         eprintln!(
             "fleet backend skipped: UNDERTEXT_FLEET_URL is not set (or built without the feature `fleet`)"
         );
     }
     out
+}
+
+/// The fleet URL with blobs in S3 (`UNDERTEXT_FLEET_S3`: the URL parameters naming s3s-fs,
+/// set by scripts/fleet-servers), if this run has one.
+fn s3_url(url: &str) -> Option<String> {
+    let params = std::env::var("UNDERTEXT_FLEET_S3").ok().filter(|p| !p.is_empty())?;
+    Some(format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' }))
+}
+
+/// Two opens of the fleet URL with blobs in S3, and the bucket's directory on disk (s3s-fs
+/// keeps an object as a file named by its key).
+fn two_s3_stores() -> Option<(Store, Store, std::path::PathBuf)> {
+    let url = s3_url(&fleet_url()?)?;
+    let dir = std::path::PathBuf::from(std::env::var("UNDERTEXT_FLEET_S3_DIR").ok()?);
+    Some((Store::open(&url, opts()).unwrap(), Store::open(&url, opts()).unwrap(), dir))
 }
 
 /// An owner name no other test (or earlier run on the same server) uses.
@@ -369,4 +387,50 @@ fn directory_only_operations_refuse_a_fleet_url_instead_of_taking_it_for_a_direc
         );
     }
     assert!(!std::path::Path::new("postgres:").exists(), "no directory was made from the URL");
+}
+
+#[test]
+fn fleet_s3_the_same_content_from_two_processes_is_one_object_uploaded_once() {
+    let Some((a, b, bucket)) = two_s3_stores() else { return };
+    let (alice, bob) = (owner("s3-alice"), owner("s3-bob"));
+    let content = format!("a shared tool result {}", owner("content")).into_bytes();
+    let id = a.put_blob(&alice, &content).unwrap();
+    let object = bucket.join("t").join(id.to_string());
+    let meta = std::fs::metadata(&object).unwrap_or_else(|e| panic!("object {}: {e}", object.display()));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert_eq!(b.put_blob(&bob, &content).unwrap(), id);
+    let listed: Vec<_> = std::fs::read_dir(bucket.join("t"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name() == std::ffi::OsStr::new(&id.to_string()))
+        .collect();
+    assert_eq!(listed.len(), 1, "one object for the content");
+    let again = std::fs::metadata(&object).unwrap();
+    assert_eq!(
+        again.modified().unwrap(),
+        meta.modified().unwrap(),
+        "the second process found it (HEAD) and did not PUT"
+    );
+    assert_eq!(&*b.get_blob(&alice, &id).unwrap(), content.as_slice(), "read from S3 by another process");
+    assert_eq!(&*a.get_blob(&bob, &id).unwrap(), content.as_slice());
+}
+
+#[test]
+fn fleet_s3_a_corrupted_object_is_refused_on_read_naming_the_blob_and_its_key() {
+    let Some((a, b, bucket)) = two_s3_stores() else { return };
+    let alice = owner("s3-corrupt");
+    let content = format!("a result that will be damaged in the bucket {}", owner("c")).into_bytes();
+    let id = a.put_blob(&alice, &content).unwrap();
+    let object = bucket.join("t").join(id.to_string());
+    let mut bytes = std::fs::read(&object).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x55;
+    std::fs::write(&object, &bytes).unwrap();
+    // The other process has no local copy: it reads the object and checks it.
+    let e = b.get_blob(&alice, &id).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::Backend { .. }), "{text}");
+    assert!(text.contains(&id.to_string()) && text.contains("content hash"), "{text}");
+    assert!(text.contains(&format!("object t/{id}")), "{text}");
+    // The writer's replica (the cache) still serves its verified copy.
+    assert_eq!(&*a.get_blob(&alice, &id).unwrap(), content.as_slice());
 }

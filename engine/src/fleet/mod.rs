@@ -9,6 +9,7 @@
 //! for the schema.
 
 mod pg;
+mod s3;
 mod url;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::store::Kernel;
 use crate::store::remote::Remote;
 
 pub(crate) use pg::Fleet;
+pub use s3::S3Url;
 pub use url::FleetUrl;
 
 /// True when `path` names a fleet backend (`postgres://` or `postgresql://`) rather than a

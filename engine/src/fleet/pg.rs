@@ -9,6 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use postgres::{Client, NoTls};
 
+use super::s3::S3;
 use super::url::FleetUrl;
 use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
@@ -103,6 +104,9 @@ pub(crate) struct Fleet {
     held: Mutex<HashMap<u64, Client>>,
     /// The local replica's directory, made for this open and removed when it closes.
     replica: PathBuf,
+    /// Blobs in S3-compatible storage (`?blobs=s3://…`); `ut_blobs` then keeps a row without
+    /// payload for each.
+    s3: Option<S3>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -137,9 +141,11 @@ impl Fleet {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
+        let s3 = url.s3.as_ref().map(S3::new).transpose()?;
         let replica = make_replica_dir(url)?;
         let fleet = Fleet {
             replica,
+            s3,
             shown: url.shown.clone(),
             config,
             idle: Mutex::new(Vec::new()),
@@ -262,7 +268,9 @@ impl Fleet {
     }
 
     /// Uploads the blob records of `txn` (content-addressed: a blob already stored is left as
-    /// it is), in one statement, before the catalog transaction that references them.
+    /// it is), before the catalog transaction that references them: to S3 when configured (a
+    /// HEAD first; a PUT only when the object is missing), then one statement for `ut_blobs`
+    /// (with the payload, or an empty one when the payload is in S3).
     fn upload(&self, txn: &Txn) -> Result<()> {
         let mut ids: Vec<&[u8]> = Vec::new();
         let mut kinds: Vec<i16> = Vec::new();
@@ -271,11 +279,22 @@ impl Fleet {
         let mut payloads: Vec<&[u8]> = Vec::new();
         for r in &txn.records {
             if let Some(id) = &r.blob {
+                if let Some(s3) = &self.s3 {
+                    let key = s3.key(&id.to_string());
+                    if !s3.exists(&key)? {
+                        let mut object = Vec::with_capacity(6 + r.payload.len());
+                        object.push(r.kind);
+                        object.push(r.codec);
+                        object.extend_from_slice(&r.raw_len.to_le_bytes());
+                        object.extend_from_slice(&r.payload);
+                        s3.put(&key, &object)?;
+                    }
+                }
                 ids.push(id.as_bytes());
                 kinds.push(i16::from(r.kind));
                 codecs.push(i16::from(r.codec));
                 lens.push(r.raw_len as i32);
-                payloads.push(&r.payload);
+                payloads.push(if self.s3.is_some() { &[] } else { &r.payload });
             }
         }
         if ids.is_empty() {
@@ -679,10 +698,37 @@ impl Remote for Fleet {
             .map_err(|e| self.err("read a blob", &e))?;
         self.put(c);
         let Some(row) = row else { return Ok(false) };
-        let (k, codec, raw_len): (i16, i16, i32) =
+        let (mut k, mut codec, mut raw_len): (i16, i16, i32) =
             (self.col(&row, 0)?, self.col(&row, 1)?, self.col(&row, 2)?);
-        let payload: Vec<u8> = self.col(&row, 3)?;
-        let wrong = |why: String| self.bad(format!("blob {id}: {why}"));
+        let mut payload: Vec<u8> = self.col(&row, 3)?;
+        let mut from = String::new();
+        if payload.is_empty() {
+            // The payload is in object storage.
+            let Some(s3) = &self.s3 else {
+                return Err(self.bad(format!(
+                    "blob {id}: stored in S3-compatible storage; open the store with ?blobs=s3://bucket/prefix"
+                )));
+            };
+            let key = s3.key(&id.to_string());
+            let Some(object) = s3.get(&key)? else {
+                return Err(self.bad(format!(
+                    "blob {id}: listed in ut_blobs but missing from {} (key {key})",
+                    s3.shown
+                )));
+            };
+            if object.len() < 6 {
+                return Err(self.bad(format!(
+                    "blob {id}: object {key} in {} is {} bytes, too short",
+                    s3.shown,
+                    object.len()
+                )));
+            }
+            (k, codec) = (i16::from(object[0]), i16::from(object[1]));
+            raw_len = i32::from_le_bytes([object[2], object[3], object[4], object[5]]);
+            payload = object[6..].to_vec();
+            from = format!(" (object {key} in {})", s3.shown);
+        }
+        let wrong = |why: String| self.bad(format!("blob {id}{from}: {why}"));
         let (Ok(k), Ok(codec), Ok(raw_len)) = (u8::try_from(k), u8::try_from(codec), u32::try_from(raw_len))
         else {
             return Err(wrong(format!(

@@ -1,0 +1,333 @@
+//! S3-compatible blob storage for fleet mode (`?blobs=s3://bucket/prefix`): a small synchronous
+//! client, path-style requests over plain HTTP/1.1 (`std::net::TcpStream`), signed with AWS
+//! Signature Version 4 (`hmac` + `sha2`, already in the tree through the PostgreSQL client).
+//! Only `HEAD`, `PUT` and `GET` of one object are needed: a blob's key is the prefix followed by
+//! the BLAKE3 hex of its content, so a put is idempotent and needs no conditional write.
+//!
+//! An object's bytes (engine/FORMAT.md, "Fleet mode"): `kind` (u8), `codec` (u8), `raw_len`
+//! (u32, little-endian), then the blob record's payload (the 32-byte id, then the body, stored
+//! as the codec says) — the columns of a `ut_blobs` row, in one object.
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// Where blobs go when they are not in PostgreSQL, as the fleet URL names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Url {
+    /// The bucket.
+    pub bucket: String,
+    /// The key prefix (may be empty; kept as written, e.g. `blobs/`).
+    pub prefix: String,
+    /// `http://host[:port]` (`s3_endpoint=`, else `AWS_ENDPOINT_URL`).
+    pub endpoint: Option<String>,
+    /// `s3_region=`, else `AWS_REGION`, else `us-east-1`.
+    pub region: Option<String>,
+    /// `s3_key=`, else `AWS_ACCESS_KEY_ID`.
+    pub access_key: Option<String>,
+    /// `s3_secret=`, else `AWS_SECRET_ACCESS_KEY`.
+    pub secret_key: Option<String>,
+}
+
+impl S3Url {
+    /// Parses the value of `blobs=`: `s3://bucket[/prefix]`.
+    pub(crate) fn parse(v: &str) -> Option<S3Url> {
+        let rest = v.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return None;
+        }
+        Some(S3Url {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            endpoint: None,
+            region: None,
+            access_key: None,
+            secret_key: None,
+        })
+    }
+}
+
+/// A connected (configured) bucket.
+pub(crate) struct S3 {
+    /// `host[:port]`, as sent in the `Host` header.
+    host: String,
+    bucket: String,
+    prefix: String,
+    region: String,
+    access_key: String,
+    secret_key: String,
+    /// `s3://bucket/prefix at http://host`, for messages.
+    pub(crate) shown: String,
+}
+
+impl std::fmt::Debug for S3 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3").field("at", &self.shown).finish_non_exhaustive()
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+impl S3 {
+    /// Resolves the URL's settings with the environment's (`AWS_*`).
+    pub(crate) fn new(u: &S3Url) -> Result<S3> {
+        let bad = |why: &str| Error::InvalidArgument(format!("blobs=s3://{}/{}: {why}", u.bucket, u.prefix));
+        let endpoint =
+            u.endpoint.clone().or_else(|| env("AWS_ENDPOINT_URL_S3")).or_else(|| env("AWS_ENDPOINT_URL"));
+        let Some(endpoint) = endpoint else {
+            return Err(bad("expected an endpoint: s3_endpoint=http://host:port or AWS_ENDPOINT_URL"));
+        };
+        let Some(host) = endpoint.strip_prefix("http://") else {
+            return Err(bad(&format!(
+                "endpoint {endpoint}: expected http://host[:port] (https is not built in yet: put a TLS-terminating proxy in front)"
+            )));
+        };
+        let host = host.trim_end_matches('/').to_string();
+        if host.is_empty() || host.contains('/') {
+            return Err(bad(&format!("endpoint {endpoint}: expected http://host[:port] without a path")));
+        }
+        let access_key = u.access_key.clone().or_else(|| env("AWS_ACCESS_KEY_ID"));
+        let secret_key = u.secret_key.clone().or_else(|| env("AWS_SECRET_ACCESS_KEY"));
+        let (Some(access_key), Some(secret_key)) = (access_key, secret_key) else {
+            return Err(bad(
+                "expected credentials: s3_key= and s3_secret=, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            ));
+        };
+        let region = u.region.clone().or_else(|| env("AWS_REGION")).unwrap_or_else(|| "us-east-1".into());
+        Ok(S3 {
+            shown: format!("s3://{}/{} at {endpoint}", u.bucket, u.prefix),
+            host,
+            bucket: u.bucket.clone(),
+            prefix: u.prefix.clone(),
+            region,
+            access_key,
+            secret_key,
+        })
+    }
+
+    /// The key of the blob whose id is `hex`.
+    pub(crate) fn key(&self, hex: &str) -> String {
+        format!("{}{hex}", self.prefix)
+    }
+
+    fn fail(&self, what: &str, key: &str, why: String) -> Error {
+        Error::Backend { url: self.shown.clone(), reason: format!("{what} {key}: {why}") }
+    }
+
+    /// True when the object exists.
+    pub(crate) fn exists(&self, key: &str) -> Result<bool> {
+        let (status, _) = self.request("HEAD", key, &[]).map_err(|e| self.fail("HEAD", key, e))?;
+        match status {
+            200 => Ok(true),
+            404 => Ok(false),
+            s => Err(self.fail("HEAD", key, format!("HTTP status {s}"))),
+        }
+    }
+
+    /// Stores `body` at `key`.
+    pub(crate) fn put(&self, key: &str, body: &[u8]) -> Result<()> {
+        let (status, answer) = self.request("PUT", key, body).map_err(|e| self.fail("PUT", key, e))?;
+        if status == 200 {
+            return Ok(());
+        }
+        Err(self.fail("PUT", key, format!("HTTP status {status}: {}", String::from_utf8_lossy(&answer))))
+    }
+
+    /// The object at `key`, or `None` when there is none.
+    pub(crate) fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let (status, body) = self.request("GET", key, &[]).map_err(|e| self.fail("GET", key, e))?;
+        match status {
+            200 => Ok(Some(body)),
+            404 => Ok(None),
+            s => Err(self.fail("GET", key, format!("HTTP status {s}: {}", String::from_utf8_lossy(&body)))),
+        }
+    }
+
+    /// One signed request; the status and the body.
+    fn request(&self, method: &str, key: &str, body: &[u8]) -> std::result::Result<(u16, Vec<u8>), String> {
+        let path = format!("/{}/{}", uri_encode(&self.bucket), uri_encode(key));
+        let (date, stamp) = amz_date(SystemTime::now());
+        let payload_hash = hex(&Sha256::digest(body));
+        let canonical = format!(
+            "{method}\n{path}\n\nhost:{}\nx-amz-content-sha256:{payload_hash}\nx-amz-date:{stamp}\n\nhost;x-amz-content-sha256;x-amz-date\n{payload_hash}",
+            self.host
+        );
+        let scope = format!("{date}/{}/s3/aws4_request", self.region);
+        let to_sign =
+            format!("AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}", hex(&Sha256::digest(canonical.as_bytes())));
+        let mut k = hmac(format!("AWS4{}", self.secret_key).as_bytes(), date.as_bytes());
+        for part in [self.region.as_str(), "s3", "aws4_request"] {
+            k = hmac(&k, part.as_bytes());
+        }
+        let signature = hex(&hmac(&k, to_sign.as_bytes()));
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {host}\r\nx-amz-date: {stamp}\r\nx-amz-content-sha256: {payload_hash}\r\n\
+             Authorization: AWS4-HMAC-SHA256 Credential={ak}/{scope}, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}\r\n\
+             Content-Length: {len}\r\nConnection: close\r\n\r\n",
+            host = self.host,
+            ak = self.access_key,
+            len = body.len(),
+        );
+        let addr = self
+            .host
+            .to_socket_addrs()
+            .map_err(|e| format!("resolve {}: {e}", self.host))?
+            .next()
+            .ok_or_else(|| format!("resolve {}: no address", self.host))?;
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+            .map_err(|e| format!("connect: {e}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        s.write_all(head.as_bytes()).map_err(|e| format!("send: {e}"))?;
+        s.write_all(body).map_err(|e| format!("send: {e}"))?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer).map_err(|e| format!("receive: {e}"))?;
+        parse_response(&answer, method == "HEAD")
+    }
+}
+
+/// The status and body of an HTTP/1.1 response read to the end (the connection closed).
+fn parse_response(answer: &[u8], head_only: bool) -> std::result::Result<(u16, Vec<u8>), String> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| format!("a response without a header end ({} bytes)", answer.len()))?;
+    let head =
+        std::str::from_utf8(&answer[..end]).map_err(|_| "a response header that is not UTF-8".to_string())?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("a response status line {status_line:?}"))?;
+    let mut chunked = false;
+    let mut length = None;
+    for l in lines {
+        if let Some((name, value)) = l.split_once(':') {
+            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                chunked = true;
+            } else if name == "content-length" {
+                length = value.parse::<usize>().ok();
+            }
+        }
+    }
+    let rest = &answer[end + 4..];
+    if head_only {
+        return Ok((status, Vec::new()));
+    }
+    if chunked {
+        return Ok((status, dechunk(rest)?));
+    }
+    match length {
+        Some(n) if rest.len() < n => Err(format!("a body cut short: {} of {n} bytes", rest.len())),
+        Some(n) => Ok((status, rest[..n].to_vec())),
+        None => Ok((status, rest.to_vec())),
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    loop {
+        let eol = b.windows(2).position(|w| w == b"\r\n").ok_or("a chunk size line without its end")?;
+        let size_text = std::str::from_utf8(&b[..eol]).map_err(|_| "a chunk size that is not text")?;
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("a chunk size {size_text:?}"))?;
+        b = &b[eol + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        if b.len() < size + 2 {
+            return Err("a chunk cut short".into());
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
+    // An HMAC takes a key of any length: new_from_slice cannot fail.
+    let Ok(mut m) = <Hmac<Sha256> as KeyInit>::new_from_slice(key) else { return Vec::new() };
+    m.update(data);
+    m.finalize().into_bytes().to_vec()
+}
+
+fn hex(b: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(b.len() * 2);
+    for x in b {
+        let _ = write!(s, "{x:02x}");
+    }
+    s
+}
+
+/// SigV4's URI encoding of a path: unreserved characters and `/` kept, the rest `%XX`.
+fn uri_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for &c in s.as_bytes() {
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(c as char);
+        } else {
+            out.push_str(&format!("%{c:02X}"));
+        }
+    }
+    out
+}
+
+/// (`YYYYMMDD`, `YYYYMMDDTHHMMSSZ`) in UTC.
+fn amz_date(t: SystemTime) -> (String, String) {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let date = format!("{y:04}{m:02}{d:02}");
+    let stamp = format!("{date}T{:02}{:02}{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60);
+    (date, stamp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        assert_eq!(amz_date(UNIX_EPOCH).1, "19700101T000000Z");
+        assert_eq!(amz_date(UNIX_EPOCH + Duration::from_secs(1_709_251_199)).1, "20240229T235959Z");
+    }
+
+    #[test]
+    fn signing_key_matches_the_aws_example() {
+        // AWS's documented example (Signature Version 4, "deriving the signing key").
+        let mut k = hmac(b"AWS4wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", b"20120215");
+        for p in ["us-east-1", "iam", "aws4_request"] {
+            k = hmac(&k, p.as_bytes());
+        }
+        assert_eq!(hex(&k), "f4780e2d9f65fa895f9c67b32ce1baf0b0d8a43505a000a1a9e090d414db404d");
+    }
+
+    #[test]
+    fn chunked_bodies_are_joined() {
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+            false,
+        );
+        assert_eq!(r, Ok((200, b"abcde".to_vec())));
+    }
+}
