@@ -141,6 +141,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
+        refuse_fleet_url(path.as_ref(), "a read-only open")?;
         let (kernel, next_chat) = read_only::open(path.as_ref(), opts)?;
         Ok(store_of(kernel, next_chat))
     }
@@ -415,6 +416,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn rebuild_index_at(path: impl AsRef<Path>, opts: Options) -> Result<()> {
+        refuse_fleet_url(path.as_ref(), "an index rebuild")?;
         maintenance::rebuild_index_at(path.as_ref(), opts)
     }
 
@@ -450,6 +452,20 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
+        refuse_fleet_url(path.as_ref(), "gc")?;
         gc::gc(path.as_ref(), opts)
+    }
+}
+
+/// The error of a directory-only operation (`gc`, read-only opens, index rebuilds) given a
+/// fleet URL (`postgres://…`): it would otherwise take the URL for a directory name.
+fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
+    match path.to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://")) {
+        Some(url) => Err(crate::error::Error::InvalidArgument(format!(
+            "{what} works on a store directory, found the fleet URL {} (fleet stores are opened with \
+             Store::open; their {what} is not built yet)",
+            crate::error::hide_password(url)
+        ))),
+        None => Ok(()),
     }
 }
