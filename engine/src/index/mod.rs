@@ -12,7 +12,7 @@ mod memtable;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard, RwLock};
 use redb::{
@@ -58,6 +58,10 @@ pub(crate) struct Index {
     flushed: Mutex<Position>,
     /// What redb's writes did while the store opens (see [`Index::abandon`]).
     journal: Arc<Journal>,
+    /// Advanced after every redb commit that may have removed a grant (a chat's deletion
+    /// applied, the index rebuilt or cleared): a grant decision cached under an older value
+    /// is not used again (see [`Index::grants_epoch`]).
+    grants_epoch: AtomicU64,
 }
 
 /// What one batch adds to the index: blob locations, and history records to apply.
@@ -218,6 +222,7 @@ impl Index {
             flush_lock: Mutex::new(()),
             flushed: Mutex::new(Position::new(0, 0)),
             journal: journal.clone(),
+            grants_epoch: AtomicU64::new(0),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -259,6 +264,7 @@ impl Index {
             flush_lock: Mutex::new(()),
             flushed: Mutex::new(Position::new(0, 0)),
             journal: Arc::new(Journal::default()),
+            grants_epoch: AtomicU64::new(0),
         })
     }
 
@@ -326,6 +332,7 @@ impl Index {
             tracing::warn!(error = %e, "closing the replaced index failed; the rebuilt one is in place");
         }
         *self.flushed.lock() = applied.position;
+        self.grants_changed();
         Ok(())
     }
 
@@ -353,6 +360,7 @@ impl Index {
         tx.delete_table(META).map_err(redb_err)?;
         history::delete_tables(&tx)?;
         tx.commit().map_err(redb_err)?;
+        self.grants_changed();
         Ok(())
     }
 
@@ -396,6 +404,9 @@ impl Index {
         }
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;
+        if batches.iter().any(|b| revokes(&b.records)) {
+            self.grants_changed();
+        }
         *self.flushed.lock() = applied.position;
         Ok(())
     }
@@ -419,6 +430,9 @@ impl Index {
             return Ok(false);
         };
         let r = self.commit_flush(durable, sync_log, &entries, applied);
+        if r.is_ok() && revokes(&entries.records) {
+            self.grants_changed();
+        }
         // Entries stay visible in the memtable's flushing set until redb has them.
         self.mem.write().finish_flush(r.is_ok());
         r?;
@@ -445,6 +459,18 @@ impl Index {
         apply_entries(&tx, &entries.blobs, &entries.records)?;
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)
+    }
+
+    /// The grants epoch: it advances after every commit that may have removed a grant from
+    /// redb. A positive grant decision read from redb may be cached under the epoch read
+    /// *before* the lookup, and used only while the epoch is still that value: a revocation
+    /// committed after the lookup then invalidates it, and one committed before it was seen.
+    pub(crate) fn grants_epoch(&self) -> u64 {
+        self.grants_epoch.load(Ordering::SeqCst)
+    }
+
+    fn grants_changed(&self) {
+        self.grants_epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The next chat id to hand out (one past the highest created).
@@ -693,6 +719,12 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
         }
     }
     out
+}
+
+/// True when applying `records` may remove a grant (a chat's deletion takes the grants
+/// bound to it).
+fn revokes(records: &[PendingRecord]) -> bool {
+    records.iter().any(|r| r.kind == crate::record::kind::DELETE)
 }
 
 fn apply_entries(

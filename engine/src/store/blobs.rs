@@ -60,6 +60,10 @@ pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> 
 /// moments ago: a grant still in the memtable counts as it is (`pending`), or is flushed to
 /// redb first (without `pending`: the caller then reads what the grant's records index, such
 /// as an archive's sizes).
+///
+/// A grant found in redb is remembered in [`Core::grants`] under the index's grants epoch
+/// read before the lookup, and answers later calls without a read transaction until a
+/// revocation (a chat's deletion applied to redb) advances the epoch.
 pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
     if granted_locally(core, owner, id, bits, pending)? {
         return Ok(true);
@@ -75,10 +79,16 @@ pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: 
 }
 
 fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
+    let epoch = core.index.grants_epoch();
+    if core.grants.holds(owner, id, bits, epoch) {
+        return Ok(true);
+    }
     // Both read before the lookup: a flush that lands between the lookup's read transaction
     // and a later reading of `flushed` would hide a grant from both.
     let (written, flushed) = (core.log.written(), core.index.flushed());
-    if held(core, owner, id, None)?.any & bits != 0 {
+    let any = held(core, owner, id, None)?.any;
+    if any & bits != 0 {
+        core.grants.note(owner, id, any, epoch);
         return Ok(true);
     }
     if pending && core.index.mem.read().pending_grant(owner, &id.0).is_some_and(|b| b & bits != 0) {
@@ -86,9 +96,45 @@ fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: boo
     }
     if flushed < written {
         core.ensure_flushed(written)?;
-        return Ok(held(core, owner, id, None)?.any & bits != 0);
+        let any = held(core, owner, id, None)?.any;
+        if any & bits != 0 {
+            core.grants.note(owner, id, any, epoch);
+            return Ok(true);
+        }
     }
     Ok(false)
+}
+
+/// Grants found in redb, by blob and owner: the bits held and the grants epoch they were
+/// read under ([`Index::grants_epoch`](crate::index::Index::grants_epoch)). Only grants
+/// found are kept (a grant written later is looked up then); an entry whose epoch is not the
+/// current one is not used, so a grant revoked by a chat's deletion is never answered from
+/// here once the deletion is in redb (which `delete_chat` waits for).
+#[derive(Debug, Default)]
+pub(crate) struct GrantCache {
+    map: parking_lot::RwLock<std::collections::HashMap<BlobId, Vec<(Box<str>, u8, u64)>>>,
+}
+
+/// Blobs whose grants are remembered; the map is emptied when it reaches this.
+const GRANT_CACHE_BLOBS: usize = 1 << 14;
+
+impl GrantCache {
+    /// True when `owner` was found holding a grant with any of `bits` on `id` under `epoch`.
+    pub(crate) fn holds(&self, owner: &str, id: &BlobId, bits: u8, epoch: u64) -> bool {
+        let map = self.map.read();
+        map.get(id).is_some_and(|v| v.iter().any(|(o, b, e)| &**o == owner && *e == epoch && b & bits != 0))
+    }
+
+    /// Remembers that `owner` holds grants `bits` on `id`, as read under `epoch`.
+    pub(crate) fn note(&self, owner: &str, id: &BlobId, bits: u8, epoch: u64) {
+        let mut map = self.map.write();
+        if map.len() >= GRANT_CACHE_BLOBS && !map.contains_key(id) {
+            map.clear();
+        }
+        let v = map.entry(*id).or_default();
+        v.retain(|(o, _, e)| &**o != owner && *e == epoch);
+        v.push((owner.into(), bits, epoch));
+    }
 }
 
 /// Adds a grant of `id` to `owner` to `txn`, unless the owner already holds one that does as

@@ -43,6 +43,8 @@ pub(crate) struct Core {
     /// Fleet mode: the shared catalog and blob store this store replicates (see
     /// `store/remote.rs`); unset for an embedded store.
     pub remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
+    /// Grants found in redb (see [`super::blobs::granted`]).
+    pub grants: super::blobs::GrantCache,
 }
 
 /// One record of a transaction being built.

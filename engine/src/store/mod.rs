@@ -141,6 +141,7 @@ impl Kernel {
             blob_bodies_read: Default::default(),
             recent_manifests: Default::default(),
             chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
+            grants: Default::default(),
             read_only: None,
             remote: Default::default(),
         });

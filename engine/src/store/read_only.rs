@@ -412,6 +412,7 @@ fn open_log_only(
         blob_bodies_read: Default::default(),
         recent_manifests: Default::default(),
         chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
+        grants: Default::default(),
         read_only: Some(why),
         remote: Default::default(),
     });
