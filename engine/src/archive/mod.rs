@@ -5,21 +5,20 @@
 //! holding its [offset index](offsets). An `archive` record grants one owner the right to
 //! read it; the same text archived by two owners is stored once with two grants.
 
+mod cache;
 mod offsets;
 mod preview;
+
+pub(crate) use cache::ArchiveCache;
 
 pub use offsets::Unit;
 pub use preview::DEFAULT_MARKER;
 
-use std::borrow::Cow;
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use self::offsets::OffsetIndex;
-use crate::blob::{BlobId, Verify};
+use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::index::{ARCHIVES, GRANT_ARCHIVE};
 use crate::log::Position;
@@ -82,55 +81,14 @@ impl ArchiveText {
         Ok(&self.text[a..b])
     }
 
+    /// A text and its offset index, checked by the caller to belong together.
+    pub(crate) fn from_parts(text: String, index: OffsetIndex) -> ArchiveText {
+        ArchiveText { text, index }
+    }
+
     /// Bytes of the encoded offset index (the overhead stored with the archive).
     pub fn index_bytes(&self) -> usize {
         self.index.encode().len()
-    }
-}
-
-type Loaded = ArchiveText;
-
-/// Recently read archives, kept up to a byte budget.
-#[derive(Debug, Default)]
-pub(crate) struct ArchiveCache {
-    inner: Mutex<CacheInner>,
-}
-
-#[derive(Debug, Default)]
-struct CacheInner {
-    /// Archive, and the clock value of its last use.
-    map: HashMap<BlobId, (Arc<Loaded>, u64)>,
-    clock: u64,
-    bytes: usize,
-}
-
-const CACHE_BYTES: usize = 64 << 20;
-
-impl ArchiveCache {
-    fn get(&self, id: &BlobId) -> Option<Arc<Loaded>> {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.map.get_mut(id).map(|(l, used)| {
-            *used = tick;
-            l.clone()
-        })
-    }
-
-    fn put(&self, id: BlobId, l: Arc<Loaded>) {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.bytes += l.text.len();
-        if let Some((old, _)) = g.map.insert(id, (l, tick)) {
-            g.bytes -= old.text.len();
-        }
-        while g.bytes > CACHE_BYTES && g.map.len() > 1 {
-            let Some(oldest) = g.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
-            if let Some((l, _)) = g.map.remove(&oldest) {
-                g.bytes -= l.text.len();
-            }
-        }
     }
 }
 
@@ -259,30 +217,13 @@ pub(crate) fn archive_ref(core: &Core, owner: &str, id: &BlobId) -> Result<Archi
 }
 
 /// Archive `id` of `owner`: from `cache`, or read from the log, verified, and cached.
-pub(crate) fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Arc<Loaded>> {
-    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
-    if let Some(l) = cache.get(id) {
-        return Ok(l);
-    }
-    let blob = core.get_blob(id, Verify::Hash)?;
-    let text = String::from_utf8(blob.to_vec()).map_err(|e| {
-        Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
-    })?;
-    let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
-    let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
-    if index.end.bytes != text.len() as u64 {
-        return Err(Error::Index(format!(
-            "archive {id}: offset index covers {} bytes, text holds {}",
-            index.end.bytes,
-            text.len()
-        )));
-    }
-    let l = Arc::new(ArchiveText { text, index });
-    cache.put(*id, l.clone());
-    Ok(l)
+pub(crate) fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Arc<ArchiveText>> {
+    cache::load_whole(core, cache, owner, id)
 }
 
 /// Returns `range` of archive `id`, exactly, counted in `unit` (see `Store::read_context`).
+/// A chunked archive is not loaded whole: the read touches only the chunks around the two
+/// bounds and those the range covers, and keeps them for the next reads.
 pub(crate) fn read_context(
     core: &Core,
     cache: &ArchiveCache,
@@ -291,35 +232,7 @@ pub(crate) fn read_context(
     range: Range<u64>,
     unit: Unit,
 ) -> Result<String> {
-    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
-    if let Some(l) = cache.get(id) {
-        return Ok(l.read(range, unit)?.to_string());
-    }
-    if !core.blob_is_chunked(id)? {
-        let l = load(core, cache, owner, id)?;
-        return Ok(l.read(range, unit)?.to_string());
-    }
-    if range.start > range.end {
-        return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
-    }
-    let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
-    let index = OffsetIndex::decode(&ib).map_err(Error::Index)?;
-    let len = core.blob_len(id)?;
-    if index.end.bytes != len {
-        return Err(Error::Index(format!(
-            "archive {id}: offset index covers {} bytes, text holds {len}",
-            index.end.bytes
-        )));
-    }
-    let verify = core.opts.verify;
-    let read = |r: Range<usize>| core.get_blob_range(id, r.start as u64..r.end as u64, verify);
-    let ends_with_newline = len > 0 && read(len as usize - 1..len as usize)? == b"\n";
-    let mut window = |r: Range<usize>| read(r).map(Cow::Owned);
-    let from = index.byte_of_in(range.start, unit, ends_with_newline, &mut window)?;
-    let to = index.byte_of_in(range.end, unit, ends_with_newline, &mut window)?;
-    String::from_utf8(read(from..to)?).map_err(|e| {
-        Error::Index(format!("archive {id} is not UTF-8 at byte {}", from + e.utf8_error().valid_up_to()))
-    })
+    cache::read_context(core, cache, owner, id, range, unit)
 }
 
 /// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).

@@ -111,6 +111,21 @@ impl OffsetIndex {
         Ok(OffsetIndex { marks, end })
     }
 
+    /// The bytes [`OffsetIndex::byte_of_in`] reads to find position `pos` in `unit` (empty
+    /// when it reads none), so that a caller can fetch them ahead.
+    pub(crate) fn window(&self, pos: u64, unit: Unit, ends_with_newline: bool) -> Range<u64> {
+        let len = self.end.bytes;
+        let stretch = |k: usize| self.marks[k].bytes..self.marks.get(k + 1).map_or(len, |n| n.bytes);
+        match unit {
+            Unit::Bytes if pos < len => pos.saturating_sub(3)..pos + 1,
+            Unit::Bytes => 0..0,
+            Unit::Lines if pos == 0 || pos >= self.lines(ends_with_newline) => 0..0,
+            Unit::Lines => stretch(self.marks.partition_point(|m| m.newlines < pos).saturating_sub(1)),
+            u if pos > self.end.get(u) => 0..0,
+            u => stretch(self.marks.partition_point(|m| m.get(u) <= pos).saturating_sub(1)),
+        }
+    }
+
     /// The byte offset of position `pos` in `unit`. Errors say where a position splits a
     /// character and what the length is when it is past the end.
     pub(crate) fn byte_of(&self, text: &str, pos: u64, unit: Unit) -> Result<usize> {
@@ -173,7 +188,17 @@ impl OffsetIndex {
                 let (m, end) = stretch(k);
                 let w = window(m.bytes as usize..end)?;
                 let mut seen = m.newlines;
-                for (i, b) in w.iter().enumerate() {
+                // Whole blocks first, while the target lies beyond them.
+                let mut from = 0;
+                while let Some(block) = w.get(from..from + BLOCK) {
+                    let n = newlines_in_block(block);
+                    if seen + n >= pos {
+                        break;
+                    }
+                    seen += n;
+                    from += BLOCK;
+                }
+                for (i, b) in w.iter().enumerate().skip(from) {
                     if *b == b'\n' {
                         seen += 1;
                         if seen == pos {
@@ -192,6 +217,15 @@ impl OffsetIndex {
                 // are its non-continuation bytes (plus one per 4-byte lead for UTF-16).
                 let mut at = m.get(unit);
                 let mut b = 0;
+                // Whole blocks first (counted a vector at a time), then words, then bytes.
+                while let Some(block) = bytes.get(b..b + BLOCK) {
+                    let n = units_in_block(block, unit);
+                    if at + n >= pos {
+                        break;
+                    }
+                    at += n;
+                    b += BLOCK;
+                }
                 while b + 8 <= bytes.len() {
                     let mut a = [0u8; 8];
                     a.copy_from_slice(&bytes[b..b + 8]);
@@ -228,6 +262,32 @@ impl OffsetIndex {
             }
         }
     }
+}
+
+/// Bytes of text counted at a time while skipping towards a position.
+const BLOCK: usize = 64;
+
+/// Units of `unit` (chars or UTF-16) whose first byte lies in `block` (at most 255 bytes).
+/// Written as plain loops over bytes with byte counters, which the compiler vectorizes.
+fn units_in_block(block: &[u8], unit: Unit) -> u64 {
+    let mut leads = 0u8;
+    let mut four = 0u8;
+    for &x in block {
+        // Every byte but a continuation byte (10xxxxxx) starts a character.
+        leads += u8::from((x as i8) >= -64);
+        // A 4-byte lead (11110xxx) is a surrogate pair in UTF-16.
+        four += u8::from(x >= 0xF0);
+    }
+    u64::from(leads) + if unit == Unit::Utf16 { u64::from(four) } else { 0 }
+}
+
+/// `\n`s in `block` (at most 255 bytes).
+fn newlines_in_block(block: &[u8]) -> u64 {
+    let mut n = 0u8;
+    for &x in block {
+        n += u8::from(x == b'\n');
+    }
+    u64::from(n)
 }
 
 /// Units of `unit` (chars or UTF-16) whose first byte lies in the 8 bytes of `w`.

@@ -383,6 +383,33 @@ impl Index {
         }))
     }
 
+    /// Looks several blobs up: the memtable first, then redb in one read transaction.
+    pub(crate) fn blobs(&self, ids: &[BlobId]) -> Result<Vec<Option<Location>>> {
+        let mut out: Vec<Option<Location>> = {
+            let mem = self.mem.read();
+            ids.iter().map(|id| mem.blob(id)).collect()
+        };
+        if out.iter().all(Option::is_some) {
+            return Ok(out);
+        }
+        let db = self.db.read();
+        let tx = db.begin_read().map_err(redb_err)?;
+        let t = match tx.open_table(BLOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
+            Err(e) => return Err(redb_err(e)),
+        };
+        for (id, slot) in ids.iter().zip(&mut out) {
+            if slot.is_none() {
+                *slot = t.get(id.as_bytes()).map_err(redb_err)?.map(|g| {
+                    let (segment, offset, len) = g.value();
+                    Location { segment, offset, len }
+                });
+            }
+        }
+        Ok(out)
+    }
+
     /// Number of blobs in redb (for stats and tests).
     pub(crate) fn blob_count(&self) -> Result<u64> {
         let db = self.db.read();

@@ -367,13 +367,13 @@ impl Core {
 
     fn get_blob_at_depth(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Blob> {
         if depth > 0
-            && let Some(b) = self.chunk_cache.get(id)
+            && let Some(b) = self.chunk_cache.get(id, verify)
         {
             return Ok(b);
         }
         let b = self.read_blob_at_depth(id, verify, depth)?;
         if depth > 0 {
-            self.chunk_cache.insert(*id, b.clone());
+            self.chunk_cache.insert(*id, b.clone(), verify);
         }
         Ok(b)
     }
@@ -386,15 +386,24 @@ impl Core {
                 // the id, which proves every chunk too.
                 let each = if verify == Verify::Hash { Verify::Checksum } else { verify };
                 let mut out = Vec::with_capacity(m.len() as usize);
+                let mut read = Vec::with_capacity(m.chunks.len());
                 for (cid, _) in &m.chunks {
-                    out.extend_from_slice(&self.get_blob_at_depth(cid, each, depth + 1)?);
+                    let b = self.get_blob_at_depth(cid, each, depth + 1)?;
+                    out.extend_from_slice(&b);
+                    read.push((*cid, b));
                 }
                 let data = Blob::owned(out);
-                if verify == Verify::Hash && BlobId::of(&data) != *id {
-                    return Err(Error::Index(format!(
-                        "chunked blob {id}: the chunks reassemble to content {}",
-                        BlobId::of(&data)
-                    )));
+                if verify == Verify::Hash {
+                    if BlobId::of(&data) != *id {
+                        return Err(Error::Index(format!(
+                            "chunked blob {id}: the chunks reassemble to content {}",
+                            BlobId::of(&data)
+                        )));
+                    }
+                    // The whole matches its id: every chunk in it is proven as if hashed.
+                    for (cid, b) in read {
+                        self.chunk_cache.insert(cid, b, Verify::Hash);
+                    }
                 }
                 Ok(data)
             }
@@ -420,13 +429,13 @@ impl Core {
                 range.start, range.end
             ))
         };
-        let cached = if depth > 0 { self.chunk_cache.get(id) } else { None };
+        let cached = if depth > 0 { self.chunk_cache.get(id, verify) } else { None };
         let stored = match cached {
             Some(b) => Stored::Whole(b),
             None => {
                 let stored = self.blob_record(id, verify, depth)?;
                 if let (Stored::Whole(b), true) = (&stored, depth > 0) {
-                    self.chunk_cache.insert(*id, b.clone());
+                    self.chunk_cache.insert(*id, b.clone(), verify);
                 }
                 stored
             }
@@ -467,16 +476,71 @@ impl Core {
         Ok(u64::from(rec.raw_len))
     }
 
-    /// True when blob `id` is stored chunked (a manifest and its chunks).
-    pub(crate) fn blob_is_chunked(&self, id: &BlobId) -> Result<bool> {
+    /// The resolved manifest of blob `id` when it is stored chunked; `None` when it is one
+    /// record (whose body is not read).
+    pub(crate) fn manifest_of(&self, id: &BlobId) -> Result<Option<Manifest>> {
         let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
-        Ok(self.read(loc, Verify::None)?.kind == kind::MANIFEST)
+        let rec = self.read(loc, Verify::Checksum)?;
+        if rec.kind != kind::MANIFEST {
+            return Ok(None);
+        }
+        match self.record_at(loc, rec, id, Verify::Checksum, 0)? {
+            Stored::Chunked(m) => Ok(Some(m)),
+            Stored::Whole(_) => Ok(None),
+        }
+    }
+
+    /// The chunks `ids` (of a chunked blob's manifest), each verified as `verify` asks and
+    /// kept in the chunk cache. Those not cached are looked up in one index read.
+    pub(crate) fn chunks(&self, ids: &[BlobId], verify: Verify) -> Result<Vec<Blob>> {
+        let mut out: Vec<Option<Blob>> = ids.iter().map(|id| self.chunk_cache.get(id, verify)).collect();
+        let missing: Vec<BlobId> =
+            ids.iter().zip(&out).filter(|(_, b)| b.is_none()).map(|(id, _)| *id).collect();
+        if !missing.is_empty() {
+            let locs = self.index.blobs(&missing)?;
+            let mut found = missing.iter().zip(locs);
+            for slot in out.iter_mut().filter(|b| b.is_none()) {
+                let Some((id, loc)) = found.next() else { break };
+                let loc = match loc {
+                    Some(loc) => loc,
+                    // Fleet mode: fetched from the remote.
+                    None => {
+                        self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?
+                    }
+                };
+                let rec = self.read(loc, verify)?;
+                let b = match self.record_at(loc, rec, id, verify, 1)? {
+                    Stored::Whole(b) => b,
+                    // A chunk stored as pieces: reassembled (and checked) as a whole.
+                    Stored::Chunked(_) => self.read_blob_at_depth(id, verify, 1)?,
+                };
+                self.chunk_cache.insert(*id, b.clone(), verify);
+                *slot = Some(b);
+            }
+        }
+        out.into_iter()
+            .zip(ids)
+            .map(|(b, id)| b.ok_or_else(|| Error::NotFound { what: format!("blob {id}") }))
+            .collect()
     }
 
     /// The record of blob `id`: its verified bytes, or its manifest.
     fn blob_record(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Stored> {
         let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
         let rec = self.read(loc, verify)?;
+        self.record_at(loc, rec, id, verify, depth)
+    }
+
+    /// What record `rec` (read at `loc` for blob `id`) holds: its verified bytes, or its
+    /// manifest.
+    fn record_at(
+        &self,
+        loc: Location,
+        rec: RawRecord,
+        id: &BlobId,
+        verify: Verify,
+        depth: u8,
+    ) -> Result<Stored> {
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
         if (rec.kind != kind::BLOB && rec.kind != kind::MANIFEST) || rec.payload.len() < 32 {
             return Err(corrupt(format!(

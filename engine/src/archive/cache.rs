@@ -1,0 +1,537 @@
+//! The archive cache: what `read_context` needs of an archive, verified once and kept, so
+//! that a warm read is a grant check, two searches of the offset index and a copy.
+//!
+//! An archive stored as one blob is kept whole ([`ArchiveText`]: its text, checked as UTF-8
+//! and against its hash, and its offset index). A chunked archive is not loaded whole: its
+//! entry holds the offset index (hashed once) and the chunk list, and each chunk a read
+//! touches becomes a [`Piece`] the first time, verified as the store's `Options::verify`
+//! asks (as the chunk cache does) and checked as UTF-8 once; later reads copy from pieces
+//! without checking again. Nothing enters the cache before it is verified, and a read that
+//! finds a piece damaged fails and leaves nothing behind.
+//!
+//! The cache holds texts by blob id; who may read them is decided before (the owner's grant,
+//! itself cached under the index's grants epoch: see `store/blobs.rs`).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use super::offsets::{OffsetIndex, Unit};
+use super::{ArchiveText, grant, not_found};
+use crate::blob::{BlobId, Verify};
+use crate::error::{Error, Result};
+use crate::index::GRANT_ARCHIVE;
+use crate::record::ArchiveRec;
+use crate::store::blobs;
+use crate::store::core::Core;
+
+/// Bytes of archive text (and offset indexes) the cache keeps.
+const CACHE_BYTES: usize = 64 << 20;
+
+/// Recently read archives, kept up to a byte budget (least recently used first out).
+#[derive(Debug, Default)]
+pub(crate) struct ArchiveCache {
+    inner: Mutex<CacheInner>,
+}
+
+#[derive(Debug, Default)]
+struct CacheInner {
+    /// Archive, and the clock value of its last use.
+    map: HashMap<BlobId, (Loaded, u64)>,
+    clock: u64,
+}
+
+/// A cached archive.
+#[derive(Debug, Clone)]
+enum Loaded {
+    /// Held whole.
+    Whole(Arc<ArchiveText>),
+    /// Chunked: the pieces read so far.
+    Chunked(Arc<Chunked>),
+}
+
+impl Loaded {
+    fn bytes(&self) -> usize {
+        match self {
+            Loaded::Whole(t) => t.text.len() + t.index.marks.len() * 32,
+            Loaded::Chunked(c) => c.bytes.load(Ordering::Relaxed) + c.index.marks.len() * 32,
+        }
+    }
+}
+
+impl ArchiveCache {
+    fn get(&self, id: &BlobId) -> Option<Loaded> {
+        let mut g = self.inner.lock();
+        g.clock += 1;
+        let tick = g.clock;
+        g.map.get_mut(id).map(|(l, used)| {
+            *used = tick;
+            l.clone()
+        })
+    }
+
+    fn put(&self, id: BlobId, l: Loaded) {
+        let mut g = self.inner.lock();
+        g.clock += 1;
+        let tick = g.clock;
+        g.map.insert(id, (l, tick));
+        g.evict();
+    }
+
+    /// Evicts after a chunked entry grew.
+    fn grew(&self) {
+        self.inner.lock().evict();
+    }
+}
+
+impl CacheInner {
+    fn evict(&mut self) {
+        let mut bytes: usize = self.map.values().map(|(l, _)| l.bytes()).sum();
+        while bytes > CACHE_BYTES && self.map.len() > 1 {
+            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
+            if let Some((l, _)) = self.map.remove(&oldest) {
+                bytes -= l.bytes();
+            }
+        }
+    }
+}
+
+/// A chunked archive: its offset index, its chunks, and the pieces read so far.
+#[derive(Debug)]
+struct Chunked {
+    id: BlobId,
+    index: OffsetIndex,
+    ends_with_newline: bool,
+    /// Chunk ids and the archive offset each ends at.
+    chunks: Vec<(BlobId, u64)>,
+    pieces: Vec<OnceLock<Piece>>,
+    /// Bytes of the pieces loaded.
+    bytes: AtomicUsize,
+}
+
+/// One chunk of a chunked archive, split where its characters are whole: the continuation
+/// bytes it starts with (the end of a character the previous chunk began), its whole
+/// characters (checked as UTF-8), and the bytes of a character it begins but the next chunk
+/// ends. A character cut by a chunk boundary is `tail` of one piece and `head` of the next.
+#[derive(Debug)]
+struct Piece {
+    head: Vec<u8>,
+    text: String,
+    tail: Vec<u8>,
+}
+
+impl Piece {
+    /// Splits chunk `raw`, which starts at archive byte `start`, or says where it is not UTF-8.
+    fn of(id: &BlobId, start: u64, raw: &[u8]) -> Result<Piece> {
+        let not_utf8 =
+            |at: usize| Error::Index(format!("archive {id} is not UTF-8 at byte {}", start + at as u64));
+        let head = raw.iter().take_while(|&&b| b & 0xC0 == 0x80).count();
+        if head > 3 {
+            return Err(not_utf8(0));
+        }
+        // The last lead byte, and whether its character ends in this chunk.
+        let mut cut = raw.len();
+        if let Some(p) = (head..raw.len()).rev().take(4).find(|&i| raw[i] & 0xC0 != 0x80) {
+            let width = match raw[p] {
+                b if b < 0x80 => 1,
+                b if b >= 0xF0 => 4,
+                b if b >= 0xE0 => 3,
+                _ => 2,
+            };
+            if p + width > raw.len() {
+                cut = p;
+            }
+        }
+        let text = std::str::from_utf8(&raw[head..cut]).map_err(|e| not_utf8(head + e.valid_up_to()))?;
+        Ok(Piece { head: raw[..head].to_vec(), text: text.to_string(), tail: raw[cut..].to_vec() })
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + self.text.len() + self.tail.len()
+    }
+}
+
+impl Chunked {
+    /// Which chunk holds archive byte `at` (`at` < the archive's length).
+    fn chunk_at(&self, at: u64) -> usize {
+        self.chunks.partition_point(|&(_, end)| end <= at)
+    }
+
+    fn start_of(&self, k: usize) -> u64 {
+        if k == 0 { 0 } else { self.chunks[k - 1].1 }
+    }
+
+    /// Loads the pieces of the chunks that bytes `ranges` overlap and are not loaded yet:
+    /// their chunks read and verified in one batch.
+    fn ensure(&self, core: &Core, cache: &ArchiveCache, ranges: &[Range<u64>]) -> Result<()> {
+        let mut want: Vec<usize> = Vec::new();
+        for r in ranges {
+            if r.start >= r.end {
+                continue;
+            }
+            for k in self.chunk_at(r.start)..=self.chunk_at(r.end - 1).min(self.chunks.len() - 1) {
+                if self.pieces[k].get().is_none() && !want.contains(&k) {
+                    want.push(k);
+                }
+            }
+        }
+        if want.is_empty() {
+            return Ok(());
+        }
+        let ids: Vec<BlobId> = want.iter().map(|&k| self.chunks[k].0).collect();
+        let raws = core.chunks(&ids, core.opts.verify)?;
+        for (k, raw) in want.into_iter().zip(raws) {
+            let start = self.start_of(k);
+            if raw.len() as u64 != self.chunks[k].1 - start {
+                return Err(Error::Index(format!(
+                    "archive {}: chunk {} holds {} bytes, its manifest says {}",
+                    self.id,
+                    self.chunks[k].0,
+                    raw.len(),
+                    self.chunks[k].1 - start
+                )));
+            }
+            let p = Piece::of(&self.id, start, &raw)?;
+            let n = p.len();
+            if self.pieces[k].set(p).is_ok() {
+                self.bytes.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+        cache.grew();
+        Ok(())
+    }
+
+    fn piece(&self, k: usize) -> Result<&Piece> {
+        self.pieces[k]
+            .get()
+            .ok_or_else(|| Error::Index(format!("archive {}: chunk {k} was not loaded", self.id)))
+    }
+
+    /// The bytes `r` (loaded by [`Chunked::ensure`]): borrowed when they lie in one piece's
+    /// whole characters.
+    fn bytes_of(&self, r: Range<usize>) -> Result<Cow<'_, [u8]>> {
+        if r.start >= r.end {
+            return Ok(Cow::Borrowed(&[]));
+        }
+        let k = self.chunk_at(r.start as u64);
+        let start = self.start_of(k) as usize;
+        let p = self.piece(k)?;
+        let text = start + p.head.len()..start + p.head.len() + p.text.len();
+        if text.start <= r.start && r.end <= text.end {
+            return Ok(Cow::Borrowed(&p.text.as_bytes()[r.start - text.start..r.end - text.start]));
+        }
+        let mut out = Vec::with_capacity(r.len());
+        let mut k = k;
+        while out.len() < r.len() && k < self.chunks.len() {
+            let start = self.start_of(k) as usize;
+            let p = self.piece(k)?;
+            let mut whole = Vec::new();
+            for part in [&p.head[..], p.text.as_bytes(), &p.tail[..]] {
+                whole.push(part);
+            }
+            let mut at = start;
+            for part in whole {
+                let (lo, hi) = (r.start.max(at), r.end.min(at + part.len()));
+                if lo < hi {
+                    out.extend_from_slice(&part[lo - at..hi - at]);
+                }
+                at += part.len();
+            }
+            k += 1;
+        }
+        if out.len() < r.len() {
+            return Err(Error::InvalidArgument(format!(
+                "bytes {}..{} of archive {}: past its end",
+                r.start, r.end, self.id
+            )));
+        }
+        Ok(Cow::Owned(out))
+    }
+
+    /// Archive bytes `from..to` (loaded by [`Chunked::ensure`]) as text; both are character
+    /// boundaries when the archive is whole. Whole characters are copied from the pieces
+    /// without checking them again; a character cut by a chunk boundary is put together and
+    /// checked. A character cut twice (a chunk of a few continuation bytes) takes the slow
+    /// way: the bytes copied, then checked.
+    fn text_of(&self, from: usize, to: usize) -> Result<String> {
+        self.text_of_pieces(from, to).or_else(|_| {
+            String::from_utf8(self.bytes_of(from..to)?.into_owned()).map_err(|e| {
+                Error::Index(format!(
+                    "archive {} is not UTF-8 at byte {}",
+                    self.id,
+                    from + e.utf8_error().valid_up_to()
+                ))
+            })
+        })
+    }
+
+    fn text_of_pieces(&self, from: usize, to: usize) -> Result<String> {
+        let damaged = |at: usize| Error::Index(format!("archive {} is not UTF-8 at byte {at}", self.id));
+        let mut out = String::with_capacity(to - from);
+        let mut at = from;
+        while at < to {
+            let k = self.chunk_at(at as u64);
+            let start = self.start_of(k) as usize;
+            let p = self.piece(k)?;
+            let text_start = start + p.head.len();
+            let text_end = text_start + p.text.len();
+            if at < text_start {
+                // Inside a character that began in the previous chunk: not a boundary.
+                return Err(damaged(at));
+            }
+            if at < text_end {
+                let end = to.min(text_end);
+                let s = p.text.get(at - text_start..end - text_start).ok_or_else(|| damaged(at))?;
+                out.push_str(s);
+                at = end;
+                continue;
+            }
+            // At the character cut by this chunk's end (or at the end itself).
+            let mut cut = p.tail.clone();
+            if k + 1 < self.chunks.len() {
+                cut.extend_from_slice(&self.piece(k + 1)?.head);
+            }
+            if cut.is_empty() {
+                // An empty chunk (or the end): go on with the next.
+                if k + 1 >= self.chunks.len() {
+                    return Err(damaged(at));
+                }
+                at = self.start_of(k + 1) as usize;
+                continue;
+            }
+            let c = std::str::from_utf8(&cut).map_err(|_| damaged(at))?;
+            if at + cut.len() > to || c.chars().count() != 1 {
+                return Err(damaged(at));
+            }
+            out.push_str(c);
+            at += cut.len();
+        }
+        Ok(out)
+    }
+}
+
+/// `range` of archive `id` of `owner` in `unit`: see `Store::read_context`.
+pub(crate) fn read_context(
+    core: &Core,
+    cache: &ArchiveCache,
+    owner: &str,
+    id: &BlobId,
+    range: Range<u64>,
+    unit: Unit,
+) -> Result<String> {
+    if range.start > range.end {
+        return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
+    }
+    let loaded = match cache.get(id) {
+        Some(l) => {
+            if !blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
+                return Err(not_found(id));
+            }
+            l
+        }
+        None => load(core, cache, owner, id)?,
+    };
+    match loaded {
+        Loaded::Whole(t) => Ok(t.read(range, unit)?.to_string()),
+        Loaded::Chunked(c) => {
+            let windows = [
+                c.index.window(range.start, unit, c.ends_with_newline),
+                c.index.window(range.end, unit, c.ends_with_newline),
+            ];
+            c.ensure(core, cache, &windows)?;
+            let mut window = |r: Range<usize>| {
+                c.ensure(core, cache, &[r.start as u64..r.end as u64])?;
+                c.bytes_of(r)
+            };
+            let from = c.index.byte_of_in(range.start, unit, c.ends_with_newline, &mut window)?;
+            let to = c.index.byte_of_in(range.end, unit, c.ends_with_newline, &mut window)?;
+            c.ensure(core, cache, &[from as u64..to as u64])?;
+            c.text_of(from, to)
+        }
+    }
+}
+
+/// Archive `id` of `owner`, whole (for previews): from the cache, or loaded, verified and
+/// kept.
+pub(crate) fn load_whole(
+    core: &Core,
+    cache: &ArchiveCache,
+    owner: &str,
+    id: &BlobId,
+) -> Result<Arc<ArchiveText>> {
+    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    if let Some(Loaded::Whole(t)) = cache.get(id) {
+        return Ok(t);
+    }
+    let t = whole(core, &a, id)?;
+    cache.put(*id, Loaded::Whole(t.clone()));
+    Ok(t)
+}
+
+/// Checks the grant and puts archive `id` in the cache: whole when it is one blob, as a
+/// chunked entry (no chunk read yet) when it is chunked.
+fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Loaded> {
+    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    let l = match core.manifest_of(id)? {
+        None => Loaded::Whole(whole(core, &a, id)?),
+        Some(m) => {
+            let index = offset_index(core, &a, id)?;
+            if index.end.bytes != m.len() {
+                return Err(Error::Index(format!(
+                    "archive {id}: offset index covers {} bytes, text holds {}",
+                    index.end.bytes,
+                    m.len()
+                )));
+            }
+            // The archive record counts a last line without a newline: whether the text ends
+            // with one follows, without reading its last chunk.
+            let ends_with_newline = index.end.bytes > 0 && a.lines == index.end.newlines;
+            let pieces = (0..m.chunks.len()).map(|_| OnceLock::new()).collect();
+            Loaded::Chunked(Arc::new(Chunked {
+                id: *id,
+                index,
+                ends_with_newline,
+                chunks: m.chunks,
+                pieces,
+                bytes: AtomicUsize::new(0),
+            }))
+        }
+    };
+    cache.put(*id, l.clone());
+    Ok(l)
+}
+
+/// The offset index of archive `a`, verified against its hash.
+fn offset_index(core: &Core, a: &ArchiveRec, id: &BlobId) -> Result<OffsetIndex> {
+    let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
+    let index = OffsetIndex::decode(&ib).map_err(|e| Error::Index(format!("archive {id}: {e}")))?;
+    Ok(index)
+}
+
+/// Archive `id` read whole and verified against its hash, with its offset index.
+fn whole(core: &Core, a: &ArchiveRec, id: &BlobId) -> Result<Arc<ArchiveText>> {
+    let blob = core.get_blob(id, Verify::Hash)?;
+    let text = String::from_utf8(blob.to_vec()).map_err(|e| {
+        Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
+    })?;
+    let index = offset_index(core, a, id)?;
+    if index.end.bytes != text.len() as u64 {
+        return Err(Error::Index(format!(
+            "archive {id}: offset index covers {} bytes, text holds {}",
+            index.end.bytes,
+            text.len()
+        )));
+    }
+    Ok(Arc::new(ArchiveText::from_parts(text, index)))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed step fails the test")]
+
+    use crate::{
+        BlobId, ChatMeta, Compression, Durability, Error, NewMessage, Options, Part, Role, Store, Unit,
+    };
+
+    fn opts() -> Options {
+        Options {
+            durability: Durability::None,
+            compression: Compression::None,
+            chunk_threshold: 4096,
+            chunk_avg: 1024,
+            ..Options::default()
+        }
+    }
+
+    /// Multibyte text whose characters are cut by many chunk boundaries.
+    fn text() -> String {
+        let pieces = ["日本語", "Привет ", "😀👩‍👩‍👧", "ascii ", "\n", "é"];
+        let mut x = 7u64;
+        let mut s = String::new();
+        while s.len() < 200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.push_str(pieces[(x % pieces.len() as u64) as usize]);
+        }
+        s
+    }
+
+    fn chars(t: &str, a: usize, b: usize) -> String {
+        t.chars().skip(a).take(b - a).collect()
+    }
+
+    #[test]
+    fn warm_reads_of_a_chunked_archive_are_exact_and_a_deleted_chats_grant_is_not_served_from_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let n = t.chars().count();
+        let c = store.create_chat("bob", ChatMeta::default()).unwrap();
+        let chat = store.chat("bob", c).unwrap();
+        chat.append(NewMessage::user("run it")).unwrap();
+        chat.append(NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall { id: "c1".into(), name: "run".into(), args: "{}".into() }],
+        })
+        .unwrap();
+        chat.append(NewMessage::tool_result("c1", t.clone())).unwrap();
+        let id = BlobId::of(t.as_bytes());
+        for round in 0..3 {
+            for k in 0..40 {
+                let a = (k * 4973 + round * 17) % (n - 3000);
+                let got = store.read_context("bob", &id, a as u64..a as u64 + 3000, Unit::Chars).unwrap();
+                assert_eq!(got, chars(&t, a, a + 3000), "round {round}, chars {a}..");
+            }
+        }
+        let whole = store.read_context("bob", &id, 0..n as u64, Unit::Chars).unwrap();
+        assert!(whole == t, "the whole text, across every chunk boundary");
+        assert!(matches!(store.read_context("alice", &id, 0..1, Unit::Chars), Err(Error::NotFound { .. })));
+        store.delete_chat("bob", c).unwrap();
+        let r = store.read_context("bob", &id, 0..10, Unit::Chars);
+        assert!(matches!(r, Err(Error::NotFound { .. })), "the grant went with the chat: {r:?}");
+    }
+
+    #[test]
+    fn a_damaged_chunk_fails_every_read_that_needs_it_while_its_neighbours_are_cached() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = text();
+        let id = {
+            let store = Store::open(dir.path(), opts()).unwrap();
+            let id = store.archive("o", &t).unwrap().id;
+            store.put_blob("o", b"a later commit").unwrap();
+            store.close().unwrap();
+            id
+        };
+        // Damage a byte in the middle of the text as stored (uncompressed).
+        let seg = std::fs::read_dir(dir.path().join("log"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "seg"))
+            .unwrap();
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let mid = (0..=t.len() / 2).rev().find(|&i| t.is_char_boundary(i)).unwrap();
+        let needle = &t.as_bytes()[mid..mid + 64];
+        let at = bytes.windows(64).position(|w| w == needle).unwrap();
+        bytes[at + 32] ^= 0x01;
+        std::fs::write(&seg, bytes).unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let n = t.chars().count() as u64;
+        // Far from the damage: read, and cached.
+        assert_eq!(store.read_context("o", &id, 0..100, Unit::Chars).unwrap(), chars(&t, 0, 100));
+        assert_eq!(
+            store.read_context("o", &id, n - 100..n, Unit::Chars).unwrap(),
+            chars(&t, n as usize - 100, n as usize)
+        );
+        let damaged = t[..mid].chars().count() as u64;
+        for _ in 0..2 {
+            let r = store.read_context("o", &id, damaged - 50..damaged + 50, Unit::Chars);
+            assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
+        }
+        assert_eq!(store.read_context("o", &id, 0..100, Unit::Chars).unwrap(), chars(&t, 0, 100));
+    }
+}
