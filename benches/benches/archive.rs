@@ -70,6 +70,52 @@ fn read_context(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Ratios on a shared machine: the four measured in turn, round after round, and each
+    // ratio taken within a round (same load), then the median over rounds.
+    let per = |n: u32, f: &mut dyn FnMut()| {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        t.elapsed().as_secs_f64() * 1e9 / f64::from(n)
+    };
+    let (mut store_ns, mut text_ns, mut naive_ns, mut copy_ns) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..31 {
+        store_ns.push(per(2000, &mut || {
+            let n = rng.next_u64() % (chars - 4000);
+            std::hint::black_box(store.read_context("b", &a.id, n..n + 4000, Unit::Chars).unwrap());
+        }));
+        text_ns.push(per(2000, &mut || {
+            let n = rng.next_u64() % (chars - 4000);
+            std::hint::black_box(at.read(n..n + 4000, Unit::Chars).unwrap().to_string());
+        }));
+        naive_ns.push(per(8, &mut || {
+            let n = rng.next_u64() % (chars - 4000);
+            std::hint::black_box(text.chars().skip(n as usize).take(4000).collect::<String>());
+        }));
+        copy_ns.push(per(2000, &mut || {
+            k = (k + 1) % bounds.len();
+            let (s, e) = bounds[k];
+            std::hint::black_box(text[s..e].to_string());
+        }));
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let ratio = |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(x, y)| x / y).collect());
+    println!(
+        "same run, 31 interleaved rounds (medians): read_context {:.0} ns, ArchiveText::read {:.0} ns, naive {:.0} ns, \
+         copy {:.0} ns; read_context is {:.0}x faster than naive and {:.2}x the copy; ArchiveText::read is {:.2}x the copy",
+        median(store_ns.clone()),
+        median(text_ns.clone()),
+        median(naive_ns.clone()),
+        median(copy_ns.clone()),
+        ratio(&naive_ns, &store_ns),
+        ratio(&store_ns, &copy_ns),
+        ratio(&text_ns, &copy_ns),
+    );
 }
 
 criterion_group!(benches, read_context);

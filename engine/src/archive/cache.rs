@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use super::offsets::{OffsetIndex, Unit};
+use super::offsets::{Dense, OffsetIndex, Unit};
 use super::{ArchiveText, grant, not_found};
 use crate::blob::{BlobId, Verify};
 use crate::error::{Error, Result};
@@ -57,8 +57,10 @@ enum Loaded {
 impl Loaded {
     fn bytes(&self) -> usize {
         match self {
-            Loaded::Whole(t) => t.text.len() + t.index.marks.len() * 32,
-            Loaded::Chunked(c) => c.bytes.load(Ordering::Relaxed) + c.index.marks.len() * 32,
+            Loaded::Whole(t) => t.text.len() + t.index.marks.len() * 32 + t.dense.bytes(),
+            Loaded::Chunked(c) => {
+                c.bytes.load(Ordering::Relaxed) + c.index.marks.len() * 32 + c.dense.bytes()
+            }
         }
     }
 }
@@ -108,9 +110,13 @@ struct Chunked {
     ends_with_newline: bool,
     /// Chunk ids and the archive offset each ends at.
     chunks: Vec<(BlobId, u64)>,
+    /// The offset each chunk ends at (a search touches less memory than one of `chunks`).
+    ends: Vec<u64>,
     pieces: Vec<OnceLock<Piece>>,
     /// Bytes of the pieces loaded.
     bytes: AtomicUsize,
+    /// Sub-marks of the strides looked up so far.
+    dense: Dense,
 }
 
 /// One chunk of a chunked archive, split where its characters are whole: the continuation
@@ -158,16 +164,24 @@ impl Piece {
 impl Chunked {
     /// Which chunk holds archive byte `at` (`at` < the archive's length).
     fn chunk_at(&self, at: u64) -> usize {
-        self.chunks.partition_point(|&(_, end)| end <= at)
+        self.ends.partition_point(|&end| end <= at)
     }
 
     fn start_of(&self, k: usize) -> u64 {
-        if k == 0 { 0 } else { self.chunks[k - 1].1 }
+        if k == 0 { 0 } else { self.ends[k - 1] }
+    }
+
+    /// True once every chunk is loaded.
+    fn complete(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) as u64 == self.index.end.bytes
     }
 
     /// Loads the pieces of the chunks that bytes `ranges` overlap and are not loaded yet:
     /// their chunks read and verified in one batch.
     fn ensure(&self, core: &Core, cache: &ArchiveCache, ranges: &[Range<u64>]) -> Result<()> {
+        if self.complete() {
+            return Ok(());
+        }
         let mut want: Vec<usize> = Vec::new();
         for r in ranges {
             if r.start >= r.end {
@@ -338,17 +352,21 @@ pub(crate) fn read_context(
     match loaded {
         Loaded::Whole(t) => Ok(t.read(range, unit)?.to_string()),
         Loaded::Chunked(c) => {
-            let windows = [
-                c.index.window(range.start, unit, c.ends_with_newline),
-                c.index.window(range.end, unit, c.ends_with_newline),
-            ];
-            c.ensure(core, cache, &windows)?;
+            if !c.complete() {
+                // The chunks around both bounds, read in one batch.
+                let windows = [
+                    c.index.window(range.start, unit, c.ends_with_newline),
+                    c.index.window(range.end, unit, c.ends_with_newline),
+                ];
+                c.ensure(core, cache, &windows)?;
+            }
             let mut window = |r: Range<usize>| {
                 c.ensure(core, cache, &[r.start as u64..r.end as u64])?;
                 c.bytes_of(r)
             };
-            let from = c.index.byte_of_in(range.start, unit, c.ends_with_newline, &mut window)?;
-            let to = c.index.byte_of_in(range.end, unit, c.ends_with_newline, &mut window)?;
+            let nl = c.ends_with_newline;
+            let from = c.index.byte_of_in(range.start, unit, nl, &mut window, Some(&c.dense))?;
+            let to = c.index.byte_of_in(range.end, unit, nl, &mut window, Some(&c.dense))?;
             c.ensure(core, cache, &[from as u64..to as u64])?;
             c.text_of(from, to)
         }
@@ -393,8 +411,10 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
             let pieces = (0..m.chunks.len()).map(|_| OnceLock::new()).collect();
             Loaded::Chunked(Arc::new(Chunked {
                 id: *id,
+                dense: Dense::for_index(&index),
                 index,
                 ends_with_newline,
+                ends: m.chunks.iter().map(|c| c.1).collect(),
                 chunks: m.chunks,
                 pieces,
                 bytes: AtomicUsize::new(0),
@@ -494,6 +514,22 @@ mod tests {
         store.delete_chat("bob", c).unwrap();
         let r = store.read_context("bob", &id, 0..10, Unit::Chars);
         assert!(matches!(r, Err(Error::NotFound { .. })), "the grant went with the chat: {r:?}");
+    }
+
+    #[test]
+    fn whole_characters_are_copied_from_pieces_without_the_slow_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        let n = t.chars().count() as u64;
+        store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
+        let Some(super::Loaded::Chunked(c)) = store.inner.archives.get(&id) else { panic!("not chunked") };
+        let bounds: Vec<usize> = t.char_indices().map(|(i, _)| i).step_by(997).collect();
+        for w in bounds.windows(3) {
+            let got = c.text_of_pieces(w[0], w[2]).unwrap();
+            assert_eq!(got, t[w[0]..w[2]]);
+        }
     }
 
     #[test]

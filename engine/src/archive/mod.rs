@@ -14,10 +14,11 @@ pub(crate) use cache::ArchiveCache;
 pub use offsets::Unit;
 pub use preview::DEFAULT_MARKER;
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
-use self::offsets::OffsetIndex;
+use self::offsets::{Dense, OffsetIndex};
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::index::{ARCHIVES, GRANT_ARCHIVE};
@@ -46,13 +47,15 @@ use crate::store::core::{Core, RecordOut, Txn};
 pub struct ArchiveText {
     text: String,
     index: OffsetIndex,
+    /// Sub-marks of strides looked up so far (in memory only).
+    dense: Dense,
 }
 
 impl ArchiveText {
     /// Indexes `text` (one pass).
     pub fn new(text: String) -> ArchiveText {
         let index = OffsetIndex::build(&text);
-        ArchiveText { text, index }
+        ArchiveText::from_parts(text, index)
     }
 
     /// The whole text.
@@ -76,14 +79,17 @@ impl ArchiveText {
         if range.start > range.end {
             return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
         }
-        let a = self.index.byte_of(&self.text, range.start, unit)?;
-        let b = self.index.byte_of(&self.text, range.end, unit)?;
+        let (bytes, nl) = (self.text.as_bytes(), self.text.ends_with('\n'));
+        let mut window = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
+        let a = self.index.byte_of_in(range.start, unit, nl, &mut window, Some(&self.dense))?;
+        let b = self.index.byte_of_in(range.end, unit, nl, &mut window, Some(&self.dense))?;
         Ok(&self.text[a..b])
     }
 
     /// A text and its offset index, checked by the caller to belong together.
     pub(crate) fn from_parts(text: String, index: OffsetIndex) -> ArchiveText {
-        ArchiveText { text, index }
+        let dense = Dense::for_index(&index);
+        ArchiveText { text, index, dense }
     }
 
     /// Bytes of the encoded offset index (the overhead stored with the archive).

@@ -130,18 +130,21 @@ impl OffsetIndex {
     /// character and what the length is when it is past the end.
     pub(crate) fn byte_of(&self, text: &str, pos: u64, unit: Unit) -> Result<usize> {
         let bytes = text.as_bytes();
-        self.byte_of_in(pos, unit, text.ends_with('\n'), &mut |r| Ok(Cow::Borrowed(&bytes[r])))
+        self.byte_of_in(pos, unit, text.ends_with('\n'), &mut |r| Ok(Cow::Borrowed(&bytes[r])), None)
     }
 
     /// [`OffsetIndex::byte_of`] for a text that is not in memory: `window` returns the
     /// bytes of a range of it. Only the bytes between two marks (one stride) around `pos`
-    /// are asked for, so a chunked archive reads one or two chunks per bound.
+    /// are asked for, so a chunked archive reads one or two chunks per bound. With `dense`
+    /// (sub-marks of this index, kept in memory), a stride already visited is entered at
+    /// the sub-mark before `pos` and at most [`SUB`] bytes are scanned.
     pub(crate) fn byte_of_in<'a>(
         &self,
         pos: u64,
         unit: Unit,
         ends_with_newline: bool,
         window: &mut dyn FnMut(Range<usize>) -> Result<Cow<'a, [u8]>>,
+        dense: Option<&Dense>,
     ) -> Result<usize> {
         let total = match unit {
             Unit::Lines => self.lines(ends_with_newline),
@@ -184,8 +187,14 @@ impl OffsetIndex {
                 }
                 // The start of line `pos` is just after the `pos`-th newline: start from the
                 // last mark with fewer newlines than that; the next mark has at least `pos`.
-                let k = self.marks.partition_point(|m| m.newlines < pos).saturating_sub(1);
-                let (m, end) = stretch(k);
+                let k = match dense {
+                    Some(d) if d.cols[2].len() == self.marks.len() => d.stride_of(pos, unit),
+                    _ => self.marks.partition_point(|m| m.newlines < pos).saturating_sub(1),
+                };
+                let (mut m, end) = stretch(k);
+                if let Some(d) = dense {
+                    m = d.enter(self, k, end, pos, Unit::Lines, window)?;
+                }
                 let w = window(m.bytes as usize..end)?;
                 let mut seen = m.newlines;
                 // Whole blocks first, while the target lies beyond them.
@@ -209,8 +218,14 @@ impl OffsetIndex {
                 Ok(end)
             }
             Unit::Chars | Unit::Utf16 => {
-                let k = self.marks.partition_point(|m| m.get(unit) <= pos).saturating_sub(1);
-                let (m, end) = stretch(k);
+                let k = match dense {
+                    Some(d) if d.cols[0].len() == self.marks.len() => d.stride_of(pos, unit),
+                    _ => self.marks.partition_point(|m| m.get(unit) <= pos).saturating_sub(1),
+                };
+                let (mut m, end) = stretch(k);
+                if let Some(d) = dense {
+                    m = d.enter(self, k, end, pos, unit, window)?;
+                }
                 let base = m.bytes as usize;
                 let bytes = window(base..end)?;
                 // Skip whole 8-byte words while the target lies beyond them: a word's units
@@ -262,6 +277,116 @@ impl OffsetIndex {
             }
         }
     }
+}
+
+/// Bytes between sub-marks.
+pub(crate) const SUB: usize = 256;
+
+/// Sub-marks of an offset index, kept in memory only (never stored): for each stride
+/// visited, the counts at every [`SUB`] bytes of it, computed the first time a position in
+/// it is looked up. They cut the scan of a stride from up to 4 KiB to at most `SUB` bytes.
+/// Sub-marks need not fall on character boundaries: a scan from one skips the continuation
+/// bytes it starts with (their character was counted before it).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Dense {
+    /// Per stride, the counts (chars, UTF-16 units, newlines) from its mark to each sub-mark,
+    /// inline so that a lookup touches one or two cache lines; `u16::MAX` past its end.
+    strides: Vec<std::sync::OnceLock<[[u16; 3]; SUBS]>>,
+    /// The marks' chars, UTF-16 units and newlines, one column each: a binary search for a
+    /// stride touches a third of the memory a search of the marks does.
+    cols: [Vec<u64>; 3],
+}
+
+/// Sub-marks per stride: a stride is at most `STRIDE + 3` bytes.
+const SUBS: usize = STRIDE.div_ceil(SUB) + 1;
+
+impl Dense {
+    /// Room for the sub-marks of `index`.
+    pub(crate) fn for_index(index: &OffsetIndex) -> Dense {
+        Dense {
+            strides: (0..index.marks.len()).map(|_| std::sync::OnceLock::new()).collect(),
+            cols: [
+                index.marks.iter().map(|m| m.chars).collect(),
+                index.marks.iter().map(|m| m.utf16).collect(),
+                index.marks.iter().map(|m| m.newlines).collect(),
+            ],
+        }
+    }
+
+    /// [`OffsetIndex::stride_of`], searching a column.
+    fn stride_of(&self, pos: u64, unit: Unit) -> usize {
+        match unit {
+            Unit::Chars => self.cols[0].partition_point(|&c| c <= pos),
+            Unit::Utf16 => self.cols[1].partition_point(|&c| c <= pos),
+            Unit::Lines => self.cols[2].partition_point(|&c| c < pos),
+            Unit::Bytes => 1,
+        }
+        .saturating_sub(1)
+    }
+
+    /// Bytes held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.strides.len() * (std::mem::size_of::<std::sync::OnceLock<[[u16; 3]; SUBS]>>() + 24)
+    }
+
+    /// The last sub-mark of stride `k` (which ends at byte `end`) where a scan for `pos` in
+    /// `unit` may start: the last one that counts fewer than `pos` (or the stride's mark).
+    fn enter<'a>(
+        &self,
+        index: &OffsetIndex,
+        k: usize,
+        end: usize,
+        pos: u64,
+        unit: Unit,
+        window: &mut dyn FnMut(Range<usize>) -> Result<Cow<'a, [u8]>>,
+    ) -> Result<Mark> {
+        let m = index.marks[k];
+        let Some(cell) = self.strides.get(k) else { return Ok(m) };
+        let subs = match cell.get() {
+            Some(s) => *s,
+            None => {
+                if end.saturating_sub(m.bytes as usize) > SUBS * SUB {
+                    return Ok(m);
+                }
+                let w = window(m.bytes as usize..end)?;
+                let mut subs = [[u16::MAX; 3]; SUBS];
+                let mut at = [0u64; 3];
+                for (j, block) in w.chunks(SUB).enumerate() {
+                    subs[j] = at.map(|v| v as u16);
+                    at[0] += units_in(block, Unit::Chars);
+                    at[1] += units_in(block, Unit::Utf16);
+                    at[2] += newlines_in(block);
+                }
+                let _ = cell.set(subs);
+                subs
+            }
+        };
+        let (col, base) = match unit {
+            Unit::Chars => (0, m.chars),
+            Unit::Utf16 => (1, m.utf16),
+            Unit::Lines => (2, m.newlines),
+            Unit::Bytes => return Ok(m),
+        };
+        let want = pos.saturating_sub(base);
+        let j = subs.partition_point(|s| u64::from(s[col]) < want).saturating_sub(1);
+        let s = subs[j];
+        Ok(Mark {
+            bytes: m.bytes + (j * SUB) as u64,
+            chars: m.chars + u64::from(s[0]),
+            utf16: m.utf16 + u64::from(s[1]),
+            newlines: m.newlines + u64::from(s[2]),
+        })
+    }
+}
+
+/// Units of `unit` (chars or UTF-16) whose first byte lies in `bytes`.
+fn units_in(bytes: &[u8], unit: Unit) -> u64 {
+    bytes.chunks(BLOCK).map(|b| units_in_block(b, unit)).sum()
+}
+
+/// `\n`s in `bytes`.
+fn newlines_in(bytes: &[u8]) -> u64 {
+    bytes.chunks(BLOCK).map(newlines_in_block).sum()
 }
 
 /// Bytes of text counted at a time while skipping towards a position.
@@ -349,6 +474,32 @@ mod tests {
                 let b = a + (x >> 20) % (total - a + 1);
                 let want = naive(&text, a, b, unit);
                 assert_eq!(slice(&idx, &text, a, b, unit), want, "{unit:?} {a}..{b}");
+            }
+        }
+    }
+
+    #[test]
+    fn sub_marks_find_the_same_offsets_and_the_same_errors_as_a_scan_of_the_stride() {
+        let piece = "a\u{0}é\r\n👩‍👩‍👧 e\u{301} 中文 עברית 𐍈\n\r\u{10FFFF}\u{FFFF}\u{80}x";
+        let text = piece.repeat(700);
+        let idx = OffsetIndex::build(&text);
+        let dense = Dense::for_index(&idx);
+        let bytes = text.as_bytes();
+        let nl = text.ends_with('\n');
+        let mut x = 11u64;
+        for round in 0..2 {
+            for unit in [Unit::Chars, Unit::Utf16, Unit::Bytes, Unit::Lines] {
+                let total = idx.total(unit, &text);
+                for _ in 0..2000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let p = x % (total + 2);
+                    let mut w = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
+                    let with = idx.byte_of_in(p, unit, nl, &mut w, Some(&dense)).map_err(|e| e.to_string());
+                    let without = idx.byte_of(&text, p, unit).map_err(|e| e.to_string());
+                    assert_eq!(with, without, "round {round}, {unit:?} {p}");
+                }
             }
         }
     }
