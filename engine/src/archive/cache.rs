@@ -361,13 +361,13 @@ pub(crate) fn read_context(
                 c.ensure(core, cache, &windows)?;
             }
             let mut window = |r: Range<usize>| {
-                c.ensure(core, cache, &[r.start as u64..r.end as u64])?;
+                c.ensure(core, cache, std::slice::from_ref(&(r.start as u64..r.end as u64)))?;
                 c.bytes_of(r)
             };
             let nl = c.ends_with_newline;
             let from = c.index.byte_of_in(range.start, unit, nl, &mut window, Some(&c.dense))?;
             let to = c.index.byte_of_in(range.end, unit, nl, &mut window, Some(&c.dense))?;
-            c.ensure(core, cache, &[from as u64..to as u64])?;
+            c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
             c.text_of(from, to)
         }
     }

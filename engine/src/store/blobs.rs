@@ -112,8 +112,11 @@ fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: boo
 /// here once the deletion is in redb (which `delete_chat` waits for).
 #[derive(Debug, Default)]
 pub(crate) struct GrantCache {
-    map: parking_lot::RwLock<std::collections::HashMap<BlobId, Vec<(Box<str>, u8, u64)>>>,
+    map: parking_lot::RwLock<std::collections::HashMap<BlobId, Vec<Held1>>>,
 }
+
+/// One owner's grants on a blob: owner, bits, grants epoch read under.
+type Held1 = (Box<str>, u8, u64);
 
 /// Blobs whose grants are remembered; the map is emptied when it reaches this.
 const GRANT_CACHE_BLOBS: usize = 1 << 14;
