@@ -76,6 +76,12 @@ impl worker::Host for Inner {
 }
 
 impl Store {
+    /// The archive cache, for the archive layer's own tests.
+    #[cfg(test)]
+    pub(crate) fn archive_cache_for_tests(&self) -> &ArchiveCache {
+        &self.inner.archives
+    }
+
     fn core(&self) -> &Arc<Core> {
         &self.inner.kernel.core
     }

@@ -524,7 +524,9 @@ mod tests {
         let id = store.archive("o", &t).unwrap().id;
         let n = t.chars().count() as u64;
         store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
-        let Some(super::Loaded::Chunked(c)) = store.inner.archives.get(&id) else { panic!("not chunked") };
+        let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
+            panic!("not chunked")
+        };
         let bounds: Vec<usize> = t.char_indices().map(|(i, _)| i).step_by(997).collect();
         for w in bounds.windows(3) {
             let got = c.text_of_pieces(w[0], w[2]).unwrap();
