@@ -100,20 +100,8 @@ pub unsafe extern "C" fn undertext_store_open(
     options: *const StoreOptions,
     out: *mut StoreHandle,
 ) -> Status {
-    call(|| {
-        // SAFETY: forwarded contract of this function, for each argument.
-        let (path, out) = unsafe { (args::path(path, "path", "a directory")?, args::output(out, "out")?) };
-        let opts = if options.is_null() {
-            Options::default()
-        } else {
-            // SAFETY: non-NULL; the caller guarantees a valid struct.
-            to_options(unsafe { args::input(options, "options") }?)?
-        };
-        let store = Store::open(path, opts)?;
-        let id = handles::insert(Object::Store(store), None)?;
-        out.set(StoreHandle { id });
-        Ok(())
-    })
+    // SAFETY: forwarded contract of this function.
+    unsafe { open_with(path, options, out, |p, o| Store::open(p, o)) }
 }
 
 /// Opens the store in directory `path` read-only (`options`: NULL for defaults; only its
@@ -132,6 +120,21 @@ pub unsafe extern "C" fn undertext_store_open_read_only(
     options: *const StoreOptions,
     out: *mut StoreHandle,
 ) -> Status {
+    // SAFETY: forwarded contract of this function.
+    unsafe { open_with(path, options, out, |p, o| Store::open_read_only_with(p, o)) }
+}
+
+/// The open functions' shared body: arguments checked, options converted, `open` called,
+/// the store's handle written to `*out`.
+///
+/// # Safety
+/// As `undertext_store_open`.
+unsafe fn open_with(
+    path: Str,
+    options: *const StoreOptions,
+    out: *mut StoreHandle,
+    open: impl FnOnce(&str, Options) -> undertext::Result<Store>,
+) -> Status {
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
         let (path, out) = unsafe { (args::path(path, "path", "a directory")?, args::output(out, "out")?) };
@@ -141,7 +144,7 @@ pub unsafe extern "C" fn undertext_store_open_read_only(
             // SAFETY: non-NULL; the caller guarantees a valid struct.
             to_options(unsafe { args::input(options, "options") }?)?
         };
-        let store = Store::open_read_only_with(path, opts)?;
+        let store = open(path, opts)?;
         let id = handles::insert(Object::Store(store), None)?;
         out.set(StoreHandle { id });
         Ok(())

@@ -10,13 +10,14 @@ mod offsets;
 mod preview;
 
 pub(crate) use cache::ArchiveCache;
+/// An archive's whole text (`load`) and a range of it (`read_context`), through the cache.
+pub(crate) use cache::{load_whole as load, read_context};
 
 pub use offsets::Unit;
 pub use preview::DEFAULT_MARKER;
 
 use std::borrow::Cow;
 use std::ops::Range;
-use std::sync::Arc;
 
 use self::offsets::{Dense, OffsetIndex};
 use crate::blob::BlobId;
@@ -220,25 +221,6 @@ pub(crate) fn archive(core: &Core, cache: &ArchiveCache, owner: &str, text: &str
 pub(crate) fn archive_ref(core: &Core, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
     let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
     Ok(to_ref(&a))
-}
-
-/// Archive `id` of `owner`: from `cache`, or read from the log, verified, and cached.
-pub(crate) fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Arc<ArchiveText>> {
-    cache::load_whole(core, cache, owner, id)
-}
-
-/// Returns `range` of archive `id`, exactly, counted in `unit` (see `Store::read_context`).
-/// A chunked archive is not loaded whole: the read touches only the chunks around the two
-/// bounds and those the range covers, and keeps them for the next reads.
-pub(crate) fn read_context(
-    core: &Core,
-    cache: &ArchiveCache,
-    owner: &str,
-    id: &BlobId,
-    range: Range<u64>,
-    unit: Unit,
-) -> Result<String> {
-    cache::read_context(core, cache, owner, id, range, unit)
 }
 
 /// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).
