@@ -337,3 +337,57 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
         assert sorted(set(lane_reads)) == [8, 9], lane_reads  # down to the manifest, no further
         listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("t"))]
         assert listed == [items[:n] for n in range(10, 0, -1)]
+
+
+def test_early_writes_are_named_by_their_write_records_seqs_and_found_after_a_reopen(tmp_path: Path) -> None:
+    # LangGraph's background thread runs ahead: writes for checkpoints not stored yet. The
+    # newest record names them by the distance down to their first write record (the id is
+    # in that record), not by id, and a reopened saver finds them from there.
+    path = tmp_path / "store"
+    ids = [str(uuid6(clock_seq=-1)) for _ in range(4)]
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        cp = checkpoint({"x": 1}, {"x": saver.get_next_version(None, None)})
+        cp["id"] = ids[0]
+        saver.put(cfg("t"), cp, {"step": 0}, dict(cp["channel_versions"]))
+        for i, cid in enumerate(ids[1:]):
+            saver.put_writes(cfg("t", cid), [("x", i)], f"task{i}")
+        rec = json.loads(last_record(saver, "t").text)
+        assert rec["e"] == [2, 1, 0] and "o" not in rec, rec
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        cp = checkpoint({"x": 2}, {"x": saver.get_next_version(None, None)})
+        cp["id"] = ids[1]
+        saver.put(cfg("t", ids[0]), cp, {"step": 1}, dict(cp["channel_versions"]))
+        assert saver.get_tuple(cfg("t", ids[1])).pending_writes == [("task0", "x", 0)]
+        rec = json.loads(last_record(saver, "t").text)
+        assert rec["e"] == [2, 1] and "o" not in rec, rec  # the writes for ids[2] and ids[3]
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        cp = checkpoint({"x": 3}, {"x": saver.get_next_version(None, None)})
+        cp["id"] = ids[3]
+        saver.put(cfg("t", ids[1]), cp, {"step": 2}, dict(cp["channel_versions"]))
+        assert saver.get_tuple(cfg("t", ids[3])).pending_writes == [("task2", "x", 2)]
+
+
+class CountingSerde(JsonPlusSerializer):
+    """Counts the values it decodes."""
+
+    loads = 0
+
+    def loads_typed(self, data: Any) -> Any:
+        CountingSerde.loads += 1
+        return super().loads_typed(data)
+
+
+def test_the_first_read_after_a_put_decodes_no_item_and_owns_what_it_gets(store: Any) -> None:
+    saver = UndertextSaver(store, serde=CountingSerde())
+    _last, items = grow(saver, "t", [], 5)
+    CountingSerde.loads = 0
+    first = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
+    assert first == items and CountingSerde.loads == 0  # decoded when put
+    assert all(a is not b for a, b in zip(first, items))
+    first[0]["content"] = "changed by the caller"
+    again = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
+    assert again == items and CountingSerde.loads == 1  # decoded again, in one call
+    assert all(a is not b for a, b in zip(again, first))

@@ -21,7 +21,9 @@
   not cached (from the bytes this saver just stored, when it has them) and hands out copies
   of those it has, shared by the checkpoints one ``list`` returns (their common prefix) and
   never between two calls; an item read a second time is cached (privately: a caller's
-  change to what it got changes no later answer).
+  change to what it got changes no later answer). The items a ``put`` adds are decoded
+  from their stored bytes right away (in LangGraph's background thread) and the first read
+  of each takes that object, so reading the latest state decodes nothing.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
@@ -58,10 +60,13 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
   when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
   ``"msgpack"``).
 * tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``).
-* any kind: ``o``, the lane's *early writes* after this record, when any: ``{id: seq}``
-  for the checkpoints that have write records but no checkpoint record yet (LangGraph
-  stores a checkpoint's writes first when it saves asynchronously, its default), ``seq``
-  the first such write record. ``put`` of such an id reads the records from ``seq`` up and
+* any kind: the lane's *early writes* after this record, when any: for the checkpoints
+  that have write records but no checkpoint record yet (LangGraph stores a checkpoint's
+  writes first when it saves asynchronously, its default), ``seq`` the first such write
+  record: ``e``, the distances from this record's seq down to those write records (each
+  names its checkpoint id; LangGraph's background thread runs a few checkpoints ahead, so
+  this was ~200 bytes a record as ids), and ``o`` ``{id: seq}`` for an id whose ``seq``
+  is not such a record (written before ``e``). ``put`` of such an id reads the records from ``seq`` up and
   copies those writes into the new record's ``pw``; ``put`` of an id not above the running
   maximum looks the id up (it may have been put before: its record's writes are copied).
   Any other id needs no read, so a ``put`` (and a ``put_writes`` of an id above the
@@ -99,6 +104,7 @@ import base64
 import collections.abc
 import contextlib
 import copy as _copy
+import itertools
 import json
 import math
 import operator
@@ -320,20 +326,28 @@ class _Bounded(dict):  # type: ignore[type-arg]
 
 
 class _Bytes(dict):  # type: ignore[type-arg]
-    """Blob bytes by id, forgetting the oldest beyond ``cap`` bytes in all."""
+    """Values by id, each of a given size (blob bytes: their length), forgetting the
+    oldest beyond ``cap`` in all; ``take`` removes one."""
 
     def __init__(self, cap: int) -> None:
         super().__init__()
         self.cap = cap
         self.size = 0
+        self.sizes: dict[str, int] = {}
 
-    def add(self, key: str, data: bytes) -> None:
-        if key in self or len(data) > self.cap:
+    def add(self, key: str, data: Any, size: Optional[int] = None) -> None:
+        n = len(data) if size is None else size
+        if key in self or n > self.cap:
             return
         super().__setitem__(key, data)
-        self.size += len(data)
+        self.sizes[key] = n
+        self.size += n
         while self.size > self.cap:
-            self.size -= len(self.pop(next(iter(self))))
+            self.take(next(iter(self)))
+
+    def take(self, key: str) -> Any:
+        self.size -= self.sizes.pop(key)
+        return self.pop(key)
 
 
 # -- records: the in-memory shape, and both stored formats -------------------------------
@@ -422,16 +436,36 @@ def _entry_in(e: Any, deref: Callable[[Any], str]) -> Any:
     return [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]]
 
 
-def _message(rec: dict[str, Any], attach: Sequence[str] = (), early: Optional[dict[str, int]] = None) -> dict[str, Any]:
+def _message(
+    rec: dict[str, Any],
+    attach: Sequence[str] = (),
+    early: Optional[dict[str, int]] = None,
+    seq: int = 0,
+    record_at: Optional[Callable[[int], Optional[dict[str, Any]]]] = None,
+) -> dict[str, Any]:
     """A record as an engine message: its format-2 JSON as the text part, and one
     attachment part per blob of ``attach`` (the blobs this record stores, or first uses
     in its chat), so the engine knows the references (``Store.gc`` keeps a blob while a
     live chat attaches it, and drops it with the last deleted chat that did). ``early``:
-    the lane's early writes after this record (stored as ``"o"`` when not empty)."""
+    the lane's early writes after this record, stored when not empty: as ``"e"``, the
+    distances from ``seq`` (this record's) down to the write records they start at, for
+    every id whose seq is a write record of that id (``record_at``, ``rec`` itself at
+    ``seq``), and as ``"o"`` ``{id: seq}`` for any other."""
     out = _stored(rec, attach)
     if early:
         out = dict(out)
-        out["o"] = dict(sorted(early.items()))
+        back: list[int] = []
+        rest: dict[str, int] = {}
+        for cid, s in sorted(early.items(), key=operator.itemgetter(1)):
+            w = rec if s == seq else record_at(s) if record_at is not None and s < seq else None
+            if w is not None and w["k"] == "w" and w["c"] == cid:
+                back.append(seq - s)
+            else:
+                rest[cid] = s
+        if back:
+            out["e"] = back
+        if rest:
+            out["o"] = dict(sorted(rest.items()))
     parts: list[dict[str, Any]] = [{"type": "text", "text": _dumps(out)}]
     parts.extend({"type": "attachment", "mime": VALUE_MIME, "blob": b} for b in attach)
     return {"role": "system", "parts": parts}
@@ -455,6 +489,8 @@ def _decode(m: Any) -> dict[str, Any]:
     rec = _decode_json(d, m)
     if "o" in d:
         rec["o"] = d["o"]
+    if "e" in d:
+        rec["e"] = [m.seq - x for x in d["e"]]
     return rec
 
 
@@ -826,10 +862,8 @@ class _Lane:
             if self.hi == 0:
                 self.early = {}
             elif self.tracked:
-                rec = self.recs.get(self.hi - 1)
-                if rec is None:
-                    rec = json.loads(self.chat.messages(self.hi - 1, self.hi)[0].text)
-                self.early = _early_of(rec)
+                rec = self.record_at(self.hi - 1)
+                self.early = _early_of(rec, self.record_at)
             else:
                 # A lane written before the set was kept: read it whole, once.
                 self.decode_all()
@@ -1035,15 +1069,20 @@ class _Lane:
         ]
 
 
-def _early_of(rec: dict[str, Any]) -> dict[str, int]:
-    """The early writes a record carries (a list of ids, without seqs, in the first
-    records that had them: their writes may be anywhere, so seq 0)."""
+def _early_of(rec: dict[str, Any], record_at: Callable[[int], dict[str, Any]]) -> dict[str, int]:
+    """The early writes a record carries: ``o`` (a list of ids, without seqs, in the first
+    records that had them: their writes may be anywhere, so seq 0), and ``e``, the seqs
+    of write records (decoded: absolute), each naming its checkpoint id."""
+    out: dict[str, int] = {}
     o = rec.get("o")
-    if not o:
-        return {}
-    if isinstance(o, dict):
-        return {str(k): int(v) for k, v in o.items()}
-    return {str(k): 0 for k in o}
+    if o:
+        if isinstance(o, dict):
+            out.update((str(k), int(v)) for k, v in o.items())
+        else:
+            out.update((str(k), 0) for k in o)
+    for s in rec.get("e", ()):
+        out[record_at(s)["c"]] = s
+    return out
 
 
 class _Registry:
@@ -1160,6 +1199,10 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         # Items decoded once and handed out as they were (a first read costs one decode,
         # as with LangGraph's savers): the second read of an item caches it.
         self._read_once: _Bounded = _Bounded(65536)
+        # Items this saver put, decoded from their stored bytes when put and not handed
+        # out yet: the first read of each takes it (no decode, no copy).
+        # (Bounded by the items' serialized bytes.)
+        self._put_decoded = _Bytes(16 << 20)
         # The bytes of the item blobs this saver stored lately (what a read of the latest
         # state decodes first), so that reading them back needs no store read.
         self._item_bytes = _Bytes(32 << 20)
@@ -1288,9 +1331,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         new: dict[str, Any] = {}
         if missing:
             missing = list(dict.fromkeys(missing))
-            kept = self._item_bytes
-            datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
-            new = dict(zip(missing, self._decode_items(datas)))
+            ready = self._put_decoded
+            for b in missing:
+                if b in ready:  # decoded when put and never handed out: this read's own
+                    new[b] = ready.take(b)
+            if len(new) < len(missing):
+                missing = [b for b in missing if b not in new]
+                kept = self._item_bytes
+                datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
+                new.update(zip(missing, self._decode_items(datas)))
             once = self._read_once
             for b, obj in new.items():
                 if b in once:
@@ -1619,6 +1668,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             to_store: list[tuple[str, str, bytes]] = []
             item_blobs: list[bytes] = []
             item_ids: list[str] = []
+            fresh_items: list[tuple[str, bytes]] = []  # (id, bytes) of the new items
             # (channel, items or None, item ids): what to remember of the new record's lists.
             lists: list[tuple[str, Optional[list[Any]], Optional[tuple[str, ...]]]] = []
             stored: dict[str, Any] = {}  # changed channels, in order: their item-list entry or None
@@ -1645,6 +1695,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     got = self._item_entry(lane, parent_seq, old, ch, values[ch], written)
                     if got is not None:
                         entry, datas, new_ids, full = got
+                        n_items = len(datas) - (1 if "m" in entry else 0)  # a manifest blob last
+                        fresh_items.extend(itertools.islice(zip(new_ids, datas), n_items))
                         stored[ch] = entry
                         item_blobs.extend(datas)
                         item_ids.extend(new_ids)
@@ -1704,6 +1756,16 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             seq = self._append(lane, rec, blobs, list(dict.fromkeys(ids)), early=after)
             for bid, data in zip(item_ids, item_blobs):
                 self._item_bytes.add(bid, data)
+            if fresh_items:
+                # Decoded now, from the bytes just stored (what a read would decode), and
+                # handed out as they are by the next read of an item (which then owns it):
+                # the first read of the latest state decodes nothing (one decode per item,
+                # spread over the steps, in LangGraph's background thread).
+                ready = self._put_decoded
+                datas_of = dict(fresh_items)
+                fresh_ids = [b for b in datas_of if b not in self._decoded and b not in ready]
+                for bid, obj in zip(fresh_ids, self._decode_items([datas_of[b] for b in fresh_ids])):
+                    ready.add(bid, obj, len(datas_of[bid]))
             for ch, items, full in lists:
                 if full is not None:
                     lane.remember(seq, ch, manifest[ch], full)
@@ -1791,7 +1853,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         this record (unchanged when None), stored in the record."""
         if early is None:
             early = lane.early_ids()
-        msg = _message(rec, attach, early)
+        msg = _message(rec, attach, early, lane.hi, lane.record_at)
         if blobs:
             _ids, seqs = lane.chat.append_with_blobs(list(blobs), [msg])
             seq = seqs[0]
@@ -1948,6 +2010,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 for s, r in live:
                     r = dict(r)
                     r.pop("o", None)
+                    r.pop("e", None)
                     if r["k"] == "c":
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
@@ -1970,10 +2033,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 # source records that attached them may be below a prune floor).
                 attached: set[str] = set()
                 msgs = []
-                for r in recs:
+                base = dst.hi
+
+                def record_at(s: int) -> dict[str, Any]:
+                    return recs[s - base] if s >= base else dst.record_at(s)
+
+                for i, r in enumerate(recs):
                     attach = [b for b in _blobs_of(r) if b not in attached]
                     attached.update(attach)
-                    msgs.append(_message(r, attach, early))
+                    msgs.append(_message(r, attach, early, base + i, record_at))
                 seqs = dst.chat.append_batch(msgs)
                 for seq, r in zip(seqs, recs):
                     dst.appended(seq, r)
