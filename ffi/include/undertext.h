@@ -940,7 +940,10 @@ undertext_status_t undertext_chat_index(undertext_chat_t chat,
 // Checks compaction plan `plan_json` against the chat now, without applying it. The plan
 // is `{"trims": [seq, ...], "squishes": [{"from": seq, "to": seq, "rewrite": "..."}]}`
 // (a trim replaces one tool result by a pointer to its archive; a squish replaces
-// messages `from .. to`, `to` exclusive, by the rewrite; both members are optional).
+// messages `from .. to`, `to` exclusive, by the rewrite). The grammar is the engine's, the
+// one the model's compaction tool call uses: both members are optional (`null` is absent,
+// `{}` a plan of no changes: no problems, and `undertext_chat_compact` records nothing);
+// any other member, of the plan or of a squish, is refused.
 // Every problem, as a JSON array in `*out`: `[{"rule", "detail"}]`, empty when the plan
 // is acceptable (rules: `overlap`, `protected`, `boundary`, `longer`, `too_large`,
 // `trim`, `range`). JSON that is not such a plan is `UNDERTEXT_INVALID_ARGUMENT`.

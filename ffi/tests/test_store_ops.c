@@ -732,12 +732,23 @@ static void compaction_plans_are_linted_then_recorded(void) {
   CHECK(changes == 0);
 
   /* Misuse: JSON that is not a plan, bad UTF-8, NULL, stale handle. */
-  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: expected JSON", undertext_chat_lint(c, S("{\"trims\":"), &b));
-  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan.trims[0]: expected a message seq, found \"3\"",
+  /* The engine's plan grammar (the model's tool call reads plans the same way): the error
+     names the place, what was expected and what was found. */
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: expected a JSON object, found invalid JSON",
+        undertext_chat_lint(c, S("{\"trims\":"), &b));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: trims[0]: expected a non-negative integer seq, found \"3\"",
         undertext_chat_lint(c, S("{\"trims\":[\"3\"]}"), &b));
-  FAILS(UNDERTEXT_INVALID_ARGUMENT, "unknown member \"trim\"", undertext_chat_compact(c, S("{\"trim\":[3]}"), 0, &changes));
-  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan.squishes[0]: expected a member \"to\"",
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: expected only \"trims\", \"squishes\", found \"trim\"",
+        undertext_chat_compact(c, S("{\"trim\":[3]}"), 0, &changes));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: squishes[0]: expected a member \"to\", found none",
         undertext_chat_compact(c, S("{\"squishes\":[{\"from\":1,\"rewrite\":\"r\"}]}"), 0, &changes));
+  /* An unknown member of a squish is refused too: a misspelt name never drops a change. */
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "plan: squishes[0]: expected only \"from\", \"to\", \"rewrite\", found \"why\"",
+        undertext_chat_lint(c, S("{\"squishes\":[{\"from\":4,\"to\":5,\"rewrite\":\"r\",\"why\":1}]}"), &b));
+  /* null is an absent member. */
+  OK(undertext_chat_lint(c, S("{\"trims\":null,\"squishes\":null}"), &b));
+  CHECK(buf_eq(b, "[]"));
+  OK(undertext_buf_free(&b));
   FAILS(UNDERTEXT_INVALID_UTF8, "plan_json", undertext_chat_lint(c, bad_utf8(), &b));
   FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_chat_lint(c, S("{}"), NULL));
   FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_chat_index(c, NULL));

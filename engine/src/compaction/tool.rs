@@ -75,47 +75,85 @@ pub fn schema_anthropic() -> String {
     json!({"name": NAME, "description": DESCRIPTION, "input_schema": parameters()}).to_string()
 }
 
-/// Parses the model's call arguments into a [`Plan`]. The error says what was expected
-/// and what was found, for the model to read.
-pub fn parse_args(args: &str) -> Result<Plan, String> {
-    let v: Value = serde_json::from_str(args)
+/// Parses a compaction plan written as JSON: the one grammar of plans, shared by the
+/// model's tool call ([`parse_args`]) and the C ABI (`undertext_chat_lint`,
+/// `undertext_chat_compact`).
+///
+/// The plan is an object with two optional members, `"trims"` (an array of message seqs)
+/// and `"squishes"` (an array of `{"from": seq, "to": seq, "rewrite": "text"}`, `to`
+/// exclusive); `null` is the same as an absent member. Any other member, of the plan or of
+/// a squish, is refused, so a misspelt name never drops a change silently. `{}` is a plan
+/// of no changes: checking it finds nothing and recording it writes nothing. The error
+/// names the place in the plan, what was expected there and what was found.
+///
+/// ```
+/// use undertext::compaction::tool;
+/// assert!(tool::parse_plan("{}").unwrap().trims.is_empty());
+/// let e = tool::parse_plan(r#"{"squishes": [{"from": 1, "to": 2, "rewrite": "r", "why": 1}]}"#).unwrap_err();
+/// assert!(e.starts_with("squishes[0]: expected only"), "{e}");
+/// ```
+pub fn parse_plan(json: &str) -> Result<Plan, String> {
+    let v: Value = serde_json::from_str(json)
         .map_err(|e| format!("expected a JSON object, found invalid JSON ({e})"))?;
     let Some(obj) = v.as_object() else { return Err(format!("expected a JSON object, found {v}")) };
-    if let Some(k) = obj.keys().find(|k| *k != "trims" && *k != "squishes") {
-        return Err(format!("expected only \"trims\" and \"squishes\", found \"{k}\""));
-    }
-    let seq = |x: &Value, what: &str| {
-        x.as_u64().ok_or_else(|| format!("{what}: expected a non-negative integer seq, found {x}"))
-    };
+    only(obj, &["trims", "squishes"], "")?;
     let mut plan = Plan::default();
-    match obj.get("trims") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) => {
-            for x in a {
-                plan.trims.push(seq(x, "trims")?);
-            }
-        }
-        Some(x) => return Err(format!("trims: expected an array of seqs, found {x}")),
+    for (i, x) in array(obj, "trims", "an array of seqs")?.iter().enumerate() {
+        plan.trims.push(seq(x, &format!("trims[{i}]"))?);
     }
-    match obj.get("squishes") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(a)) => {
-            for x in a {
-                let from = seq(x.get("from").unwrap_or(&Value::Null), "squish \"from\"")?;
-                let to = seq(x.get("to").unwrap_or(&Value::Null), "squish \"to\"")?;
-                let rewrite = x
-                    .get("rewrite")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("squish {from}..{to}: expected \"rewrite\" text, found {x}"))?;
-                plan.squishes.push(Squish { from, to, rewrite: rewrite.to_string() });
-            }
-        }
-        Some(x) => return Err(format!("squishes: expected an array of {{from, to, rewrite}}, found {x}")),
+    for (i, x) in array(obj, "squishes", "an array of {from, to, rewrite}")?.iter().enumerate() {
+        let at = format!("squishes[{i}]");
+        let Some(o) = x.as_object() else {
+            return Err(format!("{at}: expected an object {{from, to, rewrite}}, found {x}"));
+        };
+        only(o, &["from", "to", "rewrite"], &at)?;
+        let member = |k: &str| o.get(k).ok_or_else(|| format!("{at}: expected a member \"{k}\", found none"));
+        let from = seq(member("from")?, &format!("{at}.from"))?;
+        let to = seq(member("to")?, &format!("{at}.to"))?;
+        let rewrite = member("rewrite")?;
+        let Some(rewrite) = rewrite.as_str() else {
+            return Err(format!("{at}.rewrite: expected text, found {rewrite}"));
+        };
+        plan.squishes.push(Squish { from, to, rewrite: rewrite.to_string() });
     }
+    Ok(plan)
+}
+
+/// Parses the model's call arguments into a [`Plan`]: the grammar of [`parse_plan`], and a
+/// call with nothing to do is refused (the model is told to name a change). The error says
+/// what was expected and what was found, for the model to read.
+pub fn parse_args(args: &str) -> Result<Plan, String> {
+    let plan = parse_plan(args)?;
     if plan.trims.is_empty() && plan.squishes.is_empty() {
         return Err("expected at least one trim or squish, found none".into());
     }
     Ok(plan)
+}
+
+/// Refuses a member of `obj` not in `known` (`at`: where `obj` is in the plan).
+fn only(obj: &serde_json::Map<String, Value>, known: &[&str], at: &str) -> Result<(), String> {
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(k) => {
+            let names: Vec<String> = known.iter().map(|n| format!("\"{n}\"")).collect();
+            let at = if at.is_empty() { String::new() } else { format!("{at}: ") };
+            Err(format!("{at}expected only {}, found \"{k}\"", names.join(", ")))
+        }
+        None => Ok(()),
+    }
+}
+
+/// Member `key` of the plan as an array (absent or `null`: empty).
+fn array<'a>(obj: &'a serde_json::Map<String, Value>, key: &str, what: &str) -> Result<&'a [Value], String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(x) => Err(format!("{key}: expected {what}, found {x}")),
+    }
+}
+
+/// `x` as a message seq (`at`: where it is in the plan).
+fn seq(x: &Value, at: &str) -> Result<u64, String> {
+    x.as_u64().ok_or_else(|| format!("{at}: expected a non-negative integer seq, found {x}"))
 }
 
 /// The tool result for arguments that do not parse.
@@ -164,4 +202,62 @@ pub fn nudge_text(estimate: u64, line: u64, index: &[IndexLine]) -> String {
         s.push_str(&format!("{} {} {} {}\n", l.seq, l.role.as_str(), l.tokens, l.preview));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code")]
+
+    use super::*;
+
+    #[test]
+    fn a_plan_reads_trims_and_squishes_and_null_is_absent() {
+        let p = parse_plan(r#"{"trims":[3,5],"squishes":[{"from":0,"to":2,"rewrite":"setup"}]}"#).unwrap();
+        assert_eq!(p.trims, vec![3, 5]);
+        assert_eq!(p.squishes, vec![Squish { from: 0, to: 2, rewrite: "setup".into() }]);
+        assert_eq!(parse_plan(r#"{"trims":null,"squishes":null}"#).unwrap(), Plan::default());
+    }
+
+    #[test]
+    fn an_empty_plan_parses_but_an_empty_tool_call_is_refused() {
+        assert_eq!(parse_plan("{}").unwrap(), Plan::default());
+        assert_eq!(parse_args("{}").unwrap_err(), "expected at least one trim or squish, found none");
+        assert_eq!(parse_args(r#"{"trims":[1]}"#).unwrap().trims, vec![1]);
+    }
+
+    #[test]
+    fn a_malformed_plan_names_the_place_what_was_expected_and_what_was_found() {
+        let cases = [
+            ("[1]", "expected a JSON object, found [1]"),
+            ("{", "expected a JSON object, found invalid JSON"),
+            (r#"{"trim":[1]}"#, r#"expected only "trims", "squishes", found "trim""#),
+            (r#"{"trims":3}"#, "trims: expected an array of seqs, found 3"),
+            (r#"{"trims":[-1]}"#, "trims[0]: expected a non-negative integer seq, found -1"),
+            (r#"{"trims":[1,"3"]}"#, r#"trims[1]: expected a non-negative integer seq, found "3""#),
+            (r#"{"squishes":{}}"#, "squishes: expected an array of {from, to, rewrite}, found {}"),
+            (r#"{"squishes":[7]}"#, "squishes[0]: expected an object {from, to, rewrite}, found 7"),
+            (
+                r#"{"squishes":[{"from":0,"rewrite":"x"}]}"#,
+                r#"squishes[0]: expected a member "to", found none"#,
+            ),
+            (
+                r#"{"squishes":[{"from":0,"to":1,"rewrite":7}]}"#,
+                "squishes[0].rewrite: expected text, found 7",
+            ),
+            (r#"{"squishes":[{"from":0,"to":-1,"rewrite":"x"}]}"#, "squishes[0].to: expected a non-negative"),
+            (
+                r#"{"squishes":[{"from":0,"to":1,"rewrite":"x","why":1}]}"#,
+                r#"squishes[0]: expected only "from", "to", "rewrite", found "why""#,
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse_plan(text).unwrap_err();
+            assert!(e.starts_with(want), "{text}: {e}");
+            assert_eq!(
+                parse_args(text).unwrap_err(),
+                e,
+                "the tool call and the plan grammar differ on {text}"
+            );
+        }
+    }
 }
