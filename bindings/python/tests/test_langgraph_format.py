@@ -62,8 +62,9 @@ def test_a_plain_checkpoint_record_is_compact_json_without_serializer_output(sto
     assert rec["k"] == "C" and rec["id"] == parent
     assert "mx" not in rec, "the running maximum is stored although it equals the id"
     assert "cp" not in rec and "md" not in rec, "plain JSON went through the serializer"
-    assert rec["m"] == {"source": "loop", "step": 2}
-    assert parent not in json.dumps(rec["c"]), "the checkpoint id is stored twice"
+    # The metadata and checkpoint fields: a patch of the parent record's (see below).
+    assert rec["cd"]["m"] == {"s": {"step": 2}}
+    assert parent not in json.dumps(rec["cd"]), "the checkpoint id is stored twice"
     # One new blob, named by its attachment's index; its version only in the checkpoint.
     assert rec["ch"]["messages"][0] == 0 and len(rec["ch"]["messages"]) == 2
     attachments = [p for p in m.parts if p["type"] == "attachment"]
@@ -311,6 +312,8 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
     import undertext.langgraph
 
     monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
+    # (And checkpoint records patched from their parent's: whole every 4 too.)
+    monkeypatch.setattr(undertext.langgraph, "PATCH_LINKS", 4)
     path = tmp_path / "store"
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
@@ -391,3 +394,60 @@ def test_the_first_read_after_a_put_decodes_no_item_and_owns_what_it_gets(store:
     again = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
     assert again == items and CountingSerde.loads == 1  # decoded again, in one call
     assert all(a is not b for a, b in zip(again, first))
+
+
+def put_chain(saver: UndertextSaver, thread: str, metadatas: list[dict[str, Any]]) -> list[Any]:
+    """Puts one checkpoint per metadata, each the child of the one before; returns them."""
+    parent = None
+    out = []
+    for i, md in enumerate(metadatas):
+        cp = checkpoint({"x": i}, {"x": f"{i + 1:032}.0", "y": "1".zfill(32) + ".0"})
+        cp["versions_seen"] = {"node": {"x": f"{i:032}.0"}, "other": {"y": "1"}}
+        saver.put(cfg(thread, parent), cp, md, {"x": f"{i + 1:032}.0"})
+        parent = cp["id"]
+        out.append(cp)
+    return out
+
+
+def test_a_checkpoint_record_is_a_patch_of_its_parents_and_reads_whole_after_a_reopen(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import undertext.langgraph
+
+    monkeypatch.setattr(undertext.langgraph, "PATCH_LINKS", 4)
+    path = tmp_path / "store"
+    mds = [{"source": "loop", "step": i, "parents": {}} for i in range(7)]
+    with undertext.Store.open(path) as store:
+        cps = put_chain(UndertextSaver(store), "t", mds)
+        recs = [json.loads(m.text) for m in store.chat("langgraph", next(iter(store.chats("langgraph"))).id).messages()]
+    # Whole, then patches of the parent (its seq, the depth), whole again after PATCH_LINKS.
+    assert [("cd" in r, r.get("cd", {}).get("d")) for r in recs] == [
+        (False, None), (True, 1), (True, 2), (True, 3), (False, None), (True, 1), (True, 2),
+    ]
+    last = recs[-1]
+    assert "p" not in last and "c" not in last and "m" not in last and last["cd"]["b"] == 5
+    assert last["cd"]["m"] == {"s": {"step": 6}}  # only what changed
+    assert last["cd"]["c"]["n"]["vs"] == {"n": {"node": {"s": {"x": f"{6:032}.0"}}}}
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        listed = list(saver.list(cfg("t")))
+        assert [t.metadata for t in listed] == list(reversed(mds))
+        for t, cp in zip(listed, reversed(cps)):
+            want = {k: v for k, v in cp.items() if k != "channel_values"}
+            assert {k: v for k, v in t.checkpoint.items() if k != "channel_values"} == want
+        assert [t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None for t in listed] == [
+            None if i == 0 else cps[i - 1]["id"] for i in range(6, -1, -1)
+        ]
+
+
+def test_a_patch_that_would_change_a_type_or_a_key_order_is_not_used(store: Any) -> None:
+    # 1 == 1.0 == True in Python: a patch would drop the change; and a patch appends new
+    # keys last. Either way the record is stored whole and reads back exactly.
+    mds = [{"a": 1, "b": 1}, {"a": 1.0, "b": 1}, {"a": 1.0, "b": True}, {"b": True, "a": 1.0}, {"b": True, "a": 1.0}]
+    saver = UndertextSaver(store)
+    put_chain(saver, "t", mds)
+    lane = saver._registry.lanes[("t", "")]
+    recs = [json.loads(m.text) for m in lane.chat.messages()]
+    assert ["cd" in r for r in recs] == [False, False, False, False, True]
+    got = [t.metadata for t in saver.list(cfg("t"))]
+    assert [json.dumps(m) for m in got] == [json.dumps(m) for m in reversed(mds)]

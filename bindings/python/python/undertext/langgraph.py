@@ -156,6 +156,11 @@ _BATCH = 64  # records decoded per engine read while walking backwards
 #: read after a reopen walks at most this many records down.
 SNAPSHOT_LINKS = 256
 
+#: Checkpoint records stored as a patch of their parent's (``cd``) in a row, after which a
+#: put stores the checkpoint and metadata whole again, so a read after a reopen resolves at
+#: most this many records down (they are the newest ones, read in one batch).
+PATCH_LINKS = 16
+
 #: Digits of a version's counter in a new thread (``get_next_version``): 10^10 steps.
 VERSION_DIGITS = 10
 
@@ -225,6 +230,67 @@ def _jcopy(x: Any) -> Any:
 
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+def _patch(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """What turns JSON dict ``a`` into ``b``: ``s`` the keys set (new or changed), ``x``
+    the keys removed, ``n`` patches of the keys whose values are dicts in both (each
+    member only when not empty). ``_apply(a, _patch(a, b))`` equals ``b``; its key order
+    and value types are checked by the caller (``_delta``)."""
+    s: dict[str, Any] = {}
+    n: dict[str, Any] = {}
+    for k, v in b.items():
+        if k in a:
+            old = a[k]
+            if old == v:
+                continue
+            if type(old) is dict and type(v) is dict:
+                n[k] = _patch(old, v)
+                continue
+        s[k] = v
+    out: dict[str, Any] = {}
+    if s:
+        out["s"] = s
+    x = [k for k in a if k not in b]
+    if x:
+        out["x"] = x
+    if n:
+        out["n"] = n
+    return out
+
+
+def _apply(a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
+    """``a`` patched by ``p`` (``_patch``); unchanged values are shared with ``a`` (records
+    are never changed in place)."""
+    if not p:
+        return a
+    x = p.get("x", ())
+    out = {k: v for k, v in a.items() if k not in x} if x else dict(a)
+    for k, sub in p.get("n", {}).items():
+        out[k] = _apply(out[k], sub)
+    out.update(p.get("s", {}))
+    return out
+
+
+def _delta(base_seq: int, base: dict[str, Any], rec: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The ``cd`` entry storing checkpoint record ``rec``'s checkpoint and metadata as
+    patches of its parent's (``base``, at seq ``base_seq``), or None to store them
+    whole: a field not plain JSON on either side, a chain of ``PATCH_LINKS``, or a patch
+    that does not give back the same JSON text (key order, 1 vs 1.0 vs true)."""
+    if "c" not in rec or "m" not in rec or "c" not in base or "m" not in base:
+        return None
+    depth = base.get("_d", 0) + 1
+    if depth >= PATCH_LINKS:
+        return None
+    pc, pm = _patch(base["c"], rec["c"]), _patch(base["m"], rec["m"])
+    if _dumps(_apply(base["c"], pc)) != _dumps(rec["c"]) or _dumps(_apply(base["m"], pm)) != _dumps(rec["m"]):
+        return None
+    out: dict[str, Any] = {"b": base_seq, "d": depth}
+    if pc:
+        out["c"] = pc
+    if pm:
+        out["m"] = pm
+    return out
 
 
 # -- item lists: a list value stored one blob per item -----------------------------------
@@ -401,11 +467,15 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"k": "C", "id": rec["id"]}
     if rec["mx"] != rec["id"]:
         out["mx"] = rec["mx"]
-    if rec["p"] is not None:
-        out["p"] = rec["p"]
-    for key in ("c", "cp", "m", "md"):
-        if key in rec:
-            out[key] = rec[key]
+    cd = rec.get("_cd")
+    if cd is not None:  # the parent (``p``), checkpoint and metadata: a patch of its record
+        out["cd"] = cd
+    else:
+        if rec["p"] is not None:
+            out["p"] = rec["p"]
+        for key in ("c", "cp", "m", "md"):
+            if key in rec:
+                out[key] = rec[key]
     out["ch"] = {ch: _entry_out(e, ref) for ch, e in rec["ch"].items()}
     if rec.get("pw"):
         out["pw"] = [pw if type(pw) is int else [pw[0], _writes_out(pw[1], ref)] for pw in rec["pw"]]
@@ -514,7 +584,7 @@ def _decode_json(d: dict[str, Any], m: Any) -> dict[str, Any]:
     if k == "W":
         return _writes_in(d, deref)
     rec: dict[str, Any] = {"k": "c", "id": d["id"], "mx": d.get("mx", d["id"]), "p": d.get("p")}
-    for key in ("c", "cp", "m", "md"):
+    for key in ("c", "cp", "m", "md", "cd"):  # cd: resolved by the lane (``_Lane.resolve``)
         if key in d:
             rec[key] = d[key]
     rec["ch"] = {ch: _entry_in(e, deref) for ch, e in d["ch"].items()}
@@ -934,8 +1004,31 @@ class _Lane:
                 return
             rec = self.recs.get(seq)
             if rec is not None and seq not in self.dead:
+                if "cd" in rec:
+                    self.resolve(seq, rec)
                 yield seq, rec
             seq -= 1
+
+    def resolve(self, seq: int, rec: dict[str, Any]) -> None:
+        """Fills in a checkpoint record stored as a patch of its parent's (``cd``): its
+        parent id, checkpoint and metadata, from the chain of records down to one stored
+        whole (at most ``PATCH_LINKS``), each resolved in place on the way up."""
+        chain = [(seq, rec)]
+        while True:
+            b = chain[-1][1]["cd"]["b"]
+            base = self.record_at(b)
+            if "cd" not in base:
+                break
+            chain.append((b, base))
+        for _s, r in reversed(chain):
+            cd = r["cd"]
+            base = self.record_at(cd["b"])
+            r["p"] = base["id"]
+            r["c"] = _apply(base["c"], cd.get("c", {}))
+            r["m"] = _apply(base["m"], cd.get("m", {}))
+            r["_d"] = cd["d"]
+            r["_cd"] = cd
+            del r["cd"]
 
     def record_at(self, seq: int) -> dict[str, Any]:
         """The decoded record at ``seq``, live or not (a list's base may be below the
@@ -1657,10 +1750,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             parent_manifest: dict[str, Any] = {}
             parent_versions: dict[str, Any] = {}
             parent_seq: Optional[int] = None
+            parent_rec: Optional[dict[str, Any]] = None
             if parent_id is not None:
                 found = lane.find(parent_id)
                 if found is not None:
-                    parent_seq = found[0]
+                    parent_seq, parent_rec = found
                     parent_manifest = found[1]["ch"]
                     parent_versions = self._versions_of(found[1])
             written = lane.written.get(parent_id) if parent_id is not None else None
@@ -1748,6 +1842,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 typed = self.serde.dumps_typed(md)
                 rec["md"] = [typed[0], _b64(typed[1])]
             rec["ch"] = manifest
+            if parent_seq is not None and parent_rec is not None:
+                cd = _delta(parent_seq, parent_rec, rec)
+                if cd is not None:
+                    rec["_cd"] = cd
+                    rec["_d"] = cd["d"]
             if early:
                 # A write record of this chat is named by its seq; others (copied by
                 # copy_thread from another chat before references) are kept whole.
@@ -2009,8 +2108,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 new_seq = {s: dst.hi + i for i, (s, _r) in enumerate(live)}
                 for s, r in live:
                     r = dict(r)
-                    r.pop("o", None)
-                    r.pop("e", None)
+                    for key in ("o", "e", "_cd", "_d"):  # copies store checkpoints whole
+                        r.pop(key, None)
                     if r["k"] == "c":
                         mx = r["id"] if mx is None else max(mx, r["id"])
                         r["mx"] = mx
