@@ -47,6 +47,24 @@ def test_put_blobs_stores_every_blob_in_one_call(store):
     assert [store.get_blob("alice", i) for i in ids] == items
 
 
+def test_get_blobs_reads_many_blobs_in_order_in_one_call(store):
+    items = [b"first", bytes(range(256)) * 300, b"", b"first"]  # one chunked (75 KB), one twice
+    ids = store.put_blobs("alice", items)
+    assert store.get_blobs("alice", ids) == items
+    assert store.get_blobs("alice", []) == []
+    ref = store.archive("alice", "archived text")
+    assert store.get_blobs("alice", [ref, ids[0]]) == [b"archived text", b"first"]
+
+
+def test_get_blobs_raises_for_a_blob_not_granted_and_a_bad_id_before_reading(store):
+    mine = store.put_blob("alice", b"alice's")
+    theirs = store.put_blob("bob", b"bob's")
+    with pytest.raises(undertext.NotFound, match=theirs):
+        store.get_blobs("alice", [mine, theirs])
+    with pytest.raises(undertext.InvalidArgument, match="expected a str of 64 hex digits"):
+        store.get_blobs("alice", [mine, 42])
+
+
 def test_a_missing_blob_is_not_found_and_a_bad_id_is_invalid(store):
     with pytest.raises(undertext.NotFound) as e:
         store.get_blob("alice", undertext.blob_id(b"absent"))

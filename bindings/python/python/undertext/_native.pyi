@@ -79,6 +79,9 @@ class Store:
     def get_blob(self, owner: str, blob_id: Id) -> bytes:
         """The blob's bytes; ``NotFound`` for a blob ``owner`` holds no grant on (never
         stored, or stored only by other owners: the same error)."""
+    def get_blobs(self, owner: str, blob_ids: Sequence[Id]) -> List[bytes]:
+        """Each blob's bytes, in order, read in one call (as ``get_blob`` for each: the
+        first blob not granted raises ``NotFound``, a damaged one ``Corrupt``)."""
     def get_blob_range(self, owner: str, blob_id: Id, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the blob, reading only the chunks the range overlaps.
 

@@ -1431,7 +1431,10 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             if len(new) < len(missing):
                 missing = [b for b in missing if b not in new]
                 kept = self._item_bytes
-                datas = [kept[b] if b in kept else self.store.get_blob(self.owner, b) for b in missing]
+                absent = [b for b in missing if b not in kept]
+                # Read in one call (after a reopen: every item of the state).
+                got = dict(zip(absent, self.store.get_blobs(self.owner, absent))) if absent else {}
+                datas = [kept[b] if b in kept else got[b] for b in missing]
                 new.update(zip(missing, self._decode_items(datas)))
             once = self._read_once
             for b, obj in new.items():
