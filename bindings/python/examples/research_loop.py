@@ -74,11 +74,11 @@ def view_text_and_archives(view: undertext.View) -> Tuple[str, List[str]]:
             if p["type"] in ("text", "summary"):
                 texts.append(p["text"])
             elif p["type"] == "tool_result":
-                texts.append(p["content"])
+                texts.append(p["text"])
                 if "archive" in p:
                     archives.append(p["archive"]["id"])
                 else:
-                    archives.extend(re.findall(r"\b[0-9a-f]{64}\b", p["content"]))
+                    archives.extend(re.findall(r"\b[0-9a-f]{64}\b", p["text"]))
     return "\n".join(texts), archives
 
 

@@ -181,6 +181,21 @@ fn json_text(py: Python<'_>, v: &Bound<'_, PyAny>) -> PyResult<String> {
     py.import("json")?.call_method1("dumps", (v,))?.extract()
 }
 
+/// A tool result's text: `"text"`, the engine's canonical key (what `part_out` writes), or
+/// `"content"`, the key Python used before (still read, never written); not both.
+fn tool_result_text(py: Python<'_>, d: &Bound<'_, PyDict>, what: &str) -> PyResult<String> {
+    match (d.contains("text")?, d.contains("content")?) {
+        (true, true) => Err(invalid(
+            py,
+            format!(
+                "{what}: expected the tool result's text in \"text\" (or the older \"content\"), found both"
+            ),
+        )),
+        (false, true) => req_str(py, d, "content", what),
+        _ => req_str(py, d, "text", what),
+    }
+}
+
 /// A part from its dict.
 pub(crate) fn part_in(py: Python<'_>, obj: &Bound<'_, PyAny>, at: usize) -> PyResult<Part> {
     let what = format!("part {at}");
@@ -197,7 +212,7 @@ pub(crate) fn part_in(py: Python<'_>, obj: &Bound<'_, PyAny>, at: usize) -> PyRe
             args: json_text(py, &req(py, d, "args", &what)?)?,
         },
         "tool_result" => {
-            let text = req_str(py, d, "content", &what)?;
+            let text = tool_result_text(py, d, &what)?;
             let content = match d.get_item("archive")? {
                 Some(a) if !a.is_none() => {
                     let id = match a.cast::<PyDict>() {
@@ -326,9 +341,9 @@ pub(crate) fn part_out<'py>(py: Python<'py>, p: &Part) -> PyResult<Bound<'py, Py
             d.set_item("type", "tool_result")?;
             d.set_item("call_id", call_id)?;
             match content {
-                ToolContent::Text(t) => d.set_item("content", t)?,
+                ToolContent::Text(t) => d.set_item("text", t)?,
                 ToolContent::Archived { archive, preview } => {
-                    d.set_item("content", preview)?;
+                    d.set_item("text", preview)?;
                     d.set_item("archive", archive_dict(py, archive)?)?;
                 }
             }

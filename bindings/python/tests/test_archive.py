@@ -72,7 +72,7 @@ def test_a_long_tool_result_is_archived_on_append_and_reads_back_whole(tmp_path)
         chat.append(undertext.tool_call("c1", "sh", {"cmd": "cargo test"}))
         seq = chat.append(undertext.tool_result("c1", output))
         part = chat[seq].parts[0]
-        assert "archive" in part and len(part["content"]) < len(output)
+        assert "archive" in part and len(part["text"]) < len(output)
         ref = part["archive"]
         assert ref["chars"] == len(output) and ref["lines"] == 2000
         assert store.read_context("alice", ref["id"], 0, ref["chars"]) == output

@@ -11,8 +11,8 @@ EVERY_PART = [
     {"type": "text", "text": "plain text"},
     {"type": "summary", "text": "a summary of earlier turns"},
     {"type": "tool_call", "id": "call-1", "name": "read_file", "args": '{"path": "Cargo.toml"}'},
-    {"type": "tool_result", "call_id": "call-1", "content": "[package]", "is_error": False},
-    {"type": "tool_result", "call_id": "call-2", "content": "boom", "is_error": True},
+    {"type": "tool_result", "call_id": "call-1", "text": "[package]", "is_error": False},
+    {"type": "tool_result", "call_id": "call-2", "text": "boom", "is_error": True},
     {"type": "approval_request", "id": "ap-1", "call_id": "call-3", "prompt": "run rm -rf target?"},
     {"type": "approval_request", "id": "ap-2", "call_id": None, "prompt": "continue?"},
     {"type": "approval_response", "id": "ap-1", "approved": True, "reason": "fine"},
@@ -32,6 +32,13 @@ def test_every_part_kind_round_trips(store, chat):
     assert chat[again].parts == parts
     d = m.to_dict()
     assert d["parts"] == parts and d["seq"] == seq and d["step"] is None
+
+
+def test_a_tool_result_is_read_back_under_text_and_the_older_content_key_is_still_accepted(chat):
+    seq = chat.append({"role": "tool", "parts": [{"type": "tool_result", "call_id": "c", "content": "old key"}]})
+    part = chat[seq].parts[0]
+    assert part["text"] == "old key" and "content" not in part
+    assert chat[chat.append(undertext.tool_result("c", "new key"))].parts[0]["text"] == "new key"
 
 
 def test_tool_call_args_may_be_any_json_value(chat):
@@ -172,7 +179,9 @@ def test_steps_and_attempts_keep_every_retry(chat):
         ({"role": "user", "parts": "no"}, '"parts" to be a list'),
         ({"role": "user", "parts": [{"text": "no type"}]}, 'expected key "type"'),
         ({"role": "user", "parts": [{"type": "video"}]}, 'found "video"'),
-        ({"role": "tool", "parts": [{"type": "tool_result", "content": "x"}]}, '"call_id"'),
+        ({"role": "tool", "parts": [{"type": "tool_result", "text": "x"}]}, '"call_id"'),
+        ({"role": "tool", "parts": [{"type": "tool_result", "call_id": "c", "text": "x", "content": "y"}]}, "found both"),
+        ({"role": "tool", "parts": [{"type": "tool_result", "call_id": "c"}]}, 'expected key "text"'),
         ({"role": "user", "parts": [{"type": "approval_response", "id": "a", "approved": "yes"}]}, '"approved" to be a bool'),
     ],
 )

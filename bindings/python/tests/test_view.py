@@ -39,7 +39,7 @@ def test_under_the_soft_line_the_view_fits_unchanged(big_store):
     assert len(v) == len(chat) and v.estimate == est == v.raw_estimate
     assert v.revision == chat.revision and v.swap_seconds is None and v.calibration == 1.0
     assert [m["seqs"] for m in v.messages] == [(i, i + 1) for i in range(len(chat))]
-    assert v.messages[3]["parts"][0]["content"] == result_text(0)
+    assert v.messages[3]["parts"][0]["text"] == result_text(0)
 
 
 def test_over_the_soft_line_older_results_become_previews_that_read_back(big_store):
@@ -54,7 +54,7 @@ def test_over_the_soft_line_older_results_become_previews_that_read_back(big_sto
     part = by_seq[v.previewed[0]]["parts"][0]
     ref = part["archive"]
     assert big_store.read_context("alice", ref["id"], 0, ref["chars"]) == result_text(0)
-    assert chat[v.previewed[0]].parts[0]["content"] == result_text(0)  # the original is untouched
+    assert chat[v.previewed[0]].parts[0]["text"] == result_text(0)  # the original is untouched
 
 
 def test_over_the_hard_line_the_view_is_refused_with_the_numbers(big_store):

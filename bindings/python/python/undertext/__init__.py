@@ -145,9 +145,9 @@ def tool_call(call_id: str, name: str, args: Any, text: Optional[str] = None) ->
     return {"role": "assistant", "parts": parts}
 
 
-def tool_result(call_id: str, content: str, is_error: bool = False) -> Dict[str, Any]:
-    """A tool message carrying the result of call ``call_id``."""
+def tool_result(call_id: str, text: str, is_error: bool = False) -> Dict[str, Any]:
+    """A tool message carrying the result ``text`` of call ``call_id``."""
     return {
         "role": "tool",
-        "parts": [{"type": "tool_result", "call_id": call_id, "content": content, "is_error": is_error}],
+        "parts": [{"type": "tool_result", "call_id": call_id, "text": text, "is_error": is_error}],
     }
