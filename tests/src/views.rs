@@ -8,6 +8,23 @@ use serde_json::Value;
 use undertext::budget::{Budget, Estimator, View};
 use undertext::{Part, ToolContent};
 
+/// An estimator of one token per character and no overhead: expectations can be computed
+/// exactly.
+#[derive(Debug)]
+pub struct Chars;
+
+impl Estimator for Chars {
+    fn id(&self) -> &str {
+        "chars"
+    }
+    fn text_tokens(&self, t: &str) -> u64 {
+        t.chars().count() as u64
+    }
+    fn message_overhead(&self) -> u64 {
+        0
+    }
+}
+
 /// Tokens of the parts sent, by the estimator's public methods (the documented formula:
 /// overhead per message; text; calls: name + args + id + 3; results: text + 3; approval
 /// parts: text + 4; attachments: the reserve).

@@ -7,24 +7,10 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision, Estimator};
+use undertext::budget::{Budget, Decision};
 use undertext::{Chat, ChatMeta, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 
-/// One token per character, no overhead: expectations can be computed exactly.
-#[derive(Debug)]
-struct Chars;
-
-impl Estimator for Chars {
-    fn id(&self) -> &str {
-        "chars"
-    }
-    fn text_tokens(&self, t: &str) -> u64 {
-        t.chars().count() as u64
-    }
-    fn message_overhead(&self) -> u64 {
-        0
-    }
-}
+use undertext_tests::views::Chars;
 
 fn opts() -> Options {
     // Results up to 64 KB stay inline, so the guard is what previews them.

@@ -232,8 +232,12 @@ impl Chat {
     /// messages, the task (user messages of the last two turns, verbatim), the summary, and
     /// the messages from its reach.
     ///
-    /// Previewing an inline tool result archives it (content-addressed, so a second view
-    /// writes nothing new): the preview's archive id always reads the result back whole.
+    /// A view of the chat as it stands writes nothing (it may publish a prepared checkpoint
+    /// when a worker runs: the swap). A preview of an inline tool result (or of the task's
+    /// text) names the text by its content address as an archive id, which reads it back
+    /// whole through [`Store::read_context`](crate::Store::read_context) for the chat's
+    /// owner, without an archive written (see FORMAT.md, "Inline texts"); views work on a
+    /// read-only store too.
     pub fn view(&self, budget: &Budget) -> Result<View> {
         self.view_of().view(budget)
     }

@@ -355,7 +355,7 @@ impl Store {
 
     /// The reference of archive `id`, if `owner` may read it.
     pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
-        archive::archive_ref(self.core(), owner, id)
+        archive::archive_ref(self.core(), &self.inner.archives, owner, id)
     }
 
     /// Returns `range` of archive `id`, exactly, counted in `unit`. A range that would

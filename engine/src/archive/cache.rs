@@ -21,12 +21,11 @@ use std::sync::{Arc, OnceLock};
 use parking_lot::Mutex;
 
 use super::offsets::{Dense, OffsetIndex, Unit};
-use super::{ArchiveText, grant, not_found};
+use super::{ArchiveText, grant, inline_place, not_found, readable, text_at};
 use crate::blob::{BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::index::GRANT_ARCHIVE;
+use crate::index::GRANT_INLINE;
 use crate::record::ArchiveRec;
-use crate::store::blobs;
 use crate::store::core::Core;
 
 /// Bytes of archive text (and offset indexes) the cache keeps.
@@ -342,7 +341,7 @@ pub(crate) fn read_context(
     }
     let loaded = match cache.get(id) {
         Some(l) => {
-            if !blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
+            if !readable(core, owner, id)? {
                 return Err(not_found(id));
             }
             l
@@ -381,7 +380,7 @@ pub(crate) fn load_whole(
     owner: &str,
     id: &BlobId,
 ) -> Result<Arc<ArchiveText>> {
-    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    let Some(a) = grant(core, owner, id)? else { return load_inline(core, cache, owner, id) };
     if let Some(Loaded::Whole(t)) = cache.get(id) {
         return Ok(t);
     }
@@ -391,9 +390,12 @@ pub(crate) fn load_whole(
 }
 
 /// Checks the grant and puts archive `id` in the cache: whole when it is one blob, as a
-/// chunked entry (no chunk read yet) when it is chunked.
+/// chunked entry (no chunk read yet) when it is chunked. Without a grant, a text a chat of
+/// `owner` holds inline is read from its message and kept whole.
 fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Loaded> {
-    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    let Some(a) = grant(core, owner, id)? else {
+        return Ok(Loaded::Whole(load_inline(core, cache, owner, id)?));
+    };
     let l = match core.manifest_of(id)? {
         None => Loaded::Whole(whole(core, &a, id)?),
         Some(m) => {
@@ -423,6 +425,20 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
     };
     cache.put(*id, l.clone());
     Ok(l)
+}
+
+/// Text `id` that a chat of `owner` holds inline (no archive grant): read from its message,
+/// indexed once and kept whole in the cache (a whole entry already there is used).
+fn load_inline(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<Arc<ArchiveText>> {
+    let epoch = core.index.grants_epoch();
+    let at = inline_place(core, owner, id)?.ok_or_else(|| not_found(id))?;
+    core.grants.note(owner, id, GRANT_INLINE, epoch);
+    if let Some(Loaded::Whole(t)) = cache.get(id) {
+        return Ok(t);
+    }
+    let t = Arc::new(ArchiveText::new(text_at(core, id, &at)?));
+    cache.put(*id, Loaded::Whole(t.clone()));
+    Ok(t)
 }
 
 /// The offset index of archive `a`, verified against its hash.

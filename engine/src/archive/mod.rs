@@ -4,6 +4,13 @@
 //! An archive is a blob of UTF-8 text (its id is the text's content address) plus a blob
 //! holding its [offset index](offsets). An `archive` record grants one owner the right to
 //! read it; the same text archived by two owners is stored once with two grants.
+//!
+//! A text a message holds inline (a text part, an inline tool result) reads as an archive of
+//! its content address too, for the owner of the chat that holds it, without an archive
+//! written: a view previews such texts and names them by that address, and stays a read.
+//! The index lists every inline text of every message (`inline_texts`, see FORMAT.md); the
+//! text is read from its message and its offset index built once, then kept in the cache
+//! like an archive's. Another owner gets the error of an unknown id.
 
 mod cache;
 mod offsets;
@@ -20,9 +27,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use self::offsets::{Dense, OffsetIndex};
-use crate::blob::BlobId;
+use crate::blob::{BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::index::{ARCHIVES, GRANT_ARCHIVE};
+use crate::index::{ARCHIVES, GRANT_ARCHIVE, GRANT_INLINE, InlineText};
 use crate::log::Position;
 use crate::model::ArchiveRef;
 use crate::record::{self, ArchiveRec, kind};
@@ -201,14 +208,30 @@ fn not_found(id: &BlobId) -> Error {
     Error::NotFound { what: format!("archive {id}") }
 }
 
-/// Archives `text` for `owner` and returns its reference (see `Store::archive`).
+/// Archives `text` for `owner` and returns its reference (see `Store::archive`). A preview
+/// of an archive `owner` may read gives that archive's reference; a preview of a text held
+/// inline archives that text.
 pub(crate) fn archive(core: &Core, cache: &ArchiveCache, owner: &str, text: &str) -> Result<ArchiveRef> {
-    if let Some(hex) = preview::marked_id(text, &core.opts.preview_marker)
+    let marker = &core.opts.preview_marker;
+    let mut text = text;
+    let original;
+    if let Some(hex) = preview::marked_id(text, marker)
         && let Ok(id) = hex.parse::<BlobId>()
-        && let Some(a) = grant(core, owner, &id)?
-        && preview::is_preview_of(text, load(core, cache, owner, &id)?.as_str(), &core.opts.preview_marker)
     {
-        return Ok(to_ref(&a));
+        match grant(core, owner, &id)? {
+            Some(a) if preview::is_preview_of(text, load(core, cache, owner, &id)?.as_str(), marker) => {
+                return Ok(to_ref(&a));
+            }
+            Some(_) => {}
+            None => {
+                if let Some(t) = inline_text(core, owner, &id)?
+                    && preview::is_preview_of(text, &t, marker)
+                {
+                    original = t;
+                    text = &original;
+                }
+            }
+        }
     }
     let mut txn = Txn::default();
     let (r, wait) = archive_into(core, &mut txn, owner, text)?;
@@ -217,10 +240,99 @@ pub(crate) fn archive(core: &Core, cache: &ArchiveCache, owner: &str, text: &str
     Ok(r)
 }
 
-/// The reference of archive `id`, if `owner` may read it.
-pub(crate) fn archive_ref(core: &Core, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
-    let a = grant(core, owner, id)?.ok_or_else(|| not_found(id))?;
-    Ok(to_ref(&a))
+/// The reference of archive `id`, if `owner` may read it (an archive, or a text held inline).
+pub(crate) fn archive_ref(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
+    match grant(core, owner, id)? {
+        Some(a) => Ok(to_ref(&a)),
+        None => Ok(ref_of(id, &*load(core, cache, owner, id)?)),
+    }
+}
+
+/// The reference of text `t` under id `id`.
+fn ref_of(id: &BlobId, t: &ArchiveText) -> ArchiveRef {
+    ArchiveRef {
+        id: *id,
+        bytes: t.index.end.bytes,
+        chars: t.index.end.chars,
+        utf16_units: t.index.end.utf16,
+        lines: t.index.lines(t.text.ends_with('\n')),
+    }
+}
+
+/// Where `owner` holds text `id` inline (see [`crate::index::Index::inline_text`]),
+/// consulting records written moments ago (the index flushed first) and the texts of message
+/// bodies stored as blobs (listed first).
+pub(crate) fn inline_place(core: &Core, owner: &str, id: &BlobId) -> Result<Option<InlineText>> {
+    if let Some(p) = core.index.inline_text(owner, &id.0)? {
+        return Ok(Some(p));
+    }
+    core.ensure_flushed(core.log.written())?;
+    let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
+    core.index.list_body_texts(&body)?;
+    core.index.inline_text(owner, &id.0)
+}
+
+/// Text `id` as a message of a chat of `owner` holds it inline, read from the message;
+/// `None` when no chat of `owner` holds it.
+pub(crate) fn inline_text(core: &Core, owner: &str, id: &BlobId) -> Result<Option<String>> {
+    match inline_place(core, owner, id)? {
+        Some(at) => text_at(core, id, &at).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Text `id`, read from the message version `at` holding it inline (checked against `id`).
+pub(crate) fn text_at(core: &Core, id: &BlobId, at: &InlineText) -> Result<String> {
+    let raw = core.read(at.loc, Verify::Checksum)?;
+    let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
+    let text = record::message_part_text(&raw.payload, at.part, body)?.ok_or_else(|| {
+        Error::Index(format!(
+            "text {id}: the index lists it as part {} of message {} (revision {}) of chat {}, which holds no inline text there",
+            at.part, at.seq, at.revision, at.chat
+        ))
+    })?;
+    let found = BlobId::of(text.as_bytes());
+    if found != *id {
+        return Err(Error::Index(format!(
+            "text {id}: part {} of message {} (revision {}) of chat {} holds text {found}",
+            at.part, at.seq, at.revision, at.chat
+        )));
+    }
+    Ok(text)
+}
+
+/// True when `owner` may read `id` as an archive: it holds an archive grant on it, or a chat
+/// of its own holds the text inline (remembered in the grant cache under the grants epoch,
+/// which a chat's deletion advances).
+pub(crate) fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
+    if blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
+        return Ok(true);
+    }
+    let epoch = core.index.grants_epoch();
+    if core.grants.holds(owner, id, GRANT_INLINE, epoch) {
+        return Ok(true);
+    }
+    let found = inline_place(core, owner, id)?.is_some();
+    if found {
+        core.grants.note(owner, id, GRANT_INLINE, epoch);
+    }
+    Ok(found)
+}
+
+/// The guard's preview of an inline text in about `max_chars` characters, and the reference
+/// it names (the text's content address, readable through [`inline_text`]): the text's offset
+/// index is built once for both.
+pub(crate) fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
+    let idx = OffsetIndex::build(text);
+    let id = BlobId::of(text.as_bytes());
+    let r = ArchiveRef {
+        id,
+        bytes: idx.end.bytes,
+        chars: idx.end.chars,
+        utf16_units: idx.end.utf16,
+        lines: idx.lines(text.ends_with('\n')),
+    };
+    (r, preview::build(text, &idx, &id.to_string(), max_chars, None, template))
 }
 
 /// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).

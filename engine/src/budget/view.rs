@@ -149,16 +149,9 @@ pub(crate) struct Candidate {
     pub tail: bool,
 }
 
-/// Everything `Chat::view` computes, before the writes it needs (archiving previewed
-/// inline results) are made.
-pub(crate) struct Planned {
-    pub view: View,
-    pub to_archive: Vec<String>,
-}
-
 /// Applies the guard to `messages` (already with compaction records and pins applied).
 /// `preview_text` gives the guard-size preview of an inline result (as an archived content
-/// naming the archive the text will be stored in), `reshrink` that of an already archived
+/// naming the text by its content address, readable without an archive written), `reshrink` that of an already archived
 /// result (built from its archive), so every estimate counts exactly the text that is sent.
 pub(crate) fn guard(
     e: &dyn Estimator,
@@ -168,13 +161,12 @@ pub(crate) fn guard(
     factor: f64,
     preview_text: &mut dyn FnMut(&str) -> ToolContent,
     reshrink: &mut dyn FnMut(&ArchiveRef) -> crate::Result<String>,
-) -> crate::Result<Planned> {
+) -> crate::Result<View> {
     let schema_tokens: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
     let raw = |msgs: &[ViewMessage]| msgs.iter().map(|m| m.tokens).sum::<u64>() + schema_tokens;
     let cal = |r: u64| (r as f64 * factor).ceil() as u64;
     let raw0 = raw(&messages);
     let before = cal(raw0);
-    let mut to_archive = Vec::new();
     let mut previewed = Vec::new();
     let mut total_raw = raw0;
     if before > budget.soft_limit() {
@@ -190,12 +182,12 @@ pub(crate) fn guard(
                 }
                 let m = &mut messages[c.at];
                 let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
-                let (new, text) = match &*content {
-                    ToolContent::Text(t) => (preview_text(t), Some(t.clone())),
+                let new = match &*content {
+                    ToolContent::Text(t) => preview_text(t),
                     ToolContent::Archived { archive, .. } => {
                         // Already archived: its preview is rebuilt at guard size from the archive.
                         let preview = reshrink(archive)?;
-                        (ToolContent::Archived { archive: *archive, preview }, None)
+                        ToolContent::Archived { archive: *archive, preview }
                     }
                 };
                 let text_of = |c: &ToolContent| match c {
@@ -205,9 +197,6 @@ pub(crate) fn guard(
                 let (old_t, new_t) = (text_of(content), text_of(&new));
                 if new_t >= old_t {
                     continue;
-                }
-                if let Some(t) = text {
-                    to_archive.push(t);
                 }
                 *content = new;
                 m.tokens = m.tokens - old_t + new_t;
@@ -224,18 +213,15 @@ pub(crate) fn guard(
     } else {
         Decision::Fits
     };
-    Ok(Planned {
-        view: View {
-            messages: Arc::new(messages),
-            decision,
-            estimate,
-            raw_estimate: total_raw,
-            step: 0,
-            revision: 0,
-            factor,
-            swap: None,
-            nudge: None,
-        },
-        to_archive,
+    Ok(View {
+        messages: Arc::new(messages),
+        decision,
+        estimate,
+        raw_estimate: total_raw,
+        step: 0,
+        revision: 0,
+        factor,
+        swap: None,
+        nudge: None,
     })
 }

@@ -8,8 +8,8 @@ use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
 use crate::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MetaRec, PinRec, RevRec,
-    StepRec, SummaryRec, UsageRec, kind,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MessageTexts, MetaRec,
+    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind,
 };
 
 type Loc = (u64, u64, u32);
@@ -44,6 +44,27 @@ pub(crate) const CHAT_GRANTS: TableDefinition<'_, (u64, [u8; 32]), ()> = TableDe
 pub(crate) const GRANT_BLOB: u8 = 1;
 /// A `grants` bit: an archive grant record (kind 7).
 pub(crate) const GRANT_ARCHIVE: u8 = 2;
+
+/// Not a `grants` bit: the grant cache's note (see `store/blobs.rs`) that the owner holds a
+/// text inline in a message of one of its chats ([`INLINE_TEXTS`]), which it may read as an
+/// archive by the text's content address.
+pub(crate) const GRANT_INLINE: u8 = 4;
+
+/// (content address, chat, seq, revision, part) -> () : the inline texts of every message
+/// version (text parts and inline tool results, by the BLAKE3 of the text), so that a preview
+/// a view makes of one can name the text by its content address and `read_context` find it,
+/// although no archive of it was written.
+pub(crate) const INLINE_TEXTS: TableDefinition<'_, ([u8; 32], u64, u64, u64, u32), ()> =
+    TableDefinition::new("inline_texts");
+/// (chat, content address, seq, revision, part) -> () : the rows of [`INLINE_TEXTS`] by
+/// chat (to drop them when the chat is deleted).
+pub(crate) const CHAT_INLINE_TEXTS: TableDefinition<'_, (u64, [u8; 32], u64, u64, u32), ()> =
+    TableDefinition::new("chat_inline_texts");
+/// (chat, seq, revision) -> body blob id : message versions whose parts are in a body blob,
+/// whose texts are not in [`INLINE_TEXTS`] yet (the indexer reads no blob; they are listed
+/// when a lookup misses: see `Index::list_body_texts`).
+pub(crate) const BODY_TEXTS_TODO: TableDefinition<'_, (u64, u64, u64), [u8; 32]> =
+    TableDefinition::new("body_texts_todo");
 
 /// (chat, archive id, unit, start, end) -> () : pinned pages.
 pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
@@ -99,6 +120,9 @@ pub(crate) struct HistoryIndex<'t> {
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
     grants: redb::Table<'t, (&'static str, [u8; 32], u64), u8>,
     chat_grants: redb::Table<'t, (u64, [u8; 32]), ()>,
+    inline_texts: redb::Table<'t, ([u8; 32], u64, u64, u64, u32), ()>,
+    chat_inline_texts: redb::Table<'t, (u64, [u8; 32], u64, u64, u32), ()>,
+    body_texts_todo: redb::Table<'t, (u64, u64, u64), [u8; 32]>,
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
     calib: redb::Table<'t, (u64, &'static str), u64>,
     compactions: redb::Table<'t, (u64, u64, u64), u32>,
@@ -120,6 +144,9 @@ impl<'t> HistoryIndex<'t> {
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
             grants: tx.open_table(GRANTS).map_err(redb_err)?,
             chat_grants: tx.open_table(CHAT_GRANTS).map_err(redb_err)?,
+            inline_texts: tx.open_table(INLINE_TEXTS).map_err(redb_err)?,
+            chat_inline_texts: tx.open_table(CHAT_INLINE_TEXTS).map_err(redb_err)?,
+            body_texts_todo: tx.open_table(BODY_TEXTS_TODO).map_err(redb_err)?,
             pins: tx.open_table(PINS).map_err(redb_err)?,
             calib: tx.open_table(CALIB).map_err(redb_err)?,
             compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
@@ -188,6 +215,16 @@ impl<'t> HistoryIndex<'t> {
         self.calib.retain_in((chat, "")..(chat.saturating_add(1), ""), |_, _| false).map_err(redb_err)?;
         self.compactions.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.checkpoints.remove(chat).map_err(redb_err)?;
+        self.body_texts_todo.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        let mut texts = Vec::new();
+        let all = (chat, [0u8; 32], 0, 0, 0)..=(chat, [255u8; 32], m, m, u32::MAX);
+        for item in self.chat_inline_texts.range(all.clone()).map_err(redb_err)? {
+            texts.push(item.map_err(redb_err)?.0.value());
+        }
+        for (chat, id, seq, rev, part) in texts {
+            self.inline_texts.remove((id, chat, seq, rev, part)).map_err(redb_err)?;
+        }
+        self.chat_inline_texts.retain_in(all, |_, _| false).map_err(redb_err)?;
         // The chat's grants go with it: its owner keeps only what another grant holds.
         let mut bound = Vec::new();
         for item in self.chat_grants.range((chat, [0u8; 32])..=(chat, [255u8; 32])).map_err(redb_err)? {
@@ -250,6 +287,17 @@ impl<'t> HistoryIndex<'t> {
                 let (segment, offset, len) = loc(r.loc);
                 let value = (segment, offset, len, m.role.code(), m.turn, m.at_ms, m.step.is_some());
                 self.messages.insert((m.chat, m.seq, m.revision), value).map_err(redb_err)?;
+                match record::message_texts(&r.payload).map_err(|e| bad(r, e))? {
+                    MessageTexts::Listed(texts) => add_texts(
+                        &mut self.inline_texts,
+                        &mut self.chat_inline_texts,
+                        (m.chat, m.seq, m.revision),
+                        &texts,
+                    )?,
+                    MessageTexts::InBlob(body) => {
+                        self.body_texts_todo.insert((m.chat, m.seq, m.revision), body).map_err(redb_err)?;
+                    }
+                }
                 let row = self.row(m.chat, r)?;
                 row.len = row.len.max(m.seq + 1);
                 row.last_ms = row.last_ms.max(m.at_ms);
@@ -321,6 +369,23 @@ impl<'t> HistoryIndex<'t> {
     }
 }
 
+/// The (chat, seq, revision) of a message version.
+pub(crate) type MsgKey = (u64, u64, u64);
+
+/// Lists `texts` (part, content address) of message version `key` in the inline-text tables.
+pub(crate) fn add_texts(
+    inline: &mut redb::Table<'_, ([u8; 32], u64, u64, u64, u32), ()>,
+    by_chat: &mut redb::Table<'_, (u64, [u8; 32], u64, u64, u32), ()>,
+    (chat, seq, rev): MsgKey,
+    texts: &[(u32, [u8; 32])],
+) -> Result<()> {
+    for &(part, id) in texts {
+        inline.insert((id, chat, seq, rev, part), ()).map_err(redb_err)?;
+        by_chat.insert((chat, id, seq, rev, part), ()).map_err(redb_err)?;
+    }
+    Ok(())
+}
+
 /// Every difference between the history tables of two indexes.
 pub(crate) fn diff_tables(
     ours: &redb::ReadTransaction,
@@ -337,6 +402,9 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, ARCHIVES, out)?;
     diff_table(ours, theirs, GRANTS, out)?;
     diff_table(ours, theirs, CHAT_GRANTS, out)?;
+    diff_table(ours, theirs, INLINE_TEXTS, out)?;
+    diff_table(ours, theirs, CHAT_INLINE_TEXTS, out)?;
+    diff_table(ours, theirs, BODY_TEXTS_TODO, out)?;
     diff_table(ours, theirs, PINS, out)?;
     diff_table(ours, theirs, CALIB, out)?;
     diff_table(ours, theirs, COMPACTIONS, out)?;
@@ -356,6 +424,9 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
     tx.delete_table(GRANTS).map_err(redb_err)?;
     tx.delete_table(CHAT_GRANTS).map_err(redb_err)?;
+    tx.delete_table(INLINE_TEXTS).map_err(redb_err)?;
+    tx.delete_table(CHAT_INLINE_TEXTS).map_err(redb_err)?;
+    tx.delete_table(BODY_TEXTS_TODO).map_err(redb_err)?;
     tx.delete_table(PINS).map_err(redb_err)?;
     tx.delete_table(CALIB).map_err(redb_err)?;
     tx.delete_table(COMPACTIONS).map_err(redb_err)?;

@@ -19,15 +19,16 @@ use redb::{
     Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata, TableDefinition,
 };
 
-use crate::blob::BlobId;
+use crate::blob::{Blob, BlobId};
 use crate::error::{Error, Result};
 use crate::io::{self, Journal, SeamBackend};
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANTS, HistoryIndex, MESSAGES, METAS,
-    MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, GRANTS, HistoryIndex,
+    MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
 };
+use history::{BODY_TEXTS_TODO, CHAT_INLINE_TEXTS, INLINE_TEXTS, MsgKey};
 pub(crate) use history::{CHECKPOINTS, SUMMARIES};
 pub(crate) use memtable::Memtable;
 
@@ -38,7 +39,9 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 
 /// Version of the index layout. A different version on disk is rebuilt from the log.
 /// 3: the `grants` and `chat_grants` tables.
-const INDEX_VERSION: u64 = 3;
+/// 4: the `inline_texts`, `chat_inline_texts` and `body_texts_todo` tables (a view's
+/// previews of inline texts are read through them, without an archive written).
+const INDEX_VERSION: u64 = 4;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";
@@ -62,6 +65,18 @@ pub(crate) struct Index {
     /// applied, the index rebuilt or cleared): a grant decision cached under an older value
     /// is not used again (see [`Index::grants_epoch`]).
     grants_epoch: AtomicU64,
+}
+
+/// A message version that holds a text inline: see [`Index::inline_text`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct InlineText {
+    pub chat: u64,
+    pub seq: u64,
+    pub revision: u64,
+    /// The part that is the text.
+    pub part: u32,
+    /// The message record.
+    pub loc: Location,
 }
 
 /// What one batch adds to the index: blob locations, and history records to apply.
@@ -340,16 +355,70 @@ impl Index {
     /// position this index has applied) in a scratch file beside it, table by table and
     /// entry by entry. Returns one line per difference (at most 20 per table). The caller
     /// has flushed the memtable and holds off flushes and appends.
-    pub(crate) fn diff_with_log(&self, batches: &[BatchEntries], applied: Applied) -> Result<Vec<String>> {
+    ///
+    /// The texts of body blobs (`body` reads one) are listed in both first (see
+    /// [`Index::list_body_texts`]): an index lists them when a lookup needs them, so two
+    /// indexes of one log agree only once both have.
+    pub(crate) fn diff_with_log(
+        &self,
+        batches: &[BatchEntries],
+        applied: Applied,
+        body: &dyn Fn(&[u8; 32]) -> Result<Blob>,
+    ) -> Result<Vec<String>> {
         let tmp = self.path.with_extension("redb.check");
         remove_if_present(&tmp)?;
         let fresh = build_at(&tmp, self.cache_bytes, batches, applied);
         let out = fresh.and_then(|fresh| {
+            list_body_texts_in(|| self.db.read(), body)?;
+            list_body_texts_in(|| &fresh, body)?;
             let (ours, theirs) = (self.read()?, fresh.begin_read().map_err(redb_err)?);
             guard("comparing the index with the log", || diff_tables(&ours, &theirs))
         });
         remove_if_present(&tmp)?;
         out
+    }
+
+    /// The first message version holding text `id` inline (a text part or an inline tool
+    /// result) in a chat of `owner`, and where its record is; `None` when no chat of `owner`
+    /// holds it (another owner's chats are not looked at: the same answer as for a text no
+    /// chat holds). Messages whose parts are in a body blob are found once
+    /// [`Index::list_body_texts`] has listed them; records still in the memtable once flushed.
+    pub(crate) fn inline_text(&self, owner: &str, id: &[u8; 32]) -> Result<Option<InlineText>> {
+        let tx = self.read()?;
+        let texts = match tx.open_table(INLINE_TEXTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let (chats, messages) =
+            (tx.open_table(CHATS).map_err(redb_err)?, tx.open_table(MESSAGES).map_err(redb_err)?);
+        let m = u64::MAX;
+        let mut last_chat = None;
+        for item in texts.range((*id, 0, 0, 0, 0)..=(*id, m, m, m, u32::MAX)).map_err(redb_err)? {
+            let (_, chat, seq, revision, part) = item.map_err(redb_err)?.0.value();
+            if last_chat == Some(chat) {
+                continue;
+            }
+            last_chat = Some(chat);
+            let Some(row) = chats.get(chat).map_err(redb_err)? else { continue };
+            if ChatRow::decode(row.value())?.owner != owner {
+                continue;
+            }
+            if let Some(v) = messages.get((chat, seq, revision)).map_err(redb_err)? {
+                let (segment, offset, len, ..) = v.value();
+                let loc = Location { segment, offset, len };
+                return Ok(Some(InlineText { chat, seq, revision, part, loc }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Lists the inline texts of the message versions whose parts are in a body blob (the
+    /// indexer queues them in `body_texts_todo`, as it reads no blob): `body` reads a body
+    /// blob. A body that cannot be read is reported and stays queued. Returns how many
+    /// messages were listed.
+    pub(crate) fn list_body_texts(&self, body: &dyn Fn(&[u8; 32]) -> Result<Blob>) -> Result<u64> {
+        list_body_texts_in(|| self.db.read(), body)
     }
 
     /// Deletes every table (before a rebuild).
@@ -710,6 +779,68 @@ fn hex(b: &[u8]) -> String {
         s.push_str(&format!("… ({} bytes)", b.len()));
     }
     s
+}
+
+/// Messages listed per write transaction by [`list_body_texts_in`].
+const BODY_TEXTS_BATCH: usize = 256;
+
+/// [`Index::list_body_texts`] on the database `db` gives (taken briefly for each
+/// transaction: `body` may read the index).
+fn list_body_texts_in<D: std::ops::Deref<Target = Database>>(
+    db: impl Fn() -> D,
+    body: &dyn Fn(&[u8; 32]) -> Result<Blob>,
+) -> Result<u64> {
+    let mut done = 0;
+    let mut from: MsgKey = (0, 0, 0);
+    loop {
+        let todo: Vec<(MsgKey, [u8; 32])> = {
+            let tx = db().begin_read().map_err(redb_err)?;
+            let t = match tx.open_table(BODY_TEXTS_TODO) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(done),
+                Err(e) => return Err(redb_err(e)),
+            };
+            let mut v = Vec::new();
+            for item in t.range(from..).map_err(redb_err)?.take(BODY_TEXTS_BATCH) {
+                let (k, b) = item.map_err(redb_err)?;
+                v.push((k.value(), b.value()));
+            }
+            v
+        };
+        let Some(&((c, s, r), _)) = todo.last() else { return Ok(done) };
+        from = (c, s, r.saturating_add(1));
+        let mut listed = Vec::with_capacity(todo.len());
+        for (key, b) in todo {
+            let texts = body(&b).and_then(|blob| {
+                crate::record::body_texts(&blob)
+                    .map_err(|e| Error::Index(format!("body blob {}: {e}", BlobId(b))))
+            });
+            match texts {
+                Ok(t) => listed.push((key, t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, chat = key.0, seq = key.1, "a message body's texts cannot be listed; read_context will not find them")
+                }
+            }
+        }
+        let mut tx = db().begin_write().map_err(redb_err)?;
+        tx.set_durability(RedbDurability::None).map_err(redb_err)?;
+        {
+            let mut queued = tx.open_table(BODY_TEXTS_TODO).map_err(redb_err)?;
+            let mut inline = tx.open_table(INLINE_TEXTS).map_err(redb_err)?;
+            let mut by_chat = tx.open_table(CHAT_INLINE_TEXTS).map_err(redb_err)?;
+            for (key, texts) in &listed {
+                // Still queued: not taken by a deletion of its chat since it was read.
+                if queued.remove(*key).map_err(redb_err)?.is_some() {
+                    history::add_texts(&mut inline, &mut by_chat, *key, texts)?;
+                    done += 1;
+                }
+            }
+        }
+        tx.commit().map_err(redb_err)?;
+        if r == u64::MAX {
+            return Ok(done);
+        }
+    }
 }
 
 fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {

@@ -406,6 +406,78 @@ pub(crate) struct MsgFields {
     pub step: Option<StepTag>,
 }
 
+/// Where the inline texts of a message are: listed (an inline body), or in a body blob
+/// (read it and pass it to [`body_texts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum MessageTexts {
+    /// (part index, content address) of each inline text of the message.
+    Listed(Vec<(u32, [u8; 32])>),
+    /// The message's parts are in this blob.
+    InBlob([u8; 32]),
+}
+
+/// The inline texts of a message that a view may preview (a text part, an inline tool result),
+/// each by its part index and content address (BLAKE3 of the text): the rows of the index's
+/// inline-text table. Empty texts are left out.
+pub(crate) fn message_texts(bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
+    let buf = aligned(bytes);
+    let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
+        .map_err(|e| format!("message record does not decode: {e}"))?;
+    Ok(match &a.body {
+        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(parts.iter())),
+        ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
+    })
+}
+
+/// [`message_texts`] of a message whose parts are in a body blob (its bytes).
+pub(crate) fn body_texts(blob: &[u8]) -> std::result::Result<Vec<(u32, [u8; 32])>, String> {
+    let buf = aligned(blob);
+    let a = rkyv::access::<ArchivedPartsRec, RkyvError>(&buf)
+        .map_err(|e| format!("message body does not decode: {e}"))?;
+    Ok(texts_of(a.parts.iter()))
+}
+
+fn inline_text(p: &ArchivedPartRec) -> Option<&str> {
+    match p {
+        ArchivedPartRec::Text(t) => Some(t.as_str()),
+        ArchivedPartRec::ToolResultText { text, .. } => Some(text.as_str()),
+        _ => None,
+    }
+}
+
+fn texts_of<'a>(parts: impl Iterator<Item = &'a ArchivedPartRec>) -> Vec<(u32, [u8; 32])> {
+    parts
+        .enumerate()
+        .filter_map(|(i, p)| {
+            inline_text(p).filter(|t| !t.is_empty()).map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
+        })
+        .collect()
+}
+
+/// The inline text of part `part` of a message record (`None`: that part is not an inline
+/// text, or there is no such part). `body` reads a body blob when the parts are in one.
+pub(crate) fn message_part_text(
+    bytes: &[u8],
+    part: u32,
+    body: impl FnOnce(&[u8; 32]) -> Result<crate::blob::Blob>,
+) -> Result<Option<String>> {
+    let bad = |e: String| Error::Index(format!("an inline text's message: {e}"));
+    let buf = aligned(bytes);
+    let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
+        .map_err(|e| bad(format!("message record does not decode: {e}")))?;
+    let text = |p: Option<&ArchivedPartRec>| p.and_then(inline_text).map(str::to_string);
+    match &a.body {
+        ArchivedBodyRec::Inline(parts) => Ok(text(parts.get(part as usize))),
+        ArchivedBodyRec::Blob(id) => {
+            let blob = body(id)?;
+            let buf = aligned(&blob);
+            let b = rkyv::access::<ArchivedPartsRec, RkyvError>(&buf)
+                .map_err(|e| bad(format!("message body does not decode: {e}")))?;
+            Ok(text(b.parts.get(part as usize)))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

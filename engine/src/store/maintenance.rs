@@ -214,7 +214,8 @@ fn check_index(core: &Core) -> Result<Vec<String>> {
         }
         let _flushes = core.index.pause_flushes();
         let (entries, applied) = log_entries(core, written)?;
-        match core.index.diff_with_log(&entries, applied) {
+        let body = |b: &[u8; 32]| core.get_blob(&crate::blob::BlobId(*b), crate::blob::Verify::Hash);
+        match core.index.diff_with_log(&entries, applied, &body) {
             Ok(d) => Ok(d),
             Err(e @ Error::Index(_)) => Ok(vec![format!("the index cannot be read: {e}")]),
             Err(e) => Err(e),

@@ -85,11 +85,14 @@ impl ChatView<'_> {
     }
 
     /// The view of the chat as it stands: from the memo, or built.
+    /// The view-memo mutex is taken once, and held while a view is built: a concurrent view
+    /// of the chat waits for it and reads it from the memo.
     fn view_now(&self, budget: &Budget) -> Result<View> {
         let snap = self.chat.snapshot();
-        match self.view_from_memo(&snap, budget)? {
+        let mut memo = self.chat.state.view_memo.lock();
+        match self.view_from_memo(&mut memo, &snap, budget)? {
             Some(v) => Ok(v),
-            None => self.build_view(&snap, budget),
+            None => self.build_view(&mut memo, &snap, budget),
         }
     }
 
@@ -101,8 +104,19 @@ impl ChatView<'_> {
         *self.chat.state.view_memo.lock() = None;
     }
 
-    /// The view built from scratch; remembered in the chat's view memo.
-    fn build_view(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<View> {
+    /// The view built from scratch; remembered in `memo` (the chat's view memo, locked by
+    /// the caller).
+    ///
+    /// A view is a read: it writes nothing. The texts it previews (inline tool results, the
+    /// task's user texts under a checkpoint) are named by their content address, which
+    /// `read_context` resolves through the index's list of the inline texts of every message
+    /// (see `archive`), under the same owner rule as archives.
+    fn build_view(
+        &self,
+        memo: &mut Option<ViewMemo>,
+        snap: &crate::history::Snapshot,
+        budget: &Budget,
+    ) -> Result<View> {
         let core = self.chat.core().clone();
         let e = core.opts.estimator.clone();
         let inner = &snap.inner;
@@ -149,7 +163,6 @@ impl ChatView<'_> {
         }
         let mut out: Vec<ViewMessage> = Vec::new();
         let mut candidates = Vec::new();
-        let mut to_archive: Vec<String> = Vec::new();
         let mut memo_ok = true;
         if let Some(p) = cp {
             // What the checkpoint covers but a summary must never replace: the chat's
@@ -179,7 +192,7 @@ impl ChatView<'_> {
                                 &core.opts.preview_marker,
                             );
                             if preview != *t {
-                                to_archive.push(std::mem::replace(t, preview));
+                                *t = preview;
                             }
                         }
                     }
@@ -283,27 +296,16 @@ impl ChatView<'_> {
             archive::preview(chat.core(), chat.archives, chat.owner(), &a.id, chars, None)
         };
         let marker = core.opts.preview_marker.clone();
-        let mut preview_text = |t: &str| inline_preview(t, chars, &marker);
-        let planned = guard(&*e, budget, out, candidates, factor, &mut preview_text, &mut reshrink)?;
-        to_archive.extend(planned.to_archive);
-        if !to_archive.is_empty() {
-            // The archives of previewed inline results are written (readable at once by
-            // `read_context`) but not waited for: they are derived from durable messages, and
-            // the next write of the chat — the answer of the model call this view is for —
-            // makes them durable with its own fsync. A crash before that loses the step
-            // anyway, and the view built again writes them again (content-addressed).
-            let mut txn = Txn::default();
-            for t in &to_archive {
-                archive::archive_into(&core, &mut txn, self.chat.owner(), t)?;
-            }
-            core.append(txn)?;
-        }
-        let view = planned.view;
+        let mut preview_text = |t: &str| {
+            let (archive, preview) = archive::preview_inline(t, chars, &marker);
+            ToolContent::Archived { archive, preview }
+        };
+        let view = guard(&*e, budget, out, candidates, factor, &mut preview_text, &mut reshrink)?;
         // A trim whose archive has no grant renders as a pointer that a later grant would
         // change: such a view is not remembered.
         if memo_ok {
             let appendable = inner.pins.is_empty() || lead < inner.len;
-            *self.chat.state.view_memo.lock() = Some(ViewMemo::new(
+            *memo = Some(ViewMemo::new(
                 inner,
                 budget,
                 appendable,
@@ -365,9 +367,13 @@ impl ChatView<'_> {
     /// The view from the memo: the same view when nothing changed, the memo's messages
     /// plus the appended ones when only appends happened and the total still fits under
     /// the soft line. `None`: build it from scratch.
-    fn view_from_memo(&self, snap: &crate::history::Snapshot, budget: &Budget) -> Result<Option<View>> {
+    fn view_from_memo(
+        &self,
+        memo: &mut Option<ViewMemo>,
+        snap: &crate::history::Snapshot,
+        budget: &Budget,
+    ) -> Result<Option<View>> {
         let inner = &snap.inner;
-        let mut memo = self.chat.state.view_memo.lock();
         let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
         if m.len < inner.len {
             if m.decision != Decision::Fits || !m.appendable {
@@ -723,20 +729,4 @@ pub(crate) fn entry_tokens(
     }
     let m = snap.get(entry.seq)?;
     Ok(*entry.tokens.get_or_init(|| message_tokens(e, &m.parts)))
-}
-
-/// The guard's preview of an inline tool result: archived content naming the archive the
-/// text is stored in (by its content address) and the ranges shown.
-fn inline_preview(t: &str, chars: usize, marker: &str) -> ToolContent {
-    let at = archive::ArchiveText::new(t.to_string());
-    let id = BlobId::of(t.as_bytes());
-    let preview = archive::preview_of(t, &id, chars, marker);
-    let r = ArchiveRef {
-        id,
-        bytes: at.len(crate::Unit::Bytes),
-        chars: at.len(crate::Unit::Chars),
-        utf16_units: at.len(crate::Unit::Utf16),
-        lines: at.len(crate::Unit::Lines),
-    };
-    ToolContent::Archived { archive: r, preview }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
@@ -159,6 +159,9 @@ pub(crate) trait Host: Send + Sync + std::fmt::Debug + 'static {
 #[derive(Debug, Default)]
 pub(crate) struct Slot {
     running: Mutex<Option<Arc<Shared>>>,
+    /// True while `running` holds a worker (set under its lock): a view asks without taking
+    /// the store-wide lock when no worker runs.
+    any_running: AtomicBool,
     /// By chat id: the chat's state in memory the checkpoint was prepared for, and the
     /// checkpoint. An entry whose state is gone (or was replaced by a reload) is stale.
     prepared: Mutex<HashMap<u64, Prepared>>,
@@ -170,6 +173,9 @@ type Prepared = (Weak<ChatState>, Arc<Checkpoint>);
 impl Slot {
     /// The running worker, if any.
     pub(crate) fn running(&self) -> Option<Arc<Shared>> {
+        if !self.any_running.load(Ordering::Acquire) {
+            return None;
+        }
         self.running.lock().clone()
     }
 
@@ -248,7 +254,12 @@ pub(crate) fn start(
             .map_err(|e| Error::io("spawn worker thread", dir, e))?;
         threads.push(h);
     }
-    *host.slot().running.lock() = Some(shared.clone());
+    {
+        let slot = host.slot();
+        let mut r = slot.running.lock();
+        *r = Some(shared.clone());
+        slot.any_running.store(true, Ordering::Release);
+    }
     Ok(Worker { shared, threads, host })
 }
 
@@ -280,6 +291,7 @@ impl Worker {
         let mut w = self.host.slot().running.lock();
         if w.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.shared)) {
             *w = None;
+            self.host.slot().any_running.store(false, Ordering::Release);
         }
         drop(w);
         for h in self.threads.drain(..) {
