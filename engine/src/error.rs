@@ -90,10 +90,40 @@ pub enum Error {
     ///
     /// [`Store::rebuild_index`]: crate::Store::rebuild_index
     /// [`Store::rebuild_index_at`]: crate::Store::rebuild_index_at
+    ///
+    /// `source()` gives the error of the index's database (redb) behind it, when there is
+    /// one; damage found without one (a value that does not decode, an entry missing) has
+    /// none.
     #[error(
-        "index error: {0} (the index is derived from the log, which this does not damage: run `undertext check --rebuild` to rebuild it)"
+        "index error: {message} (the index is derived from the log, which this does not damage: run `undertext check --rebuild` to rebuild it)"
     )]
-    Index(String),
+    Index {
+        /// What failed.
+        message: String,
+        /// The database error behind it, if any.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    },
+    /// Stored content is not what its record says it is: an archive that is not UTF-8 text, a
+    /// role or unit code this build does not know, a chunk that does not fit its manifest.
+    /// The log holds these bytes (they passed its checksum), so rebuilding the index does not
+    /// repair them; unlike [`Error::Corrupt`] the damage is named by the object it is in, not
+    /// by a log position. A record written by a newer build can look like this too.
+    ///
+    /// ```
+    /// use undertext::Error;
+    /// let e = Error::CorruptContent { what: "archive 1f2e…".into(), reason: "not UTF-8 at byte 7".into() };
+    /// assert!(e.to_string().starts_with("corrupt content in archive 1f2e…: not UTF-8 at byte 7"));
+    /// ```
+    #[error(
+        "corrupt content in {what}: {reason} (the log holds these bytes as written, so rebuilding the index does not repair them; `undertext check` verifies every record)"
+    )]
+    CorruptContent {
+        /// The object whose content is wrong (an archive, a message, a pin), by id.
+        what: String,
+        /// What was expected and what was found.
+        reason: String,
+    },
     /// A previous I/O failure left the writer unable to continue; reopen the store.
     #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
     Poisoned(String),
@@ -125,8 +155,19 @@ impl Error {
         Error::Corrupt { segment, offset, reason: reason.into() }
     }
 
-    pub(crate) fn index(e: impl fmt::Display) -> Self {
-        Error::Index(e.to_string())
+    /// [`Error::Index`] for an error of the index's database, kept as its `source()`.
+    pub(crate) fn index(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Error::Index { message: e.to_string(), source: Some(Box::new(e)) }
+    }
+
+    /// [`Error::Index`] for damage found in the index itself (no database error behind it).
+    pub(crate) fn index_msg(message: impl Into<String>) -> Self {
+        Error::Index { message: message.into(), source: None }
+    }
+
+    /// [`Error::CorruptContent`]: the content of `what` is wrong, as `reason` says.
+    pub(crate) fn corrupt_content(what: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::CorruptContent { what: what.into(), reason: reason.into() }
     }
 }
 

@@ -534,7 +534,8 @@ typedef struct {
 // The store is held open by another process or handle.
 #define UNDERTEXT_LOCKED 10
 
-// Stored data failed its checksum or content address.
+// Stored data failed its checksum or content address, or passed it but is not what its
+// record says (an archive that is not UTF-8, a code this build does not know).
 #define UNDERTEXT_CORRUPT 11
 
 // An operating-system I/O call failed.

@@ -29,7 +29,8 @@ pub const UNDERTEXT_STALE_REVISION: Status = 8;
 pub const UNDERTEXT_CONFLICT: Status = 9;
 /// The store is held open by another process or handle.
 pub const UNDERTEXT_LOCKED: Status = 10;
-/// Stored data failed its checksum or content address.
+/// Stored data failed its checksum or content address, or passed it but is not what its
+/// record says (an archive that is not UTF-8, a code this build does not know).
 pub const UNDERTEXT_CORRUPT: Status = 11;
 /// An operating-system I/O call failed.
 pub const UNDERTEXT_IO: Status = 12;
@@ -82,7 +83,7 @@ impl From<Error> for FfiError {
     fn from(e: Error) -> FfiError {
         let status = match &e {
             Error::Io { .. } | Error::Backend { .. } => UNDERTEXT_IO,
-            Error::Corrupt { .. } => UNDERTEXT_CORRUPT,
+            Error::Corrupt { .. } | Error::CorruptContent { .. } => UNDERTEXT_CORRUPT,
             Error::Locked { .. } => UNDERTEXT_LOCKED,
             Error::NotFound { .. } => UNDERTEXT_NOT_FOUND,
             Error::StaleRevision { .. } => UNDERTEXT_STALE_REVISION,
@@ -90,7 +91,7 @@ impl From<Error> for FfiError {
             Error::Lint { .. } => UNDERTEXT_PLAN_REFUSED,
             Error::UnsupportedVersion { .. } => UNDERTEXT_UNSUPPORTED,
             Error::Conflict(_) => UNDERTEXT_CONFLICT,
-            Error::Index(_) | Error::Poisoned(_) => UNDERTEXT_INDEX,
+            Error::Index { .. } | Error::Poisoned(_) => UNDERTEXT_INDEX,
             Error::ReadOnly(_) => UNDERTEXT_READ_ONLY,
             _ => UNDERTEXT_INTERNAL,
         };

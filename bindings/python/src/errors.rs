@@ -94,7 +94,24 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             py,
             "Corrupt",
             &msg,
-            &[("segment", int(py, segment)), ("offset", int(py, offset)), ("reason", text(py, &reason))],
+            &[
+                ("segment", int(py, segment)),
+                ("offset", int(py, offset)),
+                ("what", py.None()),
+                ("reason", text(py, &reason)),
+            ],
+        ),
+        // Content damage named by the object it is in: no log position to give.
+        Error::CorruptContent { what, reason } => exception(
+            py,
+            "Corrupt",
+            &msg,
+            &[
+                ("segment", py.None()),
+                ("offset", py.None()),
+                ("what", text(py, &what)),
+                ("reason", text(py, &reason)),
+            ],
         ),
         Error::Locked { pid } => exception(py, "Locked", &msg, &[("pid", int(py, pid.into()))]),
         Error::NotFound { what } => exception(py, "NotFound", &msg, &[("what", text(py, &what))]),
@@ -132,7 +149,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             };
             exception(py, "LintRejected", &msg, &[("problems", problems)])
         }
-        Error::Index(_) => exception(py, "IndexFailure", &msg, &[]),
+        Error::Index { .. } => exception(py, "IndexFailure", &msg, &[]),
         Error::Poisoned(_) => exception(py, "Poisoned", &msg, &[]),
         // Fleet mode: PostgreSQL failed or is unreachable (the message names the URL).
         Error::Backend { .. } => exception(py, "IOFailure", &msg, &[("errno", py.None())]),

@@ -82,6 +82,11 @@ impl Store {
         &self.inner.archives
     }
 
+    #[cfg(test)]
+    pub(crate) fn core_for_tests(&self) -> &Arc<Core> {
+        self.core()
+    }
+
     fn core(&self) -> &Arc<Core> {
         &self.inner.kernel.core
     }
@@ -415,7 +420,7 @@ impl Store {
     /// let mid = bytes.len() / 2;
     /// bytes[mid] ^= 0x10; // a bad disk
     /// std::fs::write(&path, bytes).unwrap();
-    /// if let Err(undertext::Error::Index(_)) = Store::open(dir.path(), Options::default()) {
+    /// if let Err(undertext::Error::Index { .. }) = Store::open(dir.path(), Options::default()) {
     ///     Store::rebuild_index_at(dir.path(), Options::default())?;
     /// }
     /// assert!(Store::open(dir.path(), Options::default())?.chat("me", id).is_ok());

@@ -132,11 +132,10 @@ struct Piece {
 impl Piece {
     /// Splits chunk `raw`, which starts at archive byte `start`, or says where it is not UTF-8.
     fn of(id: &BlobId, start: u64, raw: &[u8]) -> Result<Piece> {
-        let not_utf8 =
-            |at: usize| Error::Index(format!("archive {id} is not UTF-8 at byte {}", start + at as u64));
+        let bad = |at: usize| not_utf8(id, start + at as u64);
         let head = raw.iter().take_while(|&&b| b & 0xC0 == 0x80).count();
         if head > 3 {
-            return Err(not_utf8(0));
+            return Err(bad(0));
         }
         // The last lead byte, and whether its character ends in this chunk.
         let mut cut = raw.len();
@@ -151,7 +150,7 @@ impl Piece {
                 cut = p;
             }
         }
-        let text = std::str::from_utf8(&raw[head..cut]).map_err(|e| not_utf8(head + e.valid_up_to()))?;
+        let text = std::str::from_utf8(&raw[head..cut]).map_err(|e| bad(head + e.valid_up_to()))?;
         Ok(Piece { head: raw[..head].to_vec(), text: text.to_string(), tail: raw[cut..].to_vec() })
     }
 
@@ -200,13 +199,15 @@ impl Chunked {
         for (k, raw) in want.into_iter().zip(raws) {
             let start = self.start_of(k);
             if raw.len() as u64 != self.chunks[k].1 - start {
-                return Err(Error::Index(format!(
-                    "archive {}: chunk {} holds {} bytes, its manifest says {}",
-                    self.id,
-                    self.chunks[k].0,
-                    raw.len(),
-                    self.chunks[k].1 - start
-                )));
+                return Err(Error::corrupt_content(
+                    format!("archive {}", self.id),
+                    format!(
+                        "chunk {} holds {} bytes, its manifest says {}",
+                        self.chunks[k].0,
+                        raw.len(),
+                        self.chunks[k].1 - start
+                    ),
+                ));
             }
             let p = Piece::of(&self.id, start, &raw)?;
             let n = p.len();
@@ -219,9 +220,12 @@ impl Chunked {
     }
 
     fn piece(&self, k: usize) -> Result<&Piece> {
-        self.pieces[k]
-            .get()
-            .ok_or_else(|| Error::Index(format!("archive {}: chunk {k} was not loaded", self.id)))
+        self.pieces[k].get().ok_or_else(|| {
+            Error::corrupt_content(
+                format!("archive {}", self.id),
+                format!("chunk {k} was needed but not loaded: its offset index and its chunks disagree"),
+            )
+        })
     }
 
     /// The bytes `r` (loaded by [`Chunked::ensure`]): borrowed when they lie in one piece's
@@ -272,18 +276,13 @@ impl Chunked {
     /// way: the bytes copied, then checked.
     fn text_of(&self, from: usize, to: usize) -> Result<String> {
         self.text_of_pieces(from, to).or_else(|_| {
-            String::from_utf8(self.bytes_of(from..to)?.into_owned()).map_err(|e| {
-                Error::Index(format!(
-                    "archive {} is not UTF-8 at byte {}",
-                    self.id,
-                    from + e.utf8_error().valid_up_to()
-                ))
-            })
+            String::from_utf8(self.bytes_of(from..to)?.into_owned())
+                .map_err(|e| not_utf8(&self.id, (from + e.utf8_error().valid_up_to()) as u64))
         })
     }
 
     fn text_of_pieces(&self, from: usize, to: usize) -> Result<String> {
-        let damaged = |at: usize| Error::Index(format!("archive {} is not UTF-8 at byte {at}", self.id));
+        let damaged = |at: usize| not_utf8(&self.id, at as u64);
         let mut out = String::with_capacity(to - from);
         let mut at = from;
         while at < to {
@@ -401,11 +400,7 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
         Some(m) => {
             let index = offset_index(core, &a, id)?;
             if index.end.bytes != m.len() {
-                return Err(Error::Index(format!(
-                    "archive {id}: offset index covers {} bytes, text holds {}",
-                    index.end.bytes,
-                    m.len()
-                )));
+                return Err(index_mismatch(id, index.end.bytes, m.len()));
             }
             // The archive record counts a last line without a newline: whether the text ends
             // with one follows, without reading its last chunk.
@@ -444,25 +439,37 @@ fn load_inline(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> R
 /// The offset index of archive `a`, verified against its hash.
 fn offset_index(core: &Core, a: &ArchiveRec, id: &BlobId) -> Result<OffsetIndex> {
     let ib = core.get_blob(&BlobId(a.index), Verify::Hash)?;
-    let index = OffsetIndex::decode(&ib).map_err(|e| Error::Index(format!("archive {id}: {e}")))?;
+    let index = OffsetIndex::decode(&ib)
+        .map_err(|e| Error::corrupt_content(format!("archive {id}"), format!("its offset index: {e}")))?;
     Ok(index)
 }
 
 /// Archive `id` read whole and verified against its hash, with its offset index.
 fn whole(core: &Core, a: &ArchiveRec, id: &BlobId) -> Result<Arc<ArchiveText>> {
     let blob = core.get_blob(id, Verify::Hash)?;
-    let text = String::from_utf8(blob.to_vec()).map_err(|e| {
-        Error::Index(format!("archive {id} is not UTF-8 at byte {}", e.utf8_error().valid_up_to()))
-    })?;
+    let text =
+        String::from_utf8(blob.to_vec()).map_err(|e| not_utf8(id, e.utf8_error().valid_up_to() as u64))?;
     let index = offset_index(core, a, id)?;
     if index.end.bytes != text.len() as u64 {
-        return Err(Error::Index(format!(
-            "archive {id}: offset index covers {} bytes, text holds {}",
-            index.end.bytes,
-            text.len()
-        )));
+        return Err(index_mismatch(id, index.end.bytes, text.len() as u64));
     }
     Ok(Arc::new(ArchiveText::from_parts(text, index)))
+}
+
+/// The error for archive `id` whose text is not UTF-8 at byte `at`.
+fn not_utf8(id: &BlobId, at: u64) -> Error {
+    Error::corrupt_content(
+        format!("archive {id}"),
+        format!("expected UTF-8 text, found an invalid byte at {at}"),
+    )
+}
+
+/// The error for archive `id` whose offset index covers `covered` bytes of a `len`-byte text.
+fn index_mismatch(id: &BlobId, covered: u64, len: u64) -> Error {
+    Error::corrupt_content(
+        format!("archive {id}"),
+        format!("its offset index covers {covered} bytes, its text holds {len}"),
+    )
 }
 
 #[cfg(test)]
@@ -587,5 +594,43 @@ mod tests {
             assert!(matches!(r, Err(Error::Corrupt { .. })), "{r:?}");
         }
         assert_eq!(store.read_context("o", &id, 0..100, Unit::Chars).unwrap(), chars(&t, 0, 100));
+    }
+
+    #[test]
+    fn an_archive_chunk_that_is_not_utf8_is_corrupt_content_not_an_index_error() {
+        use crate::record::{self, ArchiveRec, kind};
+        use crate::store::core::{RecordOut, Txn};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        // The text's bytes with one made invalid: every chunk passes its checksum and hash
+        // (the store holds exactly these bytes), but the archive is not UTF-8 text.
+        let mut bad = t.clone().into_bytes();
+        let mid = t.len() / 2;
+        bad[mid] = 0xFF;
+        let core = store.core_for_tests();
+        let mut txn = Txn::default();
+        let (id, _) = txn.blob(core, &bad).unwrap();
+        let index = super::OffsetIndex::build(&t);
+        let (index_id, _) = txn.blob(core, &index.encode()).unwrap();
+        let rec = ArchiveRec {
+            owner: "o".into(),
+            id: id.0,
+            index: index_id.0,
+            bytes: index.end.bytes,
+            chars: index.end.chars,
+            utf16: index.end.utf16,
+            lines: index.lines(t.ends_with('\n')),
+        };
+        txn.push(RecordOut::history(kind::ARCHIVE, record::encode(&rec).unwrap().into_vec()));
+        core.append(txn).unwrap();
+        assert!(core.manifest_of(&id).unwrap().is_some(), "the archive is chunked");
+        let r = store.read_context("o", &id, mid as u64 - 10..mid as u64 + 10, Unit::Bytes);
+        let Err(e @ Error::CorruptContent { .. }) = r else {
+            panic!("expected corrupt content, found {r:?}")
+        };
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("archive {id}")) && msg.contains("UTF-8"), "{msg}");
+        assert!(!msg.contains("--rebuild"), "rebuilding the index does not repair content: {msg}");
     }
 }

@@ -176,8 +176,8 @@ pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<Arch
         Err(e) => return Err(Error::index(e)),
     };
     match t.get((owner, id.0)).map_err(Error::index)? {
-        Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::Index)?)),
-        None => Err(Error::Index(format!(
+        Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::index_msg)?)),
+        None => Err(Error::index_msg(format!(
             "archive {id}: {owner:?} holds its grant, but its record is not indexed"
         ))),
     }

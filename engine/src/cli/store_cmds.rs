@@ -92,7 +92,7 @@ pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
         Err(undertext::Error::Locked { .. }) if !a.rebuild => (out::open_for_reading(cli)?, None),
         // The store does not open because its index is damaged: that is what `check` reports,
         // and what `--rebuild` repairs, from the log alone.
-        Err(undertext::Error::Index(why)) => {
+        Err(undertext::Error::Index { message: why, .. }) => {
             if !a.rebuild {
                 return index_unopened(a, &why);
             }

@@ -533,7 +533,7 @@ impl ChatRef<'_> {
             .entries
             .get(seq as usize)
             .cloned()
-            .ok_or_else(|| Error::Index(format!("message {seq} missing")))?;
+            .ok_or_else(|| Error::index_msg(format!("message {seq} missing")))?;
         if old.starts_turn != message.starts_turn() {
             return Err(Error::InvalidArgument(format!(
                 "edit of message {seq} would change whether it starts a user turn; truncate and append instead"
@@ -657,7 +657,7 @@ impl ChatRef<'_> {
         core.ensure_flushed(self.state.w.lock().last_end)?;
         let tx = core.index.read()?;
         let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
-            Error::Index(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
+            Error::index_msg(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
         let entries = entries_at(&tx, self.id(), revision, len)?;
         let cur = &current.inner;
@@ -727,7 +727,7 @@ impl ChatRef<'_> {
             let mut msgs = Vec::with_capacity(s.seqs.len());
             for &seq in &s.seqs {
                 let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
-                    Error::Index(format!("{chat}: message {seq} of revision {} is missing", s.revision))
+                    Error::index_msg(format!("{chat}: message {seq} of revision {} is missing", s.revision))
                 })?;
                 let (segment, offset, len, ..) = g.value();
                 msgs.push(read_message(core, chat, Location { segment, offset, len })?);

@@ -12,7 +12,7 @@ use crate::record::{self, CompactionRec, MetaRec};
 use crate::snapshot::AppendVec;
 use crate::store::core::Core;
 
-fn redb_err(e: impl std::fmt::Display) -> Error {
+fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::index(e)
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn entries_at(
     // messages the index actually holds (keys arrive by seq, then revision), and a length
     // the messages do not reach is damage.
     let missing = |seq: usize| {
-        Error::Index(format!("{chat} revision {revision}: message {seq} is missing from the index"))
+        Error::index_msg(format!("{chat} revision {revision}: message {seq} is missing from the index"))
     };
     let mut vals: Vec<(u64, MsgVal)> = Vec::new();
     for item in t.range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64)).map_err(redb_err)? {
@@ -84,8 +84,10 @@ pub(crate) fn entries_at(
     let mut prev_turn = 0;
     for (seq, val) in vals.into_iter().enumerate() {
         let (rev, (segment, offset, l, role, turn, at_ms, has_step)) = val;
+        // The index took the role from a record it decoded (an unknown role fails there):
+        // an unknown one here is damage to the index, which a rebuild repairs.
         let role = crate::history::Role::from_code(role)
-            .ok_or_else(|| Error::Index(format!("{chat}: message {seq} has role code {role}")))?;
+            .ok_or_else(|| Error::index_msg(format!("{chat}: message {seq} has role code {role}")))?;
         let step = std::sync::OnceLock::new();
         if !has_step {
             let _ = step.set(None);
@@ -130,8 +132,14 @@ pub(crate) fn pins_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<Pi
     for item in t.range(lo..=hi).map_err(redb_err)? {
         let (k, _) = item.map_err(redb_err)?;
         let (_, id, unit, start, end) = k.value();
-        let unit = crate::archive::unit_of(unit)
-            .ok_or_else(|| Error::Index(format!("pin with unit code {unit}")))?;
+        // The index copies a pin record's unit code as it is: an unknown one is the record's
+        // (a newer build's), which a rebuild copies again.
+        let unit = crate::archive::unit_of(unit).ok_or_else(|| {
+            Error::corrupt_content(
+                format!("{chat}'s pin of archive {}", crate::blob::BlobId(id)),
+                format!("unit code {unit} is not one this build knows (expected 0..=3)"),
+            )
+        })?;
         out.push(Pin { archive: crate::blob::BlobId(id), unit, range: start..end });
     }
     Ok(out)
@@ -252,7 +260,7 @@ mod tests {
         let tx = db.begin_read().unwrap();
         // A flipped high bit: the length the row claims would not fit in memory.
         let e = entries_at(&tx, ChatId(1), 0, 1 << 45).err().unwrap();
-        assert!(matches!(&e, Error::Index(m) if m.contains("message 2 is missing")), "{e}");
+        assert!(matches!(&e, Error::Index { message: m, .. } if m.contains("message 2 is missing")), "{e}");
         assert!(e.to_string().contains("check --rebuild"), "{e}");
     }
 
@@ -260,7 +268,7 @@ mod tests {
     fn a_chat_length_one_past_its_messages_is_an_index_error() {
         let db = two_messages();
         let tx = db.begin_read().unwrap();
-        assert!(matches!(entries_at(&tx, ChatId(1), 0, 3), Err(Error::Index(_))));
+        assert!(matches!(entries_at(&tx, ChatId(1), 0, 3), Err(Error::Index { .. })));
         let e = entries_at(&tx, ChatId(1), 0, 2).unwrap();
         assert!(e.get(1).is_some() && e.get(2).is_none());
     }

@@ -97,7 +97,7 @@ impl Snapshot {
         self.inner
             .entries
             .get(seq as usize)
-            .ok_or_else(|| Error::Index(format!("message {seq} missing in memory")))
+            .ok_or_else(|| Error::index_msg(format!("message {seq} missing in memory")))
     }
 
     /// Message `seq`.

@@ -94,7 +94,7 @@ pub(crate) struct ChatRow {
 
 impl ChatRow {
     pub(crate) fn decode(bytes: &[u8]) -> Result<ChatRow> {
-        record::decode::<ChatRow>(bytes, "chat row").map_err(Error::Index)
+        record::decode::<ChatRow>(bytes, "chat row").map_err(Error::index_msg)
     }
 }
 

@@ -107,7 +107,7 @@ pub(crate) struct Applied {
     pub batch_start: u64,
 }
 
-fn redb_err(e: impl std::fmt::Display) -> Error {
+fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::index(e)
 }
 
@@ -130,18 +130,18 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
                 .map(|s| s.to_string())
                 .or_else(|| p.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "a panic without a message".into());
-            Err(Error::Index(format!("{what}: redb failed on a damaged page ({msg})")))
+            Err(Error::index_msg(format!("{what}: redb failed on a damaged page ({msg})")))
         }
     }
 }
 
 /// The error for an index file that is damaged: what failed, where.
 fn damaged(path: &Path, what: &str, e: Error) -> Error {
-    let e = match e {
-        Error::Index(m) => m,
-        other => other.to_string(),
+    let (e, source) = match e {
+        Error::Index { message, source } => (message, source),
+        other => (other.to_string(), None),
     };
-    Error::Index(format!("{} is damaged: {what}: {e}", path.display()))
+    Error::Index { message: format!("{} is damaged: {what}: {e}", path.display()), source }
 }
 
 /// Opens (or creates) the redb file at `path` through the file seam, and verifies every page
@@ -671,7 +671,7 @@ fn no_space_said(no_space: &std::sync::atomic::AtomicBool, path: &Path, e: Error
         return e;
     }
     let why = match e {
-        Error::Index(m) => m,
+        Error::Index { message, .. } => message,
         other => other.to_string(),
     };
     Error::io("write", path, std::io::Error::new(std::io::ErrorKind::StorageFull, why))
@@ -904,4 +904,41 @@ fn apply_entries(
         h.finish()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed step fails the test")]
+
+    use super::*;
+
+    #[test]
+    fn an_index_error_from_redb_keeps_the_redb_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let (index, _) = Index::open(dir.path(), 1 << 20).unwrap();
+        let loc = Location { segment: 1, offset: 0, len: 3 };
+        let entries = BatchEntries { blobs: vec![(BlobId::of(b"abc"), loc)], records: Vec::new() };
+        index
+            .apply_replayed(
+                &[entries],
+                Applied { position: Position::new(1, 40), next_txid: 1, batch_start: 0 },
+            )
+            .unwrap();
+        // The blobs table opened with another value type: redb refuses it.
+        let wrong: TableDefinition<'_, [u8; 32], u64> = TableDefinition::new("blobs");
+        let tx = index.read().unwrap();
+        let e = tx.open_table(wrong).map(|_| ()).map_err(redb_err).unwrap_err();
+        let source = std::error::Error::source(&e).expect("the redb error is kept");
+        assert!(source.downcast_ref::<redb::TableError>().is_some(), "{source:?}");
+        // The message is as before: redb's words, and the advice to rebuild.
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "index error: {source} (the index is derived from the log, which this does not damage: run \
+                 `undertext check --rebuild` to rebuild it)"
+            )
+        );
+        // Damage found without a redb error has no source.
+        assert!(std::error::Error::source(&Error::index_msg("a value that does not decode")).is_none());
+    }
 }

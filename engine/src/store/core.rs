@@ -395,10 +395,10 @@ impl Core {
                 let data = Blob::owned(out);
                 if verify == Verify::Hash {
                     if BlobId::of(&data) != *id {
-                        return Err(Error::Index(format!(
-                            "chunked blob {id}: the chunks reassemble to content {}",
-                            BlobId::of(&data)
-                        )));
+                        return Err(Error::corrupt_content(
+                            format!("chunked blob {id}"),
+                            format!("its chunks reassemble to content {}", BlobId::of(&data)),
+                        ));
                     }
                     // The whole matches its id: every chunk in it is proven as if hashed.
                     for (cid, b) in read {

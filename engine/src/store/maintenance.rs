@@ -217,7 +217,7 @@ fn check_index(core: &Core) -> Result<Vec<String>> {
         let body = |b: &[u8; 32]| core.get_blob(&crate::blob::BlobId(*b), crate::blob::Verify::Hash);
         match core.index.diff_with_log(&entries, applied, &body) {
             Ok(d) => Ok(d),
-            Err(e @ Error::Index(_)) => Ok(vec![format!("the index cannot be read: {e}")]),
+            Err(e @ Error::Index { .. }) => Ok(vec![format!("the index cannot be read: {e}")]),
             Err(e) => Err(e),
         }
     })

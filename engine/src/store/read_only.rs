@@ -110,7 +110,7 @@ pub(crate) fn writable((kernel, next_chat): (Kernel, u64)) -> Result<(Kernel, u6
 pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<(Kernel, u64)> {
     tracing::warn!(store = %dir.display(), error = %e, "disk full at open: opening read-only");
     let e = match e {
-        Error::Index(m) => m.clone(),
+        Error::Index { message, .. } => message.clone(),
         other => other.to_string(),
     };
     let why = format!(

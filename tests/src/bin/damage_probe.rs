@@ -28,7 +28,7 @@ fn opts() -> Options {
 }
 
 fn kind(e: &Error) -> &'static str {
-    if matches!(e, Error::Index(_)) { "index" } else { "other" }
+    if matches!(e, Error::Index { .. }) { "index" } else { "other" }
 }
 
 fn say(what: &str, e: &Error) {
@@ -102,7 +102,7 @@ fn main() {
         "rebuild" => {
             let r = match Store::open(dir, opts()) {
                 Ok(s) => s.rebuild_index().and_then(|()| s.close()),
-                Err(Error::Index(_)) => Store::rebuild_index_at(dir, opts()),
+                Err(Error::Index { .. }) => Store::rebuild_index_at(dir, opts()),
                 Err(e) => Err(e),
             };
             match r {

@@ -53,11 +53,17 @@ class IOFailure(UndertextError, OSError):
 
 
 class Corrupt(UndertextError):
-    """Stored bytes do not match their checksum or content address (``segment``, ``offset``, ``reason``)."""
+    """Stored bytes do not match their checksum or content address (``segment``, ``offset``, ``reason``).
 
-    segment: int
-    offset: int
+    Content that passed its checksum but is not what its record says (an archive that is not
+    UTF-8, a role code this build does not know) is named by the object it is in: ``what``
+    says which, and ``segment`` and ``offset`` are ``None``.
+    """
+
+    segment: Optional[int]
+    offset: Optional[int]
     reason: str
+    what: Optional[str]
 
 
 class Locked(UndertextError):
