@@ -93,6 +93,11 @@ pub struct Options {
     /// next version of a growing value reads only its new chunks from the log (0: none).
     /// Default 16 MiB.
     pub chunk_cache_bytes: usize,
+    /// Fleet mode's `gc` (`Store::gc` on a `postgres://` URL) deletes an unreferenced blob
+    /// only when it was stored (or last re-referenced) longer ago than this, so a blob
+    /// uploaded for a write that has not committed yet is never collected. Default 1 hour;
+    /// the embedded `gc` ignores it (it runs with the store closed).
+    pub gc_grace: Duration,
 }
 
 impl Default for Options {
@@ -121,6 +126,7 @@ impl Default for Options {
             chunk_threshold: 64 << 10,
             chunk_avg: 16 << 10,
             chunk_cache_bytes: 16 << 20,
+            gc_grace: Duration::from_secs(3600),
         }
     }
 }
@@ -139,6 +145,12 @@ impl Options {
     /// Sets [`Options::durability`].
     pub fn durability(mut self, value: Durability) -> Options {
         self.durability = value;
+        self
+    }
+
+    /// Sets [`Options::gc_grace`].
+    pub fn gc_grace(mut self, value: Duration) -> Options {
+        self.gc_grace = value;
         self
     }
 

@@ -375,17 +375,27 @@ fn without_the_fleet_feature_a_postgres_url_is_refused_saying_which_feature_is_m
 #[test]
 fn directory_only_operations_refuse_a_fleet_url_instead_of_taking_it_for_a_directory() {
     let url = "postgres://app:hunter2@127.0.0.1:1/agents";
-    let errors = [
-        Store::gc(url, opts()).unwrap_err(),
-        Store::open_read_only(url).unwrap_err(),
-        Store::rebuild_index_at(url, opts()).unwrap_err(),
-    ];
+    let errors = [Store::open_read_only(url).unwrap_err(), Store::rebuild_index_at(url, opts()).unwrap_err()];
     for e in errors {
         assert!(
             matches!(&e, Error::InvalidArgument(m) if m.contains("fleet URL postgres://app:***@")),
             "{e}"
         );
     }
+    assert!(!std::path::Path::new("postgres:").exists(), "no directory was made from the URL");
+}
+
+#[test]
+fn gc_of_a_fleet_url_collects_the_catalog_or_says_which_feature_is_missing() {
+    let e = Store::gc("postgres://app:hunter2@127.0.0.1:1/agents", opts()).unwrap_err();
+    let text = e.to_string();
+    if cfg!(feature = "fleet") {
+        // It went to the server (none listens on port 1), not to a directory.
+        assert!(matches!(&e, Error::Backend { .. }) && text.contains("postgres://app:***@"), "{text}");
+    } else {
+        assert!(matches!(&e, Error::InvalidArgument(m) if m.contains("feature `fleet`")), "{text}");
+    }
+    assert!(!text.contains("hunter2"), "{text}");
     assert!(!std::path::Path::new("postgres:").exists(), "no directory was made from the URL");
 }
 

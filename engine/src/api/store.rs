@@ -107,16 +107,11 @@ impl Store {
     /// first of [`Store::open_warnings`] says why): every batch of the log is readable, writes
     /// fail with [`Error::ReadOnly`] saying the disk is full, and the files are left as found.
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
-        if let Some(url) =
-            path.as_ref().to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-        {
+        if let Some(url) = fleet_url(path.as_ref()) {
             #[cfg(feature = "fleet")]
             return crate::fleet::open(url, opts).map(|(kernel, next_chat)| store_of(kernel, next_chat));
             #[cfg(not(feature = "fleet"))]
-            return Err(crate::error::Error::InvalidArgument(format!(
-                "{}: fleet mode needs undertext built with the cargo feature `fleet`",
-                crate::error::hide_password(url)
-            )));
+            return Err(no_fleet_feature(url));
         }
         let (kernel, next_chat) = Kernel::open(path.as_ref(), opts)?;
         Ok(store_of(kernel, next_chat))
@@ -462,10 +457,36 @@ impl Store {
     /// assert!(report.log_bytes_after < report.log_bytes_before);
     /// # Ok::<(), undertext::Error>(())
     /// ```
+    ///
+    /// Given a fleet URL (`postgres://…`, feature `fleet`), it collects online, while other
+    /// processes write: the records of deleted chats leave the catalog, and a blob (in
+    /// PostgreSQL or S3) that no record references is deleted once it is older than
+    /// [`Options::gc_grace`], so uploads of writes in flight are never collected
+    /// (engine/FORMAT.md, "Fleet mode"). The report counts catalog records and the bytes of
+    /// record and blob payloads in PostgreSQL.
     pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
-        refuse_fleet_url(path.as_ref(), "gc")?;
+        if let Some(url) = fleet_url(path.as_ref()) {
+            #[cfg(feature = "fleet")]
+            return crate::fleet::gc(url, opts);
+            #[cfg(not(feature = "fleet"))]
+            return Err(no_fleet_feature(url));
+        }
         gc::gc(path.as_ref(), opts)
     }
+}
+
+/// `path` as a fleet URL (`postgres://…`), if it is one.
+fn fleet_url(path: &Path) -> Option<&str> {
+    path.to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// The error of a fleet URL given to a build without the feature `fleet`.
+#[cfg(not(feature = "fleet"))]
+fn no_fleet_feature(url: &str) -> crate::error::Error {
+    crate::error::Error::InvalidArgument(format!(
+        "{}: fleet mode needs undertext built with the cargo feature `fleet`",
+        crate::error::hide_password(url)
+    ))
 }
 
 /// The error of a directory-only operation (`gc`, read-only opens, index rebuilds) given a

@@ -54,8 +54,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Verify every checksum of the log (and optionally rebuild the index from it).
     Check(CheckArgs),
-    /// Reclaim the space of deleted chats (offline: rewrites the log).
-    Gc(JsonArg),
+    /// Reclaim the space of deleted chats (offline: rewrites the log; on a fleet URL, online:
+    /// drops deleted chats' records and deletes unreferenced blobs older than `--grace`).
+    Gc(GcArgs),
     /// Delete chats of the owner (their space comes back with `gc`).
     Delete(DeleteArgs),
 }
@@ -74,6 +75,18 @@ pub struct JsonArg {
     /// Print JSON (shape documented in the README).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `gc`.
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Print JSON (shape documented in the README).
+    #[arg(long)]
+    pub json: bool,
+    /// Fleet mode: delete an unreferenced blob only when stored longer ago than this many
+    /// seconds (uploads of writes in flight are younger). Default 3600.
+    #[arg(long, value_name = "SECS")]
+    pub grace: Option<u64>,
 }
 
 /// `demo`.

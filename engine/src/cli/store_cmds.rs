@@ -3,7 +3,7 @@
 use serde_json::json;
 use undertext::import::inventory;
 
-use super::args::{CheckArgs, DeleteArgs, JsonArg};
+use super::args::{CheckArgs, DeleteArgs, GcArgs, JsonArg};
 use super::out::{self, bytes, num};
 use super::{Cli, CliError, CliResult};
 
@@ -169,9 +169,12 @@ fn index_unopened(a: &CheckArgs, why: &str) -> CliResult {
 }
 
 /// `gc`: rewrites the log without deleted chats and the blobs only they used (offline: the
-/// store must not be open elsewhere).
-pub fn gc(cli: &Cli, a: &JsonArg) -> CliResult {
-    let opts = undertext::Options::default().create_if_missing(false);
+/// store must not be open elsewhere); on a fleet URL, collects online (`Store::gc`).
+pub fn gc(cli: &Cli, a: &GcArgs) -> CliResult {
+    let mut opts = undertext::Options::default().create_if_missing(false);
+    if let Some(secs) = a.grace {
+        opts = opts.gc_grace(std::time::Duration::from_secs(secs));
+    }
     let r = undertext::Store::gc(&cli.store, opts).map_err(|e| match e {
         undertext::Error::NotFound { .. } => CliError(format!(
             "no store at {} (run `undertext demo` or `undertext import PATH` to create one, or pass --store DIR)",

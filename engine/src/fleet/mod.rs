@@ -8,6 +8,7 @@
 //! `Core`. See `store/remote.rs` for the stream protocol and engine/FORMAT.md ("Fleet mode")
 //! for the schema.
 
+mod gc;
 mod pg;
 mod s3;
 mod url;
@@ -33,15 +34,28 @@ pub fn is_fleet_url(path: &std::path::Path) -> bool {
 /// is PostgreSQL's commit, so the replica syncs nothing); see `Store::open`. Returns the
 /// replica's kernel and its next chat id.
 pub(crate) fn open(url: &str, opts: Options) -> Result<(Kernel, u64)> {
+    connect(url, opts).map(|(_, kernel, next_chat)| (kernel, next_chat))
+}
+
+/// Collects the fleet store at `url` while other processes use it: the records of deleted
+/// chats, and the blobs nothing references that are older than `opts.gc_grace`; see
+/// `Store::gc` and `fleet/gc.rs`.
+pub(crate) fn gc(url: &str, opts: Options) -> Result<crate::store::GcReport> {
+    let grace = opts.gc_grace;
+    let (fleet, kernel, _) = connect(url, opts)?;
+    gc::collect(&fleet, &kernel.core, grace)
+}
+
+fn connect(url: &str, opts: Options) -> Result<(Arc<Fleet>, Kernel, u64)> {
     let u = FleetUrl::parse(url)?;
     let fleet = Arc::new(Fleet::connect(&u)?);
     let local = Options { durability: Durability::None, create_if_missing: true, preallocate: false, ..opts };
     let (kernel, next_chat) = Kernel::open(fleet.replica_dir(), local)?;
-    let remote: Arc<dyn Remote> = fleet;
+    let remote: Arc<dyn Remote> = fleet.clone();
     kernel
         .core
         .remote
         .set(remote)
         .map_err(|_| Error::InvalidArgument("fleet: the replica already has a remote".into()))?;
-    Ok((kernel, next_chat))
+    Ok((fleet, kernel, next_chat))
 }

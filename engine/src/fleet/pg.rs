@@ -1,7 +1,7 @@
 //! The PostgreSQL catalog and blob store of fleet mode, and the replica protocol (see
 //! `store/remote.rs`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use crate::error::{Conflict, Error, Result};
 use crate::log::format::kind::{BLOB, MANIFEST};
 use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, MsgRec, RevRec, kind};
 use crate::store::core::{Committed, Core, RecordOut, Txn};
+use crate::store::gc::{self, Holds};
 use crate::store::remote::{ChatHead, Remote, WriteLock};
 
 /// The schema, created at the first open (under an advisory lock, so that processes opening
@@ -62,6 +63,7 @@ CREATE TABLE IF NOT EXISTS ut_blobs (
     payload bytea NOT NULL,
     stored_at timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE ut_blobs ADD COLUMN IF NOT EXISTS doomed boolean NOT NULL DEFAULT false;
 ";
 
 /// The advisory lock key the schema is created under.
@@ -106,7 +108,7 @@ pub(crate) struct Fleet {
     replica: PathBuf,
     /// Blobs in S3-compatible storage (`?blobs=s3://…`); `ut_blobs` then keeps a row without
     /// payload for each.
-    s3: Option<S3>,
+    pub(super) s3: Option<S3>,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -130,6 +132,58 @@ impl Fleet {
     /// The local replica's directory (empty when connected).
     pub(crate) fn replica_dir(&self) -> &Path {
         &self.replica
+    }
+
+    /// Blob `id` as the remote stores it (its `ut_blobs` row, and in S3 mode its object), not
+    /// verified yet; `None` when the remote does not list it.
+    pub(super) fn stored(&self, id: &BlobId) -> Result<Option<StoredBlob>> {
+        let mut c = self.client()?;
+        let row = c
+            .query_opt(
+                "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
+                &[&id.as_bytes().as_slice()],
+            )
+            .map_err(|e| self.err("read a blob", &e))?;
+        self.put(c);
+        let Some(row) = row else { return Ok(None) };
+        let (mut k, mut codec, mut raw_len): (i16, i16, i32) =
+            (self.col(&row, 0)?, self.col(&row, 1)?, self.col(&row, 2)?);
+        let mut payload: Vec<u8> = self.col(&row, 3)?;
+        let mut from = String::new();
+        if payload.is_empty() {
+            // The payload is in object storage.
+            let Some(s3) = &self.s3 else {
+                return Err(self.bad(format!(
+                    "blob {id}: stored in S3-compatible storage; open the store with ?blobs=s3://bucket/prefix"
+                )));
+            };
+            let key = s3.key(&id.to_string());
+            let Some(object) = s3.get(&key)? else {
+                return Err(self.bad(format!(
+                    "blob {id}: listed in ut_blobs but missing from {} (key {key})",
+                    s3.shown
+                )));
+            };
+            if object.len() < 6 {
+                return Err(self.bad(format!(
+                    "blob {id}: object {key} in {} is {} bytes, too short",
+                    s3.shown,
+                    object.len()
+                )));
+            }
+            (k, codec) = (i16::from(object[0]), i16::from(object[1]));
+            raw_len = i32::from_le_bytes([object[2], object[3], object[4], object[5]]);
+            payload = object[6..].to_vec();
+            from = format!(" (object {key} in {})", s3.shown);
+        }
+        let (Ok(kind), Ok(codec), Ok(raw_len)) =
+            (u8::try_from(k), u8::try_from(codec), u32::try_from(raw_len))
+        else {
+            return Err(self.bad(format!(
+                "blob {id}{from}: stored with kind {k}, codec {codec}, length {raw_len}: out of range"
+            )));
+        };
+        Ok(Some(StoredBlob { kind, codec, raw_len, payload, from }))
     }
 
     /// Connects to `url`, creating the schema if it is missing, and makes an empty directory
@@ -162,17 +216,21 @@ impl Fleet {
         Ok(fleet)
     }
 
-    fn err(&self, what: &str, e: &postgres::Error) -> Error {
+    pub(super) fn err(&self, what: &str, e: &postgres::Error) -> Error {
         Error::Backend { url: self.shown.clone(), reason: format!("{what}: {}", describe(e)) }
     }
 
     /// Column `i` of `row` (a type mismatch is an error, never a panic).
-    fn col<'a, T: postgres::types::FromSql<'a>>(&self, row: &'a postgres::Row, i: usize) -> Result<T> {
+    pub(super) fn col<'a, T: postgres::types::FromSql<'a>>(
+        &self,
+        row: &'a postgres::Row,
+        i: usize,
+    ) -> Result<T> {
         row.try_get(i).map_err(|e| self.err("read a column", &e))
     }
 
     /// A non-negative bigint column as u64.
-    fn num(&self, row: &postgres::Row, i: usize) -> Result<u64> {
+    pub(super) fn num(&self, row: &postgres::Row, i: usize) -> Result<u64> {
         let v: i64 = self.col(row, i)?;
         u64::try_from(v)
             .map_err(|_| self.bad(format!("expected a non-negative number in column {i}, found {v}")))
@@ -188,12 +246,12 @@ impl Fleet {
         })
     }
 
-    fn bad(&self, reason: String) -> Error {
+    pub(super) fn bad(&self, reason: String) -> Error {
         Error::Backend { url: self.shown.clone(), reason }
     }
 
     /// A connection: an idle one, or a new one.
-    fn client(&self) -> Result<Client> {
+    pub(super) fn client(&self) -> Result<Client> {
         while let Some(c) = self.idle.lock().pop() {
             if !c.is_closed() {
                 return Ok(c);
@@ -203,7 +261,7 @@ impl Fleet {
     }
 
     /// Gives a connection back for reuse (a closed one is dropped).
-    fn put(&self, c: Client) {
+    pub(super) fn put(&self, c: Client) {
         let mut idle = self.idle.lock();
         if !c.is_closed() && idle.len() < MAX_IDLE {
             idle.push(c);
@@ -219,7 +277,9 @@ impl Fleet {
     fn pull(&self, c: &mut Client, core: &Core, s: &Stream, local: &mut Local) -> Result<()> {
         let rows = c
             .query(
-                "SELECT b.version, r.kind, r.payload FROM ut_batches b JOIN ut_records r ON r.batch = b.id \
+                // A batch left without records (gc dropped those of a deleted chat) still
+                // counts: the versions stay dense.
+                "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
                  WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx",
                 &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
             )
@@ -231,8 +291,9 @@ impl Fleet {
             if version != at {
                 if !txn.records.is_empty() {
                     core.append_local(std::mem::take(&mut txn))?;
-                    local.applied = at;
-                    local.pulled = at;
+                }
+                if at > local.applied {
+                    (local.applied, local.pulled) = (at, at);
                 }
                 if version != at + 1 {
                     return Err(self.bad(format!(
@@ -244,15 +305,19 @@ impl Fleet {
                 }
                 at = version;
             }
-            let k: i16 = self.col(&row, 1)?;
-            let payload: Vec<u8> = self.col(&row, 2)?;
+            let (Some(k), Some(payload)) =
+                (self.col::<Option<i16>>(&row, 1)?, self.col::<Option<Vec<u8>>>(&row, 2)?)
+            else {
+                continue;
+            };
             let k = u8::try_from(k).map_err(|_| self.bad(format!("record kind {k} out of range")))?;
             txn.push(RecordOut::history(k, payload));
         }
         if !txn.records.is_empty() {
             core.append_local(txn)?;
-            local.applied = at;
-            local.pulled = at;
+        }
+        if at > local.applied {
+            (local.applied, local.pulled) = (at, at);
         }
         Ok(())
     }
@@ -267,49 +332,129 @@ impl Fleet {
         Ok((l.applied, l.pulled))
     }
 
-    /// Uploads the blob records of `txn` (content-addressed: a blob already stored is left as
-    /// it is), before the catalog transaction that references them: to S3 when configured (a
-    /// HEAD first; a PUT only when the object is missing), then one statement for `ut_blobs`
-    /// (with the payload, or an empty one when the payload is in S3).
-    fn upload(&self, txn: &Txn) -> Result<()> {
-        let mut ids: Vec<&[u8]> = Vec::new();
-        let mut kinds: Vec<i16> = Vec::new();
-        let mut codecs: Vec<i16> = Vec::new();
-        let mut lens: Vec<i32> = Vec::new();
-        let mut payloads: Vec<&[u8]> = Vec::new();
-        for r in &txn.records {
-            if let Some(id) = &r.blob {
-                if let Some(s3) = &self.s3 {
-                    let key = s3.key(&id.to_string());
-                    if !s3.exists(&key)? {
-                        let mut object = Vec::with_capacity(6 + r.payload.len());
-                        object.push(r.kind);
-                        object.push(r.codec);
-                        object.extend_from_slice(&r.raw_len.to_le_bytes());
-                        object.extend_from_slice(&r.payload);
-                        s3.put(&key, &object)?;
-                    }
-                }
-                ids.push(id.as_bytes());
-                kinds.push(i16::from(r.kind));
-                codecs.push(i16::from(r.codec));
-                lens.push(r.raw_len as i32);
-                payloads.push(if self.s3.is_some() { &[] } else { &r.payload });
-            }
-        }
-        if ids.is_empty() {
+    /// Uploads blob records (content-addressed: a blob already stored is left as it is)
+    /// before the catalog transaction that references them. First one statement inserts each
+    /// blob's `ut_blobs` row or, when it is there, marks it fresh (`stored_at` now, no longer
+    /// doomed), waiting for a collection that is deleting it to finish (see `gc.rs`); then, in
+    /// S3 mode, a HEAD per blob and a PUT when the object is missing (the row holds an empty
+    /// payload). The row comes first so that a collection never deletes an object that a
+    /// write found and is about to reference.
+    fn upload(&self, blobs: &[&RecordOut]) -> Result<()> {
+        let mut blobs: Vec<(&BlobId, &RecordOut)> =
+            blobs.iter().filter_map(|r| r.blob.as_ref().map(|id| (id, *r))).collect();
+        // Sorted (rows are locked in one order by every writer and by gc) and each once (an
+        // upsert may not touch a row twice).
+        blobs.sort_by_key(|(id, _)| **id);
+        blobs.dedup_by_key(|(id, _)| **id);
+        if blobs.is_empty() {
             return Ok(());
         }
+        let ids: Vec<&[u8]> = blobs.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
+        let kinds: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.kind)).collect();
+        let codecs: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.codec)).collect();
+        let lens: Vec<i32> = blobs.iter().map(|(_, r)| r.raw_len as i32).collect();
+        let payloads: Vec<&[u8]> = blobs
+            .iter()
+            .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
+            .collect();
         let mut c = self.client()?;
         c.execute(
             "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
              SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
-             ON CONFLICT (id) DO NOTHING",
+             ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
             &[&ids, &kinds, &codecs, &lens, &payloads],
         )
         .map_err(|e| self.err("store blobs", &e))?;
         self.put(c);
+        if let Some(s3) = &self.s3 {
+            for (id, r) in blobs {
+                let key = s3.key(&id.to_string());
+                if !s3.exists(&key)? {
+                    let mut object = Vec::with_capacity(6 + r.payload.len());
+                    object.push(r.kind);
+                    object.push(r.codec);
+                    object.extend_from_slice(&r.raw_len.to_le_bytes());
+                    object.extend_from_slice(&r.payload);
+                    s3.put(&key, &object)?;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Keeps the blobs that `txn`'s records reference without carrying them (content this
+    /// process already held, so did not upload again): marks their rows fresh, so that a
+    /// concurrent collection spares them, and uploads again, from the local replica, any that
+    /// a collection has deleted or is deleting. A manifest's chunks are kept with it. A
+    /// message body's own references (attachments, archives) are held by their grants.
+    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+        let carried: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
+        let mut want: Vec<BlobId> = Vec::new();
+        for r in txn.records.iter().filter(|r| r.blob.is_none()) {
+            let bad =
+                |why: String| Error::InvalidArgument(format!("fleet commit: record kind {}: {why}", r.kind));
+            if let Some(Holds::Grant(ids) | Holds::Refs(ids)) =
+                gc::holds(r.kind, &r.payload, &bad, &mut |_| Ok(None))?
+            {
+                want.extend(ids.into_iter().filter(|id| !carried.contains(id)));
+            }
+        }
+        while !want.is_empty() {
+            want.sort();
+            want.dedup();
+            let ids: Vec<&[u8]> = want.iter().map(|id| id.as_bytes().as_slice()).collect();
+            let mut c = self.client()?;
+            let rows = c
+                .query(
+                    "UPDATE ut_blobs SET stored_at = now() WHERE id = ANY($1) AND NOT doomed RETURNING id, kind",
+                    &[&ids],
+                )
+                .map_err(|e| self.err("keep referenced blobs", &e))?;
+            self.put(c);
+            let mut kept = HashSet::new();
+            let mut next = Vec::new();
+            for row in rows {
+                let id = self.blob_id(&row, 0)?;
+                kept.insert(id);
+                if self.col::<i16>(&row, 1)? == i16::from(MANIFEST) {
+                    let m = match local_record(core, &id)? {
+                        Some(r) => r.payload,
+                        None => self.stored(&id)?.map(|s| s.payload).unwrap_or_default(),
+                    };
+                    next.extend(
+                        Manifest::decode(&m).map_err(|why| self.bad(format!("manifest {id}: {why}")))?.refs(),
+                    );
+                }
+            }
+            let mut again = Vec::new();
+            for id in want.iter().filter(|id| !kept.contains(id)) {
+                let Some(r) = local_record(core, id)? else {
+                    return Err(self.bad(format!(
+                        "blob {id}: referenced by this write but collected by gc, and this process holds no copy \
+                         of it: put it again; nothing was written"
+                    )));
+                };
+                if r.kind == MANIFEST {
+                    next.extend(
+                        Manifest::decode(&r.payload)
+                            .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
+                            .refs(),
+                    );
+                }
+                again.push(r);
+            }
+            self.upload(&again.iter().collect::<Vec<_>>())?;
+            want = next;
+        }
+        Ok(())
+    }
+
+    /// A bytea column holding a blob id.
+    pub(super) fn blob_id(&self, row: &postgres::Row, i: usize) -> Result<BlobId> {
+        let b: &[u8] = self.col(row, i)?;
+        <[u8; 32]>::try_from(b).map(BlobId).map_err(|_| {
+            self.bad(format!("expected a 32-byte blob id in column {i}, found {} bytes", b.len()))
+        })
     }
 
     /// The stream a transaction's records belong to: the chat they name; else the owner of
@@ -451,6 +596,30 @@ impl Fleet {
     }
 }
 
+/// A blob record as the remote stores it (see [`Fleet::stored`]).
+pub(super) struct StoredBlob {
+    pub(super) kind: u8,
+    pub(super) codec: u8,
+    pub(super) raw_len: u32,
+    /// The record's payload: the id, then the (compressed) body.
+    pub(super) payload: Vec<u8>,
+    /// Where it was read, for messages: empty, or ` (object KEY in BUCKET)`.
+    pub(super) from: String,
+}
+
+/// Blob `id`'s record in the local replica, if the replica holds it.
+fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
+    let Some(loc) = core.index.blob(id)? else { return Ok(None) };
+    let r = core.read(loc, crate::blob::Verify::Checksum)?;
+    Ok(Some(RecordOut {
+        kind: r.kind,
+        codec: r.codec,
+        raw_len: r.raw_len,
+        payload: r.payload.to_vec(),
+        blob: Some(*id),
+    }))
+}
+
 /// The catalog row of a chat, as locked by a write.
 #[derive(Debug, Clone, Copy)]
 struct ChatRow {
@@ -534,7 +703,8 @@ impl Remote for Fleet {
     fn commit(&self, core: &Core, txn: Txn) -> Result<Committed> {
         let s = self.stream_of(&txn)?;
         // Blobs first: a batch is never visible before the blobs it references.
-        self.upload(&txn)?;
+        self.upload(&txn.records.iter().collect::<Vec<_>>())?;
+        self.keep_referenced(core, &txn)?;
         if txn.records.iter().all(|r| r.blob.is_some()) {
             return core.append_local(txn);
         }
@@ -689,52 +859,10 @@ impl Remote for Fleet {
     }
 
     fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool> {
-        let mut c = self.client()?;
-        let row = c
-            .query_opt(
-                "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
-                &[&id.as_bytes().as_slice()],
-            )
-            .map_err(|e| self.err("read a blob", &e))?;
-        self.put(c);
-        let Some(row) = row else { return Ok(false) };
-        let (mut k, mut codec, mut raw_len): (i16, i16, i32) =
-            (self.col(&row, 0)?, self.col(&row, 1)?, self.col(&row, 2)?);
-        let mut payload: Vec<u8> = self.col(&row, 3)?;
-        let mut from = String::new();
-        if payload.is_empty() {
-            // The payload is in object storage.
-            let Some(s3) = &self.s3 else {
-                return Err(self.bad(format!(
-                    "blob {id}: stored in S3-compatible storage; open the store with ?blobs=s3://bucket/prefix"
-                )));
-            };
-            let key = s3.key(&id.to_string());
-            let Some(object) = s3.get(&key)? else {
-                return Err(self.bad(format!(
-                    "blob {id}: listed in ut_blobs but missing from {} (key {key})",
-                    s3.shown
-                )));
-            };
-            if object.len() < 6 {
-                return Err(self.bad(format!(
-                    "blob {id}: object {key} in {} is {} bytes, too short",
-                    s3.shown,
-                    object.len()
-                )));
-            }
-            (k, codec) = (i16::from(object[0]), i16::from(object[1]));
-            raw_len = i32::from_le_bytes([object[2], object[3], object[4], object[5]]);
-            payload = object[6..].to_vec();
-            from = format!(" (object {key} in {})", s3.shown);
-        }
-        let wrong = |why: String| self.bad(format!("blob {id}{from}: {why}"));
-        let (Ok(k), Ok(codec), Ok(raw_len)) = (u8::try_from(k), u8::try_from(codec), u32::try_from(raw_len))
-        else {
-            return Err(wrong(format!(
-                "stored with kind {k}, codec {codec}, length {raw_len}: out of range"
-            )));
+        let Some(StoredBlob { kind: k, codec, raw_len, payload, from }) = self.stored(id)? else {
+            return Ok(false);
         };
+        let wrong = |why: String| self.bad(format!("blob {id}{from}: {why}"));
         if payload.len() < 32 || payload[..32] != id.0 {
             return Err(wrong("the stored record does not carry this id".into()));
         }

@@ -141,6 +141,19 @@ impl S3 {
         Err(self.fail("PUT", key, format!("HTTP status {status}: {}", String::from_utf8_lossy(&answer))))
     }
 
+    /// Deletes the object at `key` (deleting a missing object succeeds, as S3 answers).
+    pub(crate) fn delete(&self, key: &str) -> Result<()> {
+        let (status, answer) = self.request("DELETE", key, &[]).map_err(|e| self.fail("DELETE", key, e))?;
+        match status {
+            200 | 204 | 404 => Ok(()),
+            s => Err(self.fail(
+                "DELETE",
+                key,
+                format!("HTTP status {s}: {}", String::from_utf8_lossy(&answer)),
+            )),
+        }
+    }
+
     /// The object at `key`, or `None` when there is none.
     pub(crate) fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let (status, body) = self.request("GET", key, &[]).map_err(|e| self.fail("GET", key, e))?;

@@ -211,6 +211,62 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
     Ok(report)
 }
 
+/// The blobs a history record holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// A grant (an archive's text and offset index, or a granted blob): held while the grant
+    /// stays.
+    Grant(Vec<BlobId>),
+    /// What a chat's (or the store's) record references: held while the record stays.
+    Refs(Vec<BlobId>),
+}
+
+/// The blobs record (`kind`, `payload`) holds, or `None` when it holds none. A message whose
+/// body is a blob holds it, and what the body's parts reference when `body` gives the body's
+/// bytes (`Ok(None)`: only the body itself is counted). `bad` makes the error of a record
+/// that does not decode. Shared by this module and fleet mode's collection.
+pub(crate) fn holds(
+    kind: u8,
+    payload: &[u8],
+    bad: &dyn Fn(String) -> Error,
+    body: &mut dyn FnMut(&BlobId) -> Result<Option<crate::blob::Blob>>,
+) -> Result<Option<Holds>> {
+    let mut refs = Vec::new();
+    match kind {
+        hkind::MESSAGE => match record::decode::<MsgRec>(payload, "message").map_err(bad)?.body {
+            record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
+            record::BodyRec::Blob(id) => {
+                refs.push(BlobId(id));
+                if let Some(b) = body(&BlobId(id))? {
+                    let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
+                    part_refs(&parts.parts, &mut refs);
+                }
+            }
+        },
+        hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(payload, "pin").map_err(bad)?.id)),
+        hkind::COMPACTION => {
+            let c: CompactionRec = record::decode(payload, "compaction").map_err(bad)?;
+            refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
+        }
+        hkind::CHECKPOINT => {
+            refs.push(BlobId(record::decode::<CheckpointRec>(payload, "checkpoint").map_err(bad)?.summary));
+        }
+        hkind::SUMMARY => {
+            refs.push(BlobId(record::decode::<SummaryRec>(payload, "summary").map_err(bad)?.text));
+        }
+        hkind::ARCHIVE => {
+            let a: ArchiveRec = record::decode(payload, "archive").map_err(bad)?;
+            return Ok(Some(Holds::Grant(vec![BlobId(a.id), BlobId(a.index)])));
+        }
+        hkind::GRANT => {
+            let g: GrantRec = record::decode(payload, "grant").map_err(bad)?;
+            return Ok(Some(Holds::Grant(vec![BlobId(g.id)])));
+        }
+        _ => return Ok(None),
+    }
+    Ok(Some(Holds::Refs(refs)))
+}
+
 /// Adds what record `r` (of a batch whose grants are bound to `chats`) holds to `live`
 /// when it stays, or to `dead` when `gc` drops it.
 #[expect(clippy::too_many_arguments, reason = "the state of one pass, passed apart for the borrows")]
@@ -225,43 +281,17 @@ fn reach(
     dead: &mut HashSet<BlobId>,
 ) -> Result<()> {
     let bad = |e: String| Error::corrupt(n, r.offset, e);
-    let mut refs = Vec::new();
-    match r.kind {
-        hkind::MESSAGE => match record::decode::<MsgRec>(r.payload, "message").map_err(bad)?.body {
-            record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
-            record::BodyRec::Blob(id) => {
-                refs.push(BlobId(id));
-                let b = core.get_blob(&BlobId(id), core.opts.verify)?;
-                let parts: PartsRec = record::decode(&b, "message body").map_err(bad)?;
-                part_refs(&parts.parts, &mut refs);
-            }
-        },
-        hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(r.payload, "pin").map_err(bad)?.id)),
-        hkind::COMPACTION => {
-            let c: CompactionRec = record::decode(r.payload, "compaction").map_err(bad)?;
-            refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
-        }
-        hkind::CHECKPOINT => {
-            refs.push(BlobId(record::decode::<CheckpointRec>(r.payload, "checkpoint").map_err(bad)?.summary));
-        }
-        hkind::SUMMARY => {
-            refs.push(BlobId(record::decode::<SummaryRec>(r.payload, "summary").map_err(bad)?.text));
-        }
+    let mut body = |id: &BlobId| core.get_blob(id, core.opts.verify).map(Some);
+    let mut refs = match holds(r.kind, r.payload, &bad, &mut body)? {
+        None => return Ok(()),
         // A grant holds its blob (an archive grant, the offset index too) while it stays.
-        hkind::ARCHIVE => {
-            let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
+        Some(Holds::Grant(ids)) => {
             let into = if grant_stays(chats, deleted) { live } else { dead };
-            into.extend([BlobId(a.id), BlobId(a.index)]);
+            into.extend(ids);
             return Ok(());
         }
-        hkind::GRANT => {
-            let g: GrantRec = record::decode(r.payload, "grant").map_err(bad)?;
-            let into = if grant_stays(chats, deleted) { live } else { dead };
-            into.insert(BlobId(g.id));
-            return Ok(());
-        }
-        _ => return Ok(()),
-    }
+        Some(Holds::Refs(ids)) => ids,
+    };
     // An archive's offset index goes wherever its text goes.
     let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
     refs.extend(extra);
@@ -303,7 +333,7 @@ fn each_batch(
 }
 
 /// `ids` and every chunk their manifests list.
-fn closure(ids: HashSet<BlobId>, manifests: &HashMap<BlobId, Vec<BlobId>>) -> HashSet<BlobId> {
+pub(crate) fn closure(ids: HashSet<BlobId>, manifests: &HashMap<BlobId, Vec<BlobId>>) -> HashSet<BlobId> {
     let mut out = HashSet::new();
     let mut todo: Vec<BlobId> = ids.into_iter().collect();
     while let Some(id) = todo.pop() {

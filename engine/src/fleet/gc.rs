@@ -1,0 +1,185 @@
+//! Garbage collection in fleet mode (`Store::gc` on a `postgres://` URL): online, while other
+//! processes write.
+//!
+//! 1. The records of deleted chats (all but their creation and deletion) leave `ut_records`,
+//!    grants bound to them included; their batches stay, empty, so every stream's versions
+//!    stay dense for the replicas.
+//! 2. **Mark**: every record left in the catalog holds what it references (as in embedded
+//!    mode: message bodies and their parts, pins, compaction trims, checkpoint and cached
+//!    summaries, archive and blob grants), an archive its offset index, a manifest its chunks.
+//! 3. **Sweep**: a blob no record holds is deleted only when its row was stored (or last
+//!    re-referenced) longer ago than [`Options::gc_grace`], so a blob uploaded for a write
+//!    that has not committed yet is never collected. In two steps per group of blobs: the
+//!    rows are marked `doomed` (committed), then, in one transaction holding their row locks,
+//!    the S3 objects are deleted and the rows with them. Blobs in S3 are collected only when
+//!    the URL names the bucket (`?blobs=s3://…`); otherwise they are left as they are.
+//!
+//! Writers cooperate (`pg.rs`): an upload first inserts the row or marks it fresh and not
+//! doomed, waiting on the sweep's row lock; a write that references a blob it did not upload
+//! (content its replica held) marks the row fresh and uploads the blob again when it is
+//! doomed or gone. So a blob a commit references is never deleted under it: either the
+//! writer's mark comes first and the sweep skips the fresh row, or the sweep's deletion comes
+//! first and the writer uploads the blob again before its catalog transaction.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use super::pg::Fleet;
+use crate::blob::BlobId;
+use crate::blob::chunk::Manifest;
+use crate::error::Result;
+use crate::log::format::kind::MANIFEST;
+use crate::record::{self, ArchiveRec, kind};
+use crate::store::GcReport;
+use crate::store::core::Core;
+use crate::store::gc::{Holds, closure, holds};
+
+/// Blobs per sweep transaction.
+const SWEEP_GROUP: usize = 500;
+
+/// Collects the catalog of `fleet` (see the module docs); `core` is a replica of it, used to
+/// read message bodies.
+pub(crate) fn collect(fleet: &Fleet, core: &Core, grace: Duration) -> Result<GcReport> {
+    let mut c = fleet.client()?;
+    let mut report = GcReport::default();
+    let (records_before, bytes_before) = catalog_size(fleet, &mut c)?;
+    (report.records_before, report.log_bytes_before) = (records_before, bytes_before);
+    // 1. The records of deleted chats.
+    let kept = [i16::from(kind::CHAT), i16::from(kind::DELETE)];
+    let dropped = c
+        .query(
+            "DELETE FROM ut_records r USING ut_batches b, ut_chats ch \
+             WHERE r.batch = b.id AND b.owner = '' AND ch.id = b.chat AND ch.deleted \
+             AND r.kind <> ALL($1) RETURNING b.chat",
+            &[&kept.as_slice()],
+        )
+        .map_err(|e| fleet.err("drop the records of deleted chats", &e))?;
+    let mut emptied = HashSet::new();
+    for row in &dropped {
+        emptied.insert(fleet.num(row, 0)?);
+    }
+    report.deleted_chats = emptied.len() as u64;
+    // 2. Mark.
+    let rows = c
+        .query("SELECT r.kind, r.payload FROM ut_records r", &[])
+        .map_err(|e| fleet.err("read the catalog's records", &e))?;
+    let mut live = HashSet::new();
+    let mut archive_index: HashMap<BlobId, BlobId> = HashMap::new();
+    let mut body = |id: &BlobId| {
+        core.get_blob(id, core.opts.verify).map(Some).map_err(|e| {
+            fleet.bad(format!(
+                "gc: the body of a message, blob {id}, could not be read ({e}); expected every blob a \
+                 record references to be stored; no blob was deleted"
+            ))
+        })
+    };
+    for row in &rows {
+        let k: i16 = fleet.col(row, 0)?;
+        let payload: &[u8] = fleet.col(row, 1)?;
+        let k = u8::try_from(k).map_err(|_| fleet.bad(format!("record kind {k} out of range")))?;
+        let bad = |why: String| fleet.bad(format!("a catalog record of kind {k}: {why}"));
+        if k == kind::ARCHIVE {
+            let a: ArchiveRec = record::decode(payload, "archive").map_err(bad)?;
+            archive_index.insert(BlobId(a.id), BlobId(a.index));
+        }
+        if let Some(Holds::Grant(ids) | Holds::Refs(ids)) = holds(k, payload, &bad, &mut body)? {
+            live.extend(ids);
+        }
+    }
+    drop(rows);
+    let indexes: Vec<BlobId> = live.iter().filter_map(|id| archive_index.get(id).copied()).collect();
+    live.extend(indexes);
+    let live = closure(live, &manifests(fleet, &mut c)?);
+    // 3. Sweep.
+    let secs = grace.as_secs_f64();
+    let rows = c
+        .query(
+            "SELECT id, stored_at < now() - make_interval(secs => $1), payload = ''::bytea FROM ut_blobs ORDER BY id",
+            &[&secs],
+        )
+        .map_err(|e| fleet.err("list blobs", &e))?;
+    let mut old = Vec::new();
+    for row in &rows {
+        let id = fleet.blob_id(row, 0)?;
+        // A blob in S3 is left alone by a collection that was not given the bucket.
+        let reachable = fleet.s3.is_some() || !fleet.col::<bool>(row, 2)?;
+        if !live.contains(&id) && fleet.col::<bool>(row, 1)? && reachable {
+            old.push(id);
+        }
+    }
+    for group in old.chunks(SWEEP_GROUP) {
+        report.blobs_removed += sweep(fleet, &mut c, group, secs)?;
+    }
+    fleet.put(c);
+    let mut c = fleet.client()?;
+    let (records_after, bytes_after) = catalog_size(fleet, &mut c)?;
+    fleet.put(c);
+    (report.records_after, report.log_bytes_after) = (records_after, bytes_after);
+    Ok(report)
+}
+
+/// Deletes the blobs of `group` that are still unreferenced-and-old when their rows are
+/// locked; returns how many went.
+fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -> Result<u64> {
+    let ids: Vec<&[u8]> = group.iter().map(|id| id.as_bytes().as_slice()).collect();
+    // Doomed first, committed: a writer that finds the row doomed uploads the blob again
+    // instead of trusting an object that may be going.
+    c.execute(
+        "UPDATE ut_blobs SET doomed = true WHERE id = ANY($1) AND stored_at < now() - make_interval(secs => $2)",
+        &[&ids, &secs],
+    )
+    .map_err(|e| fleet.err("mark blobs doomed", &e))?;
+    let mut tx = c.transaction().map_err(|e| fleet.err("begin the sweep", &e))?;
+    let rows = tx
+        .query(
+            "SELECT id, payload = ''::bytea FROM ut_blobs WHERE id = ANY($1) AND doomed ORDER BY id FOR UPDATE",
+            &[&ids],
+        )
+        .map_err(|e| fleet.err("lock doomed blobs", &e))?;
+    let mut gone: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id = fleet.blob_id(row, 0)?;
+        if fleet.col::<bool>(row, 1)?
+            && let Some(s3) = &fleet.s3
+        {
+            s3.delete(&s3.key(&id.to_string()))?;
+        }
+        gone.push(id.0.to_vec());
+    }
+    let n = tx
+        .execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
+        .map_err(|e| fleet.err("delete doomed blobs", &e))?;
+    tx.commit().map_err(|e| fleet.err("commit the sweep", &e))?;
+    Ok(n)
+}
+
+/// Every manifest the remote stores: its id → its chunks.
+fn manifests(fleet: &Fleet, c: &mut postgres::Client) -> Result<HashMap<BlobId, Vec<BlobId>>> {
+    let rows = c
+        .query("SELECT id FROM ut_blobs WHERE kind = $1", &[&i16::from(MANIFEST)])
+        .map_err(|e| fleet.err("list manifests", &e))?;
+    let mut out = HashMap::new();
+    for row in &rows {
+        let id = fleet.blob_id(row, 0)?;
+        let Some(m) = fleet.stored(&id)? else { continue };
+        let m = Manifest::decode(&m.payload)
+            .map_err(|why| fleet.bad(format!("manifest {id}{}: {why}", m.from)))?;
+        out.insert(id, m.refs().collect());
+    }
+    Ok(out)
+}
+
+/// Records in the catalog, and the bytes of their payloads and of blob payloads kept in
+/// PostgreSQL.
+fn catalog_size(fleet: &Fleet, c: &mut postgres::Client) -> Result<(u64, u64)> {
+    let row = c
+        .query_one(
+            "SELECT (SELECT count(*) FROM ut_records), \
+             (SELECT coalesce(sum(octet_length(payload)), 0) FROM ut_records) \
+             + (SELECT coalesce(sum(octet_length(payload)), 0) FROM ut_blobs)",
+            &[],
+        )
+        .map_err(|e| fleet.err("measure the catalog", &e))?;
+    let bytes: i64 = fleet.col(&row, 1)?;
+    Ok((fleet.num(&row, 0)?, u64::try_from(bytes).unwrap_or(0)))
+}
