@@ -8,8 +8,9 @@ Then ``graph.get_state`` on the finished thread, its first call apart (``first``
 UndertextSaver the call that takes the messages decoded when they were put; later calls
 decode them once more, then copy them from its cache) and the median of the 5 calls after
 it, ``list(graph.get_state_history(limit=50))`` (median of 3), the bytes on disk once the
-saver is closed, and a cold read: the time to open a new saver (SqliteSaver: a new
-connection) and compile the graph (``reopen``), then its first ``get_state``. Each time is also taken as
+saver is closed, and a cold read in a new process (a fresh interpreter): the time to open
+a new saver (SqliteSaver: a new connection) and compile the graph (``reopen``), then its
+first ``get_state``. Each time is also taken as
 the process's CPU time (``time.process_time``, every thread: the saver works in LangGraph's
 background thread), which a loaded machine skews less than wall time; a durable commit's
 wait for the disk is wall time only.
@@ -149,21 +150,14 @@ def run(saver_name: str, channel: str, pairs: int, root: Path) -> dict[str, Any]
     assert len(hist) == min(50, 2 * pairs + 2), len(hist)
     close()
     disk = sum(disk_bytes(f) for f in files if f.exists())
-    # A cold read: the same thread through a new saver (store handle or connection).
-    t0, c0 = time.perf_counter(), time.process_time()
-    if saver_name == "sqlite":
-        conn = sqlite3.connect(db, check_same_thread=False)
-        saver, close = SqliteSaver(conn), conn.close
-    else:
-        saver = UndertextSaver.open(store)
-        close = saver.close
-    graph = build(AddState if channel == "add_messages" else DeltaState, pairs).compile(checkpointer=saver)
-    open_ms = (time.perf_counter() - t0) * 1000
-    t0, c0 = time.perf_counter(), time.process_time()
-    st = graph.get_state(config)
-    cold_ms, cold_cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
-    assert len(st.values["messages"]) == 2 * pairs + 1
-    close()
+    # A cold read: the same thread read by a new process (a fresh interpreter: no heap or
+    # cache of this run) through a new saver (store handle or connection).
+    cold = json.loads(
+        subprocess.run(
+            [sys.executable, __file__, "--pairs", str(pairs), "--cold", f"{saver_name},{channel},{files[0]}"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip().splitlines()[-1]
+    )
     return {
         "saver": saver_name,
         "channel": channel,
@@ -177,12 +171,32 @@ def run(saver_name: str, channel: str, pairs: int, root: Path) -> dict[str, Any]
         "get_state_cpu_ms": statistics.median(state_cpu[1:]),
         "history50_cpu_ms": statistics.median(hist_cpu),
         "history50_ms": statistics.median(hist_ms),
-        "reopen_ms": open_ms,
-        "cold_get_state_ms": cold_ms,
-        "cold_get_state_cpu_ms": cold_cpu,
+        **cold,
         "disk_bytes": disk,
         "text_bytes": text,
     }
+
+
+def cold_read(saver_name: str, channel: str, path: Path, pairs: int) -> dict[str, Any]:
+    """Opens the stored thread (``reopen``: the saver and the compiled graph) and times its
+    first ``get_state``."""
+    config = {"configurable": {"thread_id": "agent"}}
+    t0 = time.perf_counter()
+    if saver_name == "sqlite":
+        conn = sqlite3.connect(path, check_same_thread=False)
+        saver: Any = SqliteSaver(conn)
+        close: Callable[[], None] = conn.close
+    else:
+        saver = UndertextSaver.open(path)
+        close = saver.close
+    graph = build(AddState if channel == "add_messages" else DeltaState, pairs).compile(checkpointer=saver)
+    open_ms = (time.perf_counter() - t0) * 1000
+    t0, c0 = time.perf_counter(), time.process_time()
+    st = graph.get_state(config)
+    cold_ms, cold_cpu = (time.perf_counter() - t0) * 1000, (time.process_time() - c0) * 1000
+    assert len(st.values["messages"]) == 2 * pairs + 1
+    close()
+    return {"reopen_ms": open_ms, "cold_get_state_ms": cold_ms, "cold_get_state_cpu_ms": cold_cpu}
 
 
 def main() -> None:
@@ -192,7 +206,12 @@ def main() -> None:
     ap.add_argument("--channels", default="add_messages,delta")
     ap.add_argument("--dir", type=Path, default=None)
     ap.add_argument("--one", default=None, help="SAVER,CHANNEL: run one row here and print its JSON")
+    ap.add_argument("--cold", default=None, help="SAVER,CHANNEL,PATH: the cold read of a stored thread, as JSON")
     args = ap.parse_args()
+    if args.cold:
+        saver, channel, path = args.cold.split(",", 2)
+        print(json.dumps(cold_read(saver, channel, Path(path), args.pairs)))
+        return
     if args.one:
         saver, channel = args.one.split(",")
         with tempfile.TemporaryDirectory(dir=args.dir) as d:
