@@ -342,6 +342,13 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
         assert listed == [items[:n] for n in range(10, 0, -1)]
 
 
+def put_id(saver: UndertextSaver, cid: str, parent: str | None, x: int) -> None:
+    """Puts checkpoint ``cid`` (child of ``parent``) with channel ``x`` = ``x``."""
+    cp = checkpoint({"x": x}, {"x": saver.get_next_version(None, None)})
+    cp["id"] = cid
+    saver.put(cfg("t", parent), cp, {"step": x}, dict(cp["channel_versions"]))
+
+
 def test_early_writes_are_named_by_their_write_records_seqs_and_found_after_a_reopen(tmp_path: Path) -> None:
     # LangGraph's background thread runs ahead: writes for checkpoints not stored yet. The
     # newest record names them by the distance down to their first write record (the id is
@@ -350,26 +357,20 @@ def test_early_writes_are_named_by_their_write_records_seqs_and_found_after_a_re
     ids = [str(uuid6(clock_seq=-1)) for _ in range(4)]
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
-        cp = checkpoint({"x": 1}, {"x": saver.get_next_version(None, None)})
-        cp["id"] = ids[0]
-        saver.put(cfg("t"), cp, {"step": 0}, dict(cp["channel_versions"]))
+        put_id(saver, ids[0], None, 0)
         for i, cid in enumerate(ids[1:]):
             saver.put_writes(cfg("t", cid), [("x", i)], f"task{i}")
         rec = json.loads(last_record(saver, "t").text)
         assert rec["e"] == [2, 1, 0] and "o" not in rec, rec
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
-        cp = checkpoint({"x": 2}, {"x": saver.get_next_version(None, None)})
-        cp["id"] = ids[1]
-        saver.put(cfg("t", ids[0]), cp, {"step": 1}, dict(cp["channel_versions"]))
+        put_id(saver, ids[1], ids[0], 1)
         assert saver.get_tuple(cfg("t", ids[1])).pending_writes == [("task0", "x", 0)]
         rec = json.loads(last_record(saver, "t").text)
         assert rec["e"] == [2, 1] and "o" not in rec, rec  # the writes for ids[2] and ids[3]
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
-        cp = checkpoint({"x": 3}, {"x": saver.get_next_version(None, None)})
-        cp["id"] = ids[3]
-        saver.put(cfg("t", ids[1]), cp, {"step": 2}, dict(cp["channel_versions"]))
+        put_id(saver, ids[3], ids[1], 2)
         assert saver.get_tuple(cfg("t", ids[3])).pending_writes == [("task2", "x", 2)]
 
 
