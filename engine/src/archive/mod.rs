@@ -286,14 +286,14 @@ pub(crate) fn text_at(core: &Core, id: &BlobId, at: &InlineText) -> Result<Strin
     let raw = core.read(at.loc, Verify::Checksum)?;
     let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
     let text = record::message_part_text(&raw.payload, at.part, body)?.ok_or_else(|| {
-        Error::Index(format!(
+        Error::index_msg(format!(
             "text {id}: the index lists it as part {} of message {} (revision {}) of chat {}, which holds no inline text there",
             at.part, at.seq, at.revision, at.chat
         ))
     })?;
     let found = BlobId::of(text.as_bytes());
     if found != *id {
-        return Err(Error::Index(format!(
+        return Err(Error::index_msg(format!(
             "text {id}: part {} of message {} (revision {}) of chat {} holds text {found}",
             at.part, at.seq, at.revision, at.chat
         )));

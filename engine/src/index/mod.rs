@@ -813,7 +813,7 @@ fn list_body_texts_in<D: std::ops::Deref<Target = Database>>(
         for (key, b) in todo {
             let texts = body(&b).and_then(|blob| {
                 crate::record::body_texts(&blob)
-                    .map_err(|e| Error::Index(format!("body blob {}: {e}", BlobId(b))))
+                    .map_err(|e| Error::index_msg(format!("body blob {}: {e}", BlobId(b))))
             });
             match texts {
                 Ok(t) => listed.push((key, t)),

@@ -461,7 +461,7 @@ pub(crate) fn message_part_text(
     part: u32,
     body: impl FnOnce(&[u8; 32]) -> Result<crate::blob::Blob>,
 ) -> Result<Option<String>> {
-    let bad = |e: String| Error::Index(format!("an inline text's message: {e}"));
+    let bad = |e: String| Error::index_msg(format!("an inline text's message: {e}"));
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| bad(format!("message record does not decode: {e}")))?;
