@@ -137,6 +137,33 @@ fn a_read_only_open_does_not_take_the_lock_and_the_writer_is_not_blocked() {
 }
 
 #[test]
+fn a_refresh_forgets_only_the_chats_that_got_new_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let ids: Vec<ChatId> = (0..2u64)
+        .map(|c| {
+            let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+            writer.chat("o", id).unwrap().append(NewMessage::user(message_text(c * 100))).unwrap();
+            id
+        })
+        .collect();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    for id in &ids {
+        assert_eq!(ro.chat("o", *id).unwrap().len(), 1);
+    }
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 2);
+    let r = ro.refresh().unwrap();
+    assert_eq!(r.batches, 0);
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 2, "a refresh with nothing new forgets no chat");
+    writer.chat("o", ids[1]).unwrap().append(NewMessage::user(message_text(101))).unwrap();
+    assert_eq!(ro.refresh().unwrap().batches, 1);
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 1, "only the chat that got a record is forgotten");
+    let got: Vec<String> = ro.chat("o", ids[1]).unwrap().messages().unwrap().iter().map(text_of).collect();
+    assert_eq!(got, vec![message_text(100), message_text(101)], "and reads its new record");
+    assert_eq!(ro.chat("o", ids[0]).unwrap().len(), 1);
+}
+
+#[test]
 fn a_reader_beside_a_writer_process_sees_every_acknowledged_message_within_one_refresh() {
     let dir = tempfile::tempdir().unwrap();
     // A store that exists before the writer starts (the reader opens while it writes).

@@ -164,9 +164,9 @@ impl Store {
     /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
     /// (open the store again), and on a store opened for writing (which is always current).
     pub fn refresh(&self) -> Result<Refreshed> {
-        let (refreshed, next_chat) = read_only::refresh(&self.inner.kernel)?;
-        self.inner.chats.reset(next_chat);
-        Ok(refreshed)
+        let caught = read_only::refresh(&self.inner.kernel)?;
+        self.inner.chats.forget(&caught.chats, caught.next_chat);
+        Ok(caught.refreshed)
     }
 
     /// What this open repaired or could not do, one line each: a torn tail cut (a write a

@@ -102,11 +102,14 @@ impl ChatCache {
         Ok(state)
     }
 
-    /// Forgets every chat in memory and sets the next chat id (a read-only store after it
-    /// replayed new batches: chats load again from the index). Handles already given out
-    /// keep what they hold.
-    pub(crate) fn reset(&self, next_chat: u64) {
-        self.map.lock().clear();
+    /// Forgets chats `ids` (those a read-only store's refresh replayed new batches of: they
+    /// load again from the index; the others did not change) and sets the next chat id.
+    /// Handles already given out keep what they hold.
+    pub(crate) fn forget(&self, ids: &[u64], next_chat: u64) {
+        let mut map = self.map.lock();
+        for id in ids {
+            map.remove(id);
+        }
         self.next_chat.store(next_chat, Ordering::Relaxed);
     }
 

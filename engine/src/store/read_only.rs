@@ -44,6 +44,9 @@ pub struct Refreshed {
 #[derive(Debug)]
 pub(crate) struct Follower {
     logd: PathBuf,
+    /// The (device, inode) of the log directory at open: a `gc` swaps in a new directory, so
+    /// a different one means the log was replaced (one `statx`, however many segments).
+    dir_id: (u64, u64),
     state: Mutex<FollowState>,
 }
 
@@ -57,6 +60,14 @@ struct FollowState {
     last_batch: u64,
     /// The (device, inode) of every segment file read, by number.
     ids: HashMap<u64, (u64, u64)>,
+}
+
+/// What a refresh brought in, for the store above: the report, the next chat id, and the
+/// chats the new batches name (the only ones whose state in memory changed).
+pub(crate) struct Caught {
+    pub(crate) refreshed: Refreshed,
+    pub(crate) next_chat: u64,
+    pub(crate) chats: Vec<u64>,
 }
 
 /// One replay: the index entries of the new batches, where they end, and what was skipped.
@@ -169,14 +180,19 @@ impl Follower {
                 }
             };
             let is_last = n == last;
-            let mut bytes = read_all(&file, &segment_path(&self.logd, n))?;
-            let mut off = if st.tail.segment == n && st.tail.offset >= SEGMENT_HEADER_LEN as u64 {
+            // The tail's segment is read from where the last scan stopped (what is before it
+            // stays zeros, never touched), a new segment whole.
+            let resume = st.tail.segment == n && st.tail.offset >= SEGMENT_HEADER_LEN as u64;
+            let from = if resume { st.tail.offset } else { 0 };
+            let mut bytes = read_all(&file, &segment_path(&self.logd, n), from)?;
+            let mut off = if resume {
                 st.tail.offset as usize
             } else {
                 if bytes.len() < SEGMENT_HEADER_LEN && is_last {
                     // Being created by the writer: nothing in it yet.
                     st.tail = Position::new(n, 0);
                     st.last_batch = 0;
+                    self.check_dir()?;
                     return Ok((Scan { entries, applied: applied(&st), warnings, tail_file: file }, batches));
                 }
                 if let Err(e) = format::decode_segment_header(&bytes, n) {
@@ -223,7 +239,7 @@ impl Follower {
                             // The writer may have written a later batch while this read was
                             // copying the file: read it again, it then holds the earlier one whole.
                             reread = true;
-                            bytes = read_all(&file, &segment_path(&self.logd, n))?;
+                            bytes = read_all(&file, &segment_path(&self.logd, n), from)?;
                             off = offset as usize;
                             continue;
                         }
@@ -251,6 +267,9 @@ impl Follower {
             }
             st.tail = Position::new(n, off as u64);
             if is_last {
+                // A `gc` that swapped the log in while this scan listed and opened segments
+                // may have mixed the two logs' files: nothing of this scan is applied.
+                self.check_dir()?;
                 // Reached the newest segment: its file is what reads of the tail use.
                 let a = applied(&st);
                 return Ok((Scan { entries, applied: a, warnings, tail_file: file }, batches));
@@ -259,33 +278,54 @@ impl Follower {
         Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
     }
 
-    /// Refuses when a segment file read before was replaced or removed (a `gc` ran).
+    /// Refuses when the log was replaced since the open (a `gc` ran): the log directory is
+    /// another one, or the segment the tail is in is another file. Two `statx`, whatever the
+    /// number of segments read (a `gc` swaps the whole directory in).
     fn check_not_replaced(&self, st: &FollowState) -> Result<()> {
-        for (&n, &(dev, ino)) in &st.ids {
-            let path = segment_path(&self.logd, n);
-            let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
-            if !same {
-                return Err(Error::ReadOnly(format!(
-                    "log segment {n} ({}) was replaced or removed since this read-only open (a `gc` of the \
-                     store rewrote its log); what was read stays readable through this handle, but to see \
-                     more, open the store again",
-                    path.display()
-                )));
+        self.check_dir()?;
+        let n = st.tail.segment;
+        match st.ids.get(&n) {
+            Some(&(dev, ino)) => {
+                let path = segment_path(&self.logd, n);
+                let same = std::fs::symlink_metadata(&path).is_ok_and(|m| m.dev() == dev && m.ino() == ino);
+                if same { Ok(()) } else { Err(replaced(&format!("log segment {n} ({})", path.display()))) }
             }
+            None => Ok(()),
         }
-        Ok(())
     }
+
+    /// Refuses when the log directory is no longer the one opened.
+    fn check_dir(&self) -> Result<()> {
+        match dir_id(&self.logd) {
+            Some(id) if id == self.dir_id => Ok(()),
+            _ => Err(replaced(&format!("the log directory {}", self.logd.display()))),
+        }
+    }
+}
+
+/// The error of a refresh that found the log replaced (`what` was replaced or removed).
+fn replaced(what: &str) -> Error {
+    Error::ReadOnly(format!(
+        "{what} was replaced or removed since this read-only open (a `gc` of the store rewrote its \
+         log); what was read stays readable through this handle, but to see more, open the store again"
+    ))
+}
+
+/// The (device, inode) of directory `d`.
+fn dir_id(d: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(d).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn applied(st: &FollowState) -> Applied {
     Applied { position: st.tail, next_txid: st.next_txid.unwrap_or(0), batch_start: st.last_batch }
 }
 
-/// The whole file, as it is now (the writer may be appending).
-fn read_all(file: &File, path: &Path) -> Result<Vec<u8>> {
+/// The file as it is now (the writer may be appending), its bytes from `from` on read (those
+/// before are zeros: a zeroed allocation, so pages never touched cost no memory).
+fn read_all(file: &File, path: &Path, from: u64) -> Result<Vec<u8>> {
     let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
     let mut buf = vec![0u8; len as usize];
-    let mut at = 0usize;
+    let mut at = (from as usize).min(buf.len());
     while at < buf.len() {
         match file.read_at(&mut buf[at..], at as u64) {
             Ok(0) => {
@@ -330,8 +370,9 @@ pub(crate) fn open(path: &Path, opts: Options) -> Result<(Kernel, u64)> {
 }
 
 /// Replays what was appended since the last scan (see `Store::refresh`); returns what it
-/// did and the next chat id (the chats in memory are to be forgotten).
-pub(crate) fn refresh(kernel: &Kernel) -> Result<(Refreshed, u64)> {
+/// did, the next chat id and the chats the new batches name (those in memory are to be
+/// forgotten; the others did not change).
+pub(crate) fn refresh(kernel: &Kernel) -> Result<Caught> {
     let Some(f) = &kernel.follower else {
         return Err(Error::InvalidArgument(
             "refresh: expected a store opened with `Store::open_read_only`, found one opened for writing \
@@ -342,10 +383,14 @@ pub(crate) fn refresh(kernel: &Kernel) -> Result<(Refreshed, u64)> {
     let core = &*kernel.core;
     let (scan, batches) = f.scan(&core.reader)?;
     let Scan { entries, applied, mut warnings, tail_file } = scan;
+    let mut chats = index::batch_chats(
+        entries.iter().flat_map(|b| b.records.iter().map(|r| (r.kind, r.payload.as_slice()))),
+    );
+    chats.dedup();
     apply(&core.index, &entries, applied, &mut warnings)?;
     core.index.mem.write().set_applied(applied);
     core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
-    Ok((Refreshed { batches, warnings }, core.index.next_chat()?))
+    Ok(Caught { refreshed: Refreshed { batches, warnings }, next_chat: core.index.next_chat()?, chats })
 }
 
 /// A store read from its log alone (see [`Store::open_read_only_with`](crate::Store::open_read_only_with)), read-only for `why`;
@@ -368,6 +413,8 @@ fn open_log_only(
         Err(_) => return Err(Error::NotFound { what: format!("store at {}", dir.display()) }),
     }
     let follower = Follower {
+        dir_id: dir_id(&logd)
+            .ok_or_else(|| Error::NotFound { what: format!("store at {}", dir.display()) })?,
         logd: logd.clone(),
         state: Mutex::new(FollowState {
             tail: Position::new(1, 0),
