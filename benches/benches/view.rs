@@ -223,5 +223,97 @@ fn view_after_each_append(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, view, view_with_checkpoint, view_after_each_append);
+/// A tool result of about `n` bytes, distinct per `i`.
+fn result(i: u64, n: usize) -> String {
+    let line = format!("row {i}: {}\n", body(i).split_at(60).0);
+    line.repeat(n / line.len() + 1)[..n].to_string()
+}
+
+/// Views whose guard previews inline tool results (60 steps of 6 KB results, inline in their
+/// message records, under a budget that leaves room for about half): rebuilt from scratch
+/// (the memo cleared, not timed), and after each new step (one call and its result appended,
+/// not timed: the step before it becomes one the guard previews). Before 2026-12-01 such a
+/// view archived every text it previewed (written to the log, and the offset index built three
+/// times); since, it writes nothing. Prints the log bytes 50 views after new steps write.
+fn view_previewing_inline_results(c: &mut Criterion) {
+    use std::time::{Duration, Instant};
+    let dir = bench_tempdir().unwrap();
+    let opts = Options::default().durability(undertext::Durability::None);
+    let store = Store::open(dir.path().join("u"), opts).unwrap();
+    let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    chat.append(NewMessage::system("You are a careful agent.")).unwrap();
+    chat.append(NewMessage::user("Fix the failing tests.")).unwrap();
+    let step = |i: u64| {
+        let call = undertext::Part::ToolCall { id: format!("c{i}"), name: "run".into(), args: "{}".into() };
+        chat.append(NewMessage { role: undertext::Role::Assistant, parts: vec![call] }).unwrap();
+        chat.append(NewMessage::tool_result(format!("c{i}"), result(i, 6_000))).unwrap();
+    };
+    for i in 0..60 {
+        step(i);
+    }
+    let budget = Budget::new(60_000, 0);
+    let v = chat.view(&budget).unwrap();
+    println!(
+        "previewing view: {} messages, estimate {}, {:?}",
+        v.messages().len(),
+        v.estimate(),
+        v.decision()
+    );
+    let mut next = 1_000u64;
+    let log_before = store.stats().unwrap().log_bytes;
+    for _ in 0..50 {
+        step(next);
+        next += 1;
+        let appended = store.stats().unwrap().log_bytes;
+        chat.view(&budget).unwrap();
+        assert!(store.stats().unwrap().log_bytes >= appended);
+    }
+    let mut by_views = store.stats().unwrap().log_bytes - log_before;
+    // What the 50 steps themselves wrote, measured alone on a second chat.
+    let other = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    let before_steps = store.stats().unwrap().log_bytes;
+    for i in 0..50 {
+        let call = undertext::Part::ToolCall {
+            id: format!("c{}", 1_000 + i),
+            name: "run".into(),
+            args: "{}".into(),
+        };
+        other.append(NewMessage { role: undertext::Role::Assistant, parts: vec![call] }).unwrap();
+        other.append(NewMessage::tool_result(format!("c{}", 1_000 + i), result(1_000 + i, 6_000))).unwrap();
+    }
+    by_views = by_views.saturating_sub(store.stats().unwrap().log_bytes - before_steps);
+    println!("log bytes written by 50 views after new steps (the steps' own bytes subtracted): {by_views}");
+    let mut g = c.benchmark_group("view_previewing_inline_results_60_steps");
+    g.bench_function("undertext_view_rebuilt", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                chat.clear_view_memo();
+                let t = Instant::now();
+                std::hint::black_box(chat.view(&budget).unwrap());
+                timed += t.elapsed();
+            }
+            timed
+        })
+    });
+    g.bench_function("undertext_view_after_each_new_step", |b| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                if chat.len() >= 300 {
+                    chat.truncate(122, chat.revision()).unwrap();
+                }
+                step(next);
+                next += 1;
+                let t = Instant::now();
+                std::hint::black_box(chat.view(&budget).unwrap());
+                timed += t.elapsed();
+            }
+            timed
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, view, view_with_checkpoint, view_after_each_append, view_previewing_inline_results);
 criterion_main!(benches);

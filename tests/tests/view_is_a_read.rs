@@ -239,3 +239,36 @@ fn archiving_a_preview_of_an_inline_text_archives_the_text_it_previews() {
     let n = texts[&archive.id].chars().count() as u64;
     assert!(store.read_context("o", &archive.id, 0..n, Unit::Chars).unwrap() == texts[&archive.id]);
 }
+
+#[test]
+fn a_previewed_result_appended_as_it_is_archives_its_text_with_the_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let (chat, texts) = build(&store);
+    let v = previewing_view(&chat);
+    let part = v
+        .messages()
+        .iter()
+        .flat_map(|m| &m.parts)
+        .find(|p| matches!(p, Part::ToolResult { content: ToolContent::Archived { .. }, .. }))
+        .unwrap()
+        .clone();
+    let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = &part else {
+        unreachable!()
+    };
+    let id = archive.id;
+    let other = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    other.append(NewMessage::user("Look at this.")).unwrap();
+    let Part::ToolResult { call_id, .. } = &part else { unreachable!() };
+    other
+        .append(NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall { id: call_id.clone(), name: "read".into(), args: "{}".into() }],
+        })
+        .unwrap();
+    other.append(NewMessage { role: Role::Tool, parts: vec![part.clone()] }).unwrap();
+    // The text is archived now: it reads back after the chat that held it inline is gone.
+    store.delete_chat("o", chat.id()).unwrap();
+    let n = texts[&id].chars().count() as u64;
+    assert!(store.read_context("o", &id, 0..n, Unit::Chars).unwrap() == texts[&id]);
+}

@@ -306,14 +306,9 @@ impl PyStore {
         blob_ids: Vec<Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let store = self.get(py)?;
-        let ids = blob_ids
-            .iter()
-            .map(|b| crate::convert::blob_id(py, b))
-            .collect::<PyResult<Vec<_>>>()?;
+        let ids = blob_ids.iter().map(|b| crate::convert::blob_id(py, b)).collect::<PyResult<Vec<_>>>()?;
         let blobs = run(py, move || {
-            ids.iter()
-                .map(|id| store.get_blob(&owner, id))
-                .collect::<undertext::Result<Vec<_>>>()
+            ids.iter().map(|id| store.get_blob(&owner, id)).collect::<undertext::Result<Vec<_>>>()
         })?;
         Ok(blobs.iter().map(|b| PyBytes::new(py, b)).collect())
     }

@@ -259,12 +259,17 @@ fn ref_of(id: &BlobId, t: &ArchiveText) -> ArchiveRef {
     }
 }
 
-/// Where `owner` holds text `id` inline (see [`crate::index::Index::inline_text`]),
-/// consulting records written moments ago (the index flushed first) and the texts of message
-/// bodies stored as blobs (listed first).
+/// Where `owner` holds text `id` inline (see [`crate::index::Index::inline_text`]). On a
+/// miss, records written moments ago (the index flushed first; in fleet mode, the owner's
+/// chats pulled first) and the texts of message bodies stored as blobs (listed first) are
+/// looked at too.
 pub(crate) fn inline_place(core: &Core, owner: &str, id: &BlobId) -> Result<Option<InlineText>> {
     if let Some(p) = core.index.inline_text(owner, &id.0)? {
         return Ok(Some(p));
+    }
+    // Fleet mode: chats of the owner another process wrote are pulled first.
+    if let Some(remote) = core.remote() {
+        remote.catch_up_owner(core, owner)?;
     }
     core.ensure_flushed(core.log.written())?;
     let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);

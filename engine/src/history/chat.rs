@@ -94,7 +94,17 @@ fn prepare(
                         crate::archive::bind_into(core, txn, &a, Some(chat.0))?;
                     }
                     None if pending => {}
-                    None => return Err(Error::NotFound { what: format!("archive {}", archive.id) }),
+                    // A text a view previewed without an archive (held inline by a chat of
+                    // the owner): archived with this append.
+                    None => match crate::archive::inline_text(core, owner, &archive.id)? {
+                        Some(text) => {
+                            let (r, w) =
+                                crate::archive::archive_into_chat(core, txn, owner, &text, Some(chat.0))?;
+                            *wait = (*wait).max(w);
+                            *archive = r;
+                        }
+                        None => return Err(Error::NotFound { what: format!("archive {}", archive.id) }),
+                    },
                 }
             }
             ToolContent::Text(_) => {}
