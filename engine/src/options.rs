@@ -98,6 +98,12 @@ pub struct Options {
     /// uploaded for a write that has not committed yet is never collected. Default 1 hour;
     /// the embedded `gc` ignores it (it runs with the store closed).
     pub gc_grace: Duration,
+    /// Keep what is derived from an unchanged message between views and checkpoint jobs:
+    /// the guard's previews of its tool results with their token counts, and its scan for
+    /// pending approvals (each kept with the message's history entry; an edit makes a new
+    /// entry). Default on; off makes every view and job derive them again, which gives the
+    /// same views and checkpoints more slowly (the reference the tests compare with).
+    pub keep_derived: bool,
 }
 
 impl Default for Options {
@@ -127,6 +133,7 @@ impl Default for Options {
             chunk_avg: 16 << 10,
             chunk_cache_bytes: 16 << 20,
             gc_grace: Duration::from_secs(3600),
+            keep_derived: true,
         }
     }
 }
@@ -283,6 +290,12 @@ impl Options {
     /// Sets [`Options::chunk_cache_bytes`].
     pub fn chunk_cache_bytes(mut self, value: usize) -> Options {
         self.chunk_cache_bytes = value;
+        self
+    }
+
+    /// Sets [`Options::keep_derived`].
+    pub fn keep_derived(mut self, value: bool) -> Options {
+        self.keep_derived = value;
         self
     }
 }

@@ -173,6 +173,16 @@ pub fn first_pending(
     p: &ApprovalPatterns,
     full_text: &dyn Fn(&crate::model::ArchiveRef) -> Option<String>,
 ) -> Option<(u64, Pending)> {
+    first_pending_by(messages, &mut |m| pending_in_part(m, p, full_text).0)
+}
+
+/// [`first_pending`] with the JSON scan of a message's tool results given by `json` (the
+/// first part holding a pending approval, and the rule's name: what [`pending_in_part`]
+/// finds), so a caller can keep each message's scan instead of scanning its text again.
+pub(crate) fn first_pending_by(
+    messages: &[Message],
+    json: &mut dyn FnMut(&Message) -> Option<(usize, String)>,
+) -> Option<(u64, Pending)> {
     let answered: std::collections::HashSet<&str> = messages
         .iter()
         .flat_map(|m| &m.parts)
@@ -182,26 +192,48 @@ pub fn first_pending(
         })
         .collect();
     for m in messages {
-        for part in &m.parts {
-            match part {
-                Part::ApprovalRequest { id, .. } if !answered.contains(id.as_str()) => {
-                    return Some((m.seq, Pending::Request(id.clone())));
-                }
-                Part::ToolResult { content, .. } => {
-                    let text = match content {
-                        ToolContent::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
-                        ToolContent::Archived { archive, preview } => match full_text(archive) {
-                            Some(t) => std::borrow::Cow::Owned(t),
-                            None => std::borrow::Cow::Borrowed(preview.as_str()),
-                        },
-                    };
-                    if let Some(rule) = pending_in_text(&text, p) {
-                        return Some((m.seq, Pending::Json(rule)));
-                    }
-                }
-                _ => {}
-            }
+        let request = m.parts.iter().enumerate().find_map(|(i, part)| match part {
+            Part::ApprovalRequest { id, .. } if !answered.contains(id.as_str()) => Some((i, id)),
+            _ => None,
+        });
+        let has_result = m.parts.iter().any(|part| matches!(part, Part::ToolResult { .. }));
+        let found = if has_result { json(m) } else { None };
+        // The first of the two in part order, as a scan of the parts would find it.
+        match (request, found) {
+            (Some((r, id)), Some((j, _))) if r < j => return Some((m.seq, Pending::Request(id.clone()))),
+            (_, Some((_, rule))) => return Some((m.seq, Pending::Json(rule))),
+            (Some((_, id)), None) => return Some((m.seq, Pending::Request(id.clone()))),
+            (None, None) => {}
         }
     }
     None
+}
+
+/// The first part of `m` whose tool result holds a pending approval by `p` (its index and
+/// the rule's name), and whether the answer is exact: `false` when an archived result could
+/// not be read whole (`full_text` returned `None`) and only its preview was scanned, an
+/// answer not to be kept.
+pub(crate) fn pending_in_part(
+    m: &Message,
+    p: &ApprovalPatterns,
+    full_text: &dyn Fn(&crate::model::ArchiveRef) -> Option<String>,
+) -> (Option<(usize, String)>, bool) {
+    let mut exact = true;
+    for (i, part) in m.parts.iter().enumerate() {
+        let Part::ToolResult { content, .. } = part else { continue };
+        let text = match content {
+            ToolContent::Text(t) => std::borrow::Cow::Borrowed(t.as_str()),
+            ToolContent::Archived { archive, preview } => match full_text(archive) {
+                Some(t) => std::borrow::Cow::Owned(t),
+                None => {
+                    exact = false;
+                    std::borrow::Cow::Borrowed(preview.as_str())
+                }
+            },
+        };
+        if let Some(rule) = pending_in_text(&text, p) {
+            return (Some((i, rule)), exact);
+        }
+    }
+    (None, exact)
 }

@@ -1,7 +1,7 @@
 //! [`View`]: the model view of a chat under a [`Budget`], and the guard that keeps it there.
 
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::Budget;
 use crate::estimate::Estimator;
@@ -147,6 +147,56 @@ pub(crate) struct Candidate {
     pub seq: u64,
     /// In the protected tail (before its last step): previewed only to avoid a refusal.
     pub tail: bool,
+    /// Where the guard keeps this part's preview once made (the message's history entry:
+    /// see [`PreviewMemo`]); `None`: made again at every view.
+    pub memo: Option<Arc<[OnceLock<Previewed>]>>,
+}
+
+/// The guard's preview of one tool result of a stored message, with the estimated tokens of
+/// the result's text before and after: a function of the message's content and the store's
+/// options (estimator, guard preview size, marker) alone, so it is made once per message and
+/// reused by every later view until the message changes (an edit makes a new history entry,
+/// with an empty memo).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Previewed {
+    /// The preview sent in place of the result.
+    pub content: ToolContent,
+    /// Tokens of the result's text as stored (inline text, or the archived result's preview).
+    pub old_tokens: u64,
+    /// Tokens of the preview's text.
+    pub new_tokens: u64,
+}
+
+/// Per message: one cell per part for its guard preview, made on the first view that
+/// previews one of its results. Kept in the message's history entry.
+pub(crate) type PreviewMemo = OnceLock<Arc<[OnceLock<Previewed>]>>;
+
+/// The cells of `memo` for a message of `parts` parts.
+pub(crate) fn preview_cells(memo: &PreviewMemo, parts: usize) -> Arc<[OnceLock<Previewed>]> {
+    memo.get_or_init(|| (0..parts).map(|_| OnceLock::new()).collect()).clone()
+}
+
+/// The guard's preview of a tool result's `content` and the tokens of its text before and
+/// after (see [`Previewed`]).
+fn preview_part(
+    e: &dyn Estimator,
+    content: &ToolContent,
+    preview_text: &mut dyn FnMut(&str) -> ToolContent,
+    reshrink: &mut dyn FnMut(&ArchiveRef) -> crate::Result<String>,
+) -> crate::Result<Previewed> {
+    let new = match content {
+        ToolContent::Text(t) => preview_text(t),
+        ToolContent::Archived { archive, .. } => {
+            // Already archived: its preview is rebuilt at guard size from the archive.
+            let preview = reshrink(archive)?;
+            ToolContent::Archived { archive: *archive, preview }
+        }
+    };
+    let text_of = |c: &ToolContent| match c {
+        ToolContent::Text(t) => e.text_tokens(t),
+        ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+    };
+    Ok(Previewed { old_tokens: text_of(content), new_tokens: text_of(&new), content: new })
 }
 
 /// Applies the guard to `messages` (already with compaction records and pins applied).
@@ -182,23 +232,22 @@ pub(crate) fn guard(
                 }
                 let m = &mut messages[c.at];
                 let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
-                let new = match &*content {
-                    ToolContent::Text(t) => preview_text(t),
-                    ToolContent::Archived { archive, .. } => {
-                        // Already archived: its preview is rebuilt at guard size from the archive.
-                        let preview = reshrink(archive)?;
-                        ToolContent::Archived { archive: *archive, preview }
+                let cell = c.memo.as_ref().and_then(|m| m.get(c.part));
+                let made = match cell.and_then(OnceLock::get) {
+                    Some(p) => p.clone(),
+                    None => {
+                        let made = preview_part(e, content, preview_text, reshrink)?;
+                        if let Some(cell) = cell {
+                            let _ = cell.set(made.clone());
+                        }
+                        made
                     }
                 };
-                let text_of = |c: &ToolContent| match c {
-                    ToolContent::Text(t) => e.text_tokens(t),
-                    ToolContent::Archived { preview, .. } => e.text_tokens(preview),
-                };
-                let (old_t, new_t) = (text_of(content), text_of(&new));
+                let (old_t, new_t) = (made.old_tokens, made.new_tokens);
                 if new_t >= old_t {
                     continue;
                 }
-                *content = new;
+                *content = made.content;
                 m.tokens = m.tokens - old_t + new_t;
                 total_raw = total_raw - old_t + new_t;
                 previewed.push(c.seq);

@@ -23,7 +23,7 @@ pub use summarizer::{Extractive, FnSummarizer, Summarizer};
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::approval::{ApprovalPatterns, first_pending};
+use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_part};
 use crate::blob::BlobId;
 use crate::budget::tail;
 use crate::error::{Error, Result};
@@ -193,8 +193,7 @@ fn node_id(children: &[BlobId], summarizer: &str) -> BlobId {
 
 /// Splits `msgs` (all before the cut) into segments of about `target` tokens, never
 /// separating a tool result from what precedes it.
-pub(crate) fn segments(core: &Core, msgs: &[Message], target: u64) -> Vec<Range<u64>> {
-    let e = &core.opts.estimator;
+pub(crate) fn segments(msgs: &[Message], tokens: impl Fn(&Message) -> u64, target: u64) -> Vec<Range<u64>> {
     let mut out = Vec::new();
     let (mut start, mut acc) = (0u64, 0u64);
     for (i, m) in msgs.iter().enumerate() {
@@ -204,7 +203,7 @@ pub(crate) fn segments(core: &Core, msgs: &[Message], target: u64) -> Vec<Range<
             start = i as u64;
             acc = 0;
         }
-        acc += message_tokens(&**e, &m.parts);
+        acc += tokens(m);
     }
     if (start as usize) < msgs.len() {
         out.push(start..msgs.len() as u64);
@@ -239,19 +238,25 @@ impl Cache<'_> {
     }
 }
 
-/// Where the settled history of `msgs` (this chat's messages) ends: before the
-/// protected tail (the last two user turns, bounded by `protect_max` tokens, see
-/// [`crate::budget::tail`]) and before the step holding the first pending approval —
-/// always at a cut point, so a view that starts there never opens with a tool result.
-/// 0: nothing is settled yet.
+/// Where the settled history of `msgs` (the messages of `snap`, a snapshot of this chat)
+/// ends: before the protected tail (the last two user turns, bounded by `protect_max`
+/// tokens, see [`crate::budget::tail`]) and before the step holding the first pending
+/// approval — always at a cut point, so a view that starts there never opens with a tool
+/// result. 0: nothing is settled yet.
+///
+/// Each message's token estimate and the scan of its tool results for pending approvals are
+/// kept in its history entry (an unchanged message is not estimated or scanned again by the
+/// next job); an edited message has a new entry, so they are made again.
 pub(crate) fn settled_cut(
     chat: &ChatRef<'_>,
+    snap: &crate::history::Snapshot,
     msgs: &[crate::history::Message],
     protect_max: Option<u64>,
 ) -> u64 {
     let e = chat.core().opts.estimator.clone();
+    let keep = chat.core().opts.keep_derived;
     let max = protect_max.unwrap_or(u64::MAX);
-    let mut cut = tail::protected_from(msgs, |i| message_tokens(&*e, &msgs[i].parts), max) as u64;
+    let mut cut = tail::protected_from(msgs, |i| message_tokens_kept(snap, keep, &*e, &msgs[i]), max) as u64;
     let full = |a: &crate::history::ArchiveRef| {
         crate::archive::read_context(
             chat.core(),
@@ -263,12 +268,51 @@ pub(crate) fn settled_cut(
         )
         .ok()
     };
+    let patterns = ApprovalPatterns::default();
+    let mut json = |m: &Message| match entry_of(snap, m, keep) {
+        Some(en) => match en.pending_json.get() {
+            Some(found) => found.clone(),
+            None => {
+                let (found, exact) = pending_in_part(m, &patterns, &full);
+                // A scan that could only read an archived result's preview is not kept.
+                if exact {
+                    let _ = en.pending_json.set(found.clone());
+                }
+                found
+            }
+        },
+        None => pending_in_part(m, &patterns, &full).0,
+    };
     // Responses anywhere in the chat answer requests before the cut.
     // The approval may sit inside a tool result: the cut moves back before its call.
-    if let Some((seq, _)) = first_pending(msgs, &ApprovalPatterns::default(), &full) {
+    if let Some((seq, _)) = first_pending_by(msgs, &mut json) {
         cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
     }
     cut
+}
+
+/// The history entry of `m` in `snap`, when it is the entry of this very message (same seq
+/// and revision).
+/// `None` when `keep` is false ([`Options::keep_derived`](crate::Options::keep_derived) off).
+fn entry_of<'a>(
+    snap: &'a crate::history::Snapshot,
+    m: &Message,
+    keep: bool,
+) -> Option<&'a crate::history::Entry> {
+    snap.inner.entries.get(m.seq as usize).filter(|en| keep && en.revision == m.revision)
+}
+
+/// A message's token estimate, kept in its history entry once computed (with `keep`).
+fn message_tokens_kept(
+    snap: &crate::history::Snapshot,
+    keep: bool,
+    e: &dyn crate::estimate::Estimator,
+    m: &Message,
+) -> u64 {
+    match entry_of(snap, m, keep) {
+        Some(en) => *en.tokens.get_or_init(|| message_tokens(e, &m.parts)),
+        None => message_tokens(e, &m.parts),
+    }
 }
 
 /// The work of `Chat::build_checkpoint` (documented there).
@@ -277,6 +321,20 @@ pub(crate) fn build(
     summarizer: &dyn Summarizer,
     opts: &CheckpointOptions,
 ) -> Result<Checkpoint> {
+    build_if_settled(chat, summarizer, opts)?.ok_or_else(|| {
+        Error::InvalidArgument(
+            "nothing is settled yet: the whole chat is protected or waits for an approval".into(),
+        )
+    })
+}
+
+/// [`build`], or `None` when nothing is settled yet (the whole chat is protected or waits
+/// for an approval): the chat's messages are read and its cut found once.
+pub(crate) fn build_if_settled(
+    chat: &ChatRef<'_>,
+    summarizer: &dyn Summarizer,
+    opts: &CheckpointOptions,
+) -> Result<Option<Checkpoint>> {
     if opts.fan_in < 2 || opts.segment_tokens == 0 {
         return Err(Error::InvalidArgument(format!(
             "checkpoint options: expected fan_in >= 2 and segment_tokens > 0, found {} and {}",
@@ -286,11 +344,9 @@ pub(crate) fn build(
     let core = chat.core().clone();
     let snap = chat.snapshot();
     let msgs = snap.messages()?;
-    let cut = settled_cut(chat, &msgs, opts.protect_max_tokens);
+    let cut = settled_cut(chat, &snap, &msgs, opts.protect_max_tokens);
     if cut == 0 {
-        return Err(Error::InvalidArgument(
-            "nothing is settled yet: the whole chat is protected or waits for an approval".into(),
-        ));
+        return Ok(None);
     }
     core.ensure_flushed(core.log.written())?;
     let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
@@ -301,7 +357,9 @@ pub(crate) fn build(
     // messages are no longer in the chat (a retry truncated them) are source material
     // too, in order, with the segment where their turn starts.
     let lost = lost_steps(chat, &msgs[..cut as usize])?;
-    for r in segments(&core, &msgs[..cut as usize], opts.segment_tokens) {
+    let e = core.opts.estimator.clone();
+    let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
+    for r in segments(&msgs[..cut as usize], tokens, opts.segment_tokens) {
         let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
         for (turn_start, extra) in &lost {
             if r.contains(turn_start) {
@@ -358,7 +416,7 @@ pub(crate) fn build(
     let c = core.append(txn)?;
     core.wait_durable(c.end)?;
     let summary_blob = BlobId::of(summary.as_bytes());
-    Ok(Checkpoint {
+    Ok(Some(Checkpoint {
         base_revision: snap.revision(),
         reach: infos.last().map_or(0, |s| s.range.end),
         summary,
@@ -367,7 +425,7 @@ pub(crate) fn build(
         summarizer: summarizer.id().to_string(),
         stats,
         summary_blob,
-    })
+    }))
 }
 
 /// For each settled user turn, the messages of completed steps of its recorded attempts

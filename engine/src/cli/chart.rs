@@ -160,7 +160,9 @@ pub fn analyze(
 /// truncation (a new revision) needs a new replay.
 ///
 /// Per model step (assistant message) the view is built just before the message is
-/// appended, under the budget: its estimate is what the call would send. Tool results
+/// appended, under the budget: its estimate is what the call would send. The worker's job
+/// that view asked for is waited for before the message is appended (as if the model call
+/// took as long as the job), so the series is the same at every replay of the same chat. Tool results
 /// archived in the chat are replayed at their full text (read back through
 /// `read_context`), as the harness produced them.
 pub struct Replay {
@@ -197,7 +199,8 @@ impl Replay {
         let n = REPLAYS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("undertext-chart-{}-{nanos}-{n}", std::process::id()));
         let made = (|| -> CliResult<(Store, Worker, Chat)> {
-            let scratch = Store::open(&dir, Options::default().durability(Durability::None))?;
+            let scratch =
+                Store::open(&dir, Options::default().durability(Durability::None).preallocate(false))?;
             let worker = start_worker(&scratch, &opts)?;
             let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default())?)?;
             Ok((scratch, worker, chat))
@@ -247,6 +250,10 @@ impl Replay {
             let tokens = full_tokens(&self.scratch, &m);
             if m.role == Role::Assistant {
                 let v = self.chat.view(&budget)?;
+                // The worker gets the model call's time to finish the job this view asked
+                // for, before the answer is appended: it builds from the chat as the view saw
+                // it, so the series does not depend on how fast this machine is.
+                self.scratch.wait_worker_idle(WORKER_WAIT);
                 self.points.push(StepPoint {
                     seq: self.chat.len(),
                     sent: v.estimate(),
@@ -323,6 +330,10 @@ impl Drop for Replay {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The longest a replay waits for its worker's job at a model step (a job takes
+/// milliseconds; the bound only keeps a stuck worker from stalling the chart).
+const WORKER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Replays made by this process (names their scratch directories apart).
 static REPLAYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -490,6 +490,8 @@ impl ChatRef<'_> {
                 step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
                 tokens: Default::default(),
+                previews: Default::default(),
+                pending_json: Default::default(),
             };
             let _ = w.entries.set(seq as usize, e);
         }
@@ -588,6 +590,8 @@ impl ChatRef<'_> {
                         step: std::sync::OnceLock::from(None),
                         loc: c.locations[at],
                         tokens: Default::default(),
+                        previews: Default::default(),
+                        pending_json: Default::default(),
                         ..old.clone()
                     }
                 } else {

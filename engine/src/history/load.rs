@@ -102,6 +102,8 @@ pub(crate) fn entries_at(
             step,
             loc: Location { segment, offset, len: l },
             tokens: Default::default(),
+            previews: Default::default(),
+            pending_json: Default::default(),
         };
         prev_turn = turn;
         let _ = out.set(seq, e);

@@ -31,6 +31,13 @@ pub(crate) struct Entry {
     pub loc: Location,
     /// The message's token estimate, computed on first use by the store's estimator.
     pub tokens: std::sync::OnceLock<u64>,
+    /// The guard's previews of the message's tool results, made on first use (see
+    /// [`PreviewMemo`](crate::budget::view::PreviewMemo)).
+    pub previews: crate::budget::view::PreviewMemo,
+    /// The first part whose tool result holds a pending approval by the default patterns
+    /// (its index and the rule's name), scanned on first use (see
+    /// [`crate::approval::pending_in_part`]).
+    pub pending_json: std::sync::OnceLock<Option<(usize, String)>>,
 }
 
 /// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).

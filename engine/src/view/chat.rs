@@ -10,7 +10,9 @@ use crate::archive;
 use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
-use crate::budget::view::{Candidate, Decision, View, ViewMessage, guard, message_tokens, preview60};
+use crate::budget::view::{
+    Candidate, Decision, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
+};
 use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
@@ -50,13 +52,19 @@ impl ChatView<'_> {
     /// The work of `Chat::view` (documented there).
     pub(crate) fn view(&self, budget: &Budget) -> Result<View> {
         budget.validate()?;
-        let mut swap = self.pay_before_the_wall(budget)?;
+        // The checkpoint prepared before this view is the only one it swaps in without
+        // waiting: a job finishing while the view is built must not change it.
+        let before = self
+            .worker
+            .running()
+            .and_then(|_| self.fresh_prepared(checkpoint::published(&self.chat).map_or(0, |(_, r)| r)));
+        let mut swap = self.pay_before_the_wall(budget, before.clone())?;
         let mut view = self.view_now(budget)?;
         // Over the hard line with nothing swapped in: the hard-line policy (wait for the
         // worker's job, or build now) — only when the guard alone could not bring it under.
         if swap.is_none()
             && matches!(view.decision, Decision::Refused { .. })
-            && let Some(d) = self.wait_at_the_wall(budget)?
+            && let Some(d) = self.wait_at_the_wall(budget, before)?
         {
             swap = Some(d);
             view = self.view_now(budget)?;
@@ -274,7 +282,16 @@ impl ChatView<'_> {
                     if let Part::ToolResult { content, .. } = p {
                         let pinned_here = matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
                         if !pinned_here {
-                            candidates.push(Candidate { at: out.len(), part: i, seq, tail: seq >= prot });
+                            let memo = (inner.entries.get(seq as usize))
+                                .filter(|_| core.opts.keep_derived)
+                                .map(|e| preview_cells(&e.previews, parts.len()));
+                            candidates.push(Candidate {
+                                at: out.len(),
+                                part: i,
+                                seq,
+                                tail: seq >= prot,
+                                memo,
+                            });
                         }
                     }
                 }
@@ -415,26 +432,28 @@ impl ChatView<'_> {
 
     /// With a worker running: past its soft line, ask it to prepare a checkpoint (of what
     /// lies before the protected tail of `budget`); past the hard line, publish the prepared
-    /// one if it is ready (the swap: a guarded transaction, no model call). Returns how long
-    /// the swap took, when there was one. Never waits.
-    fn pay_before_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
+    /// one if it is ready (`prepared`: the swap, a guarded transaction, no model call).
+    /// Returns how long the swap took, when there was one. Never waits.
+    fn pay_before_the_wall(
+        &self,
+        budget: &Budget,
+        prepared: Option<Arc<crate::checkpoint::Checkpoint>>,
+    ) -> Result<Option<std::time::Duration>> {
         let Some(wk) = self.worker.running() else { return Ok(None) };
         let est = checkpoint::estimate_after_checkpoint(&self.chat)?;
         let usable = budget.usable() as f64;
         if (est as f64) <= wk.opts.soft * usable {
             return Ok(None);
         }
-        let published = checkpoint::published(&self.chat).map_or(0, |(_, r)| r);
         // One job in flight per chat; a new one once the prepared checkpoint is stale or
         // already published.
-        let usable_prepared = self.fresh_prepared(published).is_some();
-        if !usable_prepared && self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
+        if prepared.is_none() && self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
             wk.request(self.chat.owner(), self.chat.id(), Some(budget.protect_limit()));
         }
         if est <= budget.hard_limit() {
             return Ok(None);
         }
-        self.swap_in(self.fresh_prepared(published))
+        self.swap_in(prepared)
     }
 
     /// The prepared checkpoint, if it is of the current revision and reaches beyond
@@ -461,27 +480,30 @@ impl ChatView<'_> {
 
     /// A view was refused at the hard line with nothing swapped in: follow the worker's
     /// [`HardLinePolicy`](crate::worker::HardLinePolicy) — wait for the chat's job, build
-    /// the checkpoint now, or let the refusal stand. Returns the swap's time when a
+    /// the checkpoint now, or let the refusal stand (`prepared`: the checkpoint prepared
+    /// before the view, swapped in under any policy). Returns the swap's time when a
     /// checkpoint was published.
-    fn wait_at_the_wall(&self, budget: &Budget) -> Result<Option<std::time::Duration>> {
+    fn wait_at_the_wall(
+        &self,
+        budget: &Budget,
+        prepared: Option<Arc<crate::checkpoint::Checkpoint>>,
+    ) -> Result<Option<std::time::Duration>> {
         let Some(wk) = self.worker.running() else { return Ok(None) };
         let published = checkpoint::published(&self.chat).map_or(0, |(_, r)| r);
         let protect = Some(budget.protect_limit());
-        let mut cp = self.fresh_prepared(published);
+        let mut cp = prepared;
         if cp.is_none() {
             match wk.opts.at_hard_line {
                 crate::worker::HardLinePolicy::Refuse => {}
                 crate::worker::HardLinePolicy::Synchronous => {
                     // Nothing settled (all protected, or behind a pending approval): the
                     // refusal stands.
-                    if checkpoint::settled_cut(&self.chat, &self.chat.snapshot().messages()?, protect) > 0 {
-                        let opts = crate::checkpoint::CheckpointOptions {
-                            protect_max_tokens: protect,
-                            ..wk.opts.checkpoint.clone()
-                        };
-                        let built = checkpoint::build(&self.chat, &*wk.summarizer, &opts)?;
-                        cp = Some(Arc::new(built)).filter(|p| p.reach > published);
-                    }
+                    let opts = crate::checkpoint::CheckpointOptions {
+                        protect_max_tokens: protect,
+                        ..wk.opts.checkpoint.clone()
+                    };
+                    let built = checkpoint::build_if_settled(&self.chat, &*wk.summarizer, &opts)?;
+                    cp = built.map(Arc::new).filter(|p| p.reach > published);
                 }
                 crate::worker::HardLinePolicy::Wait(limit) => {
                     if self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {

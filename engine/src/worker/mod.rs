@@ -344,14 +344,11 @@ fn run(host: &dyn Host, shared: &Shared, rx: &Mutex<Receiver<Job>>) {
 fn prepare(host: &dyn Host, shared: &Shared, job: &Job) -> Result<()> {
     let state = host.chat(&job.owner, job.chat)?;
     let chat = ChatRef { state: &state, archives: host.archives() };
+    // Summaries of unchanged segments are cached: rebuilding costs only what is new.
     // Nothing settled yet (the protected tail, or a pending approval, holds it all):
     // there is nothing to prepare, which is not a failure.
-    if checkpoint::settled_cut(&chat, &chat.snapshot().messages()?, job.protect) == 0 {
-        return Ok(());
-    }
-    // Summaries of unchanged segments are cached: rebuilding costs only what is new.
     let opts = CheckpointOptions { protect_max_tokens: job.protect, ..shared.opts.checkpoint.clone() };
-    let cp = checkpoint::build(&chat, &*shared.summarizer, &opts)?;
+    let Some(cp) = checkpoint::build_if_settled(&chat, &*shared.summarizer, &opts)? else { return Ok(()) };
     host.slot().set_prepared(&state, cp);
     Ok(())
 }
