@@ -50,11 +50,12 @@ pub(crate) fn import_transcript_bytes<'py>(
     let sessions = parsed.sessions;
     let (report, chats) = run(py, move || {
         let report = import::import_sessions(&store, &owner, &sessions, |_| {})?;
-        let known = import::imported_chats(&store, &owner)?;
-        let chats: Vec<(String, String)> = sessions
-            .iter()
-            .filter_map(|s| known.get(&s.key).map(|(id, _len)| (s.key.clone(), id.to_string())))
-            .collect();
+        let mut chats: Vec<(String, String)> = Vec::new();
+        for s in &sessions {
+            if let Some((id, _len)) = import::imported_chat(&store, &owner, &s.key)? {
+                chats.push((s.key.clone(), id.to_string()));
+            }
+        }
         Ok((report, chats))
     })?;
     let d = PyDict::new(py);

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
-use undertext::{ChatId, ChatMeta, Compression, Durability, Options, Page, PageCursor, Store};
+use undertext::{ChatId, ChatMeta, Compression, Durability, MetaField, Options, Page, PageCursor, Store};
 
 use crate::chat::PyChat;
 use crate::convert::{Text, blob_id, unit_of};
@@ -485,8 +485,9 @@ impl PyStore {
     }
 
     /// The chats of `owner` whose title equals `title` (when given) and whose `extra`
-    /// holds every pair of `extra` (when given), newest activity first. A scan of the
-    /// owner's chats.
+    /// holds every pair of `extra` (when given), newest activity first. An index lookup
+    /// (`Store::find_chats`) by the title, else by the first pair of `extra`; the other
+    /// conditions filter what it finds. With neither, every chat of the owner.
     #[pyo3(signature = (owner, *, title=None, extra=None))]
     fn find_chats(
         &self,
@@ -498,14 +499,23 @@ impl PyStore {
         let store = self.get(py)?;
         let extra = extra.unwrap_or_default();
         let found = run(py, move || {
+            let keep = |c: &undertext::ChatSummary| {
+                title.as_ref().is_none_or(|t| c.meta.title == t.0)
+                    && extra.iter().all(|(k, v)| c.meta.extra.get(&k.0) == Some(&v.0))
+            };
+            let by = match (&title, extra.iter().next()) {
+                (Some(t), _) => Some((MetaField::Title, t.0.as_str())),
+                (None, Some((k, v))) => Some((MetaField::Extra(&k.0), v.0.as_str())),
+                (None, None) => None,
+            };
+            if let Some((field, value)) = by {
+                return Ok(store.find_chats(&owner, field, value)?.into_iter().filter(keep).collect());
+            }
             let mut out = Vec::new();
             let mut after = None;
             loop {
                 let p = store.chats(&owner, Page { limit: 1000, after })?;
-                out.extend(p.chats.into_iter().filter(|c| {
-                    title.as_ref().is_none_or(|t| c.meta.title == t.0)
-                        && extra.iter().all(|(k, v)| c.meta.extra.get(&k.0) == Some(&v.0))
-                }));
+                out.extend(p.chats);
                 match p.next {
                     Some(n) => after = Some(n),
                     None => return Ok(out),

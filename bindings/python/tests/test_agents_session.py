@@ -198,31 +198,41 @@ async def test_items_are_stored_as_json_in_engine_messages(store: Any) -> None:
 
 
 class CountingStore:
-    """A store that counts the calls listing an owner's chats."""
+    """A store that counts the calls listing an owner's chats and the index lookups."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
         self.listings = 0
+        self.lookups = 0
 
     def chats(self, owner: str) -> Any:
         self.listings += 1
         return self._store.chats(owner)
 
     def find_chats(self, *a: Any, **k: Any) -> Any:
-        self.listings += 1
+        self.lookups += 1
         return self._store.find_chats(*a, **k)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
 
-async def test_making_a_session_lists_the_owners_chats_once_per_store_not_per_session(store: Any) -> None:
+async def test_making_a_session_is_one_index_lookup_and_never_lists_the_owners_chats(store: Any) -> None:
     counting = CountingStore(store)
     for i in range(50):
         await UndertextSession(f"s{i}", counting).add_items([item(i)])
     again = UndertextSession("s7", counting)
     assert await again.get_items() == [item(7)]
-    assert counting.listings == 1
+    assert counting.listings == 0
+    assert counting.lookups == 50  # one per session id, the first time it is used in the process
+
+
+async def test_a_session_made_in_another_process_is_found_by_its_title(tmp_path: Path) -> None:
+    with undertext.Store.open(tmp_path / "s") as st:
+        await UndertextSession("old", st).add_items([item(1)])
+        st.create_chat("openai-agents", title="old")  # same title, not a session chat
+    with undertext.Store.open(tmp_path / "s") as st:
+        assert await UndertextSession("old", st).get_items() == [item(1)]
 
 
 async def test_a_session_opened_from_a_path_owns_its_store_and_finds_its_items_again(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def checkpoint(values: dict[str, Any], versions: dict[str, Any]) -> Any:
 
 
 def last_record(saver: UndertextSaver, thread: str) -> Any:
-    lane = saver._registry.lanes[(thread, "")]
+    lane = saver._registry.lane(thread, "", False)
     return lane.chat.get(len(lane.chat) - 1)
 
 
@@ -263,7 +263,7 @@ def test_a_growing_list_record_names_its_parents_list_and_only_the_new_item(stor
     rec = json.loads(m.text)
     entry = rec["ch"]["messages"]
     # The parent's record, the new item's blob (attachment 0), 4 links down to the first list.
-    assert entry == {"b": len(saver._registry.lanes[("t", "")].chat) - 2, "i": [0], "d": 4}, entry
+    assert entry == {"b": len(saver._registry.lane("t", "", False).chat) - 2, "i": [0], "d": 4}, entry
     attachments = [p for p in m.parts if p["type"] == "attachment"]
     assert len(attachments) == 1
     assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
@@ -319,7 +319,7 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
         saver = UndertextSaver(store)
         _last, items = grow(saver, "t", [], 10)
         entries = [
-            json.loads(m.text)["ch"]["messages"] for m in saver._registry.lanes[("t", "")].chat.messages()
+            json.loads(m.text)["ch"]["messages"] for m in saver._registry.lane("t", "", False).chat.messages()
         ]
         assert [("m" in e, e.get("d")) for e in entries] == [
             (False, None), (False, 1), (False, 2), (False, 3), (True, None),
@@ -328,7 +328,7 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
         lane_reads = []
-        lane = saver._registry.lanes[("t", "")]
+        lane = saver._registry.lane("t", "", False)
         real = lane.record_at
 
         def record_at(seq: int) -> Any:
@@ -447,7 +447,7 @@ def test_a_patch_that_would_change_a_type_or_a_key_order_is_not_used(store: Any)
     mds = [{"a": 1, "b": 1}, {"a": 1.0, "b": 1}, {"a": 1.0, "b": True}, {"b": True, "a": 1.0}, {"b": True, "a": 1.0}]
     saver = UndertextSaver(store)
     put_chain(saver, "t", mds)
-    lane = saver._registry.lanes[("t", "")]
+    lane = saver._registry.lane("t", "", False)
     recs = [json.loads(m.text) for m in lane.chat.messages()]
     assert ["cd" in r for r in recs] == [False, False, False, False, True]
     got = [t.metadata for t in saver.list(cfg("t"))]

@@ -142,7 +142,7 @@ def test_reopened_store_answers_latest_and_list_from_the_newest_records_only(tmp
         assert latest.pending_writes == [("task-299", "out", 299)]
         listed = [t.checkpoint["id"] for t in saver.list(cfg("long"), limit=10)]
         assert listed == ids[::-1][:10]
-        lane = saver._registry.lanes[("long", "")]
+        lane = saver._registry.lane("long", "", False)
         assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 600 records decoded for the newest 10"
         # The chain goes on after the reopen, still newest first.
         nxt = put(saver, "long", ids[-1], {"step": 300}, {"step": 301}, {"step": 301}, step=300)
@@ -359,7 +359,7 @@ def test_a_put_after_reopen_reads_only_the_newest_records_when_no_writes_came_ea
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
         put(saver, "long", parent, {"step": 300}, {"step": 301}, {"step": 301}, step=300)
-        lane = saver._registry.lanes[("long", "")]
+        lane = saver._registry.lane("long", "", False)
         assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 601 records decoded for one put"
 
 
@@ -372,17 +372,17 @@ def test_writes_stored_early_in_a_thread_written_before_the_early_set_existed_ar
         first = put(saver, "t", None, {"v": 0}, {"v": 1}, {"v": 1})
         early = str(uuid6(clock_seq=-1))  # above every id put so far
         saver.put_writes(cfg("t", early), [("x", "early")], "task")
-        chat = saver._registry.lanes[("t", "")].chat
+        chat = saver._registry.lane("t", "", False).chat
         chat.set_meta(extra={"undertext.langgraph": ""})  # as an older saver left it
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
-        assert not saver._registry.lanes[("t", "")].tracked
+        assert not saver._registry.lane("t", "", False).tracked
         put(saver, "t", first, {"v": 1}, {"v": 2}, {"v": 2}, step=1, cid=early)
         assert saver.get_tuple(cfg("t")).pending_writes == [("task", "x", "early")]
         assert store.chat("langgraph", chat.id).meta.extra == {"undertext.langgraph": "", "undertext.langgraph.o": "1"}
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
-        assert saver._registry.lanes[("t", "")].tracked
+        assert saver._registry.lane("t", "", False).tracked
         assert saver.get_tuple(cfg("t", early)).pending_writes == [("task", "x", "early")]
 
 
@@ -449,5 +449,5 @@ def test_writes_stored_before_their_checkpoint_as_langgraph_saves_read_only_the_
         saver.put_writes(cfg("long", cid), [("out", 300)], "task-300")
         put(saver, "long", parent, {"step": 300}, {"step": 301}, {"step": 301}, step=300, cid=cid)
         assert saver.get_tuple(cfg("long")).pending_writes == [("task-300", "out", 300)]
-        lane = saver._registry.lanes[("long", "")]
+        lane = saver._registry.lane("long", "", False)
         assert len(lane.recs) <= 2 * _BATCH, f"{len(lane.recs)} of 602 records decoded for one step"

@@ -291,3 +291,39 @@ def test_a_temporary_store_is_a_real_store_removed_on_exit():
         assert path.exists() and len(chat) == 1
     assert store.closed
     assert not path.exists()
+
+
+def test_find_chats_answers_what_a_filter_over_every_chat_answers_through_edits_deletes_and_reopen(tmp_path):
+    import random
+
+    rng = random.Random(18)
+    vals = ["a", "b", "", "x" * 300]
+    path = tmp_path / "find"
+
+    def meta():
+        extra = {k: rng.choice(vals) for k in ("k1", "k2") if rng.random() < 0.7}
+        return {"title": rng.choice(vals), "extra": extra}
+
+    def check(s):
+        for owner in ("alice", "bob"):
+            every = list(s.chats(owner))
+            for title in [None, *vals]:
+                for extra in [None, {"k1": "a"}, {"k2": "b", "k1": "a"}, {"k2": "x" * 300}, {"zz": "a"}]:
+                    want = [
+                        c.id
+                        for c in every
+                        if (title is None or c.title == title)
+                        and all(c.extra.get(k) == v for k, v in (extra or {}).items())
+                    ]
+                    assert [c.id for c in s.find_chats(owner, title=title, extra=extra)] == want, (owner, title, extra)
+
+    with undertext.Store.open(path) as s:
+        made = [(o, s.create_chat(o, **meta()).id) for o in rng.choices(["alice", "bob"], k=40)]
+        check(s)
+        for o, cid in rng.sample(made, 15):
+            s.chat(o, cid).set_meta(**meta())
+        for o, cid in rng.sample(made, 8):
+            s.delete_chat(o, cid)
+        check(s)
+    with undertext.Store.open(path) as s:
+        check(s)

@@ -12,7 +12,7 @@ use crate::blob::{Blob, BlobId, Verify};
 use crate::checkpoint::Summarizer;
 use crate::error::Result;
 use crate::history::{self, ChatCache, ChatState};
-use crate::model::{ArchiveRef, ChatId, ChatMeta, ChatPage, Page};
+use crate::model::{ArchiveRef, ChatId, ChatMeta, ChatPage, ChatSummary, MetaField, Page};
 use crate::options::Options;
 use crate::store::core::Core;
 use crate::store::{CheckReport, GcReport, Kernel, Refreshed, StoreStats, blobs, gc, maintenance, read_only};
@@ -233,6 +233,28 @@ impl Store {
     pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
         let state = history::open_chat(&self.inner.chats, owner, id)?;
         Ok(Chat { store: self.clone(), state })
+    }
+
+    /// The chats of `owner` whose metadata `field` is exactly `value`, newest activity first
+    /// (as [`Store::chats`]). An index lookup (the derived table `chat_lookup`, rebuilt from
+    /// the log like every other): its cost grows with the chats found, not with the owner's
+    /// chats. It sees every write made before it, and only the current metadata of each
+    /// chat (a chat whose title changed is no longer found by the old one); deleted chats
+    /// and other owners' chats are never returned.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::{ChatMeta, MetaField};
+    /// let extra = [("thread".to_string(), "t-1".to_string())].into();
+    /// let id = store.create_chat("alice", ChatMeta { title: "fix".into(), extra, ..Default::default() })?;
+    /// assert_eq!(store.find_chats("alice", MetaField::Extra("thread"), "t-1")?[0].id, id);
+    /// assert_eq!(store.find_chats("alice", MetaField::Title, "fix")?.len(), 1);
+    /// assert!(store.find_chats("bob", MetaField::Title, "fix")?.is_empty());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn find_chats(&self, owner: &str, field: MetaField<'_>, value: &str) -> Result<Vec<ChatSummary>> {
+        history::find_chats(&self.inner.chats, owner, field, value)
     }
 
     /// One page of `owner`'s chats, newest activity first.

@@ -253,16 +253,8 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
             if cached.contains_key(&chat) {
                 continue;
             }
-            let Some(row) = chat_row(&tx, ChatId(chat))? else {
+            let Some(summary) = indexed_summary(core, &tx, chat)? else {
                 continue;
-            };
-            let summary = ChatSummary {
-                id: ChatId(chat),
-                meta: read_meta(core, &row)?,
-                len: row.len,
-                revision: row.revision,
-                created_ms: row.created_ms,
-                last_activity_ms: row.last_ms,
             };
             if !after(&summary) {
                 continue;
@@ -283,6 +275,67 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
         None
     };
     Ok(ChatPage { chats: out, next })
+}
+
+/// The work of `Store::find_chats` (documented there).
+pub(crate) fn find_chats(
+    chats: &ChatCache,
+    owner: &str,
+    field: MetaField<'_>,
+    value: &str,
+) -> Result<Vec<ChatSummary>> {
+    check_owner(owner)?;
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        remote.catch_up_owner(core, owner)?;
+    }
+    // Every record written so far is in redb: the lookup table answers for all of them.
+    core.ensure_flushed(core.log.written())?;
+    let key = match field {
+        MetaField::Title => (crate::index::FIELD_TITLE, ""),
+        MetaField::Extra(k) => (crate::index::FIELD_EXTRA, k),
+    };
+    let tx = core.index.read()?;
+    let found = crate::index::find_chats(&tx, owner, key, value)?;
+    let cached: HashMap<u64, Arc<ChatState>> = if found.is_empty() {
+        HashMap::new()
+    } else {
+        chats.cached_of(owner).into_iter().map(|s| (s.id.0, s)).collect()
+    };
+    let mut out = Vec::new();
+    for chat in found {
+        // A chat in memory is authoritative (its summary needs no log read).
+        let summary = match cached.get(&chat) {
+            Some(s) => summary_of(&s.cell.load()),
+            None => match indexed_summary(core, &tx, chat)? {
+                Some(s) => s,
+                None => continue,
+            },
+        };
+        // The hash matched: the value itself decides.
+        let found = match field {
+            MetaField::Title => summary.meta.title == value,
+            MetaField::Extra(k) => summary.meta.extra.get(k).is_some_and(|v| v == value),
+        };
+        if found {
+            out.push(summary);
+        }
+    }
+    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+    Ok(out)
+}
+
+/// The summary of a chat not in memory, from its index row (`None`: no such chat).
+fn indexed_summary(core: &Core, tx: &redb::ReadTransaction, chat: u64) -> Result<Option<ChatSummary>> {
+    let Some(row) = chat_row(tx, ChatId(chat))? else { return Ok(None) };
+    Ok(Some(ChatSummary {
+        id: ChatId(chat),
+        meta: read_meta(core, &row)?,
+        len: row.len,
+        revision: row.revision,
+        created_ms: row.created_ms,
+        last_activity_ms: row.last_ms,
+    }))
 }
 
 fn summary_of(s: &SnapInner) -> ChatSummary {

@@ -13,6 +13,6 @@ pub(crate) mod view_memo;
 
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
-pub(crate) use chat::{ChatRef, chats, create_chat, delete_chat, open_chat};
+pub(crate) use chat::{ChatRef, chats, create_chat, delete_chat, find_chats, open_chat};
 pub use snap::Snapshot;
 pub(crate) use state::{ChatState, Entry, Published, now_ms};

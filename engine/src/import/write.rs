@@ -14,7 +14,7 @@ use crate::api::Store;
 use crate::blob::BlobId;
 use crate::compaction::{Plan, Squish};
 use crate::error::{Error, Result};
-use crate::history::{ChatId, ChatMeta, Message, NewMessage, Page, Part, ToolContent};
+use crate::history::{ChatId, ChatMeta, Message, MetaField, NewMessage, Page, Part, ToolContent};
 
 /// Metadata key holding a chat's session key ([`Session::key`]).
 pub const KEY: &str = "import.key";
@@ -97,7 +97,18 @@ fn same_message(stored: &Message, new: &NewMessage) -> bool {
         })
 }
 
-/// The imported chats of `owner`: session key to (chat, messages stored).
+/// The chat of `owner` that session `key` was imported into, and its messages stored (an
+/// index lookup, [`Store::find_chats`]; the first created if several hold the key).
+pub fn imported_chat(store: &Store, owner: &str, key: &str) -> Result<Option<(ChatId, u64)>> {
+    Ok(store
+        .find_chats(owner, MetaField::Extra(KEY), key)?
+        .into_iter()
+        .min_by_key(|c| c.id)
+        .map(|c| (c.id, c.len)))
+}
+
+/// The imported chats of `owner`: session key to (chat, messages stored). A scan of the
+/// owner's chats: to find one session's chat, [`imported_chat`].
 pub fn imported_chats(store: &Store, owner: &str) -> Result<HashMap<String, (ChatId, u64)>> {
     let mut out = HashMap::new();
     let mut page = Page { limit: 1000, after: None };
@@ -133,7 +144,17 @@ pub fn import_sessions(
     sessions: &[Session],
     mut progress: impl FnMut(&Session),
 ) -> Result<ImportReport> {
-    let mut known = imported_chats(store, owner)?;
+    // The chats of the sessions seen so far (each looked up once, by its key).
+    let mut known: HashMap<String, Option<(ChatId, u64)>> = HashMap::new();
+    let lookup =
+        |known: &mut HashMap<String, Option<(ChatId, u64)>>, key: &str| -> Result<Option<(ChatId, u64)>> {
+            if let Some(v) = known.get(key) {
+                return Ok(*v);
+            }
+            let v = imported_chat(store, owner, key)?;
+            known.insert(key.to_string(), v);
+            Ok(v)
+        };
     let threshold = store.options().archive_threshold;
     let mut r = ImportReport::default();
     let mut read_from: HashMap<&str, &std::path::Path> = HashMap::new();
@@ -152,8 +173,8 @@ pub fn import_sessions(
                 ),
             });
         }
-        let id = match known.get(&s.key) {
-            Some(&(id, _)) => id,
+        let id = match lookup(&mut known, &s.key)? {
+            Some((id, _)) => id,
             None => {
                 let mut meta =
                     ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
@@ -164,7 +185,7 @@ pub fn import_sessions(
                     meta.extra.insert(PARENT.into(), p.clone());
                 }
                 let id = store.create_chat(owner, meta)?;
-                known.insert(s.key.clone(), (id, 0));
+                known.insert(s.key.clone(), Some((id, 0)));
                 r.sessions_new += 1;
                 id
             }
@@ -198,14 +219,15 @@ pub fn import_sessions(
             chat.append_batch(batch.to_vec())?;
             r.messages += batch.len() as u64;
         }
-        known.insert(s.key.clone(), (id, s.messages.len() as u64));
+        known.insert(s.key.clone(), Some((id, s.messages.len() as u64)));
         record_condensations(&chat, &s.condensations, kept, &mut r)?;
         progress(s);
     }
     // Link side chains to parents present now (in this call or an earlier one).
     for s in sessions.iter().filter(|s| s.parent_key.is_some()) {
-        let (Some(&(id, _)), Some(parent)) = (known.get(&s.key), s.parent_key.as_ref()) else { continue };
-        let Some(&(parent_id, _)) = known.get(parent) else { continue };
+        let Some(parent) = s.parent_key.as_ref() else { continue };
+        let Some((id, _)) = lookup(&mut known, &s.key)? else { continue };
+        let Some((parent_id, _)) = lookup(&mut known, parent)? else { continue };
         let chat = store.chat(owner, id)?;
         let mut meta = chat.meta();
         if meta.extra.get(PARENT_CHAT) != Some(&parent_id.to_string()) {

@@ -80,6 +80,54 @@ pub(crate) const SUMMARIES: TableDefinition<'_, ([u8; 32], &str), [u8; 32]> =
 /// chat -> location of its latest published checkpoint record.
 pub(crate) const CHECKPOINTS: TableDefinition<'_, u64, Loc> = TableDefinition::new("checkpoints");
 
+/// (owner, field, key, value hash, chat) -> () : an owner's chats by a metadata value. Field
+/// [`FIELD_TITLE`] (key `""`) is the title, [`FIELD_EXTRA`] an `extra` entry under `key`; the
+/// value is kept as its [`value_hash`], so a long value costs 16 bytes here.
+pub(crate) const CHAT_LOOKUP: TableDefinition<'_, (&str, u8, &str, [u8; 16], u64), ()> =
+    TableDefinition::new("chat_lookup");
+/// (chat, field, key) -> value hash: the `chat_lookup` rows of a chat's current metadata, to
+/// replace them when the metadata changes and drop them with the chat.
+pub(crate) const CHAT_FIELDS: TableDefinition<'_, (u64, u8, &str), [u8; 16]> =
+    TableDefinition::new("chat_fields");
+/// A `chat_lookup` field: the title.
+pub(crate) const FIELD_TITLE: u8 = 0;
+/// A `chat_lookup` field: an `extra` entry.
+pub(crate) const FIELD_EXTRA: u8 = 1;
+
+/// The hash a metadata value is looked up by: the first 16 bytes of its BLAKE3.
+pub(crate) fn value_hash(value: &str) -> [u8; 16] {
+    let mut h = [0u8; 16];
+    h.copy_from_slice(&blake3::hash(value.as_bytes()).as_bytes()[..16]);
+    h
+}
+
+/// The chats of `owner` whose metadata `field`/`key` holds `value`, by id.
+pub(crate) fn find_chats(
+    tx: &redb::ReadTransaction,
+    owner: &str,
+    (field, key): (u8, &str),
+    value: &str,
+) -> Result<Vec<u64>> {
+    let t = match tx.open_table(CHAT_LOOKUP) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let h = value_hash(value);
+    let mut out = Vec::new();
+    for item in t.range((owner, field, key, h, 0)..=(owner, field, key, h, u64::MAX)).map_err(redb_err)? {
+        out.push(item.map_err(redb_err)?.0.value().4);
+    }
+    Ok(out)
+}
+
+/// The `chat_lookup` entries of a metadata record: (field, key, value hash).
+fn lookup_fields(m: &MetaRec) -> Vec<(u8, String, [u8; 16])> {
+    let mut out = vec![(FIELD_TITLE, String::new(), value_hash(&m.title))];
+    out.extend(m.extra.iter().map(|(k, v)| (FIELD_EXTRA, k.clone(), value_hash(v))));
+    out
+}
+
 /// What the index keeps per chat.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ChatRow {
@@ -128,6 +176,8 @@ pub(crate) struct HistoryIndex<'t> {
     compactions: redb::Table<'t, (u64, u64, u64), u32>,
     summaries: redb::Table<'t, ([u8; 32], &'static str), [u8; 32]>,
     checkpoints: redb::Table<'t, u64, Loc>,
+    lookup: redb::Table<'t, (&'static str, u8, &'static str, [u8; 16], u64), ()>,
+    fields: redb::Table<'t, (u64, u8, &'static str), [u8; 16]>,
     meta: redb::Table<'t, &'static str, u64>,
 }
 
@@ -152,6 +202,8 @@ impl<'t> HistoryIndex<'t> {
             compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
             summaries: tx.open_table(SUMMARIES).map_err(redb_err)?,
             checkpoints: tx.open_table(CHECKPOINTS).map_err(redb_err)?,
+            lookup: tx.open_table(CHAT_LOOKUP).map_err(redb_err)?,
+            fields: tx.open_table(CHAT_FIELDS).map_err(redb_err)?,
             meta: tx.open_table(META).map_err(redb_err)?,
         })
     }
@@ -182,6 +234,30 @@ impl<'t> HistoryIndex<'t> {
                 self.owners.remove((row.owner.as_str(), u64::MAX - old, chat)).map_err(redb_err)?;
             }
             self.owners.insert((row.owner.as_str(), u64::MAX - row.last_ms, chat), ()).map_err(redb_err)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `chat_lookup` find `chat` of `owner` by exactly `new` (its metadata's fields):
+    /// rows of fields that changed or went are removed, new ones inserted.
+    fn set_lookup(&mut self, chat: u64, owner: &str, new: &[(u8, String, [u8; 16])]) -> Result<()> {
+        let mut old = Vec::new();
+        for item in self.fields.range((chat, 0u8, "")..(chat.saturating_add(1), 0u8, "")).map_err(redb_err)? {
+            let (k, v) = item.map_err(redb_err)?;
+            let (_, field, key) = k.value();
+            old.push((field, key.to_string(), v.value()));
+        }
+        for (field, key, h) in &old {
+            if !new.contains(&(*field, key.clone(), *h)) {
+                self.lookup.remove((owner, *field, key.as_str(), *h, chat)).map_err(redb_err)?;
+                self.fields.remove((chat, *field, key.as_str())).map_err(redb_err)?;
+            }
+        }
+        for (field, key, h) in new {
+            if !old.contains(&(*field, key.clone(), *h)) {
+                self.lookup.insert((owner, *field, key.as_str(), *h, chat), ()).map_err(redb_err)?;
+                self.fields.insert((chat, *field, key.as_str()), *h).map_err(redb_err)?;
+            }
         }
         Ok(())
     }
@@ -225,6 +301,7 @@ impl<'t> HistoryIndex<'t> {
             self.inline_texts.remove((id, chat, seq, rev, part)).map_err(redb_err)?;
         }
         self.chat_inline_texts.retain_in(all, |_, _| false).map_err(redb_err)?;
+        self.set_lookup(chat, &row.owner, &[])?;
         // The chat's grants go with it: its owner keeps only what another grant holds.
         let mut bound = Vec::new();
         for item in self.chat_grants.range((chat, [0u8; 32])..=(chat, [255u8; 32])).map_err(redb_err)? {
@@ -275,11 +352,13 @@ impl<'t> HistoryIndex<'t> {
                 let m: MetaRec = record::decode(&r.payload, "metadata").map_err(|e| bad(r, e))?;
                 self.metas.insert((m.chat, m.version), loc(r.loc)).map_err(redb_err)?;
                 let row = self.row(m.chat, r)?;
+                row.last_ms = row.last_ms.max(m.at_ms);
                 if m.version >= row.meta_version {
                     row.meta_version = m.version;
                     row.meta_loc = Some(loc(r.loc));
+                    let owner = row.owner.clone();
+                    self.set_lookup(m.chat, &owner, &lookup_fields(&m))?;
                 }
-                row.last_ms = row.last_ms.max(m.at_ms);
             }
             kind::MESSAGE => {
                 // Header fields only, read in place: the parts are not needed here.
@@ -410,6 +489,8 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, COMPACTIONS, out)?;
     diff_table(ours, theirs, SUMMARIES, out)?;
     diff_table(ours, theirs, CHECKPOINTS, out)?;
+    diff_table(ours, theirs, CHAT_LOOKUP, out)?;
+    diff_table(ours, theirs, CHAT_FIELDS, out)?;
     Ok(())
 }
 
@@ -432,6 +513,8 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(COMPACTIONS).map_err(redb_err)?;
     tx.delete_table(SUMMARIES).map_err(redb_err)?;
     tx.delete_table(CHECKPOINTS).map_err(redb_err)?;
+    tx.delete_table(CHAT_LOOKUP).map_err(redb_err)?;
+    tx.delete_table(CHAT_FIELDS).map_err(redb_err)?;
     Ok(())
 }
 

@@ -29,7 +29,7 @@ pub(crate) use history::{
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
 };
 use history::{BODY_TEXTS_TODO, CHAT_INLINE_TEXTS, INLINE_TEXTS, MsgKey};
-pub(crate) use history::{CHECKPOINTS, SUMMARIES};
+pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
 pub(crate) use memtable::Memtable;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -41,7 +41,8 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 3: the `grants` and `chat_grants` tables.
 /// 4: the `inline_texts`, `chat_inline_texts` and `body_texts_todo` tables (a view's
 /// previews of inline texts are read through them, without an archive written).
-const INDEX_VERSION: u64 = 4;
+/// 5: `chat_lookup` and `chat_fields` (chats by metadata value, `Store::find_chats`).
+const INDEX_VERSION: u64 = 5;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";

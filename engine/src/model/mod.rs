@@ -343,6 +343,15 @@ pub struct Attempt {
     pub steps: Vec<Step>,
 }
 
+/// The metadata field [`Store::find_chats`](crate::Store::find_chats) matches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MetaField<'a> {
+    /// [`ChatMeta::title`].
+    Title,
+    /// The entry of [`ChatMeta::extra`] under this key.
+    Extra(&'a str),
+}
+
 /// A line of [`Store::chats`](crate::Store::chats).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatSummary {

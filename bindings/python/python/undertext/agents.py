@@ -69,9 +69,9 @@ _LOCKS_GUARD = threading.Lock()
 
 
 class _Sessions:
-    """The session chats of one owner in one open store: session id to chat id, read once
-    (one pass over the owner's chats) and shared by every session object of the process,
-    so making a session is a dictionary lookup, not a scan."""
+    """The session chats of one owner in one open store: session id to chat id, each found
+    once by an index lookup (``Store.find_chats`` by title) and shared by every session
+    object of the process; the owner's chats are never scanned."""
 
     _all: dict[tuple[int, str], _Sessions] = {}
     _guard = threading.Lock()
@@ -81,9 +81,6 @@ class _Sessions:
         self.owner = owner
         self.lock = threading.Lock()
         self.ids: dict[str, str] = {}
-        for info in store.chats(owner):  # newest activity first: the first of a title wins
-            if info.extra.get(SESSION_KEY) == "1":
-                self.ids.setdefault(info.title, info.id)
 
     @classmethod
     def of(cls, store: Any, owner: str) -> _Sessions:
@@ -98,6 +95,11 @@ class _Sessions:
     def chat(self, session_id: str) -> Any:
         with self.lock:
             chat_id = self.ids.get(session_id)
+            if chat_id is None:
+                # Newest activity first: if several chats have the title, the first wins.
+                found = self.store.find_chats(self.owner, title=session_id, extra={SESSION_KEY: "1"})
+                if found:
+                    chat_id = self.ids[session_id] = found[0].id
             if chat_id is None:
                 chat = self.store.create_chat(self.owner, title=session_id, extra={SESSION_KEY: "1"})
                 self.ids[session_id] = chat.id

@@ -23,8 +23,9 @@ message per model response), appending only what is new since the last call, and
 returns it: its model view (``chat.view(budget)``), ``read_context`` on its archives and
 everything else of an engine chat apply.
 
-The chats of ``owner`` are read once per store and owner, when the first
-``UndertextSessionStore`` on them is made; later lookups are in memory.
+The transcript chats of ``owner`` are found once per store and owner (an index lookup,
+``Store.find_chats``), when the first ``UndertextSessionStore`` on them is made; later
+lookups are in memory.
 """
 
 from __future__ import annotations
@@ -119,10 +120,8 @@ class _Index:
         self.store = store  # held: the id in the key cannot be reused while this lives
         self.lock = threading.Lock()
         self.keys: dict[_Key, _Transcript] = {}
-        for info in store.chats(owner):
+        for info in store.find_chats(owner, extra={MARK: "1"}):  # an index lookup
             extra = info.extra
-            if extra.get(MARK) != "1":
-                continue
             t = _Transcript(info.id)
             if SUMMARY in extra:
                 t.summary = json.loads(extra[SUMMARY])
@@ -332,9 +331,8 @@ class UndertextSessionStore(SessionStore):
             with t.lock:
                 self.store.delete_chat(self.owner, t.chat_id)
         if gone:
-            view_keys = {_view_key(kk) for kk, _t in gone}
-            for info in self.store.chats(self.chat_owner):
-                if info.extra.get("import.key") in view_keys:
+            for vk in {_view_key(kk) for kk, _t in gone}:
+                for info in self.store.find_chats(self.chat_owner, extra={"import.key": vk}):
                     self.store.delete_chat(self.chat_owner, info.id)
 
     def list_subkeys_sync(self, key: SessionListSubkeysKey) -> list[str]:

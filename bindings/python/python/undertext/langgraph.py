@@ -1181,7 +1181,9 @@ def _early_of(rec: dict[str, Any], record_at: Callable[[int], dict[str, Any]]) -
 class _Registry:
     """The lanes of one owner in one open store, shared by every saver on that store in
     the process (a store has one process; this makes it one map), so a thread created
-    through one saver is seen by the others."""
+    through one saver is seen by the others. A thread's lanes are found when it is first
+    used (an index lookup by title, ``Store.find_chats``); only a listing across threads
+    reads every chat of the owner, once."""
 
     _all: dict[tuple[int, str], _Registry] = {}
     _guard = threading.Lock()
@@ -1192,15 +1194,29 @@ class _Registry:
         self.lock = threading.RLock()
         self.lanes: dict[tuple[str, str], _Lane] = {}
         self.threads: dict[str, set[str]] = {}
-        for info in store.chats(owner):
+        self.found: set[str] = set()  # threads whose lanes were looked up
+        self.found_all = False
+
+    def _add(self, infos: Any, skip: Any = ()) -> None:
+        for info in infos:  # newest activity first: of two chats of one lane, the older wins
             ns = info.extra.get(LANE_KEY)
-            if ns is None:
+            if ns is None or info.title in skip:
                 continue
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
-            self.lanes[(info.title, ns)] = _Lane(
-                store.chat(owner, info.id), info.title, ns, tracked, self.read_blob
-            )
+            chat = self.store.chat(self.owner, info.id)
+            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blob)
+
+    def _find(self, thread_id: Optional[str]) -> None:
+        """Loads the lanes of ``thread_id`` (None: of every thread) if not done yet."""
+        if self.found_all or thread_id in self.found:
+            return
+        if thread_id is None:
+            self._add(self.store.chats(self.owner), skip=set(self.found))
+            self.found_all = True
+        else:
+            self._add(self.store.find_chats(self.owner, title=thread_id))
+            self.found.add(thread_id)
 
     def read_blob(self, blob_id: str) -> bytes:
         data: bytes = self.store.get_blob(self.owner, blob_id)
@@ -1218,6 +1234,7 @@ class _Registry:
 
     def lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:
         with self.lock:
+            self._find(thread_id)
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
                 chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
@@ -1229,11 +1246,13 @@ class _Registry:
     def drop(self, thread_id: str) -> list[_Lane]:
         """Forgets a thread's lanes (a later write creates new chats) and returns them."""
         with self.lock:
+            self._find(thread_id)
             lanes = [self.lanes.pop((thread_id, n)) for n in sorted(self.threads.pop(thread_id, ()))]
         return lanes
 
     def lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
         with self.lock:
+            self._find(thread_id)
             if thread_id is None:
                 lanes = list(self.lanes.values())
             else:
