@@ -829,6 +829,21 @@ undertext_status_t undertext_chat_list(undertext_store_t store,
                                        const undertext_page_cursor_t *after,
                                        undertext_buf_t *out);
 
+// The chats of `owner` whose metadata value is exactly `value`, newest activity first, as
+// JSON in `*out` of the shape of `undertext_chat_list` (`"next"` always null). `key` names
+// the field: an absent string (NULL `ptr`) the title, else the `extra` entry under `key`.
+// An index lookup (`Store::find_chats`): it costs what it finds, not the owner's chats;
+// deleted chats and other owners' chats are never returned.
+//
+// # Safety
+// `owner`, `key` and `value` are valid string arguments (`key` may be absent); `out` is
+// NULL or writable.
+undertext_status_t undertext_chat_find(undertext_store_t store,
+                                       undertext_str_t owner,
+                                       undertext_str_t key,
+                                       undertext_str_t value,
+                                       undertext_buf_t *out);
+
 // The chat's id, length and revision now.
 //
 // # Safety

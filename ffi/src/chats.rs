@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use undertext::{ChatId, ChatMeta, Page, PageCursor};
+use undertext::{ChatId, ChatMeta, ChatPage, MetaField, Page, PageCursor};
 
 use crate::args::{self, Str};
 use crate::buf::Buf;
@@ -155,6 +155,41 @@ pub unsafe extern "C" fn undertext_chat_list(
         let (s, _) = store.object()?;
         let page = s.chats(owner, Page { limit: limit as usize, after })?;
         out.set(Buf::text(crate::json::chat_page(&page).to_string()));
+        Ok(())
+    })
+}
+
+/// The chats of `owner` whose metadata value is exactly `value`, newest activity first, as
+/// JSON in `*out` of the shape of `undertext_chat_list` (`"next"` always null). `key` names
+/// the field: an absent string (NULL `ptr`) the title, else the `extra` entry under `key`.
+/// An index lookup (`Store::find_chats`): it costs what it finds, not the owner's chats;
+/// deleted chats and other owners' chats are never returned.
+///
+/// # Safety
+/// `owner`, `key` and `value` are valid string arguments (`key` may be absent); `out` is
+/// NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_find(
+    store: StoreHandle,
+    owner: Str,
+    key: Str,
+    value: Str,
+    out: *mut Buf,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract of this function, for each argument.
+        let (owner, key, value, out) = unsafe {
+            (
+                args::text(owner, "owner")?,
+                args::opt_text(key, "key")?,
+                args::text(value, "value")?,
+                args::output(out, "out")?,
+            )
+        };
+        let field = key.map_or(MetaField::Title, MetaField::Extra);
+        let (s, _) = store.object()?;
+        let chats = s.find_chats(owner, field, value)?;
+        out.set(Buf::text(crate::json::chat_page(&ChatPage { chats, next: None }).to_string()));
         Ok(())
     })
 }

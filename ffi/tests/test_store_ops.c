@@ -587,6 +587,51 @@ static void gc_drops_what_only_deleted_chats_used(void) {
   remove_dir(dir);
 }
 
+/* ---- finding chats by metadata ---- */
+static void chats_are_found_by_title_or_extra_value(void) {
+  char *dir = temp_dir();
+  undertext_store_t s = open_store(dir);
+  undertext_chat_meta_t m = {S("t-1"), S(""), S(""), S("{\"thread\":\"a\"}")};
+  uint64_t id, other, version;
+  OK(undertext_chat_create(s, S("alice"), &m, &id));
+  OK(undertext_chat_create(s, S("bob"), &m, &other));
+  undertext_buf_t b = {0};
+  char want[64];
+  snprintf(want, sizeof want, "\"id\":%llu,", (unsigned long long)id);
+  undertext_str_t title = {NULL, 0};
+  OK(undertext_chat_find(s, S("alice"), title, S("t-1"), &b));
+  CHECK(buf_has(b, want) && buf_has(b, "\"next\":null"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_find(s, S("alice"), S("thread"), S("a"), &b));
+  CHECK(buf_has(b, want));
+  OK(undertext_buf_free(&b));
+  /* Another owner's chat with the same metadata is not found; another value finds nothing. */
+  snprintf(want, sizeof want, "\"id\":%llu,", (unsigned long long)other);
+  OK(undertext_chat_find(s, S("alice"), S("thread"), S("a"), &b));
+  CHECK(!buf_has(b, want));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_find(s, S("alice"), S("thread"), S("b"), &b));
+  CHECK(buf_has(b, "\"chats\":[]"));
+  OK(undertext_buf_free(&b));
+  /* A metadata edit moves the chat to its new value; a deleted chat is never found. */
+  undertext_chat_t c = {0};
+  OK(undertext_chat_open(s, S("alice"), id, &c));
+  undertext_chat_meta_t m2 = {S("t-2"), S(""), S(""), S("{\"thread\":\"a\"}")};
+  OK(undertext_chat_set_meta(c, &m2, &version));
+  OK(undertext_chat_close(c));
+  OK(undertext_chat_find(s, S("alice"), title, S("t-1"), &b));
+  CHECK(buf_has(b, "\"chats\":[]"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_delete(s, S("alice"), id));
+  OK(undertext_chat_find(s, S("alice"), title, S("t-2"), &b));
+  CHECK(buf_has(b, "\"chats\":[]"));
+  OK(undertext_buf_free(&b));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_chat_find(s, S("alice"), title, S("t-1"), NULL));
+  FAILS(UNDERTEXT_INVALID_UTF8, "value", undertext_chat_find(s, S("alice"), title, bad_utf8(), &b));
+  OK(undertext_store_close(s));
+  remove_dir(dir);
+}
+
 /* ---- metadata versions ---- */
 static void meta_at_reads_every_version(void) {
   char *dir = temp_dir();
@@ -847,6 +892,7 @@ int main(void) {
   a_deleted_chat_refuses_every_write();
   gc_drops_what_only_deleted_chats_used();
   meta_at_reads_every_version();
+  chats_are_found_by_title_or_extra_value();
   compaction_plans_are_linted_then_recorded();
   pending_approvals_are_found();
   return finish("test_store_ops");
