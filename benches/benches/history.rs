@@ -6,6 +6,11 @@
 //! * `durable_append_2k` — 4 threads, each appending 2 KB messages to its own chat in
 //!   `Group` durability, against SQLite (same schema: chat, seq, role, turn, body; WAL,
 //!   `synchronous=FULL`, one INSERT per transaction).
+//! * `archived_append_100k` — append a 100 KB tool result, archived on append (chunked,
+//!   offset index, preview), and the harness's way: `Store::archive`, then append the
+//!   reference; against `put_blob` of the same bytes (storing the content, no chat). One
+//!   writer, and 4 writers on the same chat (what the chat's lock serializes). The indexer
+//!   runs as by default, so index work is pending as appends arrive.
 //! * `cold_load_1000` — open a 1,000-message chat that is not in memory and decode every
 //!   message, against SQLite `SELECT … WHERE chat = ? ORDER BY seq` with the JSON body
 //!   decoded.
@@ -231,5 +236,82 @@ fn cold_load_1000(c: &mut Criterion) {
     println!("cold_load: chats in memory after the run: {}", store.stats().unwrap().chats_in_memory);
 }
 
-criterion_group!(benches, snapshot_acquire, durable_append_2k, cold_load_1000);
+/// 100 KB of tool output, distinct per seed.
+fn tool_output_100k(seed: u64) -> String {
+    let mut s = String::with_capacity(100_200);
+    let mut i = 0u64;
+    while s.len() < 100_000 {
+        s.push_str(&format!("{seed:016x} line {i}: ok {}\n", text_2k(seed ^ i).get(..40).unwrap_or("")));
+        i += 1;
+    }
+    s
+}
+
+fn tool_result(call: &str, content: undertext::ToolContent) -> NewMessage {
+    NewMessage {
+        role: undertext::Role::Tool,
+        parts: vec![undertext::Part::ToolResult { call_id: call.into(), content, is_error: false }],
+    }
+}
+
+fn archived_append_100k(c: &mut Criterion) {
+    use criterion::BatchSize;
+    let mut g = c.benchmark_group("archived_append_100k");
+    g.throughput(Throughput::Elements(1)).sample_size(30).measurement_time(Duration::from_secs(6));
+    let dir = bench_tempdir().unwrap();
+    let store = Store::open(dir.path().join("u"), Options::default().durability(Durability::None)).unwrap();
+    let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();
+    let mut seed = 1u64 << 40;
+    let mut next = || {
+        seed += 1;
+        tool_output_100k(seed)
+    };
+    g.bench_function("undertext_append_archived", |b| {
+        b.iter_batched(
+            &mut next,
+            |t| chat.append(tool_result("c", undertext::ToolContent::Text(t))).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("undertext_archive_then_append_ref", |b| {
+        b.iter_batched(
+            &mut next,
+            |t| {
+                let archive = store.archive("b", &t).unwrap();
+                let preview = "(preview)".to_string();
+                chat.append(tool_result("c", undertext::ToolContent::Archived { archive, preview })).unwrap()
+            },
+            BatchSize::SmallInput,
+        )
+    });
+    g.bench_function("put_blob_same_bytes", |b| {
+        b.iter_batched(&mut next, |t| store.put_blob("b", t.as_bytes()).unwrap(), BatchSize::SmallInput)
+    });
+    // 4 writers on one chat, 4 archived appends each per iteration.
+    g.throughput(Throughput::Elements(16));
+    g.bench_function("undertext_append_archived_4_writers_one_chat", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let texts: Vec<Vec<String>> = (0..4).map(|_| (0..4).map(|_| next()).collect()).collect();
+                let t = Instant::now();
+                std::thread::scope(|s| {
+                    for mine in texts {
+                        let chat = &chat;
+                        s.spawn(move || {
+                            for text in mine {
+                                chat.append(tool_result("c", undertext::ToolContent::Text(text))).unwrap();
+                            }
+                        });
+                    }
+                });
+                total += t.elapsed();
+            }
+            total
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, snapshot_acquire, durable_append_2k, archived_append_100k, cold_load_1000);
 criterion_main!(benches);

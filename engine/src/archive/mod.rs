@@ -118,19 +118,37 @@ pub(crate) fn archive_into(
     owner: &str,
     text: &str,
 ) -> Result<(ArchiveRef, Option<Position>)> {
-    archive_into_chat(core, txn, owner, text, None)
+    let idx = OffsetIndex::build(text);
+    add_archive(core, txn, owner, text, &idx, None)
 }
 
-/// [`archive_into`] for a transaction of `chat` (when known): a grant already bound to that
-/// chat is not written again.
-pub(crate) fn archive_into_chat(
+/// [`archive_into`] for a message of `chat` about to be appended, with its preview in about
+/// `max_chars` characters (`template` marks what it leaves out): the text's offset index is
+/// built once for the archive and the preview. A grant already bound to that chat is not
+/// written again. Needs nothing of the chat's writer state: an append runs it before it takes
+/// the chat's lock.
+pub(crate) fn archive_with_preview(
+    core: &Core,
+    txn: &mut Txn,
+    (owner, chat): (&str, u64),
+    text: &str,
+    (max_chars, template): (usize, &str),
+) -> Result<(ArchiveRef, String, Option<Position>)> {
+    let idx = OffsetIndex::build(text);
+    let (r, wait) = add_archive(core, txn, owner, text, &idx, Some(chat))?;
+    let preview = preview::build(text, &idx, &r.id.to_string(), max_chars, None, template);
+    Ok((r, preview, wait))
+}
+
+/// Adds the blobs (`text`, its offset index `idx`) and the grant of an archive to `txn`.
+fn add_archive(
     core: &Core,
     txn: &mut Txn,
     owner: &str,
     text: &str,
+    idx: &OffsetIndex,
     chat: Option<u64>,
 ) -> Result<(ArchiveRef, Option<Position>)> {
-    let idx = OffsetIndex::build(text);
     let (id, w1) = txn.blob(core, text.as_bytes())?;
     let (index_id, w2) = txn.blob(core, &idx.encode())?;
     let rec = ArchiveRec {
@@ -163,11 +181,16 @@ pub(crate) fn bind_into(core: &Core, txn: &mut Txn, rec: &ArchiveRec, chat: Opti
     Ok(())
 }
 
-/// The grant of `owner` on archive `id`, if any (consulting records not yet in redb). An
-/// archive grant bound to a deleted chat no longer counts.
+/// The grant of `owner` on archive `id`, if any (consulting records not yet in redb, without
+/// a flush: see [`blobs::granted`]). An archive grant bound to a deleted chat no longer
+/// counts.
 pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<ArchiveRec>> {
-    if !blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
+    if !blobs::granted(core, owner, id, GRANT_ARCHIVE)? {
         return Ok(None);
+    }
+    // Its record: pending in the memtable, or (having left it) in redb.
+    if let Some(a) = core.index.mem.read().pending_grant(owner, &id.0).archive {
+        return Ok(Some(a));
     }
     let tx = core.index.read()?;
     let t = match tx.open_table(ARCHIVES) {
@@ -310,7 +333,7 @@ pub(crate) fn text_at(core: &Core, id: &BlobId, at: &InlineText) -> Result<Strin
 /// of its own holds the text inline (remembered in the grant cache under the grants epoch,
 /// which a chat's deletion advances).
 pub(crate) fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
-    if blobs::granted(core, owner, id, GRANT_ARCHIVE, false)? {
+    if blobs::granted(core, owner, id, GRANT_ARCHIVE)? {
         return Ok(true);
     }
     let epoch = core.index.grants_epoch();

@@ -63,7 +63,7 @@ fn prepare(
 ) -> Result<NewMessage> {
     for p in &mut m.parts {
         if let Part::Attachment { blob, .. } = p {
-            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX, true)? {
+            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX)? {
                 return Err(Error::NotFound {
                     what: format!(
                         "blob {blob} of the attachment in message {at} (store it first, or pass it along)"
@@ -76,14 +76,14 @@ fn prepare(
         let Part::ToolResult { content, .. } = p else { continue };
         match content {
             ToolContent::Text(text) if text.len() > core.opts.archive_threshold => {
-                let (r, w) = crate::archive::archive_into_chat(core, txn, owner, text, Some(chat.0))?;
-                *wait = (*wait).max(w);
-                let preview = crate::archive::preview_of(
+                let (r, preview, w) = crate::archive::archive_with_preview(
+                    core,
+                    txn,
+                    (owner, chat.0),
                     text,
-                    &r.id,
-                    core.opts.preview_chars,
-                    &core.opts.preview_marker,
-                );
+                    (core.opts.preview_chars, &core.opts.preview_marker),
+                )?;
+                *wait = (*wait).max(w);
                 *content = ToolContent::Archived { archive: r, preview };
             }
             ToolContent::Archived { archive, .. } => {
@@ -461,31 +461,17 @@ impl ChatRef<'_> {
         for (i, m) in messages.iter().enumerate() {
             check_message(m, i)?;
         }
+        if step.is_some() && messages.iter().any(NewMessage::starts_turn) {
+            return Err(Error::InvalidArgument("a step's messages cannot start a user turn".into()));
+        }
         let core = self.core().clone();
         let chat = self.id();
-        let (mut w, _fleet) = self.state.lock_write()?;
-        if let Some((tag, _)) = &step {
-            if tag.turn != w.last_turn {
-                return Err(Error::InvalidArgument(format!(
-                    "steps are recorded for the current user turn {}, found turn {}",
-                    w.last_turn, tag.turn
-                )));
-            }
-            if messages.iter().any(NewMessage::starts_turn) {
-                return Err(Error::InvalidArgument("a step's messages cannot start a user turn".into()));
-            }
-        }
-        let now = now_ms();
-        let base = w.len;
+        // Everything that needs nothing of the chat's writer state is done before its lock is
+        // taken: blobs hashed, chunked and compressed, archives indexed with their previews,
+        // grants looked up, bodies encoded. Under the lock: the records that carry the chat's
+        // sequence numbers, and the commit.
         let mut txn = Txn::default();
         let mut wait = None;
-        let mut turn = w.last_turn;
-        let mut pending = Vec::with_capacity(messages.len());
-        let step_rec = step.as_ref().map(|(t, _)| StepTagRec {
-            turn: t.turn,
-            stream_id: t.stream_id.clone(),
-            step: t.step,
-        });
         let mut ids = Vec::with_capacity(blobs.len());
         let owner = self.state.owner.clone();
         // Blobs stored with the messages are granted to the owner, bound to this chat.
@@ -500,7 +486,29 @@ impl ChatRef<'_> {
             .enumerate()
             .map(|(i, m)| prepare(&core, &mut txn, (&owner, chat), (m, i), &ids, &mut wait))
             .collect::<Result<Vec<_>>>()?;
-        for (i, m) in messages.iter().enumerate() {
+        let bodies = messages
+            .iter()
+            .map(|m| body(&core, &mut txn, &m.parts, &mut wait))
+            .collect::<Result<Vec<_>>>()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
+        if let Some((tag, _)) = &step
+            && tag.turn != w.last_turn
+        {
+            return Err(Error::InvalidArgument(format!(
+                "steps are recorded for the current user turn {}, found turn {}",
+                w.last_turn, tag.turn
+            )));
+        }
+        let now = now_ms();
+        let base = w.len;
+        let mut turn = w.last_turn;
+        let mut pending = Vec::with_capacity(messages.len());
+        let step_rec = step.as_ref().map(|(t, _)| StepTagRec {
+            turn: t.turn,
+            stream_id: t.stream_id.clone(),
+            step: t.step,
+        });
+        for (i, (m, body)) in messages.iter().zip(bodies).enumerate() {
             let starts = m.starts_turn();
             turn += starts as u64;
             let seq = base + i as u64;
@@ -512,7 +520,7 @@ impl ChatRef<'_> {
                 turn,
                 at_ms: now,
                 step: step_rec.clone(),
-                body: body(&core, &mut txn, &m.parts, &mut wait)?,
+                body,
             };
             let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
             pending.push((at, seq, m.role, turn, starts));
@@ -586,6 +594,12 @@ impl ChatRef<'_> {
         check_message(&message, 0)?;
         let core = self.core().clone();
         let chat = self.id();
+        // As in an append, the work that needs no writer state is done before the lock.
+        let mut txn = Txn::default();
+        let mut wait = None;
+        let message =
+            prepare(&core, &mut txn, (&self.state.owner.clone(), chat), (message, 0), &[], &mut wait)?;
+        let body = body(&core, &mut txn, &message.parts, &mut wait)?;
         let (mut w, _fleet) = self.state.lock_write()?;
         Self::check_revision(&w, expected_revision)?;
         if seq >= w.len {
@@ -606,10 +620,6 @@ impl ChatRef<'_> {
         }
         let revision = w.revision + 1;
         let now = now_ms();
-        let mut txn = Txn::default();
-        let mut wait = None;
-        let message =
-            prepare(&core, &mut txn, (&self.state.owner.clone(), chat), (message, 0), &[], &mut wait)?;
         let rev = RevRec {
             chat: chat.0,
             revision,
@@ -628,7 +638,7 @@ impl ChatRef<'_> {
             turn: old.turn,
             at_ms: now,
             step: None,
-            body: body(&core, &mut txn, &message.parts, &mut wait)?,
+            body,
         };
         let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
@@ -891,5 +901,71 @@ impl ChatRef<'_> {
         self.state.publish(&w);
         drop(w);
         core.wait_durable(c.end)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed step fails the test")]
+
+    use std::time::Duration;
+
+    use crate::{ChatMeta, Durability, Error, NewMessage, Options, Part, Store, ToolContent, Unit};
+
+    fn held_back() -> Options {
+        // No background flush during the test: what reaches redb is what a call flushed.
+        Options::default().durability(Durability::None).index_flush_interval(Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn appends_find_pending_grants_and_miss_absent_ones_without_flushing_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        let core = store.core_for_tests().clone();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        let text = "line of tool output\n".repeat(1000);
+        // The harness archives first, then appends the reference: the grant is still pending.
+        let a = store.archive("o", &text).unwrap();
+        let flushed = core.index.flushed();
+        assert!(flushed < core.log.written(), "the archive's grant waits in the memtable");
+        let preview = "a preview".to_string();
+        let seq = chat
+            .append(NewMessage {
+                role: crate::Role::Tool,
+                parts: vec![Part::ToolResult {
+                    call_id: "c1".into(),
+                    content: ToolContent::Archived { archive: a.clone(), preview },
+                    is_error: false,
+                }],
+            })
+            .unwrap();
+        assert_eq!(core.index.flushed(), flushed, "the append found the pending grant without a flush");
+        // A miss: an archive the owner holds no grant on, and an attachment of a blob it never stored.
+        let other = store.archive("p", "someone else's text").unwrap();
+        let flushed = core.index.flushed();
+        let miss = chat.append(NewMessage {
+            role: crate::Role::Tool,
+            parts: vec![Part::ToolResult {
+                call_id: "c2".into(),
+                content: ToolContent::Archived { archive: other, preview: "x".into() },
+                is_error: false,
+            }],
+        });
+        assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
+        let blob = store.put_blob("p", b"not o's").unwrap();
+        let miss = chat.append(NewMessage {
+            role: crate::Role::User,
+            parts: vec![Part::Attachment { blob, mime: "text/plain".into() }],
+        });
+        assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
+        assert_eq!(core.index.flushed(), flushed, "no append flushed the index, hit or miss");
+        // Readable at once, with the sizes the store holds.
+        let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } =
+            &chat.get(seq).unwrap().parts[0]
+        else {
+            panic!("not archived")
+        };
+        assert_eq!(archive, &a);
+        assert_eq!(store.read_context("o", &a.id, 3..4, Unit::Lines).unwrap(), "line of tool output\n");
     }
 }

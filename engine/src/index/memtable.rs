@@ -22,10 +22,37 @@ pub(crate) struct Memtable {
     bytes_since_durable: u64,
     /// Payload bytes of history records waiting for redb.
     pending_bytes: usize,
-    /// The grants among `records` and `flushing_records`: (owner, blob id) -> grant bits,
-    /// so that a read right after a write need not flush the index to find its grant.
-    grants: HashMap<(String, [u8; 32]), u8>,
-    flushing_grants: HashMap<(String, [u8; 32]), u8>,
+    /// The grants among `records` and `flushing_records`, so that a read or a write right
+    /// after a write need not flush the index to find a grant (see [`Pending`]).
+    grants: HashMap<(String, [u8; 32]), Pending>,
+    flushing_grants: HashMap<(String, [u8; 32]), Pending>,
+}
+
+/// What pending grant records give one owner on one blob.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Pending {
+    /// (chat the grant is bound to, 0 for the owner's own; grant bits).
+    pub bound: Vec<(u64, u8)>,
+    /// The newest archive record among them, if any (what the `archives` table will hold).
+    pub archive: Option<ArchiveRec>,
+}
+
+impl Pending {
+    fn add(&mut self, other: Pending) {
+        for b in other.bound {
+            if !self.bound.contains(&b) {
+                self.bound.push(b);
+            }
+        }
+        if other.archive.is_some() {
+            self.archive = other.archive;
+        }
+    }
+
+    /// Every grant bit held.
+    pub(crate) fn any(&self) -> u8 {
+        self.bound.iter().fold(0, |a, (_, b)| a | b)
+    }
 }
 
 impl Memtable {
@@ -43,8 +70,10 @@ impl Memtable {
         }
         self.pending_bytes += entries.records.iter().map(|r| r.payload.len() + 64).sum::<usize>();
         for r in &entries.records {
-            if let Some((owner, id, bit)) = grant_of(r) {
-                *self.grants.entry((owner, id)).or_default() |= bit;
+            if let Some((owner, id, bit, archive)) = grant_of(r) {
+                let p = self.grants.entry((owner, id)).or_default();
+                let chats = if r.chats.is_empty() { &[0][..] } else { &r.chats[..] };
+                p.add(Pending { bound: chats.iter().map(|&c| (c, bit)).collect(), archive });
             }
         }
         self.records.extend(entries.records);
@@ -78,8 +107,8 @@ impl Memtable {
         let blobs: Vec<_> = moved.iter().map(|(k, v)| (*k, *v)).collect();
         self.flushing.extend(moved);
         let records = std::mem::take(&mut self.records);
-        for (k, bits) in std::mem::take(&mut self.grants) {
-            *self.flushing_grants.entry(k).or_default() |= bits;
+        for (k, p) in std::mem::take(&mut self.grants) {
+            self.flushing_grants.entry(k).or_default().add(p);
         }
         self.pending_bytes = 0;
         self.flushing_records = records.clone();
@@ -93,8 +122,10 @@ impl Memtable {
         let mut records = std::mem::take(&mut self.flushing_records);
         let grants = std::mem::take(&mut self.flushing_grants);
         if !ok {
-            for (k, bits) in grants {
-                *self.grants.entry(k).or_default() |= bits;
+            // Back ahead of newer grants: a newer archive record stays the one kept.
+            let newer = std::mem::replace(&mut self.grants, grants);
+            for (k, p) in newer {
+                self.grants.entry(k).or_default().add(p);
             }
             for (k, v) in flushed {
                 self.active.entry(k).or_insert(v);
@@ -105,17 +136,22 @@ impl Memtable {
         }
     }
 
-    /// The grant bits `owner` holds on `id` in records not yet in redb, when no deletion is
-    /// among them either (a pending deletion may revoke a grant: the caller then flushes).
-    pub(crate) fn pending_grant(&self, owner: &str, id: &[u8; 32]) -> Option<u8> {
-        let deleting = self.records.iter().chain(&self.flushing_records).any(|r| r.kind == kind::DELETE);
-        if deleting {
-            return None;
-        }
+    /// The grants `owner` holds on `id` in records not yet in redb (the newer generation's
+    /// archive record first). A record leaves the memtable only once redb holds it, so a
+    /// grant written before this call is found here or, by a redb read begun after it, there.
+    pub(crate) fn pending_grant(&self, owner: &str, id: &[u8; 32]) -> Pending {
         let key = (owner.to_string(), *id);
-        let bits = self.grants.get(&key).copied().unwrap_or(0)
-            | self.flushing_grants.get(&key).copied().unwrap_or(0);
-        (bits != 0).then_some(bits)
+        let mut p = self.flushing_grants.get(&key).cloned().unwrap_or_default();
+        if let Some(newer) = self.grants.get(&key) {
+            p.add(newer.clone());
+        }
+        p
+    }
+
+    /// True when a chat's deletion waits for redb: until it is applied, a pending grant
+    /// bound to another chat may be one it revokes.
+    pub(crate) fn deleting(&self) -> bool {
+        self.records.iter().chain(&self.flushing_records).any(|r| r.kind == kind::DELETE)
     }
 
     /// Marks the start of a durable flush.
@@ -134,16 +170,17 @@ impl Memtable {
     }
 }
 
-/// The owner, blob and grant bit of a grant record (`None` for another kind, or a record that
-/// does not decode: the history index reports that one when it applies it).
-fn grant_of(r: &PendingRecord) -> Option<(String, [u8; 32], u8)> {
+/// The owner, blob and grant bit of a grant record, with the archive record for an archive
+/// grant (`None` for another kind, or a record that does not decode: the history index
+/// reports that one when it applies it).
+fn grant_of(r: &PendingRecord) -> Option<(String, [u8; 32], u8, Option<ArchiveRec>)> {
     match r.kind {
-        kind::ARCHIVE => {
-            record::decode::<ArchiveRec>(&r.payload, "archive").ok().map(|a| (a.owner, a.id, GRANT_ARCHIVE))
-        }
+        kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive")
+            .ok()
+            .map(|a| (a.owner.clone(), a.id, GRANT_ARCHIVE, Some(a))),
         kind::GRANT => record::decode::<GrantRec>(&r.payload, "grant")
             .ok()
-            .map(|g| (g.owner, g.id, super::history::GRANT_BLOB)),
+            .map(|g| (g.owner, g.id, super::history::GRANT_BLOB, None)),
         _ => None,
     }
 }

@@ -32,9 +32,26 @@ pub(crate) struct Held {
     pub any: u8,
 }
 
-/// The grants `owner` holds on `id` in redb (and, with `chat`, the one bound to that chat).
-/// Records still in the memtable are not seen: see [`granted`] for a read's check.
+/// The grants `owner` holds on `id` as its own or (with `chat`) bound to that chat, in
+/// records not yet in redb and in redb: what a write needs to know to leave out a grant the
+/// owner holds already. No flush: the memtable is read first, and a record leaves it only
+/// once redb holds it. (`any` is redb's alone: see [`granted`] for a read's check.)
 pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> Result<Held> {
+    let pending = core.index.mem.read().pending_grant(owner, &id.0);
+    let mut h = held_in_redb(core, owner, id, chat)?;
+    for (c, bits) in pending.bound {
+        if c == 0 {
+            h.own |= bits;
+        }
+        if Some(c) == chat {
+            h.chat |= bits;
+        }
+    }
+    Ok(h)
+}
+
+/// The grants `owner` holds on `id` in redb (and, with `chat`, the one bound to that chat).
+fn held_in_redb(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> Result<Held> {
     let tx = core.index.read()?;
     let t = match tx.open_table(GRANTS) {
         Ok(t) => t,
@@ -57,50 +74,52 @@ pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> 
 }
 
 /// True when `owner` holds a grant with any of `bits` on `id`, consulting records written
-/// moments ago: a grant still in the memtable counts as it is (`pending`), or is flushed to
-/// redb first (without `pending`: the caller then reads what the grant's records index, such
-/// as an archive's sizes).
+/// moments ago: a grant still in the memtable counts as it is. No flush, hit or miss: the
+/// memtable is read before redb, and a record leaves it only once redb holds it, so a grant
+/// written before this call is found in one or the other. Only while a chat's deletion waits
+/// for redb is the index flushed first (that deletion may revoke a pending grant).
 ///
 /// A grant found in redb is remembered in [`Core::grants`] under the index's grants epoch
 /// read before the lookup, and answers later calls without a read transaction until a
 /// revocation (a chat's deletion applied to redb) advances the epoch.
-pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
-    if granted_locally(core, owner, id, bits, pending)? {
+pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result<bool> {
+    if granted_locally(core, owner, id, bits)? {
         return Ok(true);
     }
     // Fleet mode: a grant another process committed is pulled before the answer is no.
     match core.remote() {
         Some(remote) => {
             remote.catch_up_owner(core, owner)?;
-            granted_locally(core, owner, id, bits, pending)
+            granted_locally(core, owner, id, bits)
         }
         None => Ok(false),
     }
 }
 
-fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8, pending: bool) -> Result<bool> {
+fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result<bool> {
     let epoch = core.index.grants_epoch();
     if core.grants.holds(owner, id, bits, epoch) {
         return Ok(true);
     }
-    // Both read before the lookup: a flush that lands between the lookup's read transaction
-    // and a later reading of `flushed` would hide a grant from both.
-    let (written, flushed) = (core.log.written(), core.index.flushed());
-    let any = held(core, owner, id, None)?.any;
+    let deleting = {
+        let mem = core.index.mem.read();
+        if !mem.deleting() {
+            if mem.pending_grant(owner, &id.0).any() & bits != 0 {
+                return Ok(true);
+            }
+            false
+        } else {
+            true
+        }
+    };
+    if deleting {
+        // A pending grant may be one the deletion revokes: redb decides, once it has both.
+        core.ensure_flushed(core.log.written())?;
+    }
+    let any = held_in_redb(core, owner, id, None)?.any;
     if any & bits != 0 {
         core.grants.note(owner, id, any, epoch);
         return Ok(true);
-    }
-    if pending && core.index.mem.read().pending_grant(owner, &id.0).is_some_and(|b| b & bits != 0) {
-        return Ok(true);
-    }
-    if flushed < written {
-        core.ensure_flushed(written)?;
-        let any = held(core, owner, id, None)?.any;
-        if any & bits != 0 {
-            core.grants.note(owner, id, any, epoch);
-            return Ok(true);
-        }
     }
     Ok(false)
 }
@@ -188,7 +207,7 @@ pub(crate) fn put_blobs(core: &Core, owner: &str, contents: &[&[u8]]) -> Result<
 /// Checks that `owner` may read blob `id`.
 fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<()> {
     crate::model::check_owner(owner)?;
-    match granted(core, owner, id, u8::MAX, true)? {
+    match granted(core, owner, id, u8::MAX)? {
         true => Ok(()),
         false => Err(not_found(id)),
     }
@@ -215,5 +234,5 @@ pub(crate) fn blob_len(core: &Core, owner: &str, id: &BlobId) -> Result<u64> {
 /// True when `owner` holds a grant on a stored blob with this id.
 pub(crate) fn contains_blob(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
     crate::model::check_owner(owner)?;
-    Ok(granted(core, owner, id, u8::MAX, true)? && core.blob_loc(id)?.is_some())
+    Ok(granted(core, owner, id, u8::MAX)? && core.blob_loc(id)?.is_some())
 }

@@ -96,13 +96,34 @@ impl Txn {
             return Ok((id, None));
         }
         let mut wait = None;
-        let mut chunks = Vec::new();
-        for r in cut_points(content, core.opts.chunk_avg) {
-            let part = &content[r.clone()];
-            let cid = BlobId::of(part);
-            match self.existing(core, &cid)? {
+        let cuts = cut_points(content, core.opts.chunk_avg);
+        let ids: Vec<BlobId> = cuts.iter().map(|r| BlobId::of(&content[r.clone()])).collect();
+        // Every chunk looked up in one index read; the first pieces of the new ones in another.
+        let stored = self.existing_all(core, &ids)?;
+        let piece = (core.opts.chunk_avg / 8).max(1) as usize;
+        let firsts: Vec<BlobId> = cuts
+            .iter()
+            .zip(&stored)
+            .map(|(r, s)| match s {
+                None if r.len() > piece => BlobId::of(&content[r.start..r.start + piece]),
+                _ => BlobId([0; 32]),
+            })
+            .collect();
+        let first_stored = match cuts.iter().zip(&stored).any(|(r, s)| s.is_none() && r.len() > piece) {
+            true => self.existing_all(core, &firsts)?,
+            false => vec![None; cuts.len()],
+        };
+        let mut chunks = Vec::with_capacity(cuts.len());
+        for (k, r) in cuts.into_iter().enumerate() {
+            let (part, cid) = (&content[r.clone()], ids[k]);
+            // A chunk seen earlier in this blob is in the transaction by now.
+            let found = if self.has_blob(&cid) { Some(None) } else { stored[k] };
+            match found {
                 Some(w) => wait = wait.max(w),
-                None => wait = wait.max(self.new_chunk(core, cid, part)?),
+                None => {
+                    let first = if self.has_blob(&firsts[k]) { Some(None) } else { first_stored[k] };
+                    wait = wait.max(self.new_chunk(core, cid, part, first)?);
+                }
             }
             chunks.push((cid, r.end as u64));
         }
@@ -159,27 +180,38 @@ impl Txn {
     /// its end, its unfinished last chunk is stored as pieces of `chunk_avg / 8`
     /// ([`cut_points`]), so when a content-defined cut finally closes that chunk, its bytes
     /// are in the store and only the manifest and the last piece are new. Any other chunk is
-    /// stored whole. Returns the end of an existing piece to wait for, if any.
-    fn new_chunk(&mut self, core: &Core, cid: BlobId, part: &[u8]) -> Result<Option<Position>> {
+    /// stored whole. `first` is what [`Txn::existing`] says of its first piece (looked up by
+    /// the caller with the other chunks'). Returns the end of an existing piece to wait for,
+    /// if any.
+    fn new_chunk(
+        &mut self,
+        core: &Core,
+        cid: BlobId,
+        part: &[u8],
+        first: Option<Option<Position>>,
+    ) -> Result<Option<Position>> {
         let piece = (core.opts.chunk_avg / 8).max(1) as usize;
         if part.len() <= piece {
             self.push_blob(core, cid, part);
             return Ok(None);
         }
-        let first = BlobId::of(&part[..piece]);
-        let Some(mut wait) = self.existing(core, &first)? else {
+        let Some(mut wait) = first else {
             self.push_blob(core, cid, part);
             return Ok(None);
         };
-        let mut pieces = vec![(first, piece as u64)];
-        for start in (piece..part.len()).step_by(piece) {
-            let end = (start + piece).min(part.len());
-            let pid = BlobId::of(&part[start..end]);
-            match self.existing(core, &pid)? {
+        let ranges: Vec<Range<usize>> =
+            (0..part.len()).step_by(piece).map(|s| s..(s + piece).min(part.len())).collect();
+        let ids: Vec<BlobId> = ranges.iter().map(|r| BlobId::of(&part[r.clone()])).collect();
+        let stored = self.existing_all(core, &ids[1..])?;
+        let mut pieces = vec![(ids[0], piece as u64)];
+        for (k, r) in ranges.into_iter().enumerate().skip(1) {
+            let pid = ids[k];
+            let found = if self.has_blob(&pid) { Some(None) } else { stored[k - 1] };
+            match found {
                 Some(w) => wait = wait.max(w),
-                None => self.push_blob(core, pid, &part[start..end]),
+                None => self.push_blob(core, pid, &part[r.clone()]),
             }
-            pieces.push((pid, end as u64));
+            pieces.push((pid, r.end as u64));
         }
         self.push_manifest(Manifest::full(cid, pieces));
         Ok(wait)
@@ -205,6 +237,24 @@ impl Txn {
             return Ok(Some(None));
         }
         Ok(core.index.blob(id)?.map(|loc| Some(record_end(loc))))
+    }
+
+    /// [`Txn::existing`] of each of `ids`, those not in this transaction looked up in one
+    /// index read.
+    fn existing_all(&self, core: &Core, ids: &[BlobId]) -> Result<Vec<Option<Option<Position>>>> {
+        let out: Vec<_> = ids.iter().map(|id| self.has_blob(id).then_some(None)).collect();
+        let missing: Vec<BlobId> = ids.iter().filter(|id| !self.has_blob(id)).copied().collect();
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let mut found = core.index.blobs(&missing)?.into_iter();
+        Ok(out
+            .into_iter()
+            .map(|o| match o {
+                Some(x) => Some(x),
+                None => found.next().flatten().map(|loc| Some(record_end(loc))),
+            })
+            .collect())
     }
 
     /// True when this transaction already holds blob `id`.
