@@ -934,7 +934,7 @@ mod tests {
                 role: crate::Role::Tool,
                 parts: vec![Part::ToolResult {
                     call_id: "c1".into(),
-                    content: ToolContent::Archived { archive: a.clone(), preview },
+                    content: ToolContent::Archived { archive: a, preview },
                     is_error: false,
                 }],
             })
