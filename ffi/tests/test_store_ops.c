@@ -441,7 +441,11 @@ static void a_deleted_chat_refuses_every_write(void) {
   FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_append_batch(c, &m, 1, &a, &z));
   FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_edit(c, 0, &m, 0, &rev));
   FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_truncate(c, 1, 0, &rev));
-  FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_record_step(c, 1, S("s"), 0, UNDERTEXT_STEP_COMPLETE, &m, 1, &a, &z));
+  /* A step's messages are checked before the chat is (a user message cannot be in a step):
+     a well-formed step is what meets the deleted chat. */
+  undertext_message_t reply = {UNDERTEXT_ROLE_ASSISTANT, &p, 1};
+  FAILS(UNDERTEXT_NOT_FOUND, "",
+        undertext_chat_record_step(c, 1, S("s"), 0, UNDERTEXT_STEP_COMPLETE, &reply, 1, &a, &z));
   undertext_chat_meta_t meta = {S("t"), S(""), S(""), S("")};
   FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_set_meta(c, &meta, &version));
   FAILS(UNDERTEXT_NOT_FOUND, "", undertext_chat_pin(c, &arc.id, 0, 4, UNDERTEXT_UNIT_CHARS));
