@@ -279,18 +279,21 @@ pub(crate) fn archive(core: &Core, cache: &ArchiveCache, owner: &str, text: &str
 pub(crate) fn archive_ref(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
     match grant(core, owner, id)? {
         Some(a) => Ok(to_ref(&a)),
-        None => Ok(ref_of(id, &*load(core, cache, owner, id)?)),
+        None => {
+            let t = load(core, cache, owner, id)?;
+            Ok(ref_of(id, &t.text, &t.index))
+        }
     }
 }
 
-/// The reference of text `t` under id `id`.
-fn ref_of(id: &BlobId, t: &ArchiveText) -> ArchiveRef {
+/// The reference of `text` under id `id`, from its offset index `idx`.
+fn ref_of(id: &BlobId, text: &str, idx: &OffsetIndex) -> ArchiveRef {
     ArchiveRef {
         id: *id,
-        bytes: t.index.end.bytes,
-        chars: t.index.end.chars,
-        utf16_units: t.index.end.utf16,
-        lines: t.index.lines(t.text.ends_with('\n')),
+        bytes: idx.end.bytes,
+        chars: idx.end.chars,
+        utf16_units: idx.end.utf16,
+        lines: idx.lines(text.ends_with('\n')),
     }
 }
 
@@ -365,13 +368,7 @@ pub(crate) fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
 pub(crate) fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
     let idx = OffsetIndex::build(text);
     let id = BlobId::of(text.as_bytes());
-    let r = ArchiveRef {
-        id,
-        bytes: idx.end.bytes,
-        chars: idx.end.chars,
-        utf16_units: idx.end.utf16,
-        lines: idx.lines(text.ends_with('\n')),
-    };
+    let r = ref_of(&id, text, &idx);
     (r, preview::build(text, &idx, &id.to_string(), max_chars, None, template))
 }
 
