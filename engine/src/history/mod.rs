@@ -4,8 +4,11 @@
 //! the snapshot without locks. The log holds every record; the index finds them again
 //! when a chat that left memory is opened.
 
+mod append;
 mod cache;
 mod chat;
+mod chats;
+mod edit;
 mod load;
 mod snap;
 mod state;
@@ -13,6 +16,7 @@ pub(crate) mod view_memo;
 
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
-pub(crate) use chat::{ChatRef, chats, create_chat, delete_chat, find_chats, open_chat};
+pub(crate) use chat::ChatRef;
+pub(crate) use chats::{chats, create_chat, delete_chat, find_chats, open_chat};
 pub use snap::Snapshot;
 pub(crate) use state::{ChatState, Entry, Published, now_ms};

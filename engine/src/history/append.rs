@@ -1,0 +1,356 @@
+//! Appends to a chat: messages (with the blobs stored beside them) and model steps. The work
+//! that needs nothing of the chat's writer state (archiving, grants, bodies) is done before
+//! its lock is taken.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::chat::ChatRef;
+use super::state::{Entry, now_ms};
+use crate::blob::BlobId;
+use crate::error::{Error, Result};
+use crate::log::Position;
+use crate::model::*;
+use crate::record::{self, BodyRec, MsgRec, PartRec, PartsRec, StepRec, StepTagRec, kind};
+use crate::store::core::{Core, RecordOut, Txn};
+
+pub(super) fn check_message(m: &NewMessage, at: usize) -> Result<()> {
+    for (i, p) in m.parts.iter().enumerate() {
+        if let Part::ToolCall { args, name, .. } = p
+            && let Err(e) = serde_json::from_str::<serde_json::Value>(args)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "message {at}, part {i}: tool call {name:?} arguments must be JSON ({e})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Applies the archiving policy to message `at` about to be written in `chat`: a tool result
+/// longer than `archive_threshold` is archived in `txn` and replaced by a preview and the
+/// archive reference. A reference the harness supplies must name an archive the owner may
+/// read; its sizes are taken from the store, never from the caller. An attachment must name a
+/// blob the owner holds a grant on, or one of `put` (stored by this transaction): else it is
+/// [`Error::NotFound`], as for a blob never stored. Each reference binds a grant to the chat.
+pub(super) fn prepare(
+    core: &Core,
+    txn: &mut Txn,
+    (owner, chat): (&str, ChatId),
+    (mut m, at): (NewMessage, usize),
+    put: &[BlobId],
+    wait: &mut Option<Position>,
+) -> Result<NewMessage> {
+    for p in &mut m.parts {
+        if let Part::Attachment { blob, .. } = p {
+            if !put.contains(blob) && !crate::store::blobs::granted(core, owner, blob, u8::MAX)? {
+                return Err(Error::NotFound {
+                    what: format!(
+                        "blob {blob} of the attachment in message {at} (store it first, or pass it along)"
+                    ),
+                });
+            }
+            crate::store::blobs::grant_into(core, txn, owner, *blob, Some(chat.0))?;
+            continue;
+        }
+        let Part::ToolResult { content, .. } = p else { continue };
+        match content {
+            ToolContent::Text(text) if text.len() > core.opts.archive_threshold => {
+                let (r, preview, w) = crate::archive::archive_with_preview(
+                    core,
+                    txn,
+                    (owner, chat.0),
+                    text,
+                    (core.opts.preview_chars, &core.opts.preview_marker),
+                )?;
+                *wait = (*wait).max(w);
+                *content = ToolContent::Archived { archive: r, preview };
+            }
+            ToolContent::Archived { archive, .. } => {
+                let pending = txn.has_blob(&archive.id);
+                match crate::archive::grant(core, owner, &archive.id)? {
+                    Some(a) => {
+                        *archive = crate::archive::to_ref(&a);
+                        crate::archive::bind_into(core, txn, &a, Some(chat.0))?;
+                    }
+                    None if pending => {}
+                    // A text a view previewed without an archive (held inline by a chat of
+                    // the owner): archived with this append.
+                    None => match crate::archive::inline_text(core, owner, &archive.id)? {
+                        Some(text) => {
+                            let (r, w) =
+                                crate::archive::archive_into_chat(core, txn, owner, &text, Some(chat.0))?;
+                            *wait = (*wait).max(w);
+                            *archive = r;
+                        }
+                        None => return Err(Error::NotFound { what: format!("archive {}", archive.id) }),
+                    },
+                }
+            }
+            ToolContent::Text(_) => {}
+        }
+    }
+    Ok(m)
+}
+
+/// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
+pub(super) fn body(
+    core: &Core,
+    txn: &mut Txn,
+    parts: &[Part],
+    wait: &mut Option<Position>,
+) -> Result<BodyRec> {
+    let recs: Vec<PartRec> = parts.iter().map(PartRec::from_part).collect();
+    let approx: usize = parts.iter().map(part_len).sum();
+    if approx <= core.opts.inline_body_max {
+        return Ok(BodyRec::Inline(recs));
+    }
+    let bytes = record::encode(&PartsRec { parts: recs })?;
+    let (id, existing) = txn.blob(core, &bytes)?;
+    *wait = (*wait).max(existing);
+    Ok(BodyRec::Blob(id.0))
+}
+
+fn part_len(p: &Part) -> usize {
+    match p {
+        Part::Text(t) | Part::Summary(t) => t.len(),
+        Part::ToolCall { id, name, args } => id.len() + name.len() + args.len(),
+        Part::ToolResult { call_id, content, .. } => {
+            call_id.len()
+                + match content {
+                    ToolContent::Text(t) => t.len(),
+                    ToolContent::Archived { preview, .. } => preview.len() + 64,
+                }
+        }
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            id.len() + call_id.as_ref().map_or(0, |c| c.len()) + prompt.len()
+        }
+        Part::ApprovalResponse { id, reason, .. } => id.len() + reason.as_ref().map_or(0, |r| r.len()),
+        Part::Attachment { mime, .. } => mime.len() + 32,
+    }
+}
+
+impl ChatRef<'_> {
+    /// The work of `Chat::append` (documented there).
+    pub(crate) fn append(&self, message: NewMessage) -> Result<u64> {
+        Ok(self.append_batch(vec![message])?.start)
+    }
+
+    /// Appends messages atomically: after a crash all of them are there or none.
+    pub(crate) fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+        self.append_inner(&[], messages, None).map(|(_, r, _)| r)
+    }
+
+    /// The work of `Chat::append_with_blobs` (documented there).
+    pub(crate) fn append_with_blobs(
+        &self,
+        blobs: &[&[u8]],
+        messages: Vec<NewMessage>,
+    ) -> Result<(Vec<BlobId>, Range<u64>)> {
+        self.append_inner(blobs, messages, None).map(|(ids, r, _)| (ids, r))
+    }
+
+    fn append_inner(
+        &self,
+        blobs: &[&[u8]],
+        messages: Vec<NewMessage>,
+        step: Option<(StepTag, bool)>,
+    ) -> Result<(Vec<BlobId>, Range<u64>, u64)> {
+        for (i, m) in messages.iter().enumerate() {
+            check_message(m, i)?;
+        }
+        if step.is_some() && messages.iter().any(NewMessage::starts_turn) {
+            return Err(Error::InvalidArgument("a step's messages cannot start a user turn".into()));
+        }
+        let core = self.core().clone();
+        let chat = self.id();
+        // Everything that needs nothing of the chat's writer state is done before its lock is
+        // taken: blobs hashed, chunked and compressed, archives indexed with their previews,
+        // grants looked up, bodies encoded. Under the lock: the records that carry the chat's
+        // sequence numbers, and the commit.
+        let mut txn = Txn::default();
+        let mut wait = None;
+        let mut ids = Vec::with_capacity(blobs.len());
+        let owner = self.state.owner.clone();
+        // Blobs stored with the messages are granted to the owner, bound to this chat.
+        for b in blobs {
+            let (id, w) = txn.blob(&core, b)?;
+            crate::store::blobs::grant_into(&core, &mut txn, &owner, id, Some(chat.0))?;
+            ids.push(id);
+            wait = wait.max(w);
+        }
+        let messages = messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| prepare(&core, &mut txn, (&owner, chat), (m, i), &ids, &mut wait))
+            .collect::<Result<Vec<_>>>()?;
+        let bodies = messages
+            .iter()
+            .map(|m| body(&core, &mut txn, &m.parts, &mut wait))
+            .collect::<Result<Vec<_>>>()?;
+        let (mut w, _fleet) = self.state.lock_write()?;
+        if let Some((tag, _)) = &step
+            && tag.turn != w.last_turn
+        {
+            return Err(Error::InvalidArgument(format!(
+                "steps are recorded for the current user turn {}, found turn {}",
+                w.last_turn, tag.turn
+            )));
+        }
+        let now = now_ms();
+        let base = w.len;
+        let mut turn = w.last_turn;
+        let mut pending = Vec::with_capacity(messages.len());
+        let step_rec = step.as_ref().map(|(t, _)| StepTagRec {
+            turn: t.turn,
+            stream_id: t.stream_id.clone(),
+            step: t.step,
+        });
+        for (i, (m, body)) in messages.iter().zip(bodies).enumerate() {
+            let starts = m.starts_turn();
+            turn += starts as u64;
+            let seq = base + i as u64;
+            let rec = MsgRec {
+                chat: chat.0,
+                seq,
+                revision: w.revision,
+                role: m.role.code(),
+                turn,
+                at_ms: now,
+                step: step_rec.clone(),
+                body,
+            };
+            let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
+            pending.push((at, seq, m.role, turn, starts));
+        }
+        if let Some((tag, complete)) = &step {
+            let rec = StepRec {
+                chat: chat.0,
+                turn: tag.turn,
+                stream_id: tag.stream_id.clone(),
+                step: tag.step,
+                complete: *complete,
+                revision: w.revision,
+                seqs: (base..base + messages.len() as u64).collect(),
+                at_ms: now,
+            };
+            txn.push(RecordOut::history(kind::STEP, record::encode(&rec)?.into_vec()));
+        }
+        let c = core.append(txn)?;
+        let tag = step.map(|(t, _)| Arc::new(t));
+        for (at, seq, role, turn, starts) in pending {
+            let e = Entry {
+                seq,
+                revision: w.revision,
+                role,
+                turn,
+                starts_turn: starts,
+                at_ms: now,
+                step: std::sync::OnceLock::from(tag.clone()),
+                loc: c.locations[at],
+                tokens: Default::default(),
+                previews: Default::default(),
+                pending_json: Default::default(),
+            };
+            let _ = w.entries.set(seq as usize, e);
+        }
+        w.len = base + messages.len() as u64;
+        w.last_turn = turn;
+        w.last_ms = now;
+        w.last_end = c.end;
+        self.state.publish(&w);
+        let revision = w.revision;
+        drop(w);
+        core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
+        Ok((ids, base..base + messages.len() as u64, revision))
+    }
+
+    /// Records a completed (or interrupted) model step of the current user turn: its
+    /// messages are appended, tagged (turn, stream, step), in one transaction, durable
+    /// before this returns. A retry is a new `stream_id` for the same turn.
+    pub(crate) fn record_step(
+        &self,
+        turn: u64,
+        stream_id: &str,
+        step: u32,
+        status: StepStatus,
+        messages: Vec<NewMessage>,
+    ) -> Result<Range<u64>> {
+        if stream_id.is_empty() || stream_id.len() > 256 {
+            return Err(Error::InvalidArgument(format!(
+                "stream id: expected 1 to 256 bytes, found {}",
+                stream_id.len()
+            )));
+        }
+        let tag = StepTag { turn, stream_id: stream_id.to_string(), step };
+        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete))).map(|(_, r, _)| r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed step fails the test")]
+
+    use std::time::Duration;
+
+    use crate::{ChatMeta, Durability, Error, NewMessage, Options, Part, Store, ToolContent, Unit};
+
+    fn held_back() -> Options {
+        // No background flush during the test: what reaches redb is what a call flushed.
+        Options::default().durability(Durability::None).index_flush_interval(Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn appends_find_pending_grants_and_miss_absent_ones_without_flushing_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        let core = store.core_for_tests().clone();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        let text = "line of tool output\n".repeat(1000);
+        // The harness archives first, then appends the reference: the grant is still pending.
+        let a = store.archive("o", &text).unwrap();
+        let flushed = core.index.flushed();
+        assert!(flushed < core.log.written(), "the archive's grant waits in the memtable");
+        let preview = "a preview".to_string();
+        let seq = chat
+            .append(NewMessage {
+                role: crate::Role::Tool,
+                parts: vec![Part::ToolResult {
+                    call_id: "c1".into(),
+                    content: ToolContent::Archived { archive: a, preview },
+                    is_error: false,
+                }],
+            })
+            .unwrap();
+        assert_eq!(core.index.flushed(), flushed, "the append found the pending grant without a flush");
+        // A miss: an archive the owner holds no grant on, and an attachment of a blob it never stored.
+        let other = store.archive("p", "someone else's text").unwrap();
+        let miss = chat.append(NewMessage {
+            role: crate::Role::Tool,
+            parts: vec![Part::ToolResult {
+                call_id: "c2".into(),
+                content: ToolContent::Archived { archive: other, preview: "x".into() },
+                is_error: false,
+            }],
+        });
+        assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
+        // (That miss looks for the text held inline by a chat of the owner, a lookup of the
+        // index's inline texts, which flushes: not covered here.)
+        let blob = store.put_blob("p", b"not o's").unwrap();
+        let flushed = core.index.flushed();
+        let miss = chat.append(NewMessage {
+            role: crate::Role::User,
+            parts: vec![Part::Attachment { blob, mime: "text/plain".into() }],
+        });
+        assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
+        assert_eq!(core.index.flushed(), flushed, "the attachment's grant miss did not flush the index");
+        // Readable at once, with the sizes the store holds.
+        let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } =
+            &chat.get(seq).unwrap().parts[0]
+        else {
+            panic!("not archived")
+        };
+        assert_eq!(archive, &a);
+        assert_eq!(store.read_context("o", &a.id, 3..4, Unit::Lines).unwrap(), "line of tool output\n");
+    }
+}

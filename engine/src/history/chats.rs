@@ -1,0 +1,219 @@
+//! The store-level calls on chats: create, delete, open, list a page, find by metadata.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::cache::ChatCache;
+use super::edit::meta_rec;
+use super::load::{chat_row, read_meta};
+use super::state::{ChatState, SnapInner, Writer, now_ms};
+use crate::error::{Error, Result};
+use crate::index::OWNER_CHATS;
+use crate::model::*;
+use crate::record::{self, ChatRec, DeleteRec, kind};
+use crate::snapshot::AppendVec;
+use crate::store::core::{Core, RecordOut, Txn};
+
+/// The work of `Store::create_chat` (documented there).
+pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Result<ChatId> {
+    check_owner(owner)?;
+    let core = chats.core();
+    let id = chats.allocate()?;
+    let now = now_ms();
+    let mut txn = Txn::default();
+    txn.push(RecordOut::history(
+        kind::CHAT,
+        record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
+    ));
+    txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
+    let committed = core.append(txn)?;
+    let w = Writer {
+        revision: 0,
+        len: 0,
+        entries: Arc::new(AppendVec::new()),
+        last_turn: 0,
+        meta: Arc::new(meta),
+        meta_version: 1,
+        last_ms: now,
+        pins: Arc::new(Vec::new()),
+        compactions: Arc::new(Vec::new()),
+        calibration: Arc::new(Default::default()),
+        checkpoint: None,
+        last_end: committed.end,
+    };
+    chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
+    core.wait_durable(committed.end)?;
+    Ok(id)
+}
+
+/// The work of `Store::delete_chat` (documented there).
+pub(crate) fn delete_chat(
+    chats: &ChatCache,
+    owner: &str,
+    id: ChatId,
+    forget: impl FnOnce(&Arc<ChatState>),
+) -> Result<()> {
+    check_owner(owner)?;
+    let state = chats.get(owner, id)?;
+    let core = chats.core();
+    let (mut w, _fleet) = state.lock_write()?;
+    let mut txn = Txn::default();
+    txn.push(RecordOut::history(
+        kind::DELETE,
+        record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
+    ));
+    let c = core.append(txn)?;
+    state.deleted.store(true, std::sync::atomic::Ordering::Release);
+    w.last_end = c.end;
+    drop(w);
+    *state.view_memo.lock() = None;
+    forget(&state);
+    core.wait_durable(c.end)?;
+    // The chat's grants go with it now, not at the indexer's next flush.
+    core.ensure_flushed(c.end)
+}
+
+/// Opens chat `id` of `owner`. A chat of another owner is the same
+/// [`Error::NotFound`] as an absent one.
+pub(crate) fn open_chat(chats: &ChatCache, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+    check_owner(owner)?;
+    chats.get(owner, id)
+}
+
+/// One page of `owner`'s chats, newest activity first.
+pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPage> {
+    check_owner(owner)?;
+    if page.limit == 0 || page.limit > 1000 {
+        return Err(Error::InvalidArgument(format!("page limit: expected 1..=1000, found {}", page.limit)));
+    }
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        // Fleet mode: the owner's chats as other processes left them.
+        remote.catch_up_owner(core, owner)?;
+        for s in chats.cached_of(owner) {
+            match s.sync() {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    core.ensure_flushed(core.log.written())?;
+    // Chats in memory are authoritative; the index may lag them by a flush.
+    let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
+    for s in chats.cached_of(owner) {
+        let snap = s.cell.load();
+        cached.insert(s.id.0, summary_of(&snap));
+    }
+    let after = |c: &ChatSummary| match page.after {
+        None => true,
+        Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
+    };
+    let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
+    let tx = core.index.read()?;
+    if let Ok(t) = tx.open_table(OWNER_CHATS) {
+        let start = match page.after {
+            Some(c) => (owner, u64::MAX - c.last_activity_ms, c.id.0),
+            None => (owner, 0, 0),
+        };
+        let mut taken = 0;
+        for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
+            let (k, _) = item.map_err(Error::index)?;
+            let (_, _, chat) = k.value();
+            if cached.contains_key(&chat) {
+                continue;
+            }
+            let Some(summary) = indexed_summary(core, &tx, chat)? else {
+                continue;
+            };
+            if !after(&summary) {
+                continue;
+            }
+            out.push(summary);
+            taken += 1;
+            if taken > page.limit {
+                break;
+            }
+        }
+    }
+    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+    let more = out.len() > page.limit;
+    out.truncate(page.limit);
+    let next = if more {
+        out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
+    } else {
+        None
+    };
+    Ok(ChatPage { chats: out, next })
+}
+
+/// The work of `Store::find_chats` (documented there).
+pub(crate) fn find_chats(
+    chats: &ChatCache,
+    owner: &str,
+    field: MetaField<'_>,
+    value: &str,
+) -> Result<Vec<ChatSummary>> {
+    check_owner(owner)?;
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        remote.catch_up_owner(core, owner)?;
+    }
+    // Every record written so far is in redb: the lookup table answers for all of them.
+    core.ensure_flushed(core.log.written())?;
+    let key = match field {
+        MetaField::Title => (crate::index::FIELD_TITLE, ""),
+        MetaField::Extra(k) => (crate::index::FIELD_EXTRA, k),
+    };
+    let tx = core.index.read()?;
+    let found = crate::index::find_chats(&tx, owner, key, value)?;
+    let cached: HashMap<u64, Arc<ChatState>> = if found.is_empty() {
+        HashMap::new()
+    } else {
+        chats.cached_of(owner).into_iter().map(|s| (s.id.0, s)).collect()
+    };
+    let mut out = Vec::new();
+    for chat in found {
+        // A chat in memory is authoritative (its summary needs no log read).
+        let summary = match cached.get(&chat) {
+            Some(s) => summary_of(&s.cell.load()),
+            None => match indexed_summary(core, &tx, chat)? {
+                Some(s) => s,
+                None => continue,
+            },
+        };
+        // The hash matched: the value itself decides.
+        let found = match field {
+            MetaField::Title => summary.meta.title == value,
+            MetaField::Extra(k) => summary.meta.extra.get(k).is_some_and(|v| v == value),
+        };
+        if found {
+            out.push(summary);
+        }
+    }
+    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+    Ok(out)
+}
+
+/// The summary of a chat not in memory, from its index row (`None`: no such chat).
+fn indexed_summary(core: &Core, tx: &redb::ReadTransaction, chat: u64) -> Result<Option<ChatSummary>> {
+    let Some(row) = chat_row(tx, ChatId(chat))? else { return Ok(None) };
+    Ok(Some(ChatSummary {
+        id: ChatId(chat),
+        meta: read_meta(core, &row)?,
+        len: row.len,
+        revision: row.revision,
+        created_ms: row.created_ms,
+        last_activity_ms: row.last_ms,
+    }))
+}
+
+fn summary_of(s: &SnapInner) -> ChatSummary {
+    ChatSummary {
+        id: s.chat,
+        meta: (*s.meta).clone(),
+        len: s.len,
+        revision: s.revision,
+        created_ms: s.created_ms,
+        last_activity_ms: s.last_ms,
+    }
+}

@@ -1,0 +1,145 @@
+//! Moving records into redb: the memtable's flush (non-durable, or durable after the log),
+//! replayed batches, and the entries a log batch gives the index.
+
+use redb::Durability as RedbDurability;
+
+use super::{
+    Applied, BLOBS, BatchEntries, HistoryIndex, INDEX_VERSION, Index, META, PendingRecord, batch_chats,
+    is_grant, redb_err,
+};
+use crate::blob::BlobId;
+use crate::error::Result;
+use crate::log::format::{BatchRef, kind};
+use crate::log::{Location, Position};
+
+impl Index {
+    /// Applies replayed batches (recovery, rebuild) straight into redb in one durable
+    /// transaction, recording `applied` as the position reached.
+    pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
+        let mut tx = self.db.read().begin_write().map_err(redb_err)?;
+        tx.set_quick_repair(true);
+        for b in batches {
+            apply_entries(&tx, &b.blobs, &b.records)?;
+        }
+        write_meta(&tx, applied)?;
+        tx.commit().map_err(redb_err)?;
+        if batches.iter().any(|b| revokes(&b.records)) {
+            self.grants_changed();
+        }
+        *self.flushed.lock() = applied.position;
+        Ok(())
+    }
+
+    /// Moves the memtable into redb. With `durable`, first `sync_log(position)` makes the
+    /// log durable up to the position recorded, then redb commits with fsync.
+    pub(crate) fn flush(&self, durable: bool, sync_log: impl FnOnce(Position) -> Result<()>) -> Result<bool> {
+        let _g = self.flush_lock.lock();
+        let (entries, applied) = {
+            let mut mem = self.mem.write();
+            if mem.is_empty() && (!durable || mem.bytes_since_durable() == 0) {
+                return Ok(false);
+            }
+            if durable {
+                mem.reset_durable_bytes();
+            }
+            mem.start_flush()
+        };
+        let Some(applied) = applied else {
+            self.mem.write().finish_flush(true);
+            return Ok(false);
+        };
+        let r = self.commit_flush(durable, sync_log, &entries, applied);
+        if r.is_ok() && revokes(&entries.records) {
+            self.grants_changed();
+        }
+        // Entries stay visible in the memtable's flushing set until redb has them.
+        self.mem.write().finish_flush(r.is_ok());
+        r?;
+        *self.flushed.lock() = applied.position;
+        Ok(true)
+    }
+
+    fn commit_flush(
+        &self,
+        durable: bool,
+        sync_log: impl FnOnce(Position) -> Result<()>,
+        entries: &BatchEntries,
+        applied: Applied,
+    ) -> Result<()> {
+        if durable {
+            sync_log(applied.position)?;
+        }
+        let mut tx = self.db.read().begin_write().map_err(redb_err)?;
+        if durable {
+            tx.set_quick_repair(true);
+        } else {
+            tx.set_durability(RedbDurability::None).map_err(redb_err)?;
+        }
+        apply_entries(&tx, &entries.blobs, &entries.records)?;
+        write_meta(&tx, applied)?;
+        tx.commit().map_err(redb_err)
+    }
+}
+
+pub(super) fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> {
+    let mut m = tx.open_table(META).map_err(redb_err)?;
+    m.insert("applied_segment", a.position.segment).map_err(redb_err)?;
+    m.insert("applied_offset", a.position.offset).map_err(redb_err)?;
+    m.insert("next_txid", a.next_txid).map_err(redb_err)?;
+    m.insert("applied_batch", a.batch_start).map_err(redb_err)?;
+    m.insert("version", INDEX_VERSION).map_err(redb_err)?;
+    Ok(())
+}
+
+/// The index entries a batch produces: each blob record's id and location, and a copy of
+/// every history record to apply.
+pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
+    let mut out = BatchEntries::default();
+    // Only a batch holding a grant needs its chats (decoding them costs a little).
+    let chats = if batch.records.iter().any(|r| is_grant(r.kind)) {
+        batch_chats(batch.records.iter().map(|r| (r.kind, r.payload)))
+    } else {
+        Vec::new()
+    };
+    for r in &batch.records {
+        let loc = Location { segment, offset: r.offset, len: r.payload.len() as u32 };
+        if r.kind == kind::BLOB || r.kind == kind::MANIFEST {
+            if r.payload.len() >= 32 {
+                let mut id = [0u8; 32];
+                id.copy_from_slice(&r.payload[..32]);
+                out.blobs.push((BlobId(id), loc));
+            }
+        } else if r.kind < kind::FIRST_OPTIONAL {
+            let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
+            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats });
+        }
+    }
+    out
+}
+
+/// True when applying `records` may remove a grant (a chat's deletion takes the grants
+/// bound to it).
+fn revokes(records: &[PendingRecord]) -> bool {
+    records.iter().any(|r| r.kind == crate::record::kind::DELETE)
+}
+
+pub(super) fn apply_entries(
+    tx: &redb::WriteTransaction,
+    blobs: &[(BlobId, Location)],
+    records: &[PendingRecord],
+) -> Result<()> {
+    if !blobs.is_empty() {
+        let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
+        for (id, loc) in blobs {
+            t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len)).map_err(redb_err)?;
+        }
+    }
+    if !records.is_empty() {
+        let mut h = HistoryIndex::open_write(tx)?;
+        for r in records {
+            h.apply(r)?;
+        }
+        h.finish()?;
+    }
+    Ok(())
+}

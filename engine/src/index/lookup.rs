@@ -1,0 +1,184 @@
+//! Point lookups in the index: blobs (memtable first), a text held inline by a message, the
+//! next chat id; and the listing of the texts of message bodies stored as blobs.
+
+use redb::{Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata};
+
+use super::history::{BODY_TEXTS_TODO, CHAT_INLINE_TEXTS, INLINE_TEXTS, MsgKey};
+use super::{BLOBS, CHATS, ChatRow, Index, InlineText, MESSAGES, META, history, redb_err};
+use crate::blob::{Blob, BlobId};
+use crate::error::{Error, Result};
+use crate::log::Location;
+
+impl Index {
+    /// The first message version holding text `id` inline (a text part or an inline tool
+    /// result) in a chat of `owner`, and where its record is; `None` when no chat of `owner`
+    /// holds it (another owner's chats are not looked at: the same answer as for a text no
+    /// chat holds). Messages whose parts are in a body blob are found once
+    /// [`Index::list_body_texts`] has listed them; records still in the memtable once flushed.
+    pub(crate) fn inline_text(&self, owner: &str, id: &[u8; 32]) -> Result<Option<InlineText>> {
+        let tx = self.read()?;
+        let texts = match tx.open_table(INLINE_TEXTS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let (chats, messages) =
+            (tx.open_table(CHATS).map_err(redb_err)?, tx.open_table(MESSAGES).map_err(redb_err)?);
+        let m = u64::MAX;
+        let mut last_chat = None;
+        for item in texts.range((*id, 0, 0, 0, 0)..=(*id, m, m, m, u32::MAX)).map_err(redb_err)? {
+            let (_, chat, seq, revision, part) = item.map_err(redb_err)?.0.value();
+            if last_chat == Some(chat) {
+                continue;
+            }
+            last_chat = Some(chat);
+            let Some(row) = chats.get(chat).map_err(redb_err)? else { continue };
+            if ChatRow::decode(row.value())?.owner != owner {
+                continue;
+            }
+            if let Some(v) = messages.get((chat, seq, revision)).map_err(redb_err)? {
+                let (segment, offset, len, ..) = v.value();
+                let loc = Location { segment, offset, len };
+                return Ok(Some(InlineText { chat, seq, revision, part, loc }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Lists the inline texts of the message versions whose parts are in a body blob (the
+    /// indexer queues them in `body_texts_todo`, as it reads no blob): `body` reads a body
+    /// blob. A body that cannot be read is reported and stays queued. Returns how many
+    /// messages were listed.
+    pub(crate) fn list_body_texts(&self, body: &dyn Fn(&[u8; 32]) -> Result<Blob>) -> Result<u64> {
+        list_body_texts_in(|| self.db.read(), body)
+    }
+
+    /// Looks a blob up: memtable first, then redb.
+    pub(crate) fn blob(&self, id: &BlobId) -> Result<Option<Location>> {
+        if let Some(loc) = self.mem.read().blob(id) {
+            return Ok(Some(loc));
+        }
+        let db = self.db.read();
+        let tx = db.begin_read().map_err(redb_err)?;
+        let t = match tx.open_table(BLOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let found = t.get(id.as_bytes()).map_err(redb_err)?;
+        Ok(found.map(|g| {
+            let (segment, offset, len) = g.value();
+            Location { segment, offset, len }
+        }))
+    }
+
+    /// Looks several blobs up: the memtable first, then redb in one read transaction.
+    pub(crate) fn blobs(&self, ids: &[BlobId]) -> Result<Vec<Option<Location>>> {
+        let mut out: Vec<Option<Location>> = {
+            let mem = self.mem.read();
+            ids.iter().map(|id| mem.blob(id)).collect()
+        };
+        if out.iter().all(Option::is_some) {
+            return Ok(out);
+        }
+        let db = self.db.read();
+        let tx = db.begin_read().map_err(redb_err)?;
+        let t = match tx.open_table(BLOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
+            Err(e) => return Err(redb_err(e)),
+        };
+        for (id, slot) in ids.iter().zip(&mut out) {
+            if slot.is_none() {
+                *slot = t.get(id.as_bytes()).map_err(redb_err)?.map(|g| {
+                    let (segment, offset, len) = g.value();
+                    Location { segment, offset, len }
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Number of blobs in redb (for stats and tests).
+    pub(crate) fn blob_count(&self) -> Result<u64> {
+        let db = self.db.read();
+        let tx = db.begin_read().map_err(redb_err)?;
+        match tx.open_table(BLOBS) {
+            Ok(t) => t.len().map_err(redb_err),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+            Err(e) => Err(redb_err(e)),
+        }
+    }
+
+    /// The next chat id to hand out (one past the highest created).
+    pub(crate) fn next_chat(&self) -> Result<u64> {
+        let tx = self.db.read().begin_read().map_err(redb_err)?;
+        match tx.open_table(META) {
+            Ok(m) => Ok(m.get("next_chat").map_err(redb_err)?.map(|g| g.value()).unwrap_or(1)),
+            Err(redb::TableError::TableDoesNotExist(_)) => Ok(1),
+            Err(e) => Err(redb_err(e)),
+        }
+    }
+}
+
+/// Messages listed per write transaction by [`list_body_texts_in`].
+const BODY_TEXTS_BATCH: usize = 256;
+
+/// [`Index::list_body_texts`] on the database `db` gives (taken briefly for each
+/// transaction: `body` may read the index).
+pub(super) fn list_body_texts_in<D: std::ops::Deref<Target = Database>>(
+    db: impl Fn() -> D,
+    body: &dyn Fn(&[u8; 32]) -> Result<Blob>,
+) -> Result<u64> {
+    let mut done = 0;
+    let mut from: MsgKey = (0, 0, 0);
+    loop {
+        let todo: Vec<(MsgKey, [u8; 32])> = {
+            let tx = db().begin_read().map_err(redb_err)?;
+            let t = match tx.open_table(BODY_TEXTS_TODO) {
+                Ok(t) => t,
+                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(done),
+                Err(e) => return Err(redb_err(e)),
+            };
+            let mut v = Vec::new();
+            for item in t.range(from..).map_err(redb_err)?.take(BODY_TEXTS_BATCH) {
+                let (k, b) = item.map_err(redb_err)?;
+                v.push((k.value(), b.value()));
+            }
+            v
+        };
+        let Some(&((c, s, r), _)) = todo.last() else { return Ok(done) };
+        from = (c, s, r.saturating_add(1));
+        let mut listed = Vec::with_capacity(todo.len());
+        for (key, b) in todo {
+            let texts = body(&b).and_then(|blob| {
+                crate::record::body_texts(&blob)
+                    .map_err(|e| Error::index_msg(format!("body blob {}: {e}", BlobId(b))))
+            });
+            match texts {
+                Ok(t) => listed.push((key, t)),
+                Err(e) => {
+                    tracing::warn!(error = %e, chat = key.0, seq = key.1, "a message body's texts cannot be listed; read_context will not find them")
+                }
+            }
+        }
+        let mut tx = db().begin_write().map_err(redb_err)?;
+        tx.set_durability(RedbDurability::None).map_err(redb_err)?;
+        {
+            let mut queued = tx.open_table(BODY_TEXTS_TODO).map_err(redb_err)?;
+            let mut inline = tx.open_table(INLINE_TEXTS).map_err(redb_err)?;
+            let mut by_chat = tx.open_table(CHAT_INLINE_TEXTS).map_err(redb_err)?;
+            for (key, texts) in &listed {
+                // Still queued: not taken by a deletion of its chat since it was read.
+                if queued.remove(*key).map_err(redb_err)?.is_some() {
+                    history::add_texts(&mut inline, &mut by_chat, *key, texts)?;
+                    done += 1;
+                }
+            }
+        }
+        tx.commit().map_err(redb_err)?;
+        if r == u64::MAX {
+            return Ok(done);
+        }
+    }
+}
