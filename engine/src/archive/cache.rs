@@ -246,12 +246,8 @@ impl Chunked {
         while out.len() < r.len() && k < self.chunks.len() {
             let start = self.start_of(k) as usize;
             let p = self.piece(k)?;
-            let mut whole = Vec::new();
-            for part in [&p.head[..], p.text.as_bytes(), &p.tail[..]] {
-                whole.push(part);
-            }
             let mut at = start;
-            for part in whole {
+            for part in [&p.head[..], p.text.as_bytes(), &p.tail[..]] {
                 let (lo, hi) = (r.start.max(at), r.end.min(at + part.len()));
                 if lo < hi {
                     out.extend_from_slice(&part[lo - at..hi - at]);
