@@ -2,7 +2,9 @@
 //! an unreferenced blob older than the grace period is deleted (row and object), a fresh
 //! unreferenced one (an upload whose write may still be in flight) is kept, every referenced
 //! one is kept and reads back verified from a fresh process, and a process that still holds
-//! a collected blob in its replica uploads it again when a write references it.
+//! a collected blob in its replica uploads it again when a write references it. In S3, an
+//! object without a row goes once older than the grace period; one not named by a blob id
+//! stays.
 //!
 //! A file of its own: the test tells the blobs each step stored by the rows that appeared,
 //! so no other test may write to the server meanwhile (cargo runs test binaries one after
@@ -89,7 +91,34 @@ fn collect_one(name: &str, url: &str, pg: &mut postgres::Client, bucket: Option<
         }
     }
 
+    // Objects without a row (S3 only): content uploaded whose row is gone, one old and one
+    // fresh, and an object whose name is no blob id (someone else's file in the bucket).
+    let orphan = |tag: &str, age: Duration| {
+        let p = object(undertext::BlobId::of(owner(tag).as_bytes()).as_bytes())?;
+        std::fs::write(&p, b"an object no row names").unwrap();
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        f.set_modified(std::time::SystemTime::now() - age).unwrap();
+        Some(p)
+    };
+    let old_orphan = orphan("old-orphan", Duration::from_secs(7200));
+    let fresh_orphan = orphan("fresh-orphan", Duration::ZERO);
+    let foreign = bucket.as_ref().map(|b| b.join("t").join("notes.txt"));
+    if let Some(f) = &foreign {
+        std::fs::write(f, b"not a blob").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_modified(std::time::SystemTime::now() - Duration::from_secs(7200))
+            .unwrap();
+    }
+
     let report = Store::gc(url, opts()).unwrap();
+    if let (Some(old), Some(fresh), Some(foreign)) = (&old_orphan, &fresh_orphan, &foreign) {
+        assert!(!old.exists(), "{name}: an old object without a row is deleted: {}", old.display());
+        assert!(fresh.exists(), "{name}: a fresh object without a row is kept (an upload in flight)");
+        assert!(foreign.exists(), "{name}: an object not named by a blob id is never touched");
+    }
     assert!(report.deleted_chats >= 2, "{name}: {report:?}");
     assert!(report.blobs_removed >= 1, "{name}: {report:?}");
     assert!(report.records_after < report.records_before, "{name}: {report:?}");
@@ -131,6 +160,11 @@ fn collect_one(name: &str, url: &str, pg: &mut postgres::Client, bucket: Option<
     Store::gc(url, opts().gc_grace(Duration::ZERO)).unwrap();
     let after = rows(pg);
     assert!(fresh.iter().all(|id| !after.contains(id)), "{name}: no grace, the fresh unreferenced blob goes");
+    if let (Some(fresh), Some(foreign)) = (&fresh_orphan, &foreign) {
+        assert!(!fresh.exists(), "{name}: no grace, the fresh object without a row goes");
+        assert!(foreign.exists(), "{name}: still never touched");
+        std::fs::remove_file(foreign).unwrap();
+    }
     let reader = Store::open(url, opts()).unwrap();
     assert_eq!(&*reader.get_blob(&o, &big_id).unwrap(), big.as_slice(), "{name}");
     assert_eq!(texts(&reader, &o, live), vec![live_text], "{name}");

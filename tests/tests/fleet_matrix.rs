@@ -50,6 +50,13 @@ fn backends() -> Vec<Backend> {
         if let Some(s3) = s3_url(&url) {
             out.push(Backend { name: "fleet+s3", store: Store::open(&s3, opts()).unwrap(), _dir: None });
         }
+        if let Some(tls) = s3_tls_url(&url) {
+            out.push(Backend {
+                name: "fleet+s3+https",
+                store: Store::open(&tls, opts()).unwrap(),
+                _dir: None,
+            });
+        }
     } else {
         eprintln!(
             "fleet backend skipped: UNDERTEXT_FLEET_URL is not set (or built without the feature `fleet`)"
@@ -62,6 +69,13 @@ fn backends() -> Vec<Backend> {
 /// set by scripts/fleet-servers), if this run has one.
 fn s3_url(url: &str) -> Option<String> {
     let params = std::env::var("UNDERTEXT_FLEET_S3").ok().filter(|p| !p.is_empty())?;
+    Some(format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' }))
+}
+
+/// The fleet URL with blobs in S3 behind an `https://` endpoint (`UNDERTEXT_FLEET_S3_TLS`: the
+/// same s3s-fs behind scripts/tls-proxy, with `s3_ca=` naming the test authority).
+fn s3_tls_url(url: &str) -> Option<String> {
+    let params = std::env::var("UNDERTEXT_FLEET_S3_TLS").ok().filter(|p| !p.is_empty())?;
     Some(format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' }))
 }
 
@@ -443,4 +457,39 @@ fn fleet_s3_a_corrupted_object_is_refused_on_read_naming_the_blob_and_its_key() 
     assert!(text.contains(&format!("object t/{id}")), "{text}");
     // The writer's replica (the cache) still serves its verified copy.
     assert_eq!(&*a.get_blob(&alice, &id).unwrap(), content.as_slice());
+}
+
+#[test]
+fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_certificate() {
+    let Some(url) = fleet_url() else { return };
+    let Some(tls) = s3_tls_url(&url) else {
+        eprintln!("skipped: UNDERTEXT_FLEET_S3_TLS is not set (scripts/fleet-servers sets it)");
+        return;
+    };
+    let dir = std::path::PathBuf::from(std::env::var("UNDERTEXT_FLEET_S3_DIR").unwrap());
+    let alice = owner("s3-tls");
+    let content = format!("a tool result sent over TLS {}", owner("tls")).into_bytes();
+    let a = Store::open(&tls, opts()).unwrap();
+    let id = a.put_blob(&alice, &content).unwrap();
+    // The object went through the proxy into the same bucket, under the TLS run's prefix.
+    assert!(dir.join("tls").join(id.to_string()).exists(), "object tls/{id} in the bucket");
+    let b = Store::open(&tls, opts()).unwrap();
+    assert_eq!(&*b.get_blob(&alice, &id).unwrap(), content.as_slice(), "read back over TLS by another open");
+
+    // Without the test authority the server's certificate is not trusted: a clear error, and
+    // nothing is sent to the server (no object appears).
+    let untrusted: String = tls.split('&').filter(|p| !p.starts_with("s3_ca=")).collect::<Vec<_>>().join("&");
+    let other = format!("never stored: untrusted TLS {}", owner("untrusted")).into_bytes();
+    let c = Store::open(&untrusted, opts()).unwrap();
+    let e = c.put_blob(&alice, &other).unwrap_err();
+    let text = e.to_string();
+    assert!(matches!(e, Error::Backend { .. }), "{text}");
+    assert!(text.contains("certificate"), "the error names the certificate problem: {text}");
+    let never = undertext::BlobId::of(&other);
+    assert!(!dir.join("tls").join(never.to_string()).exists(), "nothing uploaded without trust");
+
+    // A CA bundle that is not there is refused when the store opens, naming the file.
+    let missing = format!("{untrusted}&s3_ca=/nonexistent/ca.pem");
+    let e = Store::open(&missing, opts()).unwrap_err().to_string();
+    assert!(e.contains("/nonexistent/ca.pem"), "{e}");
 }

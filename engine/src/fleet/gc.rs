@@ -13,6 +13,10 @@
 //!    rows are marked `doomed` (committed), then, in one transaction holding their row locks,
 //!    the S3 objects are deleted and the rows with them. Blobs in S3 are collected only when
 //!    the URL names the bucket (`?blobs=s3://…`); otherwise they are left as they are.
+//! 4. **Objects without a row** (S3 only): listed under the prefix, an object named by a blob
+//!    id that has no `ut_blobs` row and was last modified longer ago than the grace period is
+//!    deleted, under a held row so that a writer uploading the same content waits and then
+//!    uploads it again. Objects whose names are not blob ids are never touched.
 //!
 //! Writers cooperate (`pg.rs`): an upload first inserts the row or marks it fresh and not
 //! doomed, waiting on the sweep's row lock; a write that references a blob it did not upload
@@ -110,6 +114,21 @@ pub(crate) fn collect(fleet: &Fleet, core: &Core, grace: Duration) -> Result<GcR
     for group in old.chunks(SWEEP_GROUP) {
         report.blobs_removed += sweep(fleet, &mut c, group, secs)?;
     }
+    // 4. Objects without a row (an upload whose row a collection without grace removed, or
+    //    a catalog restored from an older backup): older than the grace period, they go.
+    if let Some(s3) = &fleet.s3 {
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let orphans: Vec<BlobId> = s3
+            .list()?
+            .into_iter()
+            .filter(|(_, at)| now.saturating_sub(*at) >= grace.as_secs())
+            .filter_map(|(key, _)| key.strip_prefix(s3.prefix()).and_then(|hex| hex.parse::<BlobId>().ok()))
+            .collect();
+        for group in orphans.chunks(SWEEP_GROUP) {
+            report.blobs_removed += sweep_orphans(fleet, &mut c, group)?;
+        }
+    }
     fleet.put(c);
     let mut c = fleet.client()?;
     let (records_after, bytes_after) = catalog_size(fleet, &mut c)?;
@@ -151,6 +170,35 @@ fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -
         .map_err(|e| fleet.err("delete doomed blobs", &e))?;
     tx.commit().map_err(|e| fleet.err("commit the sweep", &e))?;
     Ok(n)
+}
+
+/// Deletes the objects of `group` that have no `ut_blobs` row. In one transaction, a doomed
+/// row is inserted for each id that has none (an id with a row, or whose row a writer is
+/// inserting, is skipped: its writer owns it), which holds the id against writers: a writer's
+/// upsert of the same id waits for this transaction, then inserts its own row and, finding
+/// the object gone, uploads it again. Then the objects and the rows go; returns how many.
+fn sweep_orphans(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId]) -> Result<u64> {
+    let Some(s3) = &fleet.s3 else { return Ok(0) };
+    let ids: Vec<&[u8]> = group.iter().map(|id| id.as_bytes().as_slice()).collect();
+    let mut tx = c.transaction().map_err(|e| fleet.err("begin the sweep of objects without a row", &e))?;
+    let rows = tx
+        .query(
+            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload, doomed) \
+             SELECT i, 0, 0, 0, ''::bytea, true FROM unnest($1::bytea[]) AS i \
+             ON CONFLICT (id) DO NOTHING RETURNING id",
+            &[&ids],
+        )
+        .map_err(|e| fleet.err("hold objects without a row", &e))?;
+    let mut gone: Vec<Vec<u8>> = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id = fleet.blob_id(row, 0)?;
+        s3.delete(&s3.key(&id.to_string()))?;
+        gone.push(id.0.to_vec());
+    }
+    tx.execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
+        .map_err(|e| fleet.err("delete the held rows", &e))?;
+    tx.commit().map_err(|e| fleet.err("commit the sweep of objects without a row", &e))?;
+    Ok(gone.len() as u64)
 }
 
 /// Every manifest the remote stores: its id → its chunks.

@@ -2,9 +2,10 @@
 //! parameters taken out before the rest goes to PostgreSQL:
 //!
 //! * `blobs=postgres` (default): blobs in the `ut_blobs` table;
-//! * `blobs=s3://bucket/prefix`: blobs in S3-compatible object storage, with `s3_endpoint=`,
-//!   `s3_region=`, `s3_key=`, `s3_secret=` (each else from `AWS_ENDPOINT_URL`, `AWS_REGION`,
-//!   `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`);
+//! * `blobs=s3://bucket/prefix`: blobs in S3-compatible object storage, with `s3_endpoint=`
+//!   (`http://` or `https://`), `s3_region=`, `s3_key=`, `s3_secret=`, `s3_ca=` (each else from
+//!   `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//!   `AWS_CA_BUNDLE`);
 //! * `cache=DIR`: where the local replica of each open store is made (default: the system's
 //!   temporary directory); it is removed when the store closes.
 
@@ -55,7 +56,7 @@ impl FleetUrl {
         let mut kept = Vec::new();
         let mut cache = None;
         let mut s3: Option<S3Url> = None;
-        let (mut endpoint, mut region, mut key, mut secret) = (None, None, None, None);
+        let (mut endpoint, mut region, mut key, mut secret, mut ca) = (None, None, None, None, None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
@@ -74,6 +75,7 @@ impl FleetUrl {
                 "s3_region" => region = Some(v.to_string()),
                 "s3_key" => key = Some(v.to_string()),
                 "s3_secret" => secret = Some(v.to_string()),
+                "s3_ca" => ca = Some(PathBuf::from(v)),
                 "cache" => {
                     if v.is_empty() {
                         return Err(bad("cache=: expected a directory".into()));
@@ -84,7 +86,8 @@ impl FleetUrl {
             }
         }
         if let Some(u) = &mut s3 {
-            (u.endpoint, u.region, u.access_key, u.secret_key) = (endpoint, region, key, secret);
+            (u.endpoint, u.region, u.access_key, u.secret_key, u.ca_file) =
+                (endpoint, region, key, secret, ca);
         }
         let postgres = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
         Ok(FleetUrl { shown: hide_password(&postgres), postgres, cache, s3 })
