@@ -99,12 +99,23 @@ struct State {
     full_refusals: u64,
 }
 
+/// What runs at a named step (see [`Controller::on_step`]).
+type StepHook = Box<dyn FnMut(&str) + Send>;
+
 /// The fault controller of one store directory. Unregistered when dropped.
-#[derive(Debug)]
 pub struct Controller {
     dir: PathBuf,
     canonical: PathBuf,
     state: Mutex<State>,
+    /// Runs at each named step of the engine's work on this directory (see
+    /// [`Controller::on_step`]); taken out while it runs, so steps it causes do not call it.
+    step: Mutex<Option<StepHook>>,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").field("dir", &self.dir).finish_non_exhaustive()
+    }
 }
 
 static REGISTRY: Mutex<Vec<Arc<Controller>>> = Mutex::new(Vec::new());
@@ -131,7 +142,12 @@ impl Drop for Installed {
 /// counting, failing nothing.
 pub fn install(dir: &Path) -> Result<Installed> {
     let canonical = dir.canonicalize()?;
-    let c = Arc::new(Controller { dir: dir.to_path_buf(), canonical, state: Mutex::new(State::default()) });
+    let c = Arc::new(Controller {
+        dir: dir.to_path_buf(),
+        canonical,
+        state: Mutex::new(State::default()),
+        step: Mutex::new(None),
+    });
     {
         let mut s = c.state.lock();
         c.snapshot_names(&mut s)?;
@@ -163,7 +179,46 @@ fn read_old(file: &File, at: u64, len: u64) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Runs the step hook of the controller of the directory `at` is under, if it has one, with
+/// `name`: a point in the engine's work where a test may act (e.g. run a `gc` between two
+/// reads of a read-only refresh) deterministically, instead of hoping a thread lands there.
+pub(crate) fn step(at: &Path, name: &str) {
+    let Some(c) = lookup(at) else { return };
+    let hook = c.step.lock().take();
+    if let Some(mut f) = hook {
+        f(name);
+        let mut slot = c.step.lock();
+        if slot.is_none() {
+            *slot = Some(f);
+        }
+    }
+}
+
 impl Controller {
+    /// Calls `f` with the step's name at each named step of the engine's work on this
+    /// directory (today: the steps of a read-only open's scan of the log, `"scan:listed"`,
+    /// `"scan:opened"`, `"scan:read"`, `"scan:done"`). Steps that `f` itself causes do not
+    /// call it again.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = undertext::Store::open(dir.path(), undertext::Options::default())?;
+    /// let faults = undertext::fault::install(dir.path())?;
+    /// let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// let s = seen.clone();
+    /// faults.on_step(move |name| s.lock().unwrap().push(name.to_string()));
+    /// let reader = undertext::Store::open_read_only(dir.path())?;
+    /// reader.refresh()?;
+    /// assert!(seen.lock().unwrap().iter().any(|n| n == "scan:done"));
+    /// # drop(store);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn on_step(&self, f: impl FnMut(&str) + Send + 'static) {
+        *self.step.lock() = Some(Box::new(f));
+    }
+
     /// Fails operation number `n` (1-based, counting from install) with `kind`, once.
     pub fn fail_at(&self, n: u64, kind: FaultKind) {
         self.state.lock().fail = Some((n, kind, false));

@@ -56,6 +56,14 @@ fn check(_op: Op, _at: &Path, _file: Option<&File>) -> Result<()> {
     Ok(())
 }
 
+/// A named step of the engine's work on files under `at`, where a fault build's test may act
+/// (see `fault::Controller::on_step`); nothing in a normal build.
+#[inline(always)]
+pub(crate) fn step(_at: &Path, _name: &str) {
+    #[cfg(feature = "fault-injection")]
+    fault::step(_at, _name);
+}
+
 /// Opens (or creates) `path` with `opts`, never following a symbolic link at `path`.
 #[inline]
 pub(crate) fn open(opts: &OpenOptions, path: &Path) -> Result<File> {

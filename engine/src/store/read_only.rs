@@ -137,8 +137,16 @@ impl Follower {
     /// `reader`. Never writes.
     fn scan(&self, reader: &LogReader) -> Result<(Scan, u64)> {
         let mut st = self.state.lock();
+        crate::io::step(&self.logd, "scan:start");
         self.check_not_replaced(&st)?;
-        let segs = list_segments(&self.logd)?;
+        let segs = match list_segments(&self.logd) {
+            Ok(s) => s,
+            Err(e) => {
+                self.check_dir()?;
+                return Err(e);
+            }
+        };
+        crate::io::step(&self.logd, "scan:listed");
         let Some(&last) = segs.last() else {
             return Err(Error::corrupt(
                 1,
@@ -165,7 +173,15 @@ impl Follower {
                 Some(f) => f,
                 None => {
                     let path = segment_path(&self.logd, n);
-                    let f = Arc::new(crate::io::open_read(&path).map_err(|e| Error::io("open", &path, e))?);
+                    // A segment listed but gone by the time it is opened: a `gc` swapped the
+                    // log in meanwhile, which is the error to give (open again), not the file's.
+                    let f = match crate::io::open_read(&path) {
+                        Ok(f) => Arc::new(f),
+                        Err(e) => {
+                            self.check_dir()?;
+                            return Err(Error::io("open", &path, e));
+                        }
+                    };
                     let m = f.metadata().map_err(|e| Error::io("stat", &path, e))?;
                     if !m.is_file() {
                         return Err(Error::corrupt(
@@ -179,12 +195,14 @@ impl Follower {
                     f
                 }
             };
+            crate::io::step(&self.logd, "scan:opened");
             let is_last = n == last;
             // The tail's segment is read from where the last scan stopped (what is before it
             // stays zeros, never touched), a new segment whole.
             let resume = st.tail.segment == n && st.tail.offset >= SEGMENT_HEADER_LEN as u64;
             let from = if resume { st.tail.offset } else { 0 };
             let mut bytes = read_all(&file, &segment_path(&self.logd, n), from)?;
+            crate::io::step(&self.logd, "scan:read");
             let mut off = if resume {
                 st.tail.offset as usize
             } else {
@@ -267,6 +285,7 @@ impl Follower {
             }
             st.tail = Position::new(n, off as u64);
             if is_last {
+                crate::io::step(&self.logd, "scan:done");
                 // A `gc` that swapped the log in while this scan listed and opened segments
                 // may have mixed the two logs' files: nothing of this scan is applied.
                 self.check_dir()?;
