@@ -131,12 +131,13 @@ impl Chat {
         self.chat().get(seq)
     }
 
-    /// Messages in `range` (current revision).
+    /// The messages in `range` that are not hidden (current revision).
     pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
         self.chat().range(range)
     }
 
-    /// Every message (current revision).
+    /// Every message that is not hidden (current revision); hidden ones too with
+    /// [`Snapshot::messages_with_hidden`].
     pub fn messages(&self) -> Result<Vec<Message>> {
         self.chat().messages()
     }
@@ -153,6 +154,59 @@ impl Chat {
     /// returns the new revision. The dropped messages stay readable at older revisions.
     pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
         self.chat().truncate(from_seq, expected_revision)
+    }
+
+    /// Hides the messages of `ranges` (soft deletion), if the chat is still at
+    /// `expected_revision`; returns the new revision. Like an edit, a hide is a new
+    /// revision: a checkpoint built before it is refused at publication, and a published
+    /// checkpoint or compaction record that covers a hidden message no longer applies to
+    /// the view (as after a truncation below its reach). Hidden messages leave the model
+    /// view, checkpoints and the default reads; their records stay in the log
+    /// ([`Snapshot::get`] and [`Snapshot::messages_with_hidden`] read them, and archives they
+    /// name stay readable by their owners). A tool call and its results are hidden together
+    /// or not at all: hiding one without the other is an [`Error::InvalidArgument`] naming
+    /// both. A truncation below a hidden message forgets it (a message appended at its seq
+    /// later is visible).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+    /// chat.append_batch(vec![NewMessage::user("a"), NewMessage::user("b"), NewMessage::user("c")])?;
+    /// let rev = chat.hide(&[0..1, 2..3], chat.revision())?;
+    /// assert_eq!(rev, 1);
+    /// assert_eq!(chat.messages()?.len(), 1);
+    /// assert!(chat.hide(&[1..2], 0).is_err()); // stale revision
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn hide(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
+        self.chat().hide(ranges, expected_revision)
+    }
+
+    /// [`Chat::hide`] and [`Chat::append_batch`] in one transaction: after a crash either
+    /// both happened or neither (a history's suffix replaced atomically). The appended
+    /// messages carry the new revision; returns it and their seqs.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Part, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+    /// chat.append_batch(vec![NewMessage::user("a"), NewMessage::assistant("long b")])?;
+    /// let (rev, seqs) = chat.hide_and_append(&[1..2], vec![NewMessage::assistant("short b")], 0)?;
+    /// assert_eq!((rev, seqs), (1, 2..3));
+    /// let live: Vec<_> = chat.messages()?.into_iter().map(|m| (m.seq, m.parts)).collect();
+    /// assert_eq!(live[1], (2, vec![Part::Text("short b".into())]));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn hide_and_append(
+        &self,
+        ranges: &[Range<u64>],
+        messages: Vec<NewMessage>,
+        expected_revision: u64,
+    ) -> Result<(u64, Range<u64>)> {
+        self.chat().hide_and_append(ranges, messages, expected_revision)
     }
 
     /// The chat as it was when `revision` ended (or now, for the current revision).

@@ -238,8 +238,8 @@ impl Cache<'_> {
     }
 }
 
-/// Where the settled history of `msgs` (the messages of `snap`, a snapshot of this chat)
-/// ends: before the protected tail (the last two user turns, bounded by `protect_max`
+/// Where the settled history of `msgs` (the live messages of `snap`, a snapshot of this
+/// chat; an index into `msgs`) ends: before the protected tail (the last two user turns, bounded by `protect_max`
 /// tokens, see [`crate::budget::tail`]) and before the step holding the first pending
 /// approval — always at a cut point, so a view that starts there never opens with a tool
 /// result. 0: nothing is settled yet.
@@ -286,7 +286,8 @@ pub(crate) fn settled_cut(
     // Responses anywhere in the chat answer requests before the cut.
     // The approval may sit inside a tool result: the cut moves back before its call.
     if let Some((seq, _)) = first_pending_by(msgs, &mut json) {
-        cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
+        let at = msgs.partition_point(|m| m.seq < seq);
+        cut = cut.min(tail::cut_at_or_before(msgs, at) as u64);
     }
     cut
 }
@@ -343,7 +344,10 @@ pub(crate) fn build_if_settled(
     }
     let core = chat.core().clone();
     let snap = chat.snapshot();
+    // Hidden messages are not summarized: the cut, the segments and their ids are of the
+    // live messages; a segment's range (in seqs) spans the hidden ones between them.
     let msgs = snap.messages()?;
+    let seq_at = |i: u64| msgs.get(i as usize).map_or(snap.len(), |m| m.seq);
     let cut = settled_cut(chat, &snap, &msgs, opts.protect_max_tokens);
     if cut == 0 {
         return Ok(None);
@@ -356,11 +360,12 @@ pub(crate) fn build_if_settled(
     // Interrupted work: completed steps of every recorded attempt of a settled turn whose
     // messages are no longer in the chat (a retry truncated them) are source material
     // too, in order, with the segment where their turn starts.
-    let lost = lost_steps(chat, &msgs[..cut as usize])?;
+    let lost = lost_steps(chat, &snap, &msgs[..cut as usize])?;
     let e = core.opts.estimator.clone();
     let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
     for r in segments(&msgs[..cut as usize], tokens, opts.segment_tokens) {
         let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
+        let r = if r.start == 0 { 0 } else { seq_at(r.start) }..seq_at(r.end);
         for (turn_start, extra) in &lost {
             if r.contains(turn_start) {
                 part.extend(extra.iter().cloned());
@@ -429,8 +434,18 @@ pub(crate) fn build_if_settled(
 }
 
 /// For each settled user turn, the messages of completed steps of its recorded attempts
-/// that are no longer in the chat, keyed by the seq where the turn starts.
-fn lost_steps(chat: &ChatRef<'_>, settled: &[Message]) -> Result<Vec<(u64, Vec<Message>)>> {
+/// that are no longer in the chat, keyed by the seq where the turn starts. A message hidden
+/// on purpose is not lost: its version still in the chat stays out of the summary.
+fn lost_steps(
+    chat: &ChatRef<'_>,
+    snap: &crate::history::Snapshot,
+    settled: &[Message],
+) -> Result<Vec<(u64, Vec<Message>)>> {
+    let inner = &snap.inner;
+    let hidden_here = |m: &Message| {
+        inner.hidden.contains(m.seq)
+            && inner.entries.get(m.seq as usize).is_some_and(|e| e.revision == m.revision)
+    };
     let mut out = Vec::new();
     let mut turn_starts: Vec<(u64, u64)> = Vec::new();
     for m in settled {
@@ -444,10 +459,11 @@ fn lost_steps(chat: &ChatRef<'_>, settled: &[Message]) -> Result<Vec<(u64, Vec<M
             for step in attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
             {
                 for m in step.messages {
+                    let at = settled.partition_point(|c| c.seq < m.seq);
                     let present = settled
-                        .get(m.seq as usize)
-                        .is_some_and(|c| c.revision == m.revision && c.parts == m.parts);
-                    if !present {
+                        .get(at)
+                        .is_some_and(|c| c.seq == m.seq && c.revision == m.revision && c.parts == m.parts);
+                    if !present && !hidden_here(&m) {
                         extra.push(m);
                     }
                 }
@@ -511,6 +527,9 @@ pub(crate) fn estimate_after_checkpoint(chat: &ChatRef<'_>) -> Result<u64> {
     let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
     for seq in base..inner.len {
         let Some(entry) = inner.entries.get(seq as usize) else { continue };
+        if inner.hidden.contains(seq) {
+            continue;
+        }
         raw += match entry.tokens.get() {
             Some(t) => *t,
             // Not cached on failure: a transient read error must not count as 0 forever.

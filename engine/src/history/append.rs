@@ -138,7 +138,7 @@ impl ChatRef<'_> {
 
     /// Appends messages atomically: after a crash all of them are there or none.
     pub(crate) fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, None, None).map(|(_, r, _)| r)
     }
 
     /// The work of `Chat::append_with_blobs` (documented there).
@@ -147,7 +147,17 @@ impl ChatRef<'_> {
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
     ) -> Result<(Vec<BlobId>, Range<u64>)> {
-        self.append_inner(blobs, messages, None).map(|(ids, r, _)| (ids, r))
+        self.append_inner(blobs, messages, None, None).map(|(ids, r, _)| (ids, r))
+    }
+
+    /// Hides messages and appends `messages` in one transaction (see `history::hide`):
+    /// returns the new revision and the appended seqs.
+    pub(super) fn append_hiding(
+        &self,
+        messages: Vec<NewMessage>,
+        hide: super::hide::HideArgs<'_>,
+    ) -> Result<(u64, Range<u64>)> {
+        self.append_inner(&[], messages, None, Some(hide)).map(|(_, r, rev)| (rev, r))
     }
 
     fn append_inner(
@@ -155,6 +165,7 @@ impl ChatRef<'_> {
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
         step: Option<(StepTag, bool)>,
+        hide: Option<super::hide::HideArgs<'_>>,
     ) -> Result<(Vec<BlobId>, Range<u64>, u64)> {
         for (i, m) in messages.iter().enumerate() {
             check_message(m, i)?;
@@ -198,6 +209,13 @@ impl ChatRef<'_> {
             )));
         }
         let now = now_ms();
+        let (revision, hidden) = match hide {
+            Some(h) => {
+                let (rev, hidden) = self.hide_records(&w, h, &mut txn, now)?;
+                (rev, Some(hidden))
+            }
+            None => (w.revision, None),
+        };
         let base = w.len;
         let mut turn = w.last_turn;
         let mut pending = Vec::with_capacity(messages.len());
@@ -213,7 +231,7 @@ impl ChatRef<'_> {
             let rec = MsgRec {
                 chat: chat.0,
                 seq,
-                revision: w.revision,
+                revision,
                 role: m.role.code(),
                 turn,
                 at_ms: now,
@@ -230,7 +248,7 @@ impl ChatRef<'_> {
                 stream_id: tag.stream_id.clone(),
                 step: tag.step,
                 complete: *complete,
-                revision: w.revision,
+                revision,
                 seqs: (base..base + messages.len() as u64).collect(),
                 at_ms: now,
             };
@@ -241,7 +259,7 @@ impl ChatRef<'_> {
         for (at, seq, role, turn, starts) in pending {
             let e = Entry {
                 seq,
-                revision: w.revision,
+                revision,
                 role,
                 turn,
                 starts_turn: starts,
@@ -254,12 +272,13 @@ impl ChatRef<'_> {
             };
             let _ = w.entries.set(seq as usize, e);
         }
+        w.hidden = super::hide::hidden_after(&w, hidden);
+        w.revision = revision;
         w.len = base + messages.len() as u64;
         w.last_turn = turn;
         w.last_ms = now;
         w.last_end = c.end;
         self.state.publish(&w);
-        let revision = w.revision;
         drop(w);
         core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;
         Ok((ids, base..base + messages.len() as u64, revision))
@@ -283,7 +302,7 @@ impl ChatRef<'_> {
             )));
         }
         let tag = StepTag { turn, stream_id: stream_id.to_string(), step };
-        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete))).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete)), None).map(|(_, r, _)| r)
     }
 }
 

@@ -130,6 +130,7 @@ impl ChatRef<'_> {
                 compactions: cur.compactions.clone(),
                 calibration: cur.calibration.clone(),
                 checkpoint: cur.checkpoint.clone(),
+                hidden: Arc::new(super::load::hidden_at(&tx, self.id(), revision)?),
                 core: core.clone(),
             }),
         })

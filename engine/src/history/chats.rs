@@ -39,6 +39,7 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
         compactions: Arc::new(Vec::new()),
         calibration: Arc::new(Default::default()),
         checkpoint: None,
+        hidden: Default::default(),
         last_end: committed.end,
     };
     chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));

@@ -173,6 +173,9 @@ impl ChatRef<'_> {
         w.last_turn =
             if from_seq == 0 { 0 } else { entries.get(from_seq as usize - 1).map_or(0, |e| e.turn) };
         w.entries = Arc::new(entries);
+        if !w.hidden.is_empty() {
+            w.hidden = Arc::new(w.hidden.truncated(from_seq));
+        }
         w.len = from_seq;
         w.revision = revision;
         w.last_ms = now;

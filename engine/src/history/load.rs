@@ -3,9 +3,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::hidden::Hidden;
 use super::state::{Entry, Writer};
 use crate::error::{Error, Result};
-use crate::index::{CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, MESSAGES, MsgVal, PINS, REVISIONS};
+use crate::index::{
+    CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, HIDDEN, MESSAGES, MsgVal, PINS, REVISIONS,
+};
 use crate::log::{Location, Position};
 use crate::model::{ChatId, ChatMeta, Pin};
 use crate::record::{self, CompactionRec, MetaRec};
@@ -121,6 +124,46 @@ pub(crate) fn len_at_end_of(tx: &redb::ReadTransaction, chat: ChatId, revision: 
     Ok(t.get((chat.0, revision + 1)).map_err(redb_err)?.map(|g| g.value().1))
 }
 
+/// The messages of `chat` hidden as of `revision`: every hide up to it, less what a later
+/// truncation (up to it) dropped.
+pub(crate) fn hidden_at(tx: &redb::ReadTransaction, chat: ChatId, revision: u64) -> Result<Hidden> {
+    let hides = match tx.open_table(HIDDEN) {
+        Ok(t) => t,
+        // A store written before soft deletion: nothing is hidden.
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Hidden::default()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    // (revision, Some(range)) for a hide, (revision, None) and the length for a truncation.
+    let mut events: Vec<(u64, std::ops::Range<u64>, bool)> = Vec::new();
+    for item in hides.range((chat.0, 0, 0)..=(chat.0, revision, u64::MAX)).map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        let (_, rev, start) = k.value();
+        events.push((rev, start..v.value(), false));
+    }
+    if events.is_empty() {
+        return Ok(Hidden::default());
+    }
+    let revs = tx.open_table(REVISIONS).map_err(redb_err)?;
+    for item in revs.range((chat.0, 0)..=(chat.0, revision)).map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        let (_, rev) = k.value();
+        let (_, _, len_after, truncate) = v.value();
+        if truncate {
+            events.push((rev, len_after..len_after, true));
+        }
+    }
+    events.sort_by_key(|(rev, ..)| *rev);
+    let mut out = Hidden::default();
+    for (rev, range, truncate) in events {
+        if truncate {
+            out = out.truncated(range.start);
+        } else {
+            out.add([range], rev);
+        }
+    }
+    Ok(out)
+}
+
 /// The pages pinned in `chat`.
 pub(crate) fn pins_of(tx: &redb::ReadTransaction, chat: ChatId) -> Result<Vec<Pin>> {
     let t = match tx.open_table(PINS) {
@@ -228,6 +271,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         compactions: Arc::new(compactions),
         calibration: Arc::new(calibration),
         checkpoint: checkpoint_of(core, &tx, chat)?,
+        hidden: Arc::new(hidden_at(&tx, chat, row.revision)?),
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))

@@ -9,6 +9,8 @@ mod cache;
 mod chat;
 mod chats;
 mod edit;
+mod hidden;
+mod hide;
 mod load;
 mod snap;
 mod state;

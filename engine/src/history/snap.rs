@@ -106,24 +106,80 @@ impl Snapshot {
         read_message(&self.inner.core, self.inner.chat, e.loc)
     }
 
-    /// Messages `range.start..range.end`; a range past the end is an error giving the length.
-    pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+    /// True when message `seq` is hidden ([`Chat::hide`](crate::Chat::hide)): its record
+    /// stays (and [`get`](Self::get) reads it), but views, checkpoints and the default reads
+    /// ([`range`](Self::range), [`messages`](Self::messages), [`iter`](Self::iter)) skip it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+    /// chat.append_batch(vec![NewMessage::user("hi"), NewMessage::assistant("oops"), NewMessage::user("go on")])?;
+    /// chat.hide(&[1..2], chat.revision())?;
+    /// let snap = chat.snapshot();
+    /// assert!(snap.is_hidden(1) && !snap.is_hidden(2));
+    /// assert_eq!(snap.messages()?.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![0, 2]);
+    /// assert_eq!(snap.messages_with_hidden()?.len(), 3);
+    /// assert_eq!(snap.hidden(), vec![1..2]);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn is_hidden(&self, seq: u64) -> bool {
+        self.inner.hidden.contains(seq)
+    }
+
+    /// The hidden seqs, as sorted disjoint ranges (empty when nothing is hidden).
+    pub fn hidden(&self) -> Vec<Range<u64>> {
+        self.inner.hidden.merged().to_vec()
+    }
+
+    /// Number of messages that are not hidden.
+    pub fn live_len(&self) -> u64 {
+        let hidden: u64 = self
+            .inner
+            .hidden
+            .merged()
+            .iter()
+            .map(|r| r.end.min(self.inner.len).saturating_sub(r.start))
+            .sum();
+        self.inner.len - hidden.min(self.inner.len)
+    }
+
+    fn check_range(&self, range: &Range<u64>) -> Result<()> {
         if range.start > range.end || range.end > self.inner.len {
             return Err(Error::InvalidArgument(format!(
                 "range {}..{}: the chat has {} messages at revision {}",
                 range.start, range.end, self.inner.len, self.inner.revision
             )));
         }
+        Ok(())
+    }
+
+    /// The messages of `range.start..range.end` that are not hidden, in order; a range
+    /// past the end is an error giving the length.
+    pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        self.check_range(&range)?;
+        range.filter(|s| !self.is_hidden(*s)).map(|s| self.get(s)).collect()
+    }
+
+    /// Every message of `range.start..range.end`, hidden ones included.
+    pub fn range_with_hidden(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        self.check_range(&range)?;
         range.map(|s| self.get(s)).collect()
     }
 
-    /// Every message, in order.
+    /// Every message that is not hidden, in order.
     pub fn messages(&self) -> Result<Vec<Message>> {
         self.range(0..self.inner.len)
     }
 
-    /// An iterator over the messages, reading each as it goes.
+    /// Every message, hidden ones included, in order.
+    pub fn messages_with_hidden(&self) -> Result<Vec<Message>> {
+        self.range_with_hidden(0..self.inner.len)
+    }
+
+    /// An iterator over the messages that are not hidden, reading each as it goes.
     pub fn iter(&self) -> impl Iterator<Item = Result<Message>> + '_ {
-        (0..self.inner.len).map(|s| self.get(s))
+        (0..self.inner.len).filter(|s| !self.is_hidden(*s)).map(|s| self.get(s))
     }
 }

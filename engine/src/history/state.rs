@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicU64;
 
 use parking_lot::Mutex;
 
+use super::hidden::Hidden;
 use crate::blob::Verify;
 use crate::error::{Error, Result};
 use crate::log::{Location, Position};
@@ -56,6 +57,8 @@ pub(crate) struct SnapInner {
     pub compactions: Arc<Vec<CompactionRec>>,
     pub calibration: Arc<HashMap<String, f64>>,
     pub checkpoint: Option<Arc<Published>>,
+    /// The hidden messages (soft deletion).
+    pub hidden: Arc<Hidden>,
     pub core: Arc<Core>,
 }
 
@@ -80,6 +83,7 @@ pub(crate) struct Writer {
     pub compactions: Arc<Vec<CompactionRec>>,
     pub calibration: Arc<HashMap<String, f64>>,
     pub checkpoint: Option<Arc<Published>>,
+    pub hidden: Arc<Hidden>,
     /// End of the last batch written for this chat.
     pub last_end: Position,
 }
@@ -213,6 +217,7 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
         compactions: w.compactions.clone(),
         calibration: w.calibration.clone(),
         checkpoint: w.checkpoint.clone(),
+        hidden: w.hidden.clone(),
         core: core.clone(),
     }
 }

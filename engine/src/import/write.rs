@@ -192,7 +192,7 @@ pub fn import_sessions(
         };
         let chat = store.chat(owner, id)?;
         let snap = chat.snapshot();
-        let stored = if snap.is_empty() { Vec::new() } else { snap.messages()? };
+        let stored = if snap.is_empty() { Vec::new() } else { snap.messages_with_hidden()? };
         let common = stored.iter().zip(&s.messages).take_while(|(a, b)| same_message(a, b)).count();
         let mut kept = u64::MAX;
         if common < stored.len() {

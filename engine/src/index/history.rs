@@ -8,8 +8,8 @@ use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
 use crate::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MessageTexts, MetaRec,
-    PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, HideRec, MessageTexts,
+    MetaRec, PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind,
 };
 
 type Loc = (u64, u64, u32);
@@ -27,6 +27,9 @@ pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), MsgVal> = TableD
 /// (chat, revision) -> (seq, length before, length after, truncate?).
 pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
     TableDefinition::new("revisions");
+/// (chat, revision, start) -> end: the ranges of seqs hidden at each revision (soft
+/// deletion; see [`HideRec`]).
+pub(crate) const HIDDEN: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("hidden");
 /// (chat, version) -> metadata record location.
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
@@ -163,6 +166,7 @@ pub(crate) struct HistoryIndex<'t> {
     owners: redb::Table<'t, (&'static str, u64, u64), ()>,
     messages: redb::Table<'t, (u64, u64, u64), MsgVal>,
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
+    hidden: redb::Table<'t, (u64, u64, u64), u64>,
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
@@ -189,6 +193,7 @@ impl<'t> HistoryIndex<'t> {
             owners: tx.open_table(OWNER_CHATS).map_err(redb_err)?,
             messages: tx.open_table(MESSAGES).map_err(redb_err)?,
             revisions: tx.open_table(REVISIONS).map_err(redb_err)?,
+            hidden: tx.open_table(HIDDEN).map_err(redb_err)?,
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
@@ -283,6 +288,7 @@ impl<'t> HistoryIndex<'t> {
         let m = u64::MAX;
         self.messages.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.revisions.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
+        self.hidden.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.metas.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
         self.steps.retain_in((chat, 0, 0, 0)..=(chat, m, m, m), |_, _| false).map_err(redb_err)?;
         self.pins
@@ -390,6 +396,14 @@ impl<'t> HistoryIndex<'t> {
                 row.len = v.len_after;
                 row.last_ms = row.last_ms.max(v.at_ms);
             }
+            kind::HIDE => {
+                let h: HideRec = record::decode(&r.payload, "hide").map_err(|e| bad(r, e))?;
+                for &(start, end) in &h.ranges {
+                    self.hidden.insert((h.chat, h.revision, start), end).map_err(redb_err)?;
+                }
+                let row = self.row(h.chat, r)?;
+                row.last_ms = row.last_ms.max(h.at_ms);
+            }
             kind::STEP => {
                 let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;
                 self.steps
@@ -476,6 +490,7 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, OWNER_CHATS, out)?;
     diff_table(ours, theirs, MESSAGES, out)?;
     diff_table(ours, theirs, REVISIONS, out)?;
+    diff_table(ours, theirs, HIDDEN, out)?;
     diff_table(ours, theirs, METAS, out)?;
     diff_table(ours, theirs, STEPS, out)?;
     diff_table(ours, theirs, ARCHIVES, out)?;
@@ -500,6 +515,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(OWNER_CHATS).map_err(redb_err)?;
     tx.delete_table(MESSAGES).map_err(redb_err)?;
     tx.delete_table(REVISIONS).map_err(redb_err)?;
+    tx.delete_table(HIDDEN).map_err(redb_err)?;
     tx.delete_table(METAS).map_err(redb_err)?;
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
@@ -526,6 +542,7 @@ pub(crate) fn chat_of(k: u8, p: &[u8]) -> std::result::Result<Option<u64>, Strin
         kind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
         kind::MESSAGE => record::message_fields(p)?.chat,
         kind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
+        kind::HIDE => record::decode::<HideRec>(p, "hide")?.chat,
         kind::STEP => record::decode::<StepRec>(p, "step")?.chat,
         kind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
         kind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,

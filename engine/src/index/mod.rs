@@ -31,7 +31,7 @@ use crate::io::Journal;
 use crate::log::{Location, Position};
 pub(crate) use flush::entries_of;
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, GRANTS, HistoryIndex,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, GRANTS, HIDDEN, HistoryIndex,
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};

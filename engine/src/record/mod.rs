@@ -25,6 +25,7 @@ pub(crate) mod kind {
     /// Kind 13 is the blob manifest (`log::format::kind::MANIFEST`).
     pub const DELETE: u8 = 14;
     pub const GRANT: u8 = 15;
+    pub const HIDE: u8 = 16;
 }
 
 /// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.
@@ -190,6 +191,17 @@ pub(crate) struct RevRec {
     pub len_before: u64,
     /// The length right after this change.
     pub len_after: u64,
+    pub at_ms: u64,
+}
+
+/// Messages of a chat were hidden (soft deletion) at `revision`: each `(start, end)` is a
+/// range of seqs. Written in the same batch as the `revision` record of that revision. The
+/// messages' records stay in the log; views, checkpoints and the default reads skip them.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub(crate) struct HideRec {
+    pub chat: u64,
+    pub revision: u64,
+    pub ranges: Vec<(u64, u64)>,
     pub at_ms: u64,
 }
 
@@ -390,6 +402,7 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::CHECKPOINT => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
         kind::DELETE => decode::<DeleteRec>(payload, "delete").map(drop),
         kind::GRANT => decode::<GrantRec>(payload, "grant").map(drop),
+        kind::HIDE => decode::<HideRec>(payload, "hide").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

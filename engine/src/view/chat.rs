@@ -129,28 +129,40 @@ impl ChatView<'_> {
         let e = core.opts.estimator.clone();
         let inner = &snap.inner;
         // A published checkpoint stands for messages 0..reach while none of them changed
-        // since its base revision; the view then holds its summary and the messages after.
+        // (edited, or hidden) since its base revision; the view then holds its summary and
+        // the messages after.
         let unchanged_since = |r: std::ops::Range<u64>, rev: u64| {
             r.end <= inner.len
+                && !inner.hidden.hidden_since(&r, rev)
                 && (r.start..r.end).all(|i| inner.entries.get(i as usize).is_some_and(|e| e.revision <= rev))
         };
         let cp = inner.checkpoint.as_ref().filter(|p| unchanged_since(0..p.rec.reach, p.rec.base_revision));
         let base = cp.map_or(0, |p| p.rec.reach);
-        let msgs = snap.range(base..inner.len)?;
+        let msgs = snap.range_with_hidden(base..inner.len)?;
         let at = |seq: u64| &msgs[(seq - base) as usize];
+        // The rules (the protected tail, the last step, the leading system messages) see
+        // the live messages only: hidden ones are not in the view.
+        let live_owned: Vec<Message>;
+        let live: &[Message] = if inner.hidden.is_empty() {
+            &msgs
+        } else {
+            live_owned = msgs.iter().filter(|m| !inner.hidden.contains(m.seq)).cloned().collect();
+            &live_owned
+        };
+        let seq_at = |i: usize| live.get(i).map_or(inner.len, |m| m.seq);
         // An unchanged message's estimate is computed once per store and cached.
         let cached_tokens = |seq: u64, parts: &[Part]| match inner.entries.get(seq as usize) {
             Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, parts)),
             None => message_tokens(&*e, parts),
         };
-        let prot = base
-            + tail::protected_from(
-                &msgs,
-                |i| cached_tokens(base + i as u64, &msgs[i].parts),
-                budget.protect_limit(),
-            ) as u64;
+        let prot = seq_at(tail::protected_from(
+            live,
+            |i| cached_tokens(live[i].seq, &live[i].parts),
+            budget.protect_limit(),
+        ));
         // The last step: never previewed, even to avoid a refusal.
-        let last_step = base + tail::cut_at_or_before(&msgs, msgs.len().saturating_sub(1)) as u64;
+        let last_step =
+            if live.is_empty() { base } else { seq_at(tail::cut_at_or_before(live, live.len() - 1)) };
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
         // Compaction records still valid at this revision: every message they cover is
         // unchanged since they were made.
@@ -220,7 +232,7 @@ impl ChatView<'_> {
                 parts,
             });
         }
-        let lead = base + msgs.iter().take_while(|m| m.role == Role::System).count() as u64;
+        let lead = seq_at(live.iter().take_while(|m| m.role == Role::System).count());
         let mut seq = base;
         while seq < inner.len {
             if seq == lead && !inner.pins.is_empty() {
@@ -261,6 +273,10 @@ impl ChatView<'_> {
                     parts,
                 });
                 seq = *to;
+                continue;
+            }
+            if inner.hidden.contains(seq) {
+                seq += 1;
                 continue;
             }
             let m = at(seq);
@@ -350,8 +366,11 @@ impl ChatView<'_> {
         let entry = |i: u64| inner.entries.get(i as usize);
         let mut system = Vec::new();
         let mut seq = 0;
-        while seq < reach && entry(seq).is_some_and(|e| e.role == Role::System) {
-            system.push(snap.get(seq)?);
+        let hidden = |i: u64| inner.hidden.contains(i);
+        while seq < reach && (hidden(seq) || entry(seq).is_some_and(|e| e.role == Role::System)) {
+            if !hidden(seq) {
+                system.push(snap.get(seq)?);
+            }
             seq += 1;
         }
         let last_turn = inner.len.checked_sub(1).and_then(entry).map_or(0, |e| e.turn);
@@ -374,7 +393,7 @@ impl ChatView<'_> {
         for t in last_turn.saturating_sub(1).max(1)..=last_turn {
             let s = first_of(t);
             let opens = entry(s).is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
-            if opens && s >= seq && s < reach {
+            if opens && s >= seq && s < reach && !hidden(s) {
                 task.push(snap.get(s)?);
             }
         }
@@ -397,10 +416,13 @@ impl ChatView<'_> {
                 return Ok(None);
             }
             let e = self.chat.core().opts.estimator.clone();
+            // Only appends since the memo (a hide is a new revision): nothing here is hidden,
+            // but the default read would skip it anyway.
             let fresh = snap.range(m.len..inner.len)?;
             let mut raw = m.raw_estimate;
             let mut add = Vec::with_capacity(fresh.len());
-            for (seq, msg) in (m.len..inner.len).zip(fresh) {
+            for msg in fresh {
+                let seq = msg.seq;
                 let tokens = match inner.entries.get(seq as usize) {
                     Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, &msg.parts)),
                     None => message_tokens(&*e, &msg.parts),
@@ -537,7 +559,9 @@ impl ChatView<'_> {
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         for seq in 0..inner.len {
             let Some(entry) = inner.entries.get(seq as usize) else { continue };
-            raw += entry_tokens(entry, &snap, &*e)?;
+            if !inner.hidden.contains(seq) {
+                raw += entry_tokens(entry, &snap, &*e)?;
+            }
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
         Ok((raw as f64 * factor).ceil() as u64)
@@ -583,6 +607,9 @@ impl ChatView<'_> {
         let mut last = Vec::new();
         while from > 0 {
             from -= 1;
+            if inner.hidden.contains(from) {
+                continue;
+            }
             let m = snap.get(from)?;
             let cut = tail::is_cut_point(&m);
             last.push(m);
@@ -620,7 +647,9 @@ impl ChatView<'_> {
     /// for the bound a budget sets).
     pub(crate) fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
         let core = self.chat.core();
-        let msgs = self.chat.messages()?;
+        // A plan names messages by seq: the linter indexes the whole chat, hidden ones
+        // included (a trim or squish of a hidden message changes nothing in the view).
+        let msgs = self.chat.snapshot().messages_with_hidden()?;
         Ok(lint(
             plan,
             &msgs,
@@ -670,7 +699,7 @@ impl ChatView<'_> {
         if snap.revision() != expected_revision {
             return Err(Error::StaleRevision { expected: expected_revision, found: snap.revision() });
         }
-        let msgs = snap.messages()?;
+        let msgs = snap.messages_with_hidden()?;
         let prot = self.protected_seq(&msgs, protect_max);
         let problems = lint(plan, &msgs, prot, core.opts.squish_max_tokens, &*core.opts.estimator);
         if !problems.is_empty() {
