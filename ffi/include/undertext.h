@@ -248,7 +248,7 @@ typedef struct {
   uint64_t id;
   // Number of messages (the next seq).
   uint64_t len;
-  // Revision: +1 per edit or truncation; appends do not change it.
+  // Revision: +1 per edit, truncation or hide; appends do not change it.
   uint64_t revision;
 } undertext_chat_info_t;
 
@@ -325,6 +325,20 @@ typedef struct {
   uint64_t reach;
 } undertext_published_t;
 
+// A range of message seqs, `start` included, `end` excluded.
+typedef struct {
+  // The first seq of the range.
+  uint64_t start;
+  // One past the last seq of the range.
+  uint64_t end;
+} undertext_seq_range_t;
+
+// An immutable snapshot of a chat; freed with `undertext_snapshot_free`.
+typedef struct {
+  // `(generation << 32) | slot`; 0 is never a valid handle.
+  uint64_t id;
+} undertext_snapshot_t;
+
 // Sizes and counters of an open store (`undertext_store_stats`).
 typedef struct {
   // Segment files in the log.
@@ -380,12 +394,6 @@ typedef struct {
   // Bytes of log data after.
   uint64_t log_bytes_after;
 } undertext_gc_report_t;
-
-// An immutable snapshot of a chat; freed with `undertext_snapshot_free`.
-typedef struct {
-  // `(generation << 32) | slot`; 0 is never a valid handle.
-  uint64_t id;
-} undertext_snapshot_t;
 
 // Facts about a snapshot.
 typedef struct {
@@ -983,6 +991,56 @@ undertext_status_t undertext_chat_compact(undertext_chat_t chat,
                                           uint64_t expected_revision,
                                           uint64_t *out_changes);
 
+// Hides the messages of the `n` `ranges` (soft deletion) if the chat is still at
+// `expected_revision` (`UNDERTEXT_STALE_REVISION` otherwise); the new revision in
+// `*out_revision`. Hidden messages leave the model view, checkpoints and
+// `undertext_chat_range`/`undertext_snapshot_range`; `undertext_snapshot_get` still
+// reads them. Hiding a tool call without its results (or a result without its call) is
+// `UNDERTEXT_INVALID_ARGUMENT`, naming both messages.
+//
+// # Safety
+// `ranges` points to `n` valid ranges (NULL only when `n` is 0); `out_revision` is NULL or
+// writable.
+undertext_status_t undertext_chat_hide(undertext_chat_t chat,
+                                       const undertext_seq_range_t *ranges,
+                                       size_t n,
+                                       uint64_t expected_revision,
+                                       uint64_t *out_revision);
+
+// `undertext_chat_hide` and `undertext_chat_append_batch` in one transaction (after a
+// crash both happened or neither): the new revision in `*out_revision`, the appended
+// seqs `*out_start .. *out_end`.
+//
+// # Safety
+// `ranges` points to `n` valid ranges and `messages` to `n_messages` valid messages (each
+// NULL only when its count is 0); the out-pointers are NULL or writable.
+undertext_status_t undertext_chat_hide_and_append(undertext_chat_t chat,
+                                                  const undertext_seq_range_t *ranges,
+                                                  size_t n,
+                                                  const undertext_message_t *messages,
+                                                  size_t n_messages,
+                                                  uint64_t expected_revision,
+                                                  uint64_t *out_revision,
+                                                  uint64_t *out_start,
+                                                  uint64_t *out_end);
+
+// Whether message `seq` of the snapshot is hidden, in `*out`; `UNDERTEXT_OUT_OF_RANGE`
+// past the snapshot's length.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_snapshot_is_hidden(undertext_snapshot_t snap,
+                                                uint64_t seq,
+                                                bool *out);
+
+// The snapshot's hidden seqs as JSON in `*out`: sorted, disjoint `[start, end]` pairs
+// (`end` excluded), `[]` when nothing is hidden.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_snapshot_hidden(undertext_snapshot_t snap,
+                                             undertext_buf_t *out);
+
 // Makes every acknowledged write durable, log and index, whatever the durability mode
 // (with `UNDERTEXT_DURABILITY_NONE`, call it at the points that must survive a crash).
 undertext_status_t undertext_store_sync(undertext_store_t store);
@@ -1095,7 +1153,7 @@ undertext_status_t undertext_chat_get(undertext_chat_t chat,
                                       undertext_buf_t *out);
 
 // Messages `start .. end` at the current revision, as a JSON array in `*out` (the shape of
-// `undertext_chat_get`).
+// `undertext_chat_get`); hidden messages (`undertext_chat_hide`) are left out.
 //
 // # Safety
 // `out` is NULL or writable.
@@ -1163,7 +1221,8 @@ undertext_status_t undertext_snapshot_get(undertext_snapshot_t snap,
                                           uint64_t seq,
                                           undertext_buf_t *out);
 
-// Messages `start .. end` of the snapshot as a JSON array.
+// Messages `start .. end` of the snapshot as a JSON array; hidden messages
+// (`undertext_chat_hide`) are left out (`undertext_snapshot_get` reads one by its seq).
 //
 // # Safety
 // `out` is NULL or writable.

@@ -33,7 +33,7 @@ pub struct ChatInfo {
     pub id: u64,
     /// Number of messages (the next seq).
     pub len: u64,
-    /// Revision: +1 per edit or truncation; appends do not change it.
+    /// Revision: +1 per edit, truncation or hide; appends do not change it.
     pub revision: u64,
 }
 

@@ -186,7 +186,7 @@ pub(crate) unsafe fn messages_in(ms: *const MessageIn, n: usize, what: &str) -> 
 /// The chat behind `chat`, after checking that every attachment of `msgs` names a blob the
 /// chat's owner holds a grant on (`UNDERTEXT_NOT_FOUND` otherwise, naming the message, part
 /// and blob: the same for a blob never stored and for one only other owners hold).
-fn chat_for(chat: ChatHandle, msgs: &[&NewMessage]) -> FfiResult<Chat> {
+pub(crate) fn chat_for(chat: ChatHandle, msgs: &[&NewMessage]) -> FfiResult<Chat> {
     let (c, parent) = chat.object()?;
     let mut store = None;
     for (i, m) in msgs.iter().enumerate() {
@@ -358,7 +358,7 @@ pub unsafe extern "C" fn undertext_chat_get(chat: ChatHandle, seq: u64, out: *mu
 }
 
 /// Messages `start .. end` at the current revision, as a JSON array in `*out` (the shape of
-/// `undertext_chat_get`).
+/// `undertext_chat_get`); hidden messages (`undertext_chat_hide`) are left out.
 ///
 /// # Safety
 /// `out` is NULL or writable.

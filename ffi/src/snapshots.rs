@@ -131,7 +131,8 @@ pub unsafe extern "C" fn undertext_snapshot_get(snap: SnapshotHandle, seq: u64, 
     })
 }
 
-/// Messages `start .. end` of the snapshot as a JSON array.
+/// Messages `start .. end` of the snapshot as a JSON array; hidden messages
+/// (`undertext_chat_hide`) are left out (`undertext_snapshot_get` reads one by its seq).
 ///
 /// # Safety
 /// `out` is NULL or writable.

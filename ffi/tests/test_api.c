@@ -1009,11 +1009,93 @@ static void a_single_task_loop_is_compacted_inside_its_turn(void) {
   remove_dir(dir);
 }
 
+/* ---- soft deletion ---- */
+static void hidden_messages_leave_reads_and_views(void) {
+  char *dir = temp_dir();
+  undertext_store_t s = open_store(dir);
+  undertext_chat_t c = new_chat(s, "alice");
+  uint64_t seq = 0, rev = 0, start = 0, end = 0;
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("first"), &seq));
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_ASSISTANT, S("a wrong turn"), &seq));
+  append_tool_step(c, 1, 20); /* seqs 2 (call) and 3 (result) */
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("again"), &seq));
+  CHECK(seq == 4);
+
+  undertext_seq_range_t one = {1, 2};
+  OK(undertext_chat_hide(c, &one, 1, 0, &rev));
+  CHECK(rev == 1);
+  FAILS(UNDERTEXT_STALE_REVISION, "expected 0, found 1", undertext_chat_hide(c, &one, 1, 0, &rev));
+  undertext_seq_range_t past = {3, 6};
+  FAILS(UNDERTEXT_OUT_OF_RANGE, "has 5 messages", undertext_chat_hide(c, &past, 1, 1, &rev));
+  undertext_seq_range_t empty = {2, 2};
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "non-empty", undertext_chat_hide(c, &empty, 1, 1, &rev));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "at least one range", undertext_chat_hide(c, NULL, 0, 1, &rev));
+  FAILS(UNDERTEXT_NULL_POINTER, "ranges", undertext_chat_hide(c, NULL, 1, 1, &rev));
+  /* A tool call alone, without its result: refused, naming both. */
+  undertext_seq_range_t call_only = {2, 3};
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "result is message 3", undertext_chat_hide(c, &call_only, 1, 1, &rev));
+
+  undertext_buf_t b = {0};
+  OK(undertext_chat_range(c, 0, 5, &b));
+  CHECK(buf_has(b, "\"text\":\"first\"") && !buf_has(b, "a wrong turn") && buf_has(b, "\"text\":\"again\""));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_get(c, 1, &b)); /* read by its seq, the bytes stay */
+  CHECK(buf_has(b, "a wrong turn"));
+  OK(undertext_buf_free(&b));
+
+  undertext_snapshot_t snap = {0};
+  OK(undertext_chat_snapshot(c, &snap));
+  bool hidden = false;
+  OK(undertext_snapshot_is_hidden(snap, 1, &hidden));
+  CHECK(hidden);
+  OK(undertext_snapshot_is_hidden(snap, 0, &hidden));
+  CHECK(!hidden);
+  FAILS(UNDERTEXT_OUT_OF_RANGE, "has 5 messages", undertext_snapshot_is_hidden(snap, 5, &hidden));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_snapshot_is_hidden(snap, 0, NULL));
+  OK(undertext_snapshot_hidden(snap, &b));
+  CHECK(buf_eq(b, "[[1,2]]"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_snapshot_free(snap));
+
+  /* Hide the whole step and append its replacement in one transaction. */
+  undertext_seq_range_t step = {2, 4};
+  undertext_part_t p = text_part("the step, in short");
+  undertext_message_t m = {UNDERTEXT_ROLE_ASSISTANT, &p, 1};
+  OK(undertext_chat_hide_and_append(c, &step, 1, &m, 1, 1, &rev, &start, &end));
+  CHECK(rev == 2 && start == 5 && end == 6);
+
+  undertext_budget_t big;
+  OK(undertext_budget_default(200000, 8000, &big));
+  undertext_view_t v = {0};
+  OK(undertext_chat_view(c, &big, &v));
+  OK(undertext_view_messages(v, UNDERTEXT_FORMAT_NEUTRAL, &b));
+  CHECK(!buf_has(b, "a wrong turn") && !buf_has(b, "call-1") && buf_has(b, "the step, in short"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_view_free(v));
+  undertext_chat_info_t info;
+  OK(undertext_chat_info(c, &info));
+  CHECK(info.len == 6 && info.revision == 2);
+  OK(undertext_store_close(s));
+
+  /* After a reopen, the same. */
+  s = open_store(dir);
+  undertext_chat_t again = {0};
+  OK(undertext_chat_open(s, S("alice"), info.id, &again));
+  OK(undertext_chat_snapshot(again, &snap));
+  OK(undertext_snapshot_hidden(snap, &b));
+  CHECK(buf_eq(b, "[[1,4]]"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_snapshot_free(snap));
+  OK(undertext_store_close(s));
+  remove_dir(dir);
+}
+
 int main(void) {
   store_open_close_and_lock();
   chats_owners_list_and_metadata();
   messages_batches_edits_and_steps();
   snapshots_do_not_move();
+  hidden_messages_leave_reads_and_views();
   archives_read_back_exactly_in_every_unit();
   views_decide_under_a_budget();
   a_single_task_loop_is_compacted_inside_its_turn();
