@@ -212,26 +212,42 @@ impl PyChat {
         }
     }
 
-    /// Messages `start..end` (end defaults to the length) of the current revision.
-    #[pyo3(signature = (start=0, end=None))]
-    fn messages<'py>(&self, py: Python<'py>, start: u64, end: Option<u64>) -> PyResult<Bound<'py, PyList>> {
+    /// Messages `start..end` (end defaults to the length) of the current revision; hidden
+    /// ones (see `hide`) only with `hidden=True`.
+    #[pyo3(signature = (start=0, end=None, *, hidden=false))]
+    fn messages<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: Option<u64>,
+        hidden: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
         let ms = self.with(py, move |c| {
-            let end = end.unwrap_or_else(|| c.len());
-            c.range(start..end)
+            let snap = c.snapshot();
+            let end = end.unwrap_or_else(|| snap.len());
+            if hidden { snap.range_with_hidden(start..end) } else { snap.range(start..end) }
         })?;
         PyMessage::list(py, &ms)
     }
 
     /// An iterator over messages `start..end` of one snapshot (later writes do not show),
     /// oldest first, or newest first with `reverse=True`. Messages are read in batches.
-    #[pyo3(signature = (start=0, end=None, *, reverse=false))]
-    fn iter(&self, py: Python<'_>, start: u64, end: Option<u64>, reverse: bool) -> PyResult<PyMessageIter> {
+    /// Hidden ones are skipped unless `hidden=True`.
+    #[pyo3(signature = (start=0, end=None, *, reverse=false, hidden=false))]
+    fn iter(
+        &self,
+        py: Python<'_>,
+        start: u64,
+        end: Option<u64>,
+        reverse: bool,
+        hidden: bool,
+    ) -> PyResult<PyMessageIter> {
         let snap = self.with(py, |c| Ok(c.snapshot()))?;
-        PyMessageIter::new(py, snap, start, end, reverse)
+        PyMessageIter::new(py, snap, start, end, reverse, hidden)
     }
 
     fn __iter__(&self, py: Python<'_>) -> PyResult<PyMessageIter> {
-        self.iter(py, 0, None, false)
+        self.iter(py, 0, None, false, false)
     }
 
     /// Replaces message `seq` if the chat is still at `expected_revision` (else
@@ -252,6 +268,31 @@ impl PyChat {
     /// `StaleRevision`); returns the new revision.
     fn truncate(&self, py: Python<'_>, from_seq: u64, expected_revision: u64) -> PyResult<u64> {
         self.with(py, move |c| c.truncate(from_seq, expected_revision))
+    }
+
+    /// Hides the messages of `ranges` (each a `(start, end)` pair or a `range` of step 1)
+    /// if the chat is still at `expected_revision` (else `StaleRevision`); returns the new
+    /// revision. Hidden messages leave the model view, checkpoints and the default reads;
+    /// `chat[seq]` and `messages(hidden=True)` still read them. A tool call and its results
+    /// are hidden together or not at all (`InvalidArgument` otherwise).
+    fn hide(&self, py: Python<'_>, ranges: &Bound<'_, PyAny>, expected_revision: u64) -> PyResult<u64> {
+        let rs = crate::convert::seq_ranges(py, ranges)?;
+        self.with(py, move |c| c.hide(&rs, expected_revision))
+    }
+
+    /// `hide` and `append_batch` in one transaction (after a crash, both or neither);
+    /// returns the new revision and the `range` of the appended seqs.
+    fn hide_and_append<'py>(
+        &self,
+        py: Python<'py>,
+        ranges: &Bound<'py, PyAny>,
+        messages: &Bound<'py, PyAny>,
+        expected_revision: u64,
+    ) -> PyResult<(u64, Bound<'py, PyRange>)> {
+        let rs = crate::convert::seq_ranges(py, ranges)?;
+        let ms = messages_in(py, messages)?;
+        let (rev, r) = self.with(py, move |c| c.hide_and_append(&rs, ms, expected_revision))?;
+        Ok((rev, range_of(py, r)?))
     }
 
     /// An immutable snapshot: of now, or of the chat as it was when `revision` ended.

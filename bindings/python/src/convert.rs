@@ -308,6 +308,37 @@ pub(crate) fn messages_in(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Ve
     Ok(out)
 }
 
+/// Ranges of seqs from a sequence of `(start, end)` pairs or `range`s of step 1 (`hide`).
+pub(crate) fn seq_ranges(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec<std::ops::Range<u64>>> {
+    let bad = |i: usize, found: String| {
+        invalid(
+            py,
+            format!("ranges[{i}]: expected a (start, end) pair of seqs or a range of step 1, found {found}"),
+        )
+    };
+    let mut out = Vec::new();
+    for (i, r) in obj.try_iter()?.enumerate() {
+        let r = r?;
+        if let Ok(range) = r.cast::<pyo3::types::PyRange>() {
+            let (start, stop, step): (i64, i64, i64) = (
+                range.getattr("start")?.extract()?,
+                range.getattr("stop")?.extract()?,
+                range.getattr("step")?.extract()?,
+            );
+            if step != 1 || start < 0 || stop < 0 {
+                return Err(bad(i, format!("range({start}, {stop}, {step})")));
+            }
+            out.push(start as u64..stop as u64);
+            continue;
+        }
+        match r.extract::<(u64, u64)>() {
+            Ok((start, end)) => out.push(start..end),
+            Err(_) => return Err(bad(i, r.repr().map(|s| s.to_string()).unwrap_or_else(|_| type_name(&r)))),
+        }
+    }
+    Ok(out)
+}
+
 /// The dict of an archive reference.
 pub(crate) fn archive_dict<'py>(py: Python<'py>, a: &ArchiveRef) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);

@@ -75,23 +75,58 @@ impl PySnapshot {
         self.get(py, seq as u64)
     }
 
-    /// Messages `start..end` (end defaults to the length).
-    #[pyo3(signature = (start=0, end=None))]
-    fn messages<'py>(&self, py: Python<'py>, start: u64, end: Option<u64>) -> PyResult<Bound<'py, PyList>> {
+    /// Messages `start..end` (end defaults to the length); hidden ones only with
+    /// `hidden=True`.
+    #[pyo3(signature = (start=0, end=None, *, hidden=false))]
+    fn messages<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: Option<u64>,
+        hidden: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
         let snap = self.snap.clone();
         let end = end.unwrap_or_else(|| snap.len());
-        let ms = run(py, move || snap.range(start..end))?;
+        let ms = run(
+            py,
+            move || if hidden { snap.range_with_hidden(start..end) } else { snap.range(start..end) },
+        )?;
         PyMessage::list(py, &ms)
     }
 
-    /// An iterator over messages `start..end`, newest first with `reverse=True`.
-    #[pyo3(signature = (start=0, end=None, *, reverse=false))]
-    fn iter(&self, py: Python<'_>, start: u64, end: Option<u64>, reverse: bool) -> PyResult<PyMessageIter> {
-        PyMessageIter::new(py, self.snap.clone(), start, end, reverse)
+    /// An iterator over messages `start..end`, newest first with `reverse=True`; hidden ones
+    /// only with `hidden=True`.
+    #[pyo3(signature = (start=0, end=None, *, reverse=false, hidden=false))]
+    fn iter(
+        &self,
+        py: Python<'_>,
+        start: u64,
+        end: Option<u64>,
+        reverse: bool,
+        hidden: bool,
+    ) -> PyResult<PyMessageIter> {
+        PyMessageIter::new(py, self.snap.clone(), start, end, reverse, hidden)
     }
 
     fn __iter__(&self, py: Python<'_>) -> PyResult<PyMessageIter> {
-        PyMessageIter::new(py, self.snap.clone(), 0, None, false)
+        PyMessageIter::new(py, self.snap.clone(), 0, None, false, false)
+    }
+
+    /// Whether message `seq` is hidden (`Chat.hide`). `IndexError` past the length.
+    fn is_hidden(&self, seq: u64) -> PyResult<bool> {
+        if seq >= self.snap.len() {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "message {seq} of a snapshot of {}",
+                self.snap.len()
+            )));
+        }
+        Ok(self.snap.is_hidden(seq))
+    }
+
+    /// The hidden seqs: sorted, disjoint `(start, end)` pairs (`end` excluded).
+    #[getter]
+    fn hidden(&self) -> Vec<(u64, u64)> {
+        self.snap.hidden().iter().map(|r| (r.start, r.end)).collect()
     }
 
     fn __repr__(&self) -> String {
@@ -113,6 +148,8 @@ pub struct PyMessageIter {
     lo: u64,
     hi: u64,
     reverse: bool,
+    /// Whether hidden messages are read too.
+    hidden: bool,
     buf: VecDeque<Message>,
 }
 
@@ -123,13 +160,14 @@ impl PyMessageIter {
         start: u64,
         end: Option<u64>,
         reverse: bool,
+        hidden: bool,
     ) -> PyResult<PyMessageIter> {
         let len = snap.len();
         let end = end.unwrap_or(len).min(len);
         if start > end {
             return Err(invalid(py, format!("range: expected start <= end, found {start}..{end}")));
         }
-        Ok(PyMessageIter { snap, lo: start, hi: end, reverse, buf: VecDeque::new() })
+        Ok(PyMessageIter { snap, lo: start, hi: end, reverse, hidden, buf: VecDeque::new() })
     }
 }
 
@@ -140,15 +178,16 @@ impl PyMessageIter {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyMessage>> {
-        if self.buf.is_empty() && self.lo < self.hi {
+        // A batch may be all hidden: read on until one holds a message or none is left.
+        while self.buf.is_empty() && self.lo < self.hi {
             let r = if self.reverse {
                 self.hi.saturating_sub(BATCH).max(self.lo)..self.hi
             } else {
                 self.lo..(self.lo + BATCH).min(self.hi)
             };
             let snap = self.snap.clone();
-            let rr = r.clone();
-            let ms = run(py, move || snap.range(rr))?;
+            let (rr, hidden) = (r.clone(), self.hidden);
+            let ms = run(py, move || if hidden { snap.range_with_hidden(rr) } else { snap.range(rr) })?;
             if self.reverse {
                 self.hi = r.start;
                 self.buf.extend(ms.into_iter().rev());
