@@ -252,3 +252,60 @@ async def test_a_temporary_session_is_removed_on_close() -> None:
     assert path.exists()
     session.close()
     assert not path.exists()
+
+
+def _old_marker(cut: int, floor: int) -> dict[str, Any]:
+    """A marker as versions before the engine's soft deletion wrote it."""
+    return {"role": "system", "parts": [{"type": "summary", "text": json.dumps({"cut": cut, "floor": floor})}]}
+
+
+async def test_a_store_with_markers_of_the_old_layout_reads_and_goes_on_as_before(store: Any) -> None:
+    session = UndertextSession("old", store)
+    chat = session._chat
+    # The old layout, written directly: items 0..7 (seqs 0..7); a compaction that pruned
+    # items 0, 1 and replaced items 5..7 by a summary (a marker at seq 8 with cut 5, floor
+    # 2, then the summary at 9); a pop of item 10 (a marker at 11), and a pop of item 12
+    # when it was not the last message (a marker at 13).
+    chat.append_batch([{"role": "user", "content": json.dumps(item(i))} for i in range(8)])
+    summary = {"role": "assistant", "content": "summary of 5..7"}
+    chat.append_batch([_old_marker(5, 2), {"role": "assistant", "content": json.dumps(summary)}])
+    chat.append({"role": "user", "content": json.dumps(item(10))})
+    chat.append(_old_marker(10, 0))
+    chat.append({"role": "user", "content": json.dumps(item(12))})
+    chat.append(_old_marker(12, 0))
+    live = [item(2), item(3), item(4), summary]
+    assert await session.get_items() == live
+    assert await session.get_items(2) == live[-2:]
+    # New writes go on over the old layout: a pop of an item that is not the last message
+    # hides it; a suffix replacement across the markers hides them and keeps their floor.
+    assert await session.pop_item() == summary
+    assert chat.snapshot().hidden == [(9, 10)]
+    await session.add_items([item(14)])
+    assert await session.get_items() == [item(2), item(3), item(4), item(14)]
+    snap = await session._get_compaction_snapshot(2)
+    assert await snap.replace_suffix(0, [{"role": "assistant", "content": "all of it"}]) is True
+    final = [item(2), item(3), {"role": "assistant", "content": "all of it"}]
+    assert await session.get_items() == final
+    assert chat.snapshot().hidden == [(0, 2), (4, 15)]
+    again = UndertextSession("old", store)
+    assert await again.get_items() == final
+    # No marker was written by the new code: the summaries are the old ones.
+    summaries = [m.seq for m in chat.messages(hidden=True) if m.parts[0]["type"] == "summary"]
+    assert summaries == [8, 11, 13]
+
+
+async def test_pops_and_compactions_write_no_marker_and_hide_instead(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(6)])
+    await session.add_items([item(6)])
+    snap = await session._get_compaction_snapshot(3, prune_prefix=lambda it: it["content"].startswith("message 0"))
+    assert await snap.replace_suffix(1, [{"role": "assistant", "content": "short"}]) is True
+    assert await session.pop_item() == {"role": "assistant", "content": "short"}
+    assert await session.pop_item() == item(4)
+    chat = session._chat
+    everything = chat.messages(hidden=True)
+    assert all(m.parts[0]["type"] != "summary" for m in everything)
+    hidden = chat.snapshot().hidden
+    assert hidden == [(0, 1), (4, 7)], hidden
+    assert [json.loads(m.text) for m in chat.messages()] == [item(1), item(2), item(3)]
+    assert await session.get_items() == [item(1), item(2), item(3)]

@@ -10,18 +10,21 @@ one message whose text is the item's JSON. Every mutation is one engine transact
 
 * ``add_items``: one ``append_batch``;
 * ``pop_item``: a truncation of the last message, or (when the last live item is not
-  the chat's last message) a *marker* appended after it;
+  the chat's last message) the engine's soft deletion of that item (``Chat.hide``);
 * ``clear_session``: one truncation to 0;
-* a compaction's suffix replacement: one ``append_batch`` holding a marker and the new
-  items, so history is replaced atomically — never cleared first and re-added after
-  (after a crash it is the old history or the new one, nothing in between).
+* a compaction's suffix replacement: one ``Chat.hide_and_append`` hiding the replaced
+  suffix (and a pruned prefix) and appending the new items, so history is replaced
+  atomically — never cleared first and re-added after (after a crash it is the old
+  history or the new one, nothing in between).
 
-A marker is a system message with one ``summary`` part holding ``{"cut": C, "floor": F}``:
-every record from seq ``C`` up to the marker is dead, and so is every record below ``F``
-(a pruned prefix). Reads walk the chat backwards from the newest message and jump over
-dead ranges, so ``get_items(limit)`` reads about ``limit`` messages however long the
-history is. A marker carries the largest floor of the markers it kills, so no floor is
-ever lost.
+Reads walk the chat's live messages backwards from the newest (the engine skips hidden
+ones), so ``get_items(limit)`` reads about ``limit`` messages however long the history is.
+
+Stores written before the engine could hide messages hold *markers*: a system message with
+one ``summary`` part holding ``{"cut": C, "floor": F}``: every record from seq ``C`` up to
+the marker is dead, and so is every record below ``F`` (a pruned prefix). Reads still honour
+them (jumping over the dead ranges); no new marker is written. A suffix replacement that
+hides markers hides the prefix below their largest floor too, so no floor is ever lost.
 """
 
 from __future__ import annotations
@@ -133,13 +136,19 @@ def _message_of(item: Any) -> dict[str, Any]:
     return {"role": _role_of(item), "content": json.dumps(item, separators=(",", ":"))}
 
 
-def _marker(cut: int, floor: int) -> dict[str, Any]:
-    return {"role": "system", "parts": [{"type": "summary", "text": json.dumps({"cut": cut, "floor": floor})}]}
+def _marker_of(m: Any) -> Optional[dict[str, Any]]:
+    """The ``{"cut", "floor"}`` of a marker written by an older version (a system message
+    whose first part is a summary), or None."""
+    parts = m.parts
+    if parts and parts[0].get("type") == "summary":
+        return json.loads(parts[0]["text"])
+    return None
 
 
 class _Walk:
-    """Live items of a snapshot, newest first. ``floor`` is the largest floor of the
-    markers passed so far."""
+    """Live items of a snapshot, newest first: the engine skips hidden messages, and the
+    walk jumps over what older markers killed. ``floor`` is the largest floor of the markers
+    passed so far."""
 
     def __init__(self, snap: Any) -> None:
         self.snap = snap
@@ -150,9 +159,8 @@ class _Walk:
         while end > self.floor:
             jumped = False
             for m in self.snap.iter(self.floor, end, reverse=True):
-                parts = m.parts
-                if parts and parts[0].get("type") == "summary":
-                    mark = json.loads(parts[0]["text"])
+                mark = _marker_of(m)
+                if mark is not None:
                     self.floor = max(self.floor, int(mark["floor"]))
                     end = min(m.seq, int(mark["cut"]))
                     jumped = True
@@ -290,7 +298,7 @@ class UndertextSession:
             self._chat.append_batch(messages)
 
     def pop_item_sync(self) -> Any:
-        """``pop_item`` without the event loop: one truncation or one marker."""
+        """``pop_item`` without the event loop: one truncation, or one hide."""
         with self._lock:
             snap = self._chat.snapshot()
             walk = _Walk(snap)
@@ -298,7 +306,7 @@ class UndertextSession:
                 if seq == len(snap) - 1:
                     self._chat.truncate(seq, expected_revision=snap.revision)
                 else:
-                    self._chat.append(_marker(seq, walk.floor))
+                    self._chat.hide([(seq, seq + 1)], expected_revision=snap.revision)
                 return json.loads(text)
             return None
 
@@ -311,7 +319,12 @@ class UndertextSession:
     def replace_all_sync(self, items: list[Any]) -> None:
         """Replaces the whole history with ``items`` in one transaction."""
         with self._lock:
-            self._chat.append_batch([_marker(0, 0)] + [_message_of(i) for i in items])
+            snap = self._chat.snapshot()
+            messages = [_message_of(i) for i in items]
+            if len(snap):
+                self._chat.hide_and_append([(0, len(snap))], messages, expected_revision=snap.revision)
+            elif messages:
+                self._chat.append_batch(messages)
 
     # -- the Session protocol -----------------------------------------------------------------
 
@@ -375,10 +388,12 @@ class UndertextSession:
         prune_prefix: Optional[Callable[[Any], bool]],
     ) -> bool:
         with self._lock:
-            _snap, walk, current = self._live(len(expected))
+            snap, walk, current = self._live(len(expected))
             if current != expected:
                 return False
             cut = expected[0][0]
+            # Markers of older versions from the cut on are hidden with the suffix: the floor
+            # they carried is kept by hiding the prefix below it.
             floor = walk.floor
             if prune_prefix is not None:
                 # The oldest items, while the predicate holds, go below a new floor.
@@ -387,5 +402,11 @@ class UndertextSession:
                     if seq >= cut or not prune_prefix(json.loads(text)):
                         break
                     floor = max(floor, seq + 1)
-            self._chat.append_batch([_marker(cut, floor)] + [_message_of(i) for i in output])
+            ranges = [(cut, len(snap))] + ([(0, floor)] if floor > 0 else [])
+            try:
+                self._chat.hide_and_append(
+                    ranges, [_message_of(i) for i in output], expected_revision=snap.revision
+                )
+            except undertext.StaleRevision:
+                return False
             return True
