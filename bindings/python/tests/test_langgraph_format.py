@@ -452,3 +452,49 @@ def test_a_patch_that_would_change_a_type_or_a_key_order_is_not_used(store: Any)
     assert ["cd" in r for r in recs] == [False, False, False, False, True]
     got = [t.metadata for t in saver.list(cfg("t"))]
     assert [json.dumps(m) for m in got] == [json.dumps(m) for m in reversed(mds)]
+
+
+def _old_deletion(saver: UndertextSaver, thread: str, rec: dict[str, Any]) -> None:
+    """Appends a tombstone (``"k": "d"``) or floor (``"k": "x"``) record, as savers before
+    the engine's soft deletion wrote them for ``delete_for_runs`` and ``prune``."""
+    lane = saver._registry.lane(thread, "", False)
+    assert lane is not None
+    with lane.lock:
+        lane.sync()
+        saver._append(lane, rec, early={} if rec["k"] == "x" else None)
+
+
+def test_tombstones_and_floors_of_older_savers_still_read_and_new_deletions_hide(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    ids: list[str] = []
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        parent = None
+        for i in range(6):  # checkpoint i at seq i
+            cp = checkpoint({"n": i}, {"n": i + 1})
+            parent = saver.put(cfg("t", parent), cp, {"run_id": f"r{i}", "step": i}, {"n": i + 1})["configurable"][
+                "checkpoint_id"
+            ]
+            ids.append(parent)
+        # The old layout: a tombstone of checkpoint 3, a floor above checkpoint 0.
+        _old_deletion(saver, "t", {"k": "d", "s": [3]})
+        _old_deletion(saver, "t", {"k": "x", "f": 1})
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [ids[5], ids[4], ids[2], ids[1]]
+        assert saver.get_tuple(cfg("t", ids[3])) is None and saver.get_tuple(cfg("t", ids[0])) is None
+        chat = saver._registry.lane("t", "", False).chat
+        n = len(chat)
+        # New deletions on top hide records: no tombstone or floor record is appended.
+        saver.delete_for_runs(["r4"])
+        assert len(chat) == n and chat.snapshot().hidden == [(4, 5)]
+        assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [ids[5], ids[2], ids[1]]
+        saver.prune(["t"])
+        assert len(chat) == n and chat.snapshot().hidden == [(0, 5)]
+        assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [ids[5]]
+        kinds = [json.loads(m.text)["k"] for m in chat.messages(hidden=True)]
+        assert kinds.count("d") == 1 and kinds.count("x") == 1, kinds
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [ids[5]]
+        assert saver.get_tuple(cfg("t")).checkpoint["channel_values"] == {"n": 5}

@@ -29,8 +29,8 @@
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
   stored together with the new value blobs in one engine transaction
   (``Chat.append_with_blobs``: one log sync per call).
-  Deletions append a tombstone (``delete_for_runs``) or a floor (``prune``) record, so
-  every change is one engine transaction; ``delete_thread`` deletes the thread's chats,
+  Deletions hide the dead records (``delete_for_runs``, ``prune``: the engine's soft
+  deletion, ``Chat.hide``, one engine transaction; the bytes stay until ``delete_thread``); ``delete_thread`` deletes the thread's chats,
   and ``Store.gc`` (store closed) then drops their records and the blobs only they used.
 
 Records (format 2, written since the saver's records were made small; format 1 records,
@@ -59,7 +59,8 @@ already attached (an unchanged channel), by its 64-hex id. Keys:
 * writes, ``"k": "W"``: ``c`` checkpoint id, ``t`` task id, ``tp`` task path (absent
   when empty), ``w`` ``[[idx, channel, blob], ...]`` (a fourth element: the type when not
   ``"msgpack"``).
-* tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``).
+* tombstone ``"k": "d"`` (``s``: the seqs it kills), floor ``"k": "x"`` (``f``): written
+  before deletions hid records in the engine; still read (no longer written).
 * any kind: the lane's *early writes* after this record, when any: for the checkpoints
   that have write records but no checkpoint record yet (LangGraph stores a checkpoint's
   writes first when it saves asynchronously, its default), ``seq`` the first such write
@@ -1030,9 +1031,26 @@ class _Lane:
             r["_cd"] = cd
             del r["cd"]
 
+    def hide(self, seqs: Sequence[int], below: int = 0) -> None:
+        """Hides the records at ``seqs`` and every record below ``below`` (one engine
+        transaction, guarded by the revision this lane read) and forgets them as live,
+        keeping the cache: the records read so far stay valid (a hide moves the revision,
+        which ``sync`` would take for a truncation by another handle)."""
+        ranges: list[tuple[int, int]] = [(0, below)] if below > 0 else []
+        for s in sorted(set(seqs)):
+            if ranges and ranges[-1][1] == s:
+                ranges[-1] = (ranges[-1][0], s + 1)
+            else:
+                ranges.append((s, s + 1))
+        if not ranges:
+            return
+        self.revision = self.chat.hide(ranges, expected_revision=self.revision)
+        self.dead.update(seqs)
+        self.floor = max(self.floor, below)
+
     def record_at(self, seq: int) -> dict[str, Any]:
         """The decoded record at ``seq``, live or not (a list's base may be below the
-        floor, or killed by a tombstone: its bytes are still in the chat)."""
+        floor, killed by a tombstone or hidden: its bytes are still in the chat)."""
         rec = self.recs.get(seq)
         if rec is None and self.floor <= seq < self.lo:
             self.decode_down_to(seq)
@@ -1040,7 +1058,7 @@ class _Lane:
         if rec is None:
             rec = self.below.get(seq)
             if rec is None:
-                for m in self.chat.messages(max(0, seq - _BATCH + 1), seq + 1):
+                for m in self.chat.messages(max(0, seq - _BATCH + 1), seq + 1, hidden=True):
                     self.below[m.seq] = _decode(m)
                 rec = self.below[seq]
         return rec
@@ -2069,7 +2087,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Drops the checkpoints whose metadata ``run_id`` is one of ``run_ids``, and their
-        writes: one tombstone record per chat that has any."""
+        writes: one hide per chat that has any."""
         wanted = set(run_ids)
         if not wanted:
             return
@@ -2088,7 +2106,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 for cid in killed_ids:
                     kill.extend(lane.writes.get(cid, ()))
                 if kill:
-                    self._append(lane, {"k": "d", "s": sorted(set(kill))})
+                    lane.hide(kill)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copies every live checkpoint and write of a thread to another thread, in order.
@@ -2170,8 +2188,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 self._track(dst)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``keep_latest``: keep each namespace's latest checkpoint and its writes (one
-        floor record per namespace); ``delete``: drop everything, as ``delete_thread``."""
+        """``keep_latest``: keep each namespace's latest checkpoint and its writes (one hide
+        per namespace); ``delete``: drop everything, as ``delete_thread``."""
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"prune strategy: expected 'keep_latest' or 'delete', found {strategy!r}")
         for thread_id in thread_ids:
@@ -2185,20 +2203,19 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                     if found is None:
                         continue
                     seq, rec = found
-                    # Older checkpoints die below the floor; newer non-latest ones (ids
-                    # out of order) and writes of dead checkpoints by tombstone.
+                    # Older records are hidden (as below a floor); so are newer non-latest
+                    # checkpoints (ids out of order) and writes of dead checkpoints.
                     others = []
                     for s, r in lane.walk():  # newest first: only the records after the latest
                         if s <= seq:
                             break
                         if r["k"] == "c" or (r["k"] == "w" and r["c"] != rec["id"]):
                             others.append(s)
-                    # Every write of a checkpoint without a record dies here: below the floor,
-                    # or (stored after the latest) by the tombstone.
-                    if seq > lane.floor:
-                        self._append(lane, {"k": "x", "f": seq}, early={})
-                    if others:
-                        self._append(lane, {"k": "d", "s": others}, early={})
+                    # Every write of a checkpoint without a record dies here: before the
+                    # latest (every record below it is hidden), or stored after it.
+                    if seq > lane.floor or others:
+                        lane.hide(others, below=seq if seq > lane.floor else 0)
+                    lane.early = {}
 
     def get_next_version(self, current: Optional[str], channel: None = None) -> str:
         """``"<counter>.<random>"``: increasing, unique across forks (a random 24-bit
