@@ -79,7 +79,6 @@ pub unsafe extern "C" fn undertext_chat_hide(
 /// `ranges` points to `n` valid ranges and `messages` to `n_messages` valid messages (each
 /// NULL only when its count is 0); the out-pointers are NULL or writable.
 #[unsafe(no_mangle)]
-#[expect(clippy::too_many_arguments, reason = "a C function: its arguments are its interface")]
 pub unsafe extern "C" fn undertext_chat_hide_and_append(
     chat: ChatHandle,
     ranges: *const SeqRange,

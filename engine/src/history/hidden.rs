@@ -81,7 +81,7 @@ mod tests {
         assert!(!h.contains(1) && h.contains(2) && !h.contains(7) && !h.contains(9));
         assert!(h.hidden_since(&(0..3), 0) && !h.hidden_since(&(0..3), 1) && !h.hidden_since(&(6..8), 0));
         let t = h.truncated(5);
-        assert_eq!(t.merged(), [2..5]);
+        assert_eq!((t.merged().len(), &t.merged()[0]), (1, &(2..5)));
         assert!(!t.contains(8));
     }
 }
