@@ -48,7 +48,7 @@ impl Chat {
         self.chat().snapshot()
     }
 
-    /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
+    /// Current revision: starts at 0, +1 per edit, truncation or hide; appends do not change it.
     pub fn revision(&self) -> u64 {
         self.chat().revision()
     }

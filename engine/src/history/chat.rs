@@ -46,7 +46,7 @@ impl ChatRef<'_> {
         Snapshot { inner: self.state.cell.load() }
     }
 
-    /// Current revision: starts at 0, +1 per edit or truncation; appends do not change it.
+    /// Current revision: starts at 0, +1 per edit, truncation or hide; appends do not change it.
     pub(crate) fn revision(&self) -> u64 {
         self.state.cell.load().revision
     }

@@ -122,6 +122,7 @@ impl Snapshot {
     /// assert_eq!(snap.messages()?.iter().map(|m| m.seq).collect::<Vec<_>>(), vec![0, 2]);
     /// assert_eq!(snap.messages_with_hidden()?.len(), 3);
     /// assert_eq!(snap.hidden(), vec![1..2]);
+    /// assert_eq!((snap.len(), snap.live_len()), (3, 2));
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn is_hidden(&self, seq: u64) -> bool {
@@ -133,7 +134,8 @@ impl Snapshot {
         self.inner.hidden.merged().to_vec()
     }
 
-    /// Number of messages that are not hidden.
+    /// Number of messages that are not hidden ([`len`](Self::len) counts them all: it is
+    /// the next seq). See [`is_hidden`](Self::is_hidden) for an example.
     pub fn live_len(&self) -> u64 {
         let hidden: u64 = self
             .inner
