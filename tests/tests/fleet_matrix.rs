@@ -137,6 +137,43 @@ fn edits_and_truncation_bump_the_revision_refuse_a_stale_one_and_keep_old_revisi
 }
 
 #[test]
+fn hidden_messages_leave_reads_bump_the_revision_and_stay_hidden_in_another_open() {
+    for b in backends() {
+        let o = owner("hide");
+        let id = b.store.create_chat(&o, ChatMeta::default()).unwrap();
+        let chat = b.store.chat(&o, id).unwrap();
+        for i in 0..5 {
+            chat.append(NewMessage::assistant(format!("m{i}"))).unwrap();
+        }
+        assert_eq!(chat.hide(&[1..3], 0).unwrap(), 1, "{}", b.name);
+        assert!(matches!(chat.hide(&[4..5], 0), Err(Error::StaleRevision { .. })), "{}", b.name);
+        let live: Vec<Part> = chat.messages().unwrap().into_iter().map(|m| m.parts[0].clone()).collect();
+        let want: Vec<Part> = ["m0", "m3", "m4"].iter().map(|t| Part::Text((*t).into())).collect();
+        assert_eq!(live, want, "{}", b.name);
+        // The bytes stay: a hidden message is still read by its seq.
+        assert_eq!(chat.get(1).unwrap().parts, vec![Part::Text("m1".into())], "{}", b.name);
+        // Another handle (in fleet mode: pulled from the catalog) sees the same.
+        let again = b.store.chat(&o, id).unwrap();
+        let snap = again.snapshot();
+        assert!(snap.is_hidden(1) && snap.is_hidden(2) && !snap.is_hidden(3), "{}", b.name);
+        assert_eq!(snap.live_len(), 3, "{}", b.name);
+    }
+    // A process that never saw the hide (a fresh open of the same server) reads it.
+    if let Some(url) = fleet_url() {
+        let o = owner("hide-fresh");
+        let a = Store::open(&url, opts()).unwrap();
+        let id = a.create_chat(&o, ChatMeta::default()).unwrap();
+        let chat = a.chat(&o, id).unwrap();
+        chat.append_batch(vec![NewMessage::assistant("keep"), NewMessage::assistant("drop")]).unwrap();
+        chat.hide(&[1..2], 0).unwrap();
+        let b = Store::open(&url, opts()).unwrap();
+        let seen = b.chat(&o, id).unwrap().messages().unwrap();
+        assert_eq!(seen.len(), 1, "fleet: a fresh process sees the hide");
+        assert_eq!(seen[0].parts, vec![Part::Text("keep".into())]);
+    }
+}
+
+#[test]
 fn blobs_are_stored_once_read_verified_and_only_by_an_owner_holding_a_grant() {
     for b in backends() {
         let (alice, bob) = (owner("alice"), owner("bob"));

@@ -282,14 +282,22 @@ impl S3 {
             ak = self.access_key,
             len = body.len(),
         );
-        let addr = self
-            .host
-            .to_socket_addrs()
-            .map_err(|e| format!("resolve {}: {e}", self.host))?
-            .next()
-            .ok_or_else(|| format!("resolve {}: no address", self.host))?;
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-            .map_err(|e| format!("connect: {e}"))?;
+        // Every address the name resolves to, in order, until one answers ("localhost" is
+        // often ::1 first while a server listens on 127.0.0.1 only).
+        let addrs: Vec<_> =
+            self.host.to_socket_addrs().map_err(|e| format!("resolve {}: {e}", self.host))?.collect();
+        let mut last = format!("resolve {}: no address", self.host);
+        let mut stream = None;
+        for addr in &addrs {
+            match TcpStream::connect_timeout(addr, Duration::from_secs(10)) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = format!("connect to {addr}: {e}"),
+            }
+        }
+        let Some(mut s) = stream else { return Err(last) };
         s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
         s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
         let mut answer = Vec::new();
