@@ -9,13 +9,14 @@
 //! Files: `open` (opening and verifying the file), `flush` (memtable and replayed batches
 //! into redb), `lookup` (blobs, inline texts, the next chat id), `rebuild` (rebuild, check
 //! against the log, clear, compaction), `history` (the history tables and their rows),
-//! `memtable`.
+//! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
 mod flush;
 mod history;
 mod lookup;
 mod memtable;
 mod open;
+mod pending_texts;
 mod rebuild;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub(crate) use history::{
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
 pub(crate) use memtable::Memtable;
+pub(crate) use pending_texts::texts_of;
 use rebuild::diff_table;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -102,6 +104,9 @@ pub(crate) struct PendingRecord {
     /// For a grant (archive or blob grant record): the chats whose records share its batch,
     /// which it is bound to (empty: the owner's own). Empty for every other kind.
     pub chats: Vec<u64>,
+    /// For a message record: its (chat, seq, revision) and where its inline texts are, from
+    /// [`texts_of`] (listed once, by whoever makes the record, outside the log's lock).
+    pub texts: Option<(history::MsgKey, crate::record::MessageTexts)>,
 }
 
 /// What the index knows about how far it reaches into the log.
