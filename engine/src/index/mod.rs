@@ -133,8 +133,19 @@ fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
 /// says to rebuild. Only calls that read a file not yet verified are wrapped: `open` and
 /// verification, compaction at close, and dropping a replaced database. Nothing they share
 /// with other threads is left half-changed by a panic (the database is not used again).
+///
+/// Such a panic is not printed: the panic hook (installed on first use, see [`quiet_hook`])
+/// stays silent for a panic inside `f` on this thread, so a user sees only the error; every
+/// other panic goes to the hook that was there before.
 pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    quiet_hook();
+    let caught = GUARDED.with(|depth| {
+        depth.set(depth.get() + 1);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        depth.set(depth.get() - 1);
+        r
+    });
+    match caught {
         Ok(r) => r,
         Err(p) => {
             let msg = p
@@ -145,6 +156,26 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
             Err(Error::index_msg(format!("{what}: redb failed on a damaged page ({msg})")))
         }
     }
+}
+
+thread_local! {
+    /// How many [`guard`] calls this thread is inside: a panic then is caught by one.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Installs, once per process, a panic hook that says nothing about a panic caught by
+/// [`guard`] and hands every other panic to the hook that was set before it (the default
+/// one, or the application's own).
+fn quiet_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.try_with(|depth| depth.get()).unwrap_or(0) == 0 {
+                previous(info);
+            }
+        }));
+    });
 }
 
 impl Index {
