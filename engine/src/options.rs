@@ -99,9 +99,9 @@ pub struct Options {
     /// the embedded `gc` ignores it (it runs with the store closed).
     pub gc_grace: Duration,
     /// Keep what is derived from an unchanged message between views and checkpoint jobs:
-    /// the guard's previews of its tool results with their token counts, and its scan for
-    /// pending approvals (each kept with the message's history entry; an edit makes a new
-    /// entry). Default on; off makes every view and job derive them again, which gives the
+    /// its token estimate, the guard's previews of its tool results with their token counts,
+    /// and its scan for pending approvals (each kept with the message's history entry; an
+    /// edit makes a new entry). Default on; off makes every view and job derive them again, which gives the
     /// same views and checkpoints more slowly (the reference the tests compare with).
     pub keep_derived: bool,
 }

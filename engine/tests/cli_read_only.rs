@@ -7,33 +7,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::{json, run};
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
+use common::{import, json, run, store_files as files, transcripts};
 
 #[test]
 fn read_commands_fall_back_to_read_only_beside_a_live_writer_and_read_only_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("s");
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/transcripts/mini_swe_agent");
-    json(&store, &["import", dir.to_str().unwrap(), "--json"]);
+    import(&store, &[transcripts().join("mini_swe_agent")]);
     let chats = json(&store, &["chats", "--json"]);
     let ids: Vec<String> =
         chats["chats"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap().to_string()).collect();

@@ -1,4 +1,12 @@
-//! Shared by the read-only tests and their writer child.
+//! Shared by the read-only tests and their writer child: the messages they write, the closed
+//! store they read, and the snapshot of a store's files that shows a read wrote nothing.
+
+#![allow(clippy::expect_used, reason = "test helpers: a failed step fails the test")]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use undertext::{ChatId, ChatMeta, NewMessage, Options, Store};
 
 /// The text of message `i`: long enough that a few fill a 4 KiB segment, and each byte
 /// depends on `i`, so a torn or misplaced read cannot pass for it.
@@ -12,4 +20,53 @@ pub fn message_text(i: u64) -> String {
         s.push(char::from(b'a' + (x % 26) as u8));
     }
     s
+}
+
+/// The options of the read-only tests' stores: 4 KiB segments, so that a few messages seal one.
+pub fn small() -> Options {
+    Options::default().segment_size(4096)
+}
+
+/// A closed store of 3 chats of 8 messages ([`message_text`] `c * 100 + i` for chat `c`),
+/// written one chat after the other over [`small`] segments; returns the chat ids.
+pub fn closed_store(dir: &Path) -> Vec<ChatId> {
+    let store = Store::open(dir, small()).expect("open the store");
+    let mut ids = Vec::new();
+    for c in 0..3u64 {
+        let id = store.create_chat("o", ChatMeta::default()).expect("create a chat");
+        let chat = store.chat("o", id).expect("open the chat");
+        for i in 0..8 {
+            chat.append(NewMessage::user(message_text(c * 100 + i))).expect("append");
+        }
+        ids.push(id);
+    }
+    store.close().expect("close the store");
+    ids
+}
+
+/// Every file under `dir` (path relative to `dir` -> bytes).
+pub fn store_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list a store directory") {
+            let p = e.expect("a directory entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let name = p.strip_prefix(dir).expect("under the store").display().to_string();
+                out.insert(name, std::fs::read(&p).expect("read a store file"));
+            }
+        }
+    }
+    out
+}
+
+/// Asserts that `dir` holds exactly the files of `before` ([`store_files`]), byte for byte,
+/// naming the ones that differ (not their bytes).
+pub fn assert_unchanged(dir: &Path, before: &BTreeMap<String, Vec<u8>>, what: &str) {
+    let now = store_files(dir);
+    let differ: Vec<&String> =
+        before.keys().chain(now.keys()).filter(|k| before.get(*k) != now.get(*k)).collect();
+    assert!(differ.is_empty(), "{what}: these files changed: {differ:?}");
 }

@@ -237,3 +237,44 @@ fn every_shared_transcript_replays_to_the_same_views_and_checkpoints_with_kept_d
     }
     assert!(sessions > 0, "no transcripts found");
 }
+
+/// An estimator that counts the messages it estimates (each costs one `message_overhead`).
+#[derive(Debug, Default)]
+struct Counting(std::sync::atomic::AtomicU64);
+
+impl undertext::budget::Estimator for Counting {
+    fn id(&self) -> &str {
+        "counting"
+    }
+
+    fn text_tokens(&self, text: &str) -> u64 {
+        text.len() as u64 / 4
+    }
+
+    fn message_overhead(&self) -> u64 {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        4
+    }
+}
+
+#[test]
+fn a_message_token_estimate_is_kept_with_kept_derived_values_and_made_again_without() {
+    for keep in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let counting = std::sync::Arc::new(Counting::default());
+        let opts =
+            Options::default().durability(Durability::None).estimator(counting.clone()).keep_derived(keep);
+        let store = Store::open(dir.path(), opts).unwrap();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        for k in 0..10 {
+            chat.append(NewMessage::user(output(k, 200))).unwrap();
+        }
+        let estimated = || counting.0.load(std::sync::atomic::Ordering::Relaxed);
+        let budget = Budget::new(100_000, 0);
+        let first = chat.estimate(&budget).unwrap();
+        let before = estimated();
+        assert_eq!(chat.estimate(&budget).unwrap(), first, "keep_derived {keep}");
+        let again = estimated() - before;
+        assert_eq!(again, if keep { 0 } else { 10 }, "messages estimated again with keep_derived {keep}");
+    }
+}

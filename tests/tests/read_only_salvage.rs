@@ -3,51 +3,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use undertext::{ChatId, ChatMeta, NewMessage, Options, Part, Store};
-use undertext_tests::read_only::message_text;
-
-/// Asserts that `dir` holds exactly the files of `before`, byte for byte (naming the ones
-/// that differ, not their bytes).
-fn assert_unchanged(dir: &Path, before: &BTreeMap<String, Vec<u8>>, what: &str) {
-    let now = files(dir);
-    let differ: Vec<&String> =
-        before.keys().chain(now.keys()).filter(|k| before.get(*k) != now.get(*k)).collect();
-    assert!(differ.is_empty(), "{what}: these files changed: {differ:?}");
-}
-
-fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
-}
+use undertext::{ChatId, Options, Part, Store};
+use undertext_tests::read_only::{assert_unchanged, closed_store, message_text, store_files as files};
 
 /// A closed store of 3 chats of 8 messages, written one chat after the other over 4 KiB
 /// segments; returns the chat ids and the segment files in order.
 fn store(dir: &Path) -> (Vec<ChatId>, Vec<PathBuf>) {
-    let store = Store::open(dir, Options::default().segment_size(4096)).unwrap();
-    let mut ids = Vec::new();
-    for c in 0..3u64 {
-        let id = store.create_chat("o", ChatMeta::default()).unwrap();
-        let chat = store.chat("o", id).unwrap();
-        for i in 0..8 {
-            chat.append(NewMessage::user(message_text(c * 100 + i))).unwrap();
-        }
-        ids.push(id);
-    }
-    store.close().unwrap();
+    let ids = closed_store(dir);
     let mut segs: Vec<PathBuf> =
         std::fs::read_dir(dir.join("log")).unwrap().map(|e| e.unwrap().path()).collect();
     segs.sort();

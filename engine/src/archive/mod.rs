@@ -297,22 +297,29 @@ fn ref_of(id: &BlobId, text: &str, idx: &OffsetIndex) -> ArchiveRef {
     }
 }
 
-/// Where `owner` holds text `id` inline (see [`crate::index::Index::inline_text`]). On a
-/// miss, records written moments ago (the index flushed first; in fleet mode, the owner's
-/// chats pulled first) and the texts of message bodies stored as blobs (listed first) are
-/// looked at too.
+/// Where `owner` holds text `id` inline (see [`crate::index::Index::inline_text`]): records
+/// written moments ago are found in the memtable, without a flush of the index. On a miss,
+/// the texts of message bodies stored as blobs that redb has queued are listed (each body once:
+/// the one write a lookup can make, and only when bodies are queued), and in fleet mode the
+/// owner's chats another process wrote are pulled, before the answer.
 pub(crate) fn inline_place(core: &Core, owner: &str, id: &BlobId) -> Result<Option<InlineText>> {
-    if let Some(p) = core.index.inline_text(owner, &id.0)? {
+    let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
+    if let Some(p) = core.index.inline_text(owner, &id.0, &body)? {
         return Ok(Some(p));
     }
-    // Fleet mode: chats of the owner another process wrote are pulled first.
-    if let Some(remote) = core.remote() {
-        remote.catch_up_owner(core, owner)?;
+    let again = match core.remote() {
+        // Fleet mode: chats of the owner another process wrote are pulled too.
+        Some(remote) => {
+            remote.catch_up_owner(core, owner)?;
+            core.index.list_body_texts(&body)?;
+            true
+        }
+        None => core.index.list_body_texts(&body)? > 0,
+    };
+    if !again {
+        return Ok(None);
     }
-    core.ensure_flushed(core.log.written())?;
-    let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
-    core.index.list_body_texts(&body)?;
-    core.index.inline_text(owner, &id.0)
+    core.index.inline_text(owner, &id.0, &body)
 }
 
 /// Text `id` as a message of a chat of `owner` holds it inline, read from the message;

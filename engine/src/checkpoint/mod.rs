@@ -28,7 +28,7 @@ use crate::blob::BlobId;
 use crate::budget::tail;
 use crate::error::{Error, Result};
 use crate::estimate::message_tokens;
-use crate::history::ChatRef;
+use crate::history::{ChatRef, tokens_kept};
 use crate::index::SUMMARIES;
 use crate::model::{Message, Part, ToolContent};
 use crate::record::{self, CheckpointRec, SummaryRec, kind};
@@ -310,10 +310,9 @@ fn message_tokens_kept(
     e: &dyn crate::estimate::Estimator,
     m: &Message,
 ) -> u64 {
-    match entry_of(snap, m, keep) {
-        Some(en) => *en.tokens.get_or_init(|| message_tokens(e, &m.parts)),
-        None => message_tokens(e, &m.parts),
-    }
+    let entry = entry_of(snap, m, true);
+    let Ok(t) = tokens_kept::<std::convert::Infallible>(entry, keep, || Ok(message_tokens(e, &m.parts)));
+    t
 }
 
 /// The work of `Chat::build_checkpoint` (documented there).
@@ -522,7 +521,7 @@ pub(crate) fn published(chat: &ChatRef<'_>) -> Option<(u64, u64)> {
 pub(crate) fn estimate_after_checkpoint(chat: &ChatRef<'_>) -> Result<u64> {
     let snap = chat.snapshot();
     let inner = &snap.inner;
-    let e = chat.core().opts.estimator.clone();
+    let (e, keep) = (chat.core().opts.estimator.clone(), chat.core().opts.keep_derived);
     let base = inner.checkpoint.as_ref().map_or(0, |p| p.rec.reach).min(inner.len);
     let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
     for seq in base..inner.len {
@@ -530,14 +529,7 @@ pub(crate) fn estimate_after_checkpoint(chat: &ChatRef<'_>) -> Result<u64> {
         if inner.hidden.contains(seq) {
             continue;
         }
-        raw += match entry.tokens.get() {
-            Some(t) => *t,
-            // Not cached on failure: a transient read error must not count as 0 forever.
-            None => {
-                let m = snap.get(seq)?;
-                *entry.tokens.get_or_init(|| message_tokens(&*e, &m.parts))
-            }
-        };
+        raw += tokens_kept(Some(entry), keep, || Ok::<_, Error>(message_tokens(&*e, &snap.get(seq)?.parts)))?;
     }
     let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
     Ok((raw as f64 * factor).ceil() as u64)

@@ -21,4 +21,4 @@ pub(crate) use cache::ChatCache;
 pub(crate) use chat::ChatRef;
 pub(crate) use chats::{chats, create_chat, delete_chat, find_chats, open_chat};
 pub use snap::Snapshot;
-pub(crate) use state::{ChatState, Entry, Published, now_ms};
+pub(crate) use state::{ChatState, Entry, Published, now_ms, tokens_kept};

@@ -41,6 +41,26 @@ pub(crate) struct Entry {
     pub pending_json: std::sync::OnceLock<Option<(usize, String)>>,
 }
 
+/// A message's token estimate through its history `entry` (the entry of this very message
+/// version, if it has one): with `keep` ([`Options::keep_derived`]), kept in the entry once
+/// `estimate` computed it; without, computed by `estimate` on every call. An `estimate` that
+/// fails (a read of the message) is this call's error and is not kept: a transient failure
+/// must not count as 0 tokens forever.
+///
+/// [`Options::keep_derived`]: crate::Options::keep_derived
+pub(crate) fn tokens_kept<E>(
+    entry: Option<&Entry>,
+    keep: bool,
+    estimate: impl FnOnce() -> std::result::Result<u64, E>,
+) -> std::result::Result<u64, E> {
+    let Some(entry) = entry.filter(|_| keep) else { return estimate() };
+    if let Some(t) = entry.tokens.get() {
+        return Ok(*t);
+    }
+    let t = estimate()?;
+    Ok(*entry.tokens.get_or_init(|| t))
+}
+
 /// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).
 #[derive(Debug)]
 pub(crate) struct SnapInner {

@@ -5,7 +5,7 @@ use redb::Durability as RedbDurability;
 
 use super::{
     Applied, BLOBS, BatchEntries, HistoryIndex, INDEX_VERSION, Index, META, PendingRecord, batch_chats,
-    is_grant, redb_err,
+    is_grant, redb_err, texts_of,
 };
 use crate::blob::BlobId;
 use crate::error::Result;
@@ -111,7 +111,8 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
             }
         } else if r.kind < kind::FIRST_OPTIONAL {
             let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
-            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats });
+            let texts = texts_of(r.kind, r.payload);
+            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats, texts });
         }
     }
     out

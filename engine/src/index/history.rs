@@ -372,15 +372,24 @@ impl<'t> HistoryIndex<'t> {
                 let (segment, offset, len) = loc(r.loc);
                 let value = (segment, offset, len, m.role.code(), m.turn, m.at_ms, m.step.is_some());
                 self.messages.insert((m.chat, m.seq, m.revision), value).map_err(redb_err)?;
-                match record::message_texts(&r.payload).map_err(|e| bad(r, e))? {
+                // Listed when the record was made; a record made without them is read here.
+                let read;
+                let texts = match &r.texts {
+                    Some((_, t)) => t,
+                    None => {
+                        read = record::message_texts(&r.payload).map_err(|e| bad(r, e))?;
+                        &read
+                    }
+                };
+                match texts {
                     MessageTexts::Listed(texts) => add_texts(
                         &mut self.inline_texts,
                         &mut self.chat_inline_texts,
                         (m.chat, m.seq, m.revision),
-                        &texts,
+                        texts,
                     )?,
                     MessageTexts::InBlob(body) => {
-                        self.body_texts_todo.insert((m.chat, m.seq, m.revision), body).map_err(redb_err)?;
+                        self.body_texts_todo.insert((m.chat, m.seq, m.revision), *body).map_err(redb_err)?;
                     }
                 }
                 let row = self.row(m.chat, r)?;

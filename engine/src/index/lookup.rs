@@ -1,4 +1,4 @@
-//! Point lookups in the index: blobs (memtable first), a text held inline by a message, the
+//! Point lookups in the index: blobs and texts held inline by a message (memtable first), the
 //! next chat id; and the listing of the texts of message bodies stored as blobs.
 
 use redb::{Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata};
@@ -12,33 +12,52 @@ use crate::log::Location;
 impl Index {
     /// The first message version holding text `id` inline (a text part or an inline tool
     /// result) in a chat of `owner`, and where its record is; `None` when no chat of `owner`
-    /// holds it (another owner's chats are not looked at: the same answer as for a text no
-    /// chat holds). Messages whose parts are in a body blob are found once
-    /// [`Index::list_body_texts`] has listed them; records still in the memtable once flushed.
-    pub(crate) fn inline_text(&self, owner: &str, id: &[u8; 32]) -> Result<Option<InlineText>> {
+    /// holds it (another owner's chats, and chats whose deletion is written, are not looked
+    /// at: the same answer as for a text no chat holds). Records not yet in redb are looked
+    /// at in the memtable, without a flush (`body` reads the body blob of such a message whose
+    /// parts are in one); messages in redb whose parts are in a body blob are found once
+    /// [`Index::list_body_texts`] has listed them.
+    pub(crate) fn inline_text(
+        &self,
+        owner: &str,
+        id: &[u8; 32],
+        body: &dyn Fn(&[u8; 32]) -> Result<Blob>,
+    ) -> Result<Option<InlineText>> {
+        // The memtable before redb: a record leaves it only once redb holds it.
+        let pending = self.mem.read().pending_texts(id);
         let tx = self.read()?;
-        let texts = match tx.open_table(INLINE_TEXTS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        let chats = match tx.open_table(CHATS) {
+            Ok(t) => Some(t),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
             Err(e) => return Err(redb_err(e)),
         };
-        let (chats, messages) =
-            (tx.open_table(CHATS).map_err(redb_err)?, tx.open_table(MESSAGES).map_err(redb_err)?);
-        let m = u64::MAX;
-        let mut last_chat = None;
-        for item in texts.range((*id, 0, 0, 0, 0)..=(*id, m, m, m, u32::MAX)).map_err(redb_err)? {
-            let (_, chat, seq, revision, part) = item.map_err(redb_err)?.0.value();
-            if last_chat == Some(chat) {
+        let owns = |chat: u64| -> Result<bool> {
+            if pending.deleted.contains(&chat) {
+                return Ok(false);
+            }
+            if let Some(o) = pending.owners.get(&chat) {
+                return Ok(o == owner);
+            }
+            match chats.as_ref().map(|t| t.get(chat)).transpose().map_err(redb_err)?.flatten() {
+                Some(row) => Ok(ChatRow::decode(row.value())?.owner == owner),
+                None => Ok(false),
+            }
+        };
+        if let Some(at) = indexed_text(&tx, id, &owns)? {
+            return Ok(Some(at));
+        }
+        for at in pending.places {
+            if owns(at.chat)? {
+                return Ok(Some(at));
+            }
+        }
+        for ((chat, seq, revision), loc, b) in pending.bodies {
+            if !owns(chat)? {
                 continue;
             }
-            last_chat = Some(chat);
-            let Some(row) = chats.get(chat).map_err(redb_err)? else { continue };
-            if ChatRow::decode(row.value())?.owner != owner {
-                continue;
-            }
-            if let Some(v) = messages.get((chat, seq, revision)).map_err(redb_err)? {
-                let (segment, offset, len, ..) = v.value();
-                let loc = Location { segment, offset, len };
+            let texts = crate::record::body_texts(&body(&b)?)
+                .map_err(|e| Error::index_msg(format!("body blob {}: {e}", BlobId(b))))?;
+            if let Some(&(part, _)) = texts.iter().find(|(_, t)| t == id) {
                 return Ok(Some(InlineText { chat, seq, revision, part, loc }));
             }
         }
@@ -119,6 +138,39 @@ impl Index {
             Err(e) => Err(redb_err(e)),
         }
     }
+}
+
+/// The first message version in redb's `inline_texts` holding text `id` in a chat that
+/// `owns` accepts (one version per chat is looked at: a chat either is the owner's or not).
+fn indexed_text(
+    tx: &redb::ReadTransaction,
+    id: &[u8; 32],
+    owns: &dyn Fn(u64) -> Result<bool>,
+) -> Result<Option<InlineText>> {
+    let texts = match tx.open_table(INLINE_TEXTS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let messages = tx.open_table(MESSAGES).map_err(redb_err)?;
+    let m = u64::MAX;
+    let mut last_chat = None;
+    for item in texts.range((*id, 0, 0, 0, 0)..=(*id, m, m, m, u32::MAX)).map_err(redb_err)? {
+        let (_, chat, seq, revision, part) = item.map_err(redb_err)?.0.value();
+        if last_chat == Some(chat) {
+            continue;
+        }
+        last_chat = Some(chat);
+        if !owns(chat)? {
+            continue;
+        }
+        if let Some(v) = messages.get((chat, seq, revision)).map_err(redb_err)? {
+            let (segment, offset, len, ..) = v.value();
+            let loc = Location { segment, offset, len };
+            return Ok(Some(InlineText { chat, seq, revision, part, loc }));
+        }
+    }
+    Ok(None)
 }
 
 /// Messages listed per write transaction by [`list_body_texts_in`].

@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::pending_texts::{PendingPlaces, PendingTexts};
 use super::{Applied, BatchEntries, GRANT_ARCHIVE, PendingRecord};
 use crate::blob::BlobId;
 use crate::log::{Location, Position};
@@ -26,6 +27,10 @@ pub(crate) struct Memtable {
     /// after a write need not flush the index to find a grant (see [`Pending`]).
     grants: HashMap<(String, [u8; 32]), Pending>,
     flushing_grants: HashMap<(String, [u8; 32]), Pending>,
+    /// The inline texts of the message records among `records` and `flushing_records`, so
+    /// that a lookup of a text need not flush the index to find it (see [`PendingTexts`]).
+    texts: PendingTexts,
+    flushing_texts: PendingTexts,
 }
 
 /// What pending grant records give one owner on one blob.
@@ -75,6 +80,7 @@ impl Memtable {
                 let chats = if r.chats.is_empty() { &[0][..] } else { &r.chats[..] };
                 p.add(Pending { bound: chats.iter().map(|&c| (c, bit)).collect(), archive });
             }
+            self.texts.add(r);
         }
         self.records.extend(entries.records);
         self.applied = Some(Applied { position: end, next_txid, batch_start: start.offset });
@@ -110,6 +116,7 @@ impl Memtable {
         for (k, p) in std::mem::take(&mut self.grants) {
             self.flushing_grants.entry(k).or_default().add(p);
         }
+        self.flushing_texts.append(std::mem::take(&mut self.texts));
         self.pending_bytes = 0;
         self.flushing_records = records.clone();
         (BatchEntries { blobs, records }, self.applied)
@@ -121,7 +128,10 @@ impl Memtable {
         let flushed = std::mem::take(&mut self.flushing);
         let mut records = std::mem::take(&mut self.flushing_records);
         let grants = std::mem::take(&mut self.flushing_grants);
+        let texts = std::mem::take(&mut self.flushing_texts);
         if !ok {
+            let newer = std::mem::replace(&mut self.texts, texts);
+            self.texts.append(newer);
             // Back ahead of newer grants: a newer archive record stays the one kept.
             let newer = std::mem::replace(&mut self.grants, grants);
             for (k, p) in newer {
@@ -146,6 +156,16 @@ impl Memtable {
             p.add(newer.clone());
         }
         p
+    }
+
+    /// What records not yet in redb say about text `id` (the older generation first). As
+    /// for grants, a record leaves the memtable only once redb holds it: a text written
+    /// before this call is found here or, by a redb read begun after it, there.
+    pub(crate) fn pending_texts(&self, id: &[u8; 32]) -> PendingPlaces {
+        let mut out = PendingPlaces::default();
+        self.flushing_texts.find(id, &mut out);
+        self.texts.find(id, &mut out);
+        out
     }
 
     /// True when a chat's deletion waits for redb: until it is applied, a pending grant

@@ -9,13 +9,14 @@
 //! Files: `open` (opening and verifying the file), `flush` (memtable and replayed batches
 //! into redb), `lookup` (blobs, inline texts, the next chat id), `rebuild` (rebuild, check
 //! against the log, clear, compaction), `history` (the history tables and their rows),
-//! `memtable`.
+//! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
 mod flush;
 mod history;
 mod lookup;
 mod memtable;
 mod open;
+mod pending_texts;
 mod rebuild;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +37,7 @@ pub(crate) use history::{
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
 pub(crate) use memtable::Memtable;
+pub(crate) use pending_texts::texts_of;
 use rebuild::diff_table;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -102,6 +104,9 @@ pub(crate) struct PendingRecord {
     /// For a grant (archive or blob grant record): the chats whose records share its batch,
     /// which it is bound to (empty: the owner's own). Empty for every other kind.
     pub chats: Vec<u64>,
+    /// For a message record: its (chat, seq, revision) and where its inline texts are, from
+    /// [`texts_of`] (listed once, by whoever makes the record, outside the log's lock).
+    pub texts: Option<(history::MsgKey, crate::record::MessageTexts)>,
 }
 
 /// What the index knows about how far it reaches into the log.
@@ -128,8 +133,19 @@ fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
 /// says to rebuild. Only calls that read a file not yet verified are wrapped: `open` and
 /// verification, compaction at close, and dropping a replaced database. Nothing they share
 /// with other threads is left half-changed by a panic (the database is not used again).
+///
+/// Such a panic is not printed: the panic hook (installed on first use, see [`quiet_hook`])
+/// stays silent for a panic inside `f` on this thread, so a user sees only the error; every
+/// other panic goes to the hook that was there before.
 pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+    quiet_hook();
+    let caught = GUARDED.with(|depth| {
+        depth.set(depth.get() + 1);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        depth.set(depth.get() - 1);
+        r
+    });
+    match caught {
         Ok(r) => r,
         Err(p) => {
             let msg = p
@@ -140,6 +156,26 @@ pub(crate) fn guard<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
             Err(Error::index_msg(format!("{what}: redb failed on a damaged page ({msg})")))
         }
     }
+}
+
+thread_local! {
+    /// How many [`guard`] calls this thread is inside: a panic then is caught by one.
+    static GUARDED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Installs, once per process, a panic hook that says nothing about a panic caught by
+/// [`guard`] and hands every other panic to the hook that was set before it (the default
+/// one, or the application's own).
+fn quiet_hook() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if GUARDED.try_with(|depth| depth.get()).unwrap_or(0) == 0 {
+                previous(info);
+            }
+        }));
+    });
 }
 
 impl Index {

@@ -345,10 +345,13 @@ impl Core {
         } else {
             Vec::new()
         };
+        // A message's inline texts are listed (hashed) here, outside the log's lock: the
+        // memtable finds a pending text by them, and the flush writes the same list.
+        let texts: Vec<_> = txn.records.iter().map(|r| crate::index::texts_of(r.kind, &r.payload)).collect();
         let mut locations = Vec::new();
         let end = self.log.append(frame, |start, end, next_txid| {
             let mut entries = BatchEntries::default();
-            for (r, rel) in txn.records.into_iter().zip(&rels) {
+            for ((r, rel), texts) in txn.records.into_iter().zip(&rels).zip(texts) {
                 let loc = Location {
                     segment: start.segment,
                     offset: start.offset + rel,
@@ -359,7 +362,13 @@ impl Core {
                     Some(id) => entries.blobs.push((id, loc)),
                     None => {
                         let chats = if crate::index::is_grant(r.kind) { chats.clone() } else { Vec::new() };
-                        entries.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload, chats })
+                        entries.records.push(PendingRecord {
+                            kind: r.kind,
+                            loc,
+                            payload: r.payload,
+                            chats,
+                            texts,
+                        })
                     }
                 }
             }

@@ -3,6 +3,7 @@
 //! modules (floor 11: it may use every floor below).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -17,8 +18,8 @@ use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
 use crate::error::{Error, Result};
 use crate::history::ChatRef;
-use crate::history::now_ms;
 use crate::history::view_memo::ViewMemo;
+use crate::history::{now_ms, tokens_kept};
 use crate::model::{ArchiveRef, IndexLine, Message, Part, Role, ToolContent};
 use crate::record::{self, CompactionRec, UsageRec, kind};
 use crate::store::core::{RecordOut, Txn};
@@ -150,10 +151,13 @@ impl ChatView<'_> {
             &live_owned
         };
         let seq_at = |i: usize| live.get(i).map_or(inner.len, |m| m.seq);
-        // An unchanged message's estimate is computed once per store and cached.
-        let cached_tokens = |seq: u64, parts: &[Part]| match inner.entries.get(seq as usize) {
-            Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, parts)),
-            None => message_tokens(&*e, parts),
+        // An unchanged message's estimate is computed once per store and kept (see
+        // `Options::keep_derived`).
+        let keep = core.opts.keep_derived;
+        let cached_tokens = |seq: u64, parts: &[Part]| {
+            let entry = inner.entries.get(seq as usize);
+            let Ok(t) = tokens_kept::<Infallible>(entry, keep, || Ok(message_tokens(&*e, parts)));
+            t
         };
         let prot = seq_at(tail::protected_from(
             live,
@@ -415,7 +419,7 @@ impl ChatView<'_> {
             if m.decision != Decision::Fits || !m.appendable {
                 return Ok(None);
             }
-            let e = self.chat.core().opts.estimator.clone();
+            let (e, keep) = (self.chat.core().opts.estimator.clone(), self.chat.core().opts.keep_derived);
             // Only appends since the memo (a hide is a new revision): nothing here is hidden,
             // but the default read would skip it anyway.
             let fresh = snap.range(m.len..inner.len)?;
@@ -423,10 +427,9 @@ impl ChatView<'_> {
             let mut add = Vec::with_capacity(fresh.len());
             for msg in fresh {
                 let seq = msg.seq;
-                let tokens = match inner.entries.get(seq as usize) {
-                    Some(entry) => *entry.tokens.get_or_init(|| message_tokens(&*e, &msg.parts)),
-                    None => message_tokens(&*e, &msg.parts),
-                };
+                let entry = inner.entries.get(seq as usize);
+                let Ok(tokens) =
+                    tokens_kept::<Infallible>(entry, keep, || Ok(message_tokens(&*e, &msg.parts)));
                 raw += tokens;
                 add.push(ViewMessage { seqs: seq..seq + 1, role: msg.role, tokens, parts: msg.parts });
             }
@@ -555,12 +558,14 @@ impl ChatView<'_> {
     pub(crate) fn estimate(&self, budget: &Budget) -> Result<u64> {
         let snap = self.chat.snapshot();
         let inner = &snap.inner;
-        let e = self.chat.core().opts.estimator.clone();
+        let (e, keep) = (self.chat.core().opts.estimator.clone(), self.chat.core().opts.keep_derived);
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         for seq in 0..inner.len {
             let Some(entry) = inner.entries.get(seq as usize) else { continue };
             if !inner.hidden.contains(seq) {
-                raw += entry_tokens(entry, &snap, &*e)?;
+                raw += tokens_kept(Some(entry), keep, || {
+                    Ok::<_, Error>(message_tokens(&*e, &snap.get(seq)?.parts))
+                })?;
             }
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
@@ -766,18 +771,4 @@ impl ChatView<'_> {
         };
         Ok(crate::approval::first_pending(&msgs, p, &full))
     }
-}
-
-/// A message's estimate, cached in its entry once computed. A read that fails is an error
-/// for this call and is not cached (a transient failure must not count as 0 tokens forever).
-pub(crate) fn entry_tokens(
-    entry: &crate::history::Entry,
-    snap: &crate::history::Snapshot,
-    e: &dyn crate::estimate::Estimator,
-) -> Result<u64> {
-    if let Some(t) = entry.tokens.get() {
-        return Ok(*t);
-    }
-    let m = snap.get(entry.seq)?;
-    Ok(*entry.tokens.get_or_init(|| message_tokens(e, &m.parts)))
 }

@@ -2,7 +2,8 @@
 
 #![allow(dead_code, reason = "each test file uses the part it needs")]
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -22,4 +23,36 @@ pub fn json(store: &Path, args: &[&str]) -> Value {
     let o = run(store, args);
     assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e})"))
+}
+
+/// The shared transcripts (`shared/data/transcripts`).
+pub fn transcripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/transcripts")
+}
+
+/// Imports `paths` (files or directories of transcripts) into the store with
+/// `undertext import … --json`, which must succeed; returns its report.
+pub fn import(store: &Path, paths: &[PathBuf]) -> Value {
+    let mut args = vec!["import".to_string()];
+    args.extend(paths.iter().map(|p| p.display().to_string()));
+    args.push("--json".into());
+    json(store, &args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// Every file under `dir` (path relative to `dir` -> bytes): compare two to show a command
+/// wrote nothing.
+pub fn store_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.strip_prefix(dir).unwrap().display().to_string(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
 }
