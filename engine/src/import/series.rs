@@ -23,6 +23,7 @@
 //! loop with approvals and truncation.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::replay::{ReplayOptions, StepPoint};
 use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_text};
@@ -104,8 +105,8 @@ pub struct Series {
     /// Tokens of the messages of the task previewed under a checkpoint, by seq.
     task_previewed: HashMap<u64, u64>,
     archives: HashMap<BlobId, Archived>,
-    segments: HashMap<(u64, u64), String>,
-    merges: HashMap<(usize, u64, u64, usize), String>,
+    segments: HashMap<(u64, u64), Arc<str>>,
+    merges: HashMap<(usize, u64, u64, usize), Arc<str>>,
     published: Option<Cp>,
     /// The reach of the checkpoint the worker prepared last.
     prepared: Option<u64>,
@@ -429,12 +430,11 @@ impl Series {
             crate::checkpoint::segments(settled, |m| tokens[m.seq as usize], self.checkpoint.segment_tokens);
         // A node of the tree is named by its level, the seqs it covers and its number of
         // children: these fix the segments under it, cut greedily from its start.
-        let mut level: Vec<((u64, u64), String)> = Vec::with_capacity(ranges.len());
+        let mut level: Vec<((u64, u64), Arc<str>)> = Vec::with_capacity(ranges.len());
         for r in ranges {
-            let text = self
-                .segments
-                .entry((r.start, r.end))
-                .or_insert_with(|| summarize(&self.summarizer, &settled[r.start as usize..r.end as usize]));
+            let text = self.segments.entry((r.start, r.end)).or_insert_with(|| {
+                summarize(&self.summarizer, &settled[r.start as usize..r.end as usize]).into()
+            });
             level.push(((r.start, r.end), text.clone()));
         }
         let mut depth = 0;
@@ -448,14 +448,14 @@ impl Series {
                 }
                 let span = (group[0].0.0, group[group.len() - 1].0.1);
                 let text = self.merges.entry((depth, span.0, span.1, group.len())).or_insert_with(|| {
-                    let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
-                    merge(&self.summarizer, &texts)
+                    let texts: Vec<String> = group.iter().map(|(_, t)| t.to_string()).collect();
+                    merge(&self.summarizer, &texts).into()
                 });
                 next.push((span, text.clone()));
             }
             level = next;
         }
-        let summary = level.pop().map(|(_, t)| t).unwrap_or_default();
+        let summary = level.pop().map_or_else(String::new, |(_, t)| t.to_string());
         let e = self.e();
         let message = Part::Summary(format!(
             "[checkpoint: summary of messages 0..{reach}; the originals stay readable]\n{summary}"
