@@ -16,9 +16,10 @@
 //! Safety: the server binds 127.0.0.1 by default and answers only requests whose `Host`
 //! names the local machine (`localhost`, `127.0.0.1`, `[::1]`), so a web page on another
 //! site cannot read the store through DNS rebinding. It never writes to the store: pages
-//! call only reading methods, and the chart replays on a scratch store in the temporary
-//! directory. Replays are kept (see `analysis`): a chat grown by appends replays its new steps
-//! only. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
+//! call only reading methods: the chart's series is computed without a store
+//! (`chart::Charting`), and the model view and checkpoints pages replay the chat on a scratch
+//! store in the temporary directory. Both are kept (see `chart_series`, `analysis`): a chat
+//! grown by appends costs its new steps only. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
 //! 4xx page; a failing page is a 500 page, never a crash of the server.
 
 use std::collections::{BTreeMap, HashMap};
