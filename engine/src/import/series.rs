@@ -172,12 +172,17 @@ impl Series {
         self.msgs.is_empty()
     }
 
-    /// Appends `m` (tool results at their whole text, as the harness produced them); for an
-    /// assistant message, first the step's point: the view's estimate just before it, and
-    /// whether that view swapped a checkpoint in. Returns the message's tokens in full.
+    /// Appends `m` (tool results at their whole text, as the harness produced them; an
+    /// archived result this series has not seen counts as its preview); for an assistant
+    /// message, first the step's point: the view's estimate just before it, and whether that
+    /// view swapped a checkpoint in. Returns the message's tokens in full.
     pub fn push(&mut self, m: NewMessage) -> u64 {
-        self.push_stored(m, &mut |a| Err(crate::error::Error::NotFound { what: format!("archive {}", a.id) }))
-            .unwrap_or_default()
+        if m.role == Role::Assistant {
+            self.step();
+        }
+        let full = self.append(m);
+        self.everything += full;
+        full
     }
 
     /// [`Series::push`] of a message as a store holds it: an archived tool result stands for
@@ -189,12 +194,7 @@ impl Series {
         read: &mut dyn FnMut(&ArchiveRef) -> Result<String>,
     ) -> Result<u64> {
         let m = self.whole(m, read)?;
-        if m.role == Role::Assistant {
-            self.step();
-        }
-        let full = self.append(m);
-        self.everything += full;
-        Ok(full)
+        Ok(self.push(m))
     }
 
     /// `m` with each archived result this series has not seen read with `read`: kept as
