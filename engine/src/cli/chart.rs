@@ -166,8 +166,10 @@ pub fn analyze(
 #[derive(Debug)]
 pub struct Charting {
     series: Series,
-    /// The source's revision and how many of its messages were taken.
+    /// The source's revision and the seqs taken (hidden messages are not pushed, so the
+    /// series may hold fewer).
     revision: Option<u64>,
+    consumed: u64,
     outputs: Vec<u64>,
 }
 
@@ -175,13 +177,13 @@ impl Charting {
     /// An empty series at `window` and `reserve`.
     pub fn new(window: u64, reserve: u64) -> Charting {
         let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
-        Charting { series: Series::new(&opts), revision: None, outputs: Vec::new() }
+        Charting { series: Series::new(&opts), revision: None, consumed: 0, outputs: Vec::new() }
     }
 
     /// True when `snap` only extends what was taken (same revision, as many messages or
     /// more): [`Charting::advance`] can take the rest.
     pub fn extends_to(&self, snap: &Snapshot) -> bool {
-        self.revision.is_none_or(|r| r == snap.revision()) && snap.len() >= self.series.len()
+        self.revision.is_none_or(|r| r == snap.revision()) && snap.len() >= self.consumed
     }
 
     /// Takes the messages of `snap` (a snapshot of a chat of `owner` in `store`) not taken
@@ -191,7 +193,7 @@ impl Charting {
         if !self.extends_to(snap) {
             return Err(CliError(format!(
                 "the chart's series covers {} messages at revision {:?}; the chat is at {} messages, revision {}",
-                self.series.len(),
+                self.consumed,
                 self.revision,
                 snap.len(),
                 snap.revision()
@@ -199,13 +201,14 @@ impl Charting {
         }
         self.revision = Some(snap.revision());
         let mut read = |a: &undertext::ArchiveRef| store.read_context(owner, &a.id, 0..a.bytes, Unit::Bytes);
-        for m in snap.range(self.series.len()..snap.len())? {
+        for m in snap.range(self.consumed..snap.len())? {
             let assistant = m.role == Role::Assistant;
             let tokens = self.series.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read)?;
             if assistant {
                 self.outputs.push(tokens);
             }
         }
+        self.consumed = snap.len();
         Ok(())
     }
 
@@ -343,8 +346,9 @@ impl Replay {
             }
             self.everything += tokens;
             self.chat.append(m)?;
-            self.consumed += 1;
         }
+        // Hidden messages are not in the range: the seqs taken are the chat's length.
+        self.consumed = snap.len();
         Ok(())
     }
 
