@@ -110,3 +110,33 @@ fn a_view_from_the_memo_equals_the_view_built_from_scratch() {
     }
     eprintln!("{checked} memo views compared with views built from scratch");
 }
+
+#[test]
+fn a_view_extended_by_new_user_turns_over_a_checkpoint_keeps_the_task_of_the_last_two_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    chat.append(NewMessage::user("the first task")).unwrap();
+    let mut rng = Rng::new(seed(0x7A5C));
+    for k in 0..30 {
+        let id = format!("c{k}");
+        chat.append(NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall { id: id.clone(), name: "run".into(), args: "{}".into() }],
+        })
+        .unwrap();
+        chat.append(NewMessage::tool_result(&id, text(&mut rng, 2_000))).unwrap();
+    }
+    let opts = CheckpointOptions { protect_max_tokens: Some(2_000), ..CheckpointOptions::default() };
+    let cp = chat.build_checkpoint(&Extractive::default(), &opts).unwrap();
+    chat.publish_checkpoint(&cp).unwrap();
+    let b = Budget::new(1 << 30, 0);
+    // The view over the checkpoint keeps the first task (the last turn's opener); it fits and
+    // is remembered.
+    chat.view(&b).unwrap();
+    // Two new turns after the checkpoint's reach: the first task is no longer the opener of
+    // one of the last two turns, so the extended view must not keep it either.
+    chat.append(NewMessage::user("a second task")).unwrap();
+    chat.append(NewMessage::user("a third task")).unwrap();
+    assert_same_as_rebuilt(&chat, &b, "two user turns appended over a checkpoint");
+}

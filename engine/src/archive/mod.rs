@@ -379,6 +379,24 @@ pub(crate) fn preview_inline(text: &str, max_chars: usize, template: &str) -> (A
     (r, preview::build(text, &idx, &id.to_string(), max_chars, None, template))
 }
 
+/// What appending `text` as a tool result over the archive threshold derives, without a
+/// store: its reference, its preview in about `preview_chars` characters (what the message
+/// keeps) and the guard's preview in about `guard_chars` (what a view sends in its place),
+/// from one offset index. The same as `archive_with_preview` and [`preview`] give.
+pub(crate) fn derived_of(
+    text: &str,
+    preview_chars: usize,
+    guard_chars: usize,
+    template: &str,
+) -> (ArchiveRef, String, String) {
+    let idx = OffsetIndex::build(text);
+    let id = BlobId::of(text.as_bytes());
+    let name = id.to_string();
+    let kept = preview::build(text, &idx, &name, preview_chars, None, template);
+    let guard = preview::build(text, &idx, &name, guard_chars, None, template);
+    (ref_of(&id, text, &idx), kept, guard)
+}
+
 /// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).
 pub(crate) fn preview(
     core: &Core,

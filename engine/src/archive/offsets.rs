@@ -44,18 +44,32 @@ pub(crate) struct OffsetIndex {
 
 impl OffsetIndex {
     /// Builds the index of `text` in one pass.
+    /// Runs of ASCII (most tool output) are counted a run at a time, up to the next mark: a
+    /// mark falls on the first character boundary at or after each stride.
     pub(crate) fn build(text: &str) -> OffsetIndex {
+        let bytes = text.as_bytes();
         let mut marks = vec![Mark::default()];
         let mut m = Mark::default();
         let mut next = STRIDE;
-        for (i, c) in text.char_indices() {
+        let mut i = 0;
+        while i < bytes.len() {
             if i >= next {
                 marks.push(Mark { bytes: i as u64, ..m });
                 next = i + STRIDE;
             }
+            let run = &bytes[i..next.min(bytes.len())];
+            let ascii = run.iter().position(|b| !b.is_ascii()).unwrap_or(run.len());
+            if ascii > 0 {
+                m.chars += ascii as u64;
+                m.utf16 += ascii as u64;
+                m.newlines += run[..ascii].iter().filter(|&&b| b == b'\n').count() as u64;
+                i += ascii;
+                continue;
+            }
+            let c = text[i..].chars().next().unwrap_or('\u{FFFD}');
             m.chars += 1;
             m.utf16 += c.len_utf16() as u64;
-            m.newlines += (c == '\n') as u64;
+            i += c.len_utf8();
         }
         m.bytes = text.len() as u64;
         OffsetIndex { marks, end: m }
@@ -464,6 +478,37 @@ mod tests {
         let x = idx.byte_of(text, a, unit).ok()?;
         let y = idx.byte_of(text, b, unit).ok()?;
         Some(text[x..y].to_string())
+    }
+
+    #[test]
+    fn the_index_counts_every_character_boundary_like_a_walk_over_the_characters() {
+        let walk = |text: &str| {
+            let mut marks = vec![Mark::default()];
+            let mut m = Mark::default();
+            let mut next = STRIDE;
+            for (i, c) in text.char_indices() {
+                if i >= next {
+                    marks.push(Mark { bytes: i as u64, ..m });
+                    next = i + STRIDE;
+                }
+                m.chars += 1;
+                m.utf16 += c.len_utf16() as u64;
+                m.newlines += u64::from(c == '\n');
+            }
+            m.bytes = text.len() as u64;
+            OffsetIndex { marks, end: m }
+        };
+        let mut texts = vec![String::new(), "a".into(), "\n".repeat(STRIDE * 2 + 1), "é".repeat(STRIDE)];
+        // Multi-byte characters straddling every stride boundary, and runs of ASCII between.
+        for k in 0..8 {
+            let mut t = "x".repeat(STRIDE - k);
+            t.push_str(&"日本\n🦀ab".repeat(900));
+            t.push_str(&"line\n".repeat(k * 300));
+            texts.push(t);
+        }
+        for t in &texts {
+            assert_eq!(OffsetIndex::build(t), walk(t), "text of {} bytes", t.len());
+        }
     }
 
     #[test]

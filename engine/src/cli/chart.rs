@@ -1,5 +1,7 @@
-//! The chart of `plot` and `serve` (one code path): a chat replayed through the guard on a
-//! scratch store ([`Replay`], [`analyze`]), then drawn with `plotters`' SVG backend ([`svg`]): context
+//! The chart of `plot` and `serve` (one code path): the series of a chat replayed through the
+//! guard and the worker ([`Charting`], [`analyze`]: computed without a store by
+//! `undertext::import::series`, equal to the replay on a scratch store that [`Replay`] runs
+//! for the model view and checkpoints pages), then drawn with `plotters`' SVG backend ([`svg`]): context
 //! tokens per model step against resending everything, the window's target, soft and hard
 //! lines, checkpoint swaps marked, and the cumulative cost on the right axis. Text is drawn
 //! as SVG `<text>` elements (no font files are read), the legend sits in its own column
@@ -13,6 +15,7 @@ use serde_json::Value;
 use undertext::budget::Budget;
 use undertext::checkpoint::Checkpoint;
 use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::import::series::Series;
 use undertext::worker::Worker;
 use undertext::{
     Chat, ChatId, ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store,
@@ -124,17 +127,19 @@ pub struct Analysis {
     pub source: CostSource,
     /// The prices used.
     pub prices: Prices,
-    /// The last checkpoint the replay's worker prepared (the summary tree), if any.
+    /// The last checkpoint the replay's worker prepared (the summary tree), if any; `None`
+    /// too for the chart's series alone ([`Charting`]).
     pub checkpoint: Option<Checkpoint>,
     /// Checkpoints swapped in during the replay.
     pub swaps: u64,
     /// The model view of the replayed chat after its last message (what the next model
-    /// call would be sent under the guard, a published checkpoint's summary included).
-    pub view: undertext::budget::View,
+    /// call would be sent under the guard, a published checkpoint's summary included), from
+    /// a [`Replay`]; `None` for the chart's series alone ([`Charting`]).
+    pub view: Option<undertext::budget::View>,
 }
 
-/// Replays chat `id` of `owner` (read from `store`, which is not written) on a scratch store
-/// in the temporary directory, which is removed afterwards: [`Replay`] once, from the start.
+/// The chart of chat `id` of `owner` (read from `store`, which is not written): its series
+/// ([`Charting`] once, from the start), priced.
 pub fn analyze(
     store: &Store,
     owner: &str,
@@ -144,11 +149,88 @@ pub fn analyze(
     prices: Prices,
 ) -> CliResult<Analysis> {
     let defaults = ReplayOptions::default();
-    let mut replay = Replay::new(window, reserve.unwrap_or(defaults.reserve_output))?;
+    let mut charting = Charting::new(window, reserve.unwrap_or(defaults.reserve_output));
     let chat = store.chat(owner, id)?;
     let snap = chat.snapshot();
-    replay.advance(store, owner, &snap)?;
-    replay.analysis(id, snap.meta(), prices)
+    charting.advance(store, owner, &snap)?;
+    Ok(charting.analysis(id, snap.meta(), prices))
+}
+
+/// The chart's series of a chat: the points of a [`Replay`] (the view's estimate before each
+/// model step, the swaps, resending everything), computed without a store by
+/// [`Series`], which keeps what it derives from each message: the first chart of a
+/// 1,000-step chat costs milliseconds where the replay on a scratch store costs seconds.
+///
+/// Kept between requests by `serve` like a [`Replay`]: [`Charting::advance`] takes only the
+/// messages appended since.
+#[derive(Debug)]
+pub struct Charting {
+    series: Series,
+    /// The source's revision and the seqs taken (hidden messages are not pushed, so the
+    /// series may hold fewer).
+    revision: Option<u64>,
+    consumed: u64,
+    outputs: Vec<u64>,
+}
+
+impl Charting {
+    /// An empty series at `window` and `reserve`.
+    pub fn new(window: u64, reserve: u64) -> Charting {
+        let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
+        Charting { series: Series::new(&opts), revision: None, consumed: 0, outputs: Vec::new() }
+    }
+
+    /// True when `snap` only extends what was taken (same revision, as many messages or
+    /// more): [`Charting::advance`] can take the rest.
+    pub fn extends_to(&self, snap: &Snapshot) -> bool {
+        self.revision.is_none_or(|r| r == snap.revision()) && snap.len() >= self.consumed
+    }
+
+    /// Takes the messages of `snap` (a snapshot of a chat of `owner` in `store`) not taken
+    /// yet; an archived result's text is read from `store` once per distinct archive. Fails
+    /// when `snap` is not an extension (see [`Charting::extends_to`]).
+    pub fn advance(&mut self, store: &Store, owner: &str, snap: &Snapshot) -> CliResult {
+        if !self.extends_to(snap) {
+            return Err(CliError(format!(
+                "the chart's series covers {} messages at revision {:?}; the chat is at {} messages, revision {}",
+                self.consumed,
+                self.revision,
+                snap.len(),
+                snap.revision()
+            )));
+        }
+        self.revision = Some(snap.revision());
+        let mut read = |a: &undertext::ArchiveRef| store.read_context(owner, &a.id, 0..a.bytes, Unit::Bytes);
+        for m in snap.range(self.consumed..snap.len())? {
+            let assistant = m.role == Role::Assistant;
+            let tokens = self.series.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read)?;
+            if assistant {
+                self.outputs.push(tokens);
+            }
+        }
+        self.consumed = snap.len();
+        Ok(())
+    }
+
+    /// Model steps taken so far.
+    pub fn steps(&self) -> usize {
+        self.series.points().len()
+    }
+
+    /// The chart's figures: the series priced by `prices` (see [`Replay::analysis`]).
+    pub fn analysis(&self, id: ChatId, meta: &ChatMeta, prices: Prices) -> Analysis {
+        let (steps, source) = priced(self.series.points(), &self.outputs, meta, prices);
+        Analysis {
+            title: format!("{id} — {}", meta.title),
+            budget: self.series.options().budget(),
+            swaps: steps.iter().filter(|p| p.swapped).count() as u64,
+            steps,
+            source,
+            prices,
+            checkpoint: None,
+            view: None,
+        }
+    }
 }
 
 /// A chat replayed through the guard and the checkpoint worker, one model call at a time,
@@ -264,8 +346,9 @@ impl Replay {
             }
             self.everything += tokens;
             self.chat.append(m)?;
-            self.consumed += 1;
         }
+        // Hidden messages are not in the range: the seqs taken are the chat's length.
+        self.consumed = snap.len();
         Ok(())
     }
 
@@ -280,45 +363,54 @@ impl Replay {
     pub fn analysis(&self, id: ChatId, meta: &ChatMeta, prices: Prices) -> CliResult<Analysis> {
         let checkpoint = self.chat.prepared().map(|c| (*c).clone());
         let view = self.chat.view(&self.opts.budget())?;
-        let reported = reported_usage(&meta.extra, self.points.len());
-        let mut steps = Vec::with_capacity(self.points.len());
-        let mut total = 0.0;
-        let mut prev_sent = 0u64;
-        for (i, p) in self.points.iter().enumerate() {
-            let (input, cached, output) = match &reported {
-                Ok(u) => u[i],
-                Err(_) => {
-                    let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
-                    (p.sent - cached, cached, self.outputs.get(i).copied().unwrap_or(0))
-                }
-            };
-            prev_sent = p.sent;
-            total += prices.cost(input, cached, output);
-            steps.push(Step {
-                seq: p.seq,
-                sent: p.sent,
-                everything: p.everything,
-                swapped: p.swapped,
-                input,
-                cached,
-                output,
-                cost: total,
-            });
-        }
+        let (steps, source) = priced(&self.points, &self.outputs, meta, prices);
         Ok(Analysis {
             title: format!("{id} — {}", meta.title),
             budget: self.opts.budget(),
             steps,
-            source: match reported {
-                Ok(_) => CostSource::Reported,
-                Err(why) => CostSource::Estimated(why),
-            },
+            source,
             prices,
             checkpoint,
             swaps: self.points.iter().filter(|p| p.swapped).count() as u64,
-            view,
+            view: Some(view),
         })
     }
+}
+
+/// The steps of `points` priced by `prices`, from the usage the transcript reported when it
+/// can be read (see `meta`), else from estimates (`outputs`: the tokens of each step's
+/// assistant message); and where the prices' token counts came from.
+fn priced(points: &[StepPoint], outputs: &[u64], meta: &ChatMeta, prices: Prices) -> (Vec<Step>, CostSource) {
+    let reported = reported_usage(&meta.extra, points.len());
+    let mut steps = Vec::with_capacity(points.len());
+    let mut total = 0.0;
+    let mut prev_sent = 0u64;
+    for (i, p) in points.iter().enumerate() {
+        let (input, cached, output) = match &reported {
+            Ok(u) => u[i],
+            Err(_) => {
+                let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
+                (p.sent - cached, cached, outputs.get(i).copied().unwrap_or(0))
+            }
+        };
+        prev_sent = p.sent;
+        total += prices.cost(input, cached, output);
+        steps.push(Step {
+            seq: p.seq,
+            sent: p.sent,
+            everything: p.everything,
+            swapped: p.swapped,
+            input,
+            cached,
+            output,
+            cost: total,
+        });
+    }
+    let source = match reported {
+        Ok(_) => CostSource::Reported,
+        Err(why) => CostSource::Estimated(why),
+    };
+    (steps, source)
 }
 
 impl Drop for Replay {

@@ -16,9 +16,10 @@
 //! Safety: the server binds 127.0.0.1 by default and answers only requests whose `Host`
 //! names the local machine (`localhost`, `127.0.0.1`, `[::1]`), so a web page on another
 //! site cannot read the store through DNS rebinding. It never writes to the store: pages
-//! call only reading methods, and the chart replays on a scratch store in the temporary
-//! directory. Replays are kept (see `analysis`): a chat grown by appends replays its new steps
-//! only. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
+//! call only reading methods: the chart's series is computed without a store
+//! (`chart::Charting`), and the model view and checkpoints pages replay the chat on a scratch
+//! store in the temporary directory. Both are kept (see `chart_series`, `analysis`): a chat
+//! grown by appends costs its new steps only. Bad input (an unknown or foreign chat, an absurd range, a path trick) is a
 //! 4xx page; a failing page is a 500 page, never a crash of the server.
 
 use std::collections::{BTreeMap, HashMap};
@@ -68,11 +69,15 @@ fn open_store(cli: &Cli) -> CliResult<Store> {
 /// (chat, window, reserve).
 type ReplayKey = (u64, u64, u64);
 
-/// A chart's replay and the analysis of the chat state it covers (revision, messages).
+/// A chart's replay and the analysis of the chat state it covers (revision, messages), for
+/// the model view and checkpoints pages; the chart's series alone and its analysis, for the
+/// chart.
 #[derive(Debug, Default)]
 struct Charted {
     replay: Option<chart::Replay>,
     analysis: Option<(u64, u64, Arc<Analysis>)>,
+    series: Option<chart::Charting>,
+    chart: Option<(u64, u64, Arc<Analysis>)>,
 }
 
 /// At most this many replays are kept (each holds a scratch store and its worker thread);
@@ -421,7 +426,7 @@ async fn chart_page(State(app): State<App>, id: P, q: Q) -> Response {
 
 async fn chart_svg(State(app): State<App>, id: P, q: Q) -> Response {
     blocking(app, move |app| {
-        let (_, a) = chart_analysis(app, &path(id)?, &query(q)?)?;
+        let (_, a) = chart_series(app, &path(id)?, &query(q)?)?;
         Ok(Page::Svg(chart::svg(&a)?))
     })
     .await
@@ -822,7 +827,9 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
     let reserve = param(q, "reserve", VIEW_RESERVE, 0..=window / 2)?;
     let (chat, a) = analysis(app, id, window, reserve)?;
     let budget = a.budget.clone();
-    let v = &a.view;
+    let Some(v) = &a.view else {
+        return Err(Fail(StatusCode::INTERNAL_SERVER_ERROR, "the replay kept no model view".into()));
+    };
     let tail = tail_start(&chat)?;
     let mut b = String::new();
     let _ = write!(
@@ -972,19 +979,57 @@ fn analysis(
     Ok((chat, a))
 }
 
-/// The chart's replay: `?window=` (as `plot`'s default) and the replay's reserve.
+/// The window of `?window=` (as `plot`'s default) and the replay's reserve.
+fn chart_budget(q: &BTreeMap<String, String>) -> Result<(u64, u64), Fail> {
+    let window = param(q, "window", CHART_WINDOW, WINDOWS)?;
+    Ok((window, undertext::import::replay::ReplayOptions::default().reserve_output.min(window / 2)))
+}
+
+/// The chat's replay at the chart's budget (`?window=`), for the checkpoints page.
 fn chart_analysis(
     app: &App,
     id: &str,
     q: &BTreeMap<String, String>,
 ) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
-    let window = param(q, "window", CHART_WINDOW, WINDOWS)?;
-    analysis(
-        app,
-        id,
-        window,
-        undertext::import::replay::ReplayOptions::default().reserve_output.min(window / 2),
-    )
+    let (window, reserve) = chart_budget(q)?;
+    analysis(app, id, window, reserve)
+}
+
+/// The chart's series at `?window=` ([`chart::Charting`], no replay on a scratch store).
+/// Kept like the replays: the same revision and length answer from the cache, a chat grown
+/// by appends takes its new messages only, an edit or truncation starts again.
+fn chart_series(
+    app: &App,
+    id: &str,
+    q: &BTreeMap<String, String>,
+) -> Result<(undertext::Chat, Arc<Analysis>), Fail> {
+    let (window, reserve) = chart_budget(q)?;
+    let chat = chat_of(app, id)?;
+    let snap = chat.snapshot();
+    let entry = app.charts.entry((chat.id().0, window, reserve));
+    let mut e = entry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((rev, len, a)) = &e.chart
+        && *rev == snap.revision()
+        && *len == snap.len()
+    {
+        return Ok((chat, a.clone()));
+    }
+    let mut series = match e.series.take() {
+        Some(s) if s.extends_to(&snap) => s,
+        _ => chart::Charting::new(window, reserve),
+    };
+    series.advance(&app.store, &app.owner, &snap)?;
+    if series.steps() == 0 {
+        e.series = Some(series);
+        return Err(Fail(
+            StatusCode::NOT_FOUND,
+            format!("{}: no model steps (assistant messages) to replay", chat.id()),
+        ));
+    }
+    let a = Arc::new(series.analysis(chat.id(), snap.meta(), app.prices));
+    e.series = Some(series);
+    e.chart = Some((snap.revision(), snap.len(), a.clone()));
+    Ok((chat, a))
 }
 
 fn window_form(id: ChatId, page: &str, window: u64) -> String {
@@ -996,7 +1041,7 @@ fn window_form(id: ChatId, page: &str, window: u64) -> String {
 }
 
 fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let (chat, a) = chart_analysis(app, id, q)?;
+    let (chat, a) = chart_series(app, id, q)?;
     let svg = chart::svg(&a)?;
     let svg = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
     let mut b = String::new();

@@ -185,6 +185,9 @@ impl Estimator for Tiktoken {
     }
 }
 
+/// Tokens a tool result costs besides its text (see [`part_tokens`]).
+pub(crate) const RESULT_OVERHEAD: u64 = 3;
+
 /// Tokens of one part.
 pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
     match p {
@@ -193,10 +196,11 @@ pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
             e.text_tokens(name) + e.text_tokens(args) + e.text_tokens(id) + 3
         }
         Part::ToolResult { content, .. } => {
-            3 + match content {
-                ToolContent::Text(t) => e.text_tokens(t),
-                ToolContent::Archived { preview, .. } => e.text_tokens(preview),
-            }
+            RESULT_OVERHEAD
+                + match content {
+                    ToolContent::Text(t) => e.text_tokens(t),
+                    ToolContent::Archived { preview, .. } => e.text_tokens(preview),
+                }
         }
         Part::ApprovalRequest { prompt, .. } => e.text_tokens(prompt) + 4,
         Part::ApprovalResponse { reason, .. } => reason.as_deref().map_or(0, |r| e.text_tokens(r)) + 4,

@@ -49,6 +49,7 @@ mod openai;
 mod openhands;
 #[doc(hidden)]
 pub mod replay;
+pub mod series;
 mod swe_agent;
 mod write;
 

@@ -405,8 +405,9 @@ impl ChatView<'_> {
     }
 
     /// The view from the memo: the same view when nothing changed, the memo's messages
-    /// plus the appended ones when only appends happened and the total still fits under
-    /// the soft line. `None`: build it from scratch.
+    /// plus the appended ones when only appends happened, none opened a user turn over a
+    /// checkpoint, and the total still fits under the soft line. `None`: build it from
+    /// scratch.
     fn view_from_memo(
         &self,
         memo: &mut Option<ViewMemo>,
@@ -417,6 +418,13 @@ impl ChatView<'_> {
         let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
         if m.len < inner.len {
             if m.decision != Decision::Fits || !m.appendable {
+                return Ok(None);
+            }
+            // Over a checkpoint the view keeps the task of the last two user turns: an
+            // appended message opening a turn changes which, so the view is built again.
+            if inner.checkpoint.is_some()
+                && (m.len..inner.len).any(|s| inner.entries.get(s as usize).is_some_and(|e| e.starts_turn))
+            {
                 return Ok(None);
             }
             let (e, keep) = (self.chat.core().opts.estimator.clone(), self.chat.core().opts.keep_derived);

@@ -1,0 +1,549 @@
+//! The series of a replay ([`super::replay`]'s [`StepPoint`]s) computed without a store: a
+//! chart of a 1,000-step chat costs milliseconds, not the seconds of replaying it through a
+//! scratch store, the guard and the worker.
+//!
+//! The replay the chart draws appends a chat's messages, in order, to a new chat of a scratch
+//! store with default options and a worker (extractive summarizer, [`ReplayOptions`]'s
+//! budget and segments, [`HardLinePolicy::Refuse`](crate::worker::HardLinePolicy)); before
+//! each assistant message it takes the view and waits for the job that view asked for. Such a
+//! chat only grows: no edits, compactions, pins, calibration or recorded attempts. So every
+//! figure of a step is a function of the messages alone, and [`Series`] computes it with the
+//! rules the store applies (`budget::tail`, the guard, `checkpoint::segments`, the
+//! summarizer, `approval`), each message's derived values made once when it is pushed:
+//!
+//! * its stored form (a tool result over the archive threshold becomes its preview and
+//!   reference) and the tokens of that form;
+//! * per tool result, the tokens before and after the guard's preview;
+//! * its scan for pending approvals;
+//! * the summaries of settled segments and of their merges, by the messages they cover.
+//!
+//! A step's view is then arithmetic over the kept tokens since the published checkpoint, and
+//! a worker job a walk over kept values. `tests/tests/chart_series.rs` checks that the
+//! points equal the store replay's at every step, on every shared transcript and on a long
+//! loop with approvals and truncation.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::replay::{ReplayOptions, StepPoint};
+use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_text};
+use crate::archive;
+use crate::blob::BlobId;
+use crate::budget::{Budget, tail};
+use crate::checkpoint::{CheckpointOptions, Extractive, Summarizer};
+use crate::error::Result;
+use crate::estimate::{Estimator, RESULT_OVERHEAD, message_tokens, part_tokens};
+use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent, starts_turn};
+use crate::options::Options;
+
+/// What a store derives from an archived text: kept per distinct text.
+struct Archived {
+    reference: ArchiveRef,
+    preview: String,
+    /// Tokens of the text, of its preview and of the guard's preview.
+    tokens: u64,
+    preview_tokens: u64,
+    guard_tokens: u64,
+    /// The approval rule the whole text matches, if any.
+    pending: Option<String>,
+}
+
+/// One part of a stored message, for the guard.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Cell {
+    /// Not a tool result: never previewed.
+    Other,
+    /// A tool result: the tokens of its text as stored and, once the guard first reached it,
+    /// of its preview.
+    Result(u64, Option<u64>),
+}
+
+/// A checkpoint as the series needs it: the first seq it does not cover, the tokens of its
+/// summary, and those of the summary's message in a view.
+#[derive(Debug, Clone, Copy)]
+struct Cp {
+    reach: u64,
+    summary_tokens: u64,
+    message_tokens: u64,
+}
+
+/// The replay's series of a chat fed one message at a time ([`Series::push`]), computed
+/// without a store (see the module documentation).
+///
+/// ```
+/// use undertext::import::replay::ReplayOptions;
+/// use undertext::import::series::Series;
+/// use undertext::{NewMessage, Part, Role, ToolContent};
+///
+/// let mut s = Series::new(&ReplayOptions::default());
+/// s.push(NewMessage::user("list the files"));
+/// s.push(NewMessage {
+///     role: Role::Assistant,
+///     parts: vec![Part::ToolCall { id: "c1".into(), name: "ls".into(), args: "{}".into() }],
+/// });
+/// assert_eq!(s.points().len(), 1);
+/// assert!(s.points()[0].sent > 0);
+/// ```
+pub struct Series {
+    opts: ReplayOptions,
+    budget: Budget,
+    checkpoint: CheckpointOptions,
+    /// The worker's soft line, a fraction of the usable window.
+    worker_soft: f64,
+    store: Options,
+    summarizer: Extractive,
+    patterns: ApprovalPatterns,
+    /// The chat as the scratch store holds it.
+    msgs: Vec<Message>,
+    starts: Vec<bool>,
+    tokens: Vec<u64>,
+    /// Per message, per part: the tokens of a tool result's text before and after the
+    /// guard's preview.
+    previews: Vec<Vec<Cell>>,
+    /// Per message: its first tool result holding a pending approval, and the rule.
+    pending: Vec<Option<(usize, String)>>,
+    /// Tokens of the messages of the task previewed under a checkpoint, by seq.
+    task_previewed: HashMap<u64, u64>,
+    archives: HashMap<BlobId, Archived>,
+    segments: HashMap<(u64, u64), Arc<str>>,
+    merges: HashMap<(usize, u64, u64, usize), Arc<str>>,
+    published: Option<Cp>,
+    /// The reach of the checkpoint the worker prepared last.
+    prepared: Option<u64>,
+    everything: u64,
+    points: Vec<StepPoint>,
+}
+
+impl std::fmt::Debug for Series {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Series")
+            .field("messages", &self.msgs.len())
+            .field("steps", &self.points.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Series {
+    /// An empty chat replayed at `opts` (window, reserve; the hard-line policy is the
+    /// replay's: a view never waits).
+    pub fn new(opts: &ReplayOptions) -> Series {
+        let worker = opts.worker_options();
+        Series {
+            opts: opts.clone(),
+            budget: opts.budget(),
+            checkpoint: worker.checkpoint,
+            worker_soft: worker.soft,
+            store: Options::default(),
+            summarizer: Extractive::default(),
+            patterns: ApprovalPatterns::default(),
+            msgs: Vec::new(),
+            starts: Vec::new(),
+            tokens: Vec::new(),
+            previews: Vec::new(),
+            pending: Vec::new(),
+            task_previewed: HashMap::new(),
+            archives: HashMap::new(),
+            segments: HashMap::new(),
+            merges: HashMap::new(),
+            published: None,
+            prepared: None,
+            everything: 0,
+            points: Vec::new(),
+        }
+    }
+
+    /// The settings it replays at.
+    pub fn options(&self) -> &ReplayOptions {
+        &self.opts
+    }
+
+    /// One point per assistant message pushed, in order.
+    pub fn points(&self) -> &[StepPoint] {
+        &self.points
+    }
+
+    /// Messages pushed.
+    pub fn len(&self) -> u64 {
+        self.msgs.len() as u64
+    }
+
+    /// True before the first push.
+    pub fn is_empty(&self) -> bool {
+        self.msgs.is_empty()
+    }
+
+    /// Appends `m` (tool results at their whole text, as the harness produced them; an
+    /// archived result this series has not seen counts as its preview); for an assistant
+    /// message, first the step's point: the view's estimate just before it, and whether that
+    /// view swapped a checkpoint in. Returns the message's tokens in full.
+    pub fn push(&mut self, m: NewMessage) -> u64 {
+        if m.role == Role::Assistant {
+            self.step();
+        }
+        let full = self.append(m);
+        self.everything += full;
+        full
+    }
+
+    /// [`Series::push`] of a message as a store holds it: an archived tool result stands for
+    /// its whole text, which `read` gives (asked once per distinct archive: the next result
+    /// archived with the same text costs a lookup).
+    pub fn push_stored(
+        &mut self,
+        m: NewMessage,
+        read: &mut dyn FnMut(&ArchiveRef) -> Result<String>,
+    ) -> Result<u64> {
+        let m = self.whole(m, read)?;
+        Ok(self.push(m))
+    }
+
+    /// `m` with each archived result this series has not seen read with `read`: kept as
+    /// an archive when its text is over the archive threshold (named by the id it has), else
+    /// made inline, as the scratch store's append would.
+    fn whole(
+        &mut self,
+        mut m: NewMessage,
+        read: &mut dyn FnMut(&ArchiveRef) -> Result<String>,
+    ) -> Result<NewMessage> {
+        for p in &mut m.parts {
+            let Part::ToolResult { content, .. } = p else { continue };
+            let ToolContent::Archived { archive, .. } = content else { continue };
+            if self.archives.contains_key(&archive.id) {
+                continue;
+            }
+            let text = read(archive)?;
+            if text.len() > self.store.archive_threshold {
+                self.keep_archive(archive.id, &text);
+            } else {
+                *content = ToolContent::Text(text);
+            }
+        }
+        Ok(m)
+    }
+
+    /// What archiving `text` (of id `id`) derives, kept by its id.
+    fn keep_archive(&mut self, id: BlobId, text: &str) -> &Archived {
+        let o = &self.store;
+        let patterns = &self.patterns;
+        self.archives.entry(id).or_insert_with(|| {
+            let (reference, preview, guard) =
+                archive::derived_of(text, o.preview_chars, o.guard_preview_chars, &o.preview_marker);
+            let e = &o.estimator;
+            Archived {
+                tokens: e.text_tokens(text),
+                preview_tokens: e.text_tokens(&preview),
+                guard_tokens: e.text_tokens(&guard),
+                pending: pending_in_text(text, patterns),
+                reference,
+                preview,
+            }
+        })
+    }
+
+    fn e(&self) -> &dyn Estimator {
+        &*self.store.estimator
+    }
+
+    /// The model step before an assistant message: `Chat::view` with the worker running
+    /// (ask for a job past the worker's soft line, swap a prepared checkpoint in past the
+    /// hard line, the guard), then the job it asked for, run to its end.
+    fn step(&mut self) {
+        let len = self.len();
+        let published = self.published.as_ref().map_or(0, |p| p.reach);
+        let before = self.prepared.filter(|&reach| reach > published);
+        let mut swapped = false;
+        let mut job = false;
+        let est = self.estimate_after_checkpoint();
+        if (est as f64) > self.worker_soft * self.budget.usable() as f64 {
+            job = before.is_none();
+            if est > self.budget.hard_limit()
+                && let Some(reach) = before
+            {
+                self.published = Some(self.checkpoint_to(reach));
+                swapped = true;
+            }
+        }
+        let (mut sent, refused) = self.view_estimate();
+        // Refused with nothing swapped in: the checkpoint prepared before the view is
+        // swapped in under any hard-line policy, and the view built again.
+        if !swapped
+            && refused
+            && let Some(reach) = before
+        {
+            self.published = Some(self.checkpoint_to(reach));
+            swapped = true;
+            sent = self.view_estimate().0;
+        }
+        self.points.push(StepPoint { seq: len, sent, everything: self.everything, swapped });
+        if job && let Some(reach) = self.build() {
+            self.prepared = Some(reach);
+        }
+    }
+
+    /// `checkpoint::estimate_after_checkpoint`: the published summary and every message
+    /// after its reach.
+    fn estimate_after_checkpoint(&self) -> u64 {
+        let (base, summary) = self.published.map_or((0, 0), |p| (p.reach as usize, p.summary_tokens));
+        calibrated(summary + self.tokens[base.min(self.tokens.len())..].iter().sum::<u64>())
+    }
+
+    /// The view's estimate and whether the guard refused it: the published checkpoint's
+    /// kept instructions and summary, the messages after it, then the guard's previews.
+    fn view_estimate(&mut self) -> (u64, bool) {
+        let e = self.store.estimator.clone();
+        let budget = self.budget.clone();
+        let len = self.msgs.len();
+        let base = self.published.as_ref().map_or(0, |p| p.reach as usize);
+        let msgs = &self.msgs[base..];
+        let prot = base + tail::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
+        let last_step = base + tail::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
+        let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        if let Some(p) = self.published {
+            let (system, task) = self.kept_instructions(p.reach);
+            raw += system.iter().map(|&s| self.tokens[s as usize]).sum::<u64>();
+            let mut left = budget.instructions_limit();
+            for s in task {
+                let t = self.tokens[s as usize];
+                if t <= left {
+                    left -= t;
+                    raw += t;
+                } else {
+                    left = 0;
+                    raw += self.task_preview_tokens(s);
+                }
+            }
+            raw += p.message_tokens;
+        }
+        raw += self.tokens[base..].iter().sum::<u64>();
+        let before = calibrated(raw);
+        let mut total = raw;
+        if before > budget.soft_limit() {
+            // The guard's order: settled results oldest first down to the target, then those
+            // of the protected tail (before its last step) down to the hard line.
+            for (tail, line) in [(false, budget.target_limit()), (true, budget.hard_limit())] {
+                'tier: for seq in base..last_step.min(len) {
+                    if (seq >= prot) != tail {
+                        continue;
+                    }
+                    for part in 0..self.previews[seq].len() {
+                        let Cell::Result(old, _) = self.previews[seq][part] else { continue };
+                        if calibrated(total) <= line {
+                            break 'tier;
+                        }
+                        let new = self.guard_tokens(seq, part);
+                        if new < old {
+                            total = total - old + new;
+                        }
+                    }
+                }
+            }
+        }
+        let estimate = calibrated(total);
+        (estimate, estimate > budget.hard_limit())
+    }
+
+    /// Tokens of the guard's preview of tool result `part` of message `seq`, made the
+    /// first time the guard reaches it (an archived result's with its archive).
+    fn guard_tokens(&mut self, seq: usize, part: usize) -> u64 {
+        match self.previews[seq][part] {
+            Cell::Result(_, Some(new)) => new,
+            Cell::Result(old, None) => {
+                let o = &self.store;
+                let new = match &self.msgs[seq].parts[part] {
+                    Part::ToolResult { content: ToolContent::Text(t), .. } => o
+                        .estimator
+                        .text_tokens(&archive::preview_inline(t, o.guard_preview_chars, &o.preview_marker).1),
+                    _ => old,
+                };
+                self.previews[seq][part] = Cell::Result(old, Some(new));
+                new
+            }
+            Cell::Other => 0,
+        }
+    }
+
+    /// The leading system messages before `reach`, and the turn-opening user messages of
+    /// the last two turns before `reach` (what a view keeps over a checkpoint).
+    fn kept_instructions(&self, reach: u64) -> (Vec<u64>, Vec<u64>) {
+        let len = self.len();
+        let mut system = Vec::new();
+        let mut seq = 0;
+        while seq < reach && self.msgs.get(seq as usize).is_some_and(|m| m.role == Role::System) {
+            system.push(seq);
+            seq += 1;
+        }
+        let last_turn = self.msgs.last().map_or(0, |m| m.turn);
+        let first_of = |t: u64| self.msgs.partition_point(|m| m.turn < t) as u64;
+        let mut task = Vec::new();
+        for t in last_turn.saturating_sub(1).max(1)..=last_turn {
+            let s = first_of(t);
+            let opens = (s < len)
+                && self.msgs[s as usize].turn == t
+                && self.msgs[s as usize].role == Role::User
+                && self.starts[s as usize];
+            if opens && s >= seq && s < reach {
+                task.push(s);
+            }
+        }
+        (system, task)
+    }
+
+    /// Tokens of task message `s` with its texts previewed (over the instructions bound).
+    fn task_preview_tokens(&mut self, s: u64) -> u64 {
+        if let Some(t) = self.task_previewed.get(&s) {
+            return *t;
+        }
+        let o = &self.store;
+        let mut parts = self.msgs[s as usize].parts.clone();
+        for p in &mut parts {
+            if let Part::Text(t) = p {
+                let id = BlobId::of(t.as_bytes());
+                *t = archive::preview_of(t, &id, o.preview_chars, &o.preview_marker);
+            }
+        }
+        let t = message_tokens(self.e(), &parts);
+        self.task_previewed.insert(s, t);
+        t
+    }
+
+    /// The worker's job on the chat as it stands: where the settled history ends (the
+    /// checkpoint's reach), `None` when nothing is settled. Its summary is made when it is
+    /// swapped in ([`Series::checkpoint_to`]): it depends only on the messages before the
+    /// reach, which appends do not change.
+    fn build(&self) -> Option<u64> {
+        let msgs = &self.msgs;
+        let tokens = &self.tokens;
+        let mut cut = tail::protected_from(msgs, |i| tokens[i], self.budget.protect_limit()) as u64;
+        let pending = &self.pending;
+        if let Some((seq, _)) = first_pending_by(msgs, &mut |m: &Message| pending[m.seq as usize].clone()) {
+            cut = cut.min(tail::cut_at_or_before(msgs, seq as usize) as u64);
+        }
+        (cut > 0).then_some(cut)
+    }
+
+    /// The checkpoint of the settled history before `reach`, as the worker builds it: the
+    /// segments' summaries (each made once), merged `fan_in` at a time.
+    fn checkpoint_to(&mut self, reach: u64) -> Cp {
+        let settled = &self.msgs[..reach as usize];
+        let tokens = &self.tokens;
+        let ranges =
+            crate::checkpoint::segments(settled, |m| tokens[m.seq as usize], self.checkpoint.segment_tokens);
+        // A node of the tree is named by its level, the seqs it covers and its number of
+        // children: these fix the segments under it, cut greedily from its start.
+        let mut level: Vec<((u64, u64), Arc<str>)> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let text = self.segments.entry((r.start, r.end)).or_insert_with(|| {
+                summarize(&self.summarizer, &settled[r.start as usize..r.end as usize]).into()
+            });
+            level.push(((r.start, r.end), text.clone()));
+        }
+        let mut depth = 0;
+        while level.len() > 1 {
+            depth += 1;
+            let mut next = Vec::with_capacity(level.len().div_ceil(self.checkpoint.fan_in));
+            for group in level.chunks(self.checkpoint.fan_in) {
+                if let [one] = group {
+                    next.push(one.clone());
+                    continue;
+                }
+                let span = (group[0].0.0, group[group.len() - 1].0.1);
+                let text = self.merges.entry((depth, span.0, span.1, group.len())).or_insert_with(|| {
+                    let texts: Vec<String> = group.iter().map(|(_, t)| t.to_string()).collect();
+                    merge(&self.summarizer, &texts).into()
+                });
+                next.push((span, text.clone()));
+            }
+            level = next;
+        }
+        let summary = level.pop().map_or_else(String::new, |(_, t)| t.to_string());
+        let e = self.e();
+        let message = Part::Summary(format!(
+            "[checkpoint: summary of messages 0..{reach}; the originals stay readable]\n{summary}"
+        ));
+        Cp { reach, summary_tokens: e.text_tokens(&summary), message_tokens: message_tokens(e, &[message]) }
+    }
+
+    /// The scratch store's append: the turn, archiving on append, and what the guard and
+    /// the worker derive from the message, made once. Returns its tokens in full (archived
+    /// results at their whole text).
+    fn append(&mut self, m: NewMessage) -> u64 {
+        let seq = self.len();
+        let starts = starts_turn(m.role, &m.parts);
+        let turn = self.msgs.last().map_or(0, |l| l.turn) + u64::from(starts);
+        let mut parts = m.parts;
+        let mut cells = Vec::with_capacity(parts.len());
+        // A message's tokens are its parts' plus an overhead, a result's its text's plus a
+        // fixed overhead (`estimate::message_tokens`): each text is counted once, and in full
+        // an archived result counts its whole text instead of its preview.
+        let e = self.store.estimator.clone();
+        let mut stored = e.message_overhead();
+        let mut full = e.message_overhead();
+        // The first tool result holding a pending approval (`approval::pending_in_part`,
+        // archived results scanned whole, each distinct text once).
+        let mut pending = None;
+        for (i, p) in parts.iter_mut().enumerate() {
+            let Part::ToolResult { content, .. } = p else {
+                let t = part_tokens(&*e, p);
+                stored += t;
+                full += t;
+                cells.push(Cell::Other);
+                continue;
+            };
+            let id = match content {
+                ToolContent::Text(text) if text.len() > self.store.archive_threshold => {
+                    let id = BlobId::of(text.as_bytes());
+                    self.keep_archive(id, text);
+                    Some(id)
+                }
+                ToolContent::Archived { archive, .. } if self.archives.contains_key(&archive.id) => {
+                    Some(archive.id)
+                }
+                _ => None,
+            };
+            let (cell, whole, rule) = match (id.and_then(|id| self.archives.get(&id)), &*content) {
+                (Some(a), _) => {
+                    *content = ToolContent::Archived { archive: a.reference, preview: a.preview.clone() };
+                    (Cell::Result(a.preview_tokens, Some(a.guard_tokens)), a.tokens, a.pending.clone())
+                }
+                (None, ToolContent::Text(text)) => {
+                    let t = e.text_tokens(text);
+                    (Cell::Result(t, None), t, pending_in_text(text, &self.patterns))
+                }
+                // A reference without its text (`Series::push`): counted by its preview.
+                (None, ToolContent::Archived { preview, .. }) => {
+                    let t = e.text_tokens(preview);
+                    (Cell::Result(t, Some(t)), t, pending_in_text(preview, &self.patterns))
+                }
+            };
+            if let Cell::Result(t, _) = cell {
+                stored += RESULT_OVERHEAD + t;
+            }
+            full += RESULT_OVERHEAD + whole;
+            if pending.is_none() {
+                pending = rule.map(|r| (i, r));
+            }
+            cells.push(cell);
+        }
+        let msg = Message { seq, revision: 0, role: m.role, turn, parts, step: None, at_ms: 0 };
+        self.tokens.push(stored);
+        self.previews.push(cells);
+        self.pending.push(pending);
+        self.starts.push(starts);
+        self.msgs.push(msg);
+        full
+    }
+}
+
+/// `(raw × 1.0).ceil()`: a scratch chat has no calibration, and the store applies the
+/// factor even so.
+fn calibrated(raw: u64) -> u64 {
+    (raw as f64 * 1.0).ceil() as u64
+}
+
+fn summarize(s: &Extractive, msgs: &[Message]) -> String {
+    s.summarize(msgs).unwrap_or_default()
+}
+
+fn merge(s: &Extractive, texts: &[String]) -> String {
+    s.merge(texts).unwrap_or_default()
+}
