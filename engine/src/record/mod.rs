@@ -460,16 +460,22 @@ pub(crate) enum MessageTexts {
     InBlob([u8; 32]),
 }
 
-/// The inline texts of a message that a view may preview (a text part, an inline tool result),
-/// each by its part index and content address (BLAKE3 of the text): the rows of the index's
-/// inline-text table. Empty texts are left out.
+/// The inline texts of a message that a view may preview — an inline tool result (of any
+/// message), a text part of a user message (the task, kept under a checkpoint) — each by its
+/// part index and content address (BLAKE3 of the text): the rows of the index's inline-text
+/// table. Empty texts are left out, and so are the text parts of other roles, which no view
+/// previews (index layout 6: a LangGraph saver's records are system texts, and their rows
+/// were 46 % of its index).
 pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
     if k != kind::MESSAGE {
-        return Ok(match message(k, bytes)?.body {
+        let rec = message(k, bytes)?;
+        let user = rec.role == Role::User.code();
+        return Ok(match rec.body {
             BodyRec::Inline(parts) => MessageTexts::Listed(
                 parts
                     .iter()
                     .enumerate()
+                    .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
                     .filter_map(|(i, p)| {
                         owned_inline_text(p)
                             .filter(|t| !t.is_empty())
@@ -483,18 +489,23 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| format!("message record does not decode: {e}"))?;
+    let user = a.role == Role::User.code();
     Ok(match &a.body {
-        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(parts.iter())),
+        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(
+            parts.iter().enumerate().filter(|(_, p)| user || !matches!(p, ArchivedPartRec::Text(_))),
+        )),
         ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
     })
 }
 
-/// [`message_texts`] of a message whose parts are in a body blob (its bytes).
+/// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's
+/// role is not at hand where bodies are listed, so every text part is listed, whatever the
+/// role (a body blob holds more than 8 KiB of parts: such messages are few).
 pub(crate) fn body_texts(blob: &[u8]) -> std::result::Result<Vec<(u32, [u8; 32])>, String> {
     let buf = aligned(blob);
     let a = rkyv::access::<ArchivedPartsRec, RkyvError>(&buf)
         .map_err(|e| format!("message body does not decode: {e}"))?;
-    Ok(texts_of(a.parts.iter()))
+    Ok(texts_of(a.parts.iter().enumerate()))
 }
 
 fn owned_inline_text(p: &PartRec) -> Option<&str> {
@@ -513,9 +524,8 @@ fn inline_text(p: &ArchivedPartRec) -> Option<&str> {
     }
 }
 
-fn texts_of<'a>(parts: impl Iterator<Item = &'a ArchivedPartRec>) -> Vec<(u32, [u8; 32])> {
+fn texts_of<'a>(parts: impl Iterator<Item = (usize, &'a ArchivedPartRec)>) -> Vec<(u32, [u8; 32])> {
     parts
-        .enumerate()
         .filter_map(|(i, p)| {
             inline_text(p).filter(|t| !t.is_empty()).map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
         })
@@ -594,6 +604,44 @@ mod tests {
         assert_eq!(back, rec);
         let BodyRec::Inline(p) = back.body else { panic!("inline") };
         assert_eq!(p.into_iter().map(PartRec::into_part).collect::<Vec<_>>(), parts);
+    }
+
+    #[test]
+    fn only_texts_a_view_may_preview_are_listed_in_either_encoding() {
+        let parts = |text: &str| {
+            BodyRec::Inline(vec![
+                PartRec::Text(text.into()),
+                PartRec::ToolResultText { call_id: "c".into(), text: "result".into(), is_error: false },
+                PartRec::Text(String::new()),
+            ])
+        };
+        let id = |t: &str| BlobId::of(t.as_bytes()).0;
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            let rec = MsgRec {
+                chat: 1,
+                seq: 0,
+                revision: 0,
+                role: role.code(),
+                turn: 0,
+                at_ms: 0,
+                step: None,
+                body: parts("a text"),
+            };
+            let want = if role == Role::User {
+                vec![(0, id("a text")), (1, id("result"))]
+            } else {
+                vec![(1, id("result"))]
+            };
+            let rkyv = encode(&rec).unwrap();
+            let compact = compact::encode(&rec, crate::blob::Compression::default());
+            for (k, bytes) in [(kind::MESSAGE, &rkyv[..]), (kind::MESSAGE_COMPACT, &compact[..])] {
+                assert_eq!(message_texts(k, bytes).unwrap(), MessageTexts::Listed(want.clone()), "{role:?} kind {k}");
+                assert_eq!(message_fields(k, bytes).unwrap().role, role);
+                // Any inline text part is still read back by its index, listed or not.
+                let text = message_part_text(k, bytes, 0, |_| unreachable!()).unwrap();
+                assert_eq!(text.as_deref(), Some("a text"));
+            }
+        }
     }
 
     #[test]
