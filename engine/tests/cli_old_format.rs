@@ -65,7 +65,8 @@ fn read_archive(store: &Path) -> Vec<u8> {
 fn kinds(store: &Path) -> Vec<u8> {
     use undertext::log::format;
     let mut out = Vec::new();
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(store.join("log")).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut segs: Vec<PathBuf> =
+        std::fs::read_dir(store.join("log")).unwrap().map(|e| e.unwrap().path()).collect();
     segs.sort();
     for p in segs {
         let seg = std::fs::read(&p).unwrap();
@@ -82,7 +83,10 @@ fn kinds(store: &Path) -> Vec<u8> {
 fn a_store_of_rkyv_message_records_reads_byte_for_byte_as_its_build_read_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = fixture_copy(tmp.path());
-    assert!(kinds(&store).contains(&4) && !kinds(&store).contains(&16), "the fixture holds kind-4 messages only");
+    assert!(
+        kinds(&store).contains(&4) && !kinds(&store).contains(&16),
+        "the fixture holds kind-4 messages only"
+    );
     assert!(show(&store, &[]) == expected_show(), "show --json differs from the build that wrote the store");
     assert_eq!(read_archive(&store), archive_text());
     assert!(show(&store, &["--read-only"]) == expected_show(), "a read-only open reads differently");

@@ -82,7 +82,8 @@ fn main() -> Result<()> {
     let times = |b: u64| text.map(|t| format!(" ({:.3}x)", b as f64 / t)).unwrap_or_default();
 
     let mut by_kind: BTreeMap<(u8, u8), Tally> = BTreeMap::new();
-    let (mut batches, mut batch_headers, mut seg_headers, mut zeros_after, mut files) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut batches, mut batch_headers, mut seg_headers, mut zeros_after, mut files) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for p in segments(&dir)? {
         let seg = std::fs::read(&p)?;
         files += seg.len() as u64;
@@ -130,7 +131,9 @@ fn main() -> Result<()> {
     println!("\nindex: {ilen} bytes{}", times(ilen));
     let db = redb::Database::open(&index)?;
     let tx = db.begin_read()?;
-    println!("| table | rows | leaf pages | branch pages | stored leaf bytes | metadata bytes | fragmented bytes |");
+    println!(
+        "| table | rows | leaf pages | branch pages | stored leaf bytes | metadata bytes | fragmented bytes |"
+    );
     println!("|---|--:|--:|--:|--:|--:|--:|");
     for h in tx.list_tables()? {
         let name = h.name().to_string();

@@ -32,7 +32,11 @@ fn damaged(path: &Path, what: &str, e: Error) -> Error {
 /// that opens but whose pages fail verification is not something a crash leaves (redb's
 /// commits are crash-safe, and redb has already repaired an interrupted one): that is
 /// damage, and it is reported.
-pub(super) fn open_verified(path: &Path, cache_bytes: usize, journal: &Arc<Journal>) -> Result<(Database, bool)> {
+pub(super) fn open_verified(
+    path: &Path,
+    cache_bytes: usize,
+    journal: &Arc<Journal>,
+) -> Result<(Database, bool)> {
     let create = || -> Result<(Database, u64)> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);

@@ -316,7 +316,13 @@ mod tests {
                 PartRec::ToolResultText { call_id: "c1".into(), text: "ok ".repeat(100), is_error: false },
                 PartRec::ToolResultArchived {
                     call_id: "c2".into(),
-                    archive: ArchiveRefRec { id: [3; 32], bytes: 1 << 40, chars: 5, utf16_units: 6, lines: 7 },
+                    archive: ArchiveRefRec {
+                        id: [3; 32],
+                        bytes: 1 << 40,
+                        chars: 5,
+                        utf16_units: 6,
+                        lines: 7,
+                    },
                     preview: "pre".into(),
                     is_error: true,
                 },
@@ -341,7 +347,10 @@ mod tests {
 
     #[test]
     fn a_saver_record_is_half_its_rkyv_size() {
-        let json = format!("{{\"k\":\"C\",\"id\":\"{}\",\"ch\":{{\"messages\":{{\"b\":12,\"i\":[0]}}}}}}", "1f0c".repeat(70));
+        let json = format!(
+            "{{\"k\":\"C\",\"id\":\"{}\",\"ch\":{{\"messages\":{{\"b\":12,\"i\":[0]}}}}}}",
+            "1f0c".repeat(70)
+        );
         let rec = MsgRec {
             chat: 1,
             seq: 1200,
@@ -350,7 +359,10 @@ mod tests {
             turn: 0,
             at_ms: 1_764_000_000_000,
             step: None,
-            body: BodyRec::Inline(vec![PartRec::Text(json), PartRec::Attachment { mime: "lg".into(), blob: [1; 32] }]),
+            body: BodyRec::Inline(vec![
+                PartRec::Text(json),
+                PartRec::Attachment { mime: "lg".into(), blob: [1; 32] },
+            ]),
         };
         let compact = encode(&rec, Compression::None).len();
         let rkyv = super::super::encode(&rec).unwrap().len();

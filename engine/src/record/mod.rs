@@ -635,7 +635,11 @@ mod tests {
             let rkyv = encode(&rec).unwrap();
             let compact = compact::encode(&rec, crate::blob::Compression::default());
             for (k, bytes) in [(kind::MESSAGE, &rkyv[..]), (kind::MESSAGE_COMPACT, &compact[..])] {
-                assert_eq!(message_texts(k, bytes).unwrap(), MessageTexts::Listed(want.clone()), "{role:?} kind {k}");
+                assert_eq!(
+                    message_texts(k, bytes).unwrap(),
+                    MessageTexts::Listed(want.clone()),
+                    "{role:?} kind {k}"
+                );
                 assert_eq!(message_fields(k, bytes).unwrap().role, role);
                 // Any inline text part is still read back by its index, listed or not.
                 let text = message_part_text(k, bytes, 0, |_| unreachable!()).unwrap();
