@@ -122,7 +122,7 @@ fn lg_record(i: usize) -> (String, Option<Vec<u8>>) {
         rng.next_u64(),
         i.saturating_sub(2)
     );
-    let item = (i % 2 == 1).then(|| {
+    let item = i.is_multiple_of(2).then(|| {
         let mut t = format!("[result {i}]");
         while t.len() < 1300 {
             t.push(' ');
