@@ -84,7 +84,7 @@ fn a_store_of_rkyv_message_records_reads_byte_for_byte_as_its_build_read_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = fixture_copy(tmp.path());
     assert!(
-        kinds(&store).contains(&4) && !kinds(&store).contains(&16),
+        kinds(&store).contains(&4) && !kinds(&store).contains(&17),
         "the fixture holds kind-4 messages only"
     );
     assert!(show(&store, &[]) == expected_show(), "show --json differs from the build that wrote the store");
@@ -107,7 +107,7 @@ fn new_messages_are_compact_records_beside_the_old_ones_and_both_read() {
     );
     json(&store, &["import", more.to_str().unwrap(), "--json"]);
     let k = kinds(&store);
-    assert!(k.contains(&4) && k.contains(&16), "old kind-4 and new kind-16 message records: {k:?}");
+    assert!(k.contains(&4) && k.contains(&17), "old kind-4 and new kind-17 message records: {k:?}");
     assert!(show(&store, &[]) == expected_show(), "the old chats read differently beside new records");
     let chats = json(&store, &["chats", "--json"]);
     let new = chats["chats"].as_array().unwrap().iter().find(|c| c["id"] == "chat-0000000000000004").unwrap();

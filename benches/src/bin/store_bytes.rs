@@ -37,7 +37,8 @@ fn kind_name(k: u8) -> &'static str {
         13 => "manifest",
         14 => "delete",
         15 => "blob grant",
-        16 => "message (compact)",
+        16 => "hide",
+        17 => "message (compact)",
         _ => "other",
     }
 }

@@ -1,4 +1,4 @@
-//! The compact encoding of a message record (kind 16, FORMAT.md "Compact message records"):
+//! The compact encoding of a message record (kind 17, FORMAT.md "Compact message records"):
 //! varints instead of rkyv's fixed-width, aligned fields, each part only as long as its own
 //! fields, the whole compressed when that pays. A LangGraph saver record (a ~340-byte JSON
 //! text and an attachment) takes ~400 bytes this way against ~770 as an rkyv `MsgRec`.
