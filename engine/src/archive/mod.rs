@@ -335,7 +335,7 @@ pub(crate) fn inline_text(core: &Core, owner: &str, id: &BlobId) -> Result<Optio
 pub(crate) fn text_at(core: &Core, id: &BlobId, at: &InlineText) -> Result<String> {
     let raw = core.read(at.loc, Verify::Checksum)?;
     let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
-    let text = record::message_part_text(&raw.payload, at.part, body)?.ok_or_else(|| {
+    let text = record::message_part_text(raw.kind, &raw.payload, at.part, body)?.ok_or_else(|| {
         Error::index_msg(format!(
             "text {id}: the index lists it as part {} of message {} (revision {}) of chat {}, which holds no inline text there",
             at.part, at.seq, at.revision, at.chat

@@ -658,8 +658,8 @@ impl After {
     /// be the next revision.
     fn apply(&mut self, r: &RecordOut) -> std::result::Result<Option<u64>, String> {
         match r.kind {
-            kind::MESSAGE => {
-                let m: MsgRec = record::decode(&r.payload, "message")?;
+            kind::MESSAGE | kind::MESSAGE_COMPACT => {
+                let m: MsgRec = record::message(r.kind, &r.payload)?;
                 if m.revision == self.revision && m.seq >= self.next_seq {
                     if m.seq != self.next_seq {
                         return Err(format!("expected message seq {}, found {}", self.next_seq, m.seq));

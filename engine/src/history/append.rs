@@ -238,7 +238,8 @@ impl ChatRef<'_> {
                 step: step_rec.clone(),
                 body,
             };
-            let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
+            let payload = record::compact::encode(&rec, core.opts.compression);
+            let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
             pending.push((at, seq, m.role, turn, starts));
         }
         if let Some((tag, complete)) = &step {

@@ -105,7 +105,8 @@ impl ChatRef<'_> {
             step: None,
             body,
         };
-        let at = txn.push(RecordOut::history(kind::MESSAGE, record::encode(&rec)?.into_vec()));
+        let payload = record::compact::encode(&rec, core.opts.compression);
+        let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
         let c = core.append(txn)?;
         let entries = AppendVec::new();
         for i in 0..w.len as usize {

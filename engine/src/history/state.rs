@@ -246,7 +246,7 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
 pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<Message> {
     let raw = core.read(loc, Verify::Checksum)?;
     let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
-    let rec: MsgRec = record::decode(&raw.payload, "message").map_err(corrupt)?;
+    let rec: MsgRec = record::message(raw.kind, &raw.payload).map_err(corrupt)?;
     if rec.chat != chat.0 {
         return Err(corrupt(format!("message record of chat {}, expected {chat}", ChatId(rec.chat))));
     }

@@ -366,9 +366,9 @@ impl<'t> HistoryIndex<'t> {
                     self.set_lookup(m.chat, &owner, &lookup_fields(&m))?;
                 }
             }
-            kind::MESSAGE => {
-                // Header fields only, read in place: the parts are not needed here.
-                let m = record::message_fields(&r.payload).map_err(|e| bad(r, e))?;
+            kind::MESSAGE | kind::MESSAGE_COMPACT => {
+                // Header fields only (an rkyv record read in place): the parts are not needed here.
+                let m = record::message_fields(r.kind, &r.payload).map_err(|e| bad(r, e))?;
                 let (segment, offset, len) = loc(r.loc);
                 let value = (segment, offset, len, m.role.code(), m.turn, m.at_ms, m.step.is_some());
                 self.messages.insert((m.chat, m.seq, m.revision), value).map_err(redb_err)?;
@@ -377,7 +377,7 @@ impl<'t> HistoryIndex<'t> {
                 let texts = match &r.texts {
                     Some((_, t)) => t,
                     None => {
-                        read = record::message_texts(&r.payload).map_err(|e| bad(r, e))?;
+                        read = record::message_texts(r.kind, &r.payload).map_err(|e| bad(r, e))?;
                         &read
                     }
                 };
@@ -549,7 +549,7 @@ pub(crate) fn chat_of(k: u8, p: &[u8]) -> std::result::Result<Option<u64>, Strin
     Ok(Some(match k {
         kind::CHAT => record::decode::<ChatRec>(p, "chat")?.chat,
         kind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
-        kind::MESSAGE => record::message_fields(p)?.chat,
+        kind::MESSAGE | kind::MESSAGE_COMPACT => record::message_fields(k, p)?.chat,
         kind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
         kind::HIDE => record::decode::<HideRec>(p, "hide")?.chat,
         kind::STEP => record::decode::<StepRec>(p, "step")?.chat,

@@ -50,7 +50,9 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 4: the `inline_texts`, `chat_inline_texts` and `body_texts_todo` tables (a view's
 /// previews of inline texts are read through them, without an archive written).
 /// 5: `chat_lookup` and `chat_fields` (chats by metadata value, `Store::find_chats`).
-const INDEX_VERSION: u64 = 5;
+/// 6: `inline_texts` lists the text parts of user messages only (and inline tool results of
+/// every message): no view previews the others (issue 19: half of a LangGraph saver's index).
+const INDEX_VERSION: u64 = 6;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";

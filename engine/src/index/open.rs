@@ -24,7 +24,7 @@ fn damaged(path: &Path, what: &str, e: Error) -> Error {
 }
 
 /// Opens (or creates) the redb file at `path` through the file seam, and verifies every page
-/// of it against redb's checksums.
+/// of it against redb's checksums. Also says whether the file was created (or created anew).
 ///
 /// A file redb cannot open at all (not a redb file: its header is unreadable) is what an
 /// interrupted creation leaves (a crash, a failed write of the first pages): it holds nothing
@@ -32,7 +32,11 @@ fn damaged(path: &Path, what: &str, e: Error) -> Error {
 /// that opens but whose pages fail verification is not something a crash leaves (redb's
 /// commits are crash-safe, and redb has already repaired an interrupted one): that is
 /// damage, and it is reported.
-pub(super) fn open_verified(path: &Path, cache_bytes: usize, journal: &Arc<Journal>) -> Result<Database> {
+pub(super) fn open_verified(
+    path: &Path,
+    cache_bytes: usize,
+    journal: &Arc<Journal>,
+) -> Result<(Database, bool)> {
     let create = || -> Result<(Database, u64)> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
@@ -45,26 +49,27 @@ pub(super) fn open_verified(path: &Path, cache_bytes: usize, journal: &Arc<Journ
         })?;
         Ok((db, len))
     };
-    let (mut db, len) = match create() {
-        Ok(x) => x,
+    let (mut db, len, created) = match create() {
+        Ok((db, len)) => (db, len, false),
         Err(e @ Error::Io { .. }) => return Err(e),
         Err(e) => {
             tracing::warn!(error = %e, path = %path.display(), "index unreadable; rebuilding it from the log");
             io::remove_file(path).map_err(|e| Error::io("remove", path, e))?;
-            create()?
+            let (db, len) = create()?;
+            (db, len, true)
         }
     };
     if len == 0 {
-        return Ok(db);
+        return Ok((db, true));
     }
     match guard("verifying the index", || db.check_integrity().map_err(redb_err)) {
-        Ok(true) => Ok(db),
+        Ok(true) => Ok((db, created)),
         Ok(false) => {
             // redb found a commit that did not verify and went back to the last one that does
             // (or rebuilt its free-page map): the index reaches less far, and the log replay
             // that follows catches it up.
             tracing::warn!(path = %path.display(), "index repaired by redb: it went back to its last intact commit");
-            Ok(db)
+            Ok((db, created))
         }
         Err(e) => {
             // Dropping a database that failed verification can fail too; it is not used again.
@@ -94,8 +99,8 @@ impl Index {
         let found = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
         let journal = Arc::new(Journal::recording(found));
         let said = |e: Error| no_space_said(&journal.no_space, &path, e);
-        let db = match open_verified(&path, cache_bytes, &journal) {
-            Ok(db) => db,
+        let (db, created) = match open_verified(&path, cache_bytes, &journal) {
+            Ok(x) => x,
             Err(e) => {
                 if journal.no_space.load(Ordering::Relaxed) {
                     // redb's repair ran out of space: put back what it wrote.
@@ -106,8 +111,13 @@ impl Index {
                 return Err(said(e));
             }
         };
-        // The store directory's entries (`LOCK`, `log/`, `index.redb`) must survive a power cut.
-        io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
+        // The store directory's entries (`LOCK`, `log/`, `index.redb`) must survive a power cut:
+        // the directory is synced when this open created the index file (a new store, or an
+        // index made anew). An index that was there was already synced by the open that made
+        // it (an fsync of the directory costs milliseconds: issue 19's reopen).
+        if created {
+            io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
+        }
         let index = Index {
             db: RwLock::new(db),
             path: path.clone(),

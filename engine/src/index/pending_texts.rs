@@ -18,11 +18,11 @@ use crate::record::{self, ChatRec, DeleteRec, MessageTexts, kind};
 /// another kind, or a message that does not decode (the history index reports that one
 /// when it applies it).
 pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<(MsgKey, MessageTexts)> {
-    if k != kind::MESSAGE {
+    if k != kind::MESSAGE && k != kind::MESSAGE_COMPACT {
         return None;
     }
-    let m = record::message_fields(payload).ok()?;
-    let texts = record::message_texts(payload).ok()?;
+    let m = record::message_fields(k, payload).ok()?;
+    let texts = record::message_texts(k, payload).ok()?;
     Some(((m.chat, m.seq, m.revision), texts))
 }
 
@@ -57,7 +57,7 @@ impl PendingTexts {
     /// Files a pending record (called under the memtable's lock: nothing here hashes).
     pub(crate) fn add(&mut self, r: &PendingRecord) {
         match r.kind {
-            kind::MESSAGE => match &r.texts {
+            kind::MESSAGE | kind::MESSAGE_COMPACT => match &r.texts {
                 Some(((chat, seq, revision), MessageTexts::Listed(texts))) => {
                     for &(part, id) in texts {
                         let at = InlineText { chat: *chat, seq: *seq, revision: *revision, part, loc: r.loc };

@@ -9,6 +9,8 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::model::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 
+pub(crate) mod compact;
+
 /// Record kinds of history (see `engine/FORMAT.md`).
 pub(crate) mod kind {
     pub const CHAT: u8 = 2;
@@ -26,6 +28,9 @@ pub(crate) mod kind {
     pub const DELETE: u8 = 14;
     pub const GRANT: u8 = 15;
     pub const HIDE: u8 = 16;
+    /// A message version in the compact encoding (`record::compact`); written since issue 19.
+    /// Kind 4 (rkyv) is still read.
+    pub const MESSAGE_COMPACT: u8 = 17;
 }
 
 /// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.
@@ -366,8 +371,34 @@ pub(crate) fn status_of(complete: bool) -> StepStatus {
     if complete { StepStatus::Complete } else { StepStatus::Interrupted }
 }
 
-/// Validates a message record in place and reads its header fields without decoding parts.
-pub(crate) fn message_fields(bytes: &[u8]) -> std::result::Result<MsgFields, String> {
+/// A message record of either encoding (`k`: [`kind::MESSAGE`] or
+/// [`kind::MESSAGE_COMPACT`]), decoded.
+pub(crate) fn message(k: u8, payload: &[u8]) -> std::result::Result<MsgRec, String> {
+    match k {
+        kind::MESSAGE_COMPACT => compact::decode(payload),
+        kind::MESSAGE => decode(payload, "message"),
+        other => Err(format!("record kind {other} is not a message")),
+    }
+}
+
+fn fields_of(rec: &MsgRec) -> std::result::Result<MsgFields, String> {
+    Ok(MsgFields {
+        chat: rec.chat,
+        seq: rec.seq,
+        revision: rec.revision,
+        role: role_of(rec.role)?,
+        turn: rec.turn,
+        at_ms: rec.at_ms,
+        step: rec.step.as_ref().map(StepTagRec::to_tag),
+    })
+}
+
+/// Reads a message record's header fields (an rkyv one validated in place, without decoding
+/// its parts).
+pub(crate) fn message_fields(k: u8, bytes: &[u8]) -> std::result::Result<MsgFields, String> {
+    if k != kind::MESSAGE {
+        return fields_of(&message(k, bytes)?);
+    }
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| format!("message record does not decode: {e}"))?;
@@ -391,7 +422,7 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
     match k {
         kind::CHAT => decode::<ChatRec>(payload, "chat").map(drop),
         kind::META => decode::<MetaRec>(payload, "metadata").map(drop),
-        kind::MESSAGE => decode::<MsgRec>(payload, "message").map(drop),
+        kind::MESSAGE | kind::MESSAGE_COMPACT => message(k, payload).map(drop),
         kind::REVISION => decode::<RevRec>(payload, "revision").map(drop),
         kind::STEP => decode::<StepRec>(payload, "step").map(drop),
         kind::ARCHIVE => decode::<ArchiveRec>(payload, "archive").map(drop),
@@ -429,25 +460,60 @@ pub(crate) enum MessageTexts {
     InBlob([u8; 32]),
 }
 
-/// The inline texts of a message that a view may preview (a text part, an inline tool result),
-/// each by its part index and content address (BLAKE3 of the text): the rows of the index's
-/// inline-text table. Empty texts are left out.
-pub(crate) fn message_texts(bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
+/// The inline texts of a message that a view may preview — an inline tool result (of any
+/// message), a text part of a user message (the task, kept under a checkpoint) — each by its
+/// part index and content address (BLAKE3 of the text): the rows of the index's inline-text
+/// table. Empty texts are left out, and so are the text parts of other roles, which no view
+/// previews (index layout 6: a LangGraph saver's records are system texts, and their rows
+/// were 46 % of its index).
+pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
+    if k != kind::MESSAGE {
+        let rec = message(k, bytes)?;
+        let user = rec.role == Role::User.code();
+        return Ok(match rec.body {
+            BodyRec::Inline(parts) => MessageTexts::Listed(
+                parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
+                    .filter_map(|(i, p)| {
+                        owned_inline_text(p)
+                            .filter(|t| !t.is_empty())
+                            .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
+                    })
+                    .collect(),
+            ),
+            BodyRec::Blob(id) => MessageTexts::InBlob(id),
+        });
+    }
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| format!("message record does not decode: {e}"))?;
+    let user = a.role == Role::User.code();
     Ok(match &a.body {
-        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(parts.iter())),
+        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(
+            parts.iter().enumerate().filter(|(_, p)| user || !matches!(p, ArchivedPartRec::Text(_))),
+        )),
         ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
     })
 }
 
-/// [`message_texts`] of a message whose parts are in a body blob (its bytes).
+/// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's
+/// role is not at hand where bodies are listed, so every text part is listed, whatever the
+/// role (a body blob holds more than 8 KiB of parts: such messages are few).
 pub(crate) fn body_texts(blob: &[u8]) -> std::result::Result<Vec<(u32, [u8; 32])>, String> {
     let buf = aligned(blob);
     let a = rkyv::access::<ArchivedPartsRec, RkyvError>(&buf)
         .map_err(|e| format!("message body does not decode: {e}"))?;
-    Ok(texts_of(a.parts.iter()))
+    Ok(texts_of(a.parts.iter().enumerate()))
+}
+
+fn owned_inline_text(p: &PartRec) -> Option<&str> {
+    match p {
+        PartRec::Text(t) => Some(t.as_str()),
+        PartRec::ToolResultText { text, .. } => Some(text.as_str()),
+        _ => None,
+    }
 }
 
 fn inline_text(p: &ArchivedPartRec) -> Option<&str> {
@@ -458,9 +524,8 @@ fn inline_text(p: &ArchivedPartRec) -> Option<&str> {
     }
 }
 
-fn texts_of<'a>(parts: impl Iterator<Item = &'a ArchivedPartRec>) -> Vec<(u32, [u8; 32])> {
+fn texts_of<'a>(parts: impl Iterator<Item = (usize, &'a ArchivedPartRec)>) -> Vec<(u32, [u8; 32])> {
     parts
-        .enumerate()
         .filter_map(|(i, p)| {
             inline_text(p).filter(|t| !t.is_empty()).map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
         })
@@ -470,11 +535,22 @@ fn texts_of<'a>(parts: impl Iterator<Item = &'a ArchivedPartRec>) -> Vec<(u32, [
 /// The inline text of part `part` of a message record (`None`: that part is not an inline
 /// text, or there is no such part). `body` reads a body blob when the parts are in one.
 pub(crate) fn message_part_text(
+    k: u8,
     bytes: &[u8],
     part: u32,
     body: impl FnOnce(&[u8; 32]) -> Result<crate::blob::Blob>,
 ) -> Result<Option<String>> {
     let bad = |e: String| Error::index_msg(format!("an inline text's message: {e}"));
+    if k != kind::MESSAGE {
+        let parts = match message(k, bytes).map_err(bad)?.body {
+            BodyRec::Inline(parts) => parts,
+            BodyRec::Blob(id) => {
+                let blob = body(&id)?;
+                decode::<PartsRec>(&blob, "message body").map_err(bad)?.parts
+            }
+        };
+        return Ok(parts.get(part as usize).and_then(owned_inline_text).map(str::to_string));
+    }
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| bad(format!("message record does not decode: {e}")))?;
@@ -528,6 +604,48 @@ mod tests {
         assert_eq!(back, rec);
         let BodyRec::Inline(p) = back.body else { panic!("inline") };
         assert_eq!(p.into_iter().map(PartRec::into_part).collect::<Vec<_>>(), parts);
+    }
+
+    #[test]
+    fn only_texts_a_view_may_preview_are_listed_in_either_encoding() {
+        let parts = |text: &str| {
+            BodyRec::Inline(vec![
+                PartRec::Text(text.into()),
+                PartRec::ToolResultText { call_id: "c".into(), text: "result".into(), is_error: false },
+                PartRec::Text(String::new()),
+            ])
+        };
+        let id = |t: &str| BlobId::of(t.as_bytes()).0;
+        for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
+            let rec = MsgRec {
+                chat: 1,
+                seq: 0,
+                revision: 0,
+                role: role.code(),
+                turn: 0,
+                at_ms: 0,
+                step: None,
+                body: parts("a text"),
+            };
+            let want = if role == Role::User {
+                vec![(0, id("a text")), (1, id("result"))]
+            } else {
+                vec![(1, id("result"))]
+            };
+            let rkyv = encode(&rec).unwrap();
+            let compact = compact::encode(&rec, crate::blob::Compression::default());
+            for (k, bytes) in [(kind::MESSAGE, &rkyv[..]), (kind::MESSAGE_COMPACT, &compact[..])] {
+                assert_eq!(
+                    message_texts(k, bytes).unwrap(),
+                    MessageTexts::Listed(want.clone()),
+                    "{role:?} kind {k}"
+                );
+                assert_eq!(message_fields(k, bytes).unwrap().role, role);
+                // Any inline text part is still read back by its index, listed or not.
+                let text = message_part_text(k, bytes, 0, |_| unreachable!()).unwrap();
+                assert_eq!(text.as_deref(), Some("a text"));
+            }
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ use crate::log::scan::{ScanEnd, walk_batches};
 use crate::log::{list_segments, log_dir, segment_path};
 use crate::options::Options;
 use crate::record::{
-    self, ArchiveRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, MsgRec, PartRec, PartsRec, PinRec,
+    self, ArchiveRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, PartRec, PartsRec, PinRec,
     SummaryRec, kind as hkind,
 };
 
@@ -233,7 +233,7 @@ pub(crate) fn holds(
 ) -> Result<Option<Holds>> {
     let mut refs = Vec::new();
     match kind {
-        hkind::MESSAGE => match record::decode::<MsgRec>(payload, "message").map_err(bad)?.body {
+        hkind::MESSAGE | hkind::MESSAGE_COMPACT => match record::message(kind, payload).map_err(bad)?.body {
             record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
             record::BodyRec::Blob(id) => {
                 refs.push(BlobId(id));
