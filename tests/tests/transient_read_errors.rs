@@ -33,7 +33,8 @@ fn build(dir: &Path) -> (ChatId, u64, Vec<Option<StepTag>>) {
     for k in 0..40u32 {
         // Text that compresses little (message records are compressed when that pays), so 40
         // steps of it fill several 64 KiB segments.
-        let text: String = (0..16).map(|j| undertext_tests::read_only::message_text(u64::from(k) * 100 + j)).collect();
+        let text: String =
+            (0..16).map(|j| undertext_tests::read_only::message_text(u64::from(k) * 100 + j)).collect();
         chat.record_step(1, "s", k, StepStatus::Complete, vec![NewMessage::assistant(text)]).unwrap();
     }
     let estimate = chat.estimate(&Budget::new(1_000_000, 0)).unwrap();
