@@ -9,6 +9,7 @@
 //! with exactly one winner, store shared content once, and keep owners apart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+#![allow(clippy::single_range_in_vec_init, reason = "a list of hidden ranges may hold one range")]
 
 use undertext::budget::Budget;
 use undertext::checkpoint::{CheckpointOptions, Extractive};
