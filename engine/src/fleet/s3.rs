@@ -302,37 +302,38 @@ impl S3 {
         s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
         let mut answer = Vec::new();
         match &self.transport {
-            Transport::Http => exchange(&mut s, head.as_bytes(), body, &mut answer)?,
+            Transport::Http => exchange(&mut s, head.as_bytes(), body, &mut answer, false)?,
             Transport::Https(config, name) => {
                 let conn = rustls::ClientConnection::new(config.clone(), name.clone())
                     .map_err(|e| format!("TLS: {e}"))?;
                 let mut tls = rustls::StreamOwned::new(conn, s);
-                match exchange(&mut tls, head.as_bytes(), body, &mut answer) {
-                    Ok(()) => {}
-                    // A server that closes without TLS's close_notify after a whole response
-                    // (many do with `Connection: close`) loses nothing: the response's own
-                    // length is checked below.
-                    Err(e) if e.contains("unexpected end of file") || e.contains("close_notify") => {}
-                    Err(e) => return Err(e),
-                }
+                // A server that closes without TLS's close_notify after a whole response
+                // (many do with `Connection: close`) loses nothing: rustls says
+                // `UnexpectedEof`, and the response's own length is checked below.
+                exchange(&mut tls, head.as_bytes(), body, &mut answer, true)?;
             }
         }
         parse_response(&answer, method == "HEAD")
     }
 }
 
-/// Sends `head` and `body` on `s` and reads the response to the end (the connection closes).
+/// Sends `head` and `body` on `s` and reads the response to the end (the connection closes);
+/// with `eof_ends`, an end without a clean close (`UnexpectedEof`) ends it too.
 fn exchange(
     s: &mut impl ReadWrite,
     head: &[u8],
     body: &[u8],
     answer: &mut Vec<u8>,
+    eof_ends: bool,
 ) -> std::result::Result<(), String> {
     s.write_all(head).map_err(|e| format!("send: {e}"))?;
     s.write_all(body).map_err(|e| format!("send: {e}"))?;
     s.flush().map_err(|e| format!("send: {e}"))?;
-    s.read_to_end(answer).map_err(|e| format!("receive: {e}"))?;
-    Ok(())
+    match s.read_to_end(answer) {
+        Ok(_) => Ok(()),
+        Err(e) if eof_ends && e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
+        Err(e) => Err(format!("receive: {e}")),
+    }
 }
 
 /// A byte stream both ways: a TCP socket or a TLS session on one.
