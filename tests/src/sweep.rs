@@ -99,3 +99,33 @@ pub fn stride(default: u64) -> u64 {
 pub fn calls(default: usize) -> usize {
     std::env::var("UNDERTEXT_SWEEP_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
+
+/// Runs `one` at every point of `points` on as many threads as the machine has cores (each
+/// point is an independent run on its own store), and returns the results in the order of
+/// `points`. A panic in any run fails the caller when the threads are joined.
+///
+/// ```
+/// let squares = undertext_tests::sweep::each_point(&[1, 2, 3], |n| n * n);
+/// assert_eq!(squares, vec![1, 4, 9]);
+/// ```
+pub fn each_point<T: Send>(points: &[u64], one: impl Fn(u64) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, points.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<(usize, T)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&p) = points.get(i) else { break mine };
+                        mine.push((i, one(p)));
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    });
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, r)| r).collect()
+}

@@ -15,6 +15,7 @@ use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_wor
 use undertext::import::series::Series;
 use undertext::import::{self, Format};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
+use undertext_tests::sweep::each_point;
 use undertext_tests::{Rng, seed, transcripts};
 
 fn scratch() -> (tempfile::TempDir, Store) {
@@ -65,22 +66,31 @@ fn same(what: &str, replayed: &[StepPoint], series: &[StepPoint]) -> u64 {
 #[test]
 fn every_shared_transcript_gives_the_series_of_its_replay_at_every_step() {
     let dir = transcripts::transcripts_dir();
-    let (mut sessions, mut steps, mut swaps) = (0, 0, 0);
-    for f in import::transcript_files(&[dir]).unwrap() {
-        for s in import::parse_file(&f, Format::Auto).unwrap().sessions {
-            for (window, reserve) in [(8_000, 1_024), (32_000, 4_096)] {
-                let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
-                let mut series = Series::new(&opts);
-                for m in &s.messages {
-                    series.push(m.clone());
-                }
-                let replayed = store_replay(&s.messages, &opts);
-                swaps += same(&format!("{} at window {window}", s.key), &replayed, series.points());
-                steps += replayed.len();
+    let all: Vec<_> = import::transcript_files(&[dir])
+        .unwrap()
+        .iter()
+        .flat_map(|f| import::parse_file(f, Format::Auto).unwrap().sessions)
+        .collect();
+    // Each session is replayed on a store of its own: the sessions run on every core.
+    let indices: Vec<u64> = (0..all.len() as u64).collect();
+    let per_session = each_point(&indices, |i| {
+        let s = &all[usize::try_from(i).unwrap()];
+        let (mut steps, mut swaps) = (0, 0);
+        for (window, reserve) in [(8_000, 1_024), (32_000, 4_096)] {
+            let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
+            let mut series = Series::new(&opts);
+            for m in &s.messages {
+                series.push(m.clone());
             }
-            sessions += 1;
+            let replayed = store_replay(&s.messages, &opts);
+            swaps += same(&format!("{} at window {window}", s.key), &replayed, series.points());
+            steps += replayed.len();
         }
-    }
+        (steps, swaps)
+    });
+    let sessions = per_session.len();
+    let steps: usize = per_session.iter().map(|(n, _)| n).sum();
+    let swaps: u64 = per_session.iter().map(|(_, n)| n).sum();
     assert!(sessions > 0, "no transcripts found");
     assert!(
         swaps > 0,

@@ -4,7 +4,7 @@
 //! acknowledged state is there (the failed call whole or not at all).
 //!
 //! The workload (tests/src/mixed.rs) is run once clean to count its file operations, then
-//! once per N with operation N failing, for every N (about 45 s on 2 cores);
+//! once per N with operation N failing, for every N, the runs spread over every core;
 //! `UNDERTEXT_SWEEP_STRIDE=k` steps N by k for a quicker look.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
@@ -12,7 +12,7 @@
 use undertext::fault::{FaultKind, Op};
 use undertext_tests::mixed::actions;
 use undertext_tests::seed;
-use undertext_tests::sweep::{calls, run_once, stride};
+use undertext_tests::sweep::{calls, each_point, run_once, stride};
 
 #[test]
 fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
@@ -48,8 +48,9 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
     let step = stride(1);
     let (mut runs, mut injected, mut kept_working, mut poisoned, mut open_failed) = (0u64, 0, 0, 0, 0);
     let (mut unreached, mut unseen) = (0u64, 0u64);
-    let mut n = 1;
-    while n <= clean.ops {
+    // Every point is a run on its own store: the points run on every core.
+    let points: Vec<u64> = (1..=clean.ops).step_by(usize::try_from(step).unwrap()).collect();
+    let results = each_point(&points, |n| {
         let kind = if n % 2 == 1 { FaultKind::Eio } else { FaultKind::Enospc };
         let dir = tempfile::tempdir().unwrap();
         let label = format!("fault at operation {n} ({kind:?}), seed {seed}");
@@ -57,6 +58,9 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
         // Runs differ by a few operations (the next segment is prepared on a background
         // thread): a run that ended before operation N is the only excuse for no fault.
         assert!(r.injected >= 1 || r.ops < n, "{label}: the fault was never reached ({} operations)", r.ops);
+        r
+    });
+    for r in results {
         unreached += u64::from(r.injected == 0);
         // A fault no call saw hit the background segment preparer or the close path (the
         // final index flush, the index compaction): allowed, counted, and the reopen
@@ -67,7 +71,6 @@ fn a_failed_file_operation_anywhere_leaves_exactly_the_acknowledged_state() {
         kept_working += u64::from(r.acked_after_failure > 0);
         poisoned += u64::from(r.poisoned > 0);
         open_failed += u64::from(r.open_failed);
-        n += step;
     }
     eprintln!(
         "fault sweep: {runs} runs (N = 1, 1 + {step}, ... of {} operations), {injected} faults injected, \

@@ -3,14 +3,14 @@
 //! dropped (files back to their synced bytes, names back to the last directory sync), and
 //! reopen shows exactly the acknowledged state (the call in flight whole or not at all).
 //!
-//! The suite cuts after every sync (about 10 s); `UNDERTEXT_SWEEP_STRIDE=k` cuts after every
+//! The suite cuts after every sync, the runs spread over every core; `UNDERTEXT_SWEEP_STRIDE=k` cuts after every
 //! k-th, and `UNDERTEXT_SWEEP_CALLS` sets the workload's length.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use undertext_tests::mixed::actions;
 use undertext_tests::seed;
-use undertext_tests::sweep::{calls, run_once, stride};
+use undertext_tests::sweep::{calls, each_point, run_once, stride};
 
 #[test]
 fn a_power_cut_after_any_sync_keeps_exactly_the_acknowledged_state() {
@@ -23,8 +23,9 @@ fn a_power_cut_after_any_sync_keeps_exactly_the_acknowledged_state() {
     let step = stride(1);
     let (mut runs, mut refused, mut lost_calls, mut acked) = (0u64, 0u64, 0u64, 0u64);
     let (mut reverted, mut bytes, mut removed, mut renames) = (0u64, 0u64, 0u64, 0u64);
-    let mut s = 1;
-    while s <= clean.syncs {
+    // Every cut is a run on its own store: the cuts run on every core.
+    let points: Vec<u64> = (1..=clean.syncs).step_by(usize::try_from(step).unwrap()).collect();
+    let results = each_point(&points, |s| {
         let dir = tempfile::tempdir().unwrap();
         let label = format!("power cut after sync {s}, seed {seed}");
         let mut report = None;
@@ -43,7 +44,9 @@ fn a_power_cut_after_any_sync_keeps_exactly_the_acknowledged_state() {
                 report = Some(c.restore_power_cut().unwrap_or_else(|e| panic!("{label}: restore: {e}")));
             },
         );
-        let rep = report.unwrap();
+        (r, report.unwrap())
+    });
+    for (r, rep) in results {
         runs += 1;
         refused += r.injected;
         lost_calls += r.failed;
@@ -52,7 +55,6 @@ fn a_power_cut_after_any_sync_keeps_exactly_the_acknowledged_state() {
         bytes += rep.bytes_reverted;
         removed += rep.names_removed;
         renames += rep.renames_undone;
-        s += step;
     }
     eprintln!(
         "power-cut sweep: {runs} cuts (after sync 1, 1 + {step}, ... of {} syncs), {acked} acknowledged calls all found after reopen, \
