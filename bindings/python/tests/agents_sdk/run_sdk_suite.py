@@ -63,16 +63,20 @@ def failures(junit: Path) -> set[str]:
     return out
 
 
-def run(root: Path, targets: list[str], junit: Path) -> set[str]:
+def start(root: Path, targets: list[str], junit: Path) -> subprocess.Popen[str]:
     cmd = [
         sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
         "--continue-on-collection-errors", f"--junitxml={junit}",
     ]
-    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-    tail = proc.stdout.strip().splitlines()[-1:] if proc.stdout.strip() else []
+    return subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(root: Path, proc: subprocess.Popen[str], junit: Path) -> set[str]:
+    stdout, stderr = proc.communicate()
+    tail = stdout.strip().splitlines()[-1:] if stdout.strip() else []
     print(f"  {root.name}: pytest exit {proc.returncode}; {' '.join(tail)}")
     if not junit.exists():
-        print(proc.stdout[-4000:], proc.stderr[-4000:])
+        print(stdout[-4000:], stderr[-4000:])
         raise SystemExit("pytest wrote no report")
     return failures(junit)
 
@@ -90,8 +94,10 @@ def main() -> int:
         shutil.copy(HERE / "simple_session.py", swap / "tests" / "utils" / "simple_session.py")
         targets = ["tests"] if args.all else files_using_simple_session(base)
         print(f"SDK tests: {len(targets)} target(s): {' '.join(targets) if len(targets) < 40 else '...'}")
-        before = run(base, targets, work / "baseline.xml")
-        after = run(swap, targets, work / "undertext.xml")
+        # The two runs are independent (each in its own copy of the sources): side by side.
+        runs = [start(base, targets, work / "baseline.xml"), start(swap, targets, work / "undertext.xml")]
+        before = finish(base, runs[0], work / "baseline.xml")
+        after = finish(swap, runs[1], work / "undertext.xml")
         print(f"baseline failures ({len(before)}):")
         for f in sorted(before):
             print(f"  {f}")
