@@ -38,7 +38,9 @@ written before, are still read). A record is one engine message: its text part i
 compact JSON, and one attachment part (MIME ``VALUE_MIME``) per value blob the record
 stores, so ``Store.gc`` knows the blob is used. In the JSON a blob is named by the index
 of its attachment part (an int), or, for a value an earlier record of the same chat
-already attached (an unchanged channel), by its 64-hex id. Keys:
+already attached (an unchanged channel), by its 64-hex id, or, for an empty blob (a
+``None`` value, a value that fits in its head), by ``""``: an empty blob is neither stored
+nor attached (``EMPTY_BLOB``; records written before attached it). Keys:
 
 * checkpoint, ``"k": "C"``: ``id``; ``mx`` (only when it differs from ``id``); ``p`` the
   parent id (absent when None); ``c`` the checkpoint without its id and channel values,
@@ -187,6 +189,11 @@ VALUE_MIME = "lg"
 
 #: The serializer type a format-2 entry leaves out.
 _DEFAULT_TYPE = "msgpack"
+
+#: The id of the empty blob (BLAKE3 of no bytes): the rest of a value that fits in its head,
+#: such as ``None`` on every ``branch:to:`` channel. Named ``""`` in a record, never stored
+#: or attached, read without the store: ~36 bytes less per record (an attachment part).
+EMPTY_BLOB = undertext.blob_id(b"")
 
 #: Short JSON keys of the checkpoint fields (format 2, ``c``). Other fields keep their name.
 _CP_KEYS = {
@@ -458,7 +465,7 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     index = {b: i for i, b in enumerate(attach)}
 
     def ref(blob: str) -> Any:
-        return index.get(blob, blob)
+        return "" if blob == EMPTY_BLOB else index.get(blob, blob)
 
     k = rec["k"]
     if k == "w":
@@ -522,6 +529,7 @@ def _message(
     distances from ``seq`` (this record's) down to the write records they start at, for
     every id whose seq is a write record of that id (``record_at``, ``rec`` itself at
     ``seq``), and as ``"o"`` ``{id: seq}`` for any other."""
+    attach = [b for b in attach if b != EMPTY_BLOB]
     out = _stored(rec, attach)
     if early:
         out = dict(out)
@@ -577,7 +585,7 @@ def _decode_json(d: dict[str, Any], m: Any) -> dict[str, Any]:
     def deref(r: Any) -> str:
         nonlocal attached
         if type(r) is not int:
-            return str(r)
+            return str(r) if r != "" else EMPTY_BLOB
         if attached is None:
             attached = [p["blob"] for p in m.parts if p["type"] == "attachment"]
         return attached[r]
@@ -1237,6 +1245,8 @@ class _Registry:
             self.found.add(thread_id)
 
     def read_blob(self, blob_id: str) -> bytes:
+        if blob_id == EMPTY_BLOB:
+            return b""
         data: bytes = self.store.get_blob(self.owner, blob_id)
         return data
 
@@ -1436,7 +1446,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         return [undertext.blob_id(v) for v in values]
 
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
-        return self.serde.loads_typed((typ, head + self.store.get_blob(self.owner, blob_id)))
+        rest = b"" if blob_id == EMPTY_BLOB else self.store.get_blob(self.owner, blob_id)
+        return self.serde.loads_typed((typ, head + rest))
 
     def _load_channel(self, entry: list[Any], what: tuple[str, str, str]) -> Any:
         """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
@@ -1993,6 +2004,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         if early is None:
             early = lane.early_ids()
         msg = _message(rec, attach, early, lane.hi, lane.record_at)
+        blobs = [b for b in blobs if b]  # the empty blob is not stored (EMPTY_BLOB)
         if blobs:
             _ids, seqs = lane.chat.append_with_blobs(list(blobs), [msg])
             seq = seqs[0]
