@@ -365,6 +365,41 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
         assert listed == [items[:n] for n in range(10, 0, -1)]
 
 
+def test_a_manifest_after_the_first_holds_only_what_it_adds_and_a_chain_survives_gc(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import undertext.langgraph
+
+    # A manifest every 4 links; at most 2 deltas in a chain, then a whole manifest again.
+    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
+    monkeypatch.setattr(undertext.langgraph, "MANIFEST_CHAIN", 2)
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        _last, items = grow(saver, "t", [], 22)
+        lane = saver._registry.lane("t", "", False)
+        chat = lane.chat
+        manifests = []
+        for m in chat.messages():
+            e = json.loads(m.text)["ch"]["messages"]
+            if "m" in e:
+                blobs = [p["blob"] for p in m.parts if p["type"] == "attachment"]
+                size = len(store.get_blob(saver.owner, blobs[e["m"]]))
+                # The record attaches the whole chain: no blob of it depends on an older record.
+                assert all(type(r) is int for r in e.get("mb", [])), e
+                manifests.append((len(e.get("mb", [])), size))
+        # Kept lists of 4, 8, 12, ... items: whole, two deltas (4 ids each), whole, ...
+        assert manifests == [(0, 4 * 32), (1, 4 + 4 * 32), (2, 4 + 4 * 32), (0, 16 * 32), (1, 4 + 4 * 32)], manifests
+        assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
+        saver.copy_thread("t", "copy")
+        saver.delete_thread("t")
+    undertext.Store.gc(path)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("copy"))]
+        assert listed == [items[:n] for n in range(22, 0, -1)]
+
+
 def put_id(saver: UndertextSaver, cid: str, parent: str | None, x: int) -> None:
     """Puts checkpoint ``cid`` (child of ``parent``) with channel ``x`` = ``x``."""
     cp = checkpoint({"x": x}, {"x": saver.get_next_version(None, None)})
