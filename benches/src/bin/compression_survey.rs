@@ -150,9 +150,12 @@ fn main() -> Result<()> {
 
     let whole: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
     let mut sets: Vec<(String, Vec<&[u8]>)> = vec![("whole files".to_owned(), whole)];
-    for (label, target) in
-        [("~512 B records", 512), ("~2 KB records", 2048), ("~16 KB records", 16 << 10), ("~64 KB records", 64 << 10)]
-    {
+    for (label, target) in [
+        ("~512 B records", 512),
+        ("~2 KB records", 2048),
+        ("~16 KB records", 16 << 10),
+        ("~64 KB records", 64 << 10),
+    ] {
         let recs: Vec<&[u8]> = contents.iter().flat_map(|c| chunk_records(c, target)).collect();
         sets.push((label.to_owned(), recs));
     }

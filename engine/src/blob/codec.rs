@@ -74,7 +74,8 @@ pub(crate) fn decompress(f: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>
     match f {
         flag::LZ4 => lz4_flex::block::decompress(stored, raw_len).map_err(|e| format!("lz4: {e}")),
         flag::ZSTD | flag::ZSTD_DICT1 => {
-            let v = zstd_decompress(stored, raw_len, f == flag::ZSTD_DICT1).map_err(|e| format!("zstd: {e}"))?;
+            let v =
+                zstd_decompress(stored, raw_len, f == flag::ZSTD_DICT1).map_err(|e| format!("zstd: {e}"))?;
             if v.len() != raw_len {
                 return Err(format!("zstd: expected {raw_len} bytes, found {}", v.len()));
             }
