@@ -5,8 +5,10 @@
 //! ```
 //!
 //! For the whole corpus (every file compressed whole, as one record) and for the corpus cut into
-//! records of about 2 KB, 16 KB and 64 KB (each record compressed on its own, no dictionary),
-//! measures zstd level 1, zstd level 3 and lz4_flex (block format, `compress_prepend_size`):
+//! records of about 512 B, 2 KB, 16 KB and 64 KB (each record compressed on its own),
+//! measures zstd level 1, zstd level 3 and lz4_flex (block format, `compress_prepend_size`),
+//! and for records of at most 16 KB zstd level 1 with the engine's built-in dictionary
+//! (codec 3, `engine/src/blob/dict1.bin`; made without these transcripts):
 //! compression ratio (raw / compressed), compression and decompression speed in MB/s of raw
 //! bytes (1 MB = 10^6 bytes), best of 3 runs. Prints a markdown table.
 //!
@@ -25,13 +27,19 @@ const RUNS: usize = 3;
 #[derive(Debug, Clone, Copy)]
 enum Codec {
     Zstd(i32),
+    /// Zstandard with the engine's built-in dictionary (codec 3, bodies up to 16 KiB).
+    ZstdDict1(i32),
     Lz4,
 }
+
+/// The engine's codec-3 dictionary (engine/FORMAT.md "Compression").
+const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
 
 impl Codec {
     fn name(self) -> String {
         match self {
             Self::Zstd(l) => format!("zstd -{l}"),
+            Self::ZstdDict1(l) => format!("zstd -{l}, dictionary 1"),
             Self::Lz4 => "lz4_flex (block)".to_owned(),
         }
     }
@@ -41,6 +49,10 @@ impl Codec {
         match self {
             Self::Zstd(level) => {
                 let mut c = zstd::bulk::Compressor::new(level)?;
+                records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
+            }
+            Self::ZstdDict1(level) => {
+                let mut c = zstd::bulk::Compressor::with_dictionary(level, DICT1)?;
                 records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
             }
             Self::Lz4 => Ok(records.iter().map(|r| lz4_flex::compress_prepend_size(r)).collect()),
@@ -55,8 +67,11 @@ impl Codec {
         mut sink: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
         match self {
-            Self::Zstd(_) => {
-                let mut d = zstd::bulk::Decompressor::new()?;
+            Self::Zstd(_) | Self::ZstdDict1(_) => {
+                let mut d = match self {
+                    Self::ZstdDict1(_) => zstd::bulk::Decompressor::with_dictionary(DICT1)?,
+                    _ => zstd::bulk::Decompressor::new()?,
+                };
                 for (i, (c, &len)) in compressed.iter().zip(raw_lens).enumerate() {
                     let out = d.decompress(c, len)?;
                     sink(i, &out);
@@ -135,17 +150,22 @@ fn main() -> Result<()> {
 
     let whole: Vec<&[u8]> = contents.iter().map(Vec::as_slice).collect();
     let mut sets: Vec<(String, Vec<&[u8]>)> = vec![("whole files".to_owned(), whole)];
-    for (label, target) in
-        [("~2 KB records", 2048), ("~16 KB records", 16 << 10), ("~64 KB records", 64 << 10)]
-    {
+    for (label, target) in [
+        ("~512 B records", 512),
+        ("~2 KB records", 2048),
+        ("~16 KB records", 16 << 10),
+        ("~64 KB records", 64 << 10),
+    ] {
         let recs: Vec<&[u8]> = contents.iter().flat_map(|c| chunk_records(c, target)).collect();
         sets.push((label.to_owned(), recs));
     }
 
-    let codecs = [Codec::Zstd(1), Codec::Zstd(3), Codec::Lz4];
+    let codecs = [Codec::Zstd(1), Codec::Zstd(3), Codec::Lz4, Codec::ZstdDict1(1)];
     let mut rows = Vec::new();
     for (label, recs) in &sets {
-        for &codec in &codecs {
+        // The dictionary only where the engine uses it: bodies of at most 16 KiB.
+        let small = label.starts_with("~512") || label.starts_with("~2 KB") || label.starts_with("~16 KB");
+        for &codec in codecs.iter().filter(|c| small || !matches!(c, Codec::ZstdDict1(_))) {
             eprintln!("measuring {label} / {}", codec.name());
             rows.push(measure(label, recs, codec)?);
         }

@@ -53,7 +53,7 @@ def test_a_plain_checkpoint_record_is_compact_json_without_serializer_output(sto
     saver = UndertextSaver(store)
     parent = None
     for i in range(3):
-        cp = checkpoint({"messages": ["m"] * (i + 1)}, {"messages": saver.get_next_version(None, None)})
+        cp = checkpoint({"messages": ["m" * 20] * (i + 1)}, {"messages": saver.get_next_version(None, None)})
         parent = saver.put(cfg("t", parent), cp, {"source": "loop", "step": i}, dict(cp["channel_versions"]))[
             "configurable"
         ]["checkpoint_id"]
@@ -70,6 +70,29 @@ def test_a_plain_checkpoint_record_is_compact_json_without_serializer_output(sto
     attachments = [p for p in m.parts if p["type"] == "attachment"]
     assert len(attachments) == 1 and len(attachments[0]["mime"]) <= 4
     assert len(m.text) < 330, m.text
+
+
+def test_an_empty_blob_is_named_by_an_empty_string_not_stored_and_reads_back(tmp_path: Any) -> None:
+    # None (every `branch:to:` channel of a graph, every such write) serializes to no bytes
+    # and a short channel value fits in the record's head: the blob's rest is empty. Named ""
+    # and neither attached nor stored (an attachment part is ~36 bytes of every record).
+    with UndertextSaver.open(tmp_path / "s") as saver:
+        cp = checkpoint({"branch:to:x": None, "n": 7}, {"branch:to:x": 1, "n": 1})
+        put = saver.put(cfg("t"), cp, {"source": "loop", "step": 0}, {"branch:to:x": 1, "n": 1})
+        saver.put_writes(put, [("branch:to:y", None)], "task-1")
+        lane = saver._registry.lane("t", "", False)
+        records = [lane.chat.get(i) for i in range(len(lane.chat))]
+        for m in records:
+            assert [p for p in m.parts if p["type"] == "attachment"] == [], m.text
+        c, w = (json.loads(m.text) for m in records)
+        assert c["ch"]["branch:to:x"][0] == "" and c["ch"]["n"][0] == ""
+        assert [e[2] for e in w["w"]] == [""]
+        assert not saver.store.contains_blob(saver.owner, undertext.blob_id(b""))
+    with UndertextSaver.open(tmp_path / "s") as saver:
+        got = saver.get_tuple(cfg("t"))
+        assert got is not None
+        assert dict(got.checkpoint["channel_values"]) == {"branch:to:x": None, "n": 7}
+        assert got.pending_writes == [("task-1", "branch:to:y", None)]
 
 
 @pytest.mark.parametrize(
@@ -340,6 +363,41 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
         assert sorted(set(lane_reads)) == [8, 9], lane_reads  # down to the manifest, no further
         listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("t"))]
         assert listed == [items[:n] for n in range(10, 0, -1)]
+
+
+def test_a_manifest_after_the_first_holds_only_what_it_adds_and_a_chain_survives_gc(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import undertext.langgraph
+
+    # A manifest every 4 links; at most 2 deltas in a chain, then a whole manifest again.
+    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
+    monkeypatch.setattr(undertext.langgraph, "MANIFEST_CHAIN", 2)
+    path = tmp_path / "store"
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        _last, items = grow(saver, "t", [], 22)
+        lane = saver._registry.lane("t", "", False)
+        chat = lane.chat
+        manifests = []
+        for m in chat.messages():
+            e = json.loads(m.text)["ch"]["messages"]
+            if "m" in e:
+                blobs = [p["blob"] for p in m.parts if p["type"] == "attachment"]
+                size = len(store.get_blob(saver.owner, blobs[e["m"]]))
+                # The record attaches the whole chain: no blob of it depends on an older record.
+                assert all(type(r) is int for r in e.get("mb", [])), e
+                manifests.append((len(e.get("mb", [])), size))
+        # Kept lists of 4, 8, 12, ... items: whole, two deltas (4 ids each), whole, ...
+        assert manifests == [(0, 4 * 32), (1, 4 + 4 * 32), (2, 4 + 4 * 32), (0, 16 * 32), (1, 4 + 4 * 32)], manifests
+        assert saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"] == items
+        saver.copy_thread("t", "copy")
+        saver.delete_thread("t")
+    undertext.Store.gc(path)
+    with undertext.Store.open(path) as store:
+        saver = UndertextSaver(store)
+        listed = [t.checkpoint["channel_values"]["messages"] for t in saver.list(cfg("copy"))]
+        assert listed == [items[:n] for n in range(22, 0, -1)]
 
 
 def put_id(saver: UndertextSaver, cid: str, parent: str | None, x: int) -> None:

@@ -1,5 +1,11 @@
 //! Optional compression of blob bodies. The codec is recorded per record, so a store
 //! can hold records written with different settings.
+//!
+//! Zstandard compresses a body of up to [`DICT_MAX_LEN`] bytes with the built-in dictionary
+//! (codec 3, `dict1.bin`, made by `scripts/make-codec-dict`): the vocabulary small records of
+//! an agent harness share (saver record keys, message field names) that one record of a few
+//! hundred bytes cannot teach the compressor. The dictionary is part of the format and never
+//! changes; a test pins its hash.
 
 use std::cell::RefCell;
 
@@ -29,7 +35,16 @@ pub(crate) mod flag {
     pub const NONE: u8 = 0;
     pub const ZSTD: u8 = 1;
     pub const LZ4: u8 = 2;
+    /// Zstandard with the built-in dictionary [`super::DICT1`].
+    pub const ZSTD_DICT1: u8 = 3;
 }
+
+/// The built-in dictionary of codec 3 (a raw-content Zstandard dictionary).
+const DICT1: &[u8] = include_bytes!("dict1.bin");
+
+/// Zstandard bodies up to this size use the built-in dictionary: beyond it the body teaches
+/// the compressor what the dictionary would (the gain is under 1 %).
+const DICT_MAX_LEN: usize = 16 << 10;
 
 /// Bodies shorter than this are never compressed: the saving cannot pay for the call.
 const MIN_COMPRESS_LEN: usize = 128;
@@ -43,10 +58,13 @@ pub(crate) fn compress(c: Compression, body: &[u8]) -> (u8, Option<Vec<u8>>) {
     let (f, out) = match c {
         Compression::None => return (flag::NONE, None),
         Compression::Lz4 => (flag::LZ4, lz4_flex::block::compress(body)),
-        Compression::Zstd(level) => match zstd_compress(body, level) {
-            Ok(v) => (flag::ZSTD, v),
-            Err(_) => return (flag::NONE, None),
-        },
+        Compression::Zstd(level) => {
+            let dict = body.len() <= DICT_MAX_LEN;
+            match zstd_compress(body, level, dict) {
+                Ok(v) => (if dict { flag::ZSTD_DICT1 } else { flag::ZSTD }, v),
+                Err(_) => return (flag::NONE, None),
+            }
+        }
     };
     if out.len() <= body.len() - body.len() / 8 { (f, Some(out)) } else { (flag::NONE, None) }
 }
@@ -55,8 +73,9 @@ pub(crate) fn compress(c: Compression, body: &[u8]) -> (u8, Option<Vec<u8>>) {
 pub(crate) fn decompress(f: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
     match f {
         flag::LZ4 => lz4_flex::block::decompress(stored, raw_len).map_err(|e| format!("lz4: {e}")),
-        flag::ZSTD => {
-            let v = zstd_decompress(stored, raw_len).map_err(|e| format!("zstd: {e}"))?;
+        flag::ZSTD | flag::ZSTD_DICT1 => {
+            let v =
+                zstd_decompress(stored, raw_len, f == flag::ZSTD_DICT1).map_err(|e| format!("zstd: {e}"))?;
             if v.len() != raw_len {
                 return Err(format!("zstd: expected {raw_len} bytes, found {}", v.len()));
             }
@@ -67,16 +86,22 @@ pub(crate) fn decompress(f: u8, stored: &[u8], raw_len: usize) -> Result<Vec<u8>
 }
 
 thread_local! {
-    // Contexts are reused per thread: creating one costs more than compressing 2 KB.
-    static ZSTD_C: RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { RefCell::new(None) };
-    static ZSTD_D: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    // Contexts are reused per thread: creating one costs more than compressing 2 KB. One
+    // context per (level, dictionary or not) and one decompressor per dictionary or not.
+    static ZSTD_C: RefCell<[Option<(i32, zstd::bulk::Compressor<'static>)>; 2]> = const { RefCell::new([None, None]) };
+    static ZSTD_D: RefCell<[Option<zstd::bulk::Decompressor<'static>>; 2]> = const { RefCell::new([None, None]) };
 }
 
-fn zstd_compress(body: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
+fn zstd_compress(body: &[u8], level: i32, dict: bool) -> std::io::Result<Vec<u8>> {
     ZSTD_C.with(|cell| {
-        let mut slot = cell.borrow_mut();
+        let slot = &mut cell.borrow_mut()[usize::from(dict)];
         if slot.as_ref().is_none_or(|(l, _)| *l != level) {
-            *slot = Some((level, zstd::bulk::Compressor::new(level)?));
+            let c = if dict {
+                zstd::bulk::Compressor::with_dictionary(level, DICT1)?
+            } else {
+                zstd::bulk::Compressor::new(level)?
+            };
+            *slot = Some((level, c));
         }
         match slot.as_mut() {
             Some((_, c)) => c.compress(body),
@@ -85,15 +110,19 @@ fn zstd_compress(body: &[u8], level: i32) -> std::io::Result<Vec<u8>> {
     })
 }
 
-fn zstd_decompress(stored: &[u8], raw_len: usize) -> std::io::Result<Vec<u8>> {
+fn zstd_decompress(stored: &[u8], raw_len: usize, dict: bool) -> std::io::Result<Vec<u8>> {
     ZSTD_D.with(|cell| {
-        let mut slot = cell.borrow_mut();
+        let slot = &mut cell.borrow_mut()[usize::from(dict)];
         if slot.is_none() {
-            *slot = Some(zstd::bulk::Decompressor::new()?);
+            *slot = Some(if dict {
+                zstd::bulk::Decompressor::with_dictionary(DICT1)?
+            } else {
+                zstd::bulk::Decompressor::new()?
+            });
         }
         match slot.as_mut() {
             Some(d) => d.decompress(stored, raw_len),
-            None => zstd::bulk::decompress(stored, raw_len),
+            None => Err(std::io::Error::other("no zstd decompressor")),
         }
     })
 }
@@ -140,6 +169,35 @@ mod tests {
             assert!(stored.len() < text.len());
             assert_eq!(decompress(f, &stored, text.len()).as_deref(), Ok(text.as_bytes()));
         }
+    }
+
+    #[test]
+    fn the_built_in_dictionary_is_the_one_stores_were_written_with() {
+        // Codec 3 stores are decoded with exactly these bytes: a changed dictionary would
+        // make every such store unreadable. A new dictionary is a new codec number.
+        assert_eq!(DICT1.len(), 2987);
+        assert_eq!(
+            crate::blob::BlobId::of(DICT1).to_string(),
+            "10ab9d7fd2a9911f62b89de9d0e8d2681b17abdac0a51ec7bebb781b1de7a4ec"
+        );
+    }
+
+    #[test]
+    fn a_small_record_is_compressed_with_the_dictionary_and_reads_back() {
+        let rec = br#"{"k":"W","c":"1f1ede1d-fb2c-6db8-812d-df086dd50cda","t":"96a22b63-632b-bac1-1577-3049a1ff277d","tp":"~__pregel_pull, tools","w":[[0,"messages",0],[1,"branch:to:model",1,"null"]],"e":[8,6,4,2,0]}"#;
+        let (f, out) = compress(Compression::Zstd(1), rec);
+        assert_eq!(f, flag::ZSTD_DICT1, "a {}-byte record did not use the dictionary", rec.len());
+        let stored = out.unwrap_or_default();
+        let plain = zstd::bulk::compress(rec, 1).unwrap_or_default();
+        assert!(stored.len() < plain.len(), "dictionary {} bytes, without {}", stored.len(), plain.len());
+        assert_eq!(decompress(f, &stored, rec.len()).as_deref(), Ok(&rec[..]));
+        // What stores written before codec 3 hold: plain Zstandard frames of small bodies.
+        assert_eq!(decompress(flag::ZSTD, &plain, rec.len()).as_deref(), Ok(&rec[..]));
+        // Past DICT_MAX_LEN the body is compressed alone.
+        let big = "fn main() { println!(\"hello\"); }\n".repeat(DICT_MAX_LEN / 10);
+        let (f, out) = compress(Compression::Zstd(1), big.as_bytes());
+        assert_eq!(f, flag::ZSTD);
+        assert_eq!(decompress(f, &out.unwrap_or_default(), big.len()).as_deref(), Ok(big.as_bytes()));
     }
 
     #[test]
