@@ -44,15 +44,15 @@ impl PyChat {
         PyChat { store, owner, id }
     }
 
-    /// Runs `f` on the engine chat with the GIL released.
+    /// Runs `f` on the engine chat (the handle the store holds for it: no round trip in
+    /// fleet mode) with the GIL released.
     pub(crate) fn with<T, F>(&self, py: Python<'_>, f: F) -> PyResult<T>
     where
         F: FnOnce(&Chat) -> undertext::Result<T> + Send,
         T: Send,
     {
-        let store = self.store.get().get(py)?;
-        let (owner, id) = (&self.owner, self.id);
-        run(py, move || f(&store.chat(owner, id)?))
+        let chat = self.store.get().held_chat(py, &self.owner, self.id)?;
+        run(py, move || f(&chat))
     }
 }
 
@@ -68,6 +68,19 @@ impl PyChat {
     #[getter]
     fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// Brings the chat up to what other processes committed (a fleet store: one PostgreSQL
+    /// round trip; an embedded store: nothing to fetch). Reads of a `Chat` show its state as
+    /// of `Store.chat`, the last `refresh()` or the last write through this store, whichever
+    /// came last; raises `NotFound` once the chat is deleted.
+    ///
+    /// ```python
+    /// chat = store.chat("alice", chat_id)
+    /// chat.refresh()          # another process appended meanwhile: now len(chat) counts it
+    /// ```
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        self.store.get().resolve_chat(py, &self.owner, self.id).map(|_| ())
     }
 
     /// The current revision: it rises on every edit or truncation, not on appends.

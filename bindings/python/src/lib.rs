@@ -7,6 +7,7 @@
 mod chat;
 mod convert;
 mod errors;
+mod held;
 mod import;
 mod snapshot;
 mod store;

@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
-use undertext::{ChatId, ChatMeta, Compression, Durability, MetaField, Options, Page, PageCursor, Store};
+use undertext::{Chat, ChatId, ChatMeta, Compression, Durability, MetaField, Options, Page, PageCursor, Store};
 
 use crate::chat::PyChat;
 use crate::convert::{Text, blob_id, unit_of};
 use crate::errors::{closed, invalid, run};
+use crate::held::Held;
 use crate::types::{PyArchiveRef, PyChatInfo};
 use crate::worker::{PyWorker, WorkerSlot, worker_options};
 
@@ -29,14 +30,51 @@ use crate::worker::{PyWorker, WorkerSlot, worker_options};
 pub struct PyStore {
     store: RwLock<Option<Store>>,
     workers: Mutex<Vec<WorkerSlot>>,
+    /// Engine handles of the chats its `Chat`s use (dropped at close).
+    held: Held,
 }
 
 impl PyStore {
+    fn of(store: Store) -> PyStore {
+        PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()), held: Held::default() }
+    }
+
+    fn guard(&self) -> std::sync::RwLockReadGuard<'_, Option<Store>> {
+        match self.store.read() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
     /// The engine store, or `Closed`.
     pub(crate) fn get(&self, py: Python<'_>) -> PyResult<Store> {
-        match self.store.read() {
-            Ok(g) => g.clone().ok_or_else(|| closed(py)),
-            Err(p) => p.into_inner().clone().ok_or_else(|| closed(py)),
+        self.guard().clone().ok_or_else(|| closed(py))
+    }
+
+    /// Resolves chat `id` of `owner` (in fleet mode: one round trip that brings it up to what
+    /// other processes committed) and holds the handle for the `Chat`s' later calls.
+    pub(crate) fn resolve_chat(&self, py: Python<'_>, owner: &str, id: ChatId) -> PyResult<Chat> {
+        let store = self.get(py)?;
+        let o = owner.to_owned();
+        let chat = run(py, move || store.chat(&o, id))?;
+        // Held under the store's read lock: a `close` either comes after (and drops it) or
+        // has already taken the store (and it is not held, so nothing keeps the store open).
+        let g = self.guard();
+        if g.is_some() {
+            self.held.hold(chat.clone());
+        }
+        drop(g);
+        Ok(chat)
+    }
+
+    /// The held handle of chat `id` of `owner`, resolving it when none is held.
+    pub(crate) fn held_chat(&self, py: Python<'_>, owner: &str, id: ChatId) -> PyResult<Chat> {
+        if self.guard().is_none() {
+            return Err(closed(py));
+        }
+        match self.held.get(owner, id) {
+            Some(chat) => Ok(chat),
+            None => self.resolve_chat(py, owner, id),
         }
     }
 }
@@ -177,7 +215,7 @@ impl PyStore {
             opts = opts.inline_body_max(v);
         }
         let store = run(py, move || Store::open(path, opts))?;
-        Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
+        Ok(PyStore::of(store))
     }
 
     /// Opens the store in directory `path` read-only: beside a live writer in another process
@@ -192,7 +230,7 @@ impl PyStore {
         path: std::path::PathBuf,
     ) -> PyResult<PyStore> {
         let store = run(py, move || Store::open_read_only(path))?;
-        Ok(PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()) })
+        Ok(PyStore::of(store))
     }
 
     /// Read-only stores: replays what the writer appended since the open or the last refresh
@@ -202,7 +240,10 @@ impl PyStore {
     /// `InvalidArgument` on a store opened for writing.
     fn refresh(&self, py: Python<'_>) -> PyResult<u64> {
         let store = self.get(py)?;
-        run(py, move || store.refresh().map(|r| r.batches))
+        let r = run(py, move || store.refresh().map(|r| r.batches));
+        // The refreshed chats' states were replaced: the `Chat`s resolve them again.
+        self.held.clear();
+        r
     }
 
     /// True for a store opened with `open_read_only`.
@@ -231,6 +272,8 @@ impl PyStore {
             Ok(mut g) => g.take(),
             Err(p) => p.into_inner().take(),
         };
+        // The held chat handles keep the engine store open: dropped before it closes.
+        self.held.clear();
         match taken {
             Some(store) => run(py, move || store.close()),
             None => Ok(()),
@@ -420,7 +463,9 @@ impl PyStore {
     fn delete_chat(&self, py: Python<'_>, owner: Text, chat_id: Text) -> PyResult<()> {
         let store = self.get(py)?;
         let id = self::chat_id(py, &chat_id)?;
-        run(py, move || store.delete_chat(&owner, id))
+        let r = run(py, move || store.delete_chat(&owner, id));
+        self.held.forget(id);
+        r
     }
 
     /// Rewrites the log of the closed store in `path` without deleted chats' records and
@@ -455,13 +500,14 @@ impl PyStore {
     }
 
     /// Opens chat `chat_id` of `owner`. Another owner's chat is the same `NotFound` as an
-    /// absent one.
+    /// absent one. On a fleet store this is where other processes' writes to the chat are
+    /// seen (one PostgreSQL round trip); the returned `Chat` then reads without one, showing
+    /// this state and this process's own writes until `Chat.refresh()` or the next
+    /// `Store.chat` of the chat (every write brings the chat up to date first).
     fn chat(slf: &Bound<'_, Self>, owner: Text, chat_id: Text) -> PyResult<PyChat> {
         let py = slf.py();
-        let store = slf.get().get(py)?;
         let id = self::chat_id(py, &chat_id)?;
-        let o = owner.clone();
-        run(py, move || store.chat(&o, id).map(|_| ()))?;
+        slf.get().resolve_chat(py, &owner, id)?;
         Ok(PyChat::new(slf.clone().unbind(), owner.0, id))
     }
 

@@ -268,9 +268,16 @@ class UndertextSession:
 
     # -- synchronous core ---------------------------------------------------------------------
 
+    def _fresh(self) -> Any:
+        """The chat's snapshot with every other process's writes in it: the held ``Chat``
+        is brought up to date first (on a fleet store one round trip; on an embedded store
+        nothing to fetch), so a pop or a replace never works from a stale history."""
+        self._chat.refresh()
+        return self._chat.snapshot()
+
     def _live(self, limit: Optional[int]) -> tuple[Any, _Walk, list[tuple[int, str]]]:
         """Newest ``limit`` live items (all when None), oldest first, with their seqs."""
-        snap = self._chat.snapshot()
+        snap = self._fresh()
         walk = _Walk(snap)
         out: list[tuple[int, str]] = []
         if limit is None or limit > 0:
@@ -300,7 +307,7 @@ class UndertextSession:
     def pop_item_sync(self) -> Any:
         """``pop_item`` without the event loop: one truncation, or one hide."""
         with self._lock:
-            snap = self._chat.snapshot()
+            snap = self._fresh()
             walk = _Walk(snap)
             for seq, text in walk:
                 if seq == len(snap) - 1:
@@ -313,13 +320,14 @@ class UndertextSession:
     def clear_session_sync(self) -> None:
         """``clear_session`` without the event loop: one truncation."""
         with self._lock:
-            if len(self._chat):
-                self._chat.truncate(0, expected_revision=self._chat.revision)
+            snap = self._fresh()
+            if len(snap):
+                self._chat.truncate(0, expected_revision=snap.revision)
 
     def replace_all_sync(self, items: list[Any]) -> None:
         """Replaces the whole history with ``items`` in one transaction."""
         with self._lock:
-            snap = self._chat.snapshot()
+            snap = self._fresh()
             messages = [_message_of(i) for i in items]
             if len(snap):
                 self._chat.hide_and_append([(0, len(snap))], messages, expected_revision=snap.revision)

@@ -928,12 +928,15 @@ class _Lane:
     # -- keeping the cache in step with the chat -------------------------------------------
 
     def sync(self) -> None:
-        """Notices truncations (reset) and records appended by other handles."""
+        """Notices truncations (reset) and records appended by other handles, in this
+        process or another one (the held ``Chat`` is brought up to date first: on a fleet
+        store one round trip, on an embedded store nothing to fetch)."""
         if self.deleted:
             self.hi = self.lo = 0
             self.recs = {}
             self.writes = {}
             return
+        self.chat.refresh()
         if self.chat.revision != self.revision:
             self.reset()
             return
