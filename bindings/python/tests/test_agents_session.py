@@ -154,6 +154,9 @@ async def test_get_items_with_a_limit_reads_only_the_newest_messages(store: Any)
                 yield m
 
     class Wrapped:
+        def refresh(self) -> None:
+            chat.refresh()
+
         def snapshot(self) -> Any:
             return CountingSnapshot(real())
 
