@@ -11,25 +11,29 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use undertext::{Chat, ChatId};
+use undertext::{Chat, ChatId, Store};
 
-/// At most this many handles are held; past it they are all dropped (and resolved again on
-/// their next use), which keeps the engine free to evict idle chats from its own cache.
-const CAPACITY: usize = 256;
-
-/// Engine chat handles by chat id.
+/// Engine chat handles by chat id, at most `capacity` of them: past it they are all dropped
+/// (and resolved again on their next use). A held chat is never evicted from the engine's
+/// chat cache, so the store holds at most half of that cache's capacity.
 ///
 /// ```ignore
-/// let held = Held::default();
+/// let held = Held::for_store(&store);
 /// held.hold(store.chat("alice", id)?);
 /// assert!(held.get("alice", id).is_some() && held.get("bob", id).is_none());
 /// ```
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Held {
     chats: Mutex<HashMap<u64, Chat>>,
+    capacity: usize,
 }
 
 impl Held {
+    /// Room for half of `store`'s chat cache (at least one chat).
+    pub(crate) fn for_store(store: &Store) -> Held {
+        Held { chats: Mutex::new(HashMap::new()), capacity: (store.options().chat_cache_capacity / 2).max(1) }
+    }
+
     fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Chat>> {
         match self.chats.lock() {
             Ok(g) => g,
@@ -45,7 +49,7 @@ impl Held {
     /// Holds `chat` (replacing any handle of the same chat).
     pub(crate) fn hold(&self, chat: Chat) {
         let mut map = self.map();
-        if map.len() >= CAPACITY && !map.contains_key(&chat.id().0) {
+        if map.len() >= self.capacity && !map.contains_key(&chat.id().0) {
             map.clear();
         }
         map.insert(chat.id().0, chat);

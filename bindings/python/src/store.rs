@@ -36,7 +36,8 @@ pub struct PyStore {
 
 impl PyStore {
     fn of(store: Store) -> PyStore {
-        PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()), held: Held::default() }
+        let held = Held::for_store(&store);
+        PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()), held }
     }
 
     fn guard(&self) -> std::sync::RwLockReadGuard<'_, Option<Store>> {
