@@ -60,7 +60,11 @@ fn measure(name: &'static str, target: &str) -> Result<Row> {
     let v = chat.view(&budget)?;
     let first = t.elapsed();
     if v.messages().len() != 600 {
-        return Err(format!("expected the whole chat (600 messages) in the view, found {}", v.messages().len()).into());
+        return Err(format!(
+            "expected the whole chat (600 messages) in the view, found {}",
+            v.messages().len()
+        )
+        .into());
     }
     let held = per_call(51, 2_000, || {
         std::hint::black_box(chat.view(&budget)?);

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyList, PyType};
-use undertext::{Chat, ChatId, ChatMeta, Compression, Durability, MetaField, Options, Page, PageCursor, Store};
+use undertext::{
+    Chat, ChatId, ChatMeta, Compression, Durability, MetaField, Options, Page, PageCursor, Store,
+};
 
 use crate::chat::PyChat;
 use crate::convert::{Text, blob_id, unit_of};
