@@ -21,9 +21,7 @@ pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<(MsgKey, MessageTexts)> 
     if k != kind::MESSAGE && k != kind::MESSAGE_COMPACT {
         return None;
     }
-    let m = record::message_fields(k, payload).ok()?;
-    let texts = record::message_texts(k, payload).ok()?;
-    Some(((m.chat, m.seq, m.revision), texts))
+    record::message_key_texts(k, payload).ok()
 }
 
 /// The inline texts of one generation of pending records.

@@ -468,23 +468,7 @@ pub(crate) enum MessageTexts {
 /// were 46 % of its index).
 pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
     if k != kind::MESSAGE {
-        let rec = message(k, bytes)?;
-        let user = rec.role == Role::User.code();
-        return Ok(match rec.body {
-            BodyRec::Inline(parts) => MessageTexts::Listed(
-                parts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
-                    .filter_map(|(i, p)| {
-                        owned_inline_text(p)
-                            .filter(|t| !t.is_empty())
-                            .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
-                    })
-                    .collect(),
-            ),
-            BodyRec::Blob(id) => MessageTexts::InBlob(id),
-        });
+        return Ok(decoded_texts(&message(k, bytes)?));
     }
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
@@ -496,6 +480,41 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
         )),
         ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
     })
+}
+
+/// [`message_texts`] of a decoded message record.
+fn decoded_texts(rec: &MsgRec) -> MessageTexts {
+    let user = rec.role == Role::User.code();
+    match &rec.body {
+        BodyRec::Inline(parts) => MessageTexts::Listed(
+            parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
+                .filter_map(|(i, p)| {
+                    owned_inline_text(p)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
+                })
+                .collect(),
+        ),
+        BodyRec::Blob(id) => MessageTexts::InBlob(*id),
+    }
+}
+
+/// A message record's (chat, seq, revision) and its [`message_texts`], the record decoded
+/// once (a compact record is decompressed once, not once for each).
+pub(crate) fn message_key_texts(
+    k: u8,
+    bytes: &[u8],
+) -> std::result::Result<((u64, u64, u64), MessageTexts), String> {
+    if k != kind::MESSAGE {
+        let rec = message(k, bytes)?;
+        role_of(rec.role)?;
+        return Ok(((rec.chat, rec.seq, rec.revision), decoded_texts(&rec)));
+    }
+    let m = message_fields(k, bytes)?;
+    Ok(((m.chat, m.seq, m.revision), message_texts(k, bytes)?))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's
