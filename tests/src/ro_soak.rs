@@ -29,22 +29,39 @@ pub fn hash_of(chat: u64, seq: u64) -> u64 {
 }
 
 /// The letters of a message's text after its header, drawn from the hash (`x` = hash | 1):
-/// `a`–`z` and spaces, from a xorshift sequence.
-struct Letters(u64);
+/// a xorshift sequence, each 64-bit step giving 8 bytes, each byte's low 5 bits picking one
+/// of `a`–`z` and 6 spaces (so checking a text costs a few instructions a byte).
+struct Letters {
+    x: u64,
+    word: u64,
+    left: u32,
+}
+
+const LETTERS: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz      ";
+
+impl Letters {
+    fn new(x: u64) -> Letters {
+        Letters { x, word: 0, left: 0 }
+    }
+}
 
 impl Iterator for Letters {
     type Item = u8;
 
     fn next(&mut self) -> Option<u8> {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        Some(match (x % 28) as u8 {
-            26 | 27 => b' ',
-            c => b'a' + c,
-        })
+        if self.left == 0 {
+            let mut x = self.x;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.x = x;
+            self.word = x;
+            self.left = 8;
+        }
+        let b = LETTERS[(self.word & 31) as usize];
+        self.word >>= 8;
+        self.left -= 1;
+        Some(b)
     }
 }
 
@@ -66,7 +83,7 @@ pub fn soak_message(chat: u64, seq: u64) -> NewMessage {
     let h = hash_of(chat, seq);
     let (mut s, len) = header_and_len(chat, seq, h);
     let rest = len.saturating_sub(s.len());
-    s.extend(Letters(h | 1).take(rest).map(char::from));
+    s.extend(Letters::new(h | 1).take(rest).map(char::from));
     NewMessage::text(role_of(seq), s)
 }
 
@@ -101,7 +118,7 @@ pub fn check_message(chat: u64, seq: u64, got: &undertext::Message) -> Result<()
     if !t.starts_with(header.as_bytes()) {
         return differs("another header".into());
     }
-    if let Some(at) = t[header.len()..].iter().zip(Letters(h | 1)).position(|(a, b)| *a != b) {
+    if let Some(at) = t[header.len()..].iter().zip(Letters::new(h | 1)).position(|(a, b)| *a != b) {
         return differs(format!("byte {} differs", header.len() + at));
     }
     Ok(())

@@ -502,19 +502,22 @@ fn decoded_texts(rec: &MsgRec) -> MessageTexts {
     }
 }
 
-/// A message record's (chat, seq, revision) and its [`message_texts`], the record decoded
+/// What the index keeps of a message record without its parts: (chat, seq, revision),
+/// then (role code, turn, at_ms, whether it has a step tag).
+pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
+
+/// A message record's key and header fields and its [`message_texts`], the record decoded
 /// once (a compact record is decompressed once, not once for each).
-pub(crate) fn message_key_texts(
-    k: u8,
-    bytes: &[u8],
-) -> std::result::Result<((u64, u64, u64), MessageTexts), String> {
+pub(crate) fn message_key_texts(k: u8, bytes: &[u8]) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
     if k != kind::MESSAGE {
         let rec = message(k, bytes)?;
         role_of(rec.role)?;
-        return Ok(((rec.chat, rec.seq, rec.revision), decoded_texts(&rec)));
+        let head = (rec.role, rec.turn, rec.at_ms, rec.step.is_some());
+        return Ok((((rec.chat, rec.seq, rec.revision), head), decoded_texts(&rec)));
     }
     let m = message_fields(k, bytes)?;
-    Ok(((m.chat, m.seq, m.revision), message_texts(k, bytes)?))
+    let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
+    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's

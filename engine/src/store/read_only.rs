@@ -90,7 +90,7 @@ pub(crate) enum ChatChange {
 fn changes_of(entries: &[BatchEntries]) -> Vec<(u64, ChatChange)> {
     let mut out: BTreeMap<u64, ChatChange> = BTreeMap::new();
     for r in entries.iter().flat_map(|b| &b.records) {
-        if let Some(((chat, seq, rev), _)) = &r.texts {
+        if let Some(index::Listing { key: (chat, seq, rev), .. }) = &r.texts {
             let c = out.entry(*chat).or_insert(ChatChange::Appended { revision: *rev, seqs: *seq..*seq });
             match c {
                 ChatChange::Appended { revision, seqs } if *revision == *rev && seqs.end == *seq => {
