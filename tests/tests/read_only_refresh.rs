@@ -20,7 +20,17 @@ fn seen(chat: &Chat) -> String {
         .messages_with_hidden()
         .unwrap()
         .iter()
-        .map(|m| format!("{} r{} t{} {:?} {:?} hidden={}", m.seq, m.revision, m.turn, m.role, m.parts, snap.is_hidden(m.seq)))
+        .map(|m| {
+            format!(
+                "{} r{} t{} {:?} {:?} hidden={}",
+                m.seq,
+                m.revision,
+                m.turn,
+                m.role,
+                m.parts,
+                snap.is_hidden(m.seq)
+            )
+        })
         .collect();
     let view = chat.view(&Budget::new(1 << 30, 0)).unwrap();
     let turns = messages.len() as u64 + 1;
@@ -161,8 +171,12 @@ fn edits_truncations_hides_metadata_checkpoints_pins_and_usage_are_picked_up_by_
     check("another chat appended to");
     writer.delete_chat("o", id).unwrap();
     ro.refresh().unwrap();
-    assert!(matches!(ro.chat("o", id), Err(Error::NotFound { .. })), "a deleted chat is gone after a refresh");
-    let got: Vec<Vec<Part>> = ro.chat("o", other).unwrap().messages().unwrap().into_iter().map(|m| m.parts).collect();
+    assert!(
+        matches!(ro.chat("o", id), Err(Error::NotFound { .. })),
+        "a deleted chat is gone after a refresh"
+    );
+    let got: Vec<Vec<Part>> =
+        ro.chat("o", other).unwrap().messages().unwrap().into_iter().map(|m| m.parts).collect();
     assert_eq!(got, vec![vec![Part::Text("elsewhere".into())]]);
     assert_eq!(ro.chat("o", other).unwrap().messages().unwrap()[0].role, Role::User);
 }

@@ -134,11 +134,7 @@ pub(super) fn apply_entries(
 /// refresh of a read-only store replays hundreds of small batches in one transaction, and
 /// opening the history index's twenty-odd tables per batch cost more than applying them).
 pub(super) fn apply_batches(tx: &redb::WriteTransaction, batches: &[BatchEntries]) -> Result<()> {
-    apply_parts(
-        tx,
-        batches.iter().map(|b| b.blobs.as_slice()),
-        batches.iter().map(|b| b.records.as_slice()),
-    )
+    apply_parts(tx, batches.iter().map(|b| b.blobs.as_slice()), batches.iter().map(|b| b.records.as_slice()))
 }
 
 /// Blob locations into `BLOBS`, then history records through one [`HistoryIndex`] (whose

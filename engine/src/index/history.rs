@@ -381,7 +381,9 @@ impl<'t> HistoryIndex<'t> {
                 };
                 let (chat, seq, _) = key;
                 let (segment, offset, len) = loc(r.loc);
-                self.messages.insert(key, (segment, offset, len, role, turn, at_ms, has_step)).map_err(redb_err)?;
+                self.messages
+                    .insert(key, (segment, offset, len, role, turn, at_ms, has_step))
+                    .map_err(redb_err)?;
                 match texts {
                     MessageTexts::Listed(texts) => {
                         add_texts(&mut self.inline_texts, &mut self.chat_inline_texts, key, texts)?

@@ -508,7 +508,10 @@ pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
 
 /// A message record's key and header fields and its [`message_texts`], the record decoded
 /// once (a compact record is decompressed once, not once for each).
-pub(crate) fn message_key_texts(k: u8, bytes: &[u8]) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
+pub(crate) fn message_key_texts(
+    k: u8,
+    bytes: &[u8],
+) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
     if k != kind::MESSAGE {
         let rec = message(k, bytes)?;
         role_of(rec.role)?;

@@ -62,7 +62,8 @@ fn main() {
     let writer = Store::open(dir, opts).unwrap_or_else(|e| fail("open", e));
     let handles: Vec<Chat> = (0..n_chats)
         .map(|_| {
-            let id = writer.create_chat(OWNER, ChatMeta::default()).unwrap_or_else(|e| fail("create_chat", e));
+            let id =
+                writer.create_chat(OWNER, ChatMeta::default()).unwrap_or_else(|e| fail("create_chat", e));
             writer.chat(OWNER, id).unwrap_or_else(|e| fail("chat", e))
         })
         .collect();
