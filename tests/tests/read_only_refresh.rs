@@ -5,6 +5,7 @@
 //! between refreshes still gives `Error::ReadOnly` (open again).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+#![allow(clippy::single_range_in_vec_init, reason = "hide takes a list of ranges; a list of one is meant")]
 
 use undertext::budget::Budget;
 use undertext::checkpoint::{CheckpointOptions, Extractive};
