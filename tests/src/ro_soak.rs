@@ -28,42 +28,110 @@ pub fn hash_of(chat: u64, seq: u64) -> u64 {
     mix(mix(chat) ^ seq.wrapping_mul(0x1000_0000_01b3))
 }
 
+/// The letters of a message's text after its header, drawn from the hash (`x` = hash | 1):
+/// a xorshift sequence, each 64-bit step giving 8 bytes, each byte's low 5 bits picking one
+/// of `a`–`z` and 6 spaces (so checking a text costs a few instructions a byte).
+struct Letters {
+    x: u64,
+    word: u64,
+    left: u32,
+}
+
+const LETTERS: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz      ";
+
+impl Letters {
+    fn new(x: u64) -> Letters {
+        Letters { x, word: 0, left: 0 }
+    }
+
+    /// The next eight letters (from a fresh step: only at the start or after eight).
+    fn next_eight(&mut self) -> [u8; 8] {
+        debug_assert_eq!(self.left, 0);
+        let mut x = self.x;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.x = x;
+        x.to_le_bytes().map(|b| LETTERS[(b & 31) as usize])
+    }
+}
+
+impl Iterator for Letters {
+    type Item = u8;
+
+    fn next(&mut self) -> Option<u8> {
+        if self.left == 0 {
+            self.word = u64::from_le_bytes(self.next_eight());
+            self.left = 8;
+        }
+        let b = self.word as u8;
+        self.word >>= 8;
+        self.left -= 1;
+        Some(b)
+    }
+}
+
+/// The start of the text of message `seq` of `chat` (which carries its hash `h`), and the
+/// text's whole length.
+fn header_and_len(chat: u64, seq: u64, h: u64) -> (String, usize) {
+    (format!("chat {chat} seq {seq} hash {h:016x}: "), 100 + (h % 2000) as usize)
+}
+
+/// The role of message `seq`: user and assistant in turns.
+fn role_of(seq: u64) -> Role {
+    if seq.is_multiple_of(2) { Role::User } else { Role::Assistant }
+}
+
 /// The message at `seq` of chat `chat`: its chat id, seq and hash in front, then 100 to 2,100
 /// bytes of text drawn from the hash (so every byte depends on the chat and the seq); the
 /// role alternates user / assistant.
 pub fn soak_message(chat: u64, seq: u64) -> NewMessage {
     let h = hash_of(chat, seq);
-    let len = 100 + (h % 2000) as usize;
-    let mut s = format!("chat {chat} seq {seq} hash {h:016x}: ");
-    let mut x = h | 1;
-    while s.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let c = (x % 28) as u8;
-        s.push(match c {
-            26 | 27 => ' ',
-            c => char::from(b'a' + c),
-        });
-    }
-    NewMessage::text(if seq.is_multiple_of(2) { Role::User } else { Role::Assistant }, s)
+    let (mut s, len) = header_and_len(chat, seq, h);
+    let rest = len.saturating_sub(s.len());
+    s.extend(Letters::new(h | 1).take(rest).map(char::from));
+    NewMessage::text(role_of(seq), s)
 }
 
-/// Checks a message read back against [`soak_message`]; says what differs.
+/// Checks a message read back against [`soak_message`], byte for byte, without building the
+/// expected text (the letters are compared as they are drawn: a reader checks every message
+/// the writer acknowledged, and building each text again cost more than reading it); says
+/// what differs.
 pub fn check_message(chat: u64, seq: u64, got: &undertext::Message) -> Result<(), String> {
-    let want = soak_message(chat, seq);
-    if got.role != want.role || got.parts != want.parts {
-        let text = |p: &[undertext::Part]| match p {
+    let h = hash_of(chat, seq);
+    let (header, len) = header_and_len(chat, seq, h);
+    let differs = |why: String| {
+        let text = match &got.parts[..] {
             [undertext::Part::Text(t)] => t.chars().take(60).collect::<String>(),
             other => format!("{other:?}").chars().take(60).collect(),
         };
-        return Err(format!(
-            "chat {chat} seq {seq}: expected {:?} {:?}…, read {:?} {:?}…",
-            want.role,
-            text(&want.parts),
-            got.role,
-            text(&got.parts)
-        ));
+        Err(format!(
+            "chat {chat} seq {seq}: {why}; expected {:?} {header:?}…, read {:?} {text:?}…",
+            role_of(seq),
+            got.role
+        ))
+    };
+    if got.role != role_of(seq) {
+        return differs("another role".into());
+    }
+    let [undertext::Part::Text(t)] = &got.parts[..] else {
+        return differs(format!("expected one text part, found {} parts", got.parts.len()));
+    };
+    let t = t.as_bytes();
+    if t.len() != len.max(header.len()) {
+        return differs(format!("expected {} bytes, read {}", len.max(header.len()), t.len()));
+    }
+    if !t.starts_with(header.as_bytes()) {
+        return differs("another header".into());
+    }
+    // Eight bytes at a time: one xorshift step gives the next eight letters.
+    let mut letters = Letters::new(h | 1);
+    for (i, got8) in t[header.len()..].chunks(8).enumerate() {
+        let want8 = letters.next_eight();
+        if got8 != &want8[..got8.len()] {
+            let at = got8.iter().zip(want8).position(|(a, b)| *a != b).unwrap_or(0);
+            return differs(format!("byte {} differs", header.len() + 8 * i + at));
+        }
     }
     Ok(())
 }
@@ -162,6 +230,44 @@ pub fn resting(start_ms: u64, phase_ms: u64, now_ms: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_check_takes_each_message_as_written_and_refuses_any_byte_changed() {
+        let read = |m: NewMessage, seq: u64| undertext::Message {
+            seq,
+            revision: 0,
+            role: m.role,
+            turn: 0,
+            parts: m.parts,
+            step: None,
+            at_ms: 0,
+        };
+        for (chat, seq) in [(1, 0), (1, 1), (7, 12345), (u64::MAX, 3)] {
+            let good = read(soak_message(chat, seq), seq);
+            check_message(chat, seq, &good).unwrap();
+            assert!(check_message(chat, seq + 1, &good).is_err(), "another seq");
+            assert!(check_message(chat.wrapping_add(1), seq, &good).is_err(), "another chat");
+            let [undertext::Part::Text(t)] = &good.parts[..] else { panic!("one text part") };
+            for at in 0..t.len() {
+                let mut bytes = t.clone().into_bytes();
+                bytes[at] = if bytes[at] == b'q' { b'r' } else { b'q' };
+                let bad = undertext::Message {
+                    parts: vec![undertext::Part::Text(String::from_utf8(bytes).unwrap())],
+                    ..good.clone()
+                };
+                assert!(check_message(chat, seq, &bad).is_err(), "byte {at} of {chat}/{seq} changed");
+            }
+            let mut short = good.clone();
+            short.parts = vec![undertext::Part::Text(t[..t.len() - 1].to_string())];
+            assert!(check_message(chat, seq, &short).is_err(), "one byte short");
+            let mut long = good.clone();
+            long.parts = vec![undertext::Part::Text(format!("{t}a"))];
+            assert!(check_message(chat, seq, &long).is_err(), "one byte more");
+            let mut role = good.clone();
+            role.role = if role.role == Role::User { Role::Assistant } else { Role::User };
+            assert!(check_message(chat, seq, &role).is_err(), "another role");
+        }
+    }
 
     #[test]
     fn messages_differ_per_chat_and_seq_and_the_table_round_trips() {

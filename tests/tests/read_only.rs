@@ -89,7 +89,7 @@ fn a_read_only_open_does_not_take_the_lock_and_the_writer_is_not_blocked() {
 }
 
 #[test]
-fn a_refresh_forgets_only_the_chats_that_got_new_records() {
+fn a_refresh_extends_appended_chats_and_forgets_only_the_chats_changed_otherwise() {
     let dir = tempfile::tempdir().unwrap();
     let writer = Store::open(dir.path(), small()).unwrap();
     let ids: Vec<ChatId> = (0..2u64)
@@ -109,10 +109,15 @@ fn a_refresh_forgets_only_the_chats_that_got_new_records() {
     assert_eq!(ro.stats().unwrap().chats_in_memory, 2, "a refresh with nothing new forgets no chat");
     writer.chat("o", ids[1]).unwrap().append(NewMessage::user(message_text(101))).unwrap();
     assert_eq!(ro.refresh().unwrap().batches, 1);
-    assert_eq!(ro.stats().unwrap().chats_in_memory, 1, "only the chat that got a record is forgotten");
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 2, "a chat only appended to is extended in memory");
     let got: Vec<String> = ro.chat("o", ids[1]).unwrap().messages().unwrap().iter().map(text_of).collect();
     assert_eq!(got, vec![message_text(100), message_text(101)], "and reads its new record");
     assert_eq!(ro.chat("o", ids[0]).unwrap().len(), 1);
+    writer.chat("o", ids[1]).unwrap().edit(1, NewMessage::user(message_text(102)), 0).unwrap();
+    assert_eq!(ro.refresh().unwrap().batches, 1);
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 1, "only the chat edited is forgotten");
+    let got: Vec<String> = ro.chat("o", ids[1]).unwrap().messages().unwrap().iter().map(text_of).collect();
+    assert_eq!(got, vec![message_text(100), message_text(102)], "and loads again with the edit");
 }
 
 #[test]

@@ -159,13 +159,17 @@ impl Store {
 
     /// Brings a read-only store up to date: replays every batch the writer appended since the
     /// open (or the last refresh), in the last segment and in segments created since. Chats
-    /// read before keep what they showed (snapshots); read them again to see the new records.
+    /// read before keep what they showed (handles and snapshots); open them again to see the
+    /// new records. The work is what the new batches cost: a chat the writer only appended
+    /// to is extended with the new messages, not loaded again; a chat it changed otherwise
+    /// (an edit, a hide, its metadata…) loads again at its next open; other chats stay as
+    /// they were in memory.
     ///
     /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
     /// (open the store again), and on a store opened for writing (which is always current).
     pub fn refresh(&self) -> Result<Refreshed> {
         let caught = read_only::refresh(&self.inner.kernel)?;
-        self.inner.chats.forget(&caught.chats, caught.next_chat);
+        self.inner.chats.refreshed(&caught.chats, caught.next_chat);
         Ok(caught.refreshed)
     }
 

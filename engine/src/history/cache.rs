@@ -7,11 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use super::load::load_writer;
+use super::load::{self, load_writer};
 use super::state::ChatState;
 use crate::error::{Error, Result};
 use crate::model::ChatId;
 use crate::store::core::Core;
+use crate::store::read_only::ChatChange;
 
 /// Chats in memory, by id.
 #[derive(Debug)]
@@ -102,13 +103,43 @@ impl ChatCache {
         Ok(state)
     }
 
-    /// Forgets chats `ids` (those a read-only store's refresh replayed new batches of: they
-    /// load again from the index; the others did not change) and sets the next chat id.
-    /// Handles already given out keep what they hold.
-    pub(crate) fn forget(&self, ids: &[u64], next_chat: u64) {
+    /// Brings the chats in memory up to a read-only store's refresh (`changes`: how its
+    /// new batches changed each chat they name; the others did not change) and sets the
+    /// next chat id. A chat only appended to is extended with the new messages' entries
+    /// from the index, in a new state sharing the old one's entries (no reload of the whole
+    /// chat); any other change, or an extension the index does not bear out, forgets the
+    /// chat (it loads again at its next open). Handles already given out keep what they hold.
+    pub(crate) fn refreshed(&self, changes: &[(u64, ChatChange)], next_chat: u64) {
         let mut map = self.map.lock();
-        for id in ids {
-            map.remove(id);
+        for (id, change) in changes {
+            let Some(old) = map.get(id).cloned() else { continue };
+            let fresh = match change {
+                ChatChange::Appended { revision, seqs } if !old.deleted.load(Ordering::Acquire) => {
+                    let w = old.w.lock();
+                    // An index read that fails here is met again, and reported, by the load.
+                    match load::extended(&self.core, old.id, &w, *revision, seqs.clone()) {
+                        Ok(Some(w)) => Some(ChatState::new(
+                            self.core.clone(),
+                            old.id,
+                            old.owner.clone(),
+                            old.created_ms,
+                            w,
+                        )),
+                        Ok(None) | Err(_) => None,
+                    }
+                }
+                _ => None,
+            };
+            match fresh {
+                Some(state) => {
+                    let state = Arc::new(state);
+                    self.touch(&state);
+                    map.insert(*id, state);
+                }
+                None => {
+                    map.remove(id);
+                }
+            }
         }
         self.next_chat.store(next_chat, Ordering::Relaxed);
     }

@@ -55,37 +55,55 @@ pub(crate) fn entries_at(
     revision: u64,
     len: u64,
 ) -> Result<AppendVec<Entry>> {
+    let out = AppendVec::new();
+    fill_entries(tx, chat, revision, 0..len, &out)?;
+    Ok(out)
+}
+
+/// Sets entries `seqs` of `chat` as of `revision` in `out` (whose entry `seqs.start - 1`,
+/// if any, is set): for each seq the newest version written at or before that revision.
+fn fill_entries(
+    tx: &redb::ReadTransaction,
+    chat: ChatId,
+    revision: u64,
+    seqs: std::ops::Range<u64>,
+    out: &AppendVec<Entry>,
+) -> Result<()> {
     let t = match tx.open_table(MESSAGES) {
         Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(AppendVec::new()),
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
         Err(e) => return Err(redb_err(e)),
     };
-    // `len` comes from the index too, so nothing is sized by it: the vector grows with the
-    // messages the index actually holds (keys arrive by seq, then revision), and a length
+    let from = seqs.start;
+    // `seqs.end` comes from the index too, so nothing is sized by it: the vector grows with
+    // the messages the index actually holds (keys arrive by seq, then revision), and a length
     // the messages do not reach is damage.
-    let missing = |seq: usize| {
-        Error::index_msg(format!("{chat} revision {revision}: message {seq} is missing from the index"))
+    let missing = |k: usize| {
+        Error::index_msg(format!(
+            "{chat} revision {revision}: message {} is missing from the index",
+            from + k as u64
+        ))
     };
     let mut vals: Vec<(u64, MsgVal)> = Vec::new();
-    for item in t.range((chat.0, 0u64, 0u64)..(chat.0, len, 0u64)).map_err(redb_err)? {
+    for item in t.range((chat.0, from, 0u64)..(chat.0, seqs.end, 0u64)).map_err(redb_err)? {
         let (k, v) = item.map_err(redb_err)?;
         let (_, seq, rev) = k.value();
         if rev > revision {
             continue;
         }
-        match usize::try_from(seq) {
+        match usize::try_from(seq - from) {
             Ok(s) if s < vals.len() => vals[s] = (rev, v.value()),
             Ok(s) if s == vals.len() => vals.push((rev, v.value())),
             _ => return Err(missing(vals.len())),
         }
     }
-    if (vals.len() as u64) < len {
+    if (vals.len() as u64) < seqs.end - from {
         return Err(missing(vals.len()));
     }
     // Entries come from the index alone: no record is read until a message is.
-    let out = AppendVec::new();
-    let mut prev_turn = 0;
-    for (seq, val) in vals.into_iter().enumerate() {
+    let mut prev_turn = from.checked_sub(1).and_then(|p| out.get(p as usize)).map_or(0, |e| e.turn);
+    for (k, val) in vals.into_iter().enumerate() {
+        let seq = from + k as u64;
         let (rev, (segment, offset, l, role, turn, at_ms, has_step)) = val;
         // The index took the role from a record it decoded (an unknown role fails there):
         // an unknown one here is damage to the index, which a rebuild repairs.
@@ -96,7 +114,7 @@ pub(crate) fn entries_at(
             let _ = step.set(None);
         }
         let e = Entry {
-            seq: seq as u64,
+            seq,
             revision: rev,
             role,
             turn,
@@ -109,9 +127,55 @@ pub(crate) fn entries_at(
             pending_json: Default::default(),
         };
         prev_turn = turn;
-        let _ = out.set(seq, e);
+        let _ = out.set(seq as usize, e);
     }
-    Ok(out)
+    Ok(())
+}
+
+/// `w` with the messages `seqs` appended, read from the index: the writer state of a chat
+/// that a read-only refresh found only appended to at revision `revision` since `w` was
+/// loaded (its other state did not change). `None` when the index does not show exactly
+/// that (the chat is gone, at another revision, or not `seqs.end` long): the chat then
+/// loads again whole. The entries are shared with `w` (the new ones set past its length,
+/// which `w` and its snapshots never show).
+pub(crate) fn extended(
+    core: &Core,
+    chat: ChatId,
+    w: &Writer,
+    revision: u64,
+    seqs: std::ops::Range<u64>,
+) -> Result<Option<Writer>> {
+    if w.revision != revision || w.len != seqs.start {
+        return Ok(None);
+    }
+    let tx = core.index.read()?;
+    let Some(row) = chat_row(&tx, chat)? else { return Ok(None) };
+    if row.revision != revision || row.len != seqs.end || row.meta_version != w.meta_version {
+        return Ok(None);
+    }
+    fill_entries(&tx, chat, revision, seqs.clone(), &w.entries)?;
+    let last = seqs.end.checked_sub(1).map(|p| w.entries.get(p as usize));
+    let last_turn = match last {
+        Some(Some(e)) => e.turn,
+        // No message table at all (damage): the whole load says what is missing.
+        Some(None) => return Ok(None),
+        None => 0,
+    };
+    Ok(Some(Writer {
+        revision,
+        len: seqs.end,
+        entries: w.entries.clone(),
+        last_turn,
+        meta: w.meta.clone(),
+        meta_version: w.meta_version,
+        last_ms: row.last_ms,
+        pins: w.pins.clone(),
+        compactions: w.compactions.clone(),
+        calibration: w.calibration.clone(),
+        checkpoint: w.checkpoint.clone(),
+        hidden: w.hidden.clone(),
+        last_end: w.last_end,
+    }))
 }
 
 /// The length a chat had when `revision` ended (`None`: it is the current revision).

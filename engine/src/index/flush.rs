@@ -18,9 +18,7 @@ impl Index {
     pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
         let mut tx = self.db.read().begin_write().map_err(redb_err)?;
         tx.set_quick_repair(true);
-        for b in batches {
-            apply_entries(&tx, &b.blobs, &b.records)?;
-        }
+        apply_batches(&tx, batches)?;
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;
         if batches.iter().any(|b| revokes(&b.records)) {
@@ -129,15 +127,32 @@ pub(super) fn apply_entries(
     blobs: &[(BlobId, Location)],
     records: &[PendingRecord],
 ) -> Result<()> {
-    if !blobs.is_empty() {
+    apply_parts(tx, std::iter::once(blobs), std::iter::once(records))
+}
+
+/// Applies the entries of `batches`, in order, opening each table once for all of them (a
+/// refresh of a read-only store replays hundreds of small batches in one transaction, and
+/// opening the history index's twenty-odd tables per batch cost more than applying them).
+pub(super) fn apply_batches(tx: &redb::WriteTransaction, batches: &[BatchEntries]) -> Result<()> {
+    apply_parts(tx, batches.iter().map(|b| b.blobs.as_slice()), batches.iter().map(|b| b.records.as_slice()))
+}
+
+/// Blob locations into `BLOBS`, then history records through one [`HistoryIndex`] (whose
+/// chat rows carry over from one record to the next, as in a flush of the memtable).
+fn apply_parts<'a>(
+    tx: &redb::WriteTransaction,
+    blobs: impl Iterator<Item = &'a [(BlobId, Location)]> + Clone,
+    records: impl Iterator<Item = &'a [PendingRecord]> + Clone,
+) -> Result<()> {
+    if blobs.clone().any(|b| !b.is_empty()) {
         let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
-        for (id, loc) in blobs {
+        for (id, loc) in blobs.flatten() {
             t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len)).map_err(redb_err)?;
         }
     }
-    if !records.is_empty() {
+    if records.clone().any(|r| !r.is_empty()) {
         let mut h = HistoryIndex::open_write(tx)?;
-        for r in records {
+        for r in records.flatten() {
             h.apply(r)?;
         }
         h.finish()?;

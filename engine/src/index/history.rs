@@ -367,34 +367,34 @@ impl<'t> HistoryIndex<'t> {
                 }
             }
             kind::MESSAGE | kind::MESSAGE_COMPACT => {
-                // Header fields only (an rkyv record read in place): the parts are not needed here.
-                let m = record::message_fields(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                let (segment, offset, len) = loc(r.loc);
-                let value = (segment, offset, len, m.role.code(), m.turn, m.at_ms, m.step.is_some());
-                self.messages.insert((m.chat, m.seq, m.revision), value).map_err(redb_err)?;
-                // Listed when the record was made; a record made without them is read here.
+                // Listed when the record was made (or replayed); a record made without its
+                // listing is read here (header fields only: an rkyv record is read in place).
                 let read;
-                let texts = match &r.texts {
-                    Some((_, t)) => t,
+                let (key, (role, turn, at_ms, has_step), texts) = match &r.texts {
+                    Some(l) => (l.key, l.head, &l.texts),
                     None => {
+                        let m = record::message_fields(r.kind, &r.payload).map_err(|e| bad(r, e))?;
                         read = record::message_texts(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                        &read
+                        let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
+                        ((m.chat, m.seq, m.revision), head, &read)
                     }
                 };
+                let (chat, seq, _) = key;
+                let (segment, offset, len) = loc(r.loc);
+                self.messages
+                    .insert(key, (segment, offset, len, role, turn, at_ms, has_step))
+                    .map_err(redb_err)?;
                 match texts {
-                    MessageTexts::Listed(texts) => add_texts(
-                        &mut self.inline_texts,
-                        &mut self.chat_inline_texts,
-                        (m.chat, m.seq, m.revision),
-                        texts,
-                    )?,
+                    MessageTexts::Listed(texts) => {
+                        add_texts(&mut self.inline_texts, &mut self.chat_inline_texts, key, texts)?
+                    }
                     MessageTexts::InBlob(body) => {
-                        self.body_texts_todo.insert((m.chat, m.seq, m.revision), *body).map_err(redb_err)?;
+                        self.body_texts_todo.insert(key, *body).map_err(redb_err)?;
                     }
                 }
-                let row = self.row(m.chat, r)?;
-                row.len = row.len.max(m.seq + 1);
-                row.last_ms = row.last_ms.max(m.at_ms);
+                let row = self.row(chat, r)?;
+                row.len = row.len.max(seq + 1);
+                row.last_ms = row.last_ms.max(at_ms);
             }
             kind::REVISION => {
                 let v: RevRec = record::decode(&r.payload, "revision").map_err(|e| bad(r, e))?;

@@ -37,7 +37,7 @@ pub(crate) use history::{
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
 pub(crate) use memtable::Memtable;
-pub(crate) use pending_texts::texts_of;
+pub(crate) use pending_texts::{Listing, texts_of};
 use rebuild::diff_table;
 
 /// Blob id -> (segment, record offset, payload length).
@@ -106,9 +106,9 @@ pub(crate) struct PendingRecord {
     /// For a grant (archive or blob grant record): the chats whose records share its batch,
     /// which it is bound to (empty: the owner's own). Empty for every other kind.
     pub chats: Vec<u64>,
-    /// For a message record: its (chat, seq, revision) and where its inline texts are, from
+    /// For a message record: its key, header fields and where its inline texts are, from
     /// [`texts_of`] (listed once, by whoever makes the record, outside the log's lock).
-    pub texts: Option<(history::MsgKey, crate::record::MessageTexts)>,
+    pub texts: Option<pending_texts::Listing>,
 }
 
 /// What the index knows about how far it reaches into the log.

@@ -14,16 +14,24 @@ use super::{InlineText, PendingRecord};
 use crate::log::Location;
 use crate::record::{self, ChatRec, DeleteRec, MessageTexts, kind};
 
-/// A message record's (chat, seq, revision) and where its inline texts are; `None` for
-/// another kind, or a message that does not decode (the history index reports that one
-/// when it applies it).
-pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<(MsgKey, MessageTexts)> {
+/// What a message record once decoded gives the index: its (chat, seq, revision), the
+/// header fields its `messages` row keeps, and where its inline texts are.
+#[derive(Debug, Clone)]
+pub(crate) struct Listing {
+    pub key: MsgKey,
+    /// (role code, turn, at_ms, whether it has a step tag).
+    pub head: (u8, u64, u64, bool),
+    pub texts: MessageTexts,
+}
+
+/// A message record's [`Listing`], from one decode of it; `None` for another kind, or a
+/// message that does not decode (the history index reports that one when it applies it).
+pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<Listing> {
     if k != kind::MESSAGE && k != kind::MESSAGE_COMPACT {
         return None;
     }
-    let m = record::message_fields(k, payload).ok()?;
-    let texts = record::message_texts(k, payload).ok()?;
-    Some(((m.chat, m.seq, m.revision), texts))
+    let ((key, head), texts) = record::message_key_texts(k, payload).ok()?;
+    Some(Listing { key, head, texts })
 }
 
 /// The inline texts of one generation of pending records.
@@ -58,13 +66,15 @@ impl PendingTexts {
     pub(crate) fn add(&mut self, r: &PendingRecord) {
         match r.kind {
             kind::MESSAGE | kind::MESSAGE_COMPACT => match &r.texts {
-                Some(((chat, seq, revision), MessageTexts::Listed(texts))) => {
+                Some(Listing { key: (chat, seq, revision), texts: MessageTexts::Listed(texts), .. }) => {
                     for &(part, id) in texts {
                         let at = InlineText { chat: *chat, seq: *seq, revision: *revision, part, loc: r.loc };
                         self.by_id.entry(id).or_default().push(at);
                     }
                 }
-                Some((key, MessageTexts::InBlob(body))) => self.bodies.push((*key, r.loc, *body)),
+                Some(Listing { key, texts: MessageTexts::InBlob(body), .. }) => {
+                    self.bodies.push((*key, r.loc, *body))
+                }
                 None => {}
             },
             kind::CHAT => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 
-use super::flush::{apply_entries, write_meta};
+use super::flush::{apply_batches, write_meta};
 use super::lookup::list_body_texts_in;
 use super::open::open_verified;
 use super::{Applied, BLOBS, BatchEntries, Index, META, guard, history, redb_err};
@@ -137,9 +137,7 @@ fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: 
     let (db, _) = open_verified(path, cache_bytes, &Arc::new(Journal::default()))?;
     let mut tx = db.begin_write().map_err(redb_err)?;
     tx.set_quick_repair(true);
-    for b in batches {
-        apply_entries(&tx, &b.blobs, &b.records)?;
-    }
+    apply_batches(&tx, batches)?;
     write_meta(&tx, applied)?;
     tx.commit().map_err(redb_err)?;
     Ok(db)

@@ -468,23 +468,7 @@ pub(crate) enum MessageTexts {
 /// were 46 % of its index).
 pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
     if k != kind::MESSAGE {
-        let rec = message(k, bytes)?;
-        let user = rec.role == Role::User.code();
-        return Ok(match rec.body {
-            BodyRec::Inline(parts) => MessageTexts::Listed(
-                parts
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
-                    .filter_map(|(i, p)| {
-                        owned_inline_text(p)
-                            .filter(|t| !t.is_empty())
-                            .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
-                    })
-                    .collect(),
-            ),
-            BodyRec::Blob(id) => MessageTexts::InBlob(id),
-        });
+        return Ok(decoded_texts(&message(k, bytes)?));
     }
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
@@ -496,6 +480,47 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
         )),
         ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
     })
+}
+
+/// [`message_texts`] of a decoded message record.
+fn decoded_texts(rec: &MsgRec) -> MessageTexts {
+    let user = rec.role == Role::User.code();
+    match &rec.body {
+        BodyRec::Inline(parts) => MessageTexts::Listed(
+            parts
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
+                .filter_map(|(i, p)| {
+                    owned_inline_text(p)
+                        .filter(|t| !t.is_empty())
+                        .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
+                })
+                .collect(),
+        ),
+        BodyRec::Blob(id) => MessageTexts::InBlob(*id),
+    }
+}
+
+/// What the index keeps of a message record without its parts: (chat, seq, revision),
+/// then (role code, turn, at_ms, whether it has a step tag).
+pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
+
+/// A message record's key and header fields and its [`message_texts`], the record decoded
+/// once (a compact record is decompressed once, not once for each).
+pub(crate) fn message_key_texts(
+    k: u8,
+    bytes: &[u8],
+) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
+    if k != kind::MESSAGE {
+        let rec = message(k, bytes)?;
+        role_of(rec.role)?;
+        let head = (rec.role, rec.turn, rec.at_ms, rec.step.is_some());
+        return Ok((((rec.chat, rec.seq, rec.revision), head), decoded_texts(&rec)));
+    }
+    let m = message_fields(k, bytes)?;
+    let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
+    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's

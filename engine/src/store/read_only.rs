@@ -13,8 +13,9 @@
 //! damaged frame is skipped to the next valid batch and reported ([`Store::open_warnings`](crate::Store::open_warnings),
 //! [`Refreshed::warnings`]): everything that verifies is readable.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
+use std::ops::Range;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use crate::log::scan::{ScanEnd, next_valid_batch, walk_batches};
 use crate::log::writer::{LogWriter, WriterConfig};
 use crate::log::{Durability, Layout, Position, list_segments, log_dir, segment_path};
 use crate::options::Options;
+use crate::record::kind;
 
 /// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,12 +64,47 @@ struct FollowState {
     ids: HashMap<u64, (u64, u64)>,
 }
 
-/// What a refresh brought in, for the store above: the report, the next chat id, and the
-/// chats the new batches name (the only ones whose state in memory changed).
+/// What a refresh brought in, for the store above: the report, the next chat id, and how
+/// the new batches changed each chat they name (the only ones whose state in memory changed).
 pub(crate) struct Caught {
     pub(crate) refreshed: Refreshed,
     pub(crate) next_chat: u64,
-    pub(crate) chats: Vec<u64>,
+    pub(crate) chats: Vec<(u64, ChatChange)>,
+}
+
+/// How the batches a refresh replayed changed one chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ChatChange {
+    /// Messages `seqs` appended at `revision`, and nothing else but steps recorded (which
+    /// are read from the index at each query): a chat held in memory at that revision and
+    /// `seqs.start` messages long is extended with them, not loaded again.
+    Appended { revision: u64, seqs: Range<u64> },
+    /// Anything else (created, edited, truncated, hidden, deleted, its metadata, pins,
+    /// compactions, checkpoint or calibration changed): a chat in memory loads again.
+    Changed,
+}
+
+/// How `entries` change each chat they name, by chat id. A message's (chat, seq, revision)
+/// comes from what the replay listed for the index (no record is decoded again); other
+/// records are decoded for their chat.
+fn changes_of(entries: &[BatchEntries]) -> Vec<(u64, ChatChange)> {
+    let mut out: BTreeMap<u64, ChatChange> = BTreeMap::new();
+    for r in entries.iter().flat_map(|b| &b.records) {
+        if let Some(index::Listing { key: (chat, seq, rev), .. }) = &r.texts {
+            let c = out.entry(*chat).or_insert(ChatChange::Appended { revision: *rev, seqs: *seq..*seq });
+            match c {
+                ChatChange::Appended { revision, seqs } if *revision == *rev && seqs.end == *seq => {
+                    seqs.end += 1;
+                }
+                _ => *c = ChatChange::Changed,
+            }
+        } else if r.kind != kind::STEP
+            && let Ok(Some(chat)) = index::chat_of(r.kind, &r.payload)
+        {
+            out.insert(chat, ChatChange::Changed);
+        }
+    }
+    out.into_iter().collect()
 }
 
 /// One replay: the index entries of the new batches, where they end, and what was skipped.
@@ -402,10 +439,7 @@ pub(crate) fn refresh(kernel: &Kernel) -> Result<Caught> {
     let core = &*kernel.core;
     let (scan, batches) = f.scan(&core.reader)?;
     let Scan { entries, applied, mut warnings, tail_file } = scan;
-    let mut chats = index::batch_chats(
-        entries.iter().flat_map(|b| b.records.iter().map(|r| (r.kind, r.payload.as_slice()))),
-    );
-    chats.dedup();
+    let chats = changes_of(&entries);
     apply(&core.index, &entries, applied, &mut warnings)?;
     core.index.mem.write().set_applied(applied);
     core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);

@@ -7,7 +7,7 @@
 //! was replaced (the writer's `gc`) reopens the store (retrying while the collection swaps
 //! the log in) and checks everything again. Any damage warning, wrong byte or missing
 //! acknowledged message exits with status 1 and says what; at the end it prints
-//! `done rounds=… refreshes=… reopens=… open_retries=… checked=… last_error=…`.
+//! `done rounds=… refreshes=… reopens=… open_retries=… checked=… cpu_ms=… last_error=…`.
 //!
 //! With `PHASE_MS` > 0 it rests (no refresh, no read) in the even phases of that many
 //! milliseconds from the writer's start (see `ro_soak_writer`).
@@ -150,13 +150,26 @@ fn main() {
         std::thread::sleep(pause);
     }
     say(&format!(
-        "done rounds={} rested={} refreshes={} reopens={} open_retries={} checked={} replaced_error={:?}",
+        "done rounds={} rested={} refreshes={} reopens={} open_retries={} checked={} cpu_ms={} replaced_error={:?}",
         stats.rounds,
         stats.rested,
         stats.refreshes,
         stats.reopens,
         stats.open_retries,
         stats.checked,
+        cpu_ms().map_or_else(|| "?".to_string(), |ms| ms.to_string()),
         stats.replaced_error
     ));
+}
+
+/// The CPU time this process used so far (user + system, milliseconds), from
+/// `/proc/self/stat` (clock ticks of 10 ms); `None` where that is not readable.
+fn cpu_ms() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (in parentheses, which may hold spaces): utime and
+    // stime are the 14th and 15th fields of the line, the 12th and 13th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks * 10)
 }

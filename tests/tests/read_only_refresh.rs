@@ -1,0 +1,228 @@
+//! What a read-only store's `refresh()` brings in, chat by chat: a chat the writer only
+//! appended to is extended in memory with the new messages (not loaded again), every other
+//! change (edit, truncation, hide, metadata, checkpoint, pin, usage, deletion) is picked up
+//! whole; after every refresh a chat reads on the reader exactly as on the writer. A `gc`
+//! between refreshes still gives `Error::ReadOnly` (open again).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+#![allow(clippy::single_range_in_vec_init, reason = "hide takes a list of ranges; a list of one is meant")]
+
+use undertext::budget::Budget;
+use undertext::checkpoint::{CheckpointOptions, Extractive};
+use undertext::{Chat, ChatId, ChatMeta, Error, NewMessage, Part, Role, StepStatus, Store};
+use undertext_tests::read_only::{message_text, small};
+
+/// Everything a reader of `chat` can see, as plain values: revision, length, metadata,
+/// every message (hidden ones too) with its hidden flag, the published checkpoint, the
+/// model view's messages and the attempts of every turn.
+fn seen(chat: &Chat) -> String {
+    let snap = chat.snapshot();
+    let messages: Vec<String> = snap
+        .messages_with_hidden()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{} r{} t{} {:?} {:?} hidden={}",
+                m.seq,
+                m.revision,
+                m.turn,
+                m.role,
+                m.parts,
+                snap.is_hidden(m.seq)
+            )
+        })
+        .collect();
+    let view = chat.view(&Budget::new(1 << 30, 0)).unwrap();
+    let turns = messages.len() as u64 + 1;
+    let attempts: Vec<String> = (0..turns).map(|t| format!("{:?}", chat.attempts(t).unwrap())).collect();
+    format!(
+        "revision {} len {} meta {:?} checkpoint {:?}\n{}\nview {:?} calibration {}\nattempts {:?}",
+        chat.revision(),
+        chat.len(),
+        chat.meta(),
+        chat.published_checkpoint(),
+        messages.join("\n"),
+        view.messages(),
+        view.calibration(),
+        attempts
+    )
+}
+
+/// Refreshes `ro` and checks that chat `id` reads there as `writer` shows it, opened again
+/// after the refresh; returns how many chats the reader holds in memory after the refresh.
+fn refresh_and_compare(ro: &Store, writer: &Chat, id: ChatId, what: &str) -> u64 {
+    let r = ro.refresh().unwrap();
+    assert!(r.warnings.is_empty(), "{what}: {:?}", r.warnings);
+    let in_memory = ro.stats().unwrap().chats_in_memory;
+    let got = ro.chat("o", id).unwrap();
+    assert_eq!(seen(&got), seen(writer), "{what}: the reader's chat after a refresh");
+    in_memory
+}
+
+#[test]
+fn appends_after_a_refresh_extend_the_chat_in_memory_and_read_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let ids: Vec<ChatId> = (0..3).map(|_| writer.create_chat("o", ChatMeta::default()).unwrap()).collect();
+    let chats: Vec<Chat> = ids.iter().map(|id| writer.chat("o", *id).unwrap()).collect();
+    chats[0].append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let early = ro.chat("o", ids[0]).unwrap();
+    for id in &ids {
+        ro.chat("o", *id).unwrap();
+    }
+    assert_eq!(ro.stats().unwrap().chats_in_memory, 3);
+    let mut k = 1;
+    // Rounds of appends (single, batches, a recorded step; across several segments), each
+    // followed by one refresh.
+    for round in 0..12u64 {
+        for (c, chat) in chats.iter().enumerate() {
+            if (round + c as u64).is_multiple_of(3) {
+                continue;
+            }
+            match round % 4 {
+                0 => {
+                    chat.append(NewMessage::user(message_text(k))).unwrap();
+                }
+                1 => {
+                    chat.append_batch((0..3).map(|i| NewMessage::assistant(message_text(k + i))).collect())
+                        .unwrap();
+                }
+                2 => {
+                    chat.append(NewMessage::user(format!("task {round}"))).unwrap();
+                    let turn = chat.snapshot().messages().unwrap().last().unwrap().turn;
+                    let msgs = vec![NewMessage::assistant(message_text(k))];
+                    chat.record_step(turn, &format!("s{round}"), 0, StepStatus::Complete, msgs).unwrap();
+                }
+                _ => {
+                    chat.append(NewMessage::tool_result("none", message_text(k))).unwrap();
+                }
+            }
+            k += 3;
+        }
+        let before = ro.stats().unwrap().chats_in_memory;
+        for (c, chat) in chats.iter().enumerate() {
+            let in_memory = refresh_and_compare(&ro, chat, ids[c], &format!("round {round}, chat {c}"));
+            assert_eq!(in_memory, before, "round {round}: appends keep every chat in memory (extended)");
+        }
+    }
+    assert!(
+        std::fs::read_dir(dir.path().join("log")).unwrap().count() > 3,
+        "the appends crossed several segments"
+    );
+    // A handle opened before the refreshes keeps what it held.
+    assert_eq!(early.len(), 1);
+    assert_eq!(early.messages().unwrap().len(), 1);
+}
+
+#[test]
+fn edits_truncations_hides_metadata_checkpoints_pins_and_usage_are_picked_up_by_a_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let other = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    let long = |i: u64| message_text(i).repeat(4);
+    for i in 0..6 {
+        chat.append(NewMessage::user(format!("task {i}"))).unwrap();
+        chat.append(NewMessage::assistant(long(i))).unwrap();
+    }
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    ro.chat("o", other).unwrap();
+    refresh_and_compare(&ro, &chat, id, "at open");
+    let check = |what: &str| refresh_and_compare(&ro, &chat, id, what);
+
+    chat.edit(3, NewMessage::assistant("edited"), chat.revision()).unwrap();
+    check("an edit");
+    // An edit and appends in the same refresh.
+    chat.append(NewMessage::user("after the edit")).unwrap();
+    chat.edit(1, NewMessage::assistant("edited again"), chat.revision()).unwrap();
+    chat.append(NewMessage::assistant(long(20))).unwrap();
+    check("appends around an edit");
+    chat.truncate(9, chat.revision()).unwrap();
+    check("a truncation");
+    // Appends at the new revision, over seqs the truncation dropped (older versions of
+    // those seqs are in the index).
+    chat.append(NewMessage::user("task after the truncation")).unwrap();
+    chat.append(NewMessage::assistant(long(30))).unwrap();
+    check("appends after a truncation");
+    chat.hide(&[2..3], chat.revision()).unwrap();
+    check("a hide");
+    chat.hide_and_append(&[4..5], vec![NewMessage::assistant(long(40))], chat.revision()).unwrap();
+    check("a hide and an append in one transaction");
+    chat.set_meta(ChatMeta { title: "renamed".into(), ..ChatMeta::default() }).unwrap();
+    check("metadata");
+    chat.append(NewMessage::user("task before the checkpoint")).unwrap();
+    let cp = chat.build_checkpoint(&Extractive::default(), &CheckpointOptions::default()).unwrap();
+    chat.publish_checkpoint(&cp).unwrap();
+    assert!(chat.published_checkpoint().is_some());
+    check("a published checkpoint");
+    let archive = writer.archive("o", &"line\n".repeat(50)).unwrap();
+    chat.pin(&archive.id, 0..2, undertext::Unit::Lines).unwrap();
+    check("a pin");
+    chat.append(NewMessage::assistant(long(50))).unwrap();
+    let step = chat.view(&Budget::new(1 << 30, 0)).unwrap().step();
+    chat.report_usage(step, 12_345).unwrap();
+    check("usage and an append");
+    // Nothing new: the chats stay as they were.
+    let in_memory = check("nothing new");
+    assert_eq!(in_memory, 2);
+    writer.chat("o", other).unwrap().append(NewMessage::user("elsewhere")).unwrap();
+    check("another chat appended to");
+    writer.delete_chat("o", id).unwrap();
+    ro.refresh().unwrap();
+    assert!(
+        matches!(ro.chat("o", id), Err(Error::NotFound { .. })),
+        "a deleted chat is gone after a refresh"
+    );
+    let got: Vec<Vec<Part>> =
+        ro.chat("o", other).unwrap().messages().unwrap().into_iter().map(|m| m.parts).collect();
+    assert_eq!(got, vec![vec![Part::Text("elsewhere".into())]]);
+    assert_eq!(ro.chat("o", other).unwrap().messages().unwrap()[0].role, Role::User);
+}
+
+#[test]
+fn a_gc_between_refreshes_of_an_extended_chat_gives_read_only_and_keeps_what_was_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = small();
+    let writer = Store::open(dir.path(), opts.clone()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let gone = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    for i in 0..20 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+        writer.chat("o", gone).unwrap().append(NewMessage::user(message_text(100 + i))).unwrap();
+    }
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let held = ro.chat("o", id).unwrap();
+    for i in 20..40 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+    }
+    refresh_and_compare(&ro, &chat, id, "before the gc");
+    writer.delete_chat("o", gone).unwrap();
+    drop(chat);
+    writer.close().unwrap();
+    Store::gc(dir.path(), opts.clone()).unwrap();
+    let writer = Store::open(dir.path(), opts).unwrap();
+    writer.chat("o", id).unwrap().append(NewMessage::user(message_text(40))).unwrap();
+    match ro.refresh() {
+        Err(Error::ReadOnly(m)) => assert!(m.contains("open the store again"), "{m}"),
+        other => panic!("expected Error::ReadOnly after a gc, found {other:?}"),
+    }
+    let now = ro.chat("o", id).unwrap();
+    assert_eq!(now.len(), 40, "what the reader had read stays readable");
+    let texts: Vec<String> = now
+        .messages()
+        .unwrap()
+        .iter()
+        .map(|m| match &m.parts[..] {
+            [Part::Text(t)] => t.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, (0..40).map(message_text).collect::<Vec<_>>());
+    assert_eq!(held.len(), 20);
+    let again = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(again.chat("o", id).unwrap().len(), 41);
+}
