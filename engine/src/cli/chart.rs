@@ -690,7 +690,61 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
 
 #[cfg(test)]
 mod tests {
-    use super::Prices;
+    #![allow(clippy::unwrap_used, reason = "test code: a failed step fails the test")]
+
+    use super::{Charting, Prices, Replay};
+    use undertext::{ChatMeta, Durability, NewMessage, Options, Store};
+
+    /// A chart kept between requests (as `serve` keeps it) over a chat with hidden messages:
+    /// after more appends, advancing it takes each new message once and no hidden one, so it
+    /// holds the same points as a chart built from scratch. Hidden messages are not in a
+    /// snapshot's range, so a chart that counted the messages it pushed (not the seqs it took)
+    /// would take the last ones again on the next advance.
+    #[test]
+    fn a_kept_chart_over_hidden_messages_takes_each_appended_message_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        // Steps of different sizes, so that a message taken twice changes the figures.
+        let step = |i: usize| {
+            chat.append(NewMessage::user(format!("task {i}: {}", "x".repeat(100 + 37 * i)))).unwrap();
+            chat.append(NewMessage::assistant(format!("answer {i}: {}", "y".repeat(200 + 53 * i)))).unwrap();
+        };
+        for i in 0..8 {
+            step(i);
+        }
+        // Steps 1 and 4 hidden (seqs 2..4 and 8..10): a new revision, 6 steps left.
+        chat.hide(&[2..4, 8..10], chat.revision()).unwrap();
+        let (window, reserve) = (8_000, 1_024);
+        let mut kept = Charting::new(window, reserve);
+        let mut kept_replay = Replay::new(window, reserve).unwrap();
+        let snap = chat.snapshot();
+        kept.advance(&store, "o", &snap).unwrap();
+        kept_replay.advance(&store, "o", &snap).unwrap();
+        assert_eq!((kept.steps(), kept_replay.steps()), (6, 6));
+        for i in 8..12 {
+            step(i);
+        }
+        let snap = chat.snapshot();
+        assert!(kept.extends_to(&snap) && kept_replay.extends_to(&snap), "appends keep the revision");
+        kept.advance(&store, "o", &snap).unwrap();
+        kept_replay.advance(&store, "o", &snap).unwrap();
+
+        let mut fresh = Charting::new(window, reserve);
+        fresh.advance(&store, "o", &snap).unwrap();
+        let mut fresh_replay = Replay::new(window, reserve).unwrap();
+        fresh_replay.advance(&store, "o", &snap).unwrap();
+        assert_eq!(fresh.steps(), 10, "12 steps, 2 hidden");
+        assert_eq!(kept.steps(), fresh.steps(), "the kept series' steps");
+        assert_eq!(kept.series.points(), fresh.series.points(), "the kept series' points");
+        assert_eq!(kept.outputs, fresh.outputs, "the kept series' outputs");
+        assert_eq!(kept_replay.steps(), 10, "the kept replay's steps");
+        assert_eq!(kept_replay.points, fresh_replay.points, "the kept replay's points");
+        assert_eq!(kept_replay.outputs, fresh_replay.outputs, "the kept replay's outputs");
+        assert_eq!(kept_replay.everything, fresh_replay.everything, "the kept replay's resent total");
+        // The series and the replay agree (as tests/chart_series.rs shows without hidden messages).
+        assert_eq!(kept.series.points(), kept_replay.points.as_slice(), "series and replay agree");
+    }
 
     #[test]
     fn prices_take_any_subset_and_refuse_anything_else() {
