@@ -7,17 +7,11 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use undertext::archive::ArchiveText;
 use undertext::{Options, Store, Unit};
-use undertext_benches::{Rng, bench_tempdir};
+use undertext_benches::{Rng, bench_tempdir, multibyte_text};
 
 /// About 10 MB of text, mostly multibyte: CJK, Cyrillic, emoji, some ASCII and newlines.
 fn text_10mb() -> String {
-    let pieces = ["日本語のテキスト", "Привет мир ", "😀👩‍👩‍👧", "ascii words ", "\n", "中文文本处理", "éèêë"];
-    let mut rng = Rng::new(1);
-    let mut s = String::with_capacity(10 << 20);
-    while s.len() < 10 << 20 {
-        s.push_str(pieces[(rng.next_u64() % pieces.len() as u64) as usize]);
-    }
-    s
+    multibyte_text(10 << 20, 1)
 }
 
 fn read_context(c: &mut Criterion) {

@@ -201,6 +201,25 @@ pub fn fs_type_of(path: &Path) -> Option<String> {
     best.map(|(_, t)| t)
 }
 
+/// About `len` bytes of mostly multibyte text (CJK, Cyrillic, emoji, some ASCII and
+/// newlines), the same for equal seeds: the archive of the `read_context` bench and of the
+/// `read_context_counts` binary.
+///
+/// ```
+/// let t = undertext_benches::multibyte_text(1000, 1);
+/// assert!(t.len() >= 1000 && t.chars().count() < t.len());
+/// ```
+#[must_use]
+pub fn multibyte_text(len: usize, seed: u64) -> String {
+    let pieces = ["日本語のテキスト", "Привет мир ", "😀👩‍👩‍👧", "ascii words ", "\n", "中文文本处理", "éèêë"];
+    let mut rng = Rng::new(seed);
+    let mut s = String::with_capacity(len + 32);
+    while s.len() < len {
+        s.push_str(pieces[(rng.next_u64() % pieces.len() as u64) as usize]);
+    }
+    s
+}
+
 /// A fresh temporary directory for a bench's stores, on the same disk as the repository.
 ///
 /// Placed under `UNDERTEXT_BENCH_TMPDIR` if set, otherwise under `<workspace>/target/bench-tmp`

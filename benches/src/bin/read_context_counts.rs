@@ -1,0 +1,113 @@
+//! Warm `read_context` calls counted in instructions, against copying the range's bytes: a
+//! load-independent companion of `benches/archive.rs` (the machine the benches run on is
+//! shared, so its wall-clock ratios move with the load; instruction counts do not).
+//!
+//! ```text
+//! cargo build --release -p undertext-benches --bin read_context_counts
+//! for m in store text copy; do
+//!   valgrind --tool=callgrind --toggle-collect='*measured*' \
+//!     --callgrind-out-file=/tmp/rc.$m target/release/read_context_counts $m
+//! done
+//! ```
+//!
+//! Each mode builds the bench's 10 MB archive (stored chunked), warms it (a read every 500
+//! chars: every chunk loaded and every stride's sub-marks computed, so what follows is a warm
+//! read), then runs `CALLS` reads of 4,000 chars at random offsets inside one function whose
+//! name contains `measured`: callgrind's total for it divided by `CALLS` is the cost of one
+//! call. Modes: `store` (`Store::read_context`), `text` (`ArchiveText::read` + `to_string`),
+//! `copy` (`text[s..e].to_string()` with the byte bounds known). Without valgrind it prints the
+//! wall time per call as well.
+
+#![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the run")]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use undertext::archive::ArchiveText;
+use undertext::{BlobId, Options, Store, Unit};
+use undertext_benches::{Rng, bench_tempdir, multibyte_text};
+
+/// Reads measured per mode.
+const CALLS: u64 = 10_000;
+/// Chars per read.
+const SPAN: u64 = 4_000;
+
+#[inline(never)]
+fn measured_store(store: &Store, id: &BlobId, starts: &[u64]) -> usize {
+    let mut n = 0;
+    for &s in starts {
+        n += black_box(store.read_context("b", id, s..s + SPAN, Unit::Chars).unwrap()).len();
+    }
+    n
+}
+
+#[inline(never)]
+fn measured_text(at: &ArchiveText, starts: &[u64]) -> usize {
+    let mut n = 0;
+    for &s in starts {
+        n += black_box(at.read(s..s + SPAN, Unit::Chars).unwrap().to_string()).len();
+    }
+    n
+}
+
+#[inline(never)]
+fn measured_copy(text: &str, bounds: &[(usize, usize)]) -> usize {
+    let mut n = 0;
+    for &(s, e) in bounds {
+        n += black_box(text[s..e].to_string()).len();
+    }
+    n
+}
+
+fn main() {
+    let mode = std::env::args().nth(1).unwrap_or_else(|| "store".into());
+    let text = multibyte_text(10 << 20, 1);
+    let chars = text.chars().count() as u64;
+    let mut rng = Rng::new(2);
+    let starts: Vec<u64> = (0..CALLS).map(|_| rng.next_u64() % (chars - SPAN)).collect();
+    let t = Instant::now();
+    let n = match mode.as_str() {
+        "store" => {
+            let dir = bench_tempdir().unwrap();
+            let store = Store::open(dir.path(), Options::default()).unwrap();
+            let id = store.archive("b", &text).unwrap().id;
+            for s in (0..chars - SPAN).step_by(500) {
+                store.read_context("b", &id, s..s + SPAN, Unit::Chars).unwrap();
+            }
+            let t = Instant::now();
+            let n = measured_store(&store, &id, &starts);
+            report(&mode, t);
+            n
+        }
+        "text" => {
+            let at = ArchiveText::new(text.clone());
+            for s in (0..chars - SPAN).step_by(500) {
+                at.read(s..s + SPAN, Unit::Chars).unwrap();
+            }
+            let t = Instant::now();
+            let n = measured_text(&at, &starts);
+            report(&mode, t);
+            n
+        }
+        "copy" => {
+            let at = ArchiveText::new(text.clone());
+            let bounds: Vec<(usize, usize)> = starts
+                .iter()
+                .map(|&s| {
+                    let a = at.read(0..s, Unit::Chars).unwrap().len();
+                    (a, a + at.read(s..s + SPAN, Unit::Chars).unwrap().len())
+                })
+                .collect();
+            let t = Instant::now();
+            let n = measured_copy(&text, &bounds);
+            report(&mode, t);
+            n
+        }
+        other => panic!("mode {other:?}: expected store, text or copy"),
+    };
+    println!("{mode}: {n} bytes read in all; {:.1} s with setup", t.elapsed().as_secs_f64());
+}
+
+fn report(mode: &str, t: Instant) {
+    println!("{mode}: {:.0} ns per call (wall clock)", t.elapsed().as_secs_f64() * 1e9 / CALLS as f64);
+}
