@@ -22,7 +22,7 @@ use parking_lot::Mutex;
 
 use super::offsets::{Dense, OffsetIndex, Unit};
 use super::{ArchiveText, grant, inline_place, not_found, readable, text_at};
-use crate::blob::{BlobId, Verify};
+use crate::blob::{BlobId, IdHash, Verify};
 use crate::error::{Error, Result};
 use crate::index::GRANT_INLINE;
 use crate::record::ArchiveRec;
@@ -39,8 +39,9 @@ pub(crate) struct ArchiveCache {
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    /// Archive, and the clock value of its last use.
-    map: HashMap<BlobId, (Loaded, u64)>,
+    /// Archive, and the clock value of its last use (keyed with [`IdHash`]: ids are uniform
+    /// already).
+    map: HashMap<BlobId, (Loaded, u64), IdHash>,
     clock: u64,
 }
 
@@ -58,7 +59,10 @@ impl Loaded {
         match self {
             Loaded::Whole(t) => t.text.len() + t.index.marks.len() * 32 + t.dense.bytes(),
             Loaded::Chunked(c) => {
-                c.bytes.load(Ordering::Relaxed) + c.index.marks.len() * 32 + c.dense.bytes()
+                c.bytes.load(Ordering::Relaxed)
+                    + c.index.marks.len() * 32
+                    + c.dense.bytes()
+                    + c.starts.first.len() * 4
             }
         }
     }
@@ -111,6 +115,9 @@ struct Chunked {
     chunks: Vec<(BlobId, u64)>,
     /// The offset each chunk ends at (a search touches less memory than one of `chunks`).
     ends: Vec<u64>,
+    /// Where to look: the chunk holding byte `b << shift`, for each `b` (see
+    /// [`Chunked::chunk_at`]).
+    starts: ChunkTable,
     pieces: Vec<OnceLock<Piece>>,
     /// Bytes of the pieces loaded.
     bytes: AtomicUsize,
@@ -159,10 +166,49 @@ impl Piece {
     }
 }
 
+/// A table from archive offsets to chunks, in buckets of a power of two bytes no larger than
+/// the chunks' mean: the chunk holding a byte is found from its bucket's entry by a step or
+/// two along the chunk ends, not by a binary search of them.
+#[derive(Debug)]
+struct ChunkTable {
+    shift: u32,
+    first: Vec<u32>,
+}
+
+impl ChunkTable {
+    fn new(ends: &[u64]) -> ChunkTable {
+        let len = ends.last().copied().unwrap_or(0);
+        let shift = (len / ends.len().max(1) as u64).max(1).ilog2();
+        let mut k = 0;
+        let first = (0..=len >> shift)
+            .map(|b| {
+                while ends.get(k).is_some_and(|&end| end <= b << shift) {
+                    k += 1;
+                }
+                k as u32
+            })
+            .collect();
+        ChunkTable { shift, first }
+    }
+
+    /// The number of `ends` (those the table was built from) at or before `at`: the chunk
+    /// holding byte `at`, or the count of chunks for `at` past the end.
+    fn chunk_at(&self, ends: &[u64], at: u64) -> usize {
+        let from = (at >> self.shift).try_into().ok().and_then(|b: usize| self.first.get(b));
+        let Some(&from) = from else { return ends.len() };
+        let mut k = from as usize;
+        while ends.get(k).is_some_and(|&end| end <= at) {
+            k += 1;
+        }
+        k
+    }
+}
+
 impl Chunked {
-    /// Which chunk holds archive byte `at` (`at` < the archive's length).
+    /// Which chunk holds archive byte `at`: the number of chunks that end at or before it
+    /// (the count of chunks for `at` ≥ the archive's length).
     fn chunk_at(&self, at: u64) -> usize {
-        self.ends.partition_point(|&end| end <= at)
+        self.starts.chunk_at(&self.ends, at)
     }
 
     fn start_of(&self, k: usize) -> u64 {
@@ -298,11 +344,15 @@ impl Chunked {
                 at = end;
                 continue;
             }
-            // At the character cut by this chunk's end (or at the end itself).
-            let mut cut = p.tail.clone();
-            if k + 1 < self.chunks.len() {
-                cut.extend_from_slice(&self.piece(k + 1)?.head);
-            }
+            // At the character cut by this chunk's end (or at the end itself), put together
+            // on the stack: a character is at most 4 bytes.
+            let next = if k + 1 < self.chunks.len() { &self.piece(k + 1)?.head[..] } else { &[] };
+            let mut buf = [0u8; 4];
+            let n = p.tail.len() + next.len();
+            let Some(cut) = buf.get_mut(..n) else { return Err(damaged(at)) };
+            cut[..p.tail.len()].copy_from_slice(&p.tail);
+            cut[p.tail.len()..].copy_from_slice(next);
+            let cut = &*cut;
             if cut.is_empty() {
                 // An empty chunk (or the end): go on with the next.
                 if k + 1 >= self.chunks.len() {
@@ -311,7 +361,7 @@ impl Chunked {
                 at = self.start_of(k + 1) as usize;
                 continue;
             }
-            let c = std::str::from_utf8(&cut).map_err(|_| damaged(at))?;
+            let c = std::str::from_utf8(cut).map_err(|_| damaged(at))?;
             if at + cut.len() > to || c.chars().count() != 1 {
                 return Err(damaged(at));
             }
@@ -402,12 +452,15 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
             // with one follows, without reading its last chunk.
             let ends_with_newline = index.end.bytes > 0 && a.lines == index.end.newlines;
             let pieces = (0..m.chunks.len()).map(|_| OnceLock::new()).collect();
+            let ends: Vec<u64> = m.chunks.iter().map(|c| c.1).collect();
+            let starts = ChunkTable::new(&ends);
             Loaded::Chunked(Arc::new(Chunked {
                 id: *id,
                 dense: Dense::for_index(&index),
                 index,
                 ends_with_newline,
-                ends: m.chunks.iter().map(|c| c.1).collect(),
+                ends,
+                starts,
                 chunks: m.chunks,
                 pieces,
                 bytes: AtomicUsize::new(0),
@@ -550,6 +603,29 @@ mod tests {
         for w in bounds.windows(3) {
             let got = c.text_of_pieces(w[0], w[2]).unwrap();
             assert_eq!(got, t[w[0]..w[2]]);
+        }
+    }
+
+    #[test]
+    fn the_chunk_table_finds_the_chunk_a_search_of_the_chunk_ends_finds_at_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        store.read_context("o", &id, 0..1, Unit::Chars).unwrap();
+        let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
+            panic!("not chunked")
+        };
+        assert!(c.ends.len() > 50, "{} chunks", c.ends.len());
+        for at in 0..t.len() as u64 + 600 {
+            assert_eq!(c.chunk_at(at), c.ends.partition_point(|&end| end <= at), "byte {at}");
+        }
+        // Uneven chunks: a table over ends of every size, including empty chunks.
+        let ends = [0, 1, 1, 5, 300, 301, 302, 4000, 4001, 9000];
+        let table = super::ChunkTable::new(&ends);
+        for at in 0..9100 {
+            let want = ends.partition_point(|&end| end <= at);
+            assert_eq!(table.chunk_at(&ends, at), want, "byte {at} of uneven chunks");
         }
     }
 

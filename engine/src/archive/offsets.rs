@@ -258,8 +258,13 @@ impl OffsetIndex {
                 while b + 8 <= bytes.len() {
                     let mut a = [0u8; 8];
                     a.copy_from_slice(&bytes[b..b + 8]);
-                    let n = units_in_word(u64::from_le_bytes(a), unit);
-                    if at + n >= pos {
+                    let w = u64::from_le_bytes(a);
+                    let n = units_in_word(w, unit);
+                    if unit == Unit::Chars && at + n > pos {
+                        // The target's lead byte is in this word: found without a byte loop.
+                        return Ok(base + b + nth_lead(w, pos - at));
+                    }
+                    if at + n >= pos && unit != Unit::Chars {
                         break;
                     }
                     at += n;
@@ -360,25 +365,23 @@ impl Dense {
     ) -> Result<(Mark, usize)> {
         let m = index.marks[k];
         let Some(cell) = self.strides.get(k) else { return Ok((m, end)) };
-        let subs = match cell.get() {
-            Some(s) => *s,
-            None => {
-                if end.saturating_sub(m.bytes as usize) > SUBS * SUB {
-                    return Ok((m, end));
-                }
-                let w = window(m.bytes as usize..end)?;
-                let mut subs = [[u16::MAX; 3]; SUBS];
-                let mut at = [0u64; 3];
-                for (j, block) in w.chunks(SUB).enumerate() {
-                    subs[j] = at.map(|v| v as u16);
-                    at[0] += units_in(block, Unit::Chars);
-                    at[1] += units_in(block, Unit::Utf16);
-                    at[2] += newlines_in(block);
-                }
-                let _ = cell.set(subs);
-                subs
+        if cell.get().is_none() {
+            if end.saturating_sub(m.bytes as usize) > SUBS * SUB {
+                return Ok((m, end));
             }
-        };
+            let w = window(m.bytes as usize..end)?;
+            let mut subs = [[u16::MAX; 3]; SUBS];
+            let mut at = [0u64; 3];
+            for (j, block) in w.chunks(SUB).enumerate() {
+                subs[j] = at.map(|v| v as u16);
+                at[0] += units_in(block, Unit::Chars);
+                at[1] += units_in(block, Unit::Utf16);
+                at[2] += newlines_in(block);
+            }
+            let _ = cell.set(subs);
+        }
+        // Borrowed, not copied: a stride's sub-marks are about 100 bytes.
+        let Some(subs) = cell.get() else { return Ok((m, end)) };
         let (col, base) = match unit {
             Unit::Chars => (0, m.chars),
             Unit::Utf16 => (1, m.utf16),
@@ -418,6 +421,14 @@ const BLOCK: usize = 64;
 /// Units of `unit` (chars or UTF-16) whose first byte lies in `block` (at most 255 bytes).
 /// Written as plain loops over bytes with byte counters, which the compiler vectorizes.
 fn units_in_block(block: &[u8], unit: Unit) -> u64 {
+    if unit == Unit::Chars {
+        // Leads only: the loop below counts 4-byte leads beside them.
+        let mut leads = 0u8;
+        for &x in block {
+            leads += u8::from((x as i8) >= -64);
+        }
+        return u64::from(leads);
+    }
     let mut leads = 0u8;
     let mut four = 0u8;
     for &x in block {
@@ -438,18 +449,37 @@ fn newlines_in_block(block: &[u8]) -> u64 {
     u64::from(n)
 }
 
+/// The index (0..8) of the byte of `w` that starts its `r`-th character (counting from 0;
+/// `r` is less than the characters starting in `w`).
+fn nth_lead(w: u64, r: u64) -> usize {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    // Bit 7 of each byte that is not a continuation byte (10xxxxxx).
+    let mut leads = !(w & !(w << 1)) & HI;
+    for _ in 0..r {
+        leads &= leads.wrapping_sub(1);
+    }
+    (leads.trailing_zeros() / 8) as usize
+}
+
 /// Units of `unit` (chars or UTF-16) whose first byte lies in the 8 bytes of `w`.
 fn units_in_word(w: u64, unit: Unit) -> u64 {
     const HI: u64 = 0x8080_8080_8080_8080;
     // Continuation bytes are 10xxxxxx: bit 7 set, bit 6 clear.
     let cont = (w & !(w << 1)) & HI;
-    let leads = 8 - u64::from(cont.count_ones());
+    let leads = 8 - bytes_set(cont);
     if unit == Unit::Chars {
         return leads;
     }
     // 4-byte leads are 11110xxx: bits 7..4 set; each is a surrogate pair in UTF-16.
     let four = w & (w << 1) & (w << 2) & (w << 3) & HI;
-    leads + u64::from(four.count_ones())
+    leads + bytes_set(four)
+}
+
+/// How many bytes of `m` have bit 7 set, the only bits `m` may have: the eight 0/1 values
+/// summed into the top byte by one multiply (the baseline x86-64 target has no `popcnt`
+/// instruction, and `count_ones` is a dozen instructions without it).
+fn bytes_set(m: u64) -> u64 {
+    ((m >> 7).wrapping_mul(0x0101_0101_0101_0101)) >> 56
 }
 
 #[cfg(test)]
@@ -561,6 +591,25 @@ mod tests {
                     // bytes a character may run past its end), never the rest of the stride.
                     assert!(widest <= SUB + 4, "{unit:?}: a lookup read {widest} bytes");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn every_char_position_is_the_byte_a_walk_over_the_characters_gives() {
+        // Every alignment of multibyte characters within the 8-byte words a lookup skips.
+        let piece = "a\u{0}é\r\n👩‍👩‍👧 e\u{301} 中文 עברית 𐍈\n\r\u{10FFFF}\u{FFFF}\u{80}x";
+        let text = piece.repeat(300);
+        let idx = OffsetIndex::build(&text);
+        let dense = Dense::for_index(&idx);
+        let bytes = text.as_bytes();
+        let walk: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([text.len()]).collect();
+        for round in 0..2 {
+            for (p, &want) in walk.iter().enumerate() {
+                let mut w = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
+                let got = idx.byte_of_in(p as u64, Unit::Chars, false, &mut w, Some(&dense)).unwrap();
+                assert_eq!(got, want, "round {round}, char {p}");
+                assert_eq!(idx.byte_of(&text, p as u64, Unit::Chars).unwrap(), want, "char {p} without sub-marks");
             }
         }
     }

@@ -3,8 +3,10 @@
 pub(crate) mod cache;
 pub mod chunk;
 mod codec;
+mod id_hash;
 
 pub use codec::Compression;
+pub(crate) use id_hash::IdHash;
 pub(crate) use codec::{compress, decompress};
 
 /// The codec flag of an uncompressed body.

@@ -131,7 +131,8 @@ fn granted_locally(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result<bo
 /// here once the deletion is in redb (which `delete_chat` waits for).
 #[derive(Debug, Default)]
 pub(crate) struct GrantCache {
-    map: parking_lot::RwLock<std::collections::HashMap<BlobId, Vec<Held1>>>,
+    /// Keyed by id with [`IdHash`](crate::blob::IdHash): ids are uniform already.
+    map: parking_lot::RwLock<std::collections::HashMap<BlobId, Vec<Held1>, crate::blob::IdHash>>,
 }
 
 /// One owner's grants on a blob: owner, bits, grants epoch read under.
