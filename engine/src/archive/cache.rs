@@ -39,11 +39,17 @@ pub(crate) struct ArchiveCache {
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    /// Archive, and the clock value of its last use (keyed with [`IdHash`]: ids are uniform
-    /// already).
-    map: HashMap<BlobId, (Loaded, u64), IdHash>,
+    /// Archive, the clock value of its last use, and its last reader (keyed with
+    /// [`IdHash`]: ids are uniform already).
+    map: HashMap<BlobId, (Loaded, u64, Reader), IdHash>,
     clock: u64,
 }
+
+/// The last owner found allowed to read an archive, and the grants epoch it was found under
+/// (`Index::grants_epoch`, advanced by every commit that applies a deletion): while the epoch
+/// is the same, the owner still may, as the grant cache answers (`store/blobs.rs`), without
+/// its lock and lookup.
+type Reader = Option<(Box<str>, u64)>;
 
 /// A cached archive.
 #[derive(Debug, Clone)]
@@ -70,20 +76,33 @@ impl Loaded {
 
 impl ArchiveCache {
     fn get(&self, id: &BlobId) -> Option<Loaded> {
+        self.get_for(id, "", u64::MAX).map(|(l, _)| l)
+    }
+
+    /// Archive `id` if cached, and whether `owner` was its last reader under grants `epoch`.
+    fn get_for(&self, id: &BlobId, owner: &str, epoch: u64) -> Option<(Loaded, bool)> {
         let mut g = self.inner.lock();
         g.clock += 1;
         let tick = g.clock;
-        g.map.get_mut(id).map(|(l, used)| {
+        g.map.get_mut(id).map(|(l, used, reader)| {
             *used = tick;
-            l.clone()
+            (l.clone(), reader.as_ref().is_some_and(|(o, e)| *e == epoch && **o == *owner))
         })
+    }
+
+    /// Remembers that `owner` was found allowed to read archive `id` under grants `epoch`
+    /// (read before the check).
+    fn allow(&self, id: &BlobId, owner: &str, epoch: u64) {
+        if let Some((_, _, reader)) = self.inner.lock().map.get_mut(id) {
+            *reader = Some((owner.into(), epoch));
+        }
     }
 
     fn put(&self, id: BlobId, l: Loaded) {
         let mut g = self.inner.lock();
         g.clock += 1;
         let tick = g.clock;
-        g.map.insert(id, (l, tick));
+        g.map.insert(id, (l, tick, None));
         g.evict();
     }
 
@@ -95,10 +114,12 @@ impl ArchiveCache {
 
 impl CacheInner {
     fn evict(&mut self) {
-        let mut bytes: usize = self.map.values().map(|(l, _)| l.bytes()).sum();
+        let mut bytes: usize = self.map.values().map(|(l, _, _)| l.bytes()).sum();
         while bytes > CACHE_BYTES && self.map.len() > 1 {
-            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, u))| *u).map(|(k, _)| *k) else { break };
-            if let Some((l, _)) = self.map.remove(&oldest) {
+            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, u, _))| *u).map(|(k, _)| *k) else {
+                break;
+            };
+            if let Some((l, _, _)) = self.map.remove(&oldest) {
                 bytes -= l.bytes();
             }
         }
@@ -215,6 +236,21 @@ impl Chunked {
         if k == 0 { 0 } else { self.ends[k - 1] }
     }
 
+    /// The loaded piece holding byte `at`, and the archive offset its whole characters start
+    /// at; `None` when its chunk is not loaded yet.
+    fn loaded_at(&self, at: usize) -> Option<(&Piece, usize)> {
+        let k = self.chunk_at(at as u64);
+        let p = self.pieces.get(k)?.get()?;
+        Some((p, self.start_of(k) as usize + p.head.len()))
+    }
+
+    /// Bytes `r` when they lie in the whole characters of one loaded piece, as a warm read's
+    /// bounds mostly do: borrowed, with no chunk to load and nothing to put together.
+    fn loaded_bytes(&self, r: Range<usize>) -> Option<&[u8]> {
+        let (p, start) = self.loaded_at(r.start)?;
+        p.text.as_bytes().get(r.start.checked_sub(start)?..r.end.checked_sub(start)?)
+    }
+
     /// True once every chunk is loaded.
     fn complete(&self) -> bool {
         self.bytes.load(Ordering::Relaxed) as u64 == self.index.end.bytes
@@ -317,6 +353,12 @@ impl Chunked {
     /// checked. A character cut twice (a chunk of a few continuation bytes) takes the slow
     /// way: the bytes copied, then checked.
     fn text_of(&self, from: usize, to: usize) -> Result<String> {
+        // Within one piece's whole characters (both bounds are boundaries there): one copy.
+        if let Some((p, start)) = self.loaded_at(from)
+            && let Some(s) = p.text.get(from.wrapping_sub(start)..to.wrapping_sub(start))
+        {
+            return Ok(s.to_string());
+        }
         self.text_of_pieces(from, to).or_else(|_| {
             String::from_utf8(self.bytes_of(from..to)?.into_owned())
                 .map_err(|e| not_utf8(&self.id, (from + e.utf8_error().valid_up_to()) as u64))
@@ -384,14 +426,23 @@ pub(crate) fn read_context(
     if range.start > range.end {
         return Err(Error::InvalidArgument(format!("range {}..{} is reversed", range.start, range.end)));
     }
-    let loaded = match cache.get(id) {
-        Some(l) => {
+    // Read before the checks: a deletion committed during them advances it, and what they
+    // found is not remembered past it.
+    let epoch = core.index.grants_epoch();
+    let loaded = match cache.get_for(id, owner, epoch) {
+        Some((l, true)) => l,
+        Some((l, false)) => {
             if !readable(core, owner, id)? {
                 return Err(not_found(id));
             }
+            cache.allow(id, owner, epoch);
             l
         }
-        None => load(core, cache, owner, id)?,
+        None => {
+            let l = load(core, cache, owner, id)?;
+            cache.allow(id, owner, epoch);
+            l
+        }
     };
     match loaded {
         Loaded::Whole(t) => Ok(t.read(range, unit)?.to_string()),
@@ -404,14 +455,19 @@ pub(crate) fn read_context(
                 ];
                 c.ensure(core, cache, &windows)?;
             }
-            let mut window = |r: Range<usize>| {
-                c.ensure(core, cache, std::slice::from_ref(&(r.start as u64..r.end as u64)))?;
-                c.bytes_of(r)
+            let mut window = |r: Range<usize>| match c.loaded_bytes(r.clone()) {
+                Some(b) => Ok(Cow::Borrowed(b)),
+                None => {
+                    c.ensure(core, cache, std::slice::from_ref(&(r.start as u64..r.end as u64)))?;
+                    c.bytes_of(r)
+                }
             };
             let nl = c.ends_with_newline;
             let from = c.index.byte_of_in(range.start, unit, nl, &mut window, Some(&c.dense))?;
             let to = c.index.byte_of_in(range.end, unit, nl, &mut window, Some(&c.dense))?;
-            c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
+            if !c.complete() {
+                c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
+            }
             c.text_of(from, to)
         }
     }
