@@ -609,7 +609,11 @@ mod tests {
                 let mut w = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
                 let got = idx.byte_of_in(p as u64, Unit::Chars, false, &mut w, Some(&dense)).unwrap();
                 assert_eq!(got, want, "round {round}, char {p}");
-                assert_eq!(idx.byte_of(&text, p as u64, Unit::Chars).unwrap(), want, "char {p} without sub-marks");
+                assert_eq!(
+                    idx.byte_of(&text, p as u64, Unit::Chars).unwrap(),
+                    want,
+                    "char {p} without sub-marks"
+                );
             }
         }
     }

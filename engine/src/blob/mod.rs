@@ -6,8 +6,8 @@ mod codec;
 mod id_hash;
 
 pub use codec::Compression;
-pub(crate) use id_hash::IdHash;
 pub(crate) use codec::{compress, decompress};
+pub(crate) use id_hash::IdHash;
 
 /// The codec flag of an uncompressed body.
 pub(crate) const fn codec_flag_none() -> u8 {
