@@ -4,6 +4,7 @@
 pub mod child;
 pub mod fleet;
 pub mod mixed;
+pub mod pace;
 pub mod read_only;
 pub mod ro_soak;
 pub mod sweep;

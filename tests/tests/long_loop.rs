@@ -7,12 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use undertext::budget::{Budget, Decision, Heuristic};
-use undertext::checkpoint::{CheckpointOptions, Extractive, FnSummarizer, Summarizer};
+use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
+use undertext_tests::pace::Pace;
 use undertext_tests::views::{anthropic_problems, estimate_of_sent, openai_problems};
 use undertext_tests::{Rng, seed};
 
@@ -76,32 +76,18 @@ fn assert_valid(v: &undertext::budget::View, b: &Budget, what: &str) {
     assert_eq!(v.estimate(), estimate_of_sent(&e, v, b), "{what}: the estimate is not that of what is sent");
 }
 
-/// A summarizer as slow as a model: 2 s per call and a 3 s model step, scaled by 1/100 so
-/// 400 steps run in seconds (the ratio between them is what matters).
-fn slow_summarizer() -> Arc<dyn Summarizer> {
-    let slow = Duration::from_millis(20);
-    Arc::new(FnSummarizer::new(
-        "slow-extractive",
-        move |m| {
-            std::thread::sleep(slow);
-            Extractive::default().summarize(m)
-        },
-        move |s| {
-            std::thread::sleep(slow);
-            Extractive::default().merge(s)
-        },
-    ))
-}
-
 #[test]
 fn a_400_step_single_task_loop_at_32k_is_never_refused_and_keeps_the_task_verbatim() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
     // Refuse at the hard line: no view can stall waiting for the worker, so "never
     // refused" means the guard and the prepared checkpoints kept every view inside.
+    // A summarizer as slow as a model: 2 s per call against a 3 s model step, so the worker
+    // makes 1.5 calls per step (one, then two), counted, not timed (`pace`).
+    let pace = Pace::new();
     let worker = store
         .start_worker(
-            slow_summarizer(),
+            pace.summarizer(),
             WorkerOptions {
                 at_hard_line: HardLinePolicy::Refuse,
                 checkpoint: CheckpointOptions { segment_tokens: 2_000, ..CheckpointOptions::default() },
@@ -109,6 +95,7 @@ fn a_400_step_single_task_loop_at_32k_is_never_refused_and_keeps_the_task_verbat
             },
         )
         .unwrap();
+    let _open = pace.opener();
     let chat = new_chat(&store);
     chat.append(NewMessage::system("You are a coding agent. Use the bash tool.")).unwrap();
     chat.append(NewMessage::user(TASK)).unwrap();
@@ -126,8 +113,8 @@ fn a_400_step_single_task_loop_at_32k_is_never_refused_and_keeps_the_task_verbat
         );
         sent += v.estimate();
         everything += chat.estimate(&Budget::new(1 << 40, 0)).unwrap();
-        // The model call: the worker works meanwhile (3 s scaled down to 30 ms).
-        store.wait_worker_idle(Duration::from_millis(30));
+        // The model call: the worker works meanwhile.
+        pace.model_step(&store, 1 + (k % 2) as u32);
         step(&chat, &mut rng, k);
     }
     assert!(swaps > 0, "no checkpoint was ever swapped in");
