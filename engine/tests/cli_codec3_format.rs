@@ -12,41 +12,13 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::run;
+use common::{FixtureStore, run};
 
 const CHATS: [&str; 2] = ["chat-0000000000000001", "chat-0000000000000002"];
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
-
-/// A copy of the fixture store (an open writes: the lock file, preallocation).
-fn fixture_copy(tmp: &Path) -> PathBuf {
-    let to = tmp.join("s");
-    std::fs::create_dir_all(to.join("log")).unwrap();
-    let from = fixtures().join("store-disk19-codec3");
-    std::fs::copy(from.join("index.redb"), to.join("index.redb")).unwrap();
-    for e in std::fs::read_dir(from.join("log")).unwrap() {
-        let p = e.unwrap().path();
-        std::fs::copy(&p, to.join("log").join(p.file_name().unwrap())).unwrap();
-    }
-    to
-}
-
-fn show(store: &Path, extra: &[&str]) -> Vec<u8> {
-    let mut args = extra.to_vec();
-    args.extend(["show", "--json"]);
-    args.extend(CHATS);
-    let o = run(store, &args);
-    assert!(o.status.success(), "show: {}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
-fn expected_show() -> Vec<u8> {
-    std::fs::read(fixtures().join("store-disk19-codec3.show.json")).unwrap()
-}
+const FIXTURE: FixtureStore = FixtureStore { name: "store-disk19-codec3", chats: &CHATS };
 
 /// How many blob records and compact message records (kind 17) of the log are codec 3.
 fn codec3_records(store: &Path) -> (usize, usize) {
@@ -71,17 +43,23 @@ fn codec3_records(store: &Path) -> (usize, usize) {
 #[test]
 fn a_store_of_codec_3_records_reads_byte_for_byte_as_its_build_read_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = fixture_copy(tmp.path());
+    let store = FIXTURE.copy_to(tmp.path());
     let (blobs, messages) = codec3_records(&store);
     assert!(
         blobs > 0 && messages > 0,
         "the fixture holds codec-3 records: {blobs} blobs, {messages} messages"
     );
-    assert!(show(&store, &[]) == expected_show(), "show --json differs from the build that wrote the store");
-    assert!(show(&store, &["--read-only"]) == expected_show(), "a read-only open reads differently");
+    assert!(
+        FIXTURE.show(&store, &[]) == FIXTURE.expected_show(),
+        "show --json differs from the build that wrote the store"
+    );
+    assert!(
+        FIXTURE.show(&store, &["--read-only"]) == FIXTURE.expected_show(),
+        "a read-only open reads differently"
+    );
     let check = run(&store, &["check"]);
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     let rebuilt = run(&store, &["check", "--rebuild"]);
     assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(show(&store, &[]) == expected_show(), "after the index was rebuilt from the log");
+    assert!(FIXTURE.show(&store, &[]) == FIXTURE.expected_show(), "after the index was rebuilt from the log");
 }

@@ -14,40 +14,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{json, run};
+use common::{FixtureStore, json, run};
 
 const CHATS: [&str; 3] = ["chat-0000000000000001", "chat-0000000000000002", "chat-0000000000000003"];
 const ARCHIVE: &str = "bb4909755dc5972816bfd541ba38f2941fe279aa4ca1021e3876addb4b66ee25";
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
-
-/// A copy of the fixture store (an open writes: the lock file, preallocation).
-fn fixture_copy(tmp: &Path) -> PathBuf {
-    let to = tmp.join("s");
-    std::fs::create_dir_all(to.join("log")).unwrap();
-    let from = fixtures().join("store-main-ab7edab");
-    std::fs::copy(from.join("index.redb"), to.join("index.redb")).unwrap();
-    for e in std::fs::read_dir(from.join("log")).unwrap() {
-        let p = e.unwrap().path();
-        std::fs::copy(&p, to.join("log").join(p.file_name().unwrap())).unwrap();
-    }
-    to
-}
-
-fn show(store: &Path, extra: &[&str]) -> Vec<u8> {
-    let mut args = extra.to_vec();
-    args.extend(["show", "--json"]);
-    args.extend(CHATS);
-    let o = run(store, &args);
-    assert!(o.status.success(), "show: {}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
-fn expected_show() -> Vec<u8> {
-    std::fs::read(fixtures().join("store-main-ab7edab.show.json")).unwrap()
-}
+const FIXTURE: FixtureStore = FixtureStore { name: "store-main-ab7edab", chats: &CHATS };
 
 fn archive_text() -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -82,33 +54,45 @@ fn kinds(store: &Path) -> Vec<u8> {
 #[test]
 fn a_store_of_rkyv_message_records_reads_byte_for_byte_as_its_build_read_it() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = fixture_copy(tmp.path());
+    let store = FIXTURE.copy_to(tmp.path());
     assert!(
         kinds(&store).contains(&4) && !kinds(&store).contains(&17),
         "the fixture holds kind-4 messages only"
     );
-    assert!(show(&store, &[]) == expected_show(), "show --json differs from the build that wrote the store");
+    assert!(
+        FIXTURE.show(&store, &[]) == FIXTURE.expected_show(),
+        "show --json differs from the build that wrote the store"
+    );
     assert_eq!(read_archive(&store), archive_text());
-    assert!(show(&store, &["--read-only"]) == expected_show(), "a read-only open reads differently");
+    assert!(
+        FIXTURE.show(&store, &["--read-only"]) == FIXTURE.expected_show(),
+        "a read-only open reads differently"
+    );
     let check = run(&store, &["check"]);
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     // The index rebuilt from the old log alone.
     let rebuilt = run(&store, &["check", "--rebuild"]);
     assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(show(&store, &[]) == expected_show(), "after the index was rebuilt from the old log");
+    assert!(
+        FIXTURE.show(&store, &[]) == FIXTURE.expected_show(),
+        "after the index was rebuilt from the old log"
+    );
 }
 
 #[test]
 fn new_messages_are_compact_records_beside_the_old_ones_and_both_read() {
     let tmp = tempfile::tempdir().unwrap();
-    let store = fixture_copy(tmp.path());
+    let store = FIXTURE.copy_to(tmp.path());
     let more = Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "../../shared/data/transcripts/claude_code/spotter/fa812bfe-b295-4cca-9c2f-fdf01028cb46/subagents/agent-acompact-70d8e7.jsonl",
     );
     json(&store, &["import", more.to_str().unwrap(), "--json"]);
     let k = kinds(&store);
     assert!(k.contains(&4) && k.contains(&17), "old kind-4 and new kind-17 message records: {k:?}");
-    assert!(show(&store, &[]) == expected_show(), "the old chats read differently beside new records");
+    assert!(
+        FIXTURE.show(&store, &[]) == FIXTURE.expected_show(),
+        "the old chats read differently beside new records"
+    );
     let chats = json(&store, &["chats", "--json"]);
     let new = chats["chats"].as_array().unwrap().iter().find(|c| c["id"] == "chat-0000000000000004").unwrap();
     assert!(new["messages"].as_u64().unwrap() > 0);
@@ -119,6 +103,6 @@ fn new_messages_are_compact_records_beside_the_old_ones_and_both_read() {
     assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
     let rebuilt = run(&store, &["check", "--rebuild"]);
     assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(show(&store, &[]) == expected_show());
+    assert!(FIXTURE.show(&store, &[]) == FIXTURE.expected_show());
     assert_eq!(json(&store, &["show", "--json", "chat-0000000000000004"]), shown);
 }

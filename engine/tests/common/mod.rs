@@ -56,3 +56,46 @@ pub fn store_files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
     }
     out
 }
+
+/// A store kept under `tests/fixtures/NAME`, written by an older build, with what that
+/// build's `show --json CHATS…` printed beside it (`NAME.show.json`).
+pub struct FixtureStore {
+    /// The directory's name under `tests/fixtures`.
+    pub name: &'static str,
+    /// The chats `show --json` printed.
+    pub chats: &'static [&'static str],
+}
+
+impl FixtureStore {
+    fn dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+    }
+
+    /// A copy of the store in `tmp` (an open writes: the lock file, preallocation).
+    pub fn copy_to(&self, tmp: &Path) -> PathBuf {
+        let to = tmp.join("s");
+        std::fs::create_dir_all(to.join("log")).unwrap();
+        let from = Self::dir().join(self.name);
+        std::fs::copy(from.join("index.redb"), to.join("index.redb")).unwrap();
+        for e in std::fs::read_dir(from.join("log")).unwrap() {
+            let p = e.unwrap().path();
+            std::fs::copy(&p, to.join("log").join(p.file_name().unwrap())).unwrap();
+        }
+        to
+    }
+
+    /// What `undertext EXTRA… show --json CHATS…` prints on `store` now.
+    pub fn show(&self, store: &Path, extra: &[&str]) -> Vec<u8> {
+        let mut args = extra.to_vec();
+        args.extend(["show", "--json"]);
+        args.extend(self.chats);
+        let o = run(store, &args);
+        assert!(o.status.success(), "show: {}", String::from_utf8_lossy(&o.stderr));
+        o.stdout
+    }
+
+    /// What the build that wrote the store printed.
+    pub fn expected_show(&self) -> Vec<u8> {
+        std::fs::read(Self::dir().join(format!("{}.show.json", self.name))).unwrap()
+    }
+}
