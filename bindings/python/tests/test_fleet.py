@@ -7,32 +7,11 @@ through PostgreSQL. Skipped without the variable (a failure with UNDERTEXT_FLEET
 
 from __future__ import annotations
 
-import os
-import uuid
-
 import pytest
 
 import undertext
 
-URL = os.environ.get("UNDERTEXT_FLEET_URL", "")
-if not URL:
-    if os.environ.get("UNDERTEXT_FLEET_REQUIRED") == "1":
-        raise RuntimeError("UNDERTEXT_FLEET_REQUIRED=1 but UNDERTEXT_FLEET_URL is not set")
-    pytest.skip("UNDERTEXT_FLEET_URL is not set (scripts/test-fleet sets it)", allow_module_level=True)
-
-
-def owner(tag: str) -> str:
-    """An owner no other test or run uses (the server outlives a run)."""
-    return f"py-{tag}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-
-
-@pytest.fixture
-def two():
-    a = undertext.Store.open(URL, durability="none")
-    b = undertext.Store.open(URL, durability="none")
-    yield a, b
-    a.close()
-    b.close()
+pytestmark = pytest.mark.fleet
 
 
 def result_text(n: int = 30_000) -> str:
@@ -50,7 +29,7 @@ def test_a_bad_url_or_an_unreachable_server_is_a_clear_error():
     assert "hunter2" not in text
 
 
-def test_another_process_sees_appends_views_them_and_reads_the_archived_result(two):
+def test_another_process_sees_appends_views_them_and_reads_the_archived_result(two, owner):
     a, b = two
     o = owner("view")
     chat = a.create_chat(o, title="fleet from python")
@@ -80,7 +59,7 @@ def test_another_process_sees_appends_views_them_and_reads_the_archived_result(t
     assert [m.seq for m in b.chat(o, chat.id).messages()] == list(range(6))
 
 
-def test_a_held_chat_reads_without_a_round_trip_and_refresh_shows_other_writes(two):
+def test_a_held_chat_reads_without_a_round_trip_and_refresh_shows_other_writes(two, owner):
     a, b = two
     o = owner("held")
     mine = a.create_chat(o)
@@ -106,7 +85,7 @@ def test_a_held_chat_reads_without_a_round_trip_and_refresh_shows_other_writes(t
         a.chat(o, mine.id)
 
 
-def test_a_stale_publication_is_the_same_conflict_as_embedded(two):
+def test_a_stale_publication_is_the_same_conflict_as_embedded(two, owner):
     a, b = two
     o = owner("pub")
     c = a.create_chat(o)
@@ -134,7 +113,7 @@ def test_a_stale_publication_is_the_same_conflict_as_embedded(two):
     assert c.published_checkpoint == (1, theirs.reach)
 
 
-def test_another_owners_blob_and_chat_are_refused_across_stores(two):
+def test_another_owners_blob_and_chat_are_refused_across_stores(two, owner):
     a, b = two
     alice, mallory = owner("alice"), owner("mallory")
     blob = a.put_blob(alice, b"alice's notes, stored in the fleet")
@@ -151,7 +130,7 @@ def test_another_owners_blob_and_chat_are_refused_across_stores(two):
         b.chat(mallory, chat.id)
 
 
-def test_a_cached_view_of_a_held_chat_makes_no_round_trip(two):
+def test_a_cached_view_of_a_held_chat_makes_no_round_trip(two, owner):
     """The view of a held chat is served from the local replica, as embedded: a view after
     the other store's append still shows the old length until a refresh (which a round
     trip per call would not)."""
