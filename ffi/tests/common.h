@@ -123,4 +123,33 @@ static inline int finish(const char *name) {
   return failed == 0 ? 0 : 1;
 }
 
+/* `size` bytes of lowercase letters, letter k being 'a' + (k * mul + add) % 26, with a newline
+ * ending every `line` bytes; NUL-terminated, malloc'd (the caller frees it). */
+static inline char *letters(size_t size, size_t line, size_t mul, size_t add) {
+  char *out = malloc(size + 1);
+  if (out == NULL) abort();
+  for (size_t k = 0; k < size; k++) out[k] = (k % line == line - 1) ? '\n' : (char)('a' + (k * mul + add) % 26);
+  out[size] = 0;
+  return out;
+}
+
+/* Appends an assistant's `read` tool call with `args` and the tool's `result`, as one batch. */
+static inline void append_call_and_result(undertext_chat_t c, const char *call_id, const char *args,
+                                          const char *result) {
+  undertext_part_t call;
+  memset(&call, 0, sizeof call);
+  call.kind = UNDERTEXT_PART_TOOL_CALL;
+  call.id = S(call_id);
+  call.name = S("read");
+  call.args = S(args);
+  undertext_part_t res;
+  memset(&res, 0, sizeof res);
+  res.kind = UNDERTEXT_PART_TOOL_RESULT;
+  res.call_id = S(call_id);
+  res.text = S(result);
+  undertext_message_t ms[2] = {{UNDERTEXT_ROLE_ASSISTANT, &call, 1}, {UNDERTEXT_ROLE_TOOL, &res, 1}};
+  uint64_t a = 0, b = 0;
+  OK(undertext_chat_append_batch(c, ms, 2, &a, &b));
+}
+
 #endif

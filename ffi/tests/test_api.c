@@ -478,23 +478,8 @@ static void append_tool_step(undertext_chat_t c, int i, size_t size) {
   char id[32], args[64];
   snprintf(id, sizeof id, "call-%d", i);
   snprintf(args, sizeof args, "{\"file\":\"f%d.rs\"}", i);
-  char *out = malloc(size + 1);
-  for (size_t k = 0; k < size; k++) out[k] = (k % 40 == 39) ? '\n' : (char)('a' + (k + i) % 26);
-  out[size] = 0;
-  undertext_part_t call;
-  memset(&call, 0, sizeof call);
-  call.kind = UNDERTEXT_PART_TOOL_CALL;
-  call.id = S(id);
-  call.name = S("read");
-  call.args = S(args);
-  undertext_part_t res;
-  memset(&res, 0, sizeof res);
-  res.kind = UNDERTEXT_PART_TOOL_RESULT;
-  res.call_id = S(id);
-  res.text = S(out);
-  undertext_message_t ms[2] = {{UNDERTEXT_ROLE_ASSISTANT, &call, 1}, {UNDERTEXT_ROLE_TOOL, &res, 1}};
-  uint64_t a, b;
-  OK(undertext_chat_append_batch(c, ms, 2, &a, &b));
+  char *out = letters(size, 40, 1, (size_t)i);
+  append_call_and_result(c, id, args, out);
   free(out);
 }
 

@@ -25,24 +25,17 @@ static undertext_store_t open_fleet(const char *url) {
 
 /* A tool call and its result of `size` bytes (archived on append above the threshold). */
 static char *tool_step(undertext_chat_t c, const char *id, size_t size) {
-  char *out = malloc(size + 1);
-  for (size_t k = 0; k < size; k++) out[k] = (k % 40 == 39) ? '\n' : (char)('a' + (k * 7 + strlen(id)) % 26);
-  out[size] = 0;
-  undertext_part_t call;
-  memset(&call, 0, sizeof call);
-  call.kind = UNDERTEXT_PART_TOOL_CALL;
-  call.id = S(id);
-  call.name = S("read");
-  call.args = S("{\"file\":\"big.log\"}");
-  undertext_part_t res;
-  memset(&res, 0, sizeof res);
-  res.kind = UNDERTEXT_PART_TOOL_RESULT;
-  res.call_id = S(id);
-  res.text = S(out);
-  undertext_message_t ms[2] = {{UNDERTEXT_ROLE_ASSISTANT, &call, 1}, {UNDERTEXT_ROLE_TOOL, &res, 1}};
-  uint64_t a = 0, b = 0;
-  OK(undertext_chat_append_batch(c, ms, 2, &a, &b));
+  char *out = letters(size, 40, 7, strlen(id));
+  append_call_and_result(c, id, "{\"file\":\"big.log\"}", out);
   return out;
+}
+
+/* Creates a chat of `owner` in `s` and opens it; its id goes to `*id`. */
+static undertext_chat_t new_chat(undertext_store_t s, const char *owner, uint64_t *id) {
+  undertext_chat_t c = {0};
+  OK(undertext_chat_create(s, S(owner), NULL, id));
+  OK(undertext_chat_open(s, S(owner), *id, &c));
+  return c;
 }
 
 /* Bad URLs: a malformed one is refused before any connection, an unreachable server is an
@@ -68,9 +61,7 @@ static void another_process_sees_appends_views_them_and_reads_the_archive(const 
   undertext_store_t b = open_fleet(url);
 
   uint64_t id = 0, seq = 0;
-  OK(undertext_chat_create(a, S(alice), NULL, &id));
-  undertext_chat_t ca = {0};
-  OK(undertext_chat_open(a, S(alice), id, &ca));
+  undertext_chat_t ca = new_chat(a, alice, &id);
   OK(undertext_chat_append_text(ca, UNDERTEXT_ROLE_SYSTEM, S("you are a coding agent"), &seq));
   CHECK(seq == 0);
   OK(undertext_chat_append_text(ca, UNDERTEXT_ROLE_USER, S("why does the build fail?"), &seq));
@@ -153,9 +144,7 @@ static void a_stale_publication_is_the_same_conflict_as_embedded(const char *url
   undertext_store_t a = open_fleet(url);
   undertext_store_t b = open_fleet(url);
   uint64_t id = 0, rev = 0;
-  OK(undertext_chat_create(a, S(alice), NULL, &id));
-  undertext_chat_t ca = {0};
-  OK(undertext_chat_open(a, S(alice), id, &ca));
+  undertext_chat_t ca = new_chat(a, alice, &id);
   history(ca, 12);
 
   undertext_checkpoint_t stale = {0};

@@ -678,23 +678,8 @@ static void meta_at_reads_every_version(void) {
 
 /* ---- compaction ---- */
 static void tool_step(undertext_chat_t c, const char *call_id, size_t size) {
-  char *out = malloc(size + 1);
-  for (size_t k = 0; k < size; k++) out[k] = (k % 50 == 49) ? '\n' : (char)('a' + k % 26);
-  out[size] = 0;
-  undertext_part_t call;
-  memset(&call, 0, sizeof call);
-  call.kind = UNDERTEXT_PART_TOOL_CALL;
-  call.id = S(call_id);
-  call.name = S("read");
-  call.args = S("{\"path\":\"src/lib.rs\"}");
-  undertext_part_t res;
-  memset(&res, 0, sizeof res);
-  res.kind = UNDERTEXT_PART_TOOL_RESULT;
-  res.call_id = S(call_id);
-  res.text = S(out);
-  undertext_message_t ms[2] = {{UNDERTEXT_ROLE_ASSISTANT, &call, 1}, {UNDERTEXT_ROLE_TOOL, &res, 1}};
-  uint64_t a, b;
-  OK(undertext_chat_append_batch(c, ms, 2, &a, &b));
+  char *out = letters(size, 50, 1, 0);
+  append_call_and_result(c, call_id, "{\"path\":\"src/lib.rs\"}", out);
   free(out);
 }
 
