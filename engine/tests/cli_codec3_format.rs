@@ -14,7 +14,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{FixtureStore, run};
+use common::FixtureStore;
 
 const CHATS: [&str; 2] = ["chat-0000000000000001", "chat-0000000000000002"];
 
@@ -57,9 +57,5 @@ fn a_store_of_codec_3_records_reads_byte_for_byte_as_its_build_read_it() {
         FIXTURE.show(&store, &["--read-only"]) == FIXTURE.expected_show(),
         "a read-only open reads differently"
     );
-    let check = run(&store, &["check"]);
-    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
-    let rebuilt = run(&store, &["check", "--rebuild"]);
-    assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(FIXTURE.show(&store, &[]) == FIXTURE.expected_show(), "after the index was rebuilt from the log");
+    FIXTURE.assert_checks_and_rebuilds_as_written(&store);
 }

@@ -68,15 +68,7 @@ fn a_store_of_rkyv_message_records_reads_byte_for_byte_as_its_build_read_it() {
         FIXTURE.show(&store, &["--read-only"]) == FIXTURE.expected_show(),
         "a read-only open reads differently"
     );
-    let check = run(&store, &["check"]);
-    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
-    // The index rebuilt from the old log alone.
-    let rebuilt = run(&store, &["check", "--rebuild"]);
-    assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(
-        FIXTURE.show(&store, &[]) == FIXTURE.expected_show(),
-        "after the index was rebuilt from the old log"
-    );
+    FIXTURE.assert_checks_and_rebuilds_as_written(&store);
 }
 
 #[test]
@@ -99,10 +91,6 @@ fn new_messages_are_compact_records_beside_the_old_ones_and_both_read() {
     let shown = json(&store, &["show", "--json", "chat-0000000000000004"]);
     let from_index = shown["chats"][0]["messages"].as_array().unwrap().len() as u64;
     assert_eq!(from_index, new["messages"].as_u64().unwrap());
-    let check = run(&store, &["check"]);
-    assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
-    let rebuilt = run(&store, &["check", "--rebuild"]);
-    assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
-    assert!(FIXTURE.show(&store, &[]) == FIXTURE.expected_show());
+    FIXTURE.assert_checks_and_rebuilds_as_written(&store);
     assert_eq!(json(&store, &["show", "--json", "chat-0000000000000004"]), shown);
 }

@@ -98,4 +98,18 @@ impl FixtureStore {
     pub fn expected_show(&self) -> Vec<u8> {
         std::fs::read(Self::dir().join(format!("{}.show.json", self.name))).unwrap()
     }
+
+    /// Asserts that `check` finds the store clean, and that after `check --rebuild` (the
+    /// index built again from the log alone) `show --json` still prints what the writing
+    /// build printed.
+    pub fn assert_checks_and_rebuilds_as_written(&self, store: &Path) {
+        let check = run(store, &["check"]);
+        assert!(check.status.success(), "check: {}", String::from_utf8_lossy(&check.stdout));
+        let rebuilt = run(store, &["check", "--rebuild"]);
+        assert!(rebuilt.status.success(), "check --rebuild: {}", String::from_utf8_lossy(&rebuilt.stderr));
+        assert!(
+            self.show(store, &[]) == self.expected_show(),
+            "show --json differs after the index was rebuilt from the log"
+        );
+    }
 }
