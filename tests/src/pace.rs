@@ -51,16 +51,30 @@ impl Pace {
 
     /// The extractive summarizer, each call (summarize or merge) taking one ticket.
     pub fn summarizer(self: &Arc<Self>) -> Arc<dyn Summarizer> {
+        self.pacing(Arc::new(Extractive::default()))
+    }
+
+    /// `inner`, each call (summarize or merge) taking one ticket first.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use undertext::checkpoint::Extractive;
+    /// let pace = undertext_tests::pace::Pace::new();
+    /// let s = pace.pacing(Arc::new(Extractive::default()));
+    /// assert_eq!(s.id(), "paced");
+    /// ```
+    pub fn pacing(self: &Arc<Self>, inner: Arc<dyn Summarizer>) -> Arc<dyn Summarizer> {
         let (a, b) = (self.clone(), self.clone());
+        let merger = inner.clone();
         Arc::new(FnSummarizer::new(
-            "paced-extractive",
+            "paced",
             move |m| {
                 a.ticket();
-                Extractive::default().summarize(m)
+                inner.summarize(m)
             },
             move |s| {
                 b.ticket();
-                Extractive::default().merge(s)
+                merger.merge(s)
             },
         ))
     }

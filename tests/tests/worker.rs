@@ -12,22 +12,19 @@ use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{ChatMeta, Error, Message, NewMessage, Options, Part, Role, Store};
+use undertext_tests::pace::Pace;
 
-/// The extractive summarizer, made slow like a model: `delay` per call.
-struct Slow {
-    delay: Duration,
-}
+/// The extractive summarizer, its summaries cut to 600 chars (a model's are short).
+struct Short;
 
-impl Summarizer for Slow {
+impl Summarizer for Short {
     fn id(&self) -> &str {
-        "slow-extractive"
+        "short-extractive"
     }
     fn summarize(&self, m: &[Message]) -> undertext::Result<String> {
-        std::thread::sleep(self.delay);
         Extractive { max_chars: 1200 }.summarize(m).map(|s| s.chars().take(600).collect())
     }
     fn merge(&self, s: &[String]) -> undertext::Result<String> {
-        std::thread::sleep(self.delay);
         Extractive { max_chars: 1200 }.merge(s)
     }
 }
@@ -72,13 +69,13 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
         checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4, ..CheckpointOptions::default() },
         ..WorkerOptions::default()
     };
-    // The setting is 2 s per summarizer call; the suite scales time down (20 ms per
-    // call, 100 ms per model step). The full setting:
-    // UNDERTEXT_WORKER_SUMMARIZER_MS=2000 UNDERTEXT_WORKER_STEP_MS=2500 (about 4 minutes).
-    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    let (call_ms, step_ms) =
-        (env("UNDERTEXT_WORKER_SUMMARIZER_MS", 20), env("UNDERTEXT_WORKER_STEP_MS", 100));
-    let worker = store.start_worker(Arc::new(Slow { delay: Duration::from_millis(call_ms) }), opts).unwrap();
+    // The setting: 2 s per summarizer call, 2.5 s per model step, so 1.25 calls per
+    // step. Paced by the loop (tests/src/pace.rs), not by the clock: one call per step and a
+    // second every fourth step, whatever CPU the worker gets on a shared machine (with no
+    // call per step, 58 of the 100 views are refused).
+    let pace = Pace::new();
+    let worker = store.start_worker(pace.pacing(Arc::new(Short)), opts).unwrap();
+    let open = pace.opener();
     let budget = Budget::new(14_000, 2_000);
     let mut swaps = Vec::new();
     let mut refused = 0;
@@ -105,7 +102,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
             );
         }
         // The model's turn: the worker works meanwhile.
-        std::thread::sleep(Duration::from_millis(step_ms));
+        pace.model_step(&store, if i % 4 == 3 { 2 } else { 1 });
     }
     swaps.sort();
     eprintln!(
@@ -120,6 +117,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
     assert!(worker.errors().is_empty(), "{:?}", worker.errors());
     let (base, reach) = chat.published_checkpoint().unwrap();
     assert!(reach > 100 && base == chat.revision());
+    drop(open);
     worker.stop();
 }
 
