@@ -3,6 +3,7 @@
 
 use redb::Durability as RedbDurability;
 
+use super::blob_row;
 use super::{
     Applied, BLOBS, BatchEntries, HistoryIndex, INDEX_VERSION, Index, META, PendingRecord, batch_chats,
     is_grant, redb_err, texts_of,
@@ -147,7 +148,7 @@ fn apply_parts<'a>(
     if blobs.clone().any(|b| !b.is_empty()) {
         let mut t = tx.open_table(BLOBS).map_err(redb_err)?;
         for (id, loc) in blobs.flatten() {
-            t.insert(id.as_bytes(), (loc.segment, loc.offset, loc.len)).map_err(redb_err)?;
+            blob_row::set_location(&mut t, id.as_bytes(), *loc)?;
         }
     }
     if records.clone().any(|r| !r.is_empty()) {

@@ -4,6 +4,7 @@
 use redb::{ReadableTable, TableDefinition};
 use rkyv::{Archive, Deserialize, Serialize};
 
+use super::blob_row::{self, BLOBS, GRANTS};
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
@@ -37,18 +38,12 @@ pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDe
 
 /// (owner, archive id) -> encoded `ArchiveRec`: who may read which archive.
 pub(crate) const ARCHIVES: TableDefinition<'_, (&str, [u8; 32]), &[u8]> = TableDefinition::new("archives");
-/// (owner, blob id, chat) -> [`GRANT_BLOB`] | [`GRANT_ARCHIVE`]: who may read and reference
-/// which blob. `chat` is 0 for the owner's own grant (written in a batch of no chat), else
-/// the chat the grant is bound to (and goes with when the chat is deleted).
-pub(crate) const GRANTS: TableDefinition<'_, (&str, [u8; 32], u64), u8> = TableDefinition::new("grants");
-/// (chat, blob id) -> () : the grants bound to a chat (to drop them when it is deleted).
-pub(crate) const CHAT_GRANTS: TableDefinition<'_, (u64, [u8; 32]), ()> = TableDefinition::new("chat_grants");
-/// A `grants` bit: a blob grant record (kind 15).
+/// A grant bit (see `blob_row`): a blob grant record (kind 15).
 pub(crate) const GRANT_BLOB: u8 = 1;
-/// A `grants` bit: an archive grant record (kind 7).
+/// A grant bit: an archive grant record (kind 7).
 pub(crate) const GRANT_ARCHIVE: u8 = 2;
 
-/// Not a `grants` bit: the grant cache's note (see `store/blobs.rs`) that the owner holds a
+/// Not a grant bit of the index: the grant cache's note (see `store/blobs.rs`) that the owner holds a
 /// text inline in a message of one of its chats ([`INLINE_TEXTS`]), which it may read as an
 /// archive by the text's content address.
 pub(crate) const GRANT_INLINE: u8 = 4;
@@ -170,8 +165,8 @@ pub(crate) struct HistoryIndex<'t> {
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
+    blobs: redb::Table<'t, [u8; 32], &'static [u8]>,
     grants: redb::Table<'t, (&'static str, [u8; 32], u64), u8>,
-    chat_grants: redb::Table<'t, (u64, [u8; 32]), ()>,
     inline_texts: redb::Table<'t, ([u8; 32], u64, u64, u64, u32), ()>,
     chat_inline_texts: redb::Table<'t, (u64, [u8; 32], u64, u64, u32), ()>,
     body_texts_todo: redb::Table<'t, (u64, u64, u64), [u8; 32]>,
@@ -197,8 +192,8 @@ impl<'t> HistoryIndex<'t> {
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
+            blobs: tx.open_table(BLOBS).map_err(redb_err)?,
             grants: tx.open_table(GRANTS).map_err(redb_err)?,
-            chat_grants: tx.open_table(CHAT_GRANTS).map_err(redb_err)?,
             inline_texts: tx.open_table(INLINE_TEXTS).map_err(redb_err)?,
             chat_inline_texts: tx.open_table(CHAT_INLINE_TEXTS).map_err(redb_err)?,
             body_texts_todo: tx.open_table(BODY_TEXTS_TODO).map_err(redb_err)?,
@@ -308,15 +303,8 @@ impl<'t> HistoryIndex<'t> {
         }
         self.chat_inline_texts.retain_in(all, |_, _| false).map_err(redb_err)?;
         self.set_lookup(chat, &row.owner, &[])?;
-        // The chat's grants go with it: its owner keeps only what another grant holds.
-        let mut bound = Vec::new();
-        for item in self.chat_grants.range((chat, [0u8; 32])..=(chat, [255u8; 32])).map_err(redb_err)? {
-            bound.push(item.map_err(redb_err)?.0.value().1);
-        }
-        for id in bound {
-            self.grants.remove((row.owner.as_str(), id, chat)).map_err(redb_err)?;
-            self.chat_grants.remove((chat, id)).map_err(redb_err)?;
-        }
+        // The grants bound to the chat stay in the blobs' rows: they count only while the
+        // chat exists (see `blob_row`), and its row is gone.
         Ok(())
     }
 
@@ -325,11 +313,7 @@ impl<'t> HistoryIndex<'t> {
         let own = [0u64];
         let chats: &[u64] = if r.chats.is_empty() { &own } else { &r.chats };
         for &chat in chats {
-            let old = self.grants.get((owner, id, chat)).map_err(redb_err)?.map_or(0, |g| g.value());
-            self.grants.insert((owner, id, chat), old | bit).map_err(redb_err)?;
-            if chat != 0 {
-                self.chat_grants.insert((chat, id), ()).map_err(redb_err)?;
-            }
+            blob_row::add_grant(&mut self.blobs, &mut self.grants, (owner, &id, chat), bit)?;
         }
         Ok(())
     }
@@ -504,7 +488,6 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, STEPS, out)?;
     diff_table(ours, theirs, ARCHIVES, out)?;
     diff_table(ours, theirs, GRANTS, out)?;
-    diff_table(ours, theirs, CHAT_GRANTS, out)?;
     diff_table(ours, theirs, INLINE_TEXTS, out)?;
     diff_table(ours, theirs, CHAT_INLINE_TEXTS, out)?;
     diff_table(ours, theirs, BODY_TEXTS_TODO, out)?;
@@ -529,7 +512,8 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
     tx.delete_table(GRANTS).map_err(redb_err)?;
-    tx.delete_table(CHAT_GRANTS).map_err(redb_err)?;
+    // Of layouts before 7 (grants bound to a chat, by chat).
+    tx.delete_table(TableDefinition::<(u64, [u8; 32]), ()>::new("chat_grants")).map_err(redb_err)?;
     tx.delete_table(INLINE_TEXTS).map_err(redb_err)?;
     tx.delete_table(CHAT_INLINE_TEXTS).map_err(redb_err)?;
     tx.delete_table(BODY_TEXTS_TODO).map_err(redb_err)?;

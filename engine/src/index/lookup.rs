@@ -1,8 +1,9 @@
-//! Point lookups in the index: blobs and texts held inline by a message (memtable first), the
+//! Point lookups in the index: blobs, grants, and texts held inline by a message (memtable first), the
 //! next chat id; and the listing of the texts of message bodies stored as blobs.
 
-use redb::{Database, Durability as RedbDurability, ReadableDatabase, ReadableTableMetadata};
+use redb::{Database, Durability as RedbDurability, ReadableDatabase, ReadableTable};
 
+use super::blob_row::{self, BlobRow, Held};
 use super::history::{BODY_TEXTS_TODO, CHAT_INLINE_TEXTS, INLINE_TEXTS, MsgKey};
 use super::{BLOBS, CHATS, ChatRow, Index, InlineText, MESSAGES, META, history, redb_err};
 use crate::blob::{Blob, BlobId};
@@ -84,11 +85,10 @@ impl Index {
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
             Err(e) => return Err(redb_err(e)),
         };
-        let found = t.get(id.as_bytes()).map_err(redb_err)?;
-        Ok(found.map(|g| {
-            let (segment, offset, len) = g.value();
-            Location { segment, offset, len }
-        }))
+        match t.get(id.as_bytes()).map_err(redb_err)? {
+            Some(g) => BlobRow::location(g.value()),
+            None => Ok(None),
+        }
     }
 
     /// Looks several blobs up: the memtable first, then redb in one read transaction.
@@ -108,25 +108,37 @@ impl Index {
             Err(e) => return Err(redb_err(e)),
         };
         for (id, slot) in ids.iter().zip(&mut out) {
-            if slot.is_none() {
-                *slot = t.get(id.as_bytes()).map_err(redb_err)?.map(|g| {
-                    let (segment, offset, len) = g.value();
-                    Location { segment, offset, len }
-                });
+            if slot.is_none()
+                && let Some(g) = t.get(id.as_bytes()).map_err(redb_err)?
+            {
+                *slot = BlobRow::location(g.value())?;
             }
         }
         Ok(out)
     }
 
-    /// Number of blobs in redb (for stats and tests).
+    /// Number of blobs in redb (for stats and tests): the rows that hold a location (a
+    /// fleet replica may hold grants on a blob it has not fetched).
     pub(crate) fn blob_count(&self) -> Result<u64> {
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;
-        match tx.open_table(BLOBS) {
-            Ok(t) => t.len().map_err(redb_err),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
-            Err(e) => Err(redb_err(e)),
+        let t = match tx.open_table(BLOBS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
+            Err(e) => return Err(redb_err(e)),
+        };
+        let mut n = 0;
+        for item in t.iter().map_err(redb_err)? {
+            n += u64::from(BlobRow::location(item.map_err(redb_err)?.1.value())?.is_some());
         }
+        Ok(n)
+    }
+
+    /// The grants `owner` holds on blob `id` in redb (records still in the memtable are not
+    /// looked at), with those bound to `chat` apart. A grant bound to a deleted chat counts
+    /// in neither `any` nor, the chat being gone, anywhere a write would ask.
+    pub(crate) fn held(&self, owner: &str, id: &BlobId, chat: Option<u64>) -> Result<Held> {
+        blob_row::held(&self.read()?, owner, &id.0, chat)
     }
 
     /// The next chat id to hand out (one past the highest created).

@@ -7,10 +7,12 @@
 //! log up to the position it records. On open, the log is replayed from that position.
 //!
 //! Files: `open` (opening and verifying the file), `flush` (memtable and replayed batches
-//! into redb), `lookup` (blobs, inline texts, the next chat id), `rebuild` (rebuild, check
+//! into redb), `blob_row` (a blob's location and grants, one row per blob), `lookup`
+//! (blobs, grants, inline texts, the next chat id), `rebuild` (rebuild, check
 //! against the log, clear, compaction), `history` (the history tables and their rows),
 //! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
+mod blob_row;
 mod flush;
 mod history;
 mod lookup;
@@ -30,9 +32,11 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::io::Journal;
 use crate::log::{Location, Position};
+use blob_row::BLOBS;
+pub(crate) use blob_row::Held;
 pub(crate) use flush::entries_of;
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, GRANTS, HIDDEN, HistoryIndex,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, HIDDEN, HistoryIndex,
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
@@ -40,8 +44,6 @@ pub(crate) use memtable::Memtable;
 pub(crate) use pending_texts::{Listing, texts_of};
 use rebuild::diff_table;
 
-/// Blob id -> (segment, record offset, payload length).
-const BLOBS: TableDefinition<'_, [u8; 32], (u64, u64, u32)> = TableDefinition::new("blobs");
 /// Bookkeeping: applied position, next transaction id, index format version.
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 
@@ -52,7 +54,10 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 5: `chat_lookup` and `chat_fields` (chats by metadata value, `Store::find_chats`).
 /// 6: `inline_texts` lists the text parts of user messages only (and inline tool results of
 /// every message): no view previews the others (issue 19: half of a LangGraph saver's index).
-const INDEX_VERSION: u64 = 6;
+/// 7: one `blobs` row per blob holds its location and its grants (`chat_grants` gone,
+/// `grants` only for a blob with many grants); a grant bound to a deleted chat stays and no
+/// longer counts (issue 19: a third of a LangGraph saver's index).
+const INDEX_VERSION: u64 = 7;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";

@@ -15,22 +15,10 @@ use std::ops::Range;
 use super::core::{Core, RecordOut, Txn};
 use crate::blob::{Blob, BlobId, Verify};
 use crate::error::{Error, Result};
-use crate::index::GRANTS;
+pub(crate) use crate::index::Held;
 use crate::record::{self, GrantRec, kind};
 
 pub use super::core::MAX_BLOB_LEN;
-
-/// The grants an owner holds on one blob: bits of `GRANT_BLOB` (a blob grant) and
-/// `GRANT_ARCHIVE` (an archive grant), as the index's `grants` table holds them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Held {
-    /// Of its own grant (written in a batch of no chat).
-    pub own: u8,
-    /// Of the grant bound to the chat asked about.
-    pub chat: u8,
-    /// Of every grant it holds.
-    pub any: u8,
-}
 
 /// The grants `owner` holds on `id` as its own or (with `chat`) bound to that chat, in
 /// records not yet in redb and in redb: what a write needs to know to leave out a grant the
@@ -52,25 +40,7 @@ pub(crate) fn held(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> 
 
 /// The grants `owner` holds on `id` in redb (and, with `chat`, the one bound to that chat).
 fn held_in_redb(core: &Core, owner: &str, id: &BlobId, chat: Option<u64>) -> Result<Held> {
-    let tx = core.index.read()?;
-    let t = match tx.open_table(GRANTS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Held::default()),
-        Err(e) => return Err(Error::index(e)),
-    };
-    let mut h = Held::default();
-    for item in t.range((owner, id.0, 0u64)..=(owner, id.0, u64::MAX)).map_err(Error::index)? {
-        let (k, v) = item.map_err(Error::index)?;
-        let (c, bits) = (k.value().2, v.value());
-        if c == 0 {
-            h.own |= bits;
-        }
-        if Some(c) == chat {
-            h.chat |= bits;
-        }
-        h.any |= bits;
-    }
-    Ok(h)
+    core.index.held(owner, id, chat)
 }
 
 /// True when `owner` holds a grant with any of `bits` on `id`, consulting records written
