@@ -163,7 +163,7 @@ impl ChatRef<'_> {
                 let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
                     Error::index_msg(format!("{chat}: message {seq} of revision {} is missing", s.revision))
                 })?;
-                let (segment, offset, len, ..) = g.value();
+                let (segment, offset, len, ..) = crate::index::decode_msg_val(g.value())?;
                 msgs.push(read_message(core, chat, Location { segment, offset, len })?);
             }
             let st = Step {

@@ -8,6 +8,7 @@ use super::state::{Entry, Writer};
 use crate::error::{Error, Result};
 use crate::index::{
     CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, HIDDEN, MESSAGES, MsgVal, PINS, REVISIONS,
+    decode_msg_val,
 };
 use crate::log::{Location, Position};
 use crate::model::{ChatId, ChatMeta, Pin};
@@ -92,8 +93,8 @@ fn fill_entries(
             continue;
         }
         match usize::try_from(seq - from) {
-            Ok(s) if s < vals.len() => vals[s] = (rev, v.value()),
-            Ok(s) if s == vals.len() => vals.push((rev, v.value())),
+            Ok(s) if s < vals.len() => vals[s] = (rev, decode_msg_val(v.value())?),
+            Ok(s) if s == vals.len() => vals.push((rev, decode_msg_val(v.value())?)),
             _ => return Err(missing(vals.len())),
         }
     }
@@ -357,7 +358,8 @@ mod tests {
         {
             let mut t = tx.open_table(MESSAGES).unwrap();
             for seq in 0..2u64 {
-                t.insert((1u64, seq, 0u64), (1u64, 64 * seq, 10u32, 1u8, 1u64, 0u64, false)).unwrap();
+                let value = crate::index::encode_msg_val((1u64, 64 * seq, 10u32, 1u8, 1u64, 0u64, false));
+                t.insert((1u64, seq, 0u64), value.as_slice()).unwrap();
             }
         }
         tx.commit().unwrap();

@@ -17,6 +17,7 @@ use super::history::CHATS;
 use super::redb_err;
 use crate::error::{Error, Result};
 use crate::log::Location;
+use crate::record::compact::{Reader, varint};
 
 /// Blob id -> encoded [`BlobRow`].
 pub(crate) const BLOBS: TableDefinition<'_, [u8; 32], &[u8]> = TableDefinition::new("blobs");
@@ -83,7 +84,7 @@ impl BlobRow {
 
     /// Reads a row back; a row that does not decode is index damage.
     pub(crate) fn decode(bytes: &[u8]) -> Result<BlobRow> {
-        let mut r = Reader(bytes);
+        let mut r = Fields(Reader(bytes));
         let (loc, flags) = r.head()?;
         let n = r.varint()?;
         let mut grants = Vec::with_capacity(n.min(INLINE_GRANTS as u64) as usize);
@@ -94,15 +95,15 @@ impl BlobRow {
                 .to_string();
             grants.push((owner, r.varint()?, r.u8()?));
         }
-        if !r.0.is_empty() {
-            return Err(bad(format!("{} bytes after the grants", r.0.len())));
+        if !r.0.0.is_empty() {
+            return Err(bad(format!("{} bytes after the grants", r.0.0.len())));
         }
         Ok(BlobRow { loc, grants, spilled: flags & SPILLED != 0 })
     }
 
     /// The location alone (a lookup that needs no grant reads only the row's head).
     pub(crate) fn location(bytes: &[u8]) -> Result<Option<Location>> {
-        Ok(Reader(bytes).head()?.0)
+        Ok(Fields(Reader(bytes)).head()?.0)
     }
 }
 
@@ -196,51 +197,24 @@ pub(crate) fn held(
     Ok(h)
 }
 
-fn bad(why: String) -> Error {
+fn bad(why: impl std::fmt::Display) -> Error {
     Error::index_msg(format!("a row of the blobs table does not decode: {why}"))
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+/// A row's fields, read from the front.
+struct Fields<'a>(Reader<'a>);
 
-/// Reads a row from the front, checking every length.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
+impl<'a> Fields<'a> {
     fn u8(&mut self) -> Result<u8> {
-        let (&b, rest) = self.0.split_first().ok_or_else(|| bad("it ends early".into()))?;
-        self.0 = rest;
-        Ok(b)
+        self.0.u8().map_err(bad)
     }
 
     fn bytes(&mut self, n: u64) -> Result<&'a [u8]> {
-        if n > self.0.len() as u64 {
-            return Err(bad(format!("a field of {n} bytes, {} left", self.0.len())));
-        }
-        let (a, b) = self.0.split_at(n as usize);
-        self.0 = b;
-        Ok(a)
+        self.0.bytes(n).map_err(bad)
     }
 
     fn varint(&mut self) -> Result<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            let low = u64::from(b & 0x7f);
-            if shift == 63 && low > 1 {
-                return Err(bad("a varint overflows 64 bits".into()));
-            }
-            v |= low << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(bad("a varint longer than 10 bytes".into()))
+        self.0.varint().map_err(bad)
     }
 
     /// The flags and the location.

@@ -8,6 +8,7 @@ use super::blob_row::{self, BLOBS, GRANTS};
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
+use crate::record::compact::{Reader, varint};
 use crate::record::{
     self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, HideRec, MessageTexts,
     MetaRec, PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind,
@@ -23,8 +24,38 @@ pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> = TableD
 /// needs without reading the record — (segment, offset, length, role, turn, at_ms, has step).
 pub(crate) type MsgVal = (u64, u64, u32, u8, u64, u64, bool);
 
-/// (chat, seq, revision) -> [`MsgVal`]: every version of every message.
-pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), MsgVal> = TableDefinition::new("messages");
+/// (chat, seq, revision) -> [`MsgVal`] as [`encode_msg_val`] writes it: every version of
+/// every message.
+pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), &[u8]> = TableDefinition::new("messages");
+
+/// A [`MESSAGES`] value: segment, offset, length, turn and at_ms as varints around one byte
+/// of the role code (low 7 bits) and has-step (high bit): 13–20 bytes where the fixed tuple
+/// took 38 (index layout 7).
+pub(crate) fn encode_msg_val((segment, offset, len, role, turn, at_ms, has_step): MsgVal) -> Vec<u8> {
+    let mut out = Vec::with_capacity(24);
+    varint(&mut out, segment);
+    varint(&mut out, offset);
+    varint(&mut out, u64::from(len));
+    out.push(role & 0x7f | if has_step { 0x80 } else { 0 });
+    varint(&mut out, turn);
+    varint(&mut out, at_ms);
+    out
+}
+
+/// Reads a [`MESSAGES`] value; one that does not decode is index damage.
+pub(crate) fn decode_msg_val(bytes: &[u8]) -> Result<MsgVal> {
+    let bad = |e: String| Error::index_msg(format!("a row of the messages table does not decode: {e}"));
+    let mut r = Reader(bytes);
+    let (segment, offset, len) =
+        (r.varint().map_err(bad)?, r.varint().map_err(bad)?, r.varint().map_err(bad)?);
+    let len = u32::try_from(len).map_err(|_| bad(format!("a record length {len} above u32")))?;
+    let flags = r.u8().map_err(bad)?;
+    let (turn, at_ms) = (r.varint().map_err(bad)?, r.varint().map_err(bad)?);
+    if !r.0.is_empty() {
+        return Err(bad(format!("{} bytes after the value", r.0.len())));
+    }
+    Ok((segment, offset, len, flags & 0x7f, turn, at_ms, flags & 0x80 != 0))
+}
 /// (chat, revision) -> (seq, length before, length after, truncate?).
 pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
     TableDefinition::new("revisions");
@@ -159,7 +190,7 @@ pub(crate) struct HistoryIndex<'t> {
     rows: std::collections::HashMap<u64, (ChatRow, Option<u64>)>,
     chats: redb::Table<'t, u64, &'static [u8]>,
     owners: redb::Table<'t, (&'static str, u64, u64), ()>,
-    messages: redb::Table<'t, (u64, u64, u64), MsgVal>,
+    messages: redb::Table<'t, (u64, u64, u64), &'static [u8]>,
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
     hidden: redb::Table<'t, (u64, u64, u64), u64>,
     metas: redb::Table<'t, (u64, u64), Loc>,
@@ -365,9 +396,8 @@ impl<'t> HistoryIndex<'t> {
                 };
                 let (chat, seq, _) = key;
                 let (segment, offset, len) = loc(r.loc);
-                self.messages
-                    .insert(key, (segment, offset, len, role, turn, at_ms, has_step))
-                    .map_err(redb_err)?;
+                let value = encode_msg_val((segment, offset, len, role, turn, at_ms, has_step));
+                self.messages.insert(key, value.as_slice()).map_err(redb_err)?;
                 match texts {
                     MessageTexts::Listed(texts) => {
                         add_texts(&mut self.inline_texts, &mut self.chat_inline_texts, key, texts)?

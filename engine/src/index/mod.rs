@@ -35,9 +35,12 @@ use crate::log::{Location, Position};
 use blob_row::BLOBS;
 pub(crate) use blob_row::Held;
 pub(crate) use flush::entries_of;
+#[cfg(test)]
+pub(crate) use history::encode_msg_val;
 pub(crate) use history::{
     ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, HIDDEN, HistoryIndex,
-    MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, is_grant,
+    MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, decode_msg_val,
+    is_grant,
 };
 pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
 pub(crate) use memtable::Memtable;
@@ -56,7 +59,8 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// every message): no view previews the others (issue 19: half of a LangGraph saver's index).
 /// 7: one `blobs` row per blob holds its location and its grants (`chat_grants` gone,
 /// `grants` only for a blob with many grants); a grant bound to a deleted chat stays and no
-/// longer counts (issue 19: a third of a LangGraph saver's index).
+/// longer counts; `messages` values are varints (issue 19: two fifths of a LangGraph saver's
+/// index).
 const INDEX_VERSION: u64 = 7;
 
 /// The file name of the index inside the store directory.

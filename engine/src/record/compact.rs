@@ -70,7 +70,9 @@ pub(crate) fn decode(payload: &[u8]) -> Result<MsgRec, String> {
     Ok(rec)
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
+/// Appends `v` as a LEB128 varint (7 bits a byte, low first); read by [`Reader::varint`].
+/// Also the index's encoding of its variable rows (`index::blob_row`, `messages`).
+pub(crate) fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -178,16 +180,16 @@ fn put_part(out: &mut Vec<u8>, p: &PartRec) {
 }
 
 /// Reads from the front of a byte slice, checking every length.
-struct Reader<'a>(&'a [u8]);
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn u8(&mut self) -> Result<u8, String> {
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
         let (&b, rest) = self.0.split_first().ok_or("ends early")?;
         self.0 = rest;
         Ok(b)
     }
 
-    fn bytes(&mut self, n: u64) -> Result<&'a [u8], String> {
+    pub(crate) fn bytes(&mut self, n: u64) -> Result<&'a [u8], String> {
         if n > self.0.len() as u64 {
             return Err(format!("a field of {n} bytes, {} left", self.0.len()));
         }
@@ -196,7 +198,7 @@ impl<'a> Reader<'a> {
         Ok(a)
     }
 
-    fn varint(&mut self) -> Result<u64, String> {
+    pub(crate) fn varint(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
             let b = self.u8()?;
