@@ -16,7 +16,7 @@
 //! by `N` is the cost per append or read, the open and close included; without valgrind it
 //! prints the wall time.
 
-#![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the run")]
+#![expect(clippy::unwrap_used, clippy::expect_used, reason = "bench harness: failure should abort the run")]
 
 use std::path::PathBuf;
 use std::time::Instant;
