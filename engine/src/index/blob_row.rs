@@ -179,7 +179,7 @@ pub(crate) fn held(
         }
     }
     let mut h = Held::default();
-    let chats = tx.open_table(CHATS).map_err(redb_err)?;
+    let mut chats = None;
     for (c, bits) in mine {
         if c == 0 {
             h.own |= bits;
@@ -190,11 +190,30 @@ pub(crate) fn held(
             h.chat |= bits;
         }
         // A grant bound to a deleted chat no longer counts; looked up only when it adds bits.
-        if h.any | bits != h.any && chats.get(c).map_err(redb_err)?.is_some() {
+        if h.any | bits != h.any && chat_exists(tx, &mut chats, c)? {
             h.any |= bits;
         }
     }
     Ok(h)
+}
+
+/// True when chat `c` has its `chats` row (`chats` is the table, opened on first use).
+fn chat_exists(
+    tx: &redb::ReadTransaction,
+    chats: &mut Option<Option<redb::ReadOnlyTable<u64, &'static [u8]>>>,
+    c: u64,
+) -> Result<bool> {
+    if chats.is_none() {
+        *chats = Some(match tx.open_table(CHATS) {
+            Ok(t) => Some(t),
+            Err(redb::TableError::TableDoesNotExist(_)) => None,
+            Err(e) => return Err(redb_err(e)),
+        });
+    }
+    match chats.as_ref().and_then(Option::as_ref) {
+        Some(t) => Ok(t.get(c).map_err(redb_err)?.is_some()),
+        None => Ok(false),
+    }
 }
 
 fn bad(why: impl std::fmt::Display) -> Error {
