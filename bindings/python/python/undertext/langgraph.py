@@ -139,6 +139,7 @@ try:
         get_checkpoint_metadata,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as e:  # pragma: no cover - exercised without LangGraph installed
     raise ImportError(
         "undertext.langgraph needs LangGraph's checkpoint package: pip install 'undertext[langgraph]' "
@@ -146,6 +147,7 @@ except ImportError as e:  # pragma: no cover - exercised without LangGraph insta
     ) from e
 
 import undertext
+from undertext import _lcmessages
 
 __all__ = ["LazyChannelValues", "UnloadedChannelValue", "UndertextSaver"]
 
@@ -1572,9 +1574,35 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             out.append(x)
         return out
 
+    def _plain_messages(self) -> bool:
+        """Whether item blobs may be decoded by ``_lcmessages`` (LangGraph's own serializer,
+        unchanged: it builds those messages under every allow-list setting)."""
+        serde = self.serde
+        return (
+            type(serde) is JsonPlusSerializer
+            and getattr(serde, "_custom_unpack_ext_hook", True) is False
+            and _lcmessages.available()
+        )
+
     def _decode_items(self, datas: list[bytes]) -> list[Any]:
         """The items of item blobs (each a serialized one-item list), decoded in one call
-        of the serializer when they are msgpack: one array of every item."""
+        when they are msgpack: one array of every item. LangChain messages in the form
+        LangGraph's serializer wrote them are built by ``_lcmessages`` (what the serializer
+        would give, without its per-message import and validation); anything else by the
+        serializer."""
+        if self._plain_messages() and all(d[:1] == b"\x91" for d in datas):
+            joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
+            try:
+                return _lcmessages.decode(joined)  # type: ignore[no-any-return]
+            except _lcmessages.NotPlain:
+                pass
+            out: list[Any] = []
+            for d in datas:  # one item at a time: only the others go to the serializer
+                try:
+                    out.append(_lcmessages.decode(d)[0])
+                except _lcmessages.NotPlain:
+                    out.append(self.serde.loads_typed((_DEFAULT_TYPE, d))[0])
+            return out
         if len(datas) > 1 and all(d[:1] == b"\x91" for d in datas):
             joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
             try:
