@@ -67,61 +67,66 @@ class NotPlain(Exception):
     serializer. Example: ``try: v = decode(b) except NotPlain: v = serde.loads_typed(...)``."""
 
 
+_OPT_STR = frozenset((str, type(None)))
+_BLOCK = frozenset((str, dict))
+_STR = frozenset((str,))
+
+
 def _opt_str(v: Any) -> bool:
-    return v is None or type(v) is str
-
-
-def _content(v: Any) -> bool:
-    t = type(v)
-    if t is str:
-        return True
-    return t is list and all(type(x) is str or type(x) is dict for x in v)
+    return type(v) in _OPT_STR
 
 
 def _common(d: dict[str, Any], kind: str) -> bool:
+    """The fields every message has, as validation leaves them (content a str or a list of
+    str and dict blocks; dicts; the type's literal; optional strings)."""
+    c = d["content"]
     return (
-        _content(d["content"])
+        (type(c) is str or (type(c) is list and {*map(type, c)} <= _BLOCK))
         and type(d["additional_kwargs"]) is dict
         and type(d["response_metadata"]) is dict
-        and d["type"] == kind
         and type(d["type"]) is str
-        and _opt_str(d["name"])
-        and _opt_str(d["id"])
+        and d["type"] == kind
+        and type(d["name"]) in _OPT_STR
+        and type(d["id"]) in _OPT_STR
     )
 
 
 def _tool_call(tc: Any) -> bool:
+    """A tool call as ``create_tool_call`` makes it (validation rebuilds any other)."""
     return (
         type(tc) is dict
         and tuple(tc) == _TOOL_CALL_KEYS
         and type(tc["name"]) is str
         and type(tc["args"]) is dict
-        and all(type(k) is str for k in tc["args"])
-        and _opt_str(tc["id"])
+        and {*map(type, tc["args"])} <= _STR
+        and type(tc["id"]) in _OPT_STR
         and tc["type"] == "tool_call"
     )
 
 
 def _ai(d: dict[str, Any]) -> bool:
     calls = d["tool_calls"]
-    if type(calls) is not list or d["invalid_tool_calls"] != [] or type(d["invalid_tool_calls"]) is not list:
+    if type(calls) is not list or type(d["invalid_tool_calls"]) is not list or d["invalid_tool_calls"]:
         return False
     if d["usage_metadata"] is not None:
         return False
     # With no tool calls, validation parses ``additional_kwargs["tool_calls"]`` into them.
-    if not calls and d["additional_kwargs"].get("tool_calls"):
-        return False
-    return all(_tool_call(tc) for tc in calls)
+    if not calls:
+        return not d["additional_kwargs"].get("tool_calls")
+    for tc in calls:
+        if not _tool_call(tc):
+            return False
+    return True
 
 
 def _tool(d: dict[str, Any]) -> bool:
-    return type(d["tool_call_id"]) is str and d["status"] in ("success", "error") and type(d["status"]) is str
+    return type(d["tool_call_id"]) is str and type(d["status"]) is str and d["status"] in ("success", "error")
 
 
 _EXTRA: dict[str, Optional[Callable[[dict[str, Any]], bool]]] = {"human": None, "system": None, "ai": _ai, "tool": _tool}
 
-# (module, class name) -> (class, fields, kind); None until first used.
-_TABLE: Optional[dict[tuple[str, str], tuple[type, tuple[str, ...], str]]] = None
+# (module, class name) -> (class, fields, kind, its own check); None until first used.
+_TABLE: Optional[dict[tuple[str, str], tuple[type, tuple[str, ...], str, Any]]] = None
 
 
 def _build(cls: type, d: dict[str, Any]) -> Any:
@@ -163,8 +168,8 @@ def _sample(kind: str) -> dict[str, Any]:
     return d
 
 
-def _load_table() -> dict[tuple[str, str], tuple[type, tuple[str, ...], str]]:
-    table: dict[tuple[str, str], tuple[type, tuple[str, ...], str]] = {}
+def _load_table() -> dict[tuple[str, str], tuple[type, tuple[str, ...], str, Any]]:
+    table: dict[tuple[str, str], tuple[type, tuple[str, ...], str, Any]] = {}
     try:
         import importlib
 
@@ -199,27 +204,32 @@ def _load_table() -> dict[tuple[str, str], tuple[type, tuple[str, ...], str]]:
                 continue
         except Exception:  # pragma: no cover - another langchain-core: the serializer decodes
             continue
-        table[(module, name)] = (cls, fields, kind)
+        table[(module, name)] = (cls, fields, kind, _EXTRA[kind])
     return table
 
 
 def _ext_hook(code: int, data: bytes) -> Any:
-    if code != EXT_PYDANTIC_V2:
+    if code != EXT_PYDANTIC_V2 or _TABLE is None:
         raise NotPlain
     tup = ormsgpack.unpackb(data, ext_hook=_ext_hook, option=_OPTION)
-    if type(tup) is not list or len(tup) != 4:
+    if type(tup) is not list or len(tup) != 4 or type(tup[0]) is not str or type(tup[1]) is not str:
         raise NotPlain
-    entry = _TABLE.get((tup[0], tup[1])) if _TABLE is not None and type(tup[0]) is str and type(tup[1]) is str else None
+    entry = _TABLE.get((tup[0], tup[1]))
     if entry is None:
         raise NotPlain
-    cls, fields, kind = entry
+    cls, fields, kind, extra = entry
     d = tup[2]
-    if type(d) is not dict or tuple(d) != fields or not _common(d, kind):
+    if type(d) is not dict or tuple(d) != fields or not _common(d, kind) or (extra is not None and not extra(d)):
         raise NotPlain
-    extra = _EXTRA[kind]
-    if extra is not None and not extra(d):
-        raise NotPlain
-    return _build(cls, d)
+    obj = cls.__new__(cls)  # as ``_build``, inline: this runs once per message
+    _set(obj, "__dict__", d)
+    _set(obj, "__pydantic_fields_set__", set(d))
+    _set(obj, "__pydantic_extra__", {})
+    _set(obj, "__pydantic_private__", None)
+    return obj
+
+
+_set = object.__setattr__
 
 
 def available() -> bool:
