@@ -163,13 +163,17 @@ _BATCH = 64  # records decoded per engine read while walking backwards
 
 #: Links of an item list's chain (records naming their parent's list) after which a put
 #: stores the kept list as a manifest blob instead (its items' ids, 32 bytes each), so a
-#: read after a reopen walks at most this many records down.
-SNAPSHOT_LINKS = 256
+#: read after a reopen walks at most this many records down (and the write records between
+#: them). 256 until issue 19's cold read: a reopened read of the 1,000-pair graph walked
+#: 208 links, ~420 records, 6.7 ms of 110; 64 (with ``MANIFEST_CHAIN`` 32) walks at most
+#: 63, for +1.2 % of disk at 1,000 pairs (+0.5 % at 300).
+SNAPSHOT_LINKS = 64
 
 #: Delta manifests in a chain (see the module docstring) before a put stores a whole one
 #: again. Without deltas every manifest repeated the ids of the one before: at 1,000 pairs
 #: of a real graph (2,001 items) 7 manifests took 229 KB, 0.17x the conversation's text.
-MANIFEST_CHAIN = 16
+#: (A whole manifest every 2,048 links, as with 16 links of 128.)
+MANIFEST_CHAIN = 32
 
 #: Checkpoint records stored as a patch of their parent's (``cd``) in a row, after which a
 #: put stores the checkpoint and metadata whole again, so a read after a reopen resolves at
@@ -889,10 +893,15 @@ class _Lane:
     """
 
     def __init__(
-        self, chat: Any, thread_id: str, ns: str, tracked: bool = True, read_blob: Optional[Callable[[str], bytes]] = None
+        self,
+        chat: Any,
+        thread_id: str,
+        ns: str,
+        tracked: bool = True,
+        read_blobs: Optional[Callable[[list[str]], list[bytes]]] = None,
     ) -> None:
         self.chat = chat
-        self.read_blob = read_blob  # reads an item list's manifest blob
+        self.read_blobs = read_blobs  # reads the blobs of an item list's manifest chain
         self.thread_id = thread_id
         self.ns = ns
         # The chat has EARLY_KEY: its newest record carries the early-writes set.
@@ -1147,10 +1156,10 @@ class _Lane:
                 raise ValueError(f"record {s} of thread {self.thread_id!r} has no item list for channel {ch!r}")
             links.append(e)
             if "m" in e:  # the kept list in a manifest blob, whole or a delta over a chain
-                assert self.read_blob is not None
+                assert self.read_blobs is not None
                 ids = []
-                for n, blob in enumerate([*e.get("mb", ()), e["m"]]):
-                    data = self.read_blob(blob)
+                # The chain's blobs in one engine call (up to MANIFEST_CHAIN + 1 of them).
+                for n, data in enumerate(self.read_blobs([*e.get("mb", ()), e["m"]])):
                     at = 0
                     if n > 0:
                         del ids[int.from_bytes(data[:4], "little") :]
@@ -1289,7 +1298,7 @@ class _Registry:
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
             chat = self.store.chat(self.owner, info.id)
-            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blob)
+            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blobs)
 
     def _find(self, thread_id: Optional[str]) -> None:
         """Loads the lanes of ``thread_id`` (None: of every thread) if not done yet."""
@@ -1302,11 +1311,11 @@ class _Registry:
             self._add(self.store.find_chats(self.owner, title=thread_id))
             self.found.add(thread_id)
 
-    def read_blob(self, blob_id: str) -> bytes:
-        if blob_id == EMPTY_BLOB:
-            return b""
-        data: bytes = self.store.get_blob(self.owner, blob_id)
-        return data
+    def read_blobs(self, blob_ids: list[str]) -> list[bytes]:
+        """The bytes of ``blob_ids`` (the empty blob is not stored), read in one call."""
+        stored = [b for b in blob_ids if b != EMPTY_BLOB]
+        got = dict(zip(stored, self.store.get_blobs(self.owner, stored))) if stored else {}
+        return [got.get(b, b"") for b in blob_ids]
 
     @classmethod
     def of(cls, store: Any, owner: str) -> _Registry:
@@ -1324,7 +1333,7 @@ class _Registry:
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
                 chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
-                lane = _Lane(chat, thread_id, ns, True, self.read_blob)
+                lane = _Lane(chat, thread_id, ns, True, self.read_blobs)
                 self.lanes[(thread_id, ns)] = lane
                 self.threads.setdefault(thread_id, set()).add(ns)
             return lane
