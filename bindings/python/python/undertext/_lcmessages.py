@@ -176,7 +176,7 @@ def _load_table() -> dict[tuple[str, str], tuple[type, tuple[str, ...], str, Any
         from langgraph.checkpoint.serde import _msgpack as lg_msgpack
     except ImportError:  # pragma: no cover - another LangGraph: the serializer decodes
         return table
-    safe = getattr(lg_msgpack, "SAFE_MSGPACK_TYPES", frozenset())
+    safe: frozenset[tuple[str, ...]] = getattr(lg_msgpack, "SAFE_MSGPACK_TYPES", frozenset())
     for module, name, fields, validators, kind in _SPECS:
         if (module, name) not in safe:
             continue
@@ -221,7 +221,7 @@ def _ext_hook(code: int, data: bytes) -> Any:
     d = tup[2]
     if type(d) is not dict or tuple(d) != fields or not _common(d, kind) or (extra is not None and not extra(d)):
         raise NotPlain
-    obj = cls.__new__(cls)  # as ``_build``, inline: this runs once per message
+    obj = cls.__new__(cls)  # type: ignore[call-overload]  # as ``_build``, inline: once per message
     _set(obj, "__dict__", d)
     _set(obj, "__pydantic_fields_set__", set(d))
     _set(obj, "__pydantic_extra__", {})

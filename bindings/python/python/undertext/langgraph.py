@@ -1605,13 +1605,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 return _lcmessages.decode(joined)  # type: ignore[no-any-return]
             except _lcmessages.NotPlain:
                 pass
-            out: list[Any] = []
+            items: list[Any] = []
             for d in datas:  # one item at a time: only the others go to the serializer
                 try:
-                    out.append(_lcmessages.decode(d)[0])
+                    items.append(_lcmessages.decode(d)[0])
                 except _lcmessages.NotPlain:
-                    out.append(self.serde.loads_typed((_DEFAULT_TYPE, d))[0])
-            return out
+                    items.append(self.serde.loads_typed((_DEFAULT_TYPE, d))[0])
+            return items
         if len(datas) > 1 and all(d[:1] == b"\x91" for d in datas):
             joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
             try:
