@@ -23,7 +23,10 @@
   never between two calls; an item read a second time is cached (privately: a caller's
   change to what it got changes no later answer). The items a ``put`` adds are decoded
   from their stored bytes right away (in LangGraph's background thread) and the first read
-  of each takes that object, so reading the latest state decodes nothing.
+  of each takes that object, so reading the latest state decodes nothing. LangChain
+  messages in the form LangGraph's own serializer wrote them are decoded by
+  ``undertext._lcmessages`` (the same objects, without the serializer's per-message import
+  and validation); anything else, or any other serializer, goes through ``self.serde``.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
