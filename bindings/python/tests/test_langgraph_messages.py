@@ -111,6 +111,21 @@ def rand_common(rng: random.Random) -> dict[str, Any]:
     return kw
 
 
+def rand_usage(rng: random.Random) -> dict[str, Any]:
+    """Usage metadata as providers fill it: counts, details in any order, sometimes a
+    provider's own detail key (validation keeps it: the saver leaves such a message to the
+    serializer)."""
+    u: dict[str, Any] = {"total_tokens": 9, "input_tokens": 4, "output_tokens": 5}
+    if rng.random() < 0.5:
+        keys = rng.sample(["cache_read", "audio", "cache_creation"], rng.randrange(4))
+        u["input_token_details"] = {k: rng.randrange(100) for k in keys}
+        if rng.random() < 0.2:
+            u["input_token_details"]["provider_own"] = 1
+    if rng.random() < 0.5:
+        u["output_token_details"] = {k: rng.randrange(100) for k in rng.sample(["reasoning", "audio"], rng.randrange(3))}
+    return u
+
+
 def rand_message(rng: random.Random) -> Any:
     kind = rng.randrange(12)
     kw = rand_common(rng)
@@ -123,8 +138,8 @@ def rand_message(rng: random.Random) -> Any:
             for tc in kw["tool_calls"]:
                 if not isinstance(tc["args"], dict):
                     tc["args"] = {"v": tc["args"]}
-        if rng.random() < 0.15:
-            kw["usage_metadata"] = {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7}
+        if rng.random() < 0.4:
+            kw["usage_metadata"] = rand_usage(rng)
         if rng.random() < 0.1:
             kw["invalid_tool_calls"] = [{"name": "bad", "args": "{not json", "id": "i1", "error": "parse"}]
         if rng.random() < 0.15 and not kw.get("tool_calls"):
@@ -158,7 +173,7 @@ def crafted(rng: random.Random) -> bytes:
     for a validated message (keys missing, extra, reordered; values validation changes)."""
     base = AIMessage(content="c", tool_calls=[{"name": "f", "args": {"a": 1}, "id": "t"}], id="a").model_dump()
     d = dict(base)
-    how = rng.randrange(9)
+    how = rng.randrange(13)
     if how == 0:
         d.pop("name")
     elif how == 1:
@@ -175,6 +190,12 @@ def crafted(rng: random.Random) -> bytes:
         d["tool_calls"] = [{"name": "f", "args": {1: "int key"}, "id": "t", "type": "tool_call"}]
     elif how == 7:
         d["content"] = ["ok", 5]
+    elif how == 9:  # usage counts out of order
+        d["usage_metadata"] = {"output_tokens": 2, "input_tokens": 1, "total_tokens": 3}
+    elif how == 10:  # a bool and a float count (validation makes ints of them)
+        d["usage_metadata"] = {"input_tokens": True, "output_tokens": 2.0, "total_tokens": 3}
+    elif how == 11:  # a key of no TypedDict
+        d["usage_metadata"] = {"input_tokens": 1, "output_tokens": 2, "total_tokens": 3, "extra": 1}
     else:
         t = ToolMessage(content="r", tool_call_id="t").model_dump()
         t["tool_call_id"] = 42
@@ -218,6 +239,10 @@ def test_canonical_messages_are_built_without_the_serializer() -> None:
         SystemMessage(content=["a", {"type": "text", "text": "b"}], name="sys"),
         AIMessage(content="", tool_calls=[{"name": "read", "args": {"p": "ü"}, "id": "c1"}], id="a", response_metadata={"m": 1}),
         AIMessage(content="no tools", additional_kwargs={"refusal": None}),
+        AIMessage(
+            content="used",
+            usage_metadata={"input_tokens": 1, "output_tokens": 2, "total_tokens": 3, "input_token_details": {"cache_read": 1}},
+        ),
         ToolMessage(content="x" * 1300, tool_call_id="c1", status="error", artifact={"k": [1, 2]}),
     ]
     for m in msgs:

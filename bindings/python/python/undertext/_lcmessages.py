@@ -104,11 +104,52 @@ def _tool_call(tc: Any) -> bool:
     )
 
 
+#: ``UsageMetadata``'s keys and its two details dicts' keys, in declaration order (pydantic
+#: writes a validated TypedDict's declared keys in this order; an int stays an int).
+_USAGE = ("input_tokens", "output_tokens", "total_tokens", "input_token_details", "output_token_details")
+_USAGE_DETAILS = {
+    "input_token_details": ("audio", "cache_creation", "cache_read"),
+    "output_token_details": ("audio", "reasoning"),
+}
+_USAGE_CLASSES = {"UsageMetadata": _USAGE, "InputTokenDetails": _USAGE_DETAILS["input_token_details"],
+                  "OutputTokenDetails": _USAGE_DETAILS["output_token_details"]}  # fmt: skip
+
+
+def _ordered_ints(d: dict[str, Any], order: tuple[str, ...]) -> bool:
+    """Keys in ``order``'s order (any subset), each an int (not a bool): what validating a
+    ``total=False`` TypedDict of ints leaves unchanged."""
+    at = 0
+    for k, v in d.items():
+        if type(v) is not int or k not in order[at:]:
+            return False
+        at = order.index(k, at) + 1
+    return True
+
+
+def _usage(u: Any) -> bool:
+    """Usage metadata as validation leaves it: the three counts first, in order, then
+    either details dict (in order), no other key, every count an int."""
+    if type(u) is not dict:
+        return False
+    keys = tuple(u)
+    if keys[:3] != _USAGE[:3] or not _ordered_ints({k: u[k] for k in keys[:3]}, _USAGE[:3]):
+        return False
+    rest = keys[3:]
+    if rest and rest not in (_USAGE[3:4], _USAGE[4:5], _USAGE[3:5]):
+        return False
+    return all(type(u[k]) is dict and _ordered_ints(u[k], _USAGE_DETAILS[k]) for k in rest)
+
+
+# Set by ``_load_table``: whether langchain-core's usage TypedDicts are the ones above.
+_usage_known = False
+
+
 def _ai(d: dict[str, Any]) -> bool:
     calls = d["tool_calls"]
     if type(calls) is not list or type(d["invalid_tool_calls"]) is not list or d["invalid_tool_calls"]:
         return False
-    if d["usage_metadata"] is not None:
+    u = d["usage_metadata"]
+    if u is not None and not (_usage_known and _usage(u)):
         return False
     # With no tool calls, validation parses ``additional_kwargs["tool_calls"]`` into them.
     if not calls:
@@ -163,6 +204,13 @@ def _sample(kind: str) -> dict[str, Any]:
     d: dict[str, Any] = {"content": "x", "id": "i"}
     if kind == "ai":
         d["tool_calls"] = [{"name": "f", "args": {"a": 1}, "id": "c"}]
+        d["usage_metadata"] = {
+            "input_tokens": 1,
+            "output_tokens": 2,
+            "total_tokens": 3,
+            "input_token_details": {"audio": 0, "cache_read": 1},
+            "output_token_details": {"reasoning": 2},
+        }
     if kind == "tool":
         d["tool_call_id"] = "c"
     return d
@@ -177,6 +225,12 @@ def _load_table() -> dict[tuple[str, str], tuple[type, tuple[str, ...], str, Any
     except ImportError:  # pragma: no cover - another LangGraph: the serializer decodes
         return table
     safe: frozenset[tuple[str, ...]] = getattr(lg_msgpack, "SAFE_MSGPACK_TYPES", frozenset())
+    global _usage_known
+    try:
+        ai = importlib.import_module("langchain_core.messages.ai")
+        _usage_known = all(tuple(getattr(ai, n).__annotations__) == keys for n, keys in _USAGE_CLASSES.items())
+    except Exception:  # pragma: no cover - another langchain-core: usage goes to the serializer
+        _usage_known = False
     for module, name, fields, validators, kind in _SPECS:
         if (module, name) not in safe:
             continue
