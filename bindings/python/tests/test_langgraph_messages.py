@@ -268,10 +268,11 @@ def test_a_serializer_other_than_langgraphs_own_decodes_every_item() -> None:
             saver.close()
 
 
-def test_a_read_after_reopen_decodes_messages_without_the_serializers_hook(tmp_path: Any) -> None:
+@pytest.mark.parametrize("item_lists", [True, False], ids=["item-lists", "whole-values"])
+def test_a_read_after_reopen_decodes_messages_without_the_serializers_hook(tmp_path: Any, item_lists: bool) -> None:
     path = tmp_path / "store"
     msgs: list[Any] = [HumanMessage(content="start", id="h0")]
-    with UndertextSaver.open(path) as saver:
+    with UndertextSaver.open(path, item_lists=item_lists) as saver:
         cfg: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         for i in range(40):
             msgs.append(AIMessage(content=f"step {i}", tool_calls=[{"name": "read", "args": {"i": i}, "id": f"c{i}"}], id=f"a{i}"))
@@ -281,6 +282,7 @@ def test_a_read_after_reopen_decodes_messages_without_the_serializers_hook(tmp_p
             cp["channel_values"] = {"messages": list(msgs)}
             cp["channel_versions"] = {"messages": f"{i + 1:032}"}
             cfg = saver.put(cfg, cp, {"step": i}, {"messages": f"{i + 1:032}"})
+        saver.put_writes(cfg, [("messages", [AIMessage(content="pending", id="p")])], "task-1")
     serde = JsonPlusSerializer()
     calls = []
     hook = serde._unpack_ext_hook
@@ -296,4 +298,5 @@ def test_a_read_after_reopen_decodes_messages_without_the_serializers_hook(tmp_p
         plain = JsonPlusSerializer()
         same(got.checkpoint["channel_values"]["messages"], plain.loads_typed(plain.dumps_typed(msgs)))
         assert got.checkpoint["channel_values"]["messages"] == msgs
+        assert got.pending_writes == [("task-1", "messages", [AIMessage(content="pending", id="p")])]
     assert calls == [], f"the serializer's hook ran {len(calls)} times"

@@ -1517,7 +1517,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
         rest = b"" if blob_id == EMPTY_BLOB else self.store.get_blob(self.owner, blob_id)
-        return self.serde.loads_typed((typ, head + rest))
+        data = head + rest
+        if typ == _DEFAULT_TYPE and data and self._plain_messages():
+            try:  # a value stored whole (a list of messages, a pending write): as items are
+                return _lcmessages.decode(data)
+            except _lcmessages.NotPlain:
+                pass
+        return self.serde.loads_typed((typ, data))
 
     def _load_channel(self, entry: list[Any], what: tuple[str, str, str]) -> Any:
         """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
