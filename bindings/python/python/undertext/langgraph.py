@@ -23,7 +23,10 @@
   never between two calls; an item read a second time is cached (privately: a caller's
   change to what it got changes no later answer). The items a ``put`` adds are decoded
   from their stored bytes right away (in LangGraph's background thread) and the first read
-  of each takes that object, so reading the latest state decodes nothing.
+  of each takes that object, so reading the latest state decodes nothing. LangChain
+  messages in the form LangGraph's own serializer wrote them are decoded by
+  ``undertext._lcmessages`` (the same objects, without the serializer's per-message import
+  and validation); anything else, or any other serializer, goes through ``self.serde``.
 * Each (thread, namespace) pair is one engine chat of the saver's owner (title: the
   thread id, ``extra``: ``{"undertext.langgraph": ns}``). Every ``put`` and
   ``put_writes`` appends one record to it: a small JSON manifest naming the blobs,
@@ -139,6 +142,7 @@ try:
         get_checkpoint_metadata,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as e:  # pragma: no cover - exercised without LangGraph installed
     raise ImportError(
         "undertext.langgraph needs LangGraph's checkpoint package: pip install 'undertext[langgraph]' "
@@ -146,6 +150,7 @@ except ImportError as e:  # pragma: no cover - exercised without LangGraph insta
     ) from e
 
 import undertext
+from undertext import _lcmessages
 
 __all__ = ["LazyChannelValues", "UnloadedChannelValue", "UndertextSaver"]
 
@@ -161,13 +166,17 @@ _BATCH = 64  # records decoded per engine read while walking backwards
 
 #: Links of an item list's chain (records naming their parent's list) after which a put
 #: stores the kept list as a manifest blob instead (its items' ids, 32 bytes each), so a
-#: read after a reopen walks at most this many records down.
-SNAPSHOT_LINKS = 256
+#: read after a reopen walks at most this many records down (and the write records between
+#: them). 256 until issue 19's cold read: a reopened read of the 1,000-pair graph walked
+#: 208 links, ~420 records, 6.7 ms of 110; 64 (with ``MANIFEST_CHAIN`` 32) walks at most
+#: 63, for +1.2 % of disk at 1,000 pairs (+0.5 % at 300).
+SNAPSHOT_LINKS = 64
 
 #: Delta manifests in a chain (see the module docstring) before a put stores a whole one
 #: again. Without deltas every manifest repeated the ids of the one before: at 1,000 pairs
 #: of a real graph (2,001 items) 7 manifests took 229 KB, 0.17x the conversation's text.
-MANIFEST_CHAIN = 16
+#: (A whole manifest every 2,048 links, as with 16 links of 128.)
+MANIFEST_CHAIN = 32
 
 #: Checkpoint records stored as a patch of their parent's (``cd``) in a row, after which a
 #: put stores the checkpoint and metadata whole again, so a read after a reopen resolves at
@@ -887,10 +896,15 @@ class _Lane:
     """
 
     def __init__(
-        self, chat: Any, thread_id: str, ns: str, tracked: bool = True, read_blob: Optional[Callable[[str], bytes]] = None
+        self,
+        chat: Any,
+        thread_id: str,
+        ns: str,
+        tracked: bool = True,
+        read_blobs: Optional[Callable[[list[str]], list[bytes]]] = None,
     ) -> None:
         self.chat = chat
-        self.read_blob = read_blob  # reads an item list's manifest blob
+        self.read_blobs = read_blobs  # reads the blobs of an item list's manifest chain
         self.thread_id = thread_id
         self.ns = ns
         # The chat has EARLY_KEY: its newest record carries the early-writes set.
@@ -1145,10 +1159,10 @@ class _Lane:
                 raise ValueError(f"record {s} of thread {self.thread_id!r} has no item list for channel {ch!r}")
             links.append(e)
             if "m" in e:  # the kept list in a manifest blob, whole or a delta over a chain
-                assert self.read_blob is not None
+                assert self.read_blobs is not None
                 ids = []
-                for n, blob in enumerate([*e.get("mb", ()), e["m"]]):
-                    data = self.read_blob(blob)
+                # The chain's blobs in one engine call (up to MANIFEST_CHAIN + 1 of them).
+                for n, data in enumerate(self.read_blobs([*e.get("mb", ()), e["m"]])):
                     at = 0
                     if n > 0:
                         del ids[int.from_bytes(data[:4], "little") :]
@@ -1287,7 +1301,7 @@ class _Registry:
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
             chat = self.store.chat(self.owner, info.id)
-            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blob)
+            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blobs)
 
     def _find(self, thread_id: Optional[str]) -> None:
         """Loads the lanes of ``thread_id`` (None: of every thread) if not done yet."""
@@ -1300,11 +1314,11 @@ class _Registry:
             self._add(self.store.find_chats(self.owner, title=thread_id))
             self.found.add(thread_id)
 
-    def read_blob(self, blob_id: str) -> bytes:
-        if blob_id == EMPTY_BLOB:
-            return b""
-        data: bytes = self.store.get_blob(self.owner, blob_id)
-        return data
+    def read_blobs(self, blob_ids: list[str]) -> list[bytes]:
+        """The bytes of ``blob_ids`` (the empty blob is not stored), read in one call."""
+        stored = [b for b in blob_ids if b != EMPTY_BLOB]
+        got = dict(zip(stored, self.store.get_blobs(self.owner, stored))) if stored else {}
+        return [got.get(b, b"") for b in blob_ids]
 
     @classmethod
     def of(cls, store: Any, owner: str) -> _Registry:
@@ -1322,7 +1336,7 @@ class _Registry:
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
                 chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
-                lane = _Lane(chat, thread_id, ns, True, self.read_blob)
+                lane = _Lane(chat, thread_id, ns, True, self.read_blobs)
                 self.lanes[(thread_id, ns)] = lane
                 self.threads.setdefault(thread_id, set()).add(ns)
             return lane
@@ -1503,7 +1517,13 @@ class UndertextSaver(BaseCheckpointSaver[str]):
 
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
         rest = b"" if blob_id == EMPTY_BLOB else self.store.get_blob(self.owner, blob_id)
-        return self.serde.loads_typed((typ, head + rest))
+        data = head + rest
+        if typ == _DEFAULT_TYPE and data and self._plain_messages():
+            try:  # a value stored whole (a list of messages, a pending write): as items are
+                return _lcmessages.decode(data)
+            except _lcmessages.NotPlain:
+                pass
+        return self.serde.loads_typed((typ, data))
 
     def _load_channel(self, entry: list[Any], what: tuple[str, str, str]) -> Any:
         """The value of a manifest entry ``[type, blob, head]``: ``head`` (base64) is the
@@ -1572,9 +1592,35 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             out.append(x)
         return out
 
+    def _plain_messages(self) -> bool:
+        """Whether item blobs may be decoded by ``_lcmessages`` (LangGraph's own serializer,
+        unchanged: it builds those messages under every allow-list setting)."""
+        serde = self.serde
+        return (
+            type(serde) is JsonPlusSerializer
+            and getattr(serde, "_custom_unpack_ext_hook", True) is False
+            and _lcmessages.available()
+        )
+
     def _decode_items(self, datas: list[bytes]) -> list[Any]:
         """The items of item blobs (each a serialized one-item list), decoded in one call
-        of the serializer when they are msgpack: one array of every item."""
+        when they are msgpack: one array of every item. LangChain messages in the form
+        LangGraph's serializer wrote them are built by ``_lcmessages`` (what the serializer
+        would give, without its per-message import and validation); anything else by the
+        serializer."""
+        if self._plain_messages() and all(d[:1] == b"\x91" for d in datas):
+            joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
+            try:
+                return _lcmessages.decode(joined)  # type: ignore[no-any-return]
+            except _lcmessages.NotPlain:
+                pass
+            items: list[Any] = []
+            for d in datas:  # one item at a time: only the others go to the serializer
+                try:
+                    items.append(_lcmessages.decode(d)[0])
+                except _lcmessages.NotPlain:
+                    items.append(self.serde.loads_typed((_DEFAULT_TYPE, d))[0])
+            return items
         if len(datas) > 1 and all(d[:1] == b"\x91" for d in datas):
             joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
             try:
