@@ -8,18 +8,25 @@
 //! * `blob ID` — a shared blob stored (the same contents in every worker);
 //! * `err MESSAGE` — an operation failed (the worker goes on after a pause);
 //!
-//! and `done` at the end. Usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...] [appends]
-//! (`appends`: every operation is a one-message append, for a throughput measurement).
+//! and `done` at the end. Usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...] [appends|held]
+//! (`appends`: every operation is a one-message append, for a throughput measurement, each on
+//! a chat resolved with `Store::chat`; `held`: the same appends on `Chat` handles opened once
+//! and kept, as a harness holding its chats does). `fleet_worker URL OWNER new N` creates N
+//! chats of OWNER and prints `chats ID,ID,...`.
 
 use std::io::Write;
 use std::time::Duration;
 
 use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::{ChatId, Durability, Error, NewMessage, Options, Store};
+use undertext::{ChatId, ChatMeta, Durability, Error, NewMessage, Options, Store};
 use undertext_tests::Rng;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.len() == 5 && args[3] == "new" {
+        create_chats(&args[1], &args[2], &args[4]);
+        return;
+    }
     let parsed = (|| {
         let url = args.get(1)?.clone();
         let owner = args.get(2)?.clone();
@@ -27,10 +34,11 @@ fn main() {
         let steps = args.get(4)?.parse::<u64>().ok()?;
         let chats =
             args.get(5)?.split(',').map(|c| c.parse::<u64>().ok().map(ChatId)).collect::<Option<Vec<_>>>()?;
-        let appends_only = args.get(6).is_some_and(|a| a == "appends");
-        Some((url, owner, seed, steps, chats, appends_only))
+        let mode = args.get(6).map(String::as_str);
+        let appends_only = matches!(mode, Some("appends" | "held"));
+        Some((url, owner, seed, steps, chats, appends_only, mode == Some("held")))
     })();
-    let Some((url, owner, seed, steps, chats, appends_only)) = parsed else {
+    let Some((url, owner, seed, steps, chats, appends_only, held)) = parsed else {
         eprintln!("usage: fleet_worker URL OWNER SEED STEPS CHAT[,CHAT...]");
         std::process::exit(2);
     };
@@ -49,12 +57,27 @@ fn main() {
         }
     };
     say("ready".into());
+    let mut handles = std::collections::HashMap::new();
+    if held {
+        for id in &chats {
+            match store.chat(&owner, *id) {
+                Ok(c) => handles.insert(*id, c),
+                Err(e) => {
+                    eprintln!("chat {}: {e}", id.0);
+                    std::process::exit(1);
+                }
+            };
+        }
+    }
     let mut rng = Rng::new(seed);
     let copts = CheckpointOptions { segment_tokens: 20, fan_in: 4, ..CheckpointOptions::default() };
     for i in 0..steps {
         let chat_id = chats[rng.range(0, chats.len() as u64) as usize];
         let r: Result<Vec<String>, Error> = (|| {
-            let chat = store.chat(&owner, chat_id)?;
+            let chat = match handles.get(&chat_id) {
+                Some(c) => c.clone(),
+                None => store.chat(&owner, chat_id)?,
+            };
             let roll = if appends_only { 0 } else { rng.range(0, 100) };
             if roll < 70 {
                 let text = format!("w{seed}-{i} reads section {i} and finds value {}", rng.next_u64() % 1000);
@@ -106,4 +129,27 @@ fn main() {
         }
     }
     say("done".into());
+}
+
+/// Creates `n` chats of `owner` at `url` and prints their ids (`chats ID,ID,...`).
+fn create_chats(url: &str, owner: &str, n: &str) {
+    let made = (|| -> Result<Vec<String>, String> {
+        let n: u64 = n.parse().map_err(|_| format!("expected a number of chats, found {n:?}"))?;
+        let store = Store::open(url, Options::default()).map_err(|e| e.to_string())?;
+        (0..n)
+            .map(|_| {
+                store
+                    .create_chat(owner, ChatMeta::default())
+                    .map(|c| c.0.to_string())
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    })();
+    match made {
+        Ok(ids) => println!("chats {}", ids.join(",")),
+        Err(e) => {
+            eprintln!("creating chats failed: {e}");
+            std::process::exit(1);
+        }
+    }
 }
