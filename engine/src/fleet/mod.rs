@@ -8,6 +8,7 @@
 //! `Core`. See `store/remote.rs` for the stream protocol and engine/FORMAT.md ("Fleet mode")
 //! for the schema.
 
+mod conn;
 mod gc;
 mod pg;
 mod s3;

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use postgres::{Client, NoTls};
+use postgres::NoTls;
+
+use super::conn::Conn;
 
 use super::s3::S3;
 use super::url::FleetUrl;
@@ -99,11 +101,11 @@ struct Local {
 pub(crate) struct Fleet {
     shown: String,
     config: postgres::Config,
-    idle: Mutex<Vec<Client>>,
+    idle: Mutex<Vec<Conn>>,
     streams: Mutex<HashMap<Stream, Arc<Mutex<Local>>>>,
     /// Chats locked by a write in progress: the connection holding the row lock, in a
-    /// transaction.
-    held: Mutex<HashMap<u64, Client>>,
+    /// transaction, and the row as the lock read it (it cannot change until the commit).
+    held: Mutex<HashMap<u64, (Conn, ChatRow)>>,
     /// The local replica's directory, made for this open and removed when it closes.
     replica: PathBuf,
     /// Blobs in S3-compatible storage (`?blobs=s3://…`); `ut_blobs` then keeps a row without
@@ -139,7 +141,7 @@ impl Fleet {
     pub(super) fn stored(&self, id: &BlobId) -> Result<Option<StoredBlob>> {
         let mut c = self.client()?;
         let row = c
-            .query_opt(
+            .query_opt_cached(
                 "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
                 &[&id.as_bytes().as_slice()],
             )
@@ -251,17 +253,17 @@ impl Fleet {
     }
 
     /// A connection: an idle one, or a new one.
-    pub(super) fn client(&self) -> Result<Client> {
+    pub(super) fn client(&self) -> Result<Conn> {
         while let Some(c) = self.idle.lock().pop() {
             if !c.is_closed() {
                 return Ok(c);
             }
         }
-        self.config.connect(NoTls).map_err(|e| self.err("connect", &e))
+        self.config.connect(NoTls).map(Conn::new).map_err(|e| self.err("connect", &e))
     }
 
     /// Gives a connection back for reuse (a closed one is dropped).
-    pub(super) fn put(&self, c: Client) {
+    pub(super) fn put(&self, c: Conn) {
         let mut idle = self.idle.lock();
         if !c.is_closed() && idle.len() < MAX_IDLE {
             idle.push(c);
@@ -274,9 +276,9 @@ impl Fleet {
 
     /// Appends to the local log every batch of stream `s` after the replica's version (held
     /// by the caller in `local`), in version order; a version that does not follow is damage.
-    fn pull(&self, c: &mut Client, core: &Core, s: &Stream, local: &mut Local) -> Result<()> {
+    fn pull(&self, c: &mut Conn, core: &Core, s: &Stream, local: &mut Local) -> Result<()> {
         let rows = c
-            .query(
+            .query_cached(
                 // A batch left without records (gc dropped those of a deleted chat) still
                 // counts: the versions stay dense.
                 "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
@@ -323,7 +325,7 @@ impl Fleet {
     }
 
     /// Brings stream `s` up to `version` (pulling on `c`).
-    fn catch_up(&self, c: &mut Client, core: &Core, s: &Stream, version: u64) -> Result<(u64, u64)> {
+    fn catch_up(&self, c: &mut Conn, core: &Core, s: &Stream, version: u64) -> Result<(u64, u64)> {
         let local = self.local(s);
         let mut l = local.lock();
         if l.applied < version {
@@ -358,7 +360,7 @@ impl Fleet {
             .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
             .collect();
         let mut c = self.client()?;
-        c.execute(
+        c.execute_cached(
             "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
              SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
              ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
@@ -405,7 +407,7 @@ impl Fleet {
             let ids: Vec<&[u8]> = want.iter().map(|id| id.as_bytes().as_slice()).collect();
             let mut c = self.client()?;
             let rows = c
-                .query(
+                .query_cached(
                     "UPDATE ut_blobs SET stored_at = now() WHERE id = ANY($1) AND NOT doomed RETURNING id, kind",
                     &[&ids],
                 )
@@ -483,24 +485,18 @@ impl Fleet {
         Ok(Stream { chat: 0, owner: String::new() })
     }
 
-    /// The catalog part of a commit, on `tx` (which holds the stream's row lock): checks the
-    /// chat's records against its row (dense seqs, the next revision, the publication guard),
-    /// inserts the batch at `version` and updates the row.
+    /// The catalog part of a commit, on `c` (in a transaction holding the stream's row
+    /// lock): checks the chat's records against its row (dense seqs, the next revision, the
+    /// publication guard), then inserts the batch at `version` and its records and updates
+    /// the stream's row, all in one statement (one round trip).
     fn write_batch(
         &self,
-        c: &mut Client,
+        c: &mut Conn,
         s: &Stream,
         version: u64,
         txn: &Txn,
         row: Option<&ChatRow>,
     ) -> Result<()> {
-        let inserted = c
-            .query_one(
-                "INSERT INTO ut_batches (chat, owner, version) VALUES ($1, $2, $3) RETURNING id",
-                &[&(s.chat as i64), &s.owner, &(version as i64)],
-            )
-            .map_err(|e| self.err("insert the batch", &e))?;
-        let batch: i64 = self.col(&inserted, 0)?;
         let mut idx: Vec<i32> = Vec::new();
         let mut kinds: Vec<i16> = Vec::new();
         let mut chats: Vec<Option<i64>> = Vec::new();
@@ -518,54 +514,70 @@ impl Fleet {
             seqs.push(seq.map(|q| q as i64));
             payloads.push(&r.payload);
         }
-        c.execute(
-            "INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
-             SELECT $1, * FROM unnest($2::integer[], $3::smallint[], $4::bigint[], $5::bigint[], $6::bytea[])",
-            &[&batch, &idx, &kinds, &chats, &seqs, &payloads],
-        )
-        .map_err(|e| self.err("insert the records", &e))?;
-        match (row, next) {
-            (Some(before), Some(after)) => {
-                if let Some(reach) = after.publish {
-                    // Guarded publication: one statement, in the transaction that writes the
-                    // checkpoint record.
-                    let base = after.publish_base;
-                    let n = c
-                        .execute(
-                            "UPDATE ut_chats SET published_reach = $3 \
-                             WHERE id = $1 AND revision = $2 AND published_reach < $3",
-                            &[&(s.chat as i64), &(base as i64), &(reach as i64)],
-                        )
-                        .map_err(|e| self.err("publish the checkpoint", &e))?;
-                    if n == 0 {
-                        return Err(Error::Conflict(if before.revision != base {
-                            Conflict::Edited { base, now: before.revision }
-                        } else {
-                            Conflict::NotNewer { published_reach: before.published_reach.max(0) as u64 }
-                        }));
-                    }
-                }
-                c.execute(
-                    "UPDATE ut_chats SET version = $2, revision = $3, next_seq = $4, deleted = $5 WHERE id = $1",
-                    &[
-                        &(s.chat as i64),
-                        &(version as i64),
-                        &(after.revision as i64),
-                        &(after.next_seq as i64),
-                        &after.deleted,
-                    ],
+        let (Some(before), Some(after)) = (row, next) else {
+            // An owner's own stream, or the global one.
+            let done = c
+                .query_one_cached(
+                    WRITE_OWNER_BATCH,
+                    &[&s.owner, &(version as i64), &idx, &kinds, &chats, &seqs, &payloads],
                 )
-                .map_err(|e| self.err("update the chat", &e))?;
+                .map_err(|e| self.err("write the batch", &e))?;
+            let (owners, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
+            if owners != 1 || records != idx.len() as i64 {
+                return Err(self.bad(format!(
+                    "owner {:?}: expected its row and {} records written, found {owners} and {records}",
+                    s.owner,
+                    idx.len()
+                )));
             }
-            _ => {
-                c.execute(
-                    "UPDATE ut_owners SET version = $2 WHERE owner = $1",
-                    &[&s.owner, &(version as i64)],
-                )
-                .map_err(|e| self.err("update the owner", &e))?;
-            }
+            return Ok(());
+        };
+        // Guarded publication is part of the chat row's update: a checkpoint record's batch
+        // is written only if the row is still at the checkpoint's base revision and below
+        // its reach.
+        let (reach, base) = match after.publish {
+            Some(reach) => (reach as i64, after.publish_base as i64),
+            None => (-1, 0),
+        };
+        let done = c
+            .query_one_cached(
+                WRITE_CHAT_BATCH,
+                &[
+                    &(s.chat as i64),
+                    &(version as i64),
+                    &(after.revision as i64),
+                    &(after.next_seq as i64),
+                    &after.deleted,
+                    &reach,
+                    &base,
+                    &idx,
+                    &kinds,
+                    &chats,
+                    &seqs,
+                    &payloads,
+                ],
+            )
+            .map_err(|e| self.err("write the batch", &e))?;
+        let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
+        if updated == 1 && records == idx.len() as i64 {
+            return Ok(());
         }
-        Ok(())
+        let (base, reach) = (base as u64, reach);
+        Err(match after.publish {
+            Some(_) if before.revision != base => {
+                Error::Conflict(Conflict::Edited { base, now: before.revision })
+            }
+            Some(_) if before.published_reach >= reach => {
+                Error::Conflict(Conflict::NotNewer { published_reach: before.published_reach.max(0) as u64 })
+            }
+            _ => self.bad(format!(
+                "chat {}: expected its row at version {} and {} records written, found {updated} row(s) \
+                 and {records} record(s); nothing was written",
+                s.chat,
+                before.version,
+                idx.len()
+            )),
+        })
     }
 
     /// Commits `txn` for chat stream `s` on `c`, which is in a transaction holding the chat's
@@ -573,7 +585,7 @@ impl Fleet {
     fn commit_chat(
         &self,
         core: &Core,
-        c: &mut Client,
+        c: &mut Conn,
         s: &Stream,
         row: &ChatRow,
         txn: Txn,
@@ -593,6 +605,48 @@ impl Fleet {
         let committed = core.append_local(txn)?;
         l.applied = version;
         Ok(committed)
+    }
+
+    /// Begins a transaction and locks chat `chat`'s row, in one round trip (both statements
+    /// in one simple query; the id is a number, written into the text). `None`: no such chat
+    /// (the transaction is left open: the caller rolls back).
+    fn begin_locked(&self, c: &mut Conn, chat: u64) -> Result<Option<ChatRow>> {
+        let sql = format!("BEGIN; SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {} FOR UPDATE", chat as i64);
+        let msgs = c.simple_query(&sql).map_err(|e| self.err("lock the chat", &e))?;
+        let mut rows = msgs.iter().filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => Some(r),
+            _ => None,
+        });
+        let Some(r) = rows.next() else { return Ok(None) };
+        let text = |i: usize| -> Result<&str> {
+            r.try_get(i)
+                .map_err(|e| self.err("read a column", &e))?
+                .ok_or_else(|| self.bad(format!("chat {chat}: column {i} of its row is NULL")))
+        };
+        let num = |i: usize| -> Result<i64> {
+            let t = text(i)?;
+            t.parse::<i64>()
+                .map_err(|_| self.bad(format!("chat {chat}: expected a number in column {i}, found {t:?}")))
+        };
+        let unsigned = |i: usize| -> Result<u64> {
+            let v = num(i)?;
+            u64::try_from(v)
+                .map_err(|_| self.bad(format!("expected a non-negative number in column {i}, found {v}")))
+        };
+        let deleted = match text(4)? {
+            "t" => true,
+            "f" => false,
+            other => {
+                return Err(self.bad(format!("chat {chat}: expected t or f in column 4, found {other:?}")));
+            }
+        };
+        Ok(Some(ChatRow {
+            version: unsigned(0)?,
+            revision: unsigned(1)?,
+            next_seq: unsigned(2)?,
+            published_reach: num(3)?,
+            deleted,
+        }))
     }
 }
 
@@ -699,6 +753,44 @@ impl After {
 
 const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
 
+/// A chat stream's batch in one statement: the chat row moves to version $2 (from $2 - 1)
+/// with its new revision, message count and deletion, and, when $6 >= 0, publishes reach $6
+/// only if the row is at revision $7 below reach $6 (guarded publication); the batch and its
+/// records are inserted only if the row was updated. Returns (rows updated, records inserted).
+const WRITE_CHAT_BATCH: &str = "\
+WITH u AS ( \
+    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
+        deleted = $5::boolean, \
+        published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
+    WHERE id = $1::bigint AND version = $2::bigint - 1 \
+        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
+    RETURNING id \
+), b AS ( \
+    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
+), r AS ( \
+    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+    SELECT b.id, x.* FROM b, \
+        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
+    RETURNING 1 \
+) \
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
+
+/// An owner's own (or the global) stream's batch in one statement: the owner row $1 moves
+/// to version $2, and the batch and its records are inserted. Returns (rows updated, records
+/// inserted).
+const WRITE_OWNER_BATCH: &str = "\
+WITH o AS ( \
+    UPDATE ut_owners SET version = $2::bigint WHERE owner = $1::text RETURNING owner \
+), b AS ( \
+    INSERT INTO ut_batches (chat, owner, version) SELECT 0, owner, $2::bigint FROM o RETURNING id \
+), r AS ( \
+    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+    SELECT b.id, x.* FROM b, \
+        unnest($3::integer[], $4::smallint[], $5::bigint[], $6::bigint[], $7::bytea[]) AS x \
+    RETURNING 1 \
+) \
+SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM r)";
+
 impl Remote for Fleet {
     fn commit(&self, core: &Core, txn: Txn) -> Result<Committed> {
         let s = self.stream_of(&txn)?;
@@ -710,8 +802,9 @@ impl Remote for Fleet {
         }
         if s.chat != 0 {
             let held = self.held.lock().remove(&s.chat);
-            let mut c = match held {
-                Some(c) => c,
+            let (mut c, row) = match held {
+                // Locked by this write (`lock_chat`): the row as the lock read it.
+                Some((c, row)) => (c, Some(row)),
                 None => {
                     // Not locked by a write: a new chat, or a write path that does not lock.
                     let mut c = self.client()?;
@@ -719,38 +812,33 @@ impl Remote for Fleet {
                     if let Some(r) = txn.records.iter().find(|r| r.kind == kind::CHAT) {
                         let rec: ChatRec =
                             record::decode(&r.payload, "chat").map_err(Error::InvalidArgument)?;
-                        let done = c
-                            .execute(
-                                "INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING",
-                                &[&rec.owner],
-                            )
-                            .and_then(|_| {
-                                c.execute(
-                                    "INSERT INTO ut_chats (id, owner) VALUES ($1, $2)",
-                                    &[&(rec.chat as i64), &rec.owner],
-                                )
-                            });
-                        if let Err(e) = done {
+                        if let Err(e) = c.execute_cached(
+                            "WITH o AS (INSERT INTO ut_owners (owner) VALUES ($2) ON CONFLICT DO NOTHING) \
+                             INSERT INTO ut_chats (id, owner) VALUES ($1, $2)",
+                            &[&(rec.chat as i64), &rec.owner],
+                        ) {
                             let _ = c.batch_execute("ROLLBACK");
                             return Err(self.err("create the chat", &e));
                         }
                     }
-                    c
+                    (c, None)
                 }
             };
-            let result = c
-                .query_opt(
-                    &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 FOR UPDATE"),
-                    &[&(s.chat as i64)],
-                )
-                .map_err(|e| self.err("lock the chat", &e))
-                .and_then(|row| {
-                    let row = match row {
-                        Some(r) => self.chat_row(&r)?,
-                        None => return Err(Error::NotFound { what: format!("chat {}", s.chat) }),
-                    };
-                    self.commit_chat(core, &mut c, &s, &row, txn)
-                });
+            let result = match row {
+                Some(row) => Ok(Some(row)),
+                None => c
+                    .query_opt_cached(
+                        "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
+                         WHERE id = $1 FOR UPDATE",
+                        &[&(s.chat as i64)],
+                    )
+                    .map_err(|e| self.err("lock the chat", &e))
+                    .and_then(|r| r.map(|r| self.chat_row(&r)).transpose()),
+            }
+            .and_then(|row| match row {
+                Some(row) => self.commit_chat(core, &mut c, &s, &row, txn),
+                None => Err(Error::NotFound { what: format!("chat {}", s.chat) }),
+            });
             if result.is_err() {
                 let _ = c.batch_execute("ROLLBACK");
             }
@@ -761,10 +849,10 @@ impl Remote for Fleet {
         let mut c = self.client()?;
         let result = (|| {
             c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
-            c.execute("INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING", &[&s.owner])
+            c.execute_cached("INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING", &[&s.owner])
                 .map_err(|e| self.err("add the owner", &e))?;
             let row = c
-                .query_one("SELECT version FROM ut_owners WHERE owner = $1 FOR UPDATE", &[&s.owner])
+                .query_one_cached("SELECT version FROM ut_owners WHERE owner = $1 FOR UPDATE", &[&s.owner])
                 .map_err(|e| self.err("lock the owner", &e))?;
             let version = self.num(&row, 0)?;
             let local = self.local(&s);
@@ -791,21 +879,13 @@ impl Remote for Fleet {
         };
         let mut c = self.client()?;
         let result = (|| {
-            c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
-            let row = c
-                .query_opt(
-                    &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 FOR UPDATE"),
-                    &[&(chat as i64)],
-                )
-                .map_err(|e| self.err("lock the chat", &e))?;
-            let Some(row) = row else { return Ok(None) };
-            let row = self.chat_row(&row)?;
+            let Some(row) = self.begin_locked(&mut c, chat)? else { return Ok(None) };
             let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
-            Ok(Some(ChatHead { version: row.version, deleted: row.deleted, pulled, applied }))
+            Ok(Some((row, ChatHead { version: row.version, deleted: row.deleted, pulled, applied })))
         })();
         match result {
-            Ok(Some(head)) => {
-                self.held.lock().insert(chat, c);
+            Ok(Some((row, head))) => {
+                self.held.lock().insert(chat, (c, row));
                 Ok(Some((WriteLock::new(remote, chat), head)))
             }
             other => {
@@ -820,8 +900,9 @@ impl Remote for Fleet {
         let mut c = self.client()?;
         // Another owner's chat is absent: nothing of it is pulled into this replica.
         let row = c
-            .query_opt(
-                &format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = $1 AND owner = $2"),
+            .query_opt_cached(
+                "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
+                 WHERE id = $1 AND owner = $2",
                 &[&(chat as i64), &owner],
             )
             .map_err(|e| self.err("read the chat", &e))?;
@@ -838,7 +919,7 @@ impl Remote for Fleet {
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>> {
         let mut c = self.client()?;
         let own = match c
-            .query_opt("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
+            .query_opt_cached("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
             .map_err(|e| self.err("read the owner", &e))?
         {
             Some(r) => self.num(&r, 0)?,
@@ -846,7 +927,7 @@ impl Remote for Fleet {
         };
         self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
         let rows = c
-            .query("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
+            .query_cached("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
             .map_err(|e| self.err("list the owner's chats", &e))?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
@@ -896,7 +977,7 @@ impl Remote for Fleet {
     fn allocate_chat(&self) -> Result<u64> {
         let mut c = self.client()?;
         let row = c
-            .query_one("SELECT nextval('ut_chat_ids')", &[])
+            .query_one_cached("SELECT nextval('ut_chat_ids')", &[])
             .map_err(|e| self.err("allocate a chat id", &e))?;
         self.put(c);
         self.num(&row, 0)
@@ -904,7 +985,7 @@ impl Remote for Fleet {
 
     fn release(&self, chat: u64) {
         let held = self.held.lock().remove(&chat);
-        if let Some(mut c) = held {
+        if let Some((mut c, _)) = held {
             let _ = c.batch_execute("ROLLBACK");
             self.put(c);
         }
