@@ -335,38 +335,14 @@ impl Fleet {
     }
 
     /// Uploads blob records (content-addressed: a blob already stored is left as it is)
-    /// before the catalog transaction that references them. First one statement inserts each
-    /// blob's `ut_blobs` row or, when it is there, marks it fresh (`stored_at` now, no longer
-    /// doomed), waiting for a collection that is deleting it to finish (see `gc.rs`); then, in
-    /// S3 mode, a HEAD per blob and a PUT when the object is missing (the row holds an empty
-    /// payload). The row comes first so that a collection never deletes an object that a
-    /// write found and is about to reference.
+    /// before the catalog transaction that references them, each step committed on its own:
+    /// first their `ut_blobs` rows ([`Fleet::store_rows`]), then, in S3 mode, a HEAD per blob
+    /// and a PUT when the object is missing (the row holds an empty payload). The row comes
+    /// first so that a collection never deletes an object that a write found and is about to
+    /// reference.
     fn upload(&self, blobs: &[&RecordOut]) -> Result<()> {
-        let mut blobs: Vec<(&BlobId, &RecordOut)> =
-            blobs.iter().filter_map(|r| r.blob.as_ref().map(|id| (id, *r))).collect();
-        // Sorted (rows are locked in one order by every writer and by gc) and each once (an
-        // upsert may not touch a row twice).
-        blobs.sort_by_key(|(id, _)| **id);
-        blobs.dedup_by_key(|(id, _)| **id);
-        if blobs.is_empty() {
-            return Ok(());
-        }
-        let ids: Vec<&[u8]> = blobs.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
-        let kinds: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.kind)).collect();
-        let codecs: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.codec)).collect();
-        let lens: Vec<i32> = blobs.iter().map(|(_, r)| r.raw_len as i32).collect();
-        let payloads: Vec<&[u8]> = blobs
-            .iter()
-            .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
-            .collect();
         let mut c = self.client()?;
-        c.execute_cached(
-            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
-             SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
-             ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
-            &[&ids, &kinds, &codecs, &lens, &payloads],
-        )
-        .map_err(|e| self.err("store blobs", &e))?;
+        let blobs = self.store_rows(&mut c, blobs)?;
         self.put(c);
         if let Some(s3) = &self.s3 {
             for (id, r) in blobs {
@@ -384,12 +360,46 @@ impl Fleet {
         Ok(())
     }
 
+    /// One statement on `c` that inserts each blob record's `ut_blobs` row (with its payload,
+    /// or an empty one in S3 mode) or, when it is there, marks it fresh (`stored_at` now, no
+    /// longer doomed), waiting for a collection that is deleting it to finish (see `gc.rs`).
+    /// Returns the blobs, sorted by id, each once.
+    fn store_rows<'r>(&self, c: &mut Conn, blobs: &[&'r RecordOut]) -> Result<Vec<(BlobId, &'r RecordOut)>> {
+        let mut blobs: Vec<(BlobId, &RecordOut)> =
+            blobs.iter().filter_map(|r| r.blob.map(|id| (id, *r))).collect();
+        // Sorted (rows are locked in one order by every writer and by gc) and each once (an
+        // upsert may not touch a row twice).
+        blobs.sort_by_key(|(id, _)| *id);
+        blobs.dedup_by_key(|(id, _)| *id);
+        if blobs.is_empty() {
+            return Ok(blobs);
+        }
+        let ids: Vec<&[u8]> = blobs.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
+        let kinds: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.kind)).collect();
+        let codecs: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.codec)).collect();
+        let lens: Vec<i32> = blobs.iter().map(|(_, r)| r.raw_len as i32).collect();
+        let payloads: Vec<&[u8]> = blobs
+            .iter()
+            .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
+            .collect();
+        c.execute_cached(
+            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+             SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+             ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
+            &[&ids, &kinds, &codecs, &lens, &payloads],
+        )
+        .map_err(|e| self.err("store blobs", &e))?;
+        Ok(blobs)
+    }
+
     /// Keeps the blobs that `txn`'s records reference without carrying them (content this
-    /// process already held, so did not upload again): marks their rows fresh, so that a
-    /// concurrent collection spares them, and uploads again, from the local replica, any that
-    /// a collection has deleted or is deleting. A manifest's chunks are kept with it. A
-    /// message body's own references (attachments, archives) are held by their grants.
-    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+    /// process already held, so did not upload again): marks their rows fresh on `c`, so that
+    /// a concurrent collection spares them, and uploads again, from the local replica, any
+    /// that a collection has deleted or is deleting (`inside`: their rows on `c`, in the
+    /// catalog transaction; else committed on their own by [`Fleet::upload`]). A manifest's
+    /// chunks are kept with it. A message body's own references (attachments, archives) are
+    /// held by their grants.
+    fn keep_referenced(&self, core: &Core, txn: &Txn, c: &mut Conn, inside: bool) -> Result<()> {
         let carried: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
         let mut want: Vec<BlobId> = Vec::new();
         for r in txn.records.iter().filter(|r| r.blob.is_none()) {
@@ -405,14 +415,12 @@ impl Fleet {
             want.sort();
             want.dedup();
             let ids: Vec<&[u8]> = want.iter().map(|id| id.as_bytes().as_slice()).collect();
-            let mut c = self.client()?;
             let rows = c
                 .query_cached(
                     "UPDATE ut_blobs SET stored_at = now() WHERE id = ANY($1) AND NOT doomed RETURNING id, kind",
                     &[&ids],
                 )
                 .map_err(|e| self.err("keep referenced blobs", &e))?;
-            self.put(c);
             let mut kept = HashSet::new();
             let mut next = Vec::new();
             for row in rows {
@@ -445,7 +453,12 @@ impl Fleet {
                 }
                 again.push(r);
             }
-            self.upload(&again.iter().collect::<Vec<_>>())?;
+            let again: Vec<&RecordOut> = again.iter().collect();
+            if inside {
+                self.store_rows(c, &again)?;
+            } else {
+                self.upload(&again)?;
+            }
             want = next;
         }
         Ok(())
@@ -794,10 +807,18 @@ SELECT (SELECT count(*) FROM o), (SELECT count(*) FROM r)";
 impl Remote for Fleet {
     fn commit(&self, core: &Core, txn: Txn) -> Result<Committed> {
         let s = self.stream_of(&txn)?;
-        // Blobs first: a batch is never visible before the blobs it references.
-        self.upload(&txn.records.iter().collect::<Vec<_>>())?;
-        self.keep_referenced(core, &txn)?;
-        if txn.records.iter().all(|r| r.blob.is_some()) {
+        let blob_only = txn.records.iter().all(|r| r.blob.is_some());
+        // A batch is never visible before the blobs it references. With blobs in PostgreSQL,
+        // a chat's batch writes their rows in its own transaction (one commit); with blobs in
+        // S3, and for the other streams, the rows (and objects) are committed first.
+        let inside = self.s3.is_none() && s.chat != 0 && !blob_only;
+        if !inside {
+            self.upload(&txn.records.iter().collect::<Vec<_>>())?;
+            let mut c = self.client()?;
+            self.keep_referenced(core, &txn, &mut c, false)?;
+            self.put(c);
+        }
+        if blob_only {
             return core.append_local(txn);
         }
         if s.chat != 0 {
@@ -836,7 +857,13 @@ impl Remote for Fleet {
                     .and_then(|r| r.map(|r| self.chat_row(&r)).transpose()),
             }
             .and_then(|row| match row {
-                Some(row) => self.commit_chat(core, &mut c, &s, &row, txn),
+                Some(row) => {
+                    if inside {
+                        self.store_rows(&mut c, &txn.records.iter().collect::<Vec<_>>())?;
+                        self.keep_referenced(core, &txn, &mut c, true)?;
+                    }
+                    self.commit_chat(core, &mut c, &s, &row, txn)
+                }
                 None => Err(Error::NotFound { what: format!("chat {}", s.chat) }),
             });
             if result.is_err() {
