@@ -23,7 +23,9 @@ use crate::store::gc::{self, Holds};
 use crate::store::remote::{ChatHead, Remote, WriteLock};
 
 /// The schema, created at the first open (under an advisory lock, so that processes opening
-/// together do not race). engine/FORMAT.md, "Fleet mode", says what each column means.
+/// together do not race). engine/FORMAT.md, "Fleet mode", says what each column means. An open
+/// runs it only when its last object (the `doomed` column) is missing (`Fleet::connect`): a
+/// change that adds an object after it must make that check look for the new last one.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS ut_owners (
     owner text PRIMARY KEY,
@@ -209,6 +211,19 @@ impl Fleet {
             held: Mutex::new(HashMap::new()),
         };
         let mut c = fleet.client()?;
+        // The schema's DDL takes table locks even when every object exists (an index's
+        // table, the ALTER's), which writers' transactions would wait on, and it on theirs:
+        // it runs only when the last object SCHEMA adds is missing.
+        let done = c
+            .simple_query(
+                "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('ut_blobs') \
+                 AND attname = 'doomed' AND NOT attisdropped",
+            )
+            .map_err(|e| fleet.err("read the schema", &e))?;
+        if done.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
+            fleet.put(c);
+            return Ok(fleet);
+        }
         let mut tx = c.transaction().map_err(|e| fleet.err("begin the schema transaction", &e))?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
             .map_err(|e| fleet.err("lock the schema", &e))?;
@@ -393,13 +408,14 @@ impl Fleet {
     }
 
     /// Keeps the blobs that `txn`'s records reference without carrying them (content this
-    /// process already held, so did not upload again): marks their rows fresh on `c`, so that
-    /// a concurrent collection spares them, and uploads again, from the local replica, any
-    /// that a collection has deleted or is deleting (`inside`: their rows on `c`, in the
-    /// catalog transaction; else committed on their own by [`Fleet::upload`]). A manifest's
-    /// chunks are kept with it. A message body's own references (attachments, archives) are
-    /// held by their grants.
-    fn keep_referenced(&self, core: &Core, txn: &Txn, c: &mut Conn, inside: bool) -> Result<()> {
+    /// process already held, so did not upload again): marks their rows fresh, so that a
+    /// concurrent collection spares them, and uploads again, from the local replica, any that
+    /// a collection has deleted or is deleting. A manifest's chunks are kept with it. A
+    /// message body's own references (attachments, archives) are held by their grants.
+    /// Committed before the catalog transaction, in statements of their own: in the catalog
+    /// transaction, these row locks would be taken after those of the blobs it carries, out
+    /// of id order, and two writers could deadlock.
+    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
         let carried: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
         let mut want: Vec<BlobId> = Vec::new();
         for r in txn.records.iter().filter(|r| r.blob.is_none()) {
@@ -415,12 +431,14 @@ impl Fleet {
             want.sort();
             want.dedup();
             let ids: Vec<&[u8]> = want.iter().map(|id| id.as_bytes().as_slice()).collect();
+            let mut c = self.client()?;
             let rows = c
                 .query_cached(
                     "UPDATE ut_blobs SET stored_at = now() WHERE id = ANY($1) AND NOT doomed RETURNING id, kind",
                     &[&ids],
                 )
                 .map_err(|e| self.err("keep referenced blobs", &e))?;
+            self.put(c);
             let mut kept = HashSet::new();
             let mut next = Vec::new();
             for row in rows {
@@ -453,12 +471,7 @@ impl Fleet {
                 }
                 again.push(r);
             }
-            let again: Vec<&RecordOut> = again.iter().collect();
-            if inside {
-                self.store_rows(c, &again)?;
-            } else {
-                self.upload(&again)?;
-            }
+            self.upload(&again.iter().collect::<Vec<_>>())?;
             want = next;
         }
         Ok(())
@@ -808,16 +821,15 @@ impl Remote for Fleet {
     fn commit(&self, core: &Core, txn: Txn) -> Result<Committed> {
         let s = self.stream_of(&txn)?;
         let blob_only = txn.records.iter().all(|r| r.blob.is_some());
-        // A batch is never visible before the blobs it references. With blobs in PostgreSQL,
-        // a chat's batch writes their rows in its own transaction (one commit); with blobs in
-        // S3, and for the other streams, the rows (and objects) are committed first.
+        // A batch is never visible before the blobs it carries. With blobs in PostgreSQL, a
+        // chat's batch writes their rows in its own transaction (one commit; the rows locked
+        // in id order, as every writer and gc lock them); with blobs in S3, and for the other
+        // streams, the rows (and objects) are committed first.
         let inside = self.s3.is_none() && s.chat != 0 && !blob_only;
         if !inside {
             self.upload(&txn.records.iter().collect::<Vec<_>>())?;
-            let mut c = self.client()?;
-            self.keep_referenced(core, &txn, &mut c, false)?;
-            self.put(c);
         }
+        self.keep_referenced(core, &txn)?;
         if blob_only {
             return core.append_local(txn);
         }
@@ -860,7 +872,6 @@ impl Remote for Fleet {
                 Some(row) => {
                     if inside {
                         self.store_rows(&mut c, &txn.records.iter().collect::<Vec<_>>())?;
-                        self.keep_referenced(core, &txn, &mut c, true)?;
                     }
                     self.commit_chat(core, &mut c, &s, &row, txn)
                 }
