@@ -1,0 +1,171 @@
+//! What a fleet write costs on the wire, counted by a proxy between the store and PostgreSQL
+//! that reads the protocol's framing: round trips (each `Sync` or simple `Query` the client
+//! sends is one request it waits on) and transactions (each `ReadyForQuery` the server sends
+//! with status idle ends one). Load-independent: the counts are the same on any machine.
+
+#![cfg(feature = "fleet")]
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use undertext::{NewMessage, Store};
+use undertext_tests::fleet::{fleet_url, opts, owner};
+
+/// What crossed the proxy so far.
+#[derive(Default)]
+struct Wire {
+    requests: AtomicU64,
+    transactions: AtomicU64,
+}
+
+impl Wire {
+    fn counts(&self) -> (u64, u64) {
+        (self.requests.load(Ordering::SeqCst), self.transactions.load(Ordering::SeqCst))
+    }
+}
+
+/// Reads one typed message (tag, then a length that counts itself); `None` at the end.
+fn message(from: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut head = [0u8; 5];
+    from.read_exact(&mut head).ok()?;
+    let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let mut m = head.to_vec();
+    m.resize(1 + len, 0);
+    from.read_exact(&mut m[5..]).ok()?;
+    Some(m)
+}
+
+/// Forwards client -> server: the startup message (untyped), then typed messages, counting
+/// each `S` (Sync) and `Q` (simple query).
+fn client_to_server(mut from: TcpStream, mut to: TcpStream, wire: Arc<Wire>) {
+    let mut len = [0u8; 4];
+    if from.read_exact(&mut len).is_err() {
+        return;
+    }
+    let mut startup = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+    if from.read_exact(&mut startup).is_err()
+        || to.write_all(&len).and_then(|_| to.write_all(&startup)).is_err()
+    {
+        return;
+    }
+    while let Some(m) = message(&mut from) {
+        if m[0] == b'S' || m[0] == b'Q' {
+            wire.requests.fetch_add(1, Ordering::SeqCst);
+        }
+        if to.write_all(&m).is_err() {
+            return;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// Forwards server -> client, counting each `Z` (ReadyForQuery) with status `I` (idle: no
+/// transaction open).
+fn server_to_client(mut from: TcpStream, mut to: TcpStream, wire: Arc<Wire>) {
+    while let Some(m) = message(&mut from) {
+        if m[0] == b'Z' && m.get(5) == Some(&b'I') {
+            wire.transactions.fetch_add(1, Ordering::SeqCst);
+        }
+        if to.write_all(&m).is_err() {
+            return;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+/// A proxy to the server of `url`; returns the URL through it (TLS off: the proxy reads the
+/// plain protocol) and its counts.
+fn proxied(url: &str) -> (String, Arc<Wire>) {
+    let (user, rest) = url.split_once('@').expect("a fleet URL with user@host");
+    let (hostport, path) = rest.split_once('/').expect("a fleet URL with a database");
+    let upstream = hostport.to_socket_addrs().unwrap().next().unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let wire = Arc::new(Wire::default());
+    let w = wire.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(upstream) else { return };
+            let (c2, s2, w1, w2) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap(), w.clone(), w.clone());
+            std::thread::spawn(move || client_to_server(client, server, w1));
+            std::thread::spawn(move || server_to_client(s2, c2, w2));
+        }
+    });
+    let sep = if path.contains('?') { '&' } else { '?' };
+    (format!("{user}@127.0.0.1:{port}/{path}{sep}sslmode=disable"), wire)
+}
+
+const N: u64 = 10;
+
+#[test]
+fn an_append_on_a_held_chat_is_three_round_trips_and_one_transaction() {
+    let Some(url) = fleet_url() else { return };
+    let (url, wire) = proxied(&url);
+    let store = Store::open(&url, opts()).unwrap();
+    let o = owner("wire");
+    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    // The first appends prepare the statements on the connection.
+    for i in 0..3 {
+        chat.append(NewMessage::user(format!("warm {i}"))).unwrap();
+    }
+    let (r0, t0) = wire.counts();
+    for i in 0..N {
+        chat.append(NewMessage::assistant(format!("message {i}"))).unwrap();
+    }
+    let (r1, t1) = wire.counts();
+    // BEGIN with the row lock; the batch, its records and the chat row; COMMIT.
+    assert_eq!((r1 - r0, t1 - t0), (3 * N, N), "round trips and transactions for {N} appends");
+    assert_eq!(chat.len(), 3 + N);
+}
+
+#[test]
+fn opening_the_chat_then_appending_is_four_round_trips() {
+    let Some(url) = fleet_url() else { return };
+    let (url, wire) = proxied(&url);
+    let store = Store::open(&url, opts()).unwrap();
+    let o = owner("wire");
+    let id = store.create_chat(&o, Default::default()).unwrap();
+    for i in 0..3 {
+        store.chat(&o, id).unwrap().append(NewMessage::user(format!("warm {i}"))).unwrap();
+    }
+    let (r0, t0) = wire.counts();
+    for i in 0..N {
+        store.chat(&o, id).unwrap().append(NewMessage::assistant(format!("message {i}"))).unwrap();
+    }
+    let (r1, t1) = wire.counts();
+    // The chat's row read at `Store::chat` (its own read-only transaction), then the append.
+    assert_eq!((r1 - r0, t1 - t0), (4 * N, 2 * N), "round trips and transactions for {N} opens + appends");
+}
+
+#[test]
+fn an_append_carrying_a_new_blob_commits_once() {
+    let Some(url) = fleet_url() else { return };
+    let (url, wire) = proxied(&url);
+    let store = Store::open(&url, opts()).unwrap();
+    let o = owner("wire");
+    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    let fresh = |i: u64| format!("attachment {i} of {o} ").repeat(50).into_bytes();
+    for i in 0..3 {
+        chat.append_with_blobs(&[&fresh(i)], vec![NewMessage::user(format!("warm {i}"))]).unwrap();
+    }
+    let (r0, t0) = wire.counts();
+    let mut stored = Vec::new();
+    for i in 10..10 + N {
+        let (ids, _) =
+            chat.append_with_blobs(&[&fresh(i)], vec![NewMessage::user(format!("see {i}"))]).unwrap();
+        stored.push((ids[0], fresh(i)));
+    }
+    let (r1, t1) = wire.counts();
+    // The blob's row is written in the batch's own transaction (blobs in PostgreSQL, the
+    // URL's default): lock, blob rows, batch, COMMIT; one commit.
+    assert_eq!((r1 - r0, t1 - t0), (4 * N, N), "round trips and transactions for {N} appends with a blob");
+    let other = Store::open(&url, opts()).unwrap();
+    for (id, bytes) in stored {
+        assert_eq!(&other.get_blob(&o, &id).unwrap()[..], &bytes[..], "blob {id} read from another store");
+    }
+}
