@@ -29,6 +29,11 @@ read-only ones too), WAL flushes (``pg_stat_wal.wal_sync``: several commits can 
 and WAL bytes, counted from after every process is ready to after every process exited.
 Each child's CPU time is summed (``cpu_ms_per_op``): the client's own work.
 
+Needs the ``undertext`` package built with the cargo feature ``fleet`` (as
+``fleet_savers.py``) and, in the same venv: langgraph, langgraph-checkpoint-sqlite (imported by
+``langgraph_graph.py``), langgraph-checkpoint-postgres, psycopg[binary], openai-agents,
+sqlalchemy, greenlet, asyncpg; ``pgbench`` from the PostgreSQL packages.
+
 Usage: python benches/python/fleet_writes.py --url postgres://postgres@127.0.0.1:PORT/postgres
        [--procs 4] [--ops 400] [--pairs 200] [--rows engine-append,...]
 """
