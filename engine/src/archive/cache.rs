@@ -463,8 +463,7 @@ pub(crate) fn read_context(
                 }
             };
             let nl = c.ends_with_newline;
-            let from = c.index.byte_of_in(range.start, unit, nl, &mut window, Some(&c.dense))?;
-            let to = c.index.byte_of_in(range.end, unit, nl, &mut window, Some(&c.dense))?;
+            let (from, to) = c.index.range_in(range, unit, nl, &mut window, Some(&c.dense))?;
             if !c.complete() {
                 c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
             }

@@ -89,8 +89,7 @@ impl ArchiveText {
         }
         let (bytes, nl) = (self.text.as_bytes(), self.text.ends_with('\n'));
         let mut window = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
-        let a = self.index.byte_of_in(range.start, unit, nl, &mut window, Some(&self.dense))?;
-        let b = self.index.byte_of_in(range.end, unit, nl, &mut window, Some(&self.dense))?;
+        let (a, b) = self.index.range_in(range, unit, nl, &mut window, Some(&self.dense))?;
         Ok(&self.text[a..b])
     }
 

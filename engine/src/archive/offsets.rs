@@ -240,62 +240,112 @@ impl OffsetIndex {
                 if let Some(d) = dense {
                     (m, end) = d.enter(self, k, end, pos, unit, window)?;
                 }
-                let base = m.bytes as usize;
-                let bytes = window(base..end)?;
-                // Skip whole 8-byte words while the target lies beyond them: a word's units
-                // are its non-continuation bytes (plus one per 4-byte lead for UTF-16).
-                let mut at = m.get(unit);
-                let mut b = 0;
-                // Whole blocks first (counted a vector at a time), then words, then bytes.
-                while let Some(block) = bytes.get(b..b + BLOCK) {
-                    let n = units_in_block(block, unit);
-                    if at + n >= pos {
-                        break;
-                    }
-                    at += n;
-                    b += BLOCK;
-                }
-                while b + 8 <= bytes.len() {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&bytes[b..b + 8]);
-                    let w = u64::from_le_bytes(a);
-                    let n = units_in_word(w, unit);
-                    if unit == Unit::Chars && at + n > pos {
-                        // The target's lead byte is in this word: found without a byte loop.
-                        return Ok(base + b + nth_lead(w, pos - at));
-                    }
-                    if at + n >= pos && unit != Unit::Chars {
-                        break;
-                    }
-                    at += n;
-                    b += 8;
-                }
-                // Then byte by byte. Continuation bytes at the start belong to a character
-                // whose lead byte was counted in the words skipped.
-                while b < bytes.len() {
-                    let byte = bytes[b];
-                    if byte & 0xC0 == 0x80 {
-                        b += 1;
-                        continue;
-                    }
-                    if at == pos {
-                        return Ok(base + b);
-                    }
-                    let w = if unit == Unit::Utf16 && byte >= 0xF0 { 2 } else { 1 };
-                    if at + w > pos {
-                        return Err(Error::InvalidArgument(format!(
-                            "UTF-16 offset {pos} splits a surrogate pair: the character spans {at}..{}",
-                            at + w
-                        )));
-                    }
-                    at += w;
-                    b += 1;
-                }
-                // The target is the next mark itself (or the end of the text).
-                Ok(end)
+                scan_units(&window(m.bytes as usize..end)?, m, end, pos, unit)
             }
         }
     }
+
+    /// The byte offsets of both bounds of `range` in `unit`: what two calls of
+    /// [`OffsetIndex::byte_of_in`] give, errors included, with less work when the range is
+    /// counted in chars or UTF-16 units and `dense` is at hand. The start's stride is found
+    /// from an interpolated guess checked against its neighbours, the end's by counting the
+    /// strides after the start's (a context read spans a few strides); both entries (stride,
+    /// sub-mark) are found before either window is scanned, so that the two scans' first
+    /// loads do not wait on each other. A guess that misses falls back to a binary search.
+    pub(crate) fn range_in<'a>(
+        &self,
+        range: Range<u64>,
+        unit: Unit,
+        ends_with_newline: bool,
+        window: &mut dyn FnMut(Range<usize>) -> Result<Cow<'a, [u8]>>,
+        dense: Option<&Dense>,
+    ) -> Result<(usize, usize)> {
+        let col = match unit {
+            Unit::Chars => 0,
+            Unit::Utf16 => 1,
+            Unit::Bytes | Unit::Lines => usize::MAX,
+        };
+        let fast = dense
+            .filter(|d| col < 2 && d.cols[col].len() == self.marks.len() && range.end <= self.end.get(unit));
+        let Some(d) = fast else {
+            // Other units, and a bound past the end (whose error follows the start's own).
+            let a = self.byte_of_in(range.start, unit, ends_with_newline, window, dense)?;
+            let b = self.byte_of_in(range.end, unit, ends_with_newline, window, dense)?;
+            return Ok((a, b));
+        };
+        let len = self.end.bytes as usize;
+        let stop = |k: usize| self.marks.get(k + 1).map_or(len, |n| n.bytes as usize);
+        let k0 = d.stride_near(col, range.start);
+        let k1 = d.stride_after(col, range.end, k0);
+        let (m0, e0) = d.enter(self, k0, stop(k0), range.start, unit, window)?;
+        let (m1, e1) = d.enter(self, k1, stop(k1), range.end, unit, window)?;
+        let (w0, w1) = (window(m0.bytes as usize..e0)?, window(m1.bytes as usize..e1)?);
+        // The end's first bytes asked for now (a load whose value is not waited for), so that
+        // the end's scan does not start with a second miss after the start's.
+        std::hint::black_box(w1.first().copied());
+        let a = scan_units(&w0, m0, e0, range.start, unit)?;
+        let b = scan_units(&w1, m1, e1, range.end, unit)?;
+        Ok((a, b))
+    }
+}
+
+/// The byte offset of position `pos` (chars or UTF-16 units), found in `bytes`: the text from
+/// mark (or sub-mark) `m` up to byte `end`, where the next mark or the text's end lies unless
+/// the target lies before it. Continuation bytes at the start belong to a character counted
+/// before `m`.
+fn scan_units(bytes: &[u8], m: Mark, end: usize, pos: u64, unit: Unit) -> Result<usize> {
+    let base = m.bytes as usize;
+    // Skip whole 8-byte words while the target lies beyond them: a word's units are its
+    // non-continuation bytes (plus one per 4-byte lead for UTF-16).
+    let mut at = m.get(unit);
+    let mut b = 0;
+    // Whole blocks first (counted a vector at a time), then words, then bytes.
+    while let Some(block) = bytes.get(b..b + BLOCK) {
+        let n = units_in_block(block, unit);
+        if at + n >= pos {
+            break;
+        }
+        at += n;
+        b += BLOCK;
+    }
+    while b + 8 <= bytes.len() {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&bytes[b..b + 8]);
+        let w = u64::from_le_bytes(a);
+        let n = units_in_word(w, unit);
+        if unit == Unit::Chars && at + n > pos {
+            // The target's lead byte is in this word: found without a byte loop.
+            return Ok(base + b + nth_lead(w, pos - at));
+        }
+        if at + n >= pos && unit != Unit::Chars {
+            break;
+        }
+        at += n;
+        b += 8;
+    }
+    // Then byte by byte. Continuation bytes at the start belong to a character whose lead
+    // byte was counted in the words skipped.
+    while b < bytes.len() {
+        let byte = bytes[b];
+        if byte & 0xC0 == 0x80 {
+            b += 1;
+            continue;
+        }
+        if at == pos {
+            return Ok(base + b);
+        }
+        let w = if unit == Unit::Utf16 && byte >= 0xF0 { 2 } else { 1 };
+        if at + w > pos {
+            return Err(Error::InvalidArgument(format!(
+                "UTF-16 offset {pos} splits a surrogate pair: the character spans {at}..{}",
+                at + w
+            )));
+        }
+        at += w;
+        b += 1;
+    }
+    // The target is the next mark itself (or the end of the text).
+    Ok(end)
 }
 
 /// Bytes between sub-marks.
@@ -314,6 +364,9 @@ pub(crate) struct Dense {
     /// The marks' chars, UTF-16 units and newlines, one column each: a binary search for a
     /// stride touches a third of the memory a search of the marks does.
     cols: [Vec<u64>; 3],
+    /// Strides per char and per UTF-16 unit over the whole text: the first guess of
+    /// [`Dense::stride_near`].
+    scale: [f64; 2],
 }
 
 /// Sub-marks per stride: a stride is at most `STRIDE + 3` bytes.
@@ -329,7 +382,31 @@ impl Dense {
                 index.marks.iter().map(|m| m.utf16).collect(),
                 index.marks.iter().map(|m| m.newlines).collect(),
             ],
+            scale: [index.end.chars, index.end.utf16].map(|t| index.marks.len() as f64 / (t as f64 + 1.0)),
         }
+    }
+
+    /// [`Dense::stride_of`] for chars (`col` 0) or UTF-16 units (1): the stride a uniform
+    /// text would put `pos` in, moved by at most a few strides after a look at its
+    /// neighbours (one or two cache lines of the column), or a binary search when the text
+    /// is too uneven for the guess.
+    fn stride_near(&self, col: usize, pos: u64) -> usize {
+        let c = &self.cols[col];
+        // A float guess (truncated, saturating): never past the end for `pos` ≤ the total.
+        let guess = (pos as f64 * self.scale[col]) as usize;
+        let from = guess.saturating_sub(NEAR / 2).min(c.len().saturating_sub(1));
+        near(c, from, pos).unwrap_or_else(|| c.partition_point(|&x| x <= pos).saturating_sub(1))
+    }
+
+    /// The stride of `pos` (chars or UTF-16 units, as for [`Dense::stride_near`]) at or after
+    /// stride `from`, which starts at or before `pos`: counted among the next few strides, or
+    /// searched for among the rest.
+    fn stride_after(&self, col: usize, pos: u64, from: usize) -> usize {
+        let c = &self.cols[col];
+        near(c, from, pos).unwrap_or_else(|| {
+            let rest = c.get(from..).unwrap_or_default();
+            from + rest.partition_point(|&x| x <= pos).saturating_sub(1)
+        })
     }
 
     /// [`OffsetIndex::stride_of`], searching a column.
@@ -405,6 +482,20 @@ impl Dense {
     }
 }
 
+/// Strides a guess is checked against: a cache line of a column.
+const NEAR: usize = 8;
+
+/// The last index of sorted column `c` whose value is at most `pos`, when it is one of the
+/// [`NEAR`] from `from` and the next is known to exceed `pos` (all of them counted, no branch
+/// per stride); `None` when it lies elsewhere.
+fn near(c: &[u64], from: usize, pos: u64) -> Option<usize> {
+    let w = c.get(from..c.len().min(from + NEAR))?;
+    if *w.first()? > pos || c.get(from + NEAR).is_some_and(|&next| next <= pos) {
+        return None;
+    }
+    Some(from + w[1..].iter().map(|&x| usize::from(x <= pos)).sum::<usize>())
+}
+
 /// Units of `unit` (chars or UTF-16) whose first byte lies in `bytes`.
 fn units_in(bytes: &[u8], unit: Unit) -> u64 {
     bytes.chunks(BLOCK).map(|b| units_in_block(b, unit)).sum()
@@ -453,12 +544,13 @@ fn newlines_in_block(block: &[u8]) -> u64 {
 /// `r` is less than the characters starting in `w`).
 fn nth_lead(w: u64, r: u64) -> usize {
     const HI: u64 = 0x8080_8080_8080_8080;
-    // Bit 7 of each byte that is not a continuation byte (10xxxxxx).
-    let mut leads = !(w & !(w << 1)) & HI;
-    for _ in 0..r {
-        leads &= leads.wrapping_sub(1);
-    }
-    (leads.trailing_zeros() / 8) as usize
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // 1 in each byte that is not a continuation byte (10xxxxxx), then in byte i the leads of
+    // bytes 0..=i (at most 8: the multiply's byte sums never carry).
+    let upto = ((!(w & !(w << 1)) & HI) >> 7).wrapping_mul(ONES);
+    // The bytes with at most `r` leads up to them are those before the `r`-th lead: each byte
+    // of `0x80 + r - upto` keeps bit 7 exactly then (values 0x78..=0x87, no borrow).
+    bytes_set(((0x80 + r) * ONES - upto) & HI) as usize
 }
 
 /// Units of `unit` (chars or UTF-16) whose first byte lies in the 8 bytes of `w`.
@@ -591,6 +683,66 @@ mod tests {
                     // bytes a character may run past its end), never the rest of the stride.
                     assert!(widest <= SUB + 4, "{unit:?}: a lookup read {widest} bytes");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn both_bounds_found_together_are_what_two_plain_lookups_find_at_every_boundary() {
+        // Uniform text, where the interpolated guess lands near (every start), and a long
+        // ASCII run then a long run of 4-byte characters, where the guess misses by more than
+        // it looks around and the binary search takes over (every 7th start, and every mark).
+        let piece = "a\u{0}é\r\n👩‍👩‍👧 e\u{301} 中文 עברית 𐍈\n\r\u{10FFFF}\u{FFFF}\u{80}x";
+        let uneven = format!("{}{}{}", "ascii ".repeat(8000), "🦀".repeat(12_000), piece.repeat(40));
+        for (text, step) in [(piece.repeat(250), 1), (uneven, 7), (String::new(), 1), ("é".into(), 1)] {
+            let idx = OffsetIndex::build(&text);
+            let bytes = text.as_bytes();
+            let nl = text.ends_with('\n');
+            let dense = Dense::for_index(&idx);
+            for round in 0..2 {
+                for unit in [Unit::Chars, Unit::Utf16] {
+                    let total = idx.total(unit, &text);
+                    let at_marks =
+                        idx.marks.iter().flat_map(|m| [m.get(unit).saturating_sub(1), m.get(unit)]);
+                    let mut starts: Vec<u64> = (0..=total).step_by(step).chain(at_marks).collect();
+                    starts.sort_unstable();
+                    starts.dedup();
+                    for p in starts {
+                        // Ends: the start itself, its neighbour, a context read's length, the
+                        // text's end and past it, and every mark of the next strides (a range
+                        // ending exactly at a mark) with the positions either side of it.
+                        let k = idx.marks.partition_point(|m| m.get(unit) <= p);
+                        let marks = idx.marks.iter().skip(k).take(9).map(|m| m.get(unit));
+                        let mut ends = vec![p, p + 1, p + 4000, total, total + 1];
+                        ends.extend(marks.flat_map(|m| [m.saturating_sub(1), m, m + 1]));
+                        for q in ends.into_iter().filter(|&q| q >= p) {
+                            let mut w = |r: Range<usize>| Ok(Cow::Borrowed(&bytes[r]));
+                            let together = idx.range_in(p..q, unit, nl, &mut w, Some(&dense));
+                            let plain = idx
+                                .byte_of(&text, p, unit)
+                                .and_then(|a| Ok((a, idx.byte_of(&text, q, unit)?)));
+                            assert_eq!(
+                                together.map_err(|e| e.to_string()),
+                                plain.map_err(|e| e.to_string()),
+                                "round {round}, {unit:?} {p}..{q} of a text of {} bytes",
+                                text.len()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_nth_lead_of_a_word_is_the_byte_a_walk_finds_for_every_lead_pattern() {
+        // Every pattern of lead and continuation bytes in a word.
+        for pattern in 0u32..256 {
+            let w =
+                (0..8).fold(0u64, |w, i| w | (if pattern >> i & 1 == 1 { 0x41 } else { 0x80 }) << (8 * i));
+            let leads: Vec<usize> = (0..8).filter(|i| pattern >> i & 1 == 1).collect();
+            for (r, &at) in leads.iter().enumerate() {
+                assert_eq!(nth_lead(w, r as u64), at, "pattern {pattern:08b}, lead {r}");
             }
         }
     }
