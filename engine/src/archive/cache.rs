@@ -188,8 +188,9 @@ impl Piece {
 }
 
 /// A table from archive offsets to chunks, in buckets of a power of two bytes no larger than
-/// the chunks' mean: the chunk holding a byte is found from its bucket's entry by a step or
-/// two along the chunk ends, not by a binary search of them.
+/// the shortest chunk but the last (and at least an eighth of the chunks' mean): a bucket
+/// then holds at most one chunk end, and the chunk holding a byte is its bucket's entry or the
+/// next, found without a branch; a step along the chunk ends follows only for uneven chunks.
 #[derive(Debug)]
 struct ChunkTable {
     shift: u32,
@@ -199,7 +200,10 @@ struct ChunkTable {
 impl ChunkTable {
     fn new(ends: &[u64]) -> ChunkTable {
         let len = ends.last().copied().unwrap_or(0);
-        let shift = (len / ends.len().max(1) as u64).max(1).ilog2();
+        let mean = (len / ends.len().max(1) as u64).max(1);
+        let shortest = ends.windows(2).take(ends.len().saturating_sub(2)).map(|w| w[1] - w[0]);
+        let shortest = ends.first().copied().into_iter().chain(shortest).min().unwrap_or(mean);
+        let shift = shortest.clamp((mean / 8).max(1), mean).ilog2();
         let mut k = 0;
         let first = (0..=len >> shift)
             .map(|b| {
@@ -218,6 +222,7 @@ impl ChunkTable {
         let from = (at >> self.shift).try_into().ok().and_then(|b: usize| self.first.get(b));
         let Some(&from) = from else { return ends.len() };
         let mut k = from as usize;
+        k += usize::from(ends.get(k).is_some_and(|&end| end <= at));
         while ends.get(k).is_some_and(|&end| end <= at) {
             k += 1;
         }
