@@ -448,6 +448,8 @@ impl Dense {
             }
             let w = window(m.bytes as usize..end)?;
             let mut subs = [[u16::MAX; 3]; SUBS];
+            // The stride's mark itself, also when the stride is empty (an empty text).
+            subs[0] = [0; 3];
             let mut at = [0u64; 3];
             for (j, block) in w.chunks(SUB).enumerate() {
                 subs[j] = at.map(|v| v as u16);
