@@ -114,6 +114,29 @@ pub(crate) fn list_segments(log_dir: &Path) -> Result<Vec<u64>> {
     Ok(out)
 }
 
+/// `listed` (ascending, as [`list_segments`] gives it) with every segment number from `from`
+/// on that is absent below a listed one but whose file exists added back.
+///
+/// Why: a directory listing is read in several `getdents` calls and is not atomic with
+/// respect to renames. A reader listing the log while the writer seals segments (each new
+/// one is renamed into place from its `.prep` file) can miss segment `n` renamed behind the
+/// listing's position and see `n + 1` renamed ahead of it. Segments are removed only by a
+/// `gc`, which a reader notices otherwise, so a gap whose file opens by name is such a miss,
+/// not a loss.
+pub(crate) fn fill_listing_gaps(log_dir: &Path, listed: Vec<u64>, from: u64) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::with_capacity(listed.len());
+    for n in listed {
+        let start = out.last().map_or(from, |&prev| prev + 1).max(from);
+        for gap in start..n {
+            if std::fs::symlink_metadata(segment_path(log_dir, gap)).is_ok() {
+                out.push(gap);
+            }
+        }
+        out.push(n);
+    }
+    out
+}
+
 /// fsyncs a directory so that file creations and removals in it are durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     crate::io::sync_dir(dir).map_err(|e| Error::io("fsync", dir, e))
@@ -122,6 +145,22 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_segment_a_listing_missed_between_two_listed_ones_is_added_back_only_if_its_file_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in [1, 2, 3, 4, 6] {
+            std::fs::write(segment_path(dir.path(), n), b"x").unwrap();
+        }
+        // A listing that missed 3 (renamed behind it) and saw 4; 5 is really gone.
+        assert_eq!(fill_listing_gaps(dir.path(), vec![1, 2, 4, 6], 1), [1, 2, 3, 4, 6]);
+        // Gaps below `from` are not probed: those segments were read before.
+        assert_eq!(fill_listing_gaps(dir.path(), vec![1, 4, 6], 4), [1, 4, 6]);
+        // The reader's own tail segment missed, the one before it listed.
+        assert_eq!(fill_listing_gaps(dir.path(), vec![1, 2, 4, 6], 3), [1, 2, 3, 4, 6]);
+        assert_eq!(fill_listing_gaps(dir.path(), vec![4, 6], 3), [3, 4, 6]);
+        assert_eq!(fill_listing_gaps(dir.path(), vec![], 1), Vec::<u64>::new());
+    }
 
     #[test]
     fn segments_double_from_one_mebibyte_up_to_the_segment_size() {

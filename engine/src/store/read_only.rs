@@ -29,7 +29,7 @@ use crate::log::format::{self, SEGMENT_HEADER_LEN};
 use crate::log::reader::LogReader;
 use crate::log::scan::{ScanEnd, next_valid_batch, walk_batches};
 use crate::log::writer::{LogWriter, WriterConfig};
-use crate::log::{Durability, Layout, Position, list_segments, log_dir, segment_path};
+use crate::log::{Durability, Layout, Position, fill_listing_gaps, list_segments, log_dir, segment_path};
 use crate::options::Options;
 use crate::record::kind;
 
@@ -177,7 +177,7 @@ impl Follower {
         crate::io::step(&self.logd, "scan:start");
         self.check_not_replaced(&st)?;
         let segs = match list_segments(&self.logd) {
-            Ok(s) => s,
+            Ok(s) => fill_listing_gaps(&self.logd, s, st.tail.segment),
             Err(e) => {
                 self.check_dir()?;
                 return Err(e);
