@@ -67,20 +67,7 @@ def lg_row(saver_name: str, url: str, pairs: int) -> dict[str, Any]:
     import langgraph_graph as lg
     from langchain_core.messages import HumanMessage
 
-    if saver_name == "postgres":
-        from langgraph.checkpoint.postgres import PostgresSaver
-
-        cm = PostgresSaver.from_conn_string(url)
-        saver: Any = cm.__enter__()
-        saver.setup()
-
-        def close() -> None:
-            cm.__exit__(None, None, None)
-    else:
-        from undertext.langgraph import UndertextSaver
-
-        saver = UndertextSaver.open(url)
-        close = saver.close
+    saver, close = lg.open_saver("postgres" if saver_name == "postgres" else "undertext", url)
     graph = lg.build(lg.AddState, pairs).compile(checkpointer=saver)
     for i in range(pairs + 1):
         lg.result_text(i)

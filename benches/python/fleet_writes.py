@@ -133,19 +133,9 @@ def setup(
         import langgraph_graph as lg
         from langchain_core.messages import HumanMessage
 
-        if row == "lg-postgres":
-            from langgraph.checkpoint.postgres import PostgresSaver
-
-            cm = PostgresSaver.from_conn_string(url)
-            saver: Any = cm.__enter__()
-
-            def close() -> None:
-                cm.__exit__(None, None, None)
-        else:
-            from undertext.langgraph import UndertextSaver
-
-            saver = UndertextSaver.open(url)
-            close = saver.close
+        # The tables were set up once by the parent (four processes must not race to).
+        kind = "postgres" if row == "lg-postgres" else "undertext"
+        saver, close = lg.open_saver(kind, url, setup=False)
         graph = lg.build(lg.AddState, pairs).compile(checkpointer=saver)
         for i in range(pairs + 1):
             lg.result_text(i)

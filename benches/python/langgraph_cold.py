@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,17 +32,7 @@ def write(kind: str, path: Path, pairs: int) -> None:
     import langgraph_graph as lg
     from langchain_core.messages import HumanMessage
 
-    if kind == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(path, check_same_thread=False)
-        saver: Any = SqliteSaver(conn)
-        close = conn.close
-    else:
-        from undertext.langgraph import UndertextSaver
-
-        saver = UndertextSaver.open(path)
-        close = saver.close
+    saver, close = lg.open_saver(kind, path)
     graph = lg.build(lg.AddState, pairs).compile(checkpointer=saver)
     config = {"configurable": {"thread_id": "agent"}, "recursion_limit": 2 * pairs + 10}
     graph.invoke({"messages": [HumanMessage(content="fix the build", id="human-0")]}, config)
@@ -55,17 +44,7 @@ def cold(kind: str, path: Path, pairs: int) -> dict[str, float]:
     import langgraph_graph as lg
 
     t0, c0 = time.perf_counter(), time.process_time()
-    if kind == "sqlite":
-        from langgraph.checkpoint.sqlite import SqliteSaver
-
-        conn = sqlite3.connect(path, check_same_thread=False)
-        saver: Any = SqliteSaver(conn)
-        close = conn.close
-    else:
-        from undertext.langgraph import UndertextSaver
-
-        saver = UndertextSaver.open(path)
-        close = saver.close
+    saver, close = lg.open_saver(kind, path)
     graph = lg.build(lg.AddState, pairs).compile(checkpointer=saver)
     t1, c1 = time.perf_counter(), time.process_time()
     st = graph.get_state({"configurable": {"thread_id": "agent"}})

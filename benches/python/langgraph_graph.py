@@ -105,6 +105,25 @@ def build(state_type: Any, pairs: int) -> StateGraph:
     return g
 
 
+def open_saver(kind: str, where: str | Path, setup: bool = True) -> tuple[Any, Callable[[], None]]:
+    """A checkpointer and how to close it: ``sqlite`` (a file; a new connection),
+    ``postgres`` (LangGraph's PostgresSaver on a URL, its tables set up unless ``setup`` is
+    false) or ``undertext`` (``UndertextSaver.open`` of a path or a fleet URL)."""
+    if kind == "sqlite":
+        conn = sqlite3.connect(where, check_same_thread=False)
+        return SqliteSaver(conn), conn.close
+    if kind == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        cm = PostgresSaver.from_conn_string(str(where))
+        saver = cm.__enter__()
+        if setup:
+            saver.setup()
+        return saver, lambda: cm.__exit__(None, None, None)
+    saver = UndertextSaver.open(where)
+    return saver, saver.close
+
+
 def disk_bytes(path: Path) -> int:
     if path.is_file():
         return path.stat().st_size
@@ -114,14 +133,11 @@ def disk_bytes(path: Path) -> int:
 def run(saver_name: str, channel: str, pairs: int, root: Path) -> dict[str, Any]:
     if saver_name == "sqlite":
         db = root / f"sqlite-{channel}.db"
-        conn = sqlite3.connect(db, check_same_thread=False)
-        saver: Any = SqliteSaver(conn)
-        close: Callable[[], None] = conn.close
+        saver, close = open_saver("sqlite", db)
         files = [db, Path(str(db) + "-wal"), Path(str(db) + "-shm")]
     else:
         store = root / f"undertext-{channel}"
-        saver = UndertextSaver.open(store)
-        close = saver.close
+        saver, close = open_saver("undertext", store)
         files = [store]
     graph = build(AddState if channel == "add_messages" else DeltaState, pairs).compile(checkpointer=saver)
     for i in range(pairs + 1):
@@ -182,13 +198,7 @@ def cold_read(saver_name: str, channel: str, path: Path, pairs: int) -> dict[str
     first ``get_state``."""
     config = {"configurable": {"thread_id": "agent"}}
     t0 = time.perf_counter()
-    if saver_name == "sqlite":
-        conn = sqlite3.connect(path, check_same_thread=False)
-        saver: Any = SqliteSaver(conn)
-        close: Callable[[], None] = conn.close
-    else:
-        saver = UndertextSaver.open(path)
-        close = saver.close
+    saver, close = open_saver(saver_name, path)
     graph = build(AddState if channel == "add_messages" else DeltaState, pairs).compile(checkpointer=saver)
     open_ms = (time.perf_counter() - t0) * 1000
     t0, c0 = time.perf_counter(), time.process_time()
