@@ -57,20 +57,10 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fleet_savers import fresh_db  # noqa: E402 (a database of its own per row)
+
 ROWS = "pgbench,engine-append,engine-append-shared,lg-undertext,lg-postgres,sdk-undertext,sdk-sqlalchemy"
 OWNER = "bench"
-
-
-def with_db(url: str, db: str) -> str:
-    base, _, query = url.partition("?")
-    return f"{base.rsplit('/', 1)[0]}/{db}" + (f"?{query}" if query else "")
-
-
-def fresh_db(url: str, name: str) -> str:
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        c.execute(f'CREATE DATABASE "{name}"')
-    return with_db(url, name)
 
 
 def server_counts(url: str) -> dict[str, int]:
