@@ -27,19 +27,25 @@ const RUNS: usize = 3;
 #[derive(Debug, Clone, Copy)]
 enum Codec {
     Zstd(i32),
-    /// Zstandard with the engine's built-in dictionary (codec 3, bodies up to 16 KiB).
+    /// Zstandard with the engine's built-in dictionary 1 (codec 3, bodies up to 16 KiB).
     ZstdDict1(i32),
+    /// Zstandard with the built-in dictionary 2 (codec 4: dictionary 1's content and entropy
+    /// tables computed from these transcripts, so its figures here are in-sample).
+    ZstdDict2(i32),
     Lz4,
 }
 
 /// The engine's codec-3 dictionary (engine/FORMAT.md "Compression").
 const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
+/// The engine's codec-4 dictionary.
+const DICT2: &[u8] = include_bytes!("../../../engine/src/blob/dict2.bin");
 
 impl Codec {
     fn name(self) -> String {
         match self {
             Self::Zstd(l) => format!("zstd -{l}"),
             Self::ZstdDict1(l) => format!("zstd -{l}, dictionary 1"),
+            Self::ZstdDict2(l) => format!("zstd -{l}, dictionary 2"),
             Self::Lz4 => "lz4_flex (block)".to_owned(),
         }
     }
@@ -51,8 +57,9 @@ impl Codec {
                 let mut c = zstd::bulk::Compressor::new(level)?;
                 records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
             }
-            Self::ZstdDict1(level) => {
-                let mut c = zstd::bulk::Compressor::with_dictionary(level, DICT1)?;
+            Self::ZstdDict1(level) | Self::ZstdDict2(level) => {
+                let dict = if matches!(self, Self::ZstdDict1(_)) { DICT1 } else { DICT2 };
+                let mut c = zstd::bulk::Compressor::with_dictionary(level, dict)?;
                 records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
             }
             Self::Lz4 => Ok(records.iter().map(|r| lz4_flex::compress_prepend_size(r)).collect()),
@@ -67,9 +74,10 @@ impl Codec {
         mut sink: impl FnMut(usize, &[u8]),
     ) -> Result<()> {
         match self {
-            Self::Zstd(_) | Self::ZstdDict1(_) => {
+            Self::Zstd(_) | Self::ZstdDict1(_) | Self::ZstdDict2(_) => {
                 let mut d = match self {
                     Self::ZstdDict1(_) => zstd::bulk::Decompressor::with_dictionary(DICT1)?,
+                    Self::ZstdDict2(_) => zstd::bulk::Decompressor::with_dictionary(DICT2)?,
                     _ => zstd::bulk::Decompressor::new()?,
                 };
                 for (i, (c, &len)) in compressed.iter().zip(raw_lens).enumerate() {
@@ -160,12 +168,12 @@ fn main() -> Result<()> {
         sets.push((label.to_owned(), recs));
     }
 
-    let codecs = [Codec::Zstd(1), Codec::Zstd(3), Codec::Lz4, Codec::ZstdDict1(1)];
+    let codecs = [Codec::Zstd(1), Codec::Zstd(3), Codec::Lz4, Codec::ZstdDict1(1), Codec::ZstdDict2(1)];
     let mut rows = Vec::new();
     for (label, recs) in &sets {
         // The dictionary only where the engine uses it: bodies of at most 16 KiB.
         let small = label.starts_with("~512") || label.starts_with("~2 KB") || label.starts_with("~16 KB");
-        for &codec in codecs.iter().filter(|c| small || !matches!(c, Codec::ZstdDict1(_))) {
+        for &codec in codecs.iter().filter(|c| small || !matches!(c, Codec::ZstdDict1(_) | Codec::ZstdDict2(_))) {
             eprintln!("measuring {label} / {}", codec.name());
             rows.push(measure(label, recs, codec)?);
         }
