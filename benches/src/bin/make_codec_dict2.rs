@@ -104,11 +104,7 @@ fn strings(v: &serde_json::Value, out: &mut Vec<u8>) {
 fn finalize(content: &[u8], samples: &[u8], sizes: &[usize]) -> Result<Vec<u8>> {
     // Room for the header and tables (under 1 KB) before the content.
     let mut dst = vec![0u8; content.len() + 4096];
-    let params = zstd_sys::ZDICT_params_t {
-        compressionLevel: LEVEL,
-        notificationLevel: 0,
-        dictID: DICT_ID,
-    };
+    let params = zstd_sys::ZDICT_params_t { compressionLevel: LEVEL, notificationLevel: 0, dictID: DICT_ID };
     let nb = u32::try_from(sizes.len())?;
     // SAFETY: every pointer comes from a live slice with its own length: `dst` is writable for
     // `dst.len()` bytes, `content` readable for `content.len()`, `samples` for the sum of

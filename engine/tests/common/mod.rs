@@ -99,6 +99,27 @@ impl FixtureStore {
         std::fs::read(Self::dir().join(format!("{}.show.json", self.name))).unwrap()
     }
 
+    /// How many blob records and compact message records (kind 17) of `store`'s log are
+    /// written with `codec` (FORMAT.md "Compression").
+    pub fn records_of_codec(store: &Path, codec: u8) -> (usize, usize) {
+        use undertext::log::format;
+        let (mut blobs, mut messages) = (0, 0);
+        for e in std::fs::read_dir(store.join("log")).unwrap() {
+            let seg = std::fs::read(e.unwrap().path()).unwrap();
+            let mut at = format::SEGMENT_HEADER_LEN;
+            while let Ok(b) = format::decode_batch(&seg, at) {
+                for r in &b.records {
+                    // A blob's codec is in its record header; a compact message record's is
+                    // the second byte of its payload (after the encoding version).
+                    blobs += usize::from(r.kind == 1 && r.codec == codec);
+                    messages += usize::from(r.kind == 17 && r.payload.get(1) == Some(&codec));
+                }
+                at = b.end as usize;
+            }
+        }
+        (blobs, messages)
+    }
+
     /// Asserts that `check` finds the store clean, and that after `check --rebuild` (the
     /// index built again from the log alone) `show --json` still prints what the writing
     /// build printed.
