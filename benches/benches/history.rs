@@ -13,7 +13,9 @@
 //!   runs as by default, so index work is pending as appends arrive.
 //! * `cold_load_1000` — open a 1,000-message chat that is not in memory and decode every
 //!   message, against SQLite `SELECT … WHERE chat = ? ORDER BY seq` with the JSON body
-//!   decoded.
+//!   decoded; once with 2 KB of random letters per message (`cold_load_1000_messages`, the
+//!   row since session 5) and once with 2 KB pieces of the shared transcripts' texts
+//!   (`cold_load_1000_real_messages`).
 
 #![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the bench")]
 
@@ -189,6 +191,15 @@ fn durable_append_2k(c: &mut Criterion) {
 }
 
 fn cold_load_1000(c: &mut Criterion) {
+    cold_load_1000_of(c, "cold_load_1000_messages", &text_2k);
+    // Real message text: the texts inside the shared transcripts (tool output, code, prose),
+    // cut into ~2 KB messages; what a compressor meets in a harness, where `text_2k`'s random
+    // letters are not.
+    let texts = undertext_benches::transcript_texts_2k().unwrap();
+    cold_load_1000_of(c, "cold_load_1000_real_messages", &|seed| texts[seed as usize % texts.len()].clone());
+}
+
+fn cold_load_1000_of(c: &mut Criterion, group: &str, text: &dyn Fn(u64) -> String) {
     let dir = bench_tempdir().unwrap();
     let opts = Options::default().chat_cache_capacity(1);
     let store = Store::open(dir.path().join("u"), opts).unwrap();
@@ -198,20 +209,20 @@ fn cold_load_1000(c: &mut Criterion) {
         let id = store.create_chat("b", ChatMeta::default()).unwrap();
         let chat = store.chat("b", id).unwrap();
         for b in 0..10u64 {
-            let batch = (0..100).map(|i| NewMessage::assistant(text_2k(k * 10_000 + b * 100 + i))).collect();
+            let batch = (0..100).map(|i| NewMessage::assistant(text(k * 10_000 + b * 100 + i))).collect();
             chat.append_batch(batch).unwrap();
         }
         let tx = sql.conn.lock();
         tx.execute_batch("BEGIN").unwrap();
         drop(tx);
         for s in 0..1000u64 {
-            sql.append(k, s, &text_2k(k * 10_000 + s));
+            sql.append(k, s, &text(k * 10_000 + s));
         }
         sql.conn.lock().execute_batch("COMMIT").unwrap();
         ids.push(id);
     }
     store.sync().unwrap();
-    let mut g = c.benchmark_group("cold_load_1000_messages");
+    let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1000));
     let mut turn = 0usize;
     g.bench_function("undertext", |b| {
@@ -233,7 +244,7 @@ fn cold_load_1000(c: &mut Criterion) {
         })
     });
     g.finish();
-    println!("cold_load: chats in memory after the run: {}", store.stats().unwrap().chats_in_memory);
+    println!("{group}: chats in memory after the run: {}", store.stats().unwrap().chats_in_memory);
 }
 
 /// 100 KB of tool output, distinct per seed.

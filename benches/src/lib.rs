@@ -180,6 +180,44 @@ pub fn chunk_records(data: &[u8], target: usize) -> Vec<&[u8]> {
     out
 }
 
+/// The texts inside a transcript's JSON lines (`data`): every JSON string of 32 bytes or more,
+/// unescaped, each followed by a newline — what a message body holds (tool output, code,
+/// prose), where the lines themselves are what a saver keeps.
+#[must_use]
+pub fn json_texts(data: &[u8]) -> Vec<u8> {
+    fn strings(v: &serde_json::Value, out: &mut Vec<u8>) {
+        match v {
+            serde_json::Value::String(s) if s.len() >= 32 => {
+                out.extend_from_slice(s.as_bytes());
+                out.push(b'\n');
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for line in data.split(|&b| b == b'\n') {
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
+            strings(&v, &mut out);
+        }
+    }
+    out
+}
+
+/// Real message texts of about 2 KB: the shared transcripts' [`json_texts`], cut with
+/// [`chunk_records`] (a piece cut inside a character is made valid UTF-8 lossily).
+pub fn transcript_texts_2k() -> Result<Vec<String>> {
+    let mut texts = Vec::new();
+    for file in transcript_files(&transcripts_dir())? {
+        let strings = json_texts(&std::fs::read(file)?);
+        texts.extend(
+            chunk_records(&strings, 2048).into_iter().map(|r| String::from_utf8_lossy(r).into_owned()),
+        );
+    }
+    Ok(texts)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Temporary directories on a real disk
 // ---------------------------------------------------------------------------------------------

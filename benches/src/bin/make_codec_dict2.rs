@@ -25,7 +25,7 @@
 
 use std::path::PathBuf;
 
-use undertext_benches::{Result, chunk_records, transcript_files, transcripts_dir};
+use undertext_benches::{Result, chunk_records, json_texts, transcript_files, transcripts_dir};
 
 /// Dictionary 1: the content this dictionary keeps.
 const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
@@ -62,13 +62,7 @@ fn main() -> Result<()> {
             push(r);
         }
         // The texts inside them, unescaped, as a message body holds them.
-        let mut texts = Vec::new();
-        for line in data.split(|&b| b == b'\n') {
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
-                strings(&v, &mut texts);
-            }
-        }
-        for r in chunk_records(&texts, RECORD) {
+        for r in chunk_records(&json_texts(&data), RECORD) {
             push(r);
         }
     }
@@ -84,19 +78,6 @@ fn main() -> Result<()> {
         blake3::hash(&dict)
     );
     Ok(())
-}
-
-/// Appends every string of `v` of 32 bytes or more, each followed by a newline.
-fn strings(v: &serde_json::Value, out: &mut Vec<u8>) {
-    match v {
-        serde_json::Value::String(s) if s.len() >= 32 => {
-            out.extend_from_slice(s.as_bytes());
-            out.push(b'\n');
-        }
-        serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
-        serde_json::Value::Object(o) => o.values().for_each(|x| strings(x, out)),
-        _ => {}
-    }
 }
 
 /// `ZDICT_finalizeDictionary`: `content` with a header and entropy tables computed from the
