@@ -13,6 +13,9 @@
 //! compression ratio (raw / compressed), compression and decompression speed in MB/s of raw
 //! bytes (1 MB = 10^6 bytes), best of 3 runs. Prints a markdown table.
 //!
+//! `UNDERTEXT_SURVEY_DICT2=PATH` measures another dictionary in dictionary 2's place (e.g. one
+//! made by `make_codec_dict2` from other transcripts, for a held-out comparison).
+//!
 //! zstd uses one reused `bulk::Compressor` / `bulk::Decompressor` context per run, as a storage
 //! engine would; decompression is into a buffer sized from the known raw length. Every record is
 //! checked to round-trip before timing.
@@ -41,6 +44,15 @@ const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
 /// The engine's codec-4 dictionary.
 const DICT2: &[u8] = include_bytes!("../../../engine/src/blob/dict2.bin");
 
+/// Dictionary 2, or the file `UNDERTEXT_SURVEY_DICT2` names.
+fn dict2() -> &'static [u8] {
+    static D: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    D.get_or_init(|| match std::env::var_os("UNDERTEXT_SURVEY_DICT2") {
+        Some(p) => std::fs::read(&p).unwrap_or_else(|e| panic!("UNDERTEXT_SURVEY_DICT2: {e}")),
+        None => DICT2.to_vec(),
+    })
+}
+
 impl Codec {
     fn name(self) -> String {
         match self {
@@ -59,7 +71,7 @@ impl Codec {
                 records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
             }
             Self::ZstdDict1(level) | Self::ZstdDict2(level) => {
-                let dict = if matches!(self, Self::ZstdDict1(_)) { DICT1 } else { DICT2 };
+                let dict = if matches!(self, Self::ZstdDict1(_)) { DICT1 } else { dict2() };
                 let mut c = zstd::bulk::Compressor::with_dictionary(level, dict)?;
                 records.iter().map(|r| c.compress(r).map_err(Into::into)).collect()
             }
@@ -78,7 +90,7 @@ impl Codec {
             Self::Zstd(_) | Self::ZstdDict1(_) | Self::ZstdDict2(_) => {
                 let mut d = match self {
                     Self::ZstdDict1(_) => zstd::bulk::Decompressor::with_dictionary(DICT1)?,
-                    Self::ZstdDict2(_) => zstd::bulk::Decompressor::with_dictionary(DICT2)?,
+                    Self::ZstdDict2(_) => zstd::bulk::Decompressor::with_dictionary(dict2())?,
                     _ => zstd::bulk::Decompressor::new()?,
                 };
                 for (i, (c, &len)) in compressed.iter().zip(raw_lens).enumerate() {
