@@ -15,7 +15,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -106,6 +106,17 @@ impl ArchiveCache {
         g.evict();
     }
 
+    /// Puts `whole`, the text of chunked archive `id` joined, in the place of `chunked` (kept
+    /// with its clock and reader), unless the entry has changed since.
+    fn join(&self, id: &BlobId, chunked: &Arc<Chunked>, whole: Arc<ArchiveText>) {
+        let mut g = self.inner.lock();
+        if let Some((l, _, _)) = g.map.get_mut(id)
+            && matches!(l, Loaded::Chunked(c) if Arc::ptr_eq(c, chunked))
+        {
+            *l = Loaded::Whole(whole);
+        }
+    }
+
     /// Evicts after a chunked entry grew.
     fn grew(&self) {
         self.inner.lock().evict();
@@ -144,6 +155,9 @@ struct Chunked {
     bytes: AtomicUsize,
     /// Sub-marks of the strides looked up so far.
     dense: Dense,
+    /// Set by the read that first finds every chunk loaded: that read joins the pieces into
+    /// one text (see [`Chunked::joined`]), once.
+    joining: AtomicBool,
 }
 
 /// One chunk of a chunked archive, split where its characters are whole: the continuation
@@ -304,6 +318,28 @@ impl Chunked {
         }
         cache.grew();
         Ok(())
+    }
+
+    /// The whole text, once every chunk is loaded, with the offset index and the sub-marks
+    /// found so far: the first read that finds the archive complete gets it (later ones get
+    /// `None`), and the cache holds it in place of the pieces, so that warm reads take the
+    /// whole text's path (no chunk to find per bound, one copy for the result). Its bytes are
+    /// the pieces' bytes (no more memory once the pieces go). `None` as well when the pieces
+    /// do not join into UTF-8 text (a damaged chunk boundary): the pieces stay, and the reads
+    /// that cross it fail as before.
+    fn joined(&self) -> Option<ArchiveText> {
+        if !self.complete() || self.joining.load(Ordering::Relaxed) || self.joining.swap(true, Ordering::Relaxed) {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(self.index.end.bytes as usize);
+        for p in &self.pieces {
+            let p = p.get()?;
+            bytes.extend_from_slice(&p.head);
+            bytes.extend_from_slice(p.text.as_bytes());
+            bytes.extend_from_slice(&p.tail);
+        }
+        let text = String::from_utf8(bytes).ok()?;
+        Some(ArchiveText::with_dense(text, self.index.clone(), self.dense.clone()))
     }
 
     fn piece(&self, k: usize) -> Result<&Piece> {
@@ -472,7 +508,11 @@ pub(crate) fn read_context(
             if !c.complete() {
                 c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
             }
-            c.text_of(from, to)
+            let out = c.text_of(from, to)?;
+            if let Some(t) = c.joined() {
+                cache.join(id, &c, Arc::new(t));
+            }
+            Ok(out)
         }
     }
 }
@@ -524,6 +564,7 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
                 chunks: m.chunks,
                 pieces,
                 bytes: AtomicUsize::new(0),
+                joining: AtomicBool::new(false),
             }))
         }
     };
@@ -655,15 +696,57 @@ mod tests {
         let t = text();
         let id = store.archive("o", &t).unwrap().id;
         let n = t.chars().count() as u64;
-        store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
+        store.read_context("o", &id, 0..1, Unit::Chars).unwrap();
         let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
             panic!("not chunked")
         };
+        // Every piece loaded (the cache then holds the text joined; `c` keeps the pieces).
+        store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
+        assert!(c.complete());
         let bounds: Vec<usize> = t.char_indices().map(|(i, _)| i).step_by(997).collect();
         for w in bounds.windows(3) {
             let got = c.text_of_pieces(w[0], w[2]).unwrap();
             assert_eq!(got, t[w[0]..w[2]]);
         }
+    }
+
+    #[test]
+    fn a_chunked_archive_read_to_the_last_chunk_is_held_joined_and_reads_the_same_in_every_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        let n = t.chars().count();
+        let at = super::ArchiveText::new(t.clone());
+        let units = [Unit::Chars, Unit::Utf16, Unit::Bytes, Unit::Lines];
+        // Reads of the pieces, before the last chunk is loaded: what they give is what the
+        // joined text must give.
+        let mut want = Vec::new();
+        for unit in units {
+            let len = at.len(unit);
+            for k in 0..25u64 {
+                let a = (k * 7919) % (len - 300);
+                let b = a + 1 + (k * 131) % 299;
+                let mine = at.read(a..b, unit).map(str::to_string).map_err(|e| e.to_string());
+                let got = store.read_context("o", &id, a..b, unit).map_err(|e| e.to_string());
+                assert_eq!(got, mine, "{unit:?} {a}..{b} from the pieces");
+                want.push((unit, a..b, mine));
+            }
+        }
+        assert!(matches!(store.archive_cache_for_tests().get(&id), Some(super::Loaded::Chunked(_))));
+        assert_eq!(store.read_context("o", &id, 0..n as u64, Unit::Chars).unwrap(), t);
+        let Some(super::Loaded::Whole(w)) = store.archive_cache_for_tests().get(&id) else {
+            panic!("a complete chunked archive is not held joined")
+        };
+        assert_eq!(w.as_str(), t);
+        for (unit, r, mine) in &want {
+            let got = store.read_context("o", &id, r.clone(), *unit).map_err(|e| e.to_string());
+            assert_eq!(&got, mine, "{unit:?} {r:?} from the joined text");
+        }
+        let r = store.read_context("p", &id, 0..10, Unit::Chars);
+        assert!(matches!(r, Err(Error::NotFound { .. })), "another owner, joined: {r:?}");
+        let past = store.read_context("o", &id, 0..n as u64 + 1, Unit::Chars);
+        assert!(matches!(past, Err(Error::InvalidArgument(_))), "{past:?}");
     }
 
     #[test]
