@@ -15,10 +15,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use super::offsets::{Dense, OffsetIndex, Unit};
 use super::{ArchiveText, grant, inline_place, not_found, readable, text_at};
@@ -32,17 +32,30 @@ use crate::store::core::Core;
 const CACHE_BYTES: usize = 64 << 20;
 
 /// Recently read archives, kept up to a byte budget (least recently used first out).
+///
+/// A warm read runs under the read lock (readers do not wait for each other) and takes
+/// nothing out: a whole text is read in place, so no reference count moves.
 #[derive(Debug, Default)]
 pub(crate) struct ArchiveCache {
-    inner: Mutex<CacheInner>,
+    inner: RwLock<CacheInner>,
 }
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    /// Archive, the clock value of its last use, and its last reader (keyed with
-    /// [`IdHash`]: ids are uniform already).
-    map: HashMap<BlobId, (Loaded, u64, Reader), IdHash>,
-    clock: u64,
+    /// Archives by id (keyed with [`IdHash`]: ids are uniform already).
+    map: HashMap<BlobId, Entry, IdHash>,
+    /// Counts uses, for [`Entry::used`]. Advanced under the read lock without an atomic
+    /// read-modify-write: two reads at once may both take the same value, which only leaves
+    /// the order of two recently used archives undecided.
+    clock: AtomicU64,
+}
+
+/// A cached archive, the clock value of its last use, and its last reader.
+#[derive(Debug)]
+struct Entry {
+    loaded: Loaded,
+    used: AtomicU64,
+    reader: Reader,
 }
 
 /// The last owner found allowed to read an archive, and the grants epoch it was found under
@@ -58,6 +71,14 @@ enum Loaded {
     Whole(Arc<ArchiveText>),
     /// Chunked: the pieces read so far.
     Chunked(Arc<Chunked>),
+}
+
+/// What [`ArchiveCache::read_or_take`] found.
+enum Found<R> {
+    /// The whole text, read by the last reader's owner.
+    Read(R),
+    /// The archive, and whether the owner asking was its last reader.
+    Take(Loaded, bool),
 }
 
 impl Loaded {
@@ -76,62 +97,81 @@ impl Loaded {
 
 impl ArchiveCache {
     fn get(&self, id: &BlobId) -> Option<Loaded> {
-        self.get_for(id, "", u64::MAX).map(|(l, _)| l)
+        match self.read_or_take(id, "", u64::MAX, |_| ())? {
+            Found::Take(l, _) => Some(l),
+            Found::Read(()) => None,
+        }
     }
 
-    /// Archive `id` if cached, and whether `owner` was its last reader under grants `epoch`.
-    fn get_for(&self, id: &BlobId, owner: &str, epoch: u64) -> Option<(Loaded, bool)> {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.map.get_mut(id).map(|(l, used, reader)| {
-            *used = tick;
-            (l.clone(), reader.as_ref().is_some_and(|(o, e)| *e == epoch && **o == *owner))
+    /// `read` run on archive `id` in place when the cache holds it whole and `owner` was its
+    /// last reader under grants `epoch` (the warm read); otherwise archive `id` if cached, and
+    /// whether `owner` was its last reader.
+    fn read_or_take<R>(
+        &self,
+        id: &BlobId,
+        owner: &str,
+        epoch: u64,
+        read: impl FnOnce(&ArchiveText) -> R,
+    ) -> Option<Found<R>> {
+        let g = self.inner.read();
+        let e = g.map.get(id)?;
+        e.used.store(g.tick(), Ordering::Relaxed);
+        let allowed = e.reader.as_ref().is_some_and(|(o, at)| *at == epoch && **o == *owner);
+        Some(match &e.loaded {
+            Loaded::Whole(t) if allowed => Found::Read(read(t)),
+            l => Found::Take(l.clone(), allowed),
         })
     }
 
     /// Remembers that `owner` was found allowed to read archive `id` under grants `epoch`
     /// (read before the check).
     fn allow(&self, id: &BlobId, owner: &str, epoch: u64) {
-        if let Some((_, _, reader)) = self.inner.lock().map.get_mut(id) {
-            *reader = Some((owner.into(), epoch));
+        if let Some(e) = self.inner.write().map.get_mut(id) {
+            e.reader = Some((owner.into(), epoch));
         }
     }
 
-    fn put(&self, id: BlobId, l: Loaded) {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.map.insert(id, (l, tick, None));
+    fn put(&self, id: BlobId, loaded: Loaded) {
+        let mut g = self.inner.write();
+        let used = AtomicU64::new(g.tick());
+        g.map.insert(id, Entry { loaded, used, reader: None });
         g.evict();
     }
 
     /// Puts `whole`, the text of chunked archive `id` joined, in the place of `chunked` (kept
     /// with its clock and reader), unless the entry has changed since.
     fn join(&self, id: &BlobId, chunked: &Arc<Chunked>, whole: Arc<ArchiveText>) {
-        let mut g = self.inner.lock();
-        if let Some((l, _, _)) = g.map.get_mut(id)
-            && matches!(l, Loaded::Chunked(c) if Arc::ptr_eq(c, chunked))
+        let mut g = self.inner.write();
+        if let Some(e) = g.map.get_mut(id)
+            && matches!(&e.loaded, Loaded::Chunked(c) if Arc::ptr_eq(c, chunked))
         {
-            *l = Loaded::Whole(whole);
+            e.loaded = Loaded::Whole(whole);
         }
     }
 
     /// Evicts after a chunked entry grew.
     fn grew(&self) {
-        self.inner.lock().evict();
+        self.inner.write().evict();
     }
 }
 
 impl CacheInner {
+    /// The next clock value (see [`CacheInner::clock`]).
+    fn tick(&self) -> u64 {
+        let t = self.clock.load(Ordering::Relaxed) + 1;
+        self.clock.store(t, Ordering::Relaxed);
+        t
+    }
+
     fn evict(&mut self) {
-        let mut bytes: usize = self.map.values().map(|(l, _, _)| l.bytes()).sum();
+        let mut bytes: usize = self.map.values().map(|e| e.loaded.bytes()).sum();
         while bytes > CACHE_BYTES && self.map.len() > 1 {
-            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, u, _))| *u).map(|(k, _)| *k) else {
+            let oldest = self.map.iter().min_by_key(|(_, e)| e.used.load(Ordering::Relaxed)).map(|(k, _)| *k);
+            let Some(oldest) = oldest else {
                 break;
             };
-            if let Some((l, _, _)) = self.map.remove(&oldest) {
-                bytes -= l.bytes();
+            if let Some(e) = self.map.remove(&oldest) {
+                bytes -= e.loaded.bytes();
             }
         }
     }
@@ -328,7 +368,10 @@ impl Chunked {
     /// do not join into UTF-8 text (a damaged chunk boundary): the pieces stay, and the reads
     /// that cross it fail as before.
     fn joined(&self) -> Option<ArchiveText> {
-        if !self.complete() || self.joining.load(Ordering::Relaxed) || self.joining.swap(true, Ordering::Relaxed) {
+        if !self.complete()
+            || self.joining.load(Ordering::Relaxed)
+            || self.joining.swap(true, Ordering::Relaxed)
+        {
             return None;
         }
         let mut bytes = Vec::with_capacity(self.index.end.bytes as usize);
@@ -470,9 +513,11 @@ pub(crate) fn read_context(
     // Read before the checks: a deletion committed during them advances it, and what they
     // found is not remembered past it.
     let epoch = core.index.grants_epoch();
-    let loaded = match cache.get_for(id, owner, epoch) {
-        Some((l, true)) => l,
-        Some((l, false)) => {
+    let found = cache.read_or_take(id, owner, epoch, |t| t.read(range.clone(), unit).map(str::to_string));
+    let loaded = match found {
+        Some(Found::Read(r)) => return r,
+        Some(Found::Take(l, true)) => l,
+        Some(Found::Take(l, false)) => {
             if !readable(core, owner, id)? {
                 return Err(not_found(id));
             }
