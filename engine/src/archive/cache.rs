@@ -795,6 +795,37 @@ mod tests {
     }
 
     #[test]
+    fn readers_on_several_threads_get_exact_ranges_while_the_pieces_load_and_are_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        let at = super::ArchiveText::new(t.clone());
+        let n = at.len(Unit::Chars);
+        std::thread::scope(|s| {
+            for w in 0..4u64 {
+                let (store, at) = (&store, &at);
+                s.spawn(move || {
+                    // Each thread walks the whole text in its own order, so that the last
+                    // chunks load, and the pieces are joined, while the others read.
+                    for k in 0..400u64 {
+                        let a = (k * 7919 + w * 104_729) % (n - 500);
+                        let b = a + 1 + (k * 37 + w) % 499;
+                        let got = store.read_context("o", &id, a..b, Unit::Chars).unwrap();
+                        assert_eq!(got, at.read(a..b, Unit::Chars).unwrap(), "thread {w}, chars {a}..{b}");
+                    }
+                    let r = store.read_context("p", &id, 0..1, Unit::Chars);
+                    assert!(matches!(r, Err(Error::NotFound { .. })), "another owner: {r:?}");
+                });
+            }
+        });
+        // The walks between them cover every chunk: joined while they read.
+        let joined = store.archive_cache_for_tests().get(&id);
+        assert!(matches!(joined, Some(super::Loaded::Whole(_))), "the pieces were not joined");
+        assert_eq!(store.read_context("o", &id, 0..n, Unit::Chars).unwrap(), t);
+    }
+
+    #[test]
     fn the_chunk_table_finds_the_chunk_a_search_of_the_chunk_ends_finds_at_every_byte() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), opts()).unwrap();
