@@ -7,7 +7,9 @@
 //! touches becomes a [`Piece`] the first time, verified as the store's `Options::verify`
 //! asks (as the chunk cache does) and checked as UTF-8 once; later reads copy from pieces
 //! without checking again. Nothing enters the cache before it is verified, and a read that
-//! finds a piece damaged fails and leaves nothing behind.
+//! finds a piece damaged fails and leaves nothing behind. Once every chunk is loaded, the
+//! pieces are joined into one text held whole in their place, so that warm reads of an
+//! archive read to its end cost what reads of an unchunked one do.
 //!
 //! The cache holds texts by blob id; who may read them is decided before (the owner's grant,
 //! itself cached under the index's grants epoch: see `store/blobs.rs`).
