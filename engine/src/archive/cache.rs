@@ -7,7 +7,9 @@
 //! touches becomes a [`Piece`] the first time, verified as the store's `Options::verify`
 //! asks (as the chunk cache does) and checked as UTF-8 once; later reads copy from pieces
 //! without checking again. Nothing enters the cache before it is verified, and a read that
-//! finds a piece damaged fails and leaves nothing behind.
+//! finds a piece damaged fails and leaves nothing behind. Once every chunk is loaded, the
+//! pieces are joined into one text held whole in their place, so that warm reads of an
+//! archive read to its end cost what reads of an unchunked one do.
 //!
 //! The cache holds texts by blob id; who may read them is decided before (the owner's grant,
 //! itself cached under the index's grants epoch: see `store/blobs.rs`).
@@ -15,10 +17,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use super::offsets::{Dense, OffsetIndex, Unit};
 use super::{ArchiveText, grant, inline_place, not_found, readable, text_at};
@@ -32,17 +34,30 @@ use crate::store::core::Core;
 const CACHE_BYTES: usize = 64 << 20;
 
 /// Recently read archives, kept up to a byte budget (least recently used first out).
+///
+/// A warm read runs under the read lock (readers do not wait for each other) and takes
+/// nothing out: a whole text is read in place, so no reference count moves.
 #[derive(Debug, Default)]
 pub(crate) struct ArchiveCache {
-    inner: Mutex<CacheInner>,
+    inner: RwLock<CacheInner>,
 }
 
 #[derive(Debug, Default)]
 struct CacheInner {
-    /// Archive, the clock value of its last use, and its last reader (keyed with
-    /// [`IdHash`]: ids are uniform already).
-    map: HashMap<BlobId, (Loaded, u64, Reader), IdHash>,
-    clock: u64,
+    /// Archives by id (keyed with [`IdHash`]: ids are uniform already).
+    map: HashMap<BlobId, Entry, IdHash>,
+    /// Counts uses, for [`Entry::used`]. Advanced under the read lock without an atomic
+    /// read-modify-write: two reads at once may both take the same value, which only leaves
+    /// the order of two recently used archives undecided.
+    clock: AtomicU64,
+}
+
+/// A cached archive, the clock value of its last use, and its last reader.
+#[derive(Debug)]
+struct Entry {
+    loaded: Loaded,
+    used: AtomicU64,
+    reader: Reader,
 }
 
 /// The last owner found allowed to read an archive, and the grants epoch it was found under
@@ -58,6 +73,14 @@ enum Loaded {
     Whole(Arc<ArchiveText>),
     /// Chunked: the pieces read so far.
     Chunked(Arc<Chunked>),
+}
+
+/// What [`ArchiveCache::read_or_take`] found.
+enum Found<R> {
+    /// The whole text, read by the last reader's owner.
+    Read(R),
+    /// The archive, and whether the owner asking was its last reader.
+    Take(Loaded, bool),
 }
 
 impl Loaded {
@@ -76,51 +99,81 @@ impl Loaded {
 
 impl ArchiveCache {
     fn get(&self, id: &BlobId) -> Option<Loaded> {
-        self.get_for(id, "", u64::MAX).map(|(l, _)| l)
+        match self.read_or_take(id, "", u64::MAX, |_| ())? {
+            Found::Take(l, _) => Some(l),
+            Found::Read(()) => None,
+        }
     }
 
-    /// Archive `id` if cached, and whether `owner` was its last reader under grants `epoch`.
-    fn get_for(&self, id: &BlobId, owner: &str, epoch: u64) -> Option<(Loaded, bool)> {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.map.get_mut(id).map(|(l, used, reader)| {
-            *used = tick;
-            (l.clone(), reader.as_ref().is_some_and(|(o, e)| *e == epoch && **o == *owner))
+    /// `read` run on archive `id` in place when the cache holds it whole and `owner` was its
+    /// last reader under grants `epoch` (the warm read); otherwise archive `id` if cached, and
+    /// whether `owner` was its last reader.
+    fn read_or_take<R>(
+        &self,
+        id: &BlobId,
+        owner: &str,
+        epoch: u64,
+        read: impl FnOnce(&ArchiveText) -> R,
+    ) -> Option<Found<R>> {
+        let g = self.inner.read();
+        let e = g.map.get(id)?;
+        e.used.store(g.tick(), Ordering::Relaxed);
+        let allowed = e.reader.as_ref().is_some_and(|(o, at)| *at == epoch && **o == *owner);
+        Some(match &e.loaded {
+            Loaded::Whole(t) if allowed => Found::Read(read(t)),
+            l => Found::Take(l.clone(), allowed),
         })
     }
 
     /// Remembers that `owner` was found allowed to read archive `id` under grants `epoch`
     /// (read before the check).
     fn allow(&self, id: &BlobId, owner: &str, epoch: u64) {
-        if let Some((_, _, reader)) = self.inner.lock().map.get_mut(id) {
-            *reader = Some((owner.into(), epoch));
+        if let Some(e) = self.inner.write().map.get_mut(id) {
+            e.reader = Some((owner.into(), epoch));
         }
     }
 
-    fn put(&self, id: BlobId, l: Loaded) {
-        let mut g = self.inner.lock();
-        g.clock += 1;
-        let tick = g.clock;
-        g.map.insert(id, (l, tick, None));
+    fn put(&self, id: BlobId, loaded: Loaded) {
+        let mut g = self.inner.write();
+        let used = AtomicU64::new(g.tick());
+        g.map.insert(id, Entry { loaded, used, reader: None });
         g.evict();
+    }
+
+    /// Puts `whole`, the text of chunked archive `id` joined, in the place of `chunked` (kept
+    /// with its clock and reader), unless the entry has changed since.
+    fn join(&self, id: &BlobId, chunked: &Arc<Chunked>, whole: Arc<ArchiveText>) {
+        let mut g = self.inner.write();
+        if let Some(e) = g.map.get_mut(id)
+            && matches!(&e.loaded, Loaded::Chunked(c) if Arc::ptr_eq(c, chunked))
+        {
+            e.loaded = Loaded::Whole(whole);
+        }
     }
 
     /// Evicts after a chunked entry grew.
     fn grew(&self) {
-        self.inner.lock().evict();
+        self.inner.write().evict();
     }
 }
 
 impl CacheInner {
+    /// The next clock value (see [`CacheInner::clock`]).
+    fn tick(&self) -> u64 {
+        let t = self.clock.load(Ordering::Relaxed) + 1;
+        self.clock.store(t, Ordering::Relaxed);
+        t
+    }
+
     fn evict(&mut self) {
-        let mut bytes: usize = self.map.values().map(|(l, _, _)| l.bytes()).sum();
+        let mut bytes: usize = self.map.values().map(|e| e.loaded.bytes()).sum();
         while bytes > CACHE_BYTES && self.map.len() > 1 {
-            let Some(oldest) = self.map.iter().min_by_key(|(_, (_, u, _))| *u).map(|(k, _)| *k) else {
+            let oldest = self.map.iter().min_by_key(|(_, e)| e.used.load(Ordering::Relaxed)).map(|(k, _)| *k);
+            let Some(oldest) = oldest else {
                 break;
             };
-            if let Some((l, _, _)) = self.map.remove(&oldest) {
-                bytes -= l.bytes();
+            if let Some(e) = self.map.remove(&oldest) {
+                bytes -= e.loaded.bytes();
             }
         }
     }
@@ -144,6 +197,9 @@ struct Chunked {
     bytes: AtomicUsize,
     /// Sub-marks of the strides looked up so far.
     dense: Dense,
+    /// Set by the read that first finds every chunk loaded: that read joins the pieces into
+    /// one text (see [`Chunked::joined`]), once.
+    joining: AtomicBool,
 }
 
 /// One chunk of a chunked archive, split where its characters are whole: the continuation
@@ -306,6 +362,31 @@ impl Chunked {
         Ok(())
     }
 
+    /// The whole text, once every chunk is loaded, with the offset index and the sub-marks
+    /// found so far: the first read that finds the archive complete gets it (later ones get
+    /// `None`), and the cache holds it in place of the pieces, so that warm reads take the
+    /// whole text's path (no chunk to find per bound, one copy for the result). Its bytes are
+    /// the pieces' bytes (no more memory once the pieces go). `None` as well when the pieces
+    /// do not join into UTF-8 text (a damaged chunk boundary): the pieces stay, and the reads
+    /// that cross it fail as before.
+    fn joined(&self) -> Option<ArchiveText> {
+        if !self.complete()
+            || self.joining.load(Ordering::Relaxed)
+            || self.joining.swap(true, Ordering::Relaxed)
+        {
+            return None;
+        }
+        let mut bytes = Vec::with_capacity(self.index.end.bytes as usize);
+        for p in &self.pieces {
+            let p = p.get()?;
+            bytes.extend_from_slice(&p.head);
+            bytes.extend_from_slice(p.text.as_bytes());
+            bytes.extend_from_slice(&p.tail);
+        }
+        let text = String::from_utf8(bytes).ok()?;
+        Some(ArchiveText::with_dense(text, self.index.clone(), self.dense.clone()))
+    }
+
     fn piece(&self, k: usize) -> Result<&Piece> {
         self.pieces[k].get().ok_or_else(|| {
             Error::corrupt_content(
@@ -434,9 +515,11 @@ pub(crate) fn read_context(
     // Read before the checks: a deletion committed during them advances it, and what they
     // found is not remembered past it.
     let epoch = core.index.grants_epoch();
-    let loaded = match cache.get_for(id, owner, epoch) {
-        Some((l, true)) => l,
-        Some((l, false)) => {
+    let found = cache.read_or_take(id, owner, epoch, |t| t.read(range.clone(), unit).map(str::to_string));
+    let loaded = match found {
+        Some(Found::Read(r)) => return r,
+        Some(Found::Take(l, true)) => l,
+        Some(Found::Take(l, false)) => {
             if !readable(core, owner, id)? {
                 return Err(not_found(id));
             }
@@ -472,7 +555,11 @@ pub(crate) fn read_context(
             if !c.complete() {
                 c.ensure(core, cache, std::slice::from_ref(&(from as u64..to as u64)))?;
             }
-            c.text_of(from, to)
+            let out = c.text_of(from, to)?;
+            if let Some(t) = c.joined() {
+                cache.join(id, &c, Arc::new(t));
+            }
+            Ok(out)
         }
     }
 }
@@ -524,6 +611,7 @@ fn load(core: &Core, cache: &ArchiveCache, owner: &str, id: &BlobId) -> Result<L
                 chunks: m.chunks,
                 pieces,
                 bytes: AtomicUsize::new(0),
+                joining: AtomicBool::new(false),
             }))
         }
     };
@@ -655,15 +743,88 @@ mod tests {
         let t = text();
         let id = store.archive("o", &t).unwrap().id;
         let n = t.chars().count() as u64;
-        store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
+        store.read_context("o", &id, 0..1, Unit::Chars).unwrap();
         let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
             panic!("not chunked")
         };
+        // Every piece loaded (the cache then holds the text joined; `c` keeps the pieces).
+        store.read_context("o", &id, 0..n, Unit::Chars).unwrap();
+        assert!(c.complete());
         let bounds: Vec<usize> = t.char_indices().map(|(i, _)| i).step_by(997).collect();
         for w in bounds.windows(3) {
             let got = c.text_of_pieces(w[0], w[2]).unwrap();
             assert_eq!(got, t[w[0]..w[2]]);
         }
+    }
+
+    #[test]
+    fn a_chunked_archive_read_to_the_last_chunk_is_held_joined_and_reads_the_same_in_every_unit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        let n = t.chars().count();
+        let at = super::ArchiveText::new(t.clone());
+        let units = [Unit::Chars, Unit::Utf16, Unit::Bytes, Unit::Lines];
+        // Reads of the pieces, before the last chunk is loaded: what they give is what the
+        // joined text must give.
+        let mut want = Vec::new();
+        for unit in units {
+            let len = at.len(unit);
+            for k in 0..25u64 {
+                let a = (k * 7919) % (len - 300);
+                let b = a + 1 + (k * 131) % 299;
+                let mine = at.read(a..b, unit).map(str::to_string).map_err(|e| e.to_string());
+                let got = store.read_context("o", &id, a..b, unit).map_err(|e| e.to_string());
+                assert_eq!(got, mine, "{unit:?} {a}..{b} from the pieces");
+                want.push((unit, a..b, mine));
+            }
+        }
+        assert!(matches!(store.archive_cache_for_tests().get(&id), Some(super::Loaded::Chunked(_))));
+        assert_eq!(store.read_context("o", &id, 0..n as u64, Unit::Chars).unwrap(), t);
+        let Some(super::Loaded::Whole(w)) = store.archive_cache_for_tests().get(&id) else {
+            panic!("a complete chunked archive is not held joined")
+        };
+        assert_eq!(w.as_str(), t);
+        for (unit, r, mine) in &want {
+            let got = store.read_context("o", &id, r.clone(), *unit).map_err(|e| e.to_string());
+            assert_eq!(&got, mine, "{unit:?} {r:?} from the joined text");
+        }
+        let r = store.read_context("p", &id, 0..10, Unit::Chars);
+        assert!(matches!(r, Err(Error::NotFound { .. })), "another owner, joined: {r:?}");
+        let past = store.read_context("o", &id, 0..n as u64 + 1, Unit::Chars);
+        assert!(matches!(past, Err(Error::InvalidArgument(_))), "{past:?}");
+    }
+
+    #[test]
+    fn readers_on_several_threads_get_exact_ranges_while_the_pieces_load_and_are_joined() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        let at = super::ArchiveText::new(t.clone());
+        let n = at.len(Unit::Chars);
+        std::thread::scope(|s| {
+            for w in 0..4u64 {
+                let (store, at) = (&store, &at);
+                s.spawn(move || {
+                    // Each thread walks the whole text in its own order, so that the last
+                    // chunks load, and the pieces are joined, while the others read.
+                    for k in 0..400u64 {
+                        let a = (k * 7919 + w * 104_729) % (n - 500);
+                        let b = a + 1 + (k * 37 + w) % 499;
+                        let got = store.read_context("o", &id, a..b, Unit::Chars).unwrap();
+                        assert_eq!(got, at.read(a..b, Unit::Chars).unwrap(), "thread {w}, chars {a}..{b}");
+                    }
+                    let r = store.read_context("p", &id, 0..1, Unit::Chars);
+                    assert!(matches!(r, Err(Error::NotFound { .. })), "another owner: {r:?}");
+                });
+            }
+        });
+        // The walks between them cover every chunk: joined while they read.
+        let joined = store.archive_cache_for_tests().get(&id);
+        assert!(matches!(joined, Some(super::Loaded::Whole(_))), "the pieces were not joined");
+        assert_eq!(store.read_context("o", &id, 0..n, Unit::Chars).unwrap(), t);
     }
 
     #[test]

@@ -99,6 +99,12 @@ impl ArchiveText {
         ArchiveText { text, index, dense }
     }
 
+    /// A text, its offset index and the sub-marks already found for it (a chunked archive's
+    /// pieces joined: see `cache.rs`).
+    pub(crate) fn with_dense(text: String, index: OffsetIndex, dense: Dense) -> ArchiveText {
+        ArchiveText { text, index, dense }
+    }
+
     /// Bytes of the encoded offset index (the overhead stored with the archive).
     pub fn index_bytes(&self) -> usize {
         self.index.encode().len()
