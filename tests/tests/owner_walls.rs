@@ -188,9 +188,23 @@ impl Model {
     }
 }
 
-/// Every owner's view of every content equals the model's, byte for byte.
+/// Every owner's view of every content equals the model's, byte for byte: read together
+/// with `get_blobs` first (before the single reads below remember any grant), then one by one.
 fn verify(store: &Store, m: &Model, step: &str) {
     for (o, owner) in OWNERS.iter().enumerate() {
+        let (granted, refused): (Vec<usize>, Vec<usize>) = (0..POOL).partition(|&k| m.granted(o, k));
+        let ids: Vec<BlobId> = granted.iter().map(|&k| BlobId::of(content(k).as_bytes())).collect();
+        let got = store.get_blobs(owner, &ids).unwrap_or_else(|e| panic!("{step}: {owner}'s get_blobs: {e}"));
+        for (&k, b) in granted.iter().zip(&got) {
+            assert!(&**b == content(k).as_bytes(), "{step}: {owner}'s get_blobs read wrong bytes for {k}");
+        }
+        // One content not granted among granted ones refuses the whole call.
+        for &k in &refused {
+            let mut with = ids.clone();
+            with.insert(with.len() / 2, BlobId::of(content(k).as_bytes()));
+            let r = store.get_blobs(owner, &with);
+            assert!(matches!(r, Err(Error::NotFound { .. })), "{step}: {owner}'s get_blobs reads {k}, never granted");
+        }
         for k in 0..POOL {
             let text = content(k);
             let id = BlobId::of(text.as_bytes());

@@ -353,9 +353,7 @@ impl PyStore {
     ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let store = self.get(py)?;
         let ids = blob_ids.iter().map(|b| crate::convert::blob_id(py, b)).collect::<PyResult<Vec<_>>>()?;
-        let blobs = run(py, move || {
-            ids.iter().map(|id| store.get_blob(&owner, id)).collect::<undertext::Result<Vec<_>>>()
-        })?;
+        let blobs = run(py, move || store.get_blobs(&owner, &ids))?;
         Ok(blobs.iter().map(|b| PyBytes::new(py, b)).collect())
     }
 

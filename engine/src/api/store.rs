@@ -316,6 +316,26 @@ impl Store {
         blobs::get_blob(self.core(), owner, id, verify)
     }
 
+    /// The blobs `ids` of `owner`, in order, as [`Store::get_blob`] returns each, read in one
+    /// call: the grants and the locations of all of them are looked up together (one index
+    /// read transaction each, not two per blob), which is what a reader of hundreds of small
+    /// blobs — a checkpoint's message list — pays for. The first blob `owner` may not read is
+    /// [`Error::NotFound`](crate::Error::NotFound) for the whole call; damaged bytes are
+    /// [`Error::Corrupt`](crate::Error::Corrupt).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// let ids = store.put_blobs("me", &[b"first", b"second"])?;
+    /// let blobs = store.get_blobs("me", &ids)?;
+    /// assert_eq!((&blobs[0][..], &blobs[1][..]), (&b"first"[..], &b"second"[..]));
+    /// assert!(store.get_blobs("someone else", &ids).is_err());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn get_blobs(&self, owner: &str, ids: &[BlobId]) -> Result<Vec<Blob>> {
+        blobs::get_blobs(self.core(), owner, ids, self.core().opts.verify)
+    }
+
     /// Bytes `range` of blob `id` of `owner`: for a chunked blob (see
     /// [`Options::chunk_threshold`]), only the chunks the range overlaps are read. A range
     /// past the end is an error giving the length.

@@ -141,6 +141,12 @@ impl Index {
         blob_row::held(&self.read()?, owner, &id.0, chat)
     }
 
+    /// [`held`](Self::held) for several blobs (no chat), in one read transaction.
+    pub(crate) fn held_each(&self, owner: &str, ids: &[&BlobId]) -> Result<Vec<Held>> {
+        let tx = self.read()?;
+        ids.iter().map(|id| blob_row::held(&tx, owner, &id.0, None)).collect()
+    }
+
     /// The next chat id to hand out (one past the highest created).
     pub(crate) fn next_chat(&self) -> Result<u64> {
         let tx = self.db.read().begin_read().map_err(redb_err)?;

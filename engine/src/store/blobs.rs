@@ -184,6 +184,41 @@ fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<()> {
     }
 }
 
+/// Blobs `ids` of `owner`, in order (see `Store::get_blobs`): the grants not known already
+/// looked up in one index read transaction, then the locations in another.
+pub(crate) fn get_blobs(core: &Core, owner: &str, ids: &[BlobId], verify: Verify) -> Result<Vec<Blob>> {
+    crate::model::check_owner(owner)?;
+    all_readable(core, owner, ids)?;
+    core.get_blobs(ids, verify)
+}
+
+/// Checks that `owner` may read every blob of `ids`: [`granted`] for each, with the redb
+/// lookups of those neither remembered nor pending made in one read transaction. While a
+/// chat's deletion waits for redb, or in fleet mode, each goes through [`granted`] alone.
+fn all_readable(core: &Core, owner: &str, ids: &[BlobId]) -> Result<()> {
+    let epoch = core.index.grants_epoch();
+    let unknown: Vec<&BlobId> = {
+        let mem = core.index.mem.read();
+        if mem.deleting() || core.remote().is_some() {
+            drop(mem);
+            return ids.iter().try_for_each(|id| readable(core, owner, id));
+        }
+        ids.iter()
+            .filter(|id| !core.grants.holds(owner, id, u8::MAX, epoch) && mem.pending_grant(owner, &id.0).any() == 0)
+            .collect()
+    };
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    for (id, h) in unknown.iter().zip(core.index.held_each(owner, &unknown)?) {
+        if h.any == 0 {
+            return Err(not_found(id));
+        }
+        core.grants.note(owner, id, h.any, epoch);
+    }
+    Ok(())
+}
+
 /// Blob `id` of `owner`, checking as much as `verify` asks (see `Store::get_blob_with`).
 pub(crate) fn get_blob(core: &Core, owner: &str, id: &BlobId, verify: Verify) -> Result<Blob> {
     readable(core, owner, id)?;

@@ -437,8 +437,33 @@ impl Core {
         Ok(b)
     }
 
+    /// Reads and verifies blobs `ids` (as [`get_blob`](Self::get_blob) each), their
+    /// locations looked up together: the memtable, then one index read transaction.
+    pub(crate) fn get_blobs(&self, ids: &[BlobId], verify: Verify) -> Result<Vec<Blob>> {
+        let locs = self.index.blobs(ids)?;
+        ids.iter()
+            .zip(locs)
+            .map(|(id, loc)| match loc {
+                Some(loc) => {
+                    let rec = self.read(loc, verify)?;
+                    let stored = self.record_at(loc, rec, id, verify, 0)?;
+                    self.blob_from(id, verify, 0, stored)
+                }
+                // Not in this index: fetched (fleet) or NotFound, as one read finds out.
+                None => self.get_blob(id, verify),
+            })
+            .collect()
+    }
+
     fn read_blob_at_depth(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Blob> {
-        match self.blob_record(id, verify, depth)? {
+        let stored = self.blob_record(id, verify, depth)?;
+        self.blob_from(id, verify, depth, stored)
+    }
+
+    /// The bytes of blob `id` from its record's content: a whole blob as it is, a chunked one
+    /// reassembled from its chunks.
+    fn blob_from(&self, id: &BlobId, verify: Verify, depth: u8, stored: Stored) -> Result<Blob> {
+        match stored {
             Stored::Whole(b) => Ok(b),
             Stored::Chunked(m) => {
                 // Chunks are checked by checksum; the whole is then hashed once against
