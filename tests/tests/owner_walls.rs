@@ -203,7 +203,10 @@ fn verify(store: &Store, m: &Model, step: &str) {
             let mut with = ids.clone();
             with.insert(with.len() / 2, BlobId::of(content(k).as_bytes()));
             let r = store.get_blobs(owner, &with);
-            assert!(matches!(r, Err(Error::NotFound { .. })), "{step}: {owner}'s get_blobs reads {k}, never granted");
+            assert!(
+                matches!(r, Err(Error::NotFound { .. })),
+                "{step}: {owner}'s get_blobs reads {k}, never granted"
+            );
         }
         for k in 0..POOL {
             let text = content(k);

@@ -204,7 +204,9 @@ fn all_readable(core: &Core, owner: &str, ids: &[BlobId]) -> Result<()> {
             return ids.iter().try_for_each(|id| readable(core, owner, id));
         }
         ids.iter()
-            .filter(|id| !core.grants.holds(owner, id, u8::MAX, epoch) && mem.pending_grant(owner, &id.0).any() == 0)
+            .filter(|id| {
+                !core.grants.holds(owner, id, u8::MAX, epoch) && mem.pending_grant(owner, &id.0).any() == 0
+            })
             .collect()
     };
     if unknown.is_empty() {
