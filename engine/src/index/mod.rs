@@ -34,7 +34,7 @@ use crate::io::Journal;
 use crate::log::{Location, Position};
 use blob_row::BLOBS;
 pub(crate) use blob_row::Held;
-pub(crate) use flush::entries_of;
+pub(crate) use flush::{entries_keeping, entries_of};
 #[cfg(test)]
 pub(crate) use history::encode_msg_val;
 pub(crate) use history::{

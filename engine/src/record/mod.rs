@@ -507,20 +507,23 @@ fn decoded_texts(rec: &MsgRec) -> MessageTexts {
 pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
 
 /// A message record's key and header fields and its [`message_texts`], the record decoded
-/// once (a compact record is decompressed once, not once for each).
+/// once (a compact record is decompressed once, not once for each); for a compact record,
+/// also the record as decoded (a read-only refresh keeps it for the read that follows: see
+/// `store::listed`). An rkyv record is validated in place and not decoded (`None`).
 pub(crate) fn message_key_texts(
     k: u8,
     bytes: &[u8],
-) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
+) -> std::result::Result<(MsgKeyHead, MessageTexts, Option<MsgRec>), String> {
     if k != kind::MESSAGE {
         let rec = message(k, bytes)?;
         role_of(rec.role)?;
         let head = (rec.role, rec.turn, rec.at_ms, rec.step.is_some());
-        return Ok((((rec.chat, rec.seq, rec.revision), head), decoded_texts(&rec)));
+        let texts = decoded_texts(&rec);
+        return Ok((((rec.chat, rec.seq, rec.revision), head), texts, Some(rec)));
     }
     let m = message_fields(k, bytes)?;
     let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
-    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?))
+    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?, None))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's

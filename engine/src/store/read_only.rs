@@ -29,9 +29,11 @@ use crate::log::format::{self, SEGMENT_HEADER_LEN};
 use crate::log::reader::LogReader;
 use crate::log::scan::{ScanEnd, next_valid_batch, walk_batches};
 use crate::log::writer::{LogWriter, WriterConfig};
-use crate::log::{Durability, Layout, Position, fill_listing_gaps, list_segments, log_dir, segment_path};
+use crate::log::{
+    Durability, Layout, Location, Position, fill_listing_gaps, list_segments, log_dir, segment_path,
+};
 use crate::options::Options;
-use crate::record::kind;
+use crate::record::{MsgRec, kind};
 
 /// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -110,6 +112,9 @@ fn changes_of(entries: &[BatchEntries]) -> Vec<(u64, ChatChange)> {
 /// One replay: the index entries of the new batches, where they end, and what was skipped.
 struct Scan {
     entries: Vec<BatchEntries>,
+    /// The compact message records listing the entries decoded, by location (see
+    /// `store::listed`).
+    decoded: Vec<(Location, MsgRec)>,
     applied: Applied,
     warnings: Vec<String>,
     tail_file: Arc<File>,
@@ -171,8 +176,9 @@ pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<(K
 
 impl Follower {
     /// Replays every batch from the tail on into entries, pinning each segment file in
-    /// `reader`. Never writes.
-    fn scan(&self, reader: &LogReader) -> Result<(Scan, u64)> {
+    /// `reader`; with `keep`, also keeps the compact message records listing decoded. Never
+    /// writes.
+    fn scan(&self, reader: &LogReader, keep: bool) -> Result<(Scan, u64)> {
         let mut st = self.state.lock();
         crate::io::step(&self.logd, "scan:start");
         self.check_not_replaced(&st)?;
@@ -193,6 +199,7 @@ impl Follower {
         };
         let mut warnings = Vec::new();
         let mut entries = Vec::new();
+        let mut decoded = Vec::new();
         let mut batches = 0u64;
         let mut expect = st.tail.segment;
         let from = st.tail.segment;
@@ -248,7 +255,10 @@ impl Follower {
                     st.tail = Position::new(n, 0);
                     st.last_batch = 0;
                     self.check_dir()?;
-                    return Ok((Scan { entries, applied: applied(&st), warnings, tail_file: file }, batches));
+                    return Ok((
+                        Scan { entries, decoded, applied: applied(&st), warnings, tail_file: file },
+                        batches,
+                    ));
                 }
                 if let Err(e) = format::decode_segment_header(&bytes, n) {
                     warnings.push(format!(
@@ -274,7 +284,7 @@ impl Follower {
                     }
                     st.next_txid = Some(b.txid + 1);
                     st.last_batch = b.offset;
-                    entries.push(index::entries_of(n, b));
+                    entries.push(index::entries_keeping(n, b, keep.then_some(&mut decoded)));
                     batches += 1;
                     Ok::<(), Error>(())
                 })?;
@@ -328,7 +338,7 @@ impl Follower {
                 self.check_dir()?;
                 // Reached the newest segment: its file is what reads of the tail use.
                 let a = applied(&st);
-                return Ok((Scan { entries, applied: a, warnings, tail_file: file }, batches));
+                return Ok((Scan { entries, decoded, applied: a, warnings, tail_file: file }, batches));
             }
         }
         Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
@@ -437,10 +447,11 @@ pub(crate) fn refresh(kernel: &Kernel) -> Result<Caught> {
         ));
     };
     let core = &*kernel.core;
-    let (scan, batches) = f.scan(&core.reader)?;
-    let Scan { entries, applied, mut warnings, tail_file } = scan;
+    let (scan, batches) = f.scan(&core.reader, true)?;
+    let Scan { entries, decoded, applied, mut warnings, tail_file } = scan;
     let chats = changes_of(&entries);
     apply(&core.index, &entries, applied, &mut warnings)?;
+    core.listed.put(decoded);
     core.index.mem.write().set_applied(applied);
     core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
     Ok(Caught { refreshed: Refreshed { batches, warnings }, next_chat: core.index.next_chat()?, chats })
@@ -477,8 +488,8 @@ fn open_log_only(
         }),
     };
     let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
-    let (scan, _) = follower.scan(&reader)?;
-    let Scan { entries, applied, warnings: found, tail_file } = scan;
+    let (scan, _) = follower.scan(&reader, false)?;
+    let Scan { entries, applied, warnings: found, tail_file, .. } = scan;
     warnings.extend(found);
     let index = Index::in_memory(&dir, opts.index_cache_bytes)?;
     apply(&index, &entries, applied, &mut warnings)?;
@@ -513,6 +524,7 @@ fn open_log_only(
         recent_manifests: Default::default(),
         chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
         grants: Default::default(),
+        listed: Default::default(),
         read_only: Some(why),
         remote: Default::default(),
     });
