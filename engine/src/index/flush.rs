@@ -20,7 +20,7 @@ impl Index {
     /// transaction, recording `applied` as the position reached.
     pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
         let mut tx = self.db.read().begin_write().map_err(redb_err)?;
-        tx.set_quick_repair(true);
+        tx.set_quick_repair(!self.in_memory);
         apply_batches(&tx, batches)?;
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;

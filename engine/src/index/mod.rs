@@ -85,6 +85,9 @@ pub(crate) struct Index {
     /// applied, the index rebuilt or cleared): a grant decision cached under an older value
     /// is not used again (see [`Index::grants_epoch`]).
     grants_epoch: AtomicU64,
+    /// A read-only store's index, in memory (`Index::in_memory`): nothing of it is ever
+    /// recovered, so its commits skip redb's quick-repair state.
+    in_memory: bool,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].

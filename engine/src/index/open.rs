@@ -127,6 +127,7 @@ impl Index {
             flushed: Mutex::new(Position::new(0, 0)),
             journal: journal.clone(),
             grants_epoch: AtomicU64::new(0),
+            in_memory: false,
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -169,6 +170,7 @@ impl Index {
             flushed: Mutex::new(Position::new(0, 0)),
             journal: Arc::new(Journal::default()),
             grants_epoch: AtomicU64::new(0),
+            in_memory: true,
         })
     }
 
