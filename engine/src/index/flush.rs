@@ -99,7 +99,10 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
 }
 
 /// [`entries_of`], also pushing onto `decoded` each compact message record as listing it
-/// decoded it, by location (a read-only refresh hands them to the reads that follow).
+/// decoded it, by location (a read-only refresh hands them to the reads that follow); with
+/// `decoded`, the inline texts of compact records are not hashed but deferred
+/// ([`MessageTexts::Deferred`](crate::record::MessageTexts::Deferred)), and a listed
+/// message's payload is not copied (its listing is what is applied).
 pub(crate) fn entries_keeping(
     segment: u64,
     batch: &BatchRef<'_>,
@@ -122,7 +125,7 @@ pub(crate) fn entries_keeping(
             }
         } else if r.kind < kind::FIRST_OPTIONAL {
             let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
-            let texts = match listing_and_record(r.kind, r.payload) {
+            let texts = match listing_and_record(r.kind, r.payload, decoded.is_some()) {
                 Some((listing, rec)) => {
                     if let (Some(out), Some(rec)) = (decoded.as_deref_mut(), rec) {
                         out.push((loc, rec));
@@ -131,7 +134,10 @@ pub(crate) fn entries_keeping(
                 }
                 None => None,
             };
-            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats, texts });
+            // A listed message is applied from its listing: with `decoded` (a read-only
+            // refresh, which applies straight to redb) its bytes are not copied.
+            let payload = if decoded.is_some() && texts.is_some() { Vec::new() } else { r.payload.to_vec() };
+            out.records.push(PendingRecord { kind: r.kind, loc, payload, chats, texts });
         }
     }
     out

@@ -12,6 +12,7 @@
 //! against the log, clear, compaction), `history` (the history tables and their rows),
 //! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
+mod aside_texts;
 mod blob_row;
 mod flush;
 mod history;
@@ -88,6 +89,8 @@ pub(crate) struct Index {
     /// A read-only store's index, in memory (`Index::in_memory`): nothing of it is ever
     /// recovered, so its commits skip redb's quick-repair state.
     in_memory: bool,
+    /// A read-only store's inline texts, listed in memory when a lookup needs them.
+    aside: Mutex<aside_texts::AsideTexts>,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].

@@ -128,6 +128,7 @@ impl Index {
             journal: journal.clone(),
             grants_epoch: AtomicU64::new(0),
             in_memory: false,
+            aside: Default::default(),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -171,6 +172,7 @@ impl Index {
             journal: Arc::new(Journal::default()),
             grants_epoch: AtomicU64::new(0),
             in_memory: true,
+            aside: Default::default(),
         })
     }
 

@@ -33,7 +33,7 @@ use crate::log::{
     Durability, Layout, Location, Position, fill_listing_gaps, list_segments, log_dir, segment_path,
 };
 use crate::options::Options;
-use crate::record::{MsgRec, kind};
+use crate::record::{self, MsgRec, kind};
 
 /// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -408,25 +408,44 @@ fn read_all(file: &File, path: &Path, from: u64) -> Result<Vec<u8>> {
 }
 
 /// Applies replayed entries to the in-memory index; a batch the index cannot take (its chat
-/// was in a damaged batch) is skipped and reported.
+/// was in a damaged batch) is skipped and reported. Returns the skipped batches' indexes.
 fn apply(
     index: &Index,
     entries: &[BatchEntries],
     applied: Applied,
     warnings: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<Vec<usize>> {
     if index.apply_replayed(entries, applied).is_ok() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    for b in entries {
+    let mut skipped = Vec::new();
+    for (i, b) in entries.iter().enumerate() {
         if let Err(e) = index.apply_replayed(std::slice::from_ref(b), applied) {
+            skipped.push(i);
             let at = b.records.first().map(|r| r.loc).or_else(|| b.blobs.first().map(|x| x.1));
             let at =
                 at.map(|l| format!("log segment {} at offset {}", l.segment, l.offset)).unwrap_or_default();
             warnings.push(format!("a batch ({at}) does not apply to what was read before it: {e}; skipped"));
         }
     }
-    index.apply_replayed(&[], applied)
+    index.apply_replayed(&[], applied)?;
+    Ok(skipped)
+}
+
+/// Lists the inline texts a read-only refresh deferred (see `index/aside_texts.rs`), reading
+/// each record again: for a lookup of a text by its content address.
+pub(crate) fn list_deferred_texts(core: &core::Core) {
+    if !core.index.has_deferred_texts() {
+        return;
+    }
+    core.index.list_deferred_texts(&|loc| {
+        let raw = core.read(loc, crate::blob::Verify::Checksum)?;
+        match record::message_texts(raw.kind, &raw.payload) {
+            Ok(record::MessageTexts::Listed(texts)) => Ok(texts),
+            Ok(_) => Ok(Vec::new()),
+            Err(why) => Err(Error::corrupt(loc.segment, loc.offset, why)),
+        }
+    });
 }
 
 /// Opens the store in `path` read-only (see `Store::open_read_only_with`); returns the kernel
@@ -450,7 +469,14 @@ pub(crate) fn refresh(kernel: &Kernel) -> Result<Caught> {
     let (scan, batches) = f.scan(&core.reader, true)?;
     let Scan { entries, decoded, applied, mut warnings, tail_file } = scan;
     let chats = changes_of(&entries);
-    apply(&core.index, &entries, applied, &mut warnings)?;
+    let skipped = apply(&core.index, &entries, applied, &mut warnings)?;
+    if skipped.is_empty() {
+        core.index.defer_texts(&entries);
+    } else {
+        let kept: Vec<_> =
+            entries.into_iter().enumerate().filter(|(i, _)| !skipped.contains(i)).map(|(_, b)| b).collect();
+        core.index.defer_texts(&kept);
+    }
     core.listed.put(decoded);
     core.index.mem.write().set_applied(applied);
     core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
