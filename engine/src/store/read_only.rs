@@ -64,6 +64,9 @@ struct FollowState {
     last_batch: u64,
     /// The (device, inode) of every segment file read, by number.
     ids: HashMap<u64, (u64, u64)>,
+    /// The last scan replayed nothing: the next one lists the log directory (see
+    /// [`Follower::segments`]).
+    idle: bool,
 }
 
 /// What a refresh brought in, for the store above: the report, the next chat id, and how
@@ -182,13 +185,7 @@ impl Follower {
         let mut st = self.state.lock();
         crate::io::step(&self.logd, "scan:start");
         self.check_not_replaced(&st)?;
-        let segs = match list_segments(&self.logd) {
-            Ok(s) => fill_listing_gaps(&self.logd, s, st.tail.segment),
-            Err(e) => {
-                self.check_dir()?;
-                return Err(e);
-            }
-        };
+        let segs = self.segments(&st)?;
         crate::io::step(&self.logd, "scan:listed");
         let Some(&last) = segs.last() else {
             return Err(Error::corrupt(
@@ -254,6 +251,7 @@ impl Follower {
                     // Being created by the writer: nothing in it yet.
                     st.tail = Position::new(n, 0);
                     st.last_batch = 0;
+                    st.idle = batches == 0;
                     self.check_dir()?;
                     return Ok((
                         Scan { entries, decoded, applied: applied(&st), warnings, tail_file: file },
@@ -337,11 +335,38 @@ impl Follower {
                 // may have mixed the two logs' files: nothing of this scan is applied.
                 self.check_dir()?;
                 // Reached the newest segment: its file is what reads of the tail use.
+                st.idle = batches == 0;
                 let a = applied(&st);
                 return Ok((Scan { entries, decoded, applied: a, warnings, tail_file: file }, batches));
             }
         }
         Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
+    }
+
+    /// The segments to read from the tail's on. A refresh that follows a busy writer probes
+    /// the segments after the tail's by name (one `statx` each, up to the first absent), not
+    /// listing the directory: a listing reads every entry of the log (thousands of segments
+    /// after a while), at every refresh. Segments are made in order, each once the one before
+    /// is sealed, so the probe finds what a listing would — but a segment lost behind a later
+    /// one, where the probe stops: the first scan, and one after a scan that replayed nothing,
+    /// list the directory (and report such a gap).
+    fn segments(&self, st: &FollowState) -> Result<Vec<u64>> {
+        if st.next_txid.is_some() && !st.idle && st.ids.contains_key(&st.tail.segment) {
+            let mut segs = vec![st.tail.segment];
+            let mut n = st.tail.segment + 1;
+            while std::fs::symlink_metadata(segment_path(&self.logd, n)).is_ok() {
+                segs.push(n);
+                n += 1;
+            }
+            return Ok(segs);
+        }
+        match list_segments(&self.logd) {
+            Ok(s) => Ok(fill_listing_gaps(&self.logd, s, st.tail.segment)),
+            Err(e) => {
+                self.check_dir()?;
+                Err(e)
+            }
+        }
     }
 
     /// Refuses when the log was replaced since the open (a `gc` ran): the log directory is
@@ -511,6 +536,7 @@ fn open_log_only(
             next_txid: None,
             last_batch: 0,
             ids: HashMap::new(),
+            idle: false,
         }),
     };
     let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
