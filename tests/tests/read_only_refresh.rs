@@ -226,3 +226,199 @@ fn a_gc_between_refreshes_of_an_extended_chat_gives_read_only_and_keeps_what_was
     let again = Store::open_read_only(dir.path()).unwrap();
     assert_eq!(again.chat("o", id).unwrap().len(), 41);
 }
+
+/// An assistant message calling tool `name` (call `id`).
+fn tool_call(id: &str, name: &str) -> NewMessage {
+    NewMessage {
+        role: Role::Assistant,
+        parts: vec![Part::ToolCall { id: id.into(), name: name.into(), args: "{\"path\":\"a\"}".into() }],
+    }
+}
+
+/// Every message of `chat`, hidden ones too, as plain values.
+fn all_messages(chat: &Chat) -> Vec<String> {
+    chat.snapshot()
+        .messages_with_hidden()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            format!(
+                "{} r{} t{} {:?} {:?} {:?} {}",
+                m.seq, m.revision, m.turn, m.role, m.parts, m.step, m.at_ms
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn messages_a_refresh_listed_read_the_same_as_a_fresh_open_reads_them_and_again_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    chat.append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    // Every kind of message a refresh lists: user and assistant texts (compressed compact
+    // records), a tool call and its result, short ones stored as they are, a batch.
+    for i in 1..30u64 {
+        let m = match i % 5 {
+            0 => NewMessage::user(message_text(i)),
+            1 => NewMessage::assistant(message_text(i)),
+            2 => tool_call(&format!("c{i}"), "read"),
+            3 => NewMessage::tool_result(format!("c{}", i - 1), message_text(i)),
+            _ => NewMessage::user(format!("short {i}")),
+        };
+        chat.append(m).unwrap();
+    }
+    chat.append_batch(vec![NewMessage::user(message_text(40)), NewMessage::assistant(message_text(41))])
+        .unwrap();
+    let r = ro.refresh().unwrap();
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    let held = ro.chat("o", id).unwrap();
+    let first = all_messages(&held);
+    assert_eq!(first, all_messages(&chat), "the reader's first read (taken as the refresh decoded them)");
+    assert_eq!(all_messages(&held), first, "read again (decoded from the log)");
+    let fresh = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(all_messages(&fresh.chat("o", id).unwrap()), first, "a fresh open");
+}
+
+#[test]
+fn a_text_of_a_message_a_refresh_replayed_is_found_by_its_content_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let other = writer.create_chat("p", ChatMeta::default()).unwrap();
+    let gone = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    chat.append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    let (task, result, said) = (message_text(1), message_text(2), message_text(3));
+    chat.append(NewMessage::user(task.clone())).unwrap();
+    chat.append(tool_call("c1", "read")).unwrap();
+    chat.append(NewMessage::tool_result("c1", result.clone())).unwrap();
+    chat.append(NewMessage::assistant(said.clone())).unwrap();
+    writer.chat("p", other).unwrap().append(NewMessage::user(message_text(4))).unwrap();
+    writer.chat("o", gone).unwrap().append(NewMessage::user(message_text(5))).unwrap();
+    ro.refresh().unwrap();
+    let read = |owner: &str, text: &str| {
+        let n = text.chars().count() as u64;
+        ro.read_context(owner, &undertext::BlobId::of(text.as_bytes()), 0..n, undertext::Unit::Chars)
+    };
+    // Found before any read of the chat (its texts are listed at the first lookup), and the
+    // same as the writer finds.
+    assert_eq!(read("o", &task).unwrap(), task, "a user's text");
+    assert_eq!(read("o", &result).unwrap(), result, "an inline tool result");
+    assert_eq!(
+        read("o", &result).unwrap(),
+        writer
+            .read_context("o", &undertext::BlobId::of(result.as_bytes()), 0..1500, undertext::Unit::Chars)
+            .unwrap()
+    );
+    // Not found where the writer's index does not find it either: an assistant's text (no
+    // view previews it), another owner's text, a deleted chat's.
+    for (owner, text, what) in
+        [("o", &said, "an assistant's text"), ("o", &message_text(4), "another owner's")]
+    {
+        assert!(matches!(read(owner, text), Err(Error::NotFound { .. })), "{what}");
+        let id = undertext::BlobId::of(text.as_bytes());
+        assert!(matches!(
+            writer.read_context(owner, &id, 0..1, undertext::Unit::Chars),
+            Err(Error::NotFound { .. })
+        ));
+    }
+    assert_eq!(read("o", &message_text(5)).unwrap(), message_text(5));
+    writer.delete_chat("o", gone).unwrap();
+    // Texts appended after the first lookup are listed at the next one.
+    let later = message_text(6);
+    chat.append(NewMessage::user(later.clone())).unwrap();
+    ro.refresh().unwrap();
+    assert!(matches!(read("o", &message_text(5)), Err(Error::NotFound { .. })), "a deleted chat's text");
+    assert_eq!(read("o", &later).unwrap(), later);
+    assert_eq!(read("o", &task).unwrap(), task);
+}
+
+#[test]
+fn a_gc_after_a_refresh_whose_messages_were_not_read_yet_serves_them_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = small();
+    let writer = Store::open(dir.path(), opts.clone()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let gone = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    chat.append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    for i in 1..20 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+        writer.chat("o", gone).unwrap().append(NewMessage::user(message_text(100 + i))).unwrap();
+    }
+    ro.refresh().unwrap();
+    // The refresh decoded the 19 new messages; the writer deletes a chat and collects the
+    // log (every segment rewritten, the messages at other places) before the reader reads.
+    writer.delete_chat("o", gone).unwrap();
+    drop(chat);
+    writer.close().unwrap();
+    Store::gc(dir.path(), opts.clone()).unwrap();
+    let writer = Store::open(dir.path(), opts).unwrap();
+    writer.chat("o", id).unwrap().append(NewMessage::user(message_text(20))).unwrap();
+    let texts = |c: &Chat| -> Vec<String> {
+        c.messages()
+            .unwrap()
+            .iter()
+            .map(|m| match &m.parts[..] {
+                [Part::Text(t)] => t.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let now = ro.chat("o", id).unwrap();
+    assert_eq!(texts(&now), (0..20).map(message_text).collect::<Vec<_>>(), "as written, once each");
+    assert_eq!(texts(&now), (0..20).map(message_text).collect::<Vec<_>>(), "and again");
+    match ro.refresh() {
+        Err(Error::ReadOnly(m)) => assert!(m.contains("open the store again"), "{m}"),
+        other => panic!("expected Error::ReadOnly after a gc, found {other:?}"),
+    }
+    let again = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(texts(&again.chat("o", id).unwrap()), (0..21).map(message_text).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_segment_lost_behind_later_ones_is_reported_by_the_refreshes_that_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = Store::open(dir.path(), small()).unwrap();
+    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = writer.chat("o", id).unwrap();
+    chat.append(NewMessage::user(message_text(0))).unwrap();
+    let ro = Store::open_read_only(dir.path()).unwrap();
+    // Refreshes that replay something: the next ones probe the segments after the tail's by
+    // name instead of listing the log directory.
+    for i in 1..4 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+        assert!(ro.refresh().unwrap().batches > 0);
+    }
+    for i in 4..40 {
+        chat.append(NewMessage::user(message_text(i))).unwrap();
+    }
+    let log = dir.path().join("log");
+    let mut segs: Vec<u64> = std::fs::read_dir(&log)
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str()?.strip_suffix(".seg")?.parse().ok())
+        .collect();
+    segs.sort_unstable();
+    assert!(segs.len() >= 8, "{segs:?}");
+    let lost = segs[segs.len() - 3];
+    std::fs::remove_file(log.join(format!("{lost:08}.seg"))).unwrap();
+    let mut warnings = Vec::new();
+    for _ in 0..3 {
+        warnings.extend(ro.refresh().unwrap().warnings);
+    }
+    assert!(warnings.iter().any(|w| w.contains(&format!("log segment {lost} is missing"))), "{warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains("batches between are missing")), "{warnings:?}");
+    // Read past the gap as a fresh open reads the same log: the chat's messages in the lost
+    // segment are missing, in both the same way.
+    let fresh = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        ro.chat("o", id).map(|c| c.len()).map_err(|e| e.to_string()),
+        fresh.chat("o", id).map(|c| c.len()).map_err(|e| e.to_string())
+    );
+    assert!(ro.chat("o", id).is_err_and(|e| e.to_string().contains("missing from the index")));
+}

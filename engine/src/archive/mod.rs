@@ -309,6 +309,8 @@ fn ref_of(id: &BlobId, text: &str, idx: &OffsetIndex) -> ArchiveRef {
 /// owner's chats another process wrote are pulled, before the answer.
 pub(crate) fn inline_place(core: &Core, owner: &str, id: &BlobId) -> Result<Option<InlineText>> {
     let body = |b: &[u8; 32]| core.get_blob(&BlobId(*b), Verify::Hash);
+    // A read-only store lists the texts its refreshes replayed when a lookup first needs them.
+    crate::store::read_only::list_deferred_texts(core);
     if let Some(p) = core.index.inline_text(owner, &id.0, &body)? {
         return Ok(Some(p));
     }

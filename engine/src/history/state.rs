@@ -242,11 +242,17 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
     }
 }
 
-/// Reads a message (header and body) from the log.
+/// Reads a message (header and body) from the log, or takes it as a read-only refresh
+/// decoded it from the same verified bytes (see `store/listed.rs`).
 pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<Message> {
-    let raw = core.read(loc, Verify::Checksum)?;
     let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
-    let rec: MsgRec = record::message(raw.kind, &raw.payload).map_err(corrupt)?;
+    let rec: MsgRec = match core.listed.take(loc) {
+        Some(rec) => rec,
+        None => {
+            let raw = core.read(loc, Verify::Checksum)?;
+            record::message(raw.kind, &raw.payload).map_err(corrupt)?
+        }
+    };
     if rec.chat != chat.0 {
         return Err(corrupt(format!("message record of chat {}, expected {chat}", ChatId(rec.chat))));
     }

@@ -4,21 +4,23 @@
 use redb::Durability as RedbDurability;
 
 use super::blob_row;
+use super::pending_texts::listing_and_record;
 use super::{
     Applied, BLOBS, BatchEntries, HistoryIndex, INDEX_VERSION, Index, META, PendingRecord, batch_chats,
-    is_grant, redb_err, texts_of,
+    is_grant, redb_err,
 };
 use crate::blob::BlobId;
 use crate::error::Result;
 use crate::log::format::{BatchRef, kind};
 use crate::log::{Location, Position};
+use crate::record::MsgRec;
 
 impl Index {
     /// Applies replayed batches (recovery, rebuild) straight into redb in one durable
     /// transaction, recording `applied` as the position reached.
     pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
         let mut tx = self.db.read().begin_write().map_err(redb_err)?;
-        tx.set_quick_repair(true);
+        tx.set_quick_repair(!self.in_memory);
         apply_batches(&tx, batches)?;
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;
@@ -93,6 +95,19 @@ pub(super) fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> 
 /// The index entries a batch produces: each blob record's id and location, and a copy of
 /// every history record to apply.
 pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
+    entries_keeping(segment, batch, None)
+}
+
+/// [`entries_of`], also pushing onto `decoded` each compact message record as listing it
+/// decoded it, by location (a read-only refresh hands them to the reads that follow); with
+/// `decoded`, the inline texts of compact records are not hashed but deferred
+/// ([`MessageTexts::Deferred`](crate::record::MessageTexts::Deferred)), and a listed
+/// message's payload is not copied (its listing is what is applied).
+pub(crate) fn entries_keeping(
+    segment: u64,
+    batch: &BatchRef<'_>,
+    mut decoded: Option<&mut Vec<(Location, MsgRec)>>,
+) -> BatchEntries {
     let mut out = BatchEntries::default();
     // Only a batch holding a grant needs its chats (decoding them costs a little).
     let chats = if batch.records.iter().any(|r| is_grant(r.kind)) {
@@ -110,8 +125,19 @@ pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
             }
         } else if r.kind < kind::FIRST_OPTIONAL {
             let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
-            let texts = texts_of(r.kind, r.payload);
-            out.records.push(PendingRecord { kind: r.kind, loc, payload: r.payload.to_vec(), chats, texts });
+            let texts = match listing_and_record(r.kind, r.payload, decoded.is_some()) {
+                Some((listing, rec)) => {
+                    if let (Some(out), Some(rec)) = (decoded.as_deref_mut(), rec) {
+                        out.push((loc, rec));
+                    }
+                    Some(listing)
+                }
+                None => None,
+            };
+            // A listed message is applied from its listing: with `decoded` (a read-only
+            // refresh, which applies straight to redb) its bytes are not copied.
+            let payload = if decoded.is_some() && texts.is_some() { Vec::new() } else { r.payload.to_vec() };
+            out.records.push(PendingRecord { kind: r.kind, loc, payload, chats, texts });
         }
     }
     out

@@ -187,7 +187,9 @@ fn bad(r: &PendingRecord, why: String) -> Error {
 /// transaction and written once by [`HistoryIndex::finish`], so a batch of a hundred
 /// messages costs one row update, not a hundred.
 pub(crate) struct HistoryIndex<'t> {
-    rows: std::collections::HashMap<u64, (ChatRow, Option<u64>)>,
+    /// By chat id (a `BTreeMap`: a few chats per transaction, looked up once per record,
+    /// cost less to compare than to hash).
+    rows: std::collections::BTreeMap<u64, (ChatRow, Option<u64>)>,
     chats: redb::Table<'t, u64, &'static [u8]>,
     owners: redb::Table<'t, (&'static str, u64, u64), ()>,
     messages: redb::Table<'t, (u64, u64, u64), &'static [u8]>,
@@ -214,7 +216,7 @@ pub(crate) struct HistoryIndex<'t> {
 impl<'t> HistoryIndex<'t> {
     pub(crate) fn open_write(tx: &'t redb::WriteTransaction) -> Result<Self> {
         Ok(HistoryIndex {
-            rows: std::collections::HashMap::new(),
+            rows: std::collections::BTreeMap::new(),
             chats: tx.open_table(CHATS).map_err(redb_err)?,
             owners: tx.open_table(OWNER_CHATS).map_err(redb_err)?,
             messages: tx.open_table(MESSAGES).map_err(redb_err)?,
@@ -405,6 +407,8 @@ impl<'t> HistoryIndex<'t> {
                     MessageTexts::InBlob(body) => {
                         self.body_texts_todo.insert(key, *body).map_err(redb_err)?;
                     }
+                    // Listed in memory when a lookup first needs them (`index/aside_texts.rs`).
+                    MessageTexts::Deferred => {}
                 }
                 let row = self.row(chat, r)?;
                 row.len = row.len.max(seq + 1);

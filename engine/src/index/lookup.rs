@@ -47,7 +47,7 @@ impl Index {
         if let Some(at) = indexed_text(&tx, id, &owns)? {
             return Ok(Some(at));
         }
-        for at in pending.places {
+        for at in pending.places.into_iter().chain(self.aside_places(id)) {
             if owns(at.chat)? {
                 return Ok(Some(at));
             }

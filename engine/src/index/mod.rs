@@ -12,6 +12,7 @@
 //! against the log, clear, compaction), `history` (the history tables and their rows),
 //! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
+mod aside_texts;
 mod blob_row;
 mod flush;
 mod history;
@@ -34,7 +35,7 @@ use crate::io::Journal;
 use crate::log::{Location, Position};
 use blob_row::BLOBS;
 pub(crate) use blob_row::Held;
-pub(crate) use flush::entries_of;
+pub(crate) use flush::{entries_keeping, entries_of};
 #[cfg(test)]
 pub(crate) use history::encode_msg_val;
 pub(crate) use history::{
@@ -85,6 +86,11 @@ pub(crate) struct Index {
     /// applied, the index rebuilt or cleared): a grant decision cached under an older value
     /// is not used again (see [`Index::grants_epoch`]).
     grants_epoch: AtomicU64,
+    /// A read-only store's index, in memory (`Index::in_memory`): nothing of it is ever
+    /// recovered, so its commits skip redb's quick-repair state.
+    in_memory: bool,
+    /// A read-only store's inline texts, listed in memory when a lookup needs them.
+    aside: Mutex<aside_texts::AsideTexts>,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].

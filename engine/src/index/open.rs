@@ -127,6 +127,8 @@ impl Index {
             flushed: Mutex::new(Position::new(0, 0)),
             journal: journal.clone(),
             grants_epoch: AtomicU64::new(0),
+            in_memory: false,
+            aside: Default::default(),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -169,6 +171,8 @@ impl Index {
             flushed: Mutex::new(Position::new(0, 0)),
             journal: Arc::new(Journal::default()),
             grants_epoch: AtomicU64::new(0),
+            in_memory: true,
+            aside: Default::default(),
         })
     }
 

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::history::MsgKey;
 use super::{InlineText, PendingRecord};
 use crate::log::Location;
-use crate::record::{self, ChatRec, DeleteRec, MessageTexts, kind};
+use crate::record::{self, ChatRec, DeleteRec, MessageTexts, MsgRec, kind};
 
 /// What a message record once decoded gives the index: its (chat, seq, revision), the
 /// header fields its `messages` row keeps, and where its inline texts are.
@@ -27,11 +27,18 @@ pub(crate) struct Listing {
 /// A message record's [`Listing`], from one decode of it; `None` for another kind, or a
 /// message that does not decode (the history index reports that one when it applies it).
 pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<Listing> {
+    listing_and_record(k, payload, false).map(|(l, _)| l)
+}
+
+/// [`texts_of`], and the record as that one decode gave it (a compact record's; `None` for
+/// an rkyv record, which is validated in place, not decoded). With `defer`, a compact
+/// record's texts are not hashed ([`MessageTexts::Deferred`]: see `index/aside_texts.rs`).
+pub(crate) fn listing_and_record(k: u8, payload: &[u8], defer: bool) -> Option<(Listing, Option<MsgRec>)> {
     if k != kind::MESSAGE && k != kind::MESSAGE_COMPACT {
         return None;
     }
-    let ((key, head), texts) = record::message_key_texts(k, payload).ok()?;
-    Some(Listing { key, head, texts })
+    let ((key, head), texts, rec) = record::message_key_texts(k, payload, defer).ok()?;
+    Some((Listing { key, head, texts }, rec))
 }
 
 /// The inline texts of one generation of pending records.
@@ -75,7 +82,8 @@ impl PendingTexts {
                 Some(Listing { key, texts: MessageTexts::InBlob(body), .. }) => {
                     self.bodies.push((*key, r.loc, *body))
                 }
-                None => {}
+                // Only a read-only refresh defers texts, and it applies straight to redb.
+                Some(Listing { texts: MessageTexts::Deferred, .. }) | None => {}
             },
             kind::CHAT => {
                 if let Ok(c) = record::decode::<ChatRec>(&r.payload, "chat") {

@@ -458,6 +458,9 @@ pub(crate) enum MessageTexts {
     Listed(Vec<(u32, [u8; 32])>),
     /// The message's parts are in this blob.
     InBlob([u8; 32]),
+    /// The message holds inline texts a view may preview, not listed yet: a read-only
+    /// refresh leaves hashing them to the first lookup of a text (see `index/aside_texts.rs`).
+    Deferred,
 }
 
 /// The inline texts of a message that a view may preview — an inline tool result (of any
@@ -482,22 +485,36 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
     })
 }
 
+/// The inline texts of a decoded message record that a view may preview (see
+/// [`message_texts`]), by part index.
+fn listable(rec: &MsgRec) -> impl Iterator<Item = (usize, &str)> {
+    let user = rec.role == Role::User.code();
+    let parts = match &rec.body {
+        BodyRec::Inline(parts) => parts.as_slice(),
+        BodyRec::Blob(_) => &[],
+    };
+    parts
+        .iter()
+        .enumerate()
+        .filter(move |(_, p)| user || !matches!(p, PartRec::Text(_)))
+        .filter_map(|(i, p)| owned_inline_text(p).filter(|t| !t.is_empty()).map(|t| (i, t)))
+}
+
 /// [`message_texts`] of a decoded message record.
 fn decoded_texts(rec: &MsgRec) -> MessageTexts {
-    let user = rec.role == Role::User.code();
     match &rec.body {
-        BodyRec::Inline(parts) => MessageTexts::Listed(
-            parts
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| user || !matches!(p, PartRec::Text(_)))
-                .filter_map(|(i, p)| {
-                    owned_inline_text(p)
-                        .filter(|t| !t.is_empty())
-                        .map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
-                })
-                .collect(),
-        ),
+        BodyRec::Inline(_) => {
+            MessageTexts::Listed(listable(rec).map(|(i, t)| (i as u32, BlobId::of(t.as_bytes()).0)).collect())
+        }
+        BodyRec::Blob(id) => MessageTexts::InBlob(*id),
+    }
+}
+
+/// [`decoded_texts`] without hashing: [`MessageTexts::Deferred`] when there is a text to list.
+fn deferred_texts(rec: &MsgRec) -> MessageTexts {
+    match &rec.body {
+        BodyRec::Inline(_) if listable(rec).next().is_some() => MessageTexts::Deferred,
+        BodyRec::Inline(_) => MessageTexts::Listed(Vec::new()),
         BodyRec::Blob(id) => MessageTexts::InBlob(*id),
     }
 }
@@ -507,20 +524,27 @@ fn decoded_texts(rec: &MsgRec) -> MessageTexts {
 pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
 
 /// A message record's key and header fields and its [`message_texts`], the record decoded
-/// once (a compact record is decompressed once, not once for each).
+/// once (a compact record is decompressed once, not once for each); for a compact record,
+/// also the record as decoded (a read-only refresh keeps it for the read that follows: see
+/// `store::listed`). An rkyv record is validated in place and not decoded (`None`).
+///
+/// With `defer`, a compact record's inline texts are not hashed: [`MessageTexts::Deferred`]
+/// when it holds any (an rkyv record's are listed all the same).
 pub(crate) fn message_key_texts(
     k: u8,
     bytes: &[u8],
-) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
+    defer: bool,
+) -> std::result::Result<(MsgKeyHead, MessageTexts, Option<MsgRec>), String> {
     if k != kind::MESSAGE {
         let rec = message(k, bytes)?;
         role_of(rec.role)?;
         let head = (rec.role, rec.turn, rec.at_ms, rec.step.is_some());
-        return Ok((((rec.chat, rec.seq, rec.revision), head), decoded_texts(&rec)));
+        let texts = if defer { deferred_texts(&rec) } else { decoded_texts(&rec) };
+        return Ok((((rec.chat, rec.seq, rec.revision), head), texts, Some(rec)));
     }
     let m = message_fields(k, bytes)?;
     let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
-    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?))
+    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?, None))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's

@@ -45,6 +45,9 @@ pub(crate) struct Core {
     pub remote: std::sync::OnceLock<Arc<dyn super::remote::Remote>>,
     /// Grants found in redb (see [`super::blobs::granted`]).
     pub grants: super::blobs::GrantCache,
+    /// Message records a read-only refresh decoded, for the reads that follow (see
+    /// `store/listed.rs`); always empty in a store opened for writing.
+    pub listed: super::listed::Listed,
 }
 
 /// One record of a transaction being built.

@@ -7,6 +7,7 @@ pub(crate) mod blobs;
 pub(crate) mod core;
 pub(crate) mod gc;
 mod indexer;
+pub(crate) mod listed;
 mod lock;
 pub(crate) mod maintenance;
 pub(crate) mod read_only;
@@ -142,6 +143,7 @@ impl Kernel {
             recent_manifests: Default::default(),
             chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
             grants: Default::default(),
+            listed: Default::default(),
             read_only: None,
             remote: Default::default(),
         });

@@ -29,9 +29,11 @@ use crate::log::format::{self, SEGMENT_HEADER_LEN};
 use crate::log::reader::LogReader;
 use crate::log::scan::{ScanEnd, next_valid_batch, walk_batches};
 use crate::log::writer::{LogWriter, WriterConfig};
-use crate::log::{Durability, Layout, Position, fill_listing_gaps, list_segments, log_dir, segment_path};
+use crate::log::{
+    Durability, Layout, Location, Position, fill_listing_gaps, list_segments, log_dir, segment_path,
+};
 use crate::options::Options;
-use crate::record::kind;
+use crate::record::{self, MsgRec, kind};
 
 /// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -62,6 +64,9 @@ struct FollowState {
     last_batch: u64,
     /// The (device, inode) of every segment file read, by number.
     ids: HashMap<u64, (u64, u64)>,
+    /// The last scan replayed nothing: the next one lists the log directory (see
+    /// [`Follower::segments`]).
+    idle: bool,
 }
 
 /// What a refresh brought in, for the store above: the report, the next chat id, and how
@@ -110,6 +115,9 @@ fn changes_of(entries: &[BatchEntries]) -> Vec<(u64, ChatChange)> {
 /// One replay: the index entries of the new batches, where they end, and what was skipped.
 struct Scan {
     entries: Vec<BatchEntries>,
+    /// The compact message records listing the entries decoded, by location (see
+    /// `store::listed`).
+    decoded: Vec<(Location, MsgRec)>,
     applied: Applied,
     warnings: Vec<String>,
     tail_file: Arc<File>,
@@ -171,18 +179,13 @@ pub(crate) fn after_disk_full(dir: &Path, opts: Options, e: &Error) -> Result<(K
 
 impl Follower {
     /// Replays every batch from the tail on into entries, pinning each segment file in
-    /// `reader`. Never writes.
-    fn scan(&self, reader: &LogReader) -> Result<(Scan, u64)> {
+    /// `reader`; with `keep`, also keeps the compact message records listing decoded. Never
+    /// writes.
+    fn scan(&self, reader: &LogReader, keep: bool) -> Result<(Scan, u64)> {
         let mut st = self.state.lock();
         crate::io::step(&self.logd, "scan:start");
         self.check_not_replaced(&st)?;
-        let segs = match list_segments(&self.logd) {
-            Ok(s) => fill_listing_gaps(&self.logd, s, st.tail.segment),
-            Err(e) => {
-                self.check_dir()?;
-                return Err(e);
-            }
-        };
+        let segs = self.segments(&st)?;
         crate::io::step(&self.logd, "scan:listed");
         let Some(&last) = segs.last() else {
             return Err(Error::corrupt(
@@ -193,6 +196,7 @@ impl Follower {
         };
         let mut warnings = Vec::new();
         let mut entries = Vec::new();
+        let mut decoded = Vec::new();
         let mut batches = 0u64;
         let mut expect = st.tail.segment;
         let from = st.tail.segment;
@@ -247,8 +251,12 @@ impl Follower {
                     // Being created by the writer: nothing in it yet.
                     st.tail = Position::new(n, 0);
                     st.last_batch = 0;
+                    st.idle = batches == 0;
                     self.check_dir()?;
-                    return Ok((Scan { entries, applied: applied(&st), warnings, tail_file: file }, batches));
+                    return Ok((
+                        Scan { entries, decoded, applied: applied(&st), warnings, tail_file: file },
+                        batches,
+                    ));
                 }
                 if let Err(e) = format::decode_segment_header(&bytes, n) {
                     warnings.push(format!(
@@ -274,7 +282,7 @@ impl Follower {
                     }
                     st.next_txid = Some(b.txid + 1);
                     st.last_batch = b.offset;
-                    entries.push(index::entries_of(n, b));
+                    entries.push(index::entries_keeping(n, b, keep.then_some(&mut decoded)));
                     batches += 1;
                     Ok::<(), Error>(())
                 })?;
@@ -327,11 +335,38 @@ impl Follower {
                 // may have mixed the two logs' files: nothing of this scan is applied.
                 self.check_dir()?;
                 // Reached the newest segment: its file is what reads of the tail use.
+                st.idle = batches == 0;
                 let a = applied(&st);
-                return Ok((Scan { entries, applied: a, warnings, tail_file: file }, batches));
+                return Ok((Scan { entries, decoded, applied: a, warnings, tail_file: file }, batches));
             }
         }
         Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
+    }
+
+    /// The segments to read from the tail's on. A refresh that follows a busy writer probes
+    /// the segments after the tail's by name (one `statx` each, up to the first absent), not
+    /// listing the directory: a listing reads every entry of the log (thousands of segments
+    /// after a while), at every refresh. Segments are made in order, each once the one before
+    /// is sealed, so the probe finds what a listing would — but a segment lost behind a later
+    /// one, where the probe stops: the first scan, and one after a scan that replayed nothing,
+    /// list the directory (and report such a gap).
+    fn segments(&self, st: &FollowState) -> Result<Vec<u64>> {
+        if st.next_txid.is_some() && !st.idle && st.ids.contains_key(&st.tail.segment) {
+            let mut segs = vec![st.tail.segment];
+            let mut n = st.tail.segment + 1;
+            while std::fs::symlink_metadata(segment_path(&self.logd, n)).is_ok() {
+                segs.push(n);
+                n += 1;
+            }
+            return Ok(segs);
+        }
+        match list_segments(&self.logd) {
+            Ok(s) => Ok(fill_listing_gaps(&self.logd, s, st.tail.segment)),
+            Err(e) => {
+                self.check_dir()?;
+                Err(e)
+            }
+        }
     }
 
     /// Refuses when the log was replaced since the open (a `gc` ran): the log directory is
@@ -398,25 +433,44 @@ fn read_all(file: &File, path: &Path, from: u64) -> Result<Vec<u8>> {
 }
 
 /// Applies replayed entries to the in-memory index; a batch the index cannot take (its chat
-/// was in a damaged batch) is skipped and reported.
+/// was in a damaged batch) is skipped and reported. Returns the skipped batches' indexes.
 fn apply(
     index: &Index,
     entries: &[BatchEntries],
     applied: Applied,
     warnings: &mut Vec<String>,
-) -> Result<()> {
+) -> Result<Vec<usize>> {
     if index.apply_replayed(entries, applied).is_ok() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    for b in entries {
+    let mut skipped = Vec::new();
+    for (i, b) in entries.iter().enumerate() {
         if let Err(e) = index.apply_replayed(std::slice::from_ref(b), applied) {
+            skipped.push(i);
             let at = b.records.first().map(|r| r.loc).or_else(|| b.blobs.first().map(|x| x.1));
             let at =
                 at.map(|l| format!("log segment {} at offset {}", l.segment, l.offset)).unwrap_or_default();
             warnings.push(format!("a batch ({at}) does not apply to what was read before it: {e}; skipped"));
         }
     }
-    index.apply_replayed(&[], applied)
+    index.apply_replayed(&[], applied)?;
+    Ok(skipped)
+}
+
+/// Lists the inline texts a read-only refresh deferred (see `index/aside_texts.rs`), reading
+/// each record again: for a lookup of a text by its content address.
+pub(crate) fn list_deferred_texts(core: &core::Core) {
+    if !core.index.has_deferred_texts() {
+        return;
+    }
+    core.index.list_deferred_texts(&|loc| {
+        let raw = core.read(loc, crate::blob::Verify::Checksum)?;
+        match record::message_texts(raw.kind, &raw.payload) {
+            Ok(record::MessageTexts::Listed(texts)) => Ok(texts),
+            Ok(_) => Ok(Vec::new()),
+            Err(why) => Err(Error::corrupt(loc.segment, loc.offset, why)),
+        }
+    });
 }
 
 /// Opens the store in `path` read-only (see `Store::open_read_only_with`); returns the kernel
@@ -437,10 +491,18 @@ pub(crate) fn refresh(kernel: &Kernel) -> Result<Caught> {
         ));
     };
     let core = &*kernel.core;
-    let (scan, batches) = f.scan(&core.reader)?;
-    let Scan { entries, applied, mut warnings, tail_file } = scan;
+    let (scan, batches) = f.scan(&core.reader, true)?;
+    let Scan { entries, decoded, applied, mut warnings, tail_file } = scan;
     let chats = changes_of(&entries);
-    apply(&core.index, &entries, applied, &mut warnings)?;
+    let skipped = apply(&core.index, &entries, applied, &mut warnings)?;
+    if skipped.is_empty() {
+        core.index.defer_texts(&entries);
+    } else {
+        let kept: Vec<_> =
+            entries.into_iter().enumerate().filter(|(i, _)| !skipped.contains(i)).map(|(_, b)| b).collect();
+        core.index.defer_texts(&kept);
+    }
+    core.listed.put(decoded);
     core.index.mem.write().set_applied(applied);
     core.log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
     Ok(Caught { refreshed: Refreshed { batches, warnings }, next_chat: core.index.next_chat()?, chats })
@@ -474,11 +536,12 @@ fn open_log_only(
             next_txid: None,
             last_batch: 0,
             ids: HashMap::new(),
+            idle: false,
         }),
     };
     let reader = LogReader::new(logd.clone(), opts.max_mapped_segments);
-    let (scan, _) = follower.scan(&reader)?;
-    let Scan { entries, applied, warnings: found, tail_file } = scan;
+    let (scan, _) = follower.scan(&reader, false)?;
+    let Scan { entries, applied, warnings: found, tail_file, .. } = scan;
     warnings.extend(found);
     let index = Index::in_memory(&dir, opts.index_cache_bytes)?;
     apply(&index, &entries, applied, &mut warnings)?;
@@ -513,6 +576,7 @@ fn open_log_only(
         recent_manifests: Default::default(),
         chunk_cache: crate::blob::cache::ChunkCache::new(opts_cache),
         grants: Default::default(),
+        listed: Default::default(),
         read_only: Some(why),
         remote: Default::default(),
     });
