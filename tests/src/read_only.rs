@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use undertext::{ChatId, ChatMeta, NewMessage, Options, Store};
+use undertext::{Chat, ChatId, ChatMeta, NewMessage, Options, Store};
 
 /// The text of message `i`: long enough that a few fill a 4 KiB segment, and each byte
 /// depends on `i`, so a torn or misplaced read cannot pass for it.
@@ -27,6 +27,18 @@ pub fn message_text(i: u64) -> String {
 /// The options of the read-only tests' stores: 4 KiB segments, so that a few messages seal one.
 pub fn small() -> Options {
     Options::default().segment_size(4096)
+}
+
+/// A writer on `dir` ([`small`] segments) holding one chat of owner `o` with one user message
+/// ([`message_text`] 0), and a read-only open made after it: (writer, chat id, the writer's
+/// handle on the chat, the read-only store).
+pub fn writer_then_reader(dir: &Path) -> (Store, ChatId, Chat, Store) {
+    let writer = Store::open(dir, small()).expect("open the writer");
+    let id = writer.create_chat("o", ChatMeta::default()).expect("create a chat");
+    let chat = writer.chat("o", id).expect("its handle");
+    chat.append(NewMessage::user(message_text(0))).expect("the first message");
+    let ro = Store::open_read_only(dir).expect("open read-only");
+    (writer, id, chat, ro)
 }
 
 /// A closed store of 3 chats of 8 messages ([`message_text`] `c * 100 + i` for chat `c`),

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use undertext::{ChatId, ChatMeta, Error, NewMessage, Part, Store};
 use undertext_tests::child::spawn_until_ready;
-use undertext_tests::read_only::{assert_unchanged, closed_store, message_text, small, store_files as files};
+use undertext_tests::read_only::{
+    assert_unchanged, closed_store, message_text, small, store_files as files, writer_then_reader,
+};
 
 fn text_of(m: &undertext::Message) -> String {
     match &m.parts[..] {
@@ -70,11 +72,7 @@ fn writes_through_a_read_only_store_are_refused_and_change_nothing() {
 #[test]
 fn a_read_only_open_does_not_take_the_lock_and_the_writer_is_not_blocked() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = Store::open(dir.path(), small()).unwrap();
-    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let chat = writer.chat("o", id).unwrap();
-    chat.append(NewMessage::user(message_text(0))).unwrap();
-    let ro = Store::open_read_only(dir.path()).unwrap();
+    let (_writer, id, chat, ro) = writer_then_reader(dir.path());
     assert_eq!(ro.chat("o", id).unwrap().len(), 1, "it sees what was acknowledged before it opened");
     for i in 1..20 {
         chat.append(NewMessage::user(message_text(i))).unwrap();

@@ -10,7 +10,7 @@
 use undertext::budget::Budget;
 use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{Chat, ChatId, ChatMeta, Error, NewMessage, Part, Role, StepStatus, Store};
-use undertext_tests::read_only::{message_text, small};
+use undertext_tests::read_only::{message_text, small, writer_then_reader};
 
 /// Everything a reader of `chat` can see, as plain values: revision, length, metadata,
 /// every message (hidden ones too) with its hidden flag, the published checkpoint, the
@@ -253,11 +253,7 @@ fn all_messages(chat: &Chat) -> Vec<String> {
 #[test]
 fn messages_a_refresh_listed_read_the_same_as_a_fresh_open_reads_them_and_again_after() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = Store::open(dir.path(), small()).unwrap();
-    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let chat = writer.chat("o", id).unwrap();
-    chat.append(NewMessage::user(message_text(0))).unwrap();
-    let ro = Store::open_read_only(dir.path()).unwrap();
+    let (_writer, id, chat, ro) = writer_then_reader(dir.path());
     // Every kind of message a refresh lists: user and assistant texts (compressed compact
     // records), a tool call and its result, short ones stored as they are, a batch.
     for i in 1..30u64 {
@@ -384,11 +380,7 @@ fn a_gc_after_a_refresh_whose_messages_were_not_read_yet_serves_them_as_written(
 #[test]
 fn a_segment_lost_behind_later_ones_is_reported_by_the_refreshes_that_follow() {
     let dir = tempfile::tempdir().unwrap();
-    let writer = Store::open(dir.path(), small()).unwrap();
-    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let chat = writer.chat("o", id).unwrap();
-    chat.append(NewMessage::user(message_text(0))).unwrap();
-    let ro = Store::open_read_only(dir.path()).unwrap();
+    let (_writer, id, chat, ro) = writer_then_reader(dir.path());
     // Refreshes that replay something: the next ones probe the segments after the tail's by
     // name instead of listing the log directory.
     for i in 1..4 {
