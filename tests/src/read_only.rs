@@ -41,6 +41,41 @@ pub fn writer_then_reader(dir: &Path) -> (Store, ChatId, Chat, Store) {
     (writer, id, chat, ro)
 }
 
+/// A writer on `dir` ([`small`] segments) with two chats of owner `o`, both empty: the one a
+/// test keeps and one it deletes before a gc ([`collect_after_deleting`]): (writer, kept
+/// chat id, the other's id, the writer's handle on the kept chat).
+pub fn writer_with_two_chats(dir: &Path) -> (Store, ChatId, ChatId, Chat) {
+    let writer = Store::open(dir, small()).expect("open the writer");
+    let id = writer.create_chat("o", ChatMeta::default()).expect("create the kept chat");
+    let gone = writer.create_chat("o", ChatMeta::default()).expect("create the other chat");
+    let chat = writer.chat("o", id).expect("its handle");
+    (writer, id, gone, chat)
+}
+
+/// What a reader of `dir` meets after a gc: the writer deletes chat `gone`, closes, the log is
+/// collected (`Store::gc`, every segment rewritten), and a new writer appends
+/// [`message_text`] `next` to chat `id`. Returns the new writer.
+pub fn collect_after_deleting(
+    dir: &Path,
+    writer: Store,
+    chat: Chat,
+    gone: ChatId,
+    id: ChatId,
+    next: u64,
+) -> Store {
+    writer.delete_chat("o", gone).expect("delete the other chat");
+    drop(chat);
+    writer.close().expect("close the writer");
+    Store::gc(dir, small()).expect("collect the log");
+    let writer = Store::open(dir, small()).expect("open a new writer");
+    writer
+        .chat("o", id)
+        .expect("the kept chat")
+        .append(NewMessage::user(message_text(next)))
+        .expect("append");
+    writer
+}
+
 /// A closed store of 3 chats of 8 messages ([`message_text`] `c * 100 + i` for chat `c`),
 /// written one chat after the other over [`small`] segments; returns the chat ids.
 pub fn closed_store(dir: &Path) -> Vec<ChatId> {

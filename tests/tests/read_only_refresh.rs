@@ -10,7 +10,9 @@
 use undertext::budget::Budget;
 use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{Chat, ChatId, ChatMeta, Error, NewMessage, Part, Role, StepStatus, Store};
-use undertext_tests::read_only::{message_text, small, writer_then_reader};
+use undertext_tests::read_only::{
+    collect_after_deleting, message_text, small, writer_then_reader, writer_with_two_chats,
+};
 
 /// Everything a reader of `chat` can see, as plain values: revision, length, metadata,
 /// every message (hidden ones too) with its hidden flag, the published checkpoint, the
@@ -185,11 +187,7 @@ fn edits_truncations_hides_metadata_checkpoints_pins_and_usage_are_picked_up_by_
 #[test]
 fn a_gc_between_refreshes_of_an_extended_chat_gives_read_only_and_keeps_what_was_read() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = small();
-    let writer = Store::open(dir.path(), opts.clone()).unwrap();
-    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let gone = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let chat = writer.chat("o", id).unwrap();
+    let (writer, id, gone, chat) = writer_with_two_chats(dir.path());
     for i in 0..20 {
         chat.append(NewMessage::user(message_text(i))).unwrap();
         writer.chat("o", gone).unwrap().append(NewMessage::user(message_text(100 + i))).unwrap();
@@ -200,31 +198,29 @@ fn a_gc_between_refreshes_of_an_extended_chat_gives_read_only_and_keeps_what_was
         chat.append(NewMessage::user(message_text(i))).unwrap();
     }
     refresh_and_compare(&ro, &chat, id, "before the gc");
-    writer.delete_chat("o", gone).unwrap();
-    drop(chat);
-    writer.close().unwrap();
-    Store::gc(dir.path(), opts.clone()).unwrap();
-    let writer = Store::open(dir.path(), opts).unwrap();
-    writer.chat("o", id).unwrap().append(NewMessage::user(message_text(40))).unwrap();
+    let _writer = collect_after_deleting(dir.path(), writer, chat, gone, id, 40);
     match ro.refresh() {
         Err(Error::ReadOnly(m)) => assert!(m.contains("open the store again"), "{m}"),
         other => panic!("expected Error::ReadOnly after a gc, found {other:?}"),
     }
     let now = ro.chat("o", id).unwrap();
     assert_eq!(now.len(), 40, "what the reader had read stays readable");
-    let texts: Vec<String> = now
-        .messages()
+    assert_eq!(texts(&now), (0..40).map(message_text).collect::<Vec<_>>());
+    assert_eq!(held.len(), 20);
+    let again = Store::open_read_only(dir.path()).unwrap();
+    assert_eq!(again.chat("o", id).unwrap().len(), 41);
+}
+
+/// The texts of `chat`'s messages, each a single text part.
+fn texts(chat: &Chat) -> Vec<String> {
+    chat.messages()
         .unwrap()
         .iter()
         .map(|m| match &m.parts[..] {
             [Part::Text(t)] => t.clone(),
-            other => panic!("{other:?}"),
+            other => panic!("expected one text part, found {other:?}"),
         })
-        .collect();
-    assert_eq!(texts, (0..40).map(message_text).collect::<Vec<_>>());
-    assert_eq!(held.len(), 20);
-    let again = Store::open_read_only(dir.path()).unwrap();
-    assert_eq!(again.chat("o", id).unwrap().len(), 41);
+        .collect()
 }
 
 /// An assistant message calling tool `name` (call `id`).
@@ -336,11 +332,7 @@ fn a_text_of_a_message_a_refresh_replayed_is_found_by_its_content_address() {
 #[test]
 fn a_gc_after_a_refresh_whose_messages_were_not_read_yet_serves_them_as_written() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = small();
-    let writer = Store::open(dir.path(), opts.clone()).unwrap();
-    let id = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let gone = writer.create_chat("o", ChatMeta::default()).unwrap();
-    let chat = writer.chat("o", id).unwrap();
+    let (writer, id, gone, chat) = writer_with_two_chats(dir.path());
     chat.append(NewMessage::user(message_text(0))).unwrap();
     let ro = Store::open_read_only(dir.path()).unwrap();
     for i in 1..20 {
@@ -350,22 +342,7 @@ fn a_gc_after_a_refresh_whose_messages_were_not_read_yet_serves_them_as_written(
     ro.refresh().unwrap();
     // The refresh decoded the 19 new messages; the writer deletes a chat and collects the
     // log (every segment rewritten, the messages at other places) before the reader reads.
-    writer.delete_chat("o", gone).unwrap();
-    drop(chat);
-    writer.close().unwrap();
-    Store::gc(dir.path(), opts.clone()).unwrap();
-    let writer = Store::open(dir.path(), opts).unwrap();
-    writer.chat("o", id).unwrap().append(NewMessage::user(message_text(20))).unwrap();
-    let texts = |c: &Chat| -> Vec<String> {
-        c.messages()
-            .unwrap()
-            .iter()
-            .map(|m| match &m.parts[..] {
-                [Part::Text(t)] => t.clone(),
-                other => panic!("{other:?}"),
-            })
-            .collect()
-    };
+    let _writer = collect_after_deleting(dir.path(), writer, chat, gone, id, 20);
     let now = ro.chat("o", id).unwrap();
     assert_eq!(texts(&now), (0..20).map(message_text).collect::<Vec<_>>(), "as written, once each");
     assert_eq!(texts(&now), (0..20).map(message_text).collect::<Vec<_>>(), "and again");

@@ -44,13 +44,12 @@ const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
 /// The engine's codec-4 dictionary.
 const DICT2: &[u8] = include_bytes!("../../../engine/src/blob/dict2.bin");
 
+/// The file `UNDERTEXT_SURVEY_DICT2` names, read by `main` before any measurement.
+static DICT2_FROM_ENV: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+
 /// Dictionary 2, or the file `UNDERTEXT_SURVEY_DICT2` names.
 fn dict2() -> &'static [u8] {
-    static D: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    D.get_or_init(|| match std::env::var_os("UNDERTEXT_SURVEY_DICT2") {
-        Some(p) => std::fs::read(&p).unwrap_or_else(|e| panic!("UNDERTEXT_SURVEY_DICT2: {e}")),
-        None => DICT2.to_vec(),
-    })
+    DICT2_FROM_ENV.get().map_or(DICT2, Vec::as_slice)
 }
 
 impl Codec {
@@ -163,6 +162,12 @@ fn measure(granularity: &str, records: &[&[u8]], codec: Codec) -> Result<Row> {
 }
 
 fn main() -> Result<()> {
+    if let Some(p) = std::env::var_os("UNDERTEXT_SURVEY_DICT2") {
+        let d = std::fs::read(&p).map_err(|e| {
+            format!("UNDERTEXT_SURVEY_DICT2: cannot read {}: {e}", PathBuf::from(&p).display())
+        })?;
+        let _ = DICT2_FROM_ENV.set(d);
+    }
     let dir = std::env::args_os().nth(1).map_or_else(transcripts_dir, PathBuf::from);
     let files = transcript_files(&dir)?;
     let contents: Vec<Vec<u8>> = files.iter().map(std::fs::read).collect::<std::io::Result<_>>()?;

@@ -701,6 +701,16 @@ mod tests {
         s
     }
 
+    /// A store (chunking on, no compression) where owner `o` archived [`text`]: the store's
+    /// directory, the store, the text and the archive's id.
+    fn text_archived_by_o() -> (tempfile::TempDir, Store, String, BlobId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let t = text();
+        let id = store.archive("o", &t).unwrap().id;
+        (dir, store, t, id)
+    }
+
     fn chars(t: &str, a: usize, b: usize) -> String {
         t.chars().skip(a).take(b - a).collect()
     }
@@ -738,10 +748,7 @@ mod tests {
 
     #[test]
     fn whole_characters_are_copied_from_pieces_without_the_slow_way() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), opts()).unwrap();
-        let t = text();
-        let id = store.archive("o", &t).unwrap().id;
+        let (_dir, store, t, id) = text_archived_by_o();
         let n = t.chars().count() as u64;
         store.read_context("o", &id, 0..1, Unit::Chars).unwrap();
         let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
@@ -759,10 +766,7 @@ mod tests {
 
     #[test]
     fn a_chunked_archive_read_to_the_last_chunk_is_held_joined_and_reads_the_same_in_every_unit() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), opts()).unwrap();
-        let t = text();
-        let id = store.archive("o", &t).unwrap().id;
+        let (_dir, store, t, id) = text_archived_by_o();
         let n = t.chars().count();
         let at = super::ArchiveText::new(t.clone());
         let units = [Unit::Chars, Unit::Utf16, Unit::Bytes, Unit::Lines];
@@ -798,10 +802,7 @@ mod tests {
 
     #[test]
     fn readers_on_several_threads_get_exact_ranges_while_the_pieces_load_and_are_joined() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), opts()).unwrap();
-        let t = text();
-        let id = store.archive("o", &t).unwrap().id;
+        let (_dir, store, t, id) = text_archived_by_o();
         let at = super::ArchiveText::new(t.clone());
         let n = at.len(Unit::Chars);
         std::thread::scope(|s| {
@@ -829,10 +830,7 @@ mod tests {
 
     #[test]
     fn the_chunk_table_finds_the_chunk_a_search_of_the_chunk_ends_finds_at_every_byte() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path(), opts()).unwrap();
-        let t = text();
-        let id = store.archive("o", &t).unwrap().id;
+        let (_dir, store, t, id) = text_archived_by_o();
         store.read_context("o", &id, 0..1, Unit::Chars).unwrap();
         let Some(super::Loaded::Chunked(c)) = store.archive_cache_for_tests().get(&id) else {
             panic!("not chunked")

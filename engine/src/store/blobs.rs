@@ -12,9 +12,9 @@
 
 use std::ops::Range;
 
-use super::core::{Core, RecordOut, Txn};
+use super::core::{Core, RecordOut, Txn, not_found};
 use crate::blob::{Blob, BlobId, Verify};
-use crate::error::{Error, Result};
+use crate::error::Result;
 pub(crate) use crate::index::Held;
 use crate::record::{self, GrantRec, kind};
 
@@ -150,11 +150,6 @@ pub(crate) fn grant_into(
         txn.push(RecordOut::history(kind::GRANT, payload));
     }
     Ok(())
-}
-
-/// The error for a blob `owner` may not read: the same as for a blob never stored.
-pub(crate) fn not_found(id: &BlobId) -> Error {
-    Error::NotFound { what: format!("blob {id}") }
 }
 
 /// Stores `contents` for `owner` in one transaction, granting each to `owner` (see

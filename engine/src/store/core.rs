@@ -301,6 +301,12 @@ pub(crate) struct Committed {
 }
 
 /// The end of a record: durable once the log is synced at least this far.
+/// The error for a blob not stored, or one the asking owner may not read (the same answer
+/// for both, so an owner cannot probe another's content).
+pub(crate) fn not_found(id: &BlobId) -> Error {
+    Error::NotFound { what: format!("blob {id}") }
+}
+
 pub(crate) fn record_end(loc: Location) -> Position {
     Position::new(loc.segment, loc.offset + (format::RECORD_HEADER_LEN as u64) + loc.len as u64)
 }
@@ -408,9 +414,15 @@ impl Core {
     /// Where blob `id` (a blob or manifest record) is in the local log. A fleet store copies
     /// a blob it does not hold yet from the remote first (verified against its id).
     pub(crate) fn blob_loc(&self, id: &BlobId) -> Result<Option<Location>> {
-        if let Some(loc) = self.index.blob(id)? {
-            return Ok(Some(loc));
+        match self.index.blob(id)? {
+            Some(loc) => Ok(Some(loc)),
+            None => self.fetched_loc(id),
         }
+    }
+
+    /// Where blob `id`, which this index does not hold, is once fetched from the fleet's
+    /// remote store (none without one, or when the remote does not have it either).
+    fn fetched_loc(&self, id: &BlobId) -> Result<Option<Location>> {
         match self.remote.get() {
             Some(remote) if remote.fetch_blob(self, id)? => self.index.blob(id),
             _ => Ok(None),
@@ -446,14 +458,14 @@ impl Core {
         let locs = self.index.blobs(ids)?;
         ids.iter()
             .zip(locs)
-            .map(|(id, loc)| match loc {
-                Some(loc) => {
-                    let rec = self.read(loc, verify)?;
-                    let stored = self.record_at(loc, rec, id, verify, 0)?;
-                    self.blob_from(id, verify, 0, stored)
-                }
-                // Not in this index: fetched (fleet) or NotFound, as one read finds out.
-                None => self.get_blob(id, verify),
+            .map(|(id, loc)| {
+                // Not in this index: fetched (fleet) or NotFound, without asking the index again.
+                let loc = match loc {
+                    Some(loc) => loc,
+                    None => self.fetched_loc(id)?.ok_or_else(|| not_found(id))?,
+                };
+                let stored = self.stored_at(loc, id, verify, 0)?;
+                self.blob_from(id, verify, 0, stored)
             })
             .collect()
     }
@@ -554,7 +566,7 @@ impl Core {
 
     /// Length of blob `id` in bytes, without reading a chunked blob's chunks.
     pub(crate) fn blob_len(&self, id: &BlobId) -> Result<u64> {
-        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| not_found(id))?;
         let rec = self.read(loc, Verify::Checksum)?;
         if rec.kind == kind::MANIFEST {
             let m = Manifest::decode(&rec.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
@@ -566,7 +578,7 @@ impl Core {
     /// The resolved manifest of blob `id` when it is stored chunked; `None` when it is one
     /// record (whose body is not read).
     pub(crate) fn manifest_of(&self, id: &BlobId) -> Result<Option<Manifest>> {
-        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| not_found(id))?;
         let rec = self.read(loc, Verify::Checksum)?;
         if rec.kind != kind::MANIFEST {
             return Ok(None);
@@ -591,9 +603,7 @@ impl Core {
                 let loc = match loc {
                     Some(loc) => loc,
                     // Fleet mode: fetched from the remote.
-                    None => {
-                        self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?
-                    }
+                    None => self.blob_loc(id)?.ok_or_else(|| not_found(id))?,
                 };
                 let rec = self.read(loc, verify)?;
                 let b = match self.record_at(loc, rec, id, verify, 1)? {
@@ -605,15 +615,17 @@ impl Core {
                 *slot = Some(b);
             }
         }
-        out.into_iter()
-            .zip(ids)
-            .map(|(b, id)| b.ok_or_else(|| Error::NotFound { what: format!("blob {id}") }))
-            .collect()
+        out.into_iter().zip(ids).map(|(b, id)| b.ok_or_else(|| not_found(id))).collect()
     }
 
     /// The record of blob `id`: its verified bytes, or its manifest.
     fn blob_record(&self, id: &BlobId, verify: Verify, depth: u8) -> Result<Stored> {
-        let loc = self.blob_loc(id)?.ok_or_else(|| Error::NotFound { what: format!("blob {id}") })?;
+        let loc = self.blob_loc(id)?.ok_or_else(|| not_found(id))?;
+        self.stored_at(loc, id, verify, depth)
+    }
+
+    /// What the record at `loc` (blob `id`'s, as the index says) holds.
+    fn stored_at(&self, loc: Location, id: &BlobId, verify: Verify, depth: u8) -> Result<Stored> {
         let rec = self.read(loc, verify)?;
         self.record_at(loc, rec, id, verify, depth)
     }
