@@ -695,12 +695,13 @@ impl<'py> Fresh<'py> {
         Ok(m)
     }
 
-    /// `langgraph._fresh_dict`.
+    /// `langgraph._fresh_dict`: `d.copy()` (its table copied whole, as `dict.copy` does),
+    /// then each value that is not a scalar replaced by its copy.
     fn dict(&mut self, d: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new(self.py);
+        let out = d.copy()?;
         for (k, v) in d.iter() {
             if Self::scalar(&v) {
-                out.set_item(k, v)?;
+                continue;
             } else if let Ok(e) = v.cast_exact::<PyDict>()
                 && e.is_empty()
             {
