@@ -374,8 +374,9 @@ def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it()
     try:
         for on in (True, False):
             (gc.enable if on else gc.disable)()
-            _lcmessages.decode_each([data])
-            ulg._fresh_many([AIMessage(content="a", id="a")])
+            n = _lcmessages.NATIVE_MIN  # enough for the native calls
+            _lcmessages.decode_each([data] * n)
+            ulg._fresh_many([AIMessage(content="a", id="a")] * n)
             assert gc.isenabled() is on
     finally:
         (gc.enable if was else gc.disable)()

@@ -372,8 +372,8 @@ except ImportError:  # pragma: no cover - an extension built before it
 
 def _fresh_many(xs: list[Any]) -> list[Any]:
     """``_fresh`` of each of ``xs`` (one native call: ~4x faster on LangChain messages)."""
-    if _native_fresh is None or _PYDANTIC_DEEPCOPY is None:  # pragma: no cover
-        return [_fresh(x) for x in xs]
+    if _native_fresh is None or _PYDANTIC_DEEPCOPY is None or len(xs) < _lcmessages.NATIVE_MIN:
+        return [_fresh(x) for x in xs]  # (a few items: the native call's set-up costs more)
     out: list[Any] = _native_fresh(xs, _PYDANTIC_DEEPCOPY, _fresh)
     return out
 
