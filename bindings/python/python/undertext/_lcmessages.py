@@ -322,8 +322,11 @@ NATIVE_MIN = 8
 #: What ``decode_each`` gives for a document it leaves to the serializer.
 NOT_PLAIN: Any = object()
 
+_native_decode: Optional[Callable[..., list[Any]]]
 try:  # the same decoding in native code (``bindings/python/src/lcmessages.rs``)
-    from undertext._native import _decode_lc_messages as _native_decode
+    from undertext._native import _decode_lc_messages
+
+    _native_decode = _decode_lc_messages
 except ImportError:  # pragma: no cover - an extension built before it
     _native_decode = None
 

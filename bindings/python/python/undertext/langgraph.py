@@ -364,8 +364,11 @@ def _fresh(x: Any) -> Any:
     return _copy.deepcopy(x)
 
 
+_native_fresh: Optional[Callable[..., list[Any]]]
 try:  # the same copy in native code (``bindings/python/src/lcmessages.rs``)
-    from undertext._native import _fresh_items as _native_fresh
+    from undertext._native import _fresh_items
+
+    _native_fresh = _fresh_items
 except ImportError:  # pragma: no cover - an extension built before it
     _native_fresh = None
 
