@@ -601,9 +601,10 @@ pub(crate) fn fresh_items<'py>(
     pydantic_deepcopy: Bound<'py, PyAny>,
     fallback: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let _paused = GcPause::new(py)?;
+    let paused = GcPause::new(py)?;
     let mut f = Fresh {
         py,
+        paused,
         deepcopy: pydantic_deepcopy,
         fallback,
         setattr: py.import("builtins")?.getattr("object")?.getattr("__setattr__")?,
@@ -619,6 +620,8 @@ pub(crate) fn fresh_items<'py>(
 
 struct Fresh<'py> {
     py: Python<'py>,
+    /// The collector's pause, lifted around `fallback`: Python code may let other threads run.
+    paused: GcPause<'py>,
     deepcopy: Bound<'py, PyAny>,
     fallback: Bound<'py, PyAny>,
     setattr: Bound<'py, PyAny>,
@@ -629,6 +632,16 @@ struct Fresh<'py> {
 }
 
 impl<'py> Fresh<'py> {
+    /// `fallback(x)` with the collector as the caller had it: the Python `_fresh` may run
+    /// any `__deepcopy__`, and other threads may run meanwhile.
+    fn fall_back(&self, x: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let Some(gc) = &self.paused.gc else { return self.fallback.call1((x,)) };
+        gc.call_method0("enable")?;
+        let got = self.fallback.call1((x,));
+        gc.call_method0("disable")?;
+        got
+    }
+
     fn scalar(x: &Bound<'py, PyAny>) -> bool {
         x.is_none()
             || x.is_exact_instance_of::<PyString>()
@@ -666,22 +679,22 @@ impl<'py> Fresh<'py> {
                 n
             }
         };
-        let Some(new) = new else { return self.fallback.call1((x,)) };
+        let Some(new) = new else { return self.fall_back(x) };
         // (A missing `__pydantic_private__` reads as None, as `getattr(x, name, None)`.)
         if let Ok(private) = x.getattr(&self.s.private)
             && !private.is_none()
         {
-            return self.fallback.call1((x,));
+            return self.fall_back(x);
         }
         let fields = x.getattr(&self.s.dict_)?;
-        let Ok(fields) = fields.cast_exact::<PyDict>() else { return self.fallback.call1((x,)) };
+        let Ok(fields) = fields.cast_exact::<PyDict>() else { return self.fall_back(x) };
         let extra = x.getattr(&self.s.extra)?;
         let extra = if extra.is_none() {
             extra
         } else {
             match extra.cast_exact::<PyDict>() {
                 Ok(e) => self.dict(e)?.into_any(),
-                Err(_) => return self.fallback.call1((x,)),
+                Err(_) => return self.fall_back(x),
             }
         };
         let fields_set = self.py.get_type::<PySet>().call1((x.getattr(&self.s.fields_set)?,))?;

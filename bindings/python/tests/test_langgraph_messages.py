@@ -369,6 +369,13 @@ def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it()
 
     from undertext import langgraph as ulg
 
+    seen: list[bool] = []
+
+    class Noted:  # copied by the Python fallback, which runs with the collector as it was
+        def __deepcopy__(self, memo: Any) -> Noted:
+            seen.append(gc.isenabled())
+            return Noted()
+
     data = JsonPlusSerializer().dumps_typed([AIMessage(content="a", id="a")])[1]
     was = gc.isenabled()
     try:
@@ -376,7 +383,9 @@ def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it()
             (gc.enable if on else gc.disable)()
             n = _lcmessages.NATIVE_MIN  # enough for the native calls
             _lcmessages.decode_each([data] * n)
-            ulg._fresh_many([AIMessage(content="a", id="a")] * n)
+            ulg._fresh_many([AIMessage(content="a", id="a")] * n + [Noted()])
             assert gc.isenabled() is on
+            assert seen == [on]
+            seen.clear()
     finally:
         (gc.enable if was else gc.disable)()
