@@ -23,7 +23,10 @@ with the store's default options (group commit: each put is durable when it retu
 Prints a markdown table and one JSON line per row.
 
 Usage: python benches/python/langgraph_graph.py [--pairs 300] [--savers sqlite,undertext]
-       [--channels add_messages,delta] [--dir DIR]
+       [--channels add_messages,delta] [--dir DIR] [--other DIR]
+
+``--other DIR`` runs each UndertextSaver row a second time with ``PYTHONPATH=DIR`` (another
+build of the ``undertext`` package, e.g. main's), right after the first.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import random
 import sqlite3
 import statistics
@@ -215,6 +219,7 @@ def main() -> None:
     ap.add_argument("--savers", default="sqlite,undertext")
     ap.add_argument("--channels", default="add_messages,delta")
     ap.add_argument("--dir", type=Path, default=None)
+    ap.add_argument("--other", default=None, help="PYTHONPATH of another undertext package: its rows alongside")
     ap.add_argument("--one", default=None, help="SAVER,CHANNEL: run one row here and print its JSON")
     ap.add_argument("--cold", default=None, help="SAVER,CHANNEL,PATH: the cold read of a stored thread, as JSON")
     args = ap.parse_args()
@@ -235,6 +240,10 @@ def main() -> None:
                 cmd += ["--dir", str(args.dir)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
+            if saver == "undertext" and args.other:  # the same row with another build, right after
+                env = {**os.environ, "PYTHONPATH": args.other}
+                out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+                rows.append({**json.loads(out.strip().splitlines()[-1]), "saver": "undertext (other)"})
     print(f"\n{args.pairs} pairs = {2 * args.pairs} supersteps\n")
     print("wall ms (CPU ms)\n")
     print(

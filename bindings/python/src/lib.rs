@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod held;
 mod import;
+mod lcmessages;
 mod snapshot;
 mod store;
 mod types;
@@ -40,6 +41,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<worker::PyExtractive>()?;
     m.add_class::<worker::PyWorker>()?;
     m.add_function(wrap_pyfunction!(blob_id, m)?)?;
+    m.add_function(wrap_pyfunction!(lcmessages::decode_lc_messages, m)?)?;
+    m.add_function(wrap_pyfunction!(lcmessages::fresh_items, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -86,3 +86,23 @@ def test_a_manifest_chain_is_read_in_one_engine_call(tmp_path: Any, monkeypatch:
     # One call for the manifest chain (several blobs), one for the items.
     assert -1 not in calls and len(calls) == 2 and calls[0] > 1, calls
     assert isinstance(store, undertext.Store)
+
+
+def files_of(path: Any) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_reopened_read_writes_nothing_to_the_store(tmp_path: Any) -> None:
+    path = tmp_path / "store"
+    msgs = grow(path, 150)
+    with UndertextSaver.open(path) as saver:
+        before = files_of(path)
+        cfg: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        got = saver.get_tuple(cfg)
+        assert got is not None
+        assert got.checkpoint["channel_values"]["messages"] == msgs
+        assert len(list(saver.list(cfg, limit=5))) == 5
+        after = files_of(path)
+    assert list(after) == list(before)
+    changed = [name for name in before if before[name] != after[name]]
+    assert not changed, f"a read changed {changed}"

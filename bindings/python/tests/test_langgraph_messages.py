@@ -300,3 +300,92 @@ def test_a_read_after_reopen_decodes_messages_without_the_serializers_hook(tmp_p
         assert got.checkpoint["channel_values"]["messages"] == msgs
         assert got.pending_writes == [("task-1", "messages", [AIMessage(content="pending", id="p")])]
     assert calls == [], f"the serializer's hook ran {len(calls)} times"
+
+
+def containers(x: Any, out: list[int]) -> list[int]:
+    """The ids of every dict, list and set inside ``x`` (models' fields included)."""
+    if isinstance(x, (dict, list, set)):
+        out.append(id(x))
+    if isinstance(x, dict):
+        for v in x.values():
+            containers(v, out)
+    elif isinstance(x, list):
+        for v in x:
+            containers(v, out)
+    elif isinstance(x, BaseModel):
+        for v in (x.__dict__, x.__pydantic_extra__, x.__pydantic_fields_set__):
+            if v is not None:
+                containers(v, out)
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_the_native_decoder_builds_what_the_python_path_builds_or_leaves_the_item_to_it() -> None:
+    serde = JsonPlusSerializer()
+    assert _lcmessages.available() and _lcmessages._native_decode is not None
+    rng = random.Random(1919)
+    native = 0
+    for _ in range(60):
+        items = [rand_message(rng) for _ in range(rng.randrange(1, 12))]
+        datas = [serde.dumps_typed([x])[1] for x in items] + [crafted(rng) for _ in range(rng.randrange(3))]
+        got = _lcmessages._native_decode(datas, _lcmessages._native_table(), _lcmessages._usage_known, _lcmessages.NOT_PLAIN)
+        for d, g in zip(datas, got):
+            if g is _lcmessages.NOT_PLAIN:
+                continue  # the Python path decides, as before
+            native += 1
+            same(g, _lcmessages._decode_py(d))
+            same(g, serde.loads_typed(("msgpack", d)))
+    assert native > 200, native  # the native decoder builds most messages itself
+
+
+def test_the_native_decoder_refuses_bad_or_trailing_msgpack_instead_of_guessing() -> None:
+    good = JsonPlusSerializer().dumps_typed([HumanMessage(content="hi", id="h")])[1]
+    table = _lcmessages._native_table() if _lcmessages.available() else []
+    odd = [good + b"\xc0", good[:-1], b"\xc1", b"\x81\x01\x02", b"\x82\xa1a\x01\xa1a\x02", b"\xd4\x01\x00"]
+    got = _lcmessages._native_decode([good, *odd], table, _lcmessages._usage_known, _lcmessages.NOT_PLAIN)
+    same(got[0], JsonPlusSerializer().loads_typed(("msgpack", good)))
+    assert all(g is _lcmessages.NOT_PLAIN for g in got[1:])
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
+def test_native_copies_of_cached_items_equal_their_originals_and_share_no_container() -> None:
+    from undertext import langgraph as ulg
+
+    serde = JsonPlusSerializer()
+    rng = random.Random(7)
+    items = [serde.loads_typed(serde.dumps_typed([rand_message(rng)]))[0] for _ in range(300)]
+    copies = ulg._fresh_many(items)
+    assert len(copies) == len(items)
+    for original, copy in zip(items, copies):
+        same(copy, original)
+        same(copy, ulg._fresh(original))
+        if not isinstance(original, (str, int, float, bool, bytes, type(None))):
+            assert copy is not original
+        assert not set(containers(copy, [])) & set(containers(original, []))
+
+
+def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it() -> None:
+    import gc
+
+    from undertext import langgraph as ulg
+
+    seen: list[bool] = []
+
+    class Noted:  # copied by the Python fallback, which runs with the collector as it was
+        def __deepcopy__(self, memo: Any) -> Noted:
+            seen.append(gc.isenabled())
+            return Noted()
+
+    data = JsonPlusSerializer().dumps_typed([AIMessage(content="a", id="a")])[1]
+    was = gc.isenabled()
+    try:
+        for on in (True, False):
+            (gc.enable if on else gc.disable)()
+            n = _lcmessages.NATIVE_MIN  # enough for the native calls
+            _lcmessages.decode_each([data] * n)
+            ulg._fresh_many([AIMessage(content="a", id="a")] * n + [Noted()])
+            assert gc.isenabled() is on
+            assert seen == [on]
+            seen.clear()
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -29,7 +29,7 @@ from typing import Any, Callable, Optional
 
 import ormsgpack
 
-__all__ = ["NotPlain", "available", "decode"]
+__all__ = ["NOT_PLAIN", "NotPlain", "available", "decode", "decode_each"]
 
 #: LangGraph's extension code for a pydantic v2 model (``EXT_PYDANTIC_V2`` in jsonplus.py).
 EXT_PYDANTIC_V2 = 5
@@ -296,13 +296,65 @@ def available() -> bool:
     return bool(_TABLE)
 
 
+def _decode_py(data: bytes) -> Any:
+    try:
+        return ormsgpack.unpackb(data, ext_hook=_ext_hook, option=_OPTION)
+    except Exception as e:  # ours, wrapped by ormsgpack, or bad data: the serializer's say
+        raise NotPlain from e
+
+
 def decode(data: bytes) -> Any:
     """The value of msgpack ``data`` as ``JsonPlusSerializer.loads_typed(("msgpack", data))``
     gives it, or ``NotPlain`` when it holds an extension other than a listed message in
     canonical form. Example: ``decode(serde.dumps_typed([msg])[1])``."""
     if not available():
         raise NotPlain
-    try:
-        return ormsgpack.unpackb(data, ext_hook=_ext_hook, option=_OPTION)
-    except Exception as e:  # ours, wrapped by ormsgpack, or bad data: the serializer's say
-        raise NotPlain from e
+    # One document: the Python path (a native call's set-up costs more than it saves on
+    # one message; ``decode_each`` takes the native path for many).
+    return _decode_py(data)
+
+
+#: Documents from which ``decode_each`` calls the native decoder: its set-up per call
+#: (~10 us: the class table, interned names, the GC switch) costs more than it saves on
+#: fewer (1 message: 30 us native vs 17 us in Python, measured 2026-12-02).
+NATIVE_MIN = 8
+
+#: What ``decode_each`` gives for a document it leaves to the serializer.
+NOT_PLAIN: Any = object()
+
+_native_decode: Optional[Callable[..., list[Any]]]
+try:  # the same decoding in native code (``bindings/python/src/lcmessages.rs``)
+    from undertext._native import _decode_lc_messages
+
+    _native_decode = _decode_lc_messages
+except ImportError:  # pragma: no cover - an extension built before it
+    _native_decode = None
+
+_NATIVE_TABLE: Optional[list[tuple[str, str, type, tuple[str, ...], str]]] = None
+
+
+def _native_table() -> list[tuple[str, str, type, tuple[str, ...], str]]:
+    global _NATIVE_TABLE
+    if _NATIVE_TABLE is None:
+        assert _TABLE is not None
+        _NATIVE_TABLE = [(m, n, cls, fields, kind) for (m, n), (cls, fields, kind, _x) in _TABLE.items()]
+    return _NATIVE_TABLE
+
+
+def decode_each(datas: list[bytes]) -> list[Any]:
+    """``decode`` of each document of ``datas``, ``NOT_PLAIN`` for each one it refuses (one
+    native call for all of them; those the native decoder leaves go through the Python path,
+    which decides as before). Example: ``decode_each([b1, b2])``."""
+    if not available():
+        return [NOT_PLAIN] * len(datas)
+    if _native_decode is not None and len(datas) >= NATIVE_MIN:
+        out: list[Any] = _native_decode(datas, _native_table(), _usage_known, NOT_PLAIN)
+    else:  # a few documents, or an extension built before the native decoder
+        out = [NOT_PLAIN] * len(datas)
+    for i, got in enumerate(out):
+        if got is NOT_PLAIN:
+            try:
+                out[i] = _decode_py(datas[i])
+            except NotPlain:
+                pass
+    return out

@@ -35,6 +35,18 @@ def import_transcript_bytes(
     files; ``key``/``parent_key`` replace the session's keys. The report's ``chats`` maps
     each session key to its chat id."""
 
+def _decode_lc_messages(
+    datas: Sequence[bytes],
+    table: Sequence[Tuple[str, str, type, Sequence[str], str]],
+    usage_known: bool,
+    fail: Any,
+) -> List[Any]:
+    """Private (``undertext._lcmessages.decode_each``): each msgpack document of ``datas``
+    decoded with LangChain messages built natively, ``fail`` for each one left to Python."""
+
+def _fresh_items(items: Sequence[Any], pydantic_deepcopy: Any, fallback: Callable[[Any], Any]) -> List[Any]:
+    """Private (``undertext.langgraph._fresh_many``): ``langgraph._fresh`` of each item."""
+
 class Store:
     """An open Undertext store: one directory, one process at a time."""
 

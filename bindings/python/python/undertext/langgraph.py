@@ -364,6 +364,23 @@ def _fresh(x: Any) -> Any:
     return _copy.deepcopy(x)
 
 
+_native_fresh: Optional[Callable[..., list[Any]]]
+try:  # the same copy in native code (``bindings/python/src/lcmessages.rs``)
+    from undertext._native import _fresh_items
+
+    _native_fresh = _fresh_items
+except ImportError:  # pragma: no cover - an extension built before it
+    _native_fresh = None
+
+
+def _fresh_many(xs: list[Any]) -> list[Any]:
+    """``_fresh`` of each of ``xs`` (one native call: ~4x faster on LangChain messages)."""
+    if _native_fresh is None or _PYDANTIC_DEEPCOPY is None or len(xs) < _lcmessages.NATIVE_MIN:
+        return [_fresh(x) for x in xs]  # (a few items: the native call's set-up costs more)
+    out: list[Any] = _native_fresh(xs, _PYDANTIC_DEEPCOPY, _fresh)
+    return out
+
+
 def _fresh_dict(d: dict[Any, Any]) -> dict[Any, Any]:
     out = d.copy()
     for k, v in d.items():
@@ -1567,14 +1584,16 @@ class UndertextSaver(BaseCheckpointSaver[str]):
                 else:
                     once[b] = None
         if len(set(ids)) == len(ids):  # the usual case: no item twice in the list
+            # The cached items this answer needs copied, all in one native call.
+            to_copy = [b for b in ids if b not in memo and (b not in new or b in decoded)]
+            if to_copy:
+                copies = _fresh_many([new[b] if b in new else decoded[b] for b in to_copy])
+                memo.update(zip(to_copy, copies))
             out = []
             for bid in ids:
                 x = memo.get(bid, _MISSING)
-                if x is _MISSING:
-                    if bid in new and bid not in decoded:
-                        x = memo[bid] = new[bid]  # decoded for this call only: no copy needed
-                    else:
-                        x = memo[bid] = _fresh(new[bid] if bid in new else decoded[bid])
+                if x is _MISSING:  # decoded for this call only: no copy needed
+                    x = memo[bid] = new[bid]
                 out.append(x)
             return out
         # An item twice in one list is two objects, as decoding the list would give.
@@ -1609,17 +1628,11 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         would give, without its per-message import and validation); anything else by the
         serializer."""
         if self._plain_messages() and all(d[:1] == b"\x91" for d in datas):
-            joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
-            try:
-                return _lcmessages.decode(joined)  # type: ignore[no-any-return]
-            except _lcmessages.NotPlain:
-                pass
-            items: list[Any] = []
-            for d in datas:  # one item at a time: only the others go to the serializer
-                try:
-                    items.append(_lcmessages.decode(d)[0])
-                except _lcmessages.NotPlain:
-                    items.append(self.serde.loads_typed((_DEFAULT_TYPE, d))[0])
+            # One native call for every item; only the items it refuses go to the serializer.
+            not_plain = _lcmessages.NOT_PLAIN
+            items = _lcmessages.decode_each(datas)
+            for i, got in enumerate(items):
+                items[i] = self.serde.loads_typed((_DEFAULT_TYPE, datas[i]))[0] if got is not_plain else got[0]
             return items
         if len(datas) > 1 and all(d[:1] == b"\x91" for d in datas):
             joined = b"\xdd" + len(datas).to_bytes(4, "big") + b"".join([d[1:] for d in datas])
