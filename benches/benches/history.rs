@@ -5,7 +5,8 @@
 //!   writers. Percentiles are printed (criterion reports means).
 //! * `durable_append_2k` — 4 threads, each appending 2 KB messages to its own chat in
 //!   `Group` durability, against SQLite (same schema: chat, seq, role, turn, body; WAL,
-//!   `synchronous=FULL`, one INSERT per transaction).
+//!   `synchronous=FULL`, one INSERT per transaction). The appends per log `fdatasync` are
+//!   printed to stderr as a diagnostic.
 //! * `archived_append_100k` — append a 100 KB tool result, archived on append (chunked,
 //!   offset index, preview), and the harness's way: `Store::archive`, then append the
 //!   reference; against `put_blob` of the same bytes (storing the content, no chat). One
@@ -142,8 +143,11 @@ fn durable_append_2k(c: &mut Criterion) {
         .map(|_| store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap())
         .collect();
     let mut seed = 0u64;
+    let mut appends = 0u64;
+    let syncs_before = store.stats().unwrap().log_syncs;
     g.bench_function("undertext_group", |b| {
         b.iter_custom(|iters| {
+            appends += iters * PER_ITER;
             let t = Instant::now();
             for _ in 0..iters {
                 seed += 1;
@@ -161,6 +165,12 @@ fn durable_append_2k(c: &mut Criterion) {
             t.elapsed()
         })
     });
+    // Diagnostic, not a measurement: how many appends shared each log fdatasync.
+    let syncs = store.stats().unwrap().log_syncs - syncs_before;
+    eprintln!(
+        "undertext_group: {appends} appends, {syncs} log fdatasyncs, {:.2} appends per fdatasync",
+        appends as f64 / syncs.max(1) as f64
+    );
     let sql = SqliteChats::create(&dir.path().join("s.db"));
     let next = Mutex::new([0u64; 4]);
     g.bench_function("sqlite_wal_full", |b| {
