@@ -3,7 +3,7 @@
 //! An id is a BLAKE3 hash: its bytes are already uniform, so a map needs only 8 of them.
 //! The default `SipHash` reads all 32 (plus a length) on every lookup, which the archive
 //! cache and the grant cache pay twice per `read_context`. The 8 bytes are mixed with a key
-//! drawn once per process (from std's own random hash keys) by one folded multiply, so that
+//! drawn once per process (from std's own random hash keys) by two folded multiplies, so that
 //! which ids share a bucket cannot be chosen from outside: content ground to collide in the
 //! low bits of its id collides no more than any other.
 
@@ -50,7 +50,12 @@ impl Hasher for IdHasher {
         let mut a = [0u8; 8];
         let n = bytes.len().min(8);
         a[..n].copy_from_slice(&bytes[..n]);
-        self.h = fold(self.h ^ u64::from_le_bytes(a) ^ self.keys[0], self.keys[1]);
+        // Two rounds: after one, the low bits of the result depend on the input's high bits
+        // only through the product's high half, which spreads them poorly for some keys (ids
+        // that differ only in bytes 4..8 fell into fewer than 100 of 256 buckets for about one
+        // process key in seven); the second multiply mixes every bit of the first's result.
+        let x = fold(self.h ^ u64::from_le_bytes(a) ^ self.keys[0], self.keys[1]);
+        self.h = fold(x, MIX);
     }
 
     fn write_usize(&mut self, _len: usize) {}
@@ -59,6 +64,10 @@ impl Hasher for IdHasher {
         self.h
     }
 }
+
+/// The second round's multiplier: odd, with bits spread over both halves (the 64-bit golden
+/// ratio, as in Fibonacci hashing).
+const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// The high and low halves of the 128-bit product `x × m` folded together: every bit of the
 /// result depends on every bit of both.
@@ -91,5 +100,37 @@ mod tests {
         }
         let buckets: HashSet<u64> = same_low.into_iter().collect();
         assert!(buckets.len() > 100, "{} of 256 buckets", buckets.len());
+    }
+
+    /// The process key is random, so one test run sees one key: this checks 2,000 keys, each
+    /// against ids ground to agree in every byte but one 8-bit or 32-bit field of the 8 hashed
+    /// (256 of them fall in about 162 of 256 buckets when spread at random).
+    #[test]
+    fn ids_that_differ_only_in_some_of_the_hashed_bytes_spread_over_buckets_for_every_key() {
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..2_000 {
+            let h = IdHash { keys: [next(), next() | 1] };
+            for shift in [0u32, 8, 24, 32, 56] {
+                let buckets: HashSet<u64> = (0..256u64)
+                    .map(|i| {
+                        let mut b = [0u8; 32];
+                        b[..8].copy_from_slice(&(i << shift).to_le_bytes());
+                        h.hash_one(BlobId(b)) & 0xFF
+                    })
+                    .collect();
+                assert!(
+                    buckets.len() > 120,
+                    "keys {:x?}, byte at bit {shift}: {} of 256 buckets",
+                    h.keys,
+                    buckets.len()
+                );
+            }
+        }
     }
 }

@@ -300,13 +300,13 @@ pub(crate) struct Committed {
     pub end: Position,
 }
 
-/// The end of a record: durable once the log is synced at least this far.
 /// The error for a blob not stored, or one the asking owner may not read (the same answer
 /// for both, so an owner cannot probe another's content).
 pub(crate) fn not_found(id: &BlobId) -> Error {
     Error::NotFound { what: format!("blob {id}") }
 }
 
+/// The end of a record: durable once the log is synced at least this far.
 pub(crate) fn record_end(loc: Location) -> Position {
     Position::new(loc.segment, loc.offset + (format::RECORD_HEADER_LEN as u64) + loc.len as u64)
 }
@@ -602,8 +602,8 @@ impl Core {
                 let Some((id, loc)) = found.next() else { break };
                 let loc = match loc {
                     Some(loc) => loc,
-                    // Fleet mode: fetched from the remote.
-                    None => self.blob_loc(id)?.ok_or_else(|| not_found(id))?,
+                    // Fleet mode: fetched from the remote (the index said it has none).
+                    None => self.fetched_loc(id)?.ok_or_else(|| not_found(id))?,
                 };
                 let rec = self.read(loc, verify)?;
                 let b = match self.record_at(loc, rec, id, verify, 1)? {
