@@ -124,6 +124,25 @@ pub enum Error {
         /// What was expected and what was found.
         reason: String,
     },
+    /// The store was opened by another process, of which the caller is a `fork`
+    /// (`multiprocessing` with the fork start method, a pre-forking server): the child has
+    /// copies of the parent's handles but not its threads, and writing through them would lose
+    /// either side's acknowledged writes. Every call in the child fails so; open the store in
+    /// the child instead (after the fork). Nothing was read or written, and dropping the
+    /// handles in the child writes nothing.
+    ///
+    /// ```
+    /// use undertext::Error;
+    /// let e = Error::Forked { opened_by: 100, caller: 101 };
+    /// assert!(e.to_string().starts_with("this store was opened by process 100; process 101 is a fork of it"));
+    /// ```
+    #[error("{}", forked_message(*opened_by, *caller))]
+    Forked {
+        /// The process that opened the store.
+        opened_by: u32,
+        /// The calling process (a fork of `opened_by`).
+        caller: u32,
+    },
     /// A previous I/O failure left the writer unable to continue; reopen the store.
     #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
     Poisoned(String),
@@ -169,6 +188,16 @@ impl Error {
     pub(crate) fn corrupt_content(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::CorruptContent { what: what.into(), reason: reason.into() }
     }
+}
+
+/// The message of [`Error::Forked`]: what happened and what to do instead.
+fn forked_message(opened_by: u32, caller: u32) -> String {
+    format!(
+        "this store was opened by process {opened_by}; process {caller} is a fork of it and cannot use \
+         the parent's handles (the parent's writer threads and locks do not exist here, and writing \
+         would lose acknowledged data of either process): open the store in this process after the \
+         fork, or start workers with the \"spawn\" or \"forkserver\" method; nothing was read or written"
+    )
 }
 
 /// The message of [`Error::Locked`]: who holds the store, as far as can be told.

@@ -52,6 +52,10 @@ pub const UNDERTEXT_PLAN_REFUSED: Status = 18;
 /// A write through a store opened with `undertext_store_open_read_only`, or a read-only
 /// store whose log a `gc` replaced (open it again): the message says which.
 pub const UNDERTEXT_READ_ONLY: Status = 19;
+/// The store handle was opened by another process, of which the caller is a `fork`: every
+/// call in the child fails so, and freeing the handle there writes nothing. Open the store
+/// in the child (after the fork).
+pub const UNDERTEXT_FORKED: Status = 20;
 /// A bug in Undertext (a caught panic); the message says where.
 pub const UNDERTEXT_INTERNAL: Status = 99;
 
@@ -93,6 +97,7 @@ impl From<Error> for FfiError {
             Error::Conflict(_) => UNDERTEXT_CONFLICT,
             Error::Index { .. } | Error::Poisoned(_) => UNDERTEXT_INDEX,
             Error::ReadOnly(_) => UNDERTEXT_READ_ONLY,
+            Error::Forked { .. } => UNDERTEXT_FORKED,
             _ => UNDERTEXT_INTERNAL,
         };
         FfiError::new(status, e.to_string())

@@ -151,6 +151,12 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
         }
         Error::Index { .. } => exception(py, "IndexFailure", &msg, &[]),
         Error::Poisoned(_) => exception(py, "Poisoned", &msg, &[]),
+        Error::Forked { opened_by, caller } => exception(
+            py,
+            "Forked",
+            &msg,
+            &[("opened_by", int(py, opened_by.into())), ("caller", int(py, caller.into()))],
+        ),
         // Fleet mode: PostgreSQL failed or is unreachable (the message names the URL).
         Error::Backend { .. } => exception(py, "IOFailure", &msg, &[("errno", py.None())]),
         // A kind added to the engine later still arrives as an UndertextError.

@@ -293,6 +293,7 @@ impl Chat {
     /// owner, without an archive written (see FORMAT.md, "Inline texts"); views work on a
     /// read-only store too.
     pub fn view(&self, budget: &Budget) -> Result<View> {
+        self.store.same_process()?;
         self.view_of().view(budget)
     }
 

@@ -91,6 +91,11 @@ impl Store {
         &self.inner.kernel.core
     }
 
+    /// `Ok` in the process that opened the store, [`crate::Error::Forked`] in a fork of it.
+    pub(super) fn same_process(&self) -> Result<()> {
+        self.core().log.same_process()
+    }
+
     /// Opens the store in `path`, creating it if `opts.create_if_missing`.
     ///
     /// Takes an exclusive lock: another opener gets [`Error::Locked`] at once. Replays the
@@ -212,6 +217,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn create_chat(&self, owner: &str, meta: ChatMeta) -> Result<ChatId> {
+        self.same_process()?;
         history::create_chat(&self.inner.chats, owner, meta)
     }
 
@@ -235,6 +241,7 @@ impl Store {
     /// Opens chat `id` of `owner`. A chat of another owner is the same
     /// [`Error::NotFound`] as an absent one.
     pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
+        self.same_process()?;
         let state = history::open_chat(&self.inner.chats, owner, id)?;
         Ok(Chat { store: self.clone(), state })
     }
@@ -263,6 +270,7 @@ impl Store {
 
     /// One page of `owner`'s chats, newest activity first.
     pub fn chats(&self, owner: &str, page: Page) -> Result<ChatPage> {
+        self.same_process()?;
         history::chats(&self.inner.chats, owner, page)
     }
 

@@ -19,6 +19,7 @@ impl Index {
     /// Applies replayed batches (recovery, rebuild) straight into redb in one durable
     /// transaction, recording `applied` as the position reached.
     pub(crate) fn apply_replayed(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
+        crate::log::same_process(&self.opener)?;
         let mut tx = self.db.read().begin_write().map_err(redb_err)?;
         tx.set_quick_repair(!self.in_memory);
         apply_batches(&tx, batches)?;
@@ -34,6 +35,7 @@ impl Index {
     /// Moves the memtable into redb. With `durable`, first `sync_log(position)` makes the
     /// log durable up to the position recorded, then redb commits with fsync.
     pub(crate) fn flush(&self, durable: bool, sync_log: impl FnOnce(Position) -> Result<()>) -> Result<bool> {
+        crate::log::same_process(&self.opener)?;
         let _g = self.flush_lock.lock();
         let (entries, applied) = {
             let mut mem = self.mem.write();

@@ -91,6 +91,8 @@ pub(crate) struct Index {
     in_memory: bool,
     /// A read-only store's inline texts, listed in memory when a lookup needs them.
     aside: Mutex<aside_texts::AsideTexts>,
+    /// The process that opened the store: a fork child's copy reads and writes nothing.
+    opener: crate::io::Opener,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].
@@ -215,6 +217,7 @@ impl Index {
 
     /// A read transaction on redb (for history queries).
     pub(crate) fn read(&self) -> Result<redb::ReadTransaction> {
+        crate::log::same_process(&self.opener)?;
         self.db.read().begin_read().map_err(redb_err)
     }
 

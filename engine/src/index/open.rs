@@ -129,6 +129,7 @@ impl Index {
             grants_epoch: AtomicU64::new(0),
             in_memory: false,
             aside: Default::default(),
+            opener: crate::io::Opener::here(),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -173,6 +174,7 @@ impl Index {
             grants_epoch: AtomicU64::new(0),
             in_memory: true,
             aside: Default::default(),
+            opener: crate::io::Opener::here(),
         })
     }
 

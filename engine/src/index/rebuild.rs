@@ -90,6 +90,7 @@ impl Index {
     /// fails midway: redb compacts with its own crash-safe commits, and a damaged index is
     /// rebuilt from the log on open.
     pub(crate) fn compact_if_fragmented(&self) -> Result<bool> {
+        crate::log::same_process(&self.opener)?;
         guard("compacting the index", || self.compact_if_fragmented_unguarded())
     }
 

@@ -12,6 +12,7 @@
 
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+mod process;
 mod redb_backend;
 
 use std::fs::{File, OpenOptions};
@@ -21,6 +22,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
+pub(crate) use process::Opener;
 pub(crate) use redb_backend::{Journal, SeamBackend};
 
 /// The kind of a file operation, as the fault controller counts them.

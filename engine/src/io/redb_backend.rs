@@ -68,6 +68,8 @@ pub(crate) struct SeamBackend {
     file: File,
     path: PathBuf,
     journal: Arc<Journal>,
+    /// A fork child's copy of the backend refuses every write (see `io::process`).
+    opener: super::Opener,
 }
 
 impl SeamBackend {
@@ -76,7 +78,7 @@ impl SeamBackend {
     pub(crate) fn new(file: File, path: PathBuf, journal: Arc<Journal>) -> std::io::Result<Self> {
         let seam_file = file.try_clone()?;
         let inner = FileBackend::new(file).map_err(std::io::Error::other)?;
-        Ok(SeamBackend { inner, file: seam_file, path, journal })
+        Ok(SeamBackend { inner, file: seam_file, path, journal, opener: super::Opener::here() })
     }
 
     /// Keeps the bytes a write of `len` bytes at `offset` replaces, while the journal records.
@@ -115,6 +117,7 @@ impl StorageBackend for SeamBackend {
 
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
         self.noted((|| {
+            self.opener.refuse_io()?;
             super::check(super::Op::SetLen, &self.path, Some(&self.file))?;
             #[cfg(feature = "fault-injection")]
             super::fault::record_set_len(&self.path, &self.file, len);
@@ -124,6 +127,7 @@ impl StorageBackend for SeamBackend {
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
         self.noted((|| {
+            self.opener.refuse_io()?;
             super::check(super::Op::Sync, &self.path, Some(&self.file))?;
             self.inner.sync_data()?;
             #[cfg(feature = "fault-injection")]
@@ -134,6 +138,7 @@ impl StorageBackend for SeamBackend {
 
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
         self.noted((|| {
+            self.opener.refuse_io()?;
             super::check(super::Op::Write, &self.path, Some(&self.file))?;
             #[cfg(feature = "fault-injection")]
             super::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;

@@ -23,6 +23,16 @@ pub use durability::Durability;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::io::Opener;
+
+/// `Ok` in the process that opened the store; [`Error::Forked`] in a fork of it (see
+/// `io::process`).
+pub(crate) fn same_process(opener: &Opener) -> Result<()> {
+    match opener.forked() {
+        None => Ok(()),
+        Some(caller) => Err(Error::Forked { opened_by: opener.pid(), caller }),
+    }
+}
 
 /// A position in the log: a segment number and a byte offset inside it.
 /// Positions order the log: everything before a position was written before it.

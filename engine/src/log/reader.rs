@@ -128,6 +128,7 @@ impl LogReader {
 
     /// Reads the record at `loc`, checking as much as `verify` asks.
     pub(crate) fn read(&self, writer: &LogWriter, loc: Location, verify: Verify) -> Result<RawRecord> {
+        writer.same_process()?;
         let total = RECORD_HEADER_LEN + loc.len as usize;
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
         let (bytes, base): (Blob, usize) = if loc.segment < writer.active_segment() {

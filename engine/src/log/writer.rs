@@ -30,6 +30,8 @@ pub(crate) struct LogWriter {
     syncs: AtomicU64,
     /// Background preparations of the next segment, joined at close.
     preparers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The process that opened the store: a fork child's copy of the writer writes nothing.
+    opener: io::Opener,
 }
 
 #[derive(Debug)]
@@ -83,6 +85,7 @@ impl LogWriter {
             active_file: RwLock::new((segment, file)),
             syncs: AtomicU64::new(0),
             preparers: Mutex::new(Vec::new()),
+            opener: io::Opener::here(),
         }
     }
 
@@ -95,6 +98,7 @@ impl LogWriter {
         mut frame: Frame,
         on_written: impl FnOnce(Position, Position, u64),
     ) -> Result<Position> {
+        self.same_process()?;
         let mut st = self.state.lock();
         if let Some(why) = &st.poisoned {
             return Err(Error::Poisoned(why.clone()));
@@ -187,11 +191,23 @@ impl LogWriter {
         Ok(())
     }
 
+    /// `Ok` in the process that opened the store, [`Error::Forked`] in a fork child: every
+    /// write, sync and read of the log asks first.
+    pub(crate) fn same_process(&self) -> Result<()> {
+        super::same_process(&self.opener)
+    }
+
+    /// Whether the caller is a fork child of the process that opened the store.
+    pub(crate) fn is_forked(&self) -> bool {
+        self.opener.forked().is_some()
+    }
+
     /// Cuts the active segment's preallocated zeros and syncs it, and removes a prepared
     /// next segment, as the store closes: a closed store's files hold its data only. The next open preallocates
     /// again (see `recovery`). A later append (a handle that outlived the store) extends
     /// the file as without preallocation.
     pub(crate) fn trim_active(&self) -> Result<()> {
+        self.same_process()?;
         // A prepared next segment is zeros too: wait for its preparer, then remove it.
         for h in std::mem::take(&mut *self.preparers.lock()) {
             let _ = h.join();
@@ -214,6 +230,7 @@ impl LogWriter {
 
     /// Waits until everything up to `end` is durable, according to the store's durability.
     pub(crate) fn wait_durable(&self, end: Position) -> Result<()> {
+        self.same_process()?;
         match self.durability {
             Durability::None | Durability::Immediate => Ok(()),
             Durability::Group => self.sync_to(end),
@@ -226,6 +243,7 @@ impl LogWriter {
     /// the first waiter to wake becomes the leader of the next one, which covers every write
     /// made before it started.
     pub(crate) fn sync_to(&self, end: Position) -> Result<()> {
+        self.same_process()?;
         let mut s = self.sync.lock();
         loop {
             if s.synced >= end {
@@ -266,6 +284,7 @@ impl LogWriter {
 
     /// Makes everything written so far durable.
     pub(crate) fn sync_all(&self) -> Result<()> {
+        self.same_process()?;
         let end = self.written();
         self.sync_to(end)
     }

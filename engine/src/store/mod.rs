@@ -186,6 +186,16 @@ fn replay(
 
 impl Drop for Kernel {
     fn drop(&mut self) {
+        if self.core.log.is_forked() {
+            // A fork child's copy of the store (see `io::process`): its indexer thread does not
+            // exist here (joining it would wait forever), and closing would write the parent's
+            // files (redb's header, the log's trimmed tail). Leak it all; the process's exit
+            // closes the descriptors, which releases nothing the parent holds.
+            std::mem::forget(self.core.clone());
+            std::mem::forget(self.indexer.lock().take());
+            std::mem::forget(self.lock.lock().take());
+            return;
+        }
         if self.follower.is_some() {
             // A read-only store has no indexer, and writes nothing, not even at close.
             return;

@@ -220,6 +220,8 @@ pub struct Worker {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     host: Arc<dyn Host>,
+    /// The process that started the worker: a fork child has none of its threads.
+    opener: crate::io::Opener,
 }
 
 /// Starts a worker for `host` (see `Store::start_worker`); `dir` names the store in errors.
@@ -260,7 +262,7 @@ pub(crate) fn start(
         *r = Some(shared.clone());
         slot.any_running.store(true, Ordering::Release);
     }
-    Ok(Worker { shared, threads, host })
+    Ok(Worker { shared, threads, host, opener: crate::io::Opener::here() })
 }
 
 impl Worker {
@@ -287,6 +289,12 @@ impl Worker {
     }
 
     fn shutdown(&mut self) {
+        if self.opener.forked().is_some() {
+            // A fork child: the threads (and whatever locks they held) are the parent's;
+            // joining one would wait forever.
+            std::mem::forget(std::mem::take(&mut self.threads));
+            return;
+        }
         self.shared.tx.lock().take();
         let mut w = self.host.slot().running.lock();
         if w.as_ref().is_some_and(|s| Arc::ptr_eq(s, &self.shared)) {

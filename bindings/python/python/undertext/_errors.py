@@ -20,6 +20,7 @@ __all__ = [
     "LintRejected",
     "IndexFailure",
     "Poisoned",
+    "Forked",
     "Refused",
     "Closed",
     "InternalError",
@@ -70,6 +71,20 @@ class Locked(UndertextError):
     """Another process (or another open handle) holds the store; ``pid`` is its process id (0 if unknown)."""
 
     pid: int
+
+
+class Forked(UndertextError):
+    """The store was opened by process ``opened_by``; the caller (``caller``) is a fork of it.
+
+    A forked child (``multiprocessing`` with the "fork" start method, a pre-forking server)
+    has copies of the parent's handles but not its threads; using them would lose acknowledged
+    writes of either process, so every call fails with this error and dropping the handles
+    writes nothing. Open the store in the child after the fork, or use the "spawn" or
+    "forkserver" start method.
+    """
+
+    opened_by: int
+    caller: int
 
 
 class NotFound(UndertextError, KeyError):
