@@ -117,11 +117,14 @@ fn publication_is_guarded_by_revision_and_reach() {
         Err(Error::Conflict(Conflict::NotNewer { published_reach })) => assert_eq!(published_reach, cp.reach),
         other => panic!("expected NotNewer, got {other:?}"),
     }
-    // The view is the summary plus every message from the reach.
+    // The view is the task (the first user turn's message, verbatim: a summary never
+    // replaces it), the summary, and every message from the reach.
     let v = c.view(&Budget::new(1_000_000, 0)).unwrap();
-    assert_eq!(v.messages()[0].seqs, 0..cp.reach);
-    assert!(matches!(&v.messages()[0].parts[0], Part::Summary(t) if t.contains(&cp.summary)));
-    assert_eq!(v.messages()[1].seqs.start, cp.reach);
+    assert_eq!(v.messages()[0].seqs, 0..1);
+    assert_eq!(v.messages()[0].parts, vec![Part::Text("start".into())]);
+    assert_eq!(v.messages()[1].seqs, 0..cp.reach);
+    assert!(matches!(&v.messages()[1].parts[0], Part::Summary(t) if t.contains(&cp.summary)));
+    assert_eq!(v.messages()[2].seqs.start, cp.reach);
     assert_eq!(v.messages().last().unwrap().seqs.end, c.len());
     // It survives a reopen.
     let id = c.id();
@@ -130,10 +133,12 @@ fn publication_is_guarded_by_revision_and_reach() {
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let c = store.chat("o", id).unwrap();
     assert_eq!(c.published_checkpoint(), Some((1, cp.reach)));
-    assert_eq!(c.view(&Budget::new(1_000_000, 0)).unwrap().messages()[0].seqs, 0..cp.reach);
+    assert_eq!(c.view(&Budget::new(1_000_000, 0)).unwrap().messages()[1].seqs, 0..cp.reach);
     // An edit inside the reach makes the view show the messages again.
     c.edit(2, NewMessage::assistant("edited again"), c.revision()).unwrap();
-    assert_eq!(c.view(&Budget::new(1_000_000, 0)).unwrap().messages()[0].seqs, 0..1);
+    let v = c.view(&Budget::new(1_000_000, 0)).unwrap();
+    assert_eq!(v.messages()[0].seqs, 0..1);
+    assert_eq!(v.messages()[1].seqs, 1..2);
 }
 
 #[test]

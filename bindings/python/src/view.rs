@@ -67,6 +67,7 @@ impl PyBudget {
                 protect_max_tokens,
                 instructions_max_tokens,
                 nudge,
+                min_cut_tokens: None,
             },
         })
     }

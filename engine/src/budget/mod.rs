@@ -59,6 +59,12 @@ pub struct Budget {
     /// carries [`View::nudge`], a harness message asking the model to compact its own history
     /// with the compaction tool (the `compaction` module's `tool`).
     pub nudge: Option<f64>,
+    /// The least a cut must save (calibrated tokens) to be made while the view is under the
+    /// hard line: providers cache the unchanged prefix of a request at about a tenth of the
+    /// price, and a cut re-bills everything after the first message it changes, so a cut
+    /// that saves little costs more than it saves (like Anthropic's `clear_at_least`). Over
+    /// the hard line every cut is made. `None`: a tenth of the usable input.
+    pub min_cut_tokens: Option<u64>,
 }
 
 impl Budget {
@@ -74,6 +80,7 @@ impl Budget {
             protect_max_tokens: None,
             instructions_max_tokens: None,
             nudge: None,
+            min_cut_tokens: None,
         }
     }
 
@@ -118,6 +125,16 @@ impl Budget {
     /// [`Budget::instructions_max_tokens`]).
     pub fn instructions_limit(&self) -> u64 {
         self.instructions_max_tokens.unwrap_or((self.usable() / 4).min(20_000))
+    }
+
+    /// The least a cut must save under the hard line (see [`Budget::min_cut_tokens`]).
+    ///
+    /// ```
+    /// use undertext::budget::Budget;
+    /// assert_eq!(Budget::new(32_000, 4_000).min_cut(), 2_800);
+    /// ```
+    pub fn min_cut(&self) -> u64 {
+        self.min_cut_tokens.unwrap_or(self.usable() / 10)
     }
 
     /// Tokens at the nudge line, when there is one.

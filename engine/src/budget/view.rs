@@ -1,5 +1,6 @@
 //! [`View`]: the model view of a chat under a [`Budget`], and the guard that keeps it there.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 use std::sync::{Arc, OnceLock};
 
@@ -9,7 +10,7 @@ pub(crate) use crate::estimate::message_tokens;
 use crate::model::{ArchiveRef, Message, Part, Role, ToolContent};
 
 /// One message of the view: original messages, or a condensed stand-in for a range.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ViewMessage {
     /// The original messages it stands for (one seq, or a squished range; empty for
     /// pinned context, which is not a message of the chat).
@@ -20,7 +21,36 @@ pub struct ViewMessage {
     pub parts: Vec<Part>,
     /// Estimated tokens (uncalibrated), overhead included.
     pub tokens: u64,
+    /// Its fingerprint, made on first use (see [`ViewMessage::print`]).
+    pub(crate) print: OnceLock<u64>,
 }
+
+impl ViewMessage {
+    /// A fingerprint of the message as sent (seqs, role, parts, tokens): equal messages
+    /// have equal fingerprints, different ones differ but with odds of about 2^-64. Made once
+    /// and kept with the message, so a view extended from the memo fingerprints only its new
+    /// messages when its stable prefix is measured.
+    pub(crate) fn print(&self) -> u64 {
+        *self.print.get_or_init(|| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            (&self.seqs, self.role, &self.parts, self.tokens).hash(&mut h);
+            h.finish()
+        })
+    }
+}
+
+impl PartialEq for ViewMessage {
+    /// Equal when what is sent is equal (the cached fingerprint is not compared).
+    fn eq(&self, other: &Self) -> bool {
+        self.seqs == other.seqs
+            && self.role == other.role
+            && self.tokens == other.tokens
+            && self.parts == other.parts
+    }
+}
+
+impl Eq for ViewMessage {}
 
 /// What the guard did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +94,23 @@ pub struct View {
     pub(crate) factor: f64,
     pub(crate) swap: Option<std::time::Duration>,
     pub(crate) nudge: Option<String>,
+    /// Seqs of the tool results sent as the guard's previews (whatever the decision).
+    pub(crate) previewed: Vec<u64>,
+    /// The exact prefix shared with the previous request (see [`View::stable_prefix_messages`]).
+    pub(crate) stable: Stable,
+    /// Raw (uncalibrated) tokens the previews save: the estimate before the guard is
+    /// `raw_estimate + raw_saved`.
+    pub(crate) raw_saved: u64,
+    /// A cut was due: with what earlier views cut, the estimate was over the soft line (the
+    /// moment to swap a prepared checkpoint in, too).
+    pub(crate) due: bool,
+}
+
+/// How much of a view is an exact prefix of the previous request served for the chat.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Stable {
+    pub messages: usize,
+    pub tokens: u64,
 }
 
 impl View {
@@ -114,6 +161,52 @@ impl View {
     /// (it holds the chat's index). `None` under the line or with no nudge line.
     pub fn nudge(&self) -> Option<&str> {
         self.nudge.as_deref()
+    }
+
+    /// Seqs of the tool results this view sends as previews (older results the guard cut, in
+    /// this view or an earlier one it keeps), whatever the [`Decision`] — a refused view
+    /// carries them too.
+    pub fn previewed(&self) -> &[u64] {
+        &self.previewed
+    }
+
+    /// How many leading messages of this view are exactly the leading messages of the
+    /// previous view served for the chat (whole messages: role, parts and the seqs they
+    /// stand for). A provider's prompt cache keeps the longest unchanged prefix of a request
+    /// and bills it at about a tenth of the input price; everything after it is read again.
+    /// Between cuts a view extends the previous one, so this is the previous view's length;
+    /// a cut (a new preview, a checkpoint swapped in) shortens it to the first message it
+    /// changed. 0 for a chat's first view in this process.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::{NewMessage, budget::Budget};
+    /// let budget = Budget::new(32_000, 4_000);
+    /// chat.append(NewMessage::user("fix the build"))?;
+    /// let first = chat.view(&budget)?;
+    /// assert_eq!(first.stable_prefix_messages(), 0);
+    /// chat.append(NewMessage::assistant("on it"))?;
+    /// let second = chat.view(&budget)?;
+    /// assert_eq!(second.stable_prefix_messages(), 1); // the task, sent before: cached
+    /// assert_eq!(second.stable_prefix_tokens() + second.reread_tokens(), second.estimate());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn stable_prefix_messages(&self) -> usize {
+        self.stable.messages
+    }
+
+    /// Estimated tokens (calibrated) of the stable prefix ([`View::stable_prefix_messages`]):
+    /// what a provider can read from its cache.
+    pub fn stable_prefix_tokens(&self) -> u64 {
+        self.stable.tokens
+    }
+
+    /// Estimated tokens (calibrated) the provider must read in full: the view's estimate
+    /// minus its stable prefix.
+    pub fn reread_tokens(&self) -> u64 {
+        self.estimate.saturating_sub(self.stable.tokens)
     }
 }
 
@@ -203,53 +296,102 @@ fn preview_part(
 /// `preview_text` gives the guard-size preview of an inline result (as an archived content
 /// naming the text by its content address, readable without an archive written), `reshrink` that of an already archived
 /// result (built from its archive), so every estimate counts exactly the text that is sent.
+///
+/// The guard is cache-aware. `kept` lists the results (seq, part) earlier views previewed:
+/// each one still a settled candidate is previewed again first, so between cuts a view extends the
+/// previous one and the provider's cached prefix holds. Only when that leaves the estimate
+/// over the soft line does it cut, and then everything due at once: settled results, oldest
+/// first, down to the target (and, only if still over the hard line, results of the
+/// protected tail before its last step, just until the hard line) — one break of the cache
+/// per crossing, not one per step. Under the hard line, a cut saving less than
+/// [`Budget::min_cut`] is not made (it would cost more than it saves); the view then goes over
+/// the soft line as it is. Returns the view and the results previewed in it (the next view's
+/// `kept`).
+#[expect(clippy::too_many_arguments, reason = "the guard's inputs; a struct would only rename them")]
 pub(crate) fn guard(
     e: &dyn Estimator,
     budget: &Budget,
     mut messages: Vec<ViewMessage>,
     candidates: Vec<Candidate>,
     factor: f64,
+    kept: &BTreeSet<(u64, usize)>,
     preview_text: &mut dyn FnMut(&str) -> ToolContent,
     reshrink: &mut dyn FnMut(&ArchiveRef) -> crate::Result<String>,
-) -> crate::Result<View> {
+) -> crate::Result<(View, BTreeSet<(u64, usize)>)> {
     let schema_tokens: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
     let raw = |msgs: &[ViewMessage]| msgs.iter().map(|m| m.tokens).sum::<u64>() + schema_tokens;
     let cal = |r: u64| (r as f64 * factor).ceil() as u64;
     let raw0 = raw(&messages);
     let before = cal(raw0);
-    let mut previewed = Vec::new();
     let mut total_raw = raw0;
-    if before > budget.soft_limit() {
-        // Settled results, oldest first, until the target; then, only if that leaves the
-        // view over the hard line, results of the protected tail before its last step
-        // (oldest first), just until the hard line: a view is refused only when the
-        // protected minimum and what cannot be previewed are over it.
-        let (settled, tail): (Vec<Candidate>, Vec<Candidate>) = candidates.into_iter().partition(|c| !c.tail);
+    let mut made: Vec<Option<Previewed>> = (0..candidates.len()).map(|_| None).collect();
+    // The preview of candidate `k` (made once, then from the message's memo cell); `None`
+    // when it would not save anything.
+    let mut preview_of = |k: usize, messages: &[ViewMessage]| -> crate::Result<Option<Previewed>> {
+        let c = &candidates[k];
+        let Part::ToolResult { content, .. } = &messages[c.at].parts[c.part] else { return Ok(None) };
+        let cell = c.memo.as_ref().and_then(|m| m.get(c.part));
+        let p = match cell.and_then(OnceLock::get) {
+            Some(p) => p.clone(),
+            None => {
+                let p = preview_part(e, content, preview_text, reshrink)?;
+                if let Some(cell) = cell {
+                    let _ = cell.set(p.clone());
+                }
+                p
+            }
+        };
+        Ok((p.new_tokens < p.old_tokens).then_some(p))
+    };
+    // 1. What earlier views cut stays cut — settled results only: the protected tail is
+    //    previewed only as a last resort, decided again at every view.
+    for k in 0..candidates.len() {
+        let c = &candidates[k];
+        if !c.tail
+            && kept.contains(&(c.seq, c.part))
+            && let Some(p) = preview_of(k, &messages)?
+        {
+            total_raw = total_raw - p.old_tokens + p.new_tokens;
+            made[k] = Some(p);
+        }
+    }
+    // 2. A new cut, when the soft line is crossed: everything due at once.
+    let kept_est = cal(total_raw);
+    if kept_est > budget.soft_limit() {
+        let mut cut_raw = total_raw;
+        let mut cut = Vec::new();
+        let (settled, tail): (Vec<usize>, Vec<usize>) =
+            (0..candidates.len()).filter(|&k| made[k].is_none()).partition(|&k| !candidates[k].tail);
         for (tier, line) in [(settled, budget.target_limit()), (tail, budget.hard_limit())] {
-            for c in tier {
-                if cal(total_raw) <= line {
+            for k in tier {
+                if cal(cut_raw) <= line {
                     break;
                 }
-                let m = &mut messages[c.at];
-                let Part::ToolResult { content, .. } = &mut m.parts[c.part] else { continue };
-                let cell = c.memo.as_ref().and_then(|m| m.get(c.part));
-                let made = match cell.and_then(OnceLock::get) {
-                    Some(p) => p.clone(),
-                    None => {
-                        let made = preview_part(e, content, preview_text, reshrink)?;
-                        if let Some(cell) = cell {
-                            let _ = cell.set(made.clone());
-                        }
-                        made
-                    }
-                };
-                let (old_t, new_t) = (made.old_tokens, made.new_tokens);
-                if new_t >= old_t {
-                    continue;
+                if let Some(p) = preview_of(k, &messages)? {
+                    cut_raw = cut_raw - p.old_tokens + p.new_tokens;
+                    cut.push((k, p));
                 }
-                *content = made.content;
-                m.tokens = m.tokens - old_t + new_t;
-                total_raw = total_raw - old_t + new_t;
+            }
+        }
+        let saves = kept_est.saturating_sub(cal(cut_raw));
+        if kept_est > budget.hard_limit() || saves >= budget.min_cut() {
+            total_raw = cut_raw;
+            for (k, p) in cut {
+                made[k] = Some(p);
+            }
+        }
+    }
+    let mut previewed = Vec::new();
+    let mut now_kept = BTreeSet::new();
+    for (c, p) in candidates.iter().zip(made) {
+        let Some(p) = p else { continue };
+        let m = &mut messages[c.at];
+        if let Part::ToolResult { content, .. } = &mut m.parts[c.part] {
+            *content = p.content;
+            m.tokens = m.tokens - p.old_tokens + p.new_tokens;
+            m.print = OnceLock::new();
+            now_kept.insert((c.seq, c.part));
+            if previewed.last() != Some(&c.seq) {
                 previewed.push(c.seq);
             }
         }
@@ -258,11 +400,11 @@ pub(crate) fn guard(
     let decision = if estimate > budget.hard_limit() {
         Decision::Refused { estimate, limit: budget.hard_limit(), over_by: estimate - budget.hard_limit() }
     } else if before > budget.soft_limit() {
-        Decision::Compacted { previewed, tokens_saved: before - estimate }
+        Decision::Compacted { previewed: previewed.clone(), tokens_saved: before - estimate }
     } else {
         Decision::Fits
     };
-    Ok(View {
+    let view = View {
         messages: Arc::new(messages),
         decision,
         estimate,
@@ -272,5 +414,10 @@ pub(crate) fn guard(
         factor,
         swap: None,
         nudge: None,
-    })
+        previewed,
+        stable: Stable::default(),
+        due: kept_est > budget.soft_limit(),
+        raw_saved: raw0 - total_raw,
+    };
+    Ok((view, now_kept))
 }

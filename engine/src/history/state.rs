@@ -125,6 +125,10 @@ pub(crate) struct ChatState {
     pub deleted: std::sync::atomic::AtomicBool,
     /// The last view built, for the next one (see `view_memo`).
     pub view_memo: Mutex<Option<super::view_memo::ViewMemo>>,
+    /// What earlier views cut (kept by later ones: see `view_memo::CutMemo`).
+    pub cut: Mutex<super::view_memo::CutMemo>,
+    /// The request the previous view served (see `view_memo::LastRequest`).
+    pub last_request: Mutex<super::view_memo::LastRequest>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
@@ -146,6 +150,8 @@ impl ChatState {
             views: Mutex::new(VecDeque::new()),
             view_counter: AtomicU64::new(1),
             view_memo: Mutex::new(None),
+            cut: Mutex::new(Default::default()),
+            last_request: Mutex::new(Default::default()),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),

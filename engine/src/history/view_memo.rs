@@ -36,6 +36,9 @@ pub(crate) struct ViewMemo {
     pub decision: Decision,
     pub estimate: u64,
     pub raw_estimate: u64,
+    /// Raw tokens the view's previews save (the estimate before them is `raw_estimate +
+    /// raw_saved`).
+    pub raw_saved: u64,
     pub factor: f64,
 }
 
@@ -77,6 +80,7 @@ impl ViewMemo {
             decision,
             estimate,
             raw_estimate,
+            raw_saved: 0,
             factor,
         }
     }
@@ -92,4 +96,22 @@ impl ViewMemo {
             && same(&self.checkpoint, &inner.checkpoint)
             && self.budget == *budget
     }
+}
+
+/// What earlier views of a chat cut, so the next view keeps it: the tool results the guard
+/// previewed (by seq and part). Providers cache the unchanged prefix of a request; a preview
+/// made at one view and undone at the next would break it twice. A result previewed once
+/// stays previewed in every later view while it is a candidate (see `budget::view::guard`).
+#[derive(Debug, Default)]
+pub(crate) struct CutMemo {
+    /// (seq, part) of every result previewed by an earlier view.
+    pub previewed: std::collections::BTreeSet<(u64, usize)>,
+}
+
+/// The request the chat's previous view served, as fingerprints of its messages, to tell
+/// how much of the next one is an exact prefix of it (what a provider's prompt cache keeps).
+#[derive(Debug, Default)]
+pub(crate) struct LastRequest {
+    /// Per message of the previous request: its fingerprint and its tokens.
+    pub prints: Vec<(u64, u64)>,
 }

@@ -96,7 +96,7 @@ pub struct ArchiveRef {
 
 /// The content of a tool result: the text itself, or a preview and the archive holding
 /// the whole text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ToolContent {
     /// The full text.
     Text(String),
@@ -110,7 +110,7 @@ pub enum ToolContent {
 }
 
 /// One part of a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Part {
     /// Plain text.
     Text(String),

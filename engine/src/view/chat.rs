@@ -12,7 +12,7 @@ use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
 use crate::budget::view::{
-    Candidate, Decision, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
+    Candidate, Decision, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
 };
 use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
@@ -59,8 +59,22 @@ impl ChatView<'_> {
             .worker
             .running()
             .and_then(|_| self.fresh_prepared(checkpoint::published(&self.chat).map_or(0, |(_, r)| r)));
-        let mut swap = self.pay_before_the_wall(budget, before.clone())?;
+        self.pay_before_the_wall(budget, before.is_some())?;
+        // What earlier views cut: a view built again after a swap starts from it, not from
+        // the cut the swap made unneeded.
+        let kept = self.chat.state.cut.lock().previewed.clone();
         let mut view = self.view_now(budget)?;
+        let mut swap = None;
+        // A cut is due (over the soft line with what earlier views cut): the one break of
+        // the provider's cache this crossing costs is also the moment to swap the prepared
+        // checkpoint in — everything due at once, so the next views extend this one.
+        if view.due && before.is_some() {
+            swap = self.swap_in(before.clone())?;
+            if swap.is_some() {
+                self.chat.state.cut.lock().previewed = kept.clone();
+                view = self.view_now(budget)?;
+            }
+        }
         // Over the hard line with nothing swapped in: the hard-line policy (wait for the
         // worker's job, or build now) — only when the guard alone could not bring it under.
         if swap.is_none()
@@ -68,6 +82,7 @@ impl ChatView<'_> {
             && let Some(d) = self.wait_at_the_wall(budget, before)?
         {
             swap = Some(d);
+            self.chat.state.cut.lock().previewed = kept;
             view = self.view_now(budget)?;
         }
         let snap = self.chat.snapshot();
@@ -75,6 +90,7 @@ impl ChatView<'_> {
         view.swap = swap;
         view.revision = inner.revision;
         view.step = self.chat.state.view_counter.fetch_add(1, Ordering::Relaxed);
+        view.stable = self.stable_prefix(&view);
         // The nudge looks at the history's size before the guard's previews: the model is
         // asked to compact with judgement before the guard has to do it mechanically.
         let before = view.estimate
@@ -91,6 +107,21 @@ impl ChatView<'_> {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// How much of `view` is an exact prefix of the previous request served for the chat
+    /// (whole messages), and remembers `view` as the previous request. A view extended in
+    /// place from the memo fingerprints only its new messages.
+    fn stable_prefix(&self, view: &View) -> Stable {
+        let mut last = self.chat.state.last_request.lock();
+        // Each message's fingerprint is made once and kept with it: a view extended from
+        // the memo fingerprints only its new messages.
+        let prints: Vec<(u64, u64)> = view.messages.iter().map(|m| (m.print(), m.tokens)).collect();
+        let shared = prints.iter().zip(&last.prints).take_while(|(a, b)| a == b).count();
+        let raw: u64 = prints[..shared].iter().map(|p| p.1).sum();
+        let tokens = ((raw as f64 * view.factor).ceil() as u64).min(view.estimate);
+        last.prints = prints;
+        Stable { messages: shared, tokens }
     }
 
     /// The view of the chat as it stands: from the memo, or built.
@@ -195,7 +226,13 @@ impl ChatView<'_> {
             let (system, task) = self.kept_instructions(snap, p.rec.reach)?;
             for m in system {
                 let tokens = cached_tokens(m.seq, &m.parts);
-                out.push(ViewMessage { seqs: m.seq..m.seq + 1, role: m.role, tokens, parts: m.parts });
+                out.push(ViewMessage {
+                    print: Default::default(),
+                    seqs: m.seq..m.seq + 1,
+                    role: m.role,
+                    tokens,
+                    parts: m.parts,
+                });
             }
             let mut left = budget.instructions_limit();
             for m in task {
@@ -223,13 +260,20 @@ impl ChatView<'_> {
                     parts
                 };
                 let tokens = message_tokens(&*e, &parts);
-                out.push(ViewMessage { seqs: m.seq..m.seq + 1, role: m.role, tokens, parts });
+                out.push(ViewMessage {
+                    print: Default::default(),
+                    seqs: m.seq..m.seq + 1,
+                    role: m.role,
+                    tokens,
+                    parts,
+                });
             }
             let parts = vec![Part::Summary(format!(
                 "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
                 p.rec.reach, p.summary
             ))];
             out.push(ViewMessage {
+                print: Default::default(),
                 seqs: 0..p.rec.reach,
                 role: Role::User,
                 tokens: message_tokens(&*e, &parts),
@@ -260,6 +304,7 @@ impl ChatView<'_> {
                 }
                 let parts = vec![Part::Text(text)];
                 out.push(ViewMessage {
+                    print: Default::default(),
                     seqs: 0..0,
                     role: Role::System,
                     tokens: message_tokens(&*e, &parts),
@@ -271,6 +316,7 @@ impl ChatView<'_> {
                     "[messages {seq}..{to} condensed; the originals stay readable as messages {seq}..{to}]\n{rw}"
                 ))];
                 out.push(ViewMessage {
+                    print: Default::default(),
                     seqs: seq..*to,
                     role: Role::User,
                     tokens: message_tokens(&*e, &parts),
@@ -321,7 +367,13 @@ impl ChatView<'_> {
             } else {
                 cached_tokens(seq, &parts)
             };
-            out.push(ViewMessage { seqs: seq..seq + 1, role: m.role, tokens, parts });
+            out.push(ViewMessage {
+                print: Default::default(),
+                seqs: seq..seq + 1,
+                role: m.role,
+                tokens,
+                parts,
+            });
             seq += 1;
         }
         let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
@@ -337,12 +389,15 @@ impl ChatView<'_> {
             let (archive, preview) = archive::preview_inline(t, chars, &marker);
             ToolContent::Archived { archive, preview }
         };
-        let view = guard(&*e, budget, out, candidates, factor, &mut preview_text, &mut reshrink)?;
+        let kept = std::mem::take(&mut self.chat.state.cut.lock().previewed);
+        let (view, kept) =
+            guard(&*e, budget, out, candidates, factor, &kept, &mut preview_text, &mut reshrink)?;
+        self.chat.state.cut.lock().previewed = kept;
         // A trim whose archive has no grant renders as a pointer that a later grant would
         // change: such a view is not remembered.
         if memo_ok {
             let appendable = inner.pins.is_empty() || lead < inner.len;
-            *memo = Some(ViewMemo::new(
+            let mut m = ViewMemo::new(
                 inner,
                 budget,
                 appendable,
@@ -351,14 +406,16 @@ impl ChatView<'_> {
                 view.estimate,
                 view.raw_estimate,
                 view.factor,
-            ));
+            );
+            m.raw_saved = view.raw_saved;
+            *memo = Some(m);
         }
         Ok(view)
     }
 
     /// The messages before `reach` that a view keeps whole although a checkpoint covers
     /// them: the chat's leading system messages, and the turn-opening user messages of the
-    /// last two user turns (the task). Found through the snapshot's entries (the turn of an
+    /// first user turn (the loop's task) and of the last two user turns. Found through the snapshot's entries (the turn of an
     /// entry never decreases with its seq), so the cost is in what is kept, not in the
     /// chat's length.
     fn kept_instructions(
@@ -394,7 +451,11 @@ impl ChatView<'_> {
             lo
         };
         let mut task = Vec::new();
-        for t in last_turn.saturating_sub(1).max(1)..=last_turn {
+        // The loop's task (the message opening the first user turn) and the last two turns'
+        // openers: harness feedback arriving as user messages must not evict the task.
+        let mut turns = vec![1];
+        turns.extend((last_turn.saturating_sub(1).max(2))..=last_turn);
+        for t in turns.into_iter().filter(|&t| t <= last_turn) {
             let s = first_of(t);
             let opens = entry(s).is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
             if opens && s >= seq && s < reach && !hidden(s) {
@@ -417,7 +478,9 @@ impl ChatView<'_> {
         let inner = &snap.inner;
         let Some(m) = memo.as_mut().filter(|m| m.covers(inner, budget)) else { return Ok(None) };
         if m.len < inner.len {
-            if m.decision != Decision::Fits || !m.appendable {
+            // A view the guard compacted extends too: its previews stay (they are what earlier
+            // views cut), the appended messages come raw, and the saving is unchanged.
+            if matches!(m.decision, Decision::Refused { .. }) || !m.appendable {
                 return Ok(None);
             }
             // Over a checkpoint the view keeps the task of the last two user turns: an
@@ -439,16 +502,30 @@ impl ChatView<'_> {
                 let Ok(tokens) =
                     tokens_kept::<Infallible>(entry, keep, || Ok(message_tokens(&*e, &msg.parts)));
                 raw += tokens;
-                add.push(ViewMessage { seqs: seq..seq + 1, role: msg.role, tokens, parts: msg.parts });
+                add.push(ViewMessage {
+                    print: Default::default(),
+                    seqs: seq..seq + 1,
+                    role: msg.role,
+                    tokens,
+                    parts: msg.parts,
+                });
             }
             let estimate = (raw as f64 * m.factor).ceil() as u64;
-            if estimate > budget.soft_limit() {
+            // Over the soft line a cut is due; and a view that fit must be built again once
+            // its history before the previews crosses the line (its decision changes).
+            let before = ((raw + m.raw_saved) as f64 * m.factor).ceil() as u64;
+            if estimate > budget.soft_limit()
+                || (m.decision == Decision::Fits && before > budget.soft_limit())
+            {
                 return Ok(None);
             }
             Arc::make_mut(&mut m.messages).extend(add);
             m.len = inner.len;
             m.raw_estimate = raw;
             m.estimate = estimate;
+            if let Decision::Compacted { tokens_saved, .. } = &mut m.decision {
+                *tokens_saved = before - estimate;
+            }
         }
         Ok(Some(View {
             messages: m.messages.clone(),
@@ -460,33 +537,32 @@ impl ChatView<'_> {
             factor: m.factor,
             swap: None,
             nudge: None,
+            previewed: match &m.decision {
+                Decision::Compacted { previewed, .. } => previewed.clone(),
+                _ => Vec::new(),
+            },
+            stable: Stable::default(),
+            due: false,
+            raw_saved: m.raw_saved,
         }))
     }
 
     /// With a worker running: past its soft line, ask it to prepare a checkpoint (of what
-    /// lies before the protected tail of `budget`); past the hard line, publish the prepared
-    /// one if it is ready (`prepared`: the swap, a guarded transaction, no model call).
-    /// Returns how long the swap took, when there was one. Never waits.
-    fn pay_before_the_wall(
-        &self,
-        budget: &Budget,
-        prepared: Option<Arc<crate::checkpoint::Checkpoint>>,
-    ) -> Result<Option<std::time::Duration>> {
-        let Some(wk) = self.worker.running() else { return Ok(None) };
+    /// lies before the protected tail of `budget`), unless one is prepared (`prepared`).
+    /// Never waits; the swap itself is made when a cut is due (see [`ChatView::view`]).
+    fn pay_before_the_wall(&self, budget: &Budget, prepared: bool) -> Result<()> {
+        let Some(wk) = self.worker.running() else { return Ok(()) };
         let est = checkpoint::estimate_after_checkpoint(&self.chat)?;
         let usable = budget.usable() as f64;
         if (est as f64) <= wk.opts.soft * usable {
-            return Ok(None);
+            return Ok(());
         }
         // One job in flight per chat; a new one once the prepared checkpoint is stale or
         // already published.
-        if prepared.is_none() && self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
+        if !prepared && self.chat.state.requested.swap(1, Ordering::AcqRel) == 0 {
             wk.request(self.chat.owner(), self.chat.id(), Some(budget.protect_limit()));
         }
-        if est <= budget.hard_limit() {
-            return Ok(None);
-        }
-        self.swap_in(prepared)
+        Ok(())
     }
 
     /// The prepared checkpoint, if it is of the current revision and reaches beyond
