@@ -422,6 +422,33 @@ impl Store {
         archive::read_context(self.core(), &self.inner.archives, owner, id, range, unit)
     }
 
+    /// Runs one of the history tools a harness offers its model ([`crate::recall::tools`]:
+    /// `read_messages`, `read_context`) with the model's tool-call `args` (JSON text), for
+    /// `owner`, and returns the tool-result text to send back. Mistakes in the arguments, and
+    /// ids not found for this owner, are answered in that text (the model can correct them);
+    /// only storage failures are errors. Nothing is written.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::NewMessage;
+    /// let id = store.create_chat("a", Default::default())?;
+    /// store.chat("a", id)?.append(NewMessage::user("the build fails on line 42"))?;
+    /// let args = format!(r#"{{"chat": "{id}", "start": 0, "end": 1}}"#);
+    /// assert!(store.history_tool_call("a", "read_messages", &args)?.contains("line 42"));
+    /// assert!(store.history_tool_call("b", "read_messages", &args)?.starts_with("error: not found"));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn history_tool_call(&self, owner: &str, name: &str, args: &str) -> Result<String> {
+        self.same_process()?;
+        let src = crate::recall::tools::Source {
+            core: self.core(),
+            chats: &self.inner.chats,
+            archives: &self.inner.archives,
+        };
+        crate::recall::tools::call(src, owner, name, args)
+    }
+
     /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
     /// a `query` the lines between them that contain it, with a marker that says what is
     /// left out and how to read it (template: [`Options::preview_marker`](crate::Options)).

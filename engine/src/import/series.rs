@@ -22,7 +22,7 @@
 //! points equal the store replay's at every step, on every shared transcript and on a long
 //! loop with approvals and truncation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::replay::{ReplayOptions, StepPoint};
@@ -35,6 +35,10 @@ use crate::error::Result;
 use crate::estimate::{Estimator, RESULT_OVERHEAD, message_tokens, part_tokens};
 use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent, starts_turn};
 use crate::options::Options;
+
+/// The chat the replay appends to: the first chat of its scratch store (chat ids start at 1),
+/// named by the handles of every checkpoint message.
+const SCRATCH_CHAT: crate::model::ChatId = crate::model::ChatId(1);
 
 /// What a store derives from an archived text: kept per distinct text.
 struct Archived {
@@ -110,6 +114,9 @@ pub struct Series {
     published: Option<Cp>,
     /// The reach of the checkpoint the worker prepared last.
     prepared: Option<u64>,
+    /// The results (seq, part) earlier views previewed: the guard keeps them (see
+    /// `budget::view::guard`).
+    kept: BTreeSet<(u64, usize)>,
     everything: u64,
     points: Vec<StepPoint>,
 }
@@ -147,6 +154,7 @@ impl Series {
             merges: HashMap::new(),
             published: None,
             prepared: None,
+            kept: BTreeSet::new(),
             everything: 0,
             points: Vec::new(),
         }
@@ -252,18 +260,18 @@ impl Series {
         let published = self.published.as_ref().map_or(0, |p| p.reach);
         let before = self.prepared.filter(|&reach| reach > published);
         let mut swapped = false;
-        let mut job = false;
         let est = self.estimate_after_checkpoint();
-        if (est as f64) > self.worker_soft * self.budget.usable() as f64 {
-            job = before.is_none();
-            if est > self.budget.hard_limit()
-                && let Some(reach) = before
-            {
-                self.published = Some(self.checkpoint_to(reach));
-                swapped = true;
-            }
+        let job = (est as f64) > self.worker_soft * self.budget.usable() as f64 && before.is_none();
+        let kept = self.kept.clone();
+        let (mut sent, mut refused, due) = self.view_estimate();
+        // A cut is due: the prepared checkpoint is swapped in at that cut, and the view built
+        // again from what earlier views cut.
+        if due && let Some(reach) = before {
+            self.published = Some(self.checkpoint_to(reach));
+            swapped = true;
+            self.kept = kept.clone();
+            (sent, refused, _) = self.view_estimate();
         }
-        let (mut sent, refused) = self.view_estimate();
         // Refused with nothing swapped in: the checkpoint prepared before the view is
         // swapped in under any hard-line policy, and the view built again.
         if !swapped
@@ -272,6 +280,7 @@ impl Series {
         {
             self.published = Some(self.checkpoint_to(reach));
             swapped = true;
+            self.kept = kept;
             sent = self.view_estimate().0;
         }
         self.points.push(StepPoint { seq: len, sent, everything: self.everything, swapped });
@@ -287,9 +296,11 @@ impl Series {
         calibrated(summary + self.tokens[base.min(self.tokens.len())..].iter().sum::<u64>())
     }
 
-    /// The view's estimate and whether the guard refused it: the published checkpoint's
-    /// kept instructions and summary, the messages after it, then the guard's previews.
-    fn view_estimate(&mut self) -> (u64, bool) {
+    /// The view's estimate, whether the guard refused it, and whether a cut was due: the
+    /// published checkpoint's kept instructions and summary, the messages after it, then the
+    /// guard — what earlier views cut first, a new cut only over the soft line (see
+    /// `budget::view::guard`). Records what this view cut.
+    fn view_estimate(&mut self) -> (u64, bool, bool) {
         let e = self.store.estimator.clone();
         let budget = self.budget.clone();
         let len = self.msgs.len();
@@ -315,31 +326,60 @@ impl Series {
             raw += p.message_tokens;
         }
         raw += self.tokens[base..].iter().sum::<u64>();
-        let before = calibrated(raw);
-        let mut total = raw;
-        if before > budget.soft_limit() {
-            // The guard's order: settled results oldest first down to the target, then those
-            // of the protected tail (before its last step) down to the hard line.
-            for (tail, line) in [(false, budget.target_limit()), (true, budget.hard_limit())] {
-                'tier: for seq in base..last_step.min(len) {
-                    if (seq >= prot) != tail {
-                        continue;
-                    }
-                    for part in 0..self.previews[seq].len() {
-                        let Cell::Result(old, _) = self.previews[seq][part] else { continue };
-                        if calibrated(total) <= line {
-                            break 'tier;
-                        }
-                        let new = self.guard_tokens(seq, part);
-                        if new < old {
-                            total = total - old + new;
-                        }
-                    }
+        // The guard's candidates, in its order: tool results before the last step, oldest
+        // first; those of the protected tail only as a last resort.
+        let mut candidates = Vec::new();
+        for seq in base..last_step.min(len) {
+            for part in 0..self.previews[seq].len() {
+                if let Cell::Result(old, _) = self.previews[seq][part] {
+                    candidates.push((seq, part, seq >= prot, old));
                 }
             }
         }
+        let mut total = raw;
+        let mut made = vec![false; candidates.len()];
+        for (k, &(seq, part, tail, old)) in candidates.iter().enumerate() {
+            if !tail && self.kept.contains(&(seq as u64, part)) {
+                let new = self.guard_tokens(seq, part);
+                if new < old {
+                    total = total - old + new;
+                    made[k] = true;
+                }
+            }
+        }
+        let kept_est = calibrated(total);
+        let due = kept_est > budget.soft_limit();
+        if due {
+            let mut cut_total = total;
+            let mut cut = Vec::new();
+            for (tail, line) in [(false, budget.target_limit()), (true, budget.hard_limit())] {
+                for (k, &(seq, part, t, old)) in candidates.iter().enumerate() {
+                    if t != tail || made[k] {
+                        continue;
+                    }
+                    if calibrated(cut_total) <= line {
+                        break;
+                    }
+                    let new = self.guard_tokens(seq, part);
+                    if new < old {
+                        cut_total = cut_total - old + new;
+                        cut.push(k);
+                    }
+                }
+            }
+            if kept_est > budget.hard_limit()
+                || kept_est.saturating_sub(calibrated(cut_total)) >= budget.min_cut()
+            {
+                total = cut_total;
+                for k in cut {
+                    made[k] = true;
+                }
+            }
+        }
+        self.kept =
+            candidates.iter().zip(&made).filter(|(_, m)| **m).map(|(c, _)| (c.0 as u64, c.1)).collect();
         let estimate = calibrated(total);
-        (estimate, estimate > budget.hard_limit())
+        (estimate, estimate > budget.hard_limit(), due)
     }
 
     /// Tokens of the guard's preview of tool result `part` of message `seq`, made the
@@ -363,7 +403,8 @@ impl Series {
     }
 
     /// The leading system messages before `reach`, and the turn-opening user messages of
-    /// the last two turns before `reach` (what a view keeps over a checkpoint).
+    /// the first turn (the task) and the last two turns before `reach` (what a view keeps
+    /// over a checkpoint).
     fn kept_instructions(&self, reach: u64) -> (Vec<u64>, Vec<u64>) {
         let len = self.len();
         let mut system = Vec::new();
@@ -375,7 +416,9 @@ impl Series {
         let last_turn = self.msgs.last().map_or(0, |m| m.turn);
         let first_of = |t: u64| self.msgs.partition_point(|m| m.turn < t) as u64;
         let mut task = Vec::new();
-        for t in last_turn.saturating_sub(1).max(1)..=last_turn {
+        let mut turns = vec![1];
+        turns.extend((last_turn.saturating_sub(1).max(2))..=last_turn);
+        for t in turns.into_iter().filter(|&t| t <= last_turn) {
             let s = first_of(t);
             let opens = (s < len)
                 && self.msgs[s as usize].turn == t
@@ -457,9 +500,16 @@ impl Series {
         }
         let summary = level.pop().map_or_else(String::new, |(_, t)| t.to_string());
         let e = self.e();
-        let message = Part::Summary(format!(
-            "[checkpoint: summary of messages 0..{reach}; the originals stay readable]\n{summary}"
-        ));
+        let mut archived = Vec::new();
+        for m in settled {
+            for p in &m.parts {
+                if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
+                    archived.push((m.seq, archive.id));
+                }
+            }
+        }
+        let line = crate::view::handles::line_text(SCRATCH_CHAT, reach, &archived);
+        let message = Part::Summary(format!("{line}\n{summary}"));
         Cp { reach, summary_tokens: e.text_tokens(&summary), message_tokens: message_tokens(e, &[message]) }
     }
 

@@ -12,7 +12,7 @@ use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
 use crate::budget::view::{
-    Candidate, Decision, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
+    Candidate, Decision, Omitted, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
 };
 use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
@@ -91,6 +91,7 @@ impl ChatView<'_> {
         view.revision = inner.revision;
         view.step = self.chat.state.view_counter.fetch_add(1, Ordering::Relaxed);
         view.stable = self.stable_prefix(&view);
+        view.omitted = self.omitted(&view, &snap);
         // The nudge looks at the history's size before the guard's previews: the model is
         // asked to compact with judgement before the guard has to do it mechanically.
         let before = view.estimate
@@ -107,6 +108,39 @@ impl ChatView<'_> {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// What `view` leaves out of the chat's history as `snap` holds it.
+    fn omitted(&self, view: &View, snap: &crate::history::Snapshot) -> Omitted {
+        let inner = &snap.inner;
+        let whole: std::collections::HashSet<u64> =
+            view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1).map(|m| m.seqs.start).collect();
+        let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+        let mut raw_summarized = 0u64;
+        for m in view.messages.iter().filter(|m| m.seqs.end > m.seqs.start + 1) {
+            for seq in m.seqs.clone() {
+                if whole.contains(&seq) || inner.hidden.contains(seq) {
+                    continue;
+                }
+                raw_summarized +=
+                    inner.entries.get(seq as usize).and_then(|e| e.tokens.get().copied()).unwrap_or(0);
+                match ranges.last_mut() {
+                    Some(r) if r.end == seq => r.end = seq + 1,
+                    _ => ranges.push(seq..seq + 1),
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for m in view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1) {
+            for p in &m.parts {
+                if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
+                    results.push((m.seqs.start, archive.id));
+                }
+            }
+        }
+        let saved = (view.raw_saved as f64 * view.factor).ceil() as u64;
+        let tokens = saved + (raw_summarized as f64 * view.factor).ceil() as u64;
+        Omitted { ranges, results, tokens }
     }
 
     /// How much of `view` is an exact prefix of the previous request served for the chat
@@ -268,10 +302,8 @@ impl ChatView<'_> {
                     parts,
                 });
             }
-            let parts = vec![Part::Summary(format!(
-                "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
-                p.rec.reach, p.summary
-            ))];
+            let line = super::handles::checkpoint_line(&self.chat, snap, p.rec.reach, p.rec.base_revision)?;
+            let parts = vec![Part::Summary(format!("{line}\n{}", p.summary))];
             out.push(ViewMessage {
                 print: Default::default(),
                 seqs: 0..p.rec.reach,
@@ -543,6 +575,7 @@ impl ChatView<'_> {
             },
             stable: Stable::default(),
             due: false,
+            omitted: Default::default(),
             raw_saved: m.raw_saved,
         }))
     }
