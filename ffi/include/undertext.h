@@ -446,8 +446,8 @@ typedef struct {
   double calibration;
   // Compacted: tokens saved (calibrated).
   uint64_t tokens_saved;
-  // Compacted: how many tool results became previews (their seqs:
-  // `undertext_view_previewed`).
+  // How many tool results the view sends as the guard's previews, whatever the decision
+  // (their seqs: `undertext_view_previewed`).
   uint64_t n_previewed;
   // Refused: the hard line, in tokens.
   uint64_t limit;
@@ -461,6 +461,13 @@ typedef struct {
   uint64_t n_messages;
   // When `swapped`: how long the swap took, in nanoseconds.
   uint64_t swap_ns;
+  // How many leading messages are exactly those of the previous view of the chat (the
+  // prefix a provider's prompt cache keeps).
+  uint64_t stable_prefix_messages;
+  // Estimated tokens of that prefix (calibrated).
+  uint64_t stable_prefix_tokens;
+  // Estimated tokens the provider reads in full: `estimate - stable_prefix_tokens`.
+  uint64_t reread_tokens;
 } undertext_view_decision_t;
 
 // The long-loop settings of a budget (all optional: zero is the default).
@@ -573,6 +580,11 @@ typedef struct {
 // A write through a store opened with `undertext_store_open_read_only`, or a read-only
 // store whose log a `gc` replaced (open it again): the message says which.
 #define UNDERTEXT_READ_ONLY 19
+
+// The store handle was opened by another process, of which the caller is a `fork`: every
+// call in the child fails so, and freeing the handle there writes nothing. Open the store
+// in the child (after the fork).
+#define UNDERTEXT_FORKED 20
 
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
@@ -1190,6 +1202,28 @@ undertext_status_t undertext_chat_attempts(undertext_chat_t chat,
                                            uint64_t turn,
                                            undertext_buf_t *out);
 
+// Runs history tool `name` (`"read_messages"` or `"read_context"`) with the model's
+// tool-call arguments `args_json` for `owner`; the tool-result text for the model in
+// `*out`. Mistakes in the arguments, and ids not found for this owner, are answered in that
+// text (it starts with `error:`) with `UNDERTEXT_OK`; only storage failures are errors.
+// Nothing is written.
+//
+// # Safety
+// `owner`, `name` and `args_json` are valid string arguments; `out` is NULL or writable.
+undertext_status_t undertext_history_tool_call(undertext_store_t store,
+                                               undertext_str_t owner,
+                                               undertext_str_t name,
+                                               undertext_str_t args_json,
+                                               undertext_buf_t *out);
+
+// The history tools' schemas as a JSON array in `*out`, in `format`:
+// `UNDERTEXT_FORMAT_OPENAI` or `UNDERTEXT_FORMAT_ANTHROPIC`.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_history_tool_schemas(uint32_t format,
+                                                  undertext_buf_t *out);
+
 // Takes the chat's current snapshot (a few atomic operations, no lock; safe while other
 // threads append). It never changes; free it with `undertext_snapshot_free`.
 //
@@ -1328,8 +1362,8 @@ undertext_status_t undertext_view_messages(undertext_view_t view,
                                            uint32_t format,
                                            undertext_buf_t *out);
 
-// The seqs of the tool results the guard turned into previews, as a JSON array in `*out`
-// (empty unless the decision is `UNDERTEXT_DECISION_COMPACTED`).
+// The seqs of the tool results the view sends as the guard's previews, as a JSON array in
+// `*out`, whatever the decision (a refused view carries them too).
 //
 // # Safety
 // `out` is NULL or writable.

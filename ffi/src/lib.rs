@@ -37,6 +37,7 @@ mod hide;
 mod json;
 mod maintenance;
 mod messages;
+mod recall;
 mod snapshots;
 mod status;
 mod store;
