@@ -133,8 +133,7 @@ fn a_fork_child_is_refused_check_stats_and_is_told_who_holds_the_store() {
          4 = opening the parent's store not Locked by the parent's pid (bits of {first}; the child's stderr says more)"
     );
     assert_eq!(
-        second,
-        0,
+        second, 0,
         "a child forked while the parent had the store open could not open it after the parent closed it \
          (16: open failed, 17: the chat read wrong)"
     );
