@@ -4,7 +4,8 @@ through the inherited object — ``Store``/``Chat``, the LangGraph saver, the Ag
 session, the Claude Agent SDK session store — raises ``undertext.Forked`` (not a success
 whose data the parent's close would lose); the store's files are byte for byte as before the
 pool; the parent goes on writing, closes, reopens and finds everything it wrote. A worker
-that opens its own store after the fork works, and so do "spawn" workers given a path.
+that opens its own store after the fork works, and so do "spawn" and "forkserver" workers
+given a path.
 
 Each worker runs in a fresh fork (``maxtasksperchild=1``) and reports what its calls did as
 plain tuples (exceptions are caught in the worker: what crosses the pipe is data)."""
@@ -85,6 +86,7 @@ def _store_worker(i: int) -> list[tuple[Any, ...]]:
         outcome(lambda: store.chat("alice", chat.id).append(undertext.user("x"))),
         outcome(lambda: store.put_blob("alice", b"a blob of worker %d" % i)),
         outcome(lambda: chat.messages()),
+        outcome(lambda: store.get_blob("alice", PARENT["blob"])),
         outcome(lambda: store.sync()),
         outcome(lambda: store.close()),  # the last call: after it the object is closed
     ]
@@ -108,9 +110,10 @@ def test_fork_workers_are_refused_and_the_parents_store_is_intact(tmp_path: Path
     texts = [f"parent {n} before the pool" for n in range(50)]
     for t in texts:
         chat.append(undertext.user(t))
+    blob = store.put_blob("alice", b"a blob of the parent")
     store.sync()
     before = store_files(path)
-    PARENT.update(store=store, chat=chat, own=str(tmp_path))
+    PARENT.update(store=store, chat=chat, blob=blob, own=str(tmp_path))
     try:
         assert_forked(fork_pool(_store_worker))
         assert store_files(path) == before, "a fork worker changed the store's files"
@@ -162,6 +165,8 @@ def _saver_worker(i: int) -> list[tuple[Any, ...]]:
         outcome(lambda: asyncio.run(saver.aput(_cfg("t", head), _checkpoint(200 + i), {"step": 200 + i}, {}))),
         outcome(lambda: saver.put_writes(_cfg("t", head), [("messages", f"write of worker {i}")], f"task-{i}")),
         outcome(lambda: saver.delete_thread("t")),
+        # After the refused delete the thread is still known: a read is Forked, not None.
+        outcome(lambda: saver.get_tuple(_cfg("t"))),
     ]
 
 
@@ -220,6 +225,7 @@ def _session_worker(i: int) -> list[tuple[Any, ...]]:
         outcome(lambda: asyncio.run(session.add_items([_item(i, "worker")]))),
         outcome(lambda: asyncio.run(session.pop_item())),
         outcome(lambda: session.clear_session_sync()),
+        outcome(lambda: session.get_items_sync()),
         outcome(lambda: UndertextSession(f"worker session {i}", PARENT["store"])),
     ]
 
@@ -277,6 +283,8 @@ def _session_store_worker(i: int) -> list[tuple[Any, ...]]:
         outcome(lambda: asyncio.run(ss.append(KEY, [_entry(i, "worker")]))),
         outcome(lambda: ss.append_sync(other, [_entry(0, "worker")])),
         outcome(lambda: ss.delete_sync(KEY)),
+        # After the refused delete the key is still known: a load is Forked, not None.
+        outcome(lambda: ss.load_sync(KEY)),
     ]
 
 
@@ -316,7 +324,7 @@ def test_fork_workers_are_refused_by_the_claude_session_store(tmp_path: Path) ->
         assert [s["session_id"] for s in again.list_sessions_sync("proj")] == ["sess-1"]
 
 
-# -- "spawn": a fresh interpreter per worker, given a path ------------------------------------
+# -- "spawn" and "forkserver": workers that never had the parent's store, given a path -------
 
 
 def _spawn_worker(path: str) -> list[str]:
@@ -329,12 +337,13 @@ def _spawn_worker(path: str) -> list[str]:
         return [m.text for m in chat.messages()]
 
 
-def test_spawn_workers_open_the_store_from_a_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_spawn_workers_open_the_store_from_a_path(tmp_path: Path, method: str) -> None:
     paths = [str(tmp_path / f"store-{i}") for i in range(2)]
     for i, p in enumerate(paths):
         with undertext.Store.open(p) as s:
             s.create_chat("alice").append(undertext.user(f"task {i}"))
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context(method)
     with ctx.Pool(2) as pool:
         results = pool.map(_spawn_worker, paths)
     for i, (p, texts) in enumerate(zip(paths, results)):
