@@ -11,9 +11,9 @@
  *   needed); bytes out are undertext_buf_t {ptr, len} (no NUL), freed with
  *   undertext_buf_free();
  * - no panic crosses the boundary (UNDERTEXT_INTERNAL with its message);
- * - a store belongs to the process that opened it: in a fork() child, calls on the
- *   parent's handles that read or write the store fail with UNDERTEXT_FORKED, and freeing
- *   them writes nothing; open a store in the child after the fork (see UNDERTEXT_FORKED).
+ * - a store belongs to the process that opened it: in a fork() child, writes, reads and
+ *   views through the parent's handles fail with UNDERTEXT_FORKED (which lists them), and
+ *   freeing the handles writes nothing; open a store in the child after the fork.
  *
  * Threads and the summarizer callbacks: see undertext_summarizer_t below.
  */
