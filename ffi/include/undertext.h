@@ -10,7 +10,10 @@
  * - strings in are undertext_str_t {ptr, len}: UTF-8 with an explicit length (no NUL
  *   needed); bytes out are undertext_buf_t {ptr, len} (no NUL), freed with
  *   undertext_buf_free();
- * - no panic crosses the boundary (UNDERTEXT_INTERNAL with its message).
+ * - no panic crosses the boundary (UNDERTEXT_INTERNAL with its message);
+ * - a store belongs to the process that opened it: in a fork() child, writes, reads and
+ *   views through the parent's handles fail with UNDERTEXT_FORKED (which lists them), and
+ *   freeing the handles writes nothing; open a store in the child after the fork.
  *
  * Threads and the summarizer callbacks: see undertext_summarizer_t below.
  */
@@ -581,9 +584,16 @@ typedef struct {
 // store whose log a `gc` replaced (open it again): the message says which.
 #define UNDERTEXT_READ_ONLY 19
 
-// The store handle was opened by another process, of which the caller is a `fork`: every
-// call in the child fails so, and freeing the handle there writes nothing. Open the store
-// in the child (after the fork).
+// The store was opened by another process, of which the caller is a `fork()` child: the
+// child has copies of the parent's handles but not its threads, and writing through them
+// would lose acknowledged writes of either process. Appends and every other write, reads of
+// messages and blobs, views, opening, creating and listing chats, `undertext_store_sync`
+// and `undertext_store_close` fail so in the child; nothing is read or written, and freeing
+// the handles there (`undertext_chat_close`, `undertext_snapshot_free`, and
+// `undertext_store_close`, which frees the handle and returns this status) writes nothing.
+// The message names both processes. Open a store in the child after the fork (one process
+// holds a store at a time: the parent's is `UNDERTEXT_LOCKED` while the parent has it
+// open), or `exec` a new program.
 #define UNDERTEXT_FORKED 20
 
 // A bug in Undertext (a caught panic); the message says where.
@@ -1277,7 +1287,9 @@ undertext_status_t undertext_options_default(undertext_options_t *out);
 
 // Opens (or creates) the store in directory `path` with `options` (NULL: defaults) and
 // returns its handle in `*out`. One process holds a store at a time: a second opener gets
-// `UNDERTEXT_LOCKED` with the holder's pid in the message.
+// `UNDERTEXT_LOCKED` with the holder's pid in the message. The store belongs to the calling
+// process: in a `fork()` child its handles give `UNDERTEXT_FORKED` (open a store in the child
+// after the fork).
 //
 // # Safety
 // `path` is a valid string argument; `options` is NULL or points to an
@@ -1313,7 +1325,9 @@ undertext_status_t undertext_store_refresh(undertext_store_t store,
 // Closes the store: frees every handle made from it (chats, snapshots, views,
 // checkpoints; workers are stopped, which waits for their current job), makes the index
 // durable and releases the directory lock (once calls running on other threads with the
-// store's objects have returned). The handle and its children are stale afterwards.
+// store's objects have returned). The handle and its children are stale afterwards. In a
+// `fork()` child of the process that opened the store it frees the handles, writes nothing
+// and returns `UNDERTEXT_FORKED`.
 undertext_status_t undertext_store_close(undertext_store_t store);
 
 // Gives the summary from inside a summarizer callback (the text is copied). Calling it
