@@ -70,11 +70,13 @@ impl Chat {
 
     /// Replaces the metadata; returns the new version (versions start at 1).
     pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().set_meta(meta)
     }
 
     /// The metadata as of `version`.
     pub fn meta_at(&self, version: u64) -> Result<ChatMeta> {
+        self.store.same_process()?;
         self.chat().meta_at(version)
     }
 
@@ -91,11 +93,13 @@ impl Chat {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn append(&self, message: NewMessage) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().append(message)
     }
 
     /// Appends messages atomically: after a crash all of them are there or none.
     pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+        self.store.same_process()?;
         self.chat().append_batch(messages)
     }
 
@@ -123,22 +127,26 @@ impl Chat {
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
     ) -> Result<(Vec<BlobId>, Range<u64>)> {
+        self.store.same_process()?;
         self.chat().append_with_blobs(blobs, messages)
     }
 
     /// Message `seq` (current revision).
     pub fn get(&self, seq: u64) -> Result<Message> {
+        self.store.same_process()?;
         self.chat().get(seq)
     }
 
     /// The messages in `range` that are not hidden (current revision).
     pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        self.store.same_process()?;
         self.chat().range(range)
     }
 
     /// Every message that is not hidden (current revision); hidden ones too with
     /// [`Snapshot::messages_with_hidden`].
     pub fn messages(&self) -> Result<Vec<Message>> {
+        self.store.same_process()?;
         self.chat().messages()
     }
 
@@ -147,12 +155,14 @@ impl Chat {
     /// not turn a turn-starting user message into another kind or back (it would renumber
     /// every later turn): truncate and append instead.
     pub fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().edit(seq, message, expected_revision)
     }
 
     /// Drops messages from `from_seq` on, if the chat is still at `expected_revision`;
     /// returns the new revision. The dropped messages stay readable at older revisions.
     pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().truncate(from_seq, expected_revision)
     }
 
@@ -181,6 +191,7 @@ impl Chat {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn hide(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().hide(ranges, expected_revision)
     }
 
@@ -206,11 +217,13 @@ impl Chat {
         messages: Vec<NewMessage>,
         expected_revision: u64,
     ) -> Result<(u64, Range<u64>)> {
+        self.store.same_process()?;
         self.chat().hide_and_append(ranges, messages, expected_revision)
     }
 
     /// The chat as it was when `revision` ended (or now, for the current revision).
     pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
+        self.store.same_process()?;
         self.chat().snapshot_at(revision)
     }
 
@@ -225,12 +238,14 @@ impl Chat {
         status: StepStatus,
         messages: Vec<NewMessage>,
     ) -> Result<Range<u64>> {
+        self.store.same_process()?;
         self.chat().record_step(turn, stream_id, step, status, messages)
     }
 
     /// Every recorded attempt at user turn `turn`, in the order their streams first
     /// appeared, each with its steps in the order they were recorded.
     pub fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
+        self.store.same_process()?;
         self.chat().attempts(turn)
     }
 
@@ -238,11 +253,13 @@ impl Chat {
     /// will not shrink it again. The owner must be able to read the archive, and the range
     /// must be valid in it.
     pub fn pin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.store.same_process()?;
         self.chat().pin(archive, range, unit)
     }
 
     /// Removes a pin made with [`Chat::pin`] (the same archive, range and unit).
     pub fn unpin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.store.same_process()?;
         self.chat().unpin(archive, range, unit)
     }
 
@@ -255,6 +272,7 @@ impl Chat {
         summarizer: &dyn Summarizer,
         opts: &CheckpointOptions,
     ) -> Result<Checkpoint> {
+        self.store.same_process()?;
         checkpoint::build(&self.chat(), summarizer, opts)
     }
 
@@ -262,6 +280,7 @@ impl Chat {
     /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
     /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
     pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        self.store.same_process()?;
         checkpoint::publish(&self.chat(), cp, true)
     }
 
@@ -310,6 +329,7 @@ impl Chat {
     /// after the first call this costs a sum over the messages. Compaction records, pins and
     /// previews are not applied; use [`Chat::view`] for what will be sent.
     pub fn estimate(&self, budget: &Budget) -> Result<u64> {
+        self.store.same_process()?;
         self.view_of().estimate(budget)
     }
 
@@ -318,6 +338,7 @@ impl Chat {
     /// once; when below, it eases down. The factor is persisted and applies to later views.
     /// Returns the new factor.
     pub fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
+        self.store.same_process()?;
         self.view_of().report_usage(step, actual_input_tokens)
     }
 
@@ -327,12 +348,14 @@ impl Chat {
     /// the hard line cannot be served by any compaction: the harness must start afresh or
     /// use a larger window.
     pub fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
+        self.store.same_process()?;
         self.view_of().protected_minimum(budget)
     }
 
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
     pub fn index(&self) -> Result<Vec<IndexLine>> {
+        self.store.same_process()?;
         self.view_of().index()
     }
 
@@ -340,6 +363,7 @@ impl Chat {
     /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`]
     /// for the bound a budget sets).
     pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
+        self.store.same_process()?;
         self.view_of().lint(plan)
     }
 
@@ -357,6 +381,7 @@ impl Chat {
         expected_revision: u64,
         budget: &Budget,
     ) -> Result<String> {
+        self.store.same_process()?;
         self.view_of().compaction_tool_call(args_json, expected_revision, budget)
     }
 
@@ -366,6 +391,7 @@ impl Chat {
     /// results are archived so their pointer can be followed. Returns how many changes the
     /// plan holds.
     pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+        self.store.same_process()?;
         self.view_of().compact(plan, expected_revision)
     }
 
@@ -375,6 +401,7 @@ impl Chat {
         &self,
         patterns: Option<&ApprovalPatterns>,
     ) -> Result<Option<(u64, Pending)>> {
+        self.store.same_process()?;
         self.view_of().first_pending_approval(patterns)
     }
 }
