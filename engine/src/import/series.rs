@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::cost::{PrefixCache, Sent};
 use super::replay::{ReplayOptions, StepPoint};
 use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_text};
 use crate::archive;
@@ -112,6 +113,11 @@ pub struct Series {
     prepared: Option<u64>,
     everything: u64,
     points: Vec<StepPoint>,
+    /// The request of the last view estimated: per view message, an identity (the seq, and
+    /// which of its parts were previewed; the checkpoint by its reach) and its tokens.
+    request: Vec<Sent>,
+    /// The provider's prompt cache over the views ([`super::cost`]).
+    cache: PrefixCache,
 }
 
 impl std::fmt::Debug for Series {
@@ -149,6 +155,8 @@ impl Series {
             prepared: None,
             everything: 0,
             points: Vec::new(),
+            request: Vec::new(),
+            cache: PrefixCache::new(),
         }
     }
 
@@ -274,7 +282,15 @@ impl Series {
             swapped = true;
             sent = self.view_estimate().0;
         }
-        self.points.push(StepPoint { seq: len, sent, everything: self.everything, swapped });
+        let call = self.cache.call(std::mem::take(&mut self.request));
+        self.points.push(StepPoint {
+            seq: len,
+            sent,
+            everything: self.everything,
+            swapped,
+            cached: call.cached,
+            broke: call.broke,
+        });
         if job && let Some(reach) = self.build() {
             self.prepared = Some(reach);
         }
@@ -298,23 +314,39 @@ impl Series {
         let prot = base + tail::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
         let last_step = base + tail::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        // The request, message by message, for the cache model: a stored message is named by
+        // its seq (and below, the parts the guard previewed), a task message previewed under
+        // the instructions bound by its seq and a mark, the checkpoint by its reach.
+        let mut request = Vec::with_capacity(len - base + 4);
         if let Some(p) = self.published {
             let (system, task) = self.kept_instructions(p.reach);
-            raw += system.iter().map(|&s| self.tokens[s as usize]).sum::<u64>();
+            for s in system {
+                let t = self.tokens[s as usize];
+                raw += t;
+                request.push(Sent { id: identity(&("message", s)), tokens: t });
+            }
             let mut left = budget.instructions_limit();
             for s in task {
                 let t = self.tokens[s as usize];
                 if t <= left {
                     left -= t;
                     raw += t;
+                    request.push(Sent { id: identity(&("message", s)), tokens: t });
                 } else {
                     left = 0;
-                    raw += self.task_preview_tokens(s);
+                    let t = self.task_preview_tokens(s);
+                    raw += t;
+                    request.push(Sent { id: identity(&("task preview", s)), tokens: t });
                 }
             }
             raw += p.message_tokens;
+            request.push(Sent { id: identity(&("checkpoint", p.reach)), tokens: p.message_tokens });
         }
         raw += self.tokens[base..].iter().sum::<u64>();
+        let first = request.len();
+        for seq in base..len {
+            request.push(Sent { id: identity(&("message", seq as u64)), tokens: self.tokens[seq] });
+        }
         let before = calibrated(raw);
         let mut total = raw;
         if before > budget.soft_limit() {
@@ -333,12 +365,15 @@ impl Series {
                         let new = self.guard_tokens(seq, part);
                         if new < old {
                             total = total - old + new;
+                            let r = &mut request[first + seq - base];
+                            *r = Sent { id: identity(&(r.id, part)), tokens: r.tokens - old + new };
                         }
                     }
                 }
             }
         }
         let estimate = calibrated(total);
+        self.request = request;
         (estimate, estimate > budget.hard_limit())
     }
 
@@ -532,6 +567,14 @@ impl Series {
         self.msgs.push(msg);
         full
     }
+}
+
+/// An identity for the cache model (see [`Series::view_estimate`]).
+fn identity(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 /// `(raw × 1.0).ceil()`: a scratch chat has no calibration, and the store applies the
