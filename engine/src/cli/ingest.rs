@@ -327,9 +327,11 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     if a.json {
         let list: Vec<serde_json::Value> = rows
             .iter()
-            .map(|r| {
+            .zip(&sessions)
+            .map(|(r, s)| {
                 json!({
-                    "key": r.key, "title": r.title, "format": r.format, "steps": r.steps,
+                    "key": r.key, "title": r.title, "format": r.format, "source": s.source.display().to_string(),
+                    "steps": r.steps,
                     "naive_tokens": r.naive_tokens, "guarded_tokens": r.guarded_tokens, "peak_tokens": r.peak_tokens,
                     "previews": r.previews, "archived": r.archived, "checkpoints": r.checkpoints, "refused": r.refused,
                     "unservable": r.unservable, "unservable_reason": r.unservable_reason,
