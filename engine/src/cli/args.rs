@@ -243,7 +243,11 @@ pub struct PlotArgs {
     #[arg(long, default_value_t = 32_000)]
     pub window: u64,
     /// Prices in US dollars per million tokens, for the cumulative cost.
-    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,cache_write=N,output=N")]
+    #[arg(
+        long,
+        default_value = "input=3,cached=0.3,output=15",
+        value_name = "input=N,cached=N,cache_write=N,output=N"
+    )]
     pub price: String,
     /// Print the series as JSON too.
     #[arg(long)]
@@ -261,7 +265,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub bind: std::net::IpAddr,
     /// Prices in US dollars per million tokens, for the chart's cumulative cost.
-    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,cache_write=N,output=N")]
+    #[arg(
+        long,
+        default_value = "input=3,cached=0.3,output=15",
+        value_name = "input=N,cached=N,cache_write=N,output=N"
+    )]
     pub price: String,
 }
 

@@ -635,7 +635,9 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
     let cost_max = a
         .steps
         .iter()
-        .map(|s| s.cost.max(s.naive_cost).max(s.resend_cost.unwrap_or(0.0)).max(s.harness_cost.unwrap_or(0.0)))
+        .map(|s| {
+            s.cost.max(s.naive_cost).max(s.resend_cost.unwrap_or(0.0)).max(s.harness_cost.unwrap_or(0.0))
+        })
         .fold(0.0, f64::max)
         .max(0.01)
         * 1.05;

@@ -7,8 +7,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use undertext::import::cost::{Price, Tally};
 use undertext::import::replay::{ReplayOptions, ReplayRow, Waits, replay_session, start_worker};
-use undertext::worker::HardLinePolicy;
 use undertext::import::{self, Format, Problem, Session};
+use undertext::worker::HardLinePolicy;
 use undertext::{Durability, Options, Store};
 
 use super::args::{ImportArgs, ReplayArgs};

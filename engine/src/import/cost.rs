@@ -377,7 +377,10 @@ mod tests {
         let written: u64 = msgs.iter().map(|s| s.tokens).sum();
         assert_eq!(t.uncached, written);
         assert_eq!(calls[0].uncached, 100);
-        assert_eq!(calls[5], Call { prefix_messages: 5, cached: 100 + 101 + 102 + 103 + 104, uncached: 105, broke: false });
+        assert_eq!(
+            calls[5],
+            Call { prefix_messages: 5, cached: 100 + 101 + 102 + 103 + 104, uncached: 105, broke: false }
+        );
         let p = Price::default();
         let sent: u64 = requests.iter().flatten().map(|s| s.tokens).sum();
         assert_eq!(t.tokens(), sent);
@@ -429,8 +432,8 @@ mod tests {
         for bad in ["input", "input=x", "input=-1", "input=inf", "output=15", "input=3;cached=1"] {
             assert!(bad.parse::<Price>().is_err(), "{bad}");
         }
-        let (p, extra) =
-            Price::parse_with("output=15,input=2", Price::default(), &["output"]).unwrap_or_else(|e| panic!("{e}"));
+        let (p, extra) = Price::parse_with("output=15,input=2", Price::default(), &["output"])
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((p.input, p.cache_write, extra), (2.0, 2.0, vec![("output", 15.0)]));
         let base = Price { input: 3.0, cached: 0.3, cache_write: 3.75 };
         let (p, _) = Price::parse_with("cached=0.2", base, &[]).unwrap_or_else(|e| panic!("{e}"));
@@ -444,7 +447,11 @@ mod tests {
         assert_ne!(a, message_id(Role::Assistant, &[Part::Text("a".into())]));
         assert_ne!(a, message_id(Role::User, &[Part::Summary("a".into())]));
         assert_ne!(a, message_id(Role::User, &[Part::Text("b".into())]));
-        let r = |t: &str| Part::ToolResult { call_id: "c".into(), content: ToolContent::Text(t.into()), is_error: false };
+        let r = |t: &str| Part::ToolResult {
+            call_id: "c".into(),
+            content: ToolContent::Text(t.into()),
+            is_error: false,
+        };
         assert_ne!(message_id(Role::Tool, &[r("x")]), message_id(Role::Tool, &[r("y")]));
     }
 
