@@ -65,7 +65,11 @@ pub fn run(cli: &Cli, a: &PlotArgs) -> CliResult {
     let fits = if analysis.resend_over == 0 {
         String::new()
     } else {
-        format!(", on the {} steps where it fits the window", analysis.resend.calls)
+        format!(
+            ", on the {} steps where it fits the window, where the views cost ${:.2}",
+            analysis.resend.calls,
+            analysis.views_fit.cost(&price)
+        )
     };
     println!(
         "input cost with prompt caching: Undertext's views ${total:.2} ({} prefix breaks); resending everything \

@@ -18,7 +18,10 @@
 //! * the summaries of settled segments and of their merges, by the messages they cover.
 //!
 //! A step's view is then arithmetic over the kept tokens since the published checkpoint, and
-//! a worker job a walk over kept values. `tests/tests/chart_series.rs` checks that the
+//! a worker job a walk over kept values. The view's request for the prompt-cache model
+//! ([`super::cost`]: [`StepPoint::cached`], [`StepPoint::broke`]) names each message by its seq and
+//! the parts the guard previewed (the checkpoint by its reach), in the view's order: system
+//! messages and the task kept over the checkpoint, its summary, then the messages after it. `tests/tests/chart_series.rs` checks that the
 //! points equal the store replay's at every step, on every shared transcript and on a long
 //! loop with approvals and truncation.
 
