@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::import::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
 use undertext::import::series::Series;
 use undertext::{
     ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store, ToolContent, Unit,
@@ -94,17 +94,21 @@ fn store_replay(store: &Store, snap: &Snapshot, opts: &ReplayOptions) -> Vec<Ste
     let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default()).unwrap()).unwrap();
     let budget = opts.budget();
     let (mut points, mut everything) = (Vec::new(), 0);
+    let mut pricer = ViewPricer::new();
     for m in snap.range(0..snap.len()).unwrap() {
         let m = whole(store, m);
         let tokens = full_tokens(&scratch, &m);
         if m.role == Role::Assistant {
             let v = chat.view(&budget).unwrap();
             scratch.wait_worker_idle(Duration::from_secs(30));
+            let call = pricer.call(&v);
             points.push(StepPoint {
                 seq: chat.len(),
                 sent: v.estimate(),
                 everything,
                 swapped: v.swap().is_some(),
+                cached: call.cached,
+                broke: call.broke,
             });
         }
         everything += tokens;

@@ -41,6 +41,7 @@
 
 mod claude_code;
 mod codex;
+pub mod cost;
 mod input;
 mod inventory;
 mod json;

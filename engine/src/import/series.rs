@@ -18,13 +18,17 @@
 //! * the summaries of settled segments and of their merges, by the messages they cover.
 //!
 //! A step's view is then arithmetic over the kept tokens since the published checkpoint, and
-//! a worker job a walk over kept values. `tests/tests/chart_series.rs` checks that the
+//! a worker job a walk over kept values. The view's request for the prompt-cache model
+//! ([`super::cost`]: [`StepPoint::cached`], [`StepPoint::broke`]) names each message by its seq and
+//! the parts the guard previewed (the checkpoint by its reach), in the view's order: system
+//! messages and the task kept over the checkpoint, its summary, then the messages after it. `tests/tests/chart_series.rs` checks that the
 //! points equal the store replay's at every step, on every shared transcript and on a long
 //! loop with approvals and truncation.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::cost::{PrefixCache, Sent};
 use super::replay::{ReplayOptions, StepPoint};
 use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_text};
 use crate::archive;
@@ -119,6 +123,11 @@ pub struct Series {
     kept: BTreeSet<(u64, usize)>,
     everything: u64,
     points: Vec<StepPoint>,
+    /// The request of the last view estimated: per view message, an identity (the seq, and
+    /// which of its parts were previewed; the checkpoint by its reach) and its tokens.
+    request: Vec<Sent>,
+    /// The provider's prompt cache over the views ([`super::cost`]).
+    cache: PrefixCache,
 }
 
 impl std::fmt::Debug for Series {
@@ -157,6 +166,8 @@ impl Series {
             kept: BTreeSet::new(),
             everything: 0,
             points: Vec::new(),
+            request: Vec::new(),
+            cache: PrefixCache::new(),
         }
     }
 
@@ -283,7 +294,15 @@ impl Series {
             self.kept = kept;
             sent = self.view_estimate().0;
         }
-        self.points.push(StepPoint { seq: len, sent, everything: self.everything, swapped });
+        let call = self.cache.call(std::mem::take(&mut self.request));
+        self.points.push(StepPoint {
+            seq: len,
+            sent,
+            everything: self.everything,
+            swapped,
+            cached: call.cached,
+            broke: call.broke,
+        });
         if job && let Some(reach) = self.build() {
             self.prepared = Some(reach);
         }
@@ -309,23 +328,39 @@ impl Series {
         let prot = base + tail::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
         let last_step = base + tail::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        // The request, message by message, for the cache model: a stored message is named by
+        // its seq (and below, the parts the guard previewed), a task message previewed under
+        // the instructions bound by its seq and a mark, the checkpoint by its reach.
+        let mut request = Vec::with_capacity(len - base + 4);
         if let Some(p) = self.published {
             let (system, task) = self.kept_instructions(p.reach);
-            raw += system.iter().map(|&s| self.tokens[s as usize]).sum::<u64>();
+            for s in system {
+                let t = self.tokens[s as usize];
+                raw += t;
+                request.push(Sent { id: identity(&("message", s)), tokens: t });
+            }
             let mut left = budget.instructions_limit();
             for s in task {
                 let t = self.tokens[s as usize];
                 if t <= left {
                     left -= t;
                     raw += t;
+                    request.push(Sent { id: identity(&("message", s)), tokens: t });
                 } else {
                     left = 0;
-                    raw += self.task_preview_tokens(s);
+                    let t = self.task_preview_tokens(s);
+                    raw += t;
+                    request.push(Sent { id: identity(&("task preview", s)), tokens: t });
                 }
             }
             raw += p.message_tokens;
+            request.push(Sent { id: identity(&("checkpoint", p.reach)), tokens: p.message_tokens });
         }
         raw += self.tokens[base..].iter().sum::<u64>();
+        let first = request.len();
+        for seq in base..len {
+            request.push(Sent { id: identity(&("message", seq as u64)), tokens: self.tokens[seq] });
+        }
         // The guard's candidates, in its order: tool results before the last step, oldest
         // first; those of the protected tail only as a last resort.
         let mut candidates = Vec::new();
@@ -379,6 +414,15 @@ impl Series {
         self.kept =
             candidates.iter().zip(&made).filter(|(_, m)| **m).map(|(c, _)| (c.0 as u64, c.1)).collect();
         let estimate = calibrated(total);
+        // The previews sent, in the guard's order, for the cache model.
+        for (&(seq, part, _, old), m) in candidates.iter().zip(&made) {
+            if *m {
+                let new = self.guard_tokens(seq, part);
+                let r = &mut request[first + seq - base];
+                *r = Sent { id: identity(&(r.id, part)), tokens: r.tokens - old + new };
+            }
+        }
+        self.request = request;
         (estimate, estimate > budget.hard_limit(), due)
     }
 
@@ -582,6 +626,14 @@ impl Series {
         self.msgs.push(msg);
         full
     }
+}
+
+/// An identity for the cache model (see [`Series::view_estimate`]).
+fn identity(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 /// `(raw × 1.0).ceil()`: a scratch chat has no calibration, and the store applies the
