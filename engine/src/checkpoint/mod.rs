@@ -8,14 +8,24 @@
 //! * **Segments**: the history before the cut, split at safe points (never between a tool
 //!   call and its result) into runs of about `segment_tokens`; a segment's id is the hash of
 //!   its messages, in order.
-//! * The **summary tree**: segment summaries, cached by (segment id, summarizer id), merged
-//!   `fan_in` at a time into the checkpoint summary; merged nodes are cached by (hash of their
-//!   children, summarizer id). A refresh starts from segment summaries — never from the
-//!   previous checkpoint's summary — and summarizes only what it has not seen.
+//! * The **summary tree**: segment summaries, cached by (segment id, summarizer id). At each
+//!   level the complete groups of `fan_in` merge into the level above; what a level leaves
+//!   over (fewer than `fan_in`, at its end) is carried to the last merge, which takes the top
+//!   level and every carried node in order (at most `fan_in - 1` per level). Merged nodes
+//!   are cached by (hash of their children, summarizer id). A refresh starts from segment
+//!   summaries — never from the previous checkpoint's summary — and summarizes only what it
+//!   has not seen: a complete group never changes as the chat grows, so the checkpoint after
+//!   a swap costs the new segments (and the segment the old cut fell in), the groups they
+//!   complete, and the last merge — usually two calls in sequence, whatever the chat's
+//!   length (`tests/tests/worker_latency.rs` counts them).
+//! * **Calls**: a build a caller asks for calls the summarizer one call at a time on the
+//!   caller's thread; the worker's jobs summarize the segments not in the cache several at
+//!   once, then each level's new merges several at once (see `pool`).
 //! * **Publication** is guarded: refused if the chat was edited since the checkpoint's base
 //!   revision, or if it does not reach beyond the published checkpoint.
 
 mod guard;
+pub(crate) mod pool;
 mod summarizer;
 
 pub use summarizer::{Extractive, FnSummarizer, Summarizer};
@@ -33,6 +43,7 @@ use crate::index::SUMMARIES;
 use crate::model::{Message, Part, ToolContent};
 use crate::record::{self, CheckpointRec, SummaryRec, kind};
 use crate::store::core::{Core, RecordOut, Txn};
+use pool::Calls;
 
 /// How a checkpoint is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +85,10 @@ pub struct BuildStats {
     pub cached: usize,
     /// Levels of merging above the segments.
     pub depth: usize,
+    /// Summarizer calls in sequence: the calls a worker's job made at once count once (a
+    /// build on the caller's thread makes them one at a time: `summarized + merged`). The
+    /// job's time is about this many times the time of one call.
+    pub rounds: usize,
 }
 
 /// A checkpoint, built and not yet published (see [`Chat::publish_checkpoint`](crate::Chat::publish_checkpoint)).
@@ -329,11 +344,24 @@ pub(crate) fn build(
 }
 
 /// [`build`], or `None` when nothing is settled yet (the whole chat is protected or waits
-/// for an approval): the chat's messages are read and its cut found once.
+/// for an approval): the chat's messages are read and its cut found once. The summarizer is
+/// called one call at a time on this thread (a caller's build; see [`build_with`]).
 pub(crate) fn build_if_settled(
     chat: &ChatRef<'_>,
     summarizer: &dyn Summarizer,
     opts: &CheckpointOptions,
+) -> Result<Option<Checkpoint>> {
+    build_with(chat, summarizer, opts, &Calls::SERIAL)
+}
+
+/// [`build_if_settled`], making the summarizer calls as `calls` says: the worker's jobs
+/// summarize the segments not in the cache several at once, then merge each level's new
+/// groups several at once (see [`pool`]).
+pub(crate) fn build_with(
+    chat: &ChatRef<'_>,
+    summarizer: &dyn Summarizer,
+    opts: &CheckpointOptions,
+    calls: &Calls<'_>,
 ) -> Result<Option<Checkpoint>> {
     if opts.fan_in < 2 || opts.segment_tokens == 0 {
         return Err(Error::InvalidArgument(format!(
@@ -354,7 +382,7 @@ pub(crate) fn build_if_settled(
     core.ensure_flushed(core.log.written())?;
     let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
     let mut stats = BuildStats::default();
-    let mut level: Vec<(BlobId, String)> = Vec::new();
+    let mut level: Vec<(BlobId, Option<String>)> = Vec::new();
     let mut infos = Vec::new();
     // Interrupted work: completed steps of every recorded attempt of a settled turn whose
     // messages are no longer in the chat (a retry truncated them) are source material
@@ -362,6 +390,8 @@ pub(crate) fn build_if_settled(
     let lost = lost_steps(chat, &snap, &msgs[..cut as usize])?;
     let e = core.opts.estimator.clone();
     let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
+    // The segments not in the cache: (index in `level`, messages), summarized together.
+    let mut todo: Vec<(usize, Vec<Message>)> = Vec::new();
     for r in segments(&msgs[..cut as usize], tokens, opts.segment_tokens) {
         let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
         let r = if r.start == 0 { 0 } else { seq_at(r.start) }..seq_at(r.end);
@@ -370,49 +400,41 @@ pub(crate) fn build_if_settled(
                 part.extend(extra.iter().cloned());
             }
         }
-        let part = &part[..];
-        let id = segment_id(part);
-        let text = match cache.get(&id)? {
-            Some(t) => {
-                stats.cached += 1;
-                t
-            }
-            None => {
-                let t = summarizer.summarize(part)?;
-                cache.put(id, &t)?;
-                stats.summarized += 1;
-                t
-            }
-        };
+        let id = segment_id(&part);
+        let text = cache.get(&id)?;
+        match text {
+            Some(_) => stats.cached += 1,
+            None => todo.push((level.len(), part)),
+        }
         infos.push(SegmentInfo { range: r, id });
         level.push((id, text));
     }
-    while level.len() > 1 {
+    let made = calls.map(&todo, |(_, part)| summarizer.summarize(part))?;
+    stats.summarized = made.len();
+    stats.rounds += calls.rounds(made.len());
+    for ((i, _), t) in todo.iter().zip(made) {
+        cache.put(level[*i].0, &t)?;
+        level[*i].1 = Some(t);
+    }
+    let mut level: Vec<(BlobId, String)> = level.into_iter().map(|(id, t)| (id, t.unwrap_or_default())).collect();
+    // The tree: each level's complete groups of `fan_in` merge into the level above; what is
+    // left over at a level (fewer than `fan_in`, at its end) is carried to the last merge.
+    // A complete group never changes as the chat grows, so its merge stays cached, and a
+    // refresh merges only the groups that became complete, then the last merge.
+    let mut carried: Vec<Vec<(BlobId, String)>> = Vec::new();
+    while level.len() >= opts.fan_in {
         stats.depth += 1;
-        let mut next = Vec::new();
-        for group in level.chunks(opts.fan_in) {
-            if group.len() == 1 {
-                next.push(group[0].clone());
-                continue;
-            }
-            let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
-            let id = node_id(&ids, summarizer.id());
-            let text = match cache.get(&id)? {
-                Some(t) => {
-                    stats.cached += 1;
-                    t
-                }
-                None => {
-                    let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
-                    let t = summarizer.merge(&texts)?;
-                    cache.put(id, &t)?;
-                    stats.merged += 1;
-                    t
-                }
-            };
-            next.push((id, text));
-        }
+        let full = level.len() / opts.fan_in * opts.fan_in;
+        let rest = level.split_off(full);
+        let next = merge_groups(&mut cache, summarizer, calls, &mut stats, level.chunks(opts.fan_in))?;
+        carried.push(rest);
         level = next;
+    }
+    // The top level, then what each level below left over, in order of the messages.
+    level.extend(carried.into_iter().rev().flatten());
+    if level.len() > 1 {
+        stats.depth += 1;
+        level = merge_groups(&mut cache, summarizer, calls, &mut stats, std::iter::once(&level[..]))?;
     }
     let (root, summary) =
         level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
@@ -430,6 +452,37 @@ pub(crate) fn build_if_settled(
         stats,
         summary_blob,
     }))
+}
+
+/// The merged node of each group (of two or more summaries), from the cache or merged now —
+/// the groups not in the cache together, as `calls` says.
+fn merge_groups<'g>(
+    cache: &mut Cache<'_>,
+    summarizer: &dyn Summarizer,
+    calls: &Calls<'_>,
+    stats: &mut BuildStats,
+    groups: impl Iterator<Item = &'g [(BlobId, String)]>,
+) -> Result<Vec<(BlobId, String)>> {
+    let mut out: Vec<(BlobId, Option<String>)> = Vec::new();
+    let mut todo: Vec<(usize, Vec<String>)> = Vec::new();
+    for group in groups {
+        let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
+        let id = node_id(&ids, summarizer.id());
+        let text = cache.get(&id)?;
+        match text {
+            Some(_) => stats.cached += 1,
+            None => todo.push((out.len(), group.iter().map(|(_, t)| t.clone()).collect())),
+        }
+        out.push((id, text));
+    }
+    let made = calls.map(&todo, |(_, texts)| summarizer.merge(texts))?;
+    stats.merged += made.len();
+    stats.rounds += calls.rounds(made.len());
+    for ((i, _), t) in todo.iter().zip(made) {
+        cache.put(out[*i].0, &t)?;
+        out[*i].1 = Some(t);
+    }
+    Ok(out.into_iter().map(|(id, t)| (id, t.unwrap_or_default())).collect())
 }
 
 /// For each settled user turn, the messages of completed steps of its recorded attempts
