@@ -11,13 +11,17 @@
 //! * The **summary tree**: segment summaries, cached by (segment id, summarizer id). At each
 //!   level the complete groups of `fan_in` merge into the level above; what a level leaves
 //!   over (fewer than `fan_in`, at its end) is carried to the last merge, which takes the top
-//!   level and every carried node in order (at most `fan_in - 1` per level). Merged nodes
-//!   are cached by (hash of their children, summarizer id). A refresh starts from segment
-//!   summaries — never from the previous checkpoint's summary — and summarizes only what it
-//!   has not seen: a complete group never changes as the chat grows, so the checkpoint after
-//!   a swap costs the new segments (and the segment the old cut fell in), the groups they
-//!   complete, and the last merge — usually two calls in sequence, whatever the chat's
-//!   length (`tests/tests/worker_latency.rs` counts them).
+//!   level and every carried node in order. Merged nodes are cached by (hash of their
+//!   children, summarizer id). A refresh starts from segment summaries — never from the
+//!   previous checkpoint's summary — and summarizes only what it has not seen: a complete
+//!   group never changes as the chat grows. In a refresh, the last complete groups of a
+//!   level holding nodes made by this build (at most two) are carried to the last merge too,
+//!   and merged by the next build, their members cached by then, at once with that build's
+//!   new segments. So the last merge takes at most `3 × fan_in − 1` nodes per level, and the
+//!   checkpoint after a swap is one round of calls made at once (the new segments, the
+//!   segment the old cut fell in, carried groups' merges) and the last merge: two calls in
+//!   sequence when the worker has threads for the round, whatever the chat's length
+//!   (`tests/tests/worker_latency.rs` counts them).
 //! * **Calls**: a build a caller asks for calls the summarizer one call at a time on the
 //!   caller's thread; the worker's jobs summarize the segments not in the cache several at
 //!   once, then each level's new merges several at once (see `pool`).
@@ -382,7 +386,7 @@ pub(crate) fn build_with(
     core.ensure_flushed(core.log.written())?;
     let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
     let mut stats = BuildStats::default();
-    let mut level: Vec<(BlobId, Option<String>)> = Vec::new();
+    let mut tree = Tree::default();
     let mut infos = Vec::new();
     // Interrupted work: completed steps of every recorded attempt of a settled turn whose
     // messages are no longer in the chat (a retry truncated them) are source material
@@ -390,8 +394,7 @@ pub(crate) fn build_with(
     let lost = lost_steps(chat, &snap, &msgs[..cut as usize])?;
     let e = core.opts.estimator.clone();
     let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
-    // The segments not in the cache: (index in `level`, messages), summarized together.
-    let mut todo: Vec<(usize, Vec<Message>)> = Vec::new();
+    let mut level: Vec<usize> = Vec::new();
     for r in segments(&msgs[..cut as usize], tokens, opts.segment_tokens) {
         let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
         let r = if r.start == 0 { 0 } else { seq_at(r.start) }..seq_at(r.end);
@@ -401,43 +404,52 @@ pub(crate) fn build_with(
             }
         }
         let id = segment_id(&part);
-        let text = cache.get(&id)?;
-        match text {
-            Some(_) => stats.cached += 1,
-            None => todo.push((level.len(), part)),
-        }
         infos.push(SegmentInfo { range: r, id });
-        level.push((id, text));
+        level.push(tree.add(&cache, &mut stats, id, Work::Summarize(part))?);
     }
-    let made = calls.map(&todo, |(_, part)| summarizer.summarize(part))?;
-    stats.summarized = made.len();
-    stats.rounds += calls.rounds(made.len());
-    for ((i, _), t) in todo.iter().zip(made) {
-        cache.put(level[*i].0, &t)?;
-        level[*i].1 = Some(t);
-    }
-    let mut level: Vec<(BlobId, String)> = level.into_iter().map(|(id, t)| (id, t.unwrap_or_default())).collect();
     // The tree: each level's complete groups of `fan_in` merge into the level above; what is
     // left over at a level (fewer than `fan_in`, at its end) is carried to the last merge.
-    // A complete group never changes as the chat grows, so its merge stays cached, and a
-    // refresh merges only the groups that became complete, then the last merge.
-    let mut carried: Vec<Vec<(BlobId, String)>> = Vec::new();
+    // A complete group never changes as the chat grows, so its merge stays cached. In a
+    // refresh (the level has cached nodes), the last complete groups holding a node made
+    // now (up to `CARRY_GROUPS`) are carried too this time: the next build merges them, their
+    // members all cached, at once with its new segments — so a refresh is one round of calls
+    // and the last merge.
+    let mut carried: Vec<Vec<usize>> = Vec::new();
     while level.len() >= opts.fan_in {
-        stats.depth += 1;
         let full = level.len() / opts.fan_in * opts.fan_in;
-        let rest = level.split_off(full);
-        let next = merge_groups(&mut cache, summarizer, calls, &mut stats, level.chunks(opts.fan_in))?;
+        let mut rest = level.split_off(full);
+        let mut groups: Vec<Vec<usize>> = level.chunks(opts.fan_in).map(<[usize]>::to_vec).collect();
+        if level.iter().any(|&c| tree.cached(c)) {
+            let fresh =
+                groups.iter().rev().take(CARRY_GROUPS).take_while(|g| g.iter().any(|&c| !tree.cached(c)));
+            let n = fresh.count();
+            let tail: Vec<usize> = groups.split_off(groups.len() - n).into_iter().flatten().collect();
+            rest.splice(0..0, tail);
+        }
         carried.push(rest);
-        level = next;
+        if groups.is_empty() {
+            level = Vec::new();
+            break;
+        }
+        stats.depth += 1;
+        level = groups
+            .into_iter()
+            .map(|g| tree.add_merge(&cache, &mut stats, summarizer.id(), g))
+            .collect::<Result<_>>()?;
     }
     // The top level, then what each level below left over, in order of the messages.
     level.extend(carried.into_iter().rev().flatten());
-    if level.len() > 1 {
-        stats.depth += 1;
-        level = merge_groups(&mut cache, summarizer, calls, &mut stats, std::iter::once(&level[..]))?;
-    }
-    let (root, summary) =
-        level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
+    let root = match level[..] {
+        [] => return Err(Error::InvalidArgument("no segment to summarize".into())),
+        [one] => one,
+        _ => {
+            stats.depth += 1;
+            tree.add_merge(&cache, &mut stats, summarizer.id(), level)?
+        }
+    };
+    tree.run(&mut cache, summarizer, calls, &mut stats)?;
+    let summary = tree.nodes[root].text.take().unwrap_or_default();
+    let root = tree.nodes[root].id;
     let txn = std::mem::take(&mut cache.txn);
     let c = core.append(txn)?;
     core.wait_durable(c.end)?;
@@ -454,35 +466,117 @@ pub(crate) fn build_with(
     }))
 }
 
-/// The merged node of each group (of two or more summaries), from the cache or merged now —
-/// the groups not in the cache together, as `calls` says.
-fn merge_groups<'g>(
-    cache: &mut Cache<'_>,
-    summarizer: &dyn Summarizer,
-    calls: &Calls<'_>,
-    stats: &mut BuildStats,
-    groups: impl Iterator<Item = &'g [(BlobId, String)]>,
-) -> Result<Vec<(BlobId, String)>> {
-    let mut out: Vec<(BlobId, Option<String>)> = Vec::new();
-    let mut todo: Vec<(usize, Vec<String>)> = Vec::new();
-    for group in groups {
-        let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
-        let id = node_id(&ids, summarizer.id());
+/// Complete groups a refresh carries to the last merge at most, per level (see
+/// `build_with`): the last merge takes at most `(CARRY_GROUPS + 1) × fan_in − 1` nodes per
+/// level.
+const CARRY_GROUPS: usize = 2;
+
+/// What a node of the summary tree needs: a summary of its messages, or a merge of its
+/// children's summaries (indexes in [`Tree::nodes`]).
+enum Work {
+    Summarize(Vec<Message>),
+    Merge(Vec<usize>),
+    /// Found in the cache, or made.
+    Done,
+}
+
+struct Node {
+    id: BlobId,
+    text: Option<String>,
+    work: Work,
+    /// Calls in sequence before its summary is ready: 0 when cached, else one more than
+    /// its children's.
+    depth: usize,
+}
+
+/// The summary tree of a build: its nodes, each cached or to be made.
+#[derive(Default)]
+struct Tree {
+    nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Adds a node, looking it up in the cache; its index.
+    fn add(&mut self, cache: &Cache<'_>, stats: &mut BuildStats, id: BlobId, work: Work) -> Result<usize> {
         let text = cache.get(&id)?;
-        match text {
-            Some(_) => stats.cached += 1,
-            None => todo.push((out.len(), group.iter().map(|(_, t)| t.clone()).collect())),
+        let (work, depth) = match (&text, work) {
+            (Some(_), _) => {
+                stats.cached += 1;
+                (Work::Done, 0)
+            }
+            (None, Work::Merge(children)) => {
+                let d = children.iter().map(|&c| self.nodes[c].depth).max().unwrap_or(0);
+                (Work::Merge(children), d + 1)
+            }
+            (None, w) => (w, 1),
+        };
+        self.nodes.push(Node { id, text, work, depth });
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Adds the merge of `children`.
+    fn add_merge(
+        &mut self,
+        cache: &Cache<'_>,
+        stats: &mut BuildStats,
+        summarizer: &str,
+        children: Vec<usize>,
+    ) -> Result<usize> {
+        let ids: Vec<BlobId> = children.iter().map(|&c| self.nodes[c].id).collect();
+        self.add(cache, stats, node_id(&ids, summarizer), Work::Merge(children))
+    }
+
+    /// Whether node `i` was found in the cache (else this build makes it).
+    fn cached(&self, i: usize) -> bool {
+        self.nodes[i].depth == 0
+    }
+
+    /// Makes every node not cached, a round at a time: the nodes whose children are ready
+    /// (the segments, and the merges of cached summaries first), together, as `calls` says;
+    /// each summary is added to the cache.
+    fn run(
+        &mut self,
+        cache: &mut Cache<'_>,
+        summarizer: &dyn Summarizer,
+        calls: &Calls<'_>,
+        stats: &mut BuildStats,
+    ) -> Result<()> {
+        enum Call {
+            Summarize(Vec<Message>),
+            Merge(Vec<String>),
         }
-        out.push((id, text));
+        let top = self.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        for depth in 1..=top {
+            let mut batch: Vec<(usize, Call)> = Vec::new();
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].depth != depth {
+                    continue;
+                }
+                let call = match std::mem::replace(&mut self.nodes[i].work, Work::Done) {
+                    Work::Summarize(part) => Call::Summarize(part),
+                    Work::Merge(children) => Call::Merge(
+                        children.iter().map(|&c| self.nodes[c].text.clone().unwrap_or_default()).collect(),
+                    ),
+                    Work::Done => continue,
+                };
+                batch.push((i, call));
+            }
+            let made = calls.map(&batch, |(_, call)| match call {
+                Call::Summarize(part) => summarizer.summarize(part),
+                Call::Merge(texts) => summarizer.merge(texts),
+            })?;
+            stats.rounds += calls.rounds(made.len());
+            for ((i, call), t) in batch.into_iter().zip(made) {
+                match call {
+                    Call::Summarize(_) => stats.summarized += 1,
+                    Call::Merge(_) => stats.merged += 1,
+                }
+                cache.put(self.nodes[i].id, &t)?;
+                self.nodes[i].text = Some(t);
+            }
+        }
+        Ok(())
     }
-    let made = calls.map(&todo, |(_, texts)| summarizer.merge(texts))?;
-    stats.merged += made.len();
-    stats.rounds += calls.rounds(made.len());
-    for ((i, _), t) in todo.iter().zip(made) {
-        cache.put(out[*i].0, &t)?;
-        out[*i].1 = Some(t);
-    }
-    Ok(out.into_iter().map(|(id, t)| (id, t.unwrap_or_default())).collect())
 }
 
 /// For each settled user turn, the messages of completed steps of its recorded attempts

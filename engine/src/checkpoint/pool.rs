@@ -125,7 +125,11 @@ impl Calls<'_> {
         }
         results
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::InvalidArgument("summarizer pool: a call was not made".into()))))
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(Error::InvalidArgument("summarizer pool: a call was not made".into()))
+                })
+            })
             .collect()
     }
 }

@@ -410,7 +410,9 @@ pub(crate) fn start(
     summarizer: Arc<dyn Summarizer>,
     opts: WorkerOptions,
 ) -> Result<Worker> {
-    if !(0.0 < opts.soft && opts.soft < 1.0) || opts.threads == 0 || !(opts.margin >= 1.0 && opts.margin.is_finite())
+    if !(0.0 < opts.soft && opts.soft < 1.0)
+        || opts.threads == 0
+        || !(opts.margin >= 1.0 && opts.margin.is_finite())
     {
         return Err(Error::InvalidArgument(format!(
             "worker: expected 0 < soft < 1, threads >= 1 and a finite margin >= 1, found soft {} threads {} margin {}",
