@@ -105,7 +105,7 @@ fn step(i: usize) -> Vec<NewMessage> {
 
 /// Appends step `i` of a tool loop (a user turn every 4 steps).
 fn grow(chat: &undertext::Chat, i: usize) {
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         chat.append(NewMessage::user(format!("task {i}"))).unwrap();
     }
     chat.append_batch(step(i)).unwrap();
@@ -114,7 +114,7 @@ fn grow(chat: &undertext::Chat, i: usize) {
 /// Appends step `i` of a loop of assistant texts, which the guard cannot preview (a user
 /// turn every 4 steps): past the hard line a view is refused unless a checkpoint is swapped in.
 fn grow_text(chat: &undertext::Chat, i: usize) {
-    if i % 4 == 0 {
+    if i.is_multiple_of(4) {
         chat.append(NewMessage::user(format!("task {i}"))).unwrap();
     }
     chat.append(NewMessage::assistant(

@@ -112,7 +112,7 @@ impl Calls<'_> {
                 // A thread that cannot be spawned leaves its share to the others.
                 let _ = std::thread::Builder::new()
                     .name(format!("undertext-summarize-{j}"))
-                    .spawn_scoped(s, &work);
+                    .spawn_scoped(s, work);
             }
             work();
         });
