@@ -354,3 +354,57 @@ fn the_measured_summarizer_moves_the_start_line_before_the_soft_line() {
     );
     worker.stop();
 }
+
+/// Figures, not a claim: a loop with a model step of 10 ms and a summarizer of 40 ms a
+/// call, with the fixed soft line and with the adaptive start line. For each, the views that
+/// crossed the hard line (swapped a checkpoint in), how many found nothing ready before them
+/// (and so waited), and the longest such view. Needs the view to ask the worker's start
+/// line (`Shared::due`, see the worker module's documentation); run with `--ignored
+/// --nocapture`.
+#[test]
+#[ignore = "a measurement on the clock; the adaptive line needs the view to ask the worker's start line"]
+fn figures_of_the_adaptive_start_line() {
+    for adaptive in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let chat = open_chat(&store);
+        let opts = WorkerOptions {
+            threads: 2,
+            adaptive,
+            call_time: adaptive.then_some(Duration::from_millis(40)),
+            at_hard_line: HardLinePolicy::Wait(Duration::from_secs(60)),
+            checkpoint: CheckpointOptions {
+                segment_tokens: 1_000,
+                fan_in: 4,
+                ..CheckpointOptions::default()
+            },
+            ..WorkerOptions::default()
+        };
+        let worker = store.start_worker(Arc::new(Slow::new(40)), opts).unwrap();
+        let budget = Budget::new(32_000, 4_000);
+        let mut crossings = Vec::new();
+        for i in 0..240 {
+            grow_text(&chat, i);
+            let published = chat.published_checkpoint().map_or(0, |(_, r)| r);
+            let ready =
+                chat.prepared().is_some_and(|p| p.base_revision == chat.revision() && p.reach > published);
+            let t = std::time::Instant::now();
+            let v = chat.view(&budget).unwrap();
+            let took = t.elapsed();
+            if v.swap().is_some() {
+                crossings.push((i, ready, took));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let waited: Vec<_> = crossings.iter().filter(|(_, ready, _)| !ready).collect();
+        eprintln!(
+            "adaptive {adaptive}: {} crossings, {} waited (steps and times {:?}); {:?}",
+            crossings.len(),
+            waited.len(),
+            waited.iter().map(|(i, _, d)| (*i, *d)).collect::<Vec<_>>(),
+            worker.measured()
+        );
+        assert!(crossings.len() >= 2);
+        worker.stop();
+    }
+}

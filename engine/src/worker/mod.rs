@@ -99,6 +99,19 @@ pub struct WorkerOptions {
     /// The expected job time is multiplied by this (at least 1) when planning the start.
     /// Default 1.5.
     pub margin: f64,
+    /// The time of one summarizer call before the worker has measured one (a harness that
+    /// knows its model's latency says so, and the first job is planned too). `None` (the
+    /// default): the first job starts at the soft line. The calls in sequence of a job not
+    /// yet measured are those of a whole tree: `ceil(segments / threads)` plus a merge per
+    /// level, the segments counted from the estimate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use undertext::worker::WorkerOptions;
+    /// let opts = WorkerOptions { threads: 4, call_time: Some(Duration::from_secs(2)), ..WorkerOptions::default() };
+    /// assert!(opts.adaptive);
+    /// ```
+    pub call_time: Option<Duration>,
     /// How checkpoints are built.
     pub checkpoint: CheckpointOptions,
     /// What happens at the hard line with nothing prepared. Default `Wait(30 s)`.
@@ -114,6 +127,7 @@ impl Default for WorkerOptions {
             soft: 2.0 / 3.0,
             adaptive: true,
             margin: 1.5,
+            call_time: None,
             checkpoint: CheckpointOptions::default(),
             at_hard_line: HardLinePolicy::Wait(Duration::from_secs(30)),
             retries: 2,
@@ -282,12 +296,30 @@ impl Shared {
             g.get()
         };
         let outlook = if self.opts.adaptive {
-            let job = self.measured().expected_job();
+            let m = self.measured();
+            let rounds = m.rounds_per_job.unwrap_or_else(|| self.whole_tree_rounds(estimate));
+            let job = m
+                .per_call
+                .or(self.opts.call_time)
+                .and_then(|c| Duration::try_from_secs_f64(c.as_secs_f64() * rounds).ok());
             growth.zip(job).map(|((growth_per_step, step), job)| Outlook { growth_per_step, step, job })
         } else {
             None
         };
         plan::due(estimate, soft_line, hard, outlook.as_ref(), self.opts.margin)
+    }
+
+    /// Calls in sequence of a job that builds the whole tree of a chat whose estimate is
+    /// `estimate`: its segments `threads` at a time, then a merge per level.
+    fn whole_tree_rounds(&self, estimate: u64) -> f64 {
+        let c = &self.opts.checkpoint;
+        let segments = estimate.div_ceil(c.segment_tokens.max(1)).max(1);
+        let (mut levels, mut n) = (0u64, segments);
+        while n > 1 {
+            n = n.div_ceil(c.fan_in.max(2) as u64);
+            levels += 1;
+        }
+        (segments.div_ceil(self.opts.threads.max(1) as u64) + levels) as f64
     }
 
     /// What the worker measured of its summarizer.
@@ -598,6 +630,34 @@ mod tests {
         // Through a budget: 14,000 − 2,000 usable, nothing grown yet.
         assert!(!s.due(ChatId(8), 100, &Budget::new(14_000, 2_000)));
         assert!(s.due(ChatId(8), 9_000, &Budget::new(14_000, 2_000)));
+    }
+
+    /// Before any call is measured, a summarizer's stated time plans the first job: a whole
+    /// tree of the chat's segments.
+    #[test]
+    fn a_stated_call_time_plans_the_first_job() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let opts = WorkerOptions {
+            call_time: Some(Duration::from_secs(2)),
+            checkpoint: CheckpointOptions {
+                segment_tokens: 1_000,
+                fan_in: 4,
+                ..CheckpointOptions::default()
+            },
+            ..WorkerOptions::default()
+        };
+        let s = shared(opts.clone());
+        // 3,000 tokens: 3 segments and a merge, 4 calls of 2 s: 8 s, 12 with the margin,
+        // 13 steps of 300 tokens: 3,900 before the hard line.
+        assert_eq!(s.whole_tree_rounds(3_000), 4.0);
+        assert_eq!(s.whole_tree_rounds(17_000), 17.0 + 3.0, "17 -> 5 -> 2 -> 1");
+        let first = (1..40).find(|i| s.due_at(ChatId(1), 300 * i, 12_000, 10_800, at(*i))).map(|i| 300 * i);
+        assert!(first.unwrap() < 8_000, "before the soft line: {first:?}");
+        // Without a stated time: the soft line.
+        let s = shared(WorkerOptions { call_time: None, ..opts });
+        let first = (1..40).find(|i| s.due_at(ChatId(1), 300 * i, 12_000, 10_800, at(*i))).map(|i| 300 * i);
+        assert_eq!(first, Some(8_100));
     }
 
     #[test]
