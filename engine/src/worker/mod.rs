@@ -25,18 +25,35 @@
 //!   the chat's estimate (`Shared::due`); from the growth per view and the time between
 //!   views the worker knows how long until the hard line, and asks for the job once that is
 //!   less than the expected job time × [`WorkerOptions::margin`] (plus a step) — never later
-//!   than the fixed soft line. The decision is [`start_line`], a pure function.
+//!   than the fixed soft line. The decision is [`start_line`], a pure function. Before any
+//!   call is measured, [`WorkerOptions::call_time`] (if the harness states it) plans the
+//!   first job, the calls of a whole tree of the chat.
 //! * **It summarizes segments at once.** The segments not in the summary cache are
 //!   summarized up to [`WorkerOptions::threads`] calls at once, then each level's new merges
 //!   likewise: a first job takes about `ceil(segments / threads)` calls plus a few merges in
 //!   sequence, not their sum. `threads` bounds the worker's calls at once over all its jobs.
 //! * **It refreshes from the cache.** Complete groups of the summary tree never change as the
-//!   chat grows (see [`checkpoint`](crate::checkpoint)), so the job after a swap is the new
-//!   segments and the last merge: usually two calls in sequence.
+//!   chat grows, and the groups a refresh grew into are carried to the last merge and merged
+//!   by the next job (see [`checkpoint`](crate::checkpoint)): the job after a swap is one
+//!   round of independent calls (the new segments, the segment the old cut fell in, carried
+//!   groups' merges) and the last merge — two calls in sequence when `threads` covers the
+//!   round, never the old segments or the tree's path again.
 //!
-//! Measured informally (`tests/tests/worker_latency.rs`, a summarizer sleeping 30 ms a call,
-//! `threads: 2`): a first job of 8 segments made 8 summarize and 3 merge calls in 7 rounds
-//! (11 serial); every job after a swap made at most 2 rounds.
+//! The view hooks in with one call: where it compared the estimate after the published
+//! checkpoint with `soft × usable`, it asks `wk.due(chat_id, estimate, budget)`, on every view
+//! while a worker runs (so the worker sees the chat grow). Until it does, the fixed soft line
+//! applies and the measures only feed [`Worker::measured`].
+//!
+//! Measured informally (`tests/tests/worker_latency.rs`, a summarizer sleeping 20–40 ms a
+//! call; figures vary with the machine):
+//!
+//! * a first job of 12 segments, `threads: 2`: 12 summarize and 4 merge calls in 9 rounds,
+//!   205 ms at 21 ms a call (342 ms one at a time);
+//! * a 160-step loop at a 32k window, 3,000-token segments: each job after a swap summarized
+//!   4–5 new segments (6–8 calls): 7–8 rounds on one thread, 2 rounds on eight;
+//! * with the view asking `due` (a 10 ms model step, 40 ms a call, `threads: 2`, 240 steps
+//!   at 32k): at the fixed soft line 5 of 5 hard-line crossings found nothing ready and
+//!   waited 91–196 ms; with the adaptive line and `call_time: 40 ms`, 1 of 7 waited (37 ms).
 //!
 //! Deadlocks: a pool thread waits only for a call slot, held by another pool thread for one
 //! summarizer call; a caller's thread never takes a slot, and a view waiting at the hard line
