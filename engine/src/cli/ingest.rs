@@ -301,6 +301,8 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
         } else {
             HardLinePolicy::Wait(std::time::Duration::from_millis(a.hard_line_wait_ms))
         },
+        // The engine's default: the worker plans for its summarizer's measured time.
+        adaptive: true,
         ..ReplayOptions::default()
     };
     let worker = start_worker(&store, &opts)?;

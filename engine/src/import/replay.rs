@@ -60,6 +60,10 @@ pub struct ReplayOptions {
     /// Time every summarizer call of the worker takes (slept, then the extractive
     /// summarizer): a model summarizer's latency. Default 0.
     pub summarizer_delay: Duration,
+    /// The worker's adaptive start line ([`WorkerOptions::adaptive`]): it depends on measured
+    /// times, so it is off by default here — the chart's series ([`super::series`]) is
+    /// computed without a clock; `undertext replay` turns it on (the engine's default).
+    pub adaptive: bool,
 }
 
 impl Default for ReplayOptions {
@@ -70,6 +74,7 @@ impl Default for ReplayOptions {
             at_hard_line: HardLinePolicy::Refuse,
             latency: Duration::ZERO,
             summarizer_delay: Duration::ZERO,
+            adaptive: false,
         }
     }
 }
@@ -89,6 +94,7 @@ impl ReplayOptions {
                 segment_tokens: (self.window / 16).max(500),
                 ..CheckpointOptions::default()
             },
+            adaptive: self.adaptive,
             ..WorkerOptions::default()
         }
     }

@@ -580,14 +580,15 @@ impl ChatView<'_> {
         }))
     }
 
-    /// With a worker running: past its soft line, ask it to prepare a checkpoint (of what
+    /// With a worker running: past its start line (see `worker::plan`), ask it to prepare a checkpoint (of what
     /// lies before the protected tail of `budget`), unless one is prepared (`prepared`).
     /// Never waits; the swap itself is made when a cut is due (see [`ChatView::view`]).
     fn pay_before_the_wall(&self, budget: &Budget, prepared: bool) -> Result<()> {
         let Some(wk) = self.worker.running() else { return Ok(()) };
         let est = checkpoint::estimate_after_checkpoint(&self.chat)?;
-        let usable = budget.usable() as f64;
-        if (est as f64) <= wk.opts.soft * usable {
+        // The worker's start line: its soft line, or earlier when its summarizer's measured
+        // time and the chat's growth say a job started there would not be ready in time.
+        if !wk.due(self.chat.id(), est, budget) {
             return Ok(());
         }
         // One job in flight per chat; a new one once the prepared checkpoint is stale or

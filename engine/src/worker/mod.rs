@@ -291,7 +291,6 @@ impl Shared {
     ///
     /// The view calls it on every view while a worker runs, in place of comparing the
     /// estimate with `opts.soft × usable` (see the module's documentation).
-    #[cfg_attr(not(test), expect(dead_code, reason = "the view asks it once it plans with the worker"))]
     pub(crate) fn due(&self, chat: ChatId, estimate: u64, budget: &Budget) -> bool {
         self.due_at(chat, estimate, budget.usable(), budget.hard_limit(), Instant::now())
     }
