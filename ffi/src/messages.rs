@@ -169,7 +169,7 @@ unsafe fn message_of(m: &MessageIn, what: &str) -> FfiResult<NewMessage> {
         // SAFETY: the parts' strings are valid (forwarded contract of this function).
         .map(|(i, p)| unsafe { part_in(p, &format!("{what}.parts[{i}]")) })
         .collect::<FfiResult<Vec<_>>>()?;
-    Ok(NewMessage { role, parts })
+    Ok(NewMessage { role, parts, feedback: false })
 }
 
 /// Reads an array of messages.

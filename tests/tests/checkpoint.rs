@@ -149,6 +149,7 @@ fn the_cut_stops_before_a_pending_approval() {
         .append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ApprovalRequest { id: "a".into(), call_id: None, prompt: "delete?".into() }],
+            feedback: false,
         })
         .unwrap();
     for i in 0..5 {
@@ -161,6 +162,7 @@ fn the_cut_stops_before_a_pending_approval() {
     c.append(NewMessage {
         role: Role::User,
         parts: vec![Part::ApprovalResponse { id: "a".into(), approved: true, reason: None }],
+        feedback: false,
     })
     .unwrap();
     c.append(NewMessage::user("four")).unwrap();

@@ -282,7 +282,7 @@ pub(crate) fn message_in(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<New
             invalid(py, format!("message: expected \"parts\" to be a list, found {}", type_name(&parts)))
         })?;
         let parts = list.iter().enumerate().map(|(i, p)| part_in(py, &p, i)).collect::<PyResult<Vec<_>>>()?;
-        return Ok(NewMessage { role, parts });
+        return Ok(NewMessage { role, parts, feedback: false });
     }
     match d.get_item("content")? {
         Some(c) => {

@@ -552,7 +552,16 @@ mod tests {
     use crate::model::{ArchiveRef, Role};
 
     fn msg(parts: Vec<Part>) -> Message {
-        Message { seq: 3, revision: 0, role: Role::Tool, turn: 1, parts, step: None, at_ms: 0 }
+        Message {
+            seq: 3,
+            revision: 0,
+            role: Role::Tool,
+            turn: 1,
+            parts,
+            step: None,
+            at_ms: 0,
+            feedback: false,
+        }
     }
 
     fn result(content: ToolContent) -> Part {

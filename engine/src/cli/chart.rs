@@ -203,7 +203,9 @@ impl Charting {
         let mut read = |a: &undertext::ArchiveRef| store.read_context(owner, &a.id, 0..a.bytes, Unit::Bytes);
         for m in snap.range(self.consumed..snap.len())? {
             let assistant = m.role == Role::Assistant;
-            let tokens = self.series.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read)?;
+            let tokens = self
+                .series
+                .push_stored(NewMessage { role: m.role, parts: m.parts, feedback: false }, &mut read)?;
             if assistant {
                 self.outputs.push(tokens);
             }
@@ -442,7 +444,7 @@ fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage>
             other => other,
         });
     }
-    Ok(NewMessage { role: m.role, parts })
+    Ok(NewMessage { role: m.role, parts, feedback: false })
 }
 
 /// The usage a Claude Code transcript reported, one (uncached input, cached input, output)
