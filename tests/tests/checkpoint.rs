@@ -285,12 +285,7 @@ fn steps_still_in_the_chat_stay_out_of_the_summary_and_only_interrupted_attempts
     let cp = c
         .build_checkpoint(
             &s,
-            &CheckpointOptions {
-                segment_tokens: 200,
-                fan_in: 4,
-                protect_max_tokens: Some(200),
-                ..CheckpointOptions::default()
-            },
+            &CheckpointOptions { segment_tokens: 200, fan_in: 4, protect_max_tokens: Some(200) },
         )
         .unwrap();
     let reach = cp.reach;
