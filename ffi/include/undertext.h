@@ -581,6 +581,11 @@ typedef struct {
 // store whose log a `gc` replaced (open it again): the message says which.
 #define UNDERTEXT_READ_ONLY 19
 
+// The store handle was opened by another process, of which the caller is a `fork`: every
+// call in the child fails so, and freeing the handle there writes nothing. Open the store
+// in the child (after the fork).
+#define UNDERTEXT_FORKED 20
+
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
 
