@@ -61,6 +61,7 @@ fn source(store: &Store) -> Snapshot {
                 name: "read_file".into(),
                 args: format!("{{\"file\": {k}}}"),
             }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result(&id, if text.is_empty() { "(empty)".into() } else { text }))
@@ -82,7 +83,7 @@ fn whole(store: &Store, m: Message) -> NewMessage {
             other => other,
         })
         .collect();
-    NewMessage { role: m.role, parts }
+    NewMessage { role: m.role, parts, feedback: false }
 }
 
 /// The series as `cli::chart::Replay` computed it before: a scratch store and its worker.
@@ -124,7 +125,7 @@ fn series(store: &Store, snap: &Snapshot, opts: &ReplayOptions) -> Vec<StepPoint
     let mut s = Series::new(opts);
     let mut read = |a: &undertext::ArchiveRef| store.read_context("o", &a.id, 0..a.bytes, Unit::Bytes);
     for m in snap.range(0..snap.len()).unwrap() {
-        s.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read).unwrap();
+        s.push_stored(NewMessage { role: m.role, parts: m.parts, feedback: false }, &mut read).unwrap();
     }
     s.points().to_vec()
 }

@@ -56,6 +56,12 @@
 // Role: a tool's output (OpenAI's format).
 #define UNDERTEXT_ROLE_TOOL 3
 
+// Flag OR-ed into `undertext_message_t.role`: harness feedback, a user message the harness
+// wrote itself (a format error, an injected reminder). It starts no user turn, so the task
+// stays in the protected turns. Only with `UNDERTEXT_ROLE_USER`; read back as
+// `"feedback": true` in the message's JSON.
+#define UNDERTEXT_MESSAGE_FEEDBACK 256
+
 // Part kind: plain text in `text`.
 #define UNDERTEXT_PART_TEXT 0
 
@@ -216,7 +222,8 @@ typedef struct {
 
 // A message passed in: a role and its parts.
 typedef struct {
-  // One of `UNDERTEXT_ROLE_*`.
+  // One of `UNDERTEXT_ROLE_*`, with `UNDERTEXT_MESSAGE_FEEDBACK` OR-ed in for harness
+  // feedback.
   uint32_t role;
   // The parts, in order (`n_parts` of them).
   const undertext_part_t *parts;
@@ -1120,6 +1127,7 @@ undertext_status_t undertext_chat_append(undertext_chat_t chat,
 
 // Appends one message of `role` with one text part (a tool-role text is stored as text;
 // use `undertext_chat_append` with a `UNDERTEXT_PART_TOOL_RESULT` part for a tool result).
+// `UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK` appends harness feedback.
 //
 // # Safety
 // `text` is a valid string argument; `out_seq` is NULL or writable.

@@ -250,6 +250,26 @@ static void messages_batches_edits_and_steps(void) {
   CHECK(seq == 6);
 
   undertext_buf_t b = {0};
+  /* Harness feedback (a format error) starts no user turn, with either append. */
+  undertext_chat_t fc = new_chat(s, "alice");
+  OK(undertext_chat_append_text(fc, UNDERTEXT_ROLE_USER, S("fix the build"), &seq));
+  OK(undertext_chat_append_text(fc, UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK,
+                                S("Please always provide EXACTLY ONE action."), &seq));
+  undertext_part_t fp = text_part("please use exactly one bash block");
+  undertext_message_t fm = {UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK, &fp, 1};
+  OK(undertext_chat_append(fc, &fm, &seq));
+  CHECK(seq == 2);
+  for (uint64_t i = 1; i <= 2; i++) {
+    OK(undertext_chat_get(fc, i, &b));
+    CHECK(buf_has(b, "\"feedback\":true") && buf_has(b, "\"turn\":1"));
+    OK(undertext_buf_free(&b));
+  }
+  OK(undertext_chat_get(fc, 0, &b));
+  CHECK(!buf_has(b, "\"feedback\"") && buf_has(b, "\"turn\":1"));
+  OK(undertext_buf_free(&b));
+  undertext_message_t fbad = {UNDERTEXT_ROLE_ASSISTANT | UNDERTEXT_MESSAGE_FEEDBACK, &fp, 1};
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "only a user message", undertext_chat_append(fc, &fbad, &seq));
+  OK(undertext_chat_close(fc));
   OK(undertext_chat_get(c, 2, &b));
   CHECK(buf_has(b, "\"type\":\"tool_call\"") && buf_has(b, "\"name\":\"read\"") && buf_has(b, "\"role\":\"assistant\""));
   OK(undertext_buf_free(&b));

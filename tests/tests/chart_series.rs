@@ -127,6 +127,7 @@ fn call(k: u64, n: usize) -> NewMessage {
                 args: format!("{{\"command\": \"sed -n {k},{}p src/lib.rs\"}}", k + 40),
             })
             .collect(),
+        feedback: false,
     }
 }
 
@@ -144,6 +145,7 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
     chat.append(NewMessage {
         role: Role::System,
         parts: vec![Part::Text("You are a careful engineer.".into())],
+        feedback: false,
     })
     .unwrap();
     chat.append(NewMessage::user("Fix the failing parser test; run the suite before and after.")).unwrap();
@@ -169,13 +171,18 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
                     result(k, j, text)
                 })
                 .collect();
-            chat.append(NewMessage { role: Role::Tool, parts }).unwrap();
+            chat.append(NewMessage { role: Role::Tool, parts, feedback: false }).unwrap();
         }
     };
     steps(&chat, rng, 80);
     // An edit of a settled tool result.
     let r = chat.revision();
-    chat.edit(5, NewMessage { role: Role::Tool, parts: vec![result(2, 0, output(999, 5_000))] }, r).unwrap();
+    chat.edit(
+        5,
+        NewMessage { role: Role::Tool, parts: vec![result(2, 0, output(999, 5_000))], feedback: false },
+        r,
+    )
+    .unwrap();
     steps(&chat, rng, 20);
     // A structured approval request, answered two steps later.
     chat.append(NewMessage {
@@ -185,12 +192,14 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
             call_id: None,
             prompt: "delete build/?".into(),
         }],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 2);
     chat.append(NewMessage {
         role: Role::User,
         parts: vec![Part::ApprovalResponse { id: "a1".into(), approved: true, reason: None }],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 20);
@@ -208,6 +217,7 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
     chat.append(NewMessage {
         role: Role::Tool,
         parts: vec![result(10_000, 0, format!("waiting for the user\n{approval}\n"))],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 30);
@@ -243,6 +253,7 @@ fn a_long_edited_loop_with_approvals_and_a_truncation_gives_the_series_of_its_re
                     other => other.clone(),
                 })
                 .collect(),
+            feedback: false,
         })
         .collect();
     assert!(
@@ -260,7 +271,7 @@ fn a_long_edited_loop_with_approvals_and_a_truncation_gives_the_series_of_its_re
         let mut series = Series::new(&opts);
         for m in &stored {
             series
-                .push_stored(NewMessage { role: m.role, parts: m.parts.clone() }, &mut |a| {
+                .push_stored(NewMessage { role: m.role, parts: m.parts.clone(), feedback: false }, &mut |a| {
                     reads += 1;
                     store.read_context("o", &a.id, 0..a.bytes, Unit::Bytes)
                 })

@@ -399,6 +399,7 @@ fn fleet_owners_are_walls_across_processes_and_shared_content_is_read_by_its_gra
             vec![NewMessage {
                 role: Role::User,
                 parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(att) }],
+                feedback: false,
             }],
         )
         .unwrap();

@@ -24,6 +24,7 @@ fn step(chat: &Chat, rng: &mut Rng, k: u64) -> Vec<(u64, String)> {
             name: "bash".into(),
             args: format!("{{\"step\": {k}}}"),
         }],
+        feedback: false,
     })
     .unwrap();
     let n = if rng.range(0, 5) == 0 { rng.range(9_000, 25_000) } else { rng.range(300, 4_000) } as usize;

@@ -32,6 +32,7 @@ fn session(steps: u64, chars: usize) -> Session {
                 name: "sh".into(),
                 args: format!("{{\"cmd\": \"step {k}\"}}"),
             }],
+            feedback: false,
         })
         .unwrap();
         let mut text = String::new();
@@ -43,6 +44,7 @@ fn session(steps: u64, chars: usize) -> Session {
         chat.append(NewMessage {
             role: Role::Tool,
             parts: vec![Part::ToolResult { call_id: id, content: ToolContent::Text(text), is_error: false }],
+            feedback: false,
         })
         .unwrap();
     }

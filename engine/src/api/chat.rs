@@ -117,7 +117,7 @@ impl Chat {
     /// let note = NewMessage {
     ///     role: Role::Assistant,
     ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
-    /// };
+    ///, feedback: false };
     /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
     /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
     /// # Ok::<(), undertext::Error>(())
@@ -354,9 +354,16 @@ impl Chat {
 
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
+    /// A message an earlier compaction still trims or squishes is marked as such at the start
+    /// of its preview ([`tool::TRIMMED_MARK`](crate::compaction::tool::TRIMMED_MARK),
+    /// [`tool::SQUISHED_MARK`](crate::compaction::tool::SQUISHED_MARK)).
     pub fn index(&self) -> Result<Vec<IndexLine>> {
         self.store.same_process()?;
-        self.view_of().index()
+        let snap = self.snapshot();
+        let mut index = self.view_of().index()?;
+        let (trims, squishes) = crate::compaction::in_effect(&snap);
+        crate::compaction::tool::mark_compacted(&mut index, &trims, &squishes);
+        Ok(index)
     }
 
     /// Checks a plan without applying it: every problem, each naming its rule. The
@@ -375,6 +382,10 @@ impl Chat {
     /// model can retry. Nothing of the exchange is appended to the chat: the harness sends
     /// the call and its result only to the compacting model call, so afterwards no trace of
     /// it is visible.
+    ///
+    /// A trim of a tool result an earlier compaction already trimmed changes nothing and
+    /// saves 0 tokens: it is left out of the plan and the result says so (a plan of only
+    /// such trims writes nothing and is reported as a no-op, not as applied).
     pub fn compaction_tool_call(
         &self,
         args_json: &str,
@@ -382,7 +393,22 @@ impl Chat {
         budget: &Budget,
     ) -> Result<String> {
         self.store.same_process()?;
-        self.view_of().compaction_tool_call(args_json, expected_revision, budget)
+        use crate::compaction::tool;
+        let Ok(plan) = tool::parse_args(args_json) else {
+            return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
+        };
+        let snap = self.snapshot();
+        let (trimmed, _) = crate::compaction::in_effect(&snap);
+        let (again, trims): (Vec<u64>, Vec<u64>) = plan.trims.iter().partition(|t| trimmed.contains(t));
+        if again.is_empty() || snap.revision() != expected_revision {
+            return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
+        }
+        if trims.is_empty() && plan.squishes.is_empty() {
+            return Ok(tool::already_trimmed_text(&again));
+        }
+        let rest = tool::plan_json(&Plan { trims, squishes: plan.squishes });
+        let applied = self.view_of().compaction_tool_call(&rest, expected_revision, budget)?;
+        Ok(format!("{applied}\n{}", tool::already_trimmed_text(&again)))
     }
 
     /// Records a compaction plan, applied when views are built (originals untouched), if

@@ -390,8 +390,9 @@ pub(crate) fn build_with(
     let mut infos = Vec::new();
     // Interrupted work: completed steps of every recorded attempt of a settled turn whose
     // messages are no longer in the chat (a retry truncated them) are source material
-    // too, in order, with the segment where their turn starts.
-    let lost = lost_steps(chat, &snap, &msgs[..cut as usize])?;
+    // too, in order, with the segment where their turn starts. Steps still in the chat are
+    // not lost work: those past the cut stay raw after the reach, never in the summary.
+    let lost = lost_steps(chat, &snap, &msgs, cut as usize)?;
     let e = core.opts.estimator.clone();
     let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
     let mut level: Vec<usize> = Vec::new();
@@ -579,18 +580,28 @@ impl Tree {
     }
 }
 
-/// For each settled user turn, the messages of completed steps of its recorded attempts
-/// that are no longer in the chat, keyed by the seq where the turn starts. A message hidden
-/// on purpose is not lost: its version still in the chat stays out of the summary.
+/// For each settled user turn (of `msgs[..cut]`), the messages of completed steps of its
+/// recorded attempts that are no longer in the chat (`msgs`, every live message: a step
+/// still there, settled or in the raw tail after the cut, is not lost), keyed by the seq
+/// where the turn starts. An attempt that began at or after the reach (the seq of
+/// `msgs[cut]`) is work after the checkpoint and stays out of it. A message hidden on
+/// purpose is not lost: its version still in the chat stays out of the summary.
 fn lost_steps(
     chat: &ChatRef<'_>,
     snap: &crate::history::Snapshot,
-    settled: &[Message],
+    msgs: &[Message],
+    cut: usize,
 ) -> Result<Vec<(u64, Vec<Message>)>> {
     let inner = &snap.inner;
+    let settled = &msgs[..cut];
+    let reach = msgs.get(cut).map_or(snap.len(), |m| m.seq);
     let hidden_here = |m: &Message| {
         inner.hidden.contains(m.seq)
             && inner.entries.get(m.seq as usize).is_some_and(|e| e.revision == m.revision)
+    };
+    let present = |m: &Message| {
+        let at = msgs.partition_point(|c| c.seq < m.seq);
+        msgs.get(at).is_some_and(|c| c.seq == m.seq && c.revision == m.revision && c.parts == m.parts)
     };
     let mut out = Vec::new();
     let mut turn_starts: Vec<(u64, u64)> = Vec::new();
@@ -602,14 +613,14 @@ fn lost_steps(
     for (turn, start) in turn_starts {
         let mut extra = Vec::new();
         for attempt in chat.attempts(turn)? {
+            let began = attempt.steps.iter().flat_map(|s| s.seqs.iter().copied()).min();
+            if began.is_none_or(|b| b >= reach) {
+                continue;
+            }
             for step in attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
             {
                 for m in step.messages {
-                    let at = settled.partition_point(|c| c.seq < m.seq);
-                    let present = settled
-                        .get(at)
-                        .is_some_and(|c| c.seq == m.seq && c.revision == m.revision && c.parts == m.parts);
-                    if !present && !hidden_here(&m) {
+                    if !present(&m) && !hidden_here(&m) {
                         extra.push(m);
                     }
                 }
@@ -688,7 +699,16 @@ mod tests {
     use crate::model::{ArchiveRef, Role};
 
     fn msg(parts: Vec<Part>) -> Message {
-        Message { seq: 3, revision: 0, role: Role::Tool, turn: 1, parts, step: None, at_ms: 0 }
+        Message {
+            seq: 3,
+            revision: 0,
+            role: Role::Tool,
+            turn: 1,
+            parts,
+            step: None,
+            at_ms: 0,
+            feedback: false,
+        }
     }
 
     fn result(content: ToolContent) -> Part {

@@ -250,9 +250,9 @@ impl Charting {
             if assistant {
                 self.base_calls.push(self.baselines.call());
             }
-            let (role, parts) = (m.role, m.parts);
+            let (role, parts, feedback) = (m.role, m.parts, m.feedback);
             let id_parts = parts.clone();
-            let tokens = self.series.push_stored(NewMessage { role, parts }, &mut read)?;
+            let tokens = self.series.push_stored(NewMessage { role, parts, feedback }, &mut read)?;
             // Named by the stored parts (an archived result by its content address).
             self.baselines.push(role, &id_parts, tokens);
             if assistant {
@@ -534,7 +534,7 @@ fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage>
             other => other,
         });
     }
-    Ok(NewMessage { role: m.role, parts })
+    Ok(NewMessage { role: m.role, parts, feedback: false })
 }
 
 /// The usage a Claude Code transcript reported, one (uncached input, cached input, output)

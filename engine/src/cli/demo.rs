@@ -509,6 +509,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
                                     args: act.args.to_string(),
                                 },
                             ],
+                            feedback: false,
                         };
                         append(&chat, call, &mut tally, Some((turn, step_in_turn)))?;
                         let label = format!("{} {}", act.tool, act.args);
@@ -648,6 +649,7 @@ fn recover(
             )),
             Part::ToolCall { id: call_id.into(), name: "read_context".into(), args: args.to_string() },
         ],
+        feedback: false,
     };
     append(chat, call, tally, Some((turn, step_in_turn)))?;
     let got = store.read_context(&cli.owner, &a.archive.id, line..line + 1, Unit::Lines)?;

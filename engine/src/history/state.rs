@@ -282,6 +282,7 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
         parts: parts.into_iter().map(PartRec::into_part).collect(),
         step: rec.step.map(|s| s.to_tag()),
         at_ms: rec.at_ms,
+        feedback: record::is_feedback(rec.role),
     })
 }
 

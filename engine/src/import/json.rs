@@ -44,8 +44,23 @@ pub(super) fn result(call_id: &str, text: String, is_error: bool) -> Part {
 }
 
 /// A message, or none when it has no parts.
+/// Marks as harness feedback ([`NewMessage::feedback`](crate::NewMessage#structfield.feedback))
+/// every user message that would start a turn after the first assistant message: in an
+/// autonomous loop (mini-swe-agent, SWE-agent) the human writes only the task, before the model
+/// first answers; every later user message is the harness's own (a format error such as "Please
+/// always provide EXACTLY ONE action", a timeout notice, an observation), and starts no turn.
+/// The task and anything else before the first assistant message stay unmarked.
+pub(super) fn mark_feedback_after_first_assistant(msgs: &mut [NewMessage]) {
+    let Some(first) = msgs.iter().position(|m| m.role == Role::Assistant) else { return };
+    for m in &mut msgs[first..] {
+        if m.starts_turn() {
+            m.feedback = true;
+        }
+    }
+}
+
 pub(super) fn message(role: Role, parts: Vec<Part>) -> Option<NewMessage> {
-    (!parts.is_empty()).then_some(NewMessage { role, parts })
+    (!parts.is_empty()).then_some(NewMessage { role, parts, feedback: false })
 }
 
 /// What a JSON value looks like, for error messages.

@@ -134,7 +134,7 @@ impl Builder {
         }
         for (e, part) in o.held {
             self.seq_of.insert(e, self.out.len() as u64);
-            self.out.push(NewMessage { role: Role::Tool, parts: vec![part] });
+            self.out.push(NewMessage { role: Role::Tool, parts: vec![part], feedback: false });
         }
     }
 
@@ -165,7 +165,7 @@ impl Builder {
     fn result(&mut self, event: &str, part: Part) {
         match &mut self.open {
             Some(o) => o.held.push((event.to_string(), part)),
-            None => self.push(event, NewMessage { role: Role::Tool, parts: vec![part] }),
+            None => self.push(event, NewMessage { role: Role::Tool, parts: vec![part], feedback: false }),
         }
     }
 }

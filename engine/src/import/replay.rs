@@ -502,7 +502,7 @@ pub fn session_of_chat(store: &Store, owner: &str, id: crate::history::ChatId) -
                 other => other,
             });
         }
-        messages.push(crate::history::NewMessage { role: m.role, parts });
+        messages.push(crate::history::NewMessage { role: m.role, parts, feedback: false });
     }
     let meta = chat.meta();
     let mut s = Session::new(

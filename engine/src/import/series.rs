@@ -37,7 +37,7 @@ use crate::budget::{Budget, tail};
 use crate::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use crate::error::Result;
 use crate::estimate::{Estimator, RESULT_OVERHEAD, message_tokens, part_tokens};
-use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent, starts_turn};
+use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent};
 use crate::options::Options;
 
 /// The chat the replay appends to: the first chat of its scratch store (chat ids start at 1),
@@ -88,7 +88,7 @@ struct Cp {
 /// s.push(NewMessage {
 ///     role: Role::Assistant,
 ///     parts: vec![Part::ToolCall { id: "c1".into(), name: "ls".into(), args: "{}".into() }],
-/// });
+///, feedback: false });
 /// assert_eq!(s.points().len(), 1);
 /// assert!(s.points()[0].sent > 0);
 /// ```
@@ -562,7 +562,8 @@ impl Series {
     /// results at their whole text).
     fn append(&mut self, m: NewMessage) -> u64 {
         let seq = self.len();
-        let starts = starts_turn(m.role, &m.parts);
+        let starts = m.starts_turn();
+        let feedback = m.feedback;
         let turn = self.msgs.last().map_or(0, |l| l.turn) + u64::from(starts);
         let mut parts = m.parts;
         let mut cells = Vec::with_capacity(parts.len());
@@ -618,7 +619,7 @@ impl Series {
             }
             cells.push(cell);
         }
-        let msg = Message { seq, revision: 0, role: m.role, turn, parts, step: None, at_ms: 0 };
+        let msg = Message { seq, revision: 0, role: m.role, turn, parts, step: None, at_ms: 0, feedback };
         self.tokens.push(stored);
         self.previews.push(cells);
         self.pending.push(pending);

@@ -100,7 +100,11 @@ impl ChatView<'_> {
                 _ => 0,
             };
         if let Some(line) = budget.nudge_limit().filter(|l| before > *l) {
-            view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &self.index()?));
+            // What earlier compactions already did is marked, so the model does not plan it again.
+            let mut idx = self.index()?;
+            let (trims, squishes) = crate::compaction::in_effect(&snap);
+            crate::compaction::tool::mark_compacted(&mut idx, &trims, &squishes);
+            view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &idx));
         }
         let mut recent = self.chat.state.views.lock();
         recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));

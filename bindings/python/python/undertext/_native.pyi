@@ -21,6 +21,9 @@ SummarizerLike = Union["Extractive", Callable[[List["Message"]], str], _Summariz
 def blob_id(data: bytes) -> str:
     """The content address (64 hex digits) ``Store.put_blob(owner, data)`` would return."""
 
+def compaction_tool_schema(api: Literal["openai", "anthropic"] = "openai") -> str:
+    """The compaction tool's schema (JSON text) in OpenAI's or Anthropic's shape."""
+
 def import_transcript_bytes(
     store: "Store",
     owner: str,
@@ -289,6 +292,9 @@ class Message:
     def step(self) -> Optional[Tuple[int, str, int]]: ...
     @property
     def at_ms(self) -> int: ...
+    @property
+    def feedback(self) -> bool:
+        """Harness feedback (appended with ``"feedback": True``): it started no user turn."""
     @property
     def text(self) -> str: ...
     def to_dict(self) -> Dict[str, Any]: ...
