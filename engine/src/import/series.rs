@@ -40,6 +40,9 @@ use crate::estimate::{Estimator, RESULT_OVERHEAD, message_tokens, part_tokens};
 use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent};
 use crate::options::Options;
 
+/// Complete groups a refresh carries to the last merge (as `checkpoint::build_with`).
+const CARRY_GROUPS: usize = 2;
+
 /// The chat the replay appends to: the first chat of its scratch store (chat ids start at 1),
 /// named by the handles of every checkpoint message.
 const SCRATCH_CHAT: crate::model::ChatId = crate::model::ChatId(1);
@@ -113,8 +116,8 @@ pub struct Series {
     /// Tokens of the messages of the task previewed under a checkpoint, by seq.
     task_previewed: HashMap<u64, u64>,
     archives: HashMap<BlobId, Archived>,
-    segments: HashMap<(u64, u64), Arc<str>>,
-    merges: HashMap<(usize, u64, u64, usize), Arc<str>>,
+    /// The summaries of the tree's nodes, by what they cover (see [`Series::checkpoint_to`]).
+    nodes: HashMap<String, Arc<str>>,
     published: Option<Cp>,
     /// The reach of the checkpoint the worker prepared last.
     prepared: Option<u64>,
@@ -159,8 +162,7 @@ impl Series {
             pending: Vec::new(),
             task_previewed: HashMap::new(),
             archives: HashMap::new(),
-            segments: HashMap::new(),
-            merges: HashMap::new(),
+            nodes: HashMap::new(),
             published: None,
             prepared: None,
             kept: BTreeSet::new(),
@@ -508,41 +510,69 @@ impl Series {
         (cut > 0).then_some(cut)
     }
 
+    /// The merge of `children` (made once, by what it covers); whether it was made before.
+    fn merge_node(&mut self, children: Vec<(String, Arc<str>, bool)>) -> (String, Arc<str>, bool) {
+        let key = format!("m({})", children.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join(","));
+        let cached = self.nodes.contains_key(&key);
+        let text = self
+            .nodes
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let texts: Vec<String> = children.iter().map(|c| c.1.to_string()).collect();
+                merge(&self.summarizer, &texts).into()
+            })
+            .clone();
+        (key, text, cached)
+    }
+
     /// The checkpoint of the settled history before `reach`, as the worker builds it: the
-    /// segments' summaries (each made once), merged `fan_in` at a time.
+    /// segments' summaries and their merges (each made once), in the worker's tree.
     fn checkpoint_to(&mut self, reach: u64) -> Cp {
         let settled = &self.msgs[..reach as usize];
         let tokens = &self.tokens;
         let ranges =
             crate::checkpoint::segments(settled, |m| tokens[m.seq as usize], self.checkpoint.segment_tokens);
-        // A node of the tree is named by its level, the seqs it covers and its number of
-        // children: these fix the segments under it, cut greedily from its start.
-        let mut level: Vec<((u64, u64), Arc<str>)> = Vec::with_capacity(ranges.len());
+        // The worker's tree (`checkpoint::build_with`): each level's complete groups of
+        // `fan_in` merge into the level above; what a level leaves over is carried to the last
+        // merge, and in a refresh (a node of the level was cached) so are the last complete
+        // groups holding a node made now (up to `CARRY_GROUPS`). A node is named by what it
+        // covers (a segment's seqs, a merge's children), as the store's cache names it by
+        // content; `bool`: found made by an earlier build.
+        let mut level: Vec<(String, Arc<str>, bool)> = Vec::with_capacity(ranges.len());
         for r in ranges {
-            let text = self.segments.entry((r.start, r.end)).or_insert_with(|| {
+            let key = format!("s{}-{}", r.start, r.end);
+            let cached = self.nodes.contains_key(&key);
+            let text = self.nodes.entry(key.clone()).or_insert_with(|| {
                 summarize(&self.summarizer, &settled[r.start as usize..r.end as usize]).into()
             });
-            level.push(((r.start, r.end), text.clone()));
+            level.push((key, text.clone(), cached));
         }
-        let mut depth = 0;
-        while level.len() > 1 {
-            depth += 1;
-            let mut next = Vec::with_capacity(level.len().div_ceil(self.checkpoint.fan_in));
-            for group in level.chunks(self.checkpoint.fan_in) {
-                if let [one] = group {
-                    next.push(one.clone());
-                    continue;
-                }
-                let span = (group[0].0.0, group[group.len() - 1].0.1);
-                let text = self.merges.entry((depth, span.0, span.1, group.len())).or_insert_with(|| {
-                    let texts: Vec<String> = group.iter().map(|(_, t)| t.to_string()).collect();
-                    merge(&self.summarizer, &texts).into()
-                });
-                next.push((span, text.clone()));
+        let fan_in = self.checkpoint.fan_in;
+        let mut carried: Vec<Vec<(String, Arc<str>, bool)>> = Vec::new();
+        while level.len() >= fan_in {
+            let full = level.len() / fan_in * fan_in;
+            let mut rest = level.split_off(full);
+            let mut groups: Vec<Vec<(String, Arc<str>, bool)>> =
+                level.chunks(fan_in).map(<[_]>::to_vec).collect();
+            if level.iter().any(|n| n.2) {
+                let n = groups.iter().rev().take(CARRY_GROUPS).take_while(|g| g.iter().any(|x| !x.2)).count();
+                let tail: Vec<_> = groups.split_off(groups.len() - n).into_iter().flatten().collect();
+                rest.splice(0..0, tail);
             }
-            level = next;
+            carried.push(rest);
+            if groups.is_empty() {
+                level = Vec::new();
+                break;
+            }
+            level = groups.into_iter().map(|g| self.merge_node(g)).collect();
         }
-        let summary = level.pop().map_or_else(String::new, |(_, t)| t.to_string());
+        level.extend(carried.into_iter().rev().flatten());
+        if level.len() > 1 {
+            let root = self.merge_node(std::mem::take(&mut level));
+            level.push(root);
+        }
+        let settled = &self.msgs[..reach as usize];
+        let summary = level.pop().map_or_else(String::new, |(_, t, _)| t.to_string());
         let e = self.e();
         let mut archived = Vec::new();
         for m in settled {
