@@ -117,7 +117,8 @@ impl Chat {
     /// let note = NewMessage {
     ///     role: Role::Assistant,
     ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
-    ///, feedback: false };
+    ///     feedback: false,
+    /// };
     /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
     /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
     /// # Ok::<(), undertext::Error>(())
