@@ -50,7 +50,7 @@ fn step(chat: &Chat, rng: &mut Rng, k: u64) {
         let text: String = (0..n)
             .map(|i| if i % 67 == 66 { '\n' } else { (b'a' + ((i as u64 * 7 + k) % 26) as u8) as char })
             .collect();
-        chat.append(NewMessage::tool_result(&format!("c{k}-{c}"), format!("step {k}: {text}"))).unwrap();
+        chat.append(NewMessage::tool_result(format!("c{k}-{c}"), format!("step {k}: {text}"))).unwrap();
     }
 }
 
@@ -196,7 +196,7 @@ fn a_refused_view_reports_the_results_it_previews() {
         .collect();
     chat.append(NewMessage { role: Role::Assistant, parts, feedback: false }).unwrap();
     for c in 0..40 {
-        chat.append(NewMessage::tool_result(&format!("big{c}"), format!("{c} {}", "word ".repeat(1_400))))
+        chat.append(NewMessage::tool_result(format!("big{c}"), format!("{c} {}", "word ".repeat(1_400))))
             .unwrap();
     }
     let v = chat.view(&Budget::new(32_000, 4_000)).unwrap();

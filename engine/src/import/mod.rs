@@ -306,16 +306,16 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
     // A whole JSON document first; a JSONL file fails this at its second line.
     let whole = json::parse(text).map(|(v, _)| v);
     if let Ok(v) = &whole {
-        if let Some(f) = detect_value(&v) {
+        if let Some(f) = detect_value(v) {
             return Ok(f);
         }
         if v.is_object() && (v.get("type").is_some() || v.get("sessionId").is_some()) {
             // A one-line JSONL file.
-            if let Some(f) = detect_line(&v) {
+            if let Some(f) = detect_line(v) {
                 return Ok(f);
             }
         }
-        if openhands::is_sdk_event(&v) {
+        if openhands::is_sdk_event(v) {
             return Err(Error::InvalidArgument(format!(
                 "{}: one event of an OpenHands SDK conversation: expected the conversation's folder \
                  (the one holding `events/` and `base_state.json`), found a single event file",
@@ -326,7 +326,7 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
             "{}: JSON of no known transcript format (expected {}), found {}",
             path.display(),
             "Claude Code or Codex JSONL, OpenAI messages, mini-swe-agent, SWE-agent, OpenHands or tau-bench JSON",
-            json::shape(&v)
+            json::shape(v)
         )));
     }
     // JSONL: the first line that parses decides.
