@@ -42,6 +42,7 @@ pub(crate) mod record;
 /// The lock-free snapshot cells, public for their loom models and benches only.
 #[doc(hidden)]
 pub mod snapshot;
+pub mod search;
 mod store;
 mod view;
 pub mod worker;
@@ -59,6 +60,7 @@ pub use history::{
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 pub use options::{Durability, Options};
+pub use search::{HitField, SearchHit, SearchScope};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.

@@ -45,6 +45,9 @@ pub enum Command {
     Archive(ArchiveArgs),
     /// Print a range of an archive, exactly, and nothing else.
     Read(ReadArgs),
+    /// Full-text search over the owner's history (messages, tool calls, tool results and
+    /// archives): hits with the chat, seq, archive and the range that reads the match back.
+    Search(SearchArgs),
     /// Store sizes and what the owner's chats hold.
     Stats(JsonArg),
     /// Context size and cost per model step of a chat, as an SVG chart.
@@ -219,6 +222,25 @@ pub struct ReadArgs {
 }
 
 /// `plot`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The words to find (every word must be in a hit; when no text holds them all, texts
+    /// holding any are ranked).
+    pub query: String,
+    /// Search one chat only (`chat-<16 hex>`).
+    #[arg(long, value_name = "ID")]
+    pub chat: Option<String>,
+    /// At most this many hits.
+    #[arg(long, default_value_t = 10, value_parser = at_least_one)]
+    pub limit: usize,
+    /// Also search hidden messages.
+    #[arg(long)]
+    pub hidden: bool,
+    /// Print `{"hits":[{"chat","seq","archive","unit","start","end","snippet",...}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct PlotArgs {
     /// The chat.

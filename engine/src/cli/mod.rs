@@ -106,6 +106,7 @@ fn run(cli: &Cli) -> CliResult {
         Command::View(a) => read::view(cli, a),
         Command::Archive(a) => read::archive(cli, a),
         Command::Read(a) => read::read(cli, a),
+        Command::Search(a) => read::search(cli, a),
         Command::Plot(a) => plot::run(cli, a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(cli, a),
