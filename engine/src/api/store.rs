@@ -36,32 +36,35 @@ pub struct Store {
     pub(super) inner: Arc<Inner>,
 }
 
-/// What all handles of one store share. The kernel is dropped first (fields drop in
-/// order): that closes the store — stops the indexer, makes the index durable, compacts it
+/// What all handles of one store share. The background search indexer is stopped first,
+/// then the kernel is dropped (fields drop in order): that closes the store — stops the indexer, makes the index durable, compacts it
 /// and trims the log — once the last handle (or running worker) is gone.
 #[derive(Debug)]
 pub(super) struct Inner {
+    /// The background search indexer, started by the first search of a writable store.
+    pub(super) search_thread: std::sync::OnceLock<search::Background>,
     pub(super) kernel: Kernel,
-    pub(super) chats: ChatCache,
-    pub(super) archives: ArchiveCache,
+    pub(super) chats: Arc<ChatCache>,
+    pub(super) archives: Arc<ArchiveCache>,
     pub(super) worker: worker::Slot,
-    pub(super) search: SearchIndex,
+    pub(super) search: Arc<SearchIndex>,
 }
 
 /// A store over an opened kernel; `next_chat` is the first chat id not given yet.
 fn store_of(kernel: Kernel, next_chat: u64) -> Store {
-    let chats = ChatCache::new(kernel.core.clone(), next_chat);
+    let chats = Arc::new(ChatCache::new(kernel.core.clone(), next_chat));
     // A read-only store writes nothing to its directory, and a fleet store has none: their
     // search index lives in memory, built from the log at the first search.
     let search_dir = (!kernel.is_read_only() && kernel.core.remote().is_none())
         .then(|| kernel.core.dir.join(search::SEARCH_DIR));
     Store {
         inner: Arc::new(Inner {
+            search_thread: std::sync::OnceLock::new(),
             kernel,
             chats,
-            archives: ArchiveCache::default(),
+            archives: Arc::new(ArchiveCache::default()),
             worker: Default::default(),
-            search: SearchIndex::new(search_dir),
+            search: Arc::new(SearchIndex::new(search_dir)),
         }),
     }
 }
@@ -442,7 +445,16 @@ impl Store {
     /// ```
     pub fn search(&self, owner: &str, query: &str, scope: SearchScope, limit: usize) -> Result<Vec<SearchHit>> {
         self.same_process()?;
-        self.inner.search.search(&self.inner.chats, &self.inner.archives, owner, query, scope, limit)
+        let inner = &self.inner;
+        if let Some(every) = self.options().search_index_interval
+            && !self.is_read_only()
+            && self.core().remote().is_none()
+        {
+            inner.search_thread.get_or_init(|| {
+                search::Background::start(inner.search.clone(), inner.chats.clone(), inner.archives.clone(), every)
+            });
+        }
+        inner.search.search(&inner.chats, &inner.archives, owner, query, scope, limit)
     }
 
     /// The span a [`SearchHit`] names, read back from the log: `read_context` on its

@@ -55,6 +55,10 @@ pub enum Command {
     /// A read-only local web page of the store: chats, the model view, checkpoints, the chart.
     #[cfg(feature = "serve")]
     Serve(ServeArgs),
+    /// A Model Context Protocol server on stdio over the store, read-only beside a live
+    /// writer: tools list_chats, search_history, read_context, read_messages.
+    #[cfg(feature = "mcp")]
+    Mcp(McpArgs),
     /// Verify every checksum of the log (and optionally rebuild the index from it).
     Check(CheckArgs),
     /// Reclaim the space of deleted chats (offline: rewrites the log; on a fleet URL, online:
@@ -275,6 +279,10 @@ pub struct ServeArgs {
 }
 
 /// `check`.
+#[cfg(feature = "mcp")]
+#[derive(Debug, Args)]
+pub struct McpArgs {}
+
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Rebuild the index from the log after checking.

@@ -6,6 +6,8 @@ mod args;
 mod chart;
 mod demo;
 mod ingest;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod out;
 mod plot;
 mod read;
@@ -110,6 +112,8 @@ fn run(cli: &Cli) -> CliResult {
         Command::Plot(a) => plot::run(cli, a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(cli, a),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(a) => mcp::run(cli, a),
         Command::Stats(a) => store_cmds::stats(cli, a),
         Command::Check(a) => store_cmds::check(cli, a),
         Command::Gc(a) => store_cmds::gc(cli, a),

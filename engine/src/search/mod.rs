@@ -20,6 +20,9 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use parking_lot::Mutex;
 use tantivy::collector::TopDocs;
@@ -251,6 +254,17 @@ struct Engine {
     marks: Marks,
 }
 
+impl Engine {
+    /// Commits what was added, recording how far each chat reaches, and makes it visible.
+    fn commit(&mut self) -> Result<()> {
+        let payload = self.marks.encode();
+        let mut prepared = self.writer.prepare_commit().map_err(search_err)?;
+        prepared.set_payload(&payload);
+        prepared.commit().map_err(search_err)?;
+        self.reader.reload().map_err(search_err)
+    }
+}
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine").field("chats", &self.marks.chats.len()).finish()
@@ -331,14 +345,49 @@ impl SearchIndex {
         let Some(e) = g.as_mut() else { return Ok(()) };
         let mut changed = false;
         for (owner, id) in chats {
-            changed |= index_chat(e, cache, archives, owner, *id)?;
+            changed |= index_chat(e, cache, archives, owner, *id, None)?;
         }
         if changed {
-            let payload = e.marks.encode();
-            let mut prepared = e.writer.prepare_commit().map_err(search_err)?;
-            prepared.set_payload(&payload);
-            prepared.commit().map_err(search_err)?;
-            e.reader.reload().map_err(search_err)?;
+            e.commit()?;
+        }
+        Ok(())
+    }
+
+    /// One pass of the background indexer: the chats of every owner whose length or
+    /// revision in `index.redb` differs from what the search index covers, caught up a few
+    /// at a time (each batch one commit, the lock released between batches so that searches
+    /// go on). Stops early when `stop` is set.
+    fn background_pass(&self, cache: &ChatCache, archives: &ArchiveCache, stop: &AtomicBool) -> Result<()> {
+        let tx = cache.core().index.read()?;
+        let rows = crate::index::all_chats(&tx)?;
+        drop(tx);
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let stale: Vec<(String, ChatId)> = {
+            let mut g = self.engine.lock();
+            if g.is_none() {
+                *g = Some(self.open_engine()?);
+            }
+            let Some(e) = g.as_ref() else { return Ok(()) };
+            rows.into_iter()
+                .filter(|(chat, _, len, rev)| e.marks.chats.get(chat) != Some(&(*rev, *len)))
+                .map(|(chat, owner, _, _)| (owner, ChatId(chat)))
+                .collect()
+        };
+        for batch in stale.chunks(16) {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let mut g = self.engine.lock();
+            let Some(e) = g.as_mut() else { return Ok(()) };
+            let mut changed = false;
+            for (owner, id) in batch {
+                changed |= index_chat(e, cache, archives, owner, *id, Some(stop))?;
+            }
+            if changed {
+                e.commit()?;
+            }
         }
         Ok(())
     }
@@ -479,7 +528,14 @@ fn doc_key(searcher: &tantivy::Searcher, f: Fields, addr: DocAddress) -> Result<
 
 /// Indexes what chat `id` gained since it was last indexed (all of it again after an edit,
 /// a truncation or a hide). True when anything was written.
-fn index_chat(e: &mut Engine, cache: &ChatCache, archives: &ArchiveCache, owner: &str, id: ChatId) -> Result<bool> {
+fn index_chat(
+    e: &mut Engine,
+    cache: &ChatCache,
+    archives: &ArchiveCache,
+    owner: &str,
+    id: ChatId,
+    stop: Option<&AtomicBool>,
+) -> Result<bool> {
     let state = match history::open_chat(cache, owner, id) {
         Ok(s) => s,
         Err(Error::NotFound { .. }) => return Ok(false),
@@ -500,6 +556,10 @@ fn index_chat(e: &mut Engine, cache: &ChatCache, archives: &ArchiveCache, owner:
     let f = e.fields;
     let mut seq = from;
     while seq < len {
+        if stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
+            // Stopped half-way: what is added so far is recorded as covered.
+            break;
+        }
         let end = (seq + 256).min(len);
         for m in snap.range_with_hidden(seq..end)? {
             for (i, part) in m.parts.iter().enumerate() {
@@ -538,8 +598,67 @@ fn index_chat(e: &mut Engine, cache: &ChatCache, archives: &ArchiveCache, owner:
         }
         seq = end;
     }
-    e.marks.chats.insert(id.0, (rev, len));
+    e.marks.chats.insert(id.0, (rev, seq));
     Ok(true)
+}
+
+/// The background search indexer of a writable store: a thread that, every `interval`,
+/// catches up the chats that moved ([`SearchIndex::background_pass`]), so that a search
+/// rarely has much to catch up itself. Appends never wait for it. Dropping it stops the
+/// thread and waits for it (at most the chat being indexed).
+#[derive(Debug)]
+pub(crate) struct Background {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+    /// The process that started the thread: a fork child has no such thread to wait for.
+    pid: u32,
+}
+
+impl Background {
+    /// Starts the thread.
+    pub(crate) fn start(
+        index: Arc<SearchIndex>,
+        cache: Arc<ChatCache>,
+        archives: Arc<ArchiveCache>,
+        interval: Duration,
+    ) -> Background {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("undertext-search".into())
+            .spawn(move || {
+                let step = Duration::from_millis(20).min(interval);
+                let mut waited = Duration::ZERO;
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(step);
+                    waited += step;
+                    if waited < interval {
+                        continue;
+                    }
+                    waited = Duration::ZERO;
+                    if let Err(e) = index.background_pass(&cache, &archives, &s) {
+                        tracing::warn!(error = %e, "search: background indexing failed; searches catch up themselves");
+                    }
+                }
+            })
+            .ok();
+        Background { stop, handle, pid: std::process::id() }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            if self.pid == std::process::id() {
+                let _ = h.join();
+            } else {
+                // In a fork child the thread does not exist: leave its handle (as the
+                // kernel leaves its own threads there).
+                std::mem::forget(h);
+            }
+        }
+    }
 }
 
 /// The tokens of `text`: (byte start, byte end, lowercased term).
