@@ -140,7 +140,9 @@ fn search_leaves_out_hidden_messages_unless_asked() {
     let id = fill(&store, "alice");
     assert_eq!(top(&store, "alice", "marmoset").seq, 2);
     let chat = store.chat("alice", id).unwrap();
-    chat.hide(&[2..3], chat.revision()).unwrap();
+    // A call and its result are hidden together.
+    chat.hide(&[1..3], chat.revision()).unwrap();
+    assert!(store.search("alice", "read_file", SearchScope::all(), 5).unwrap().is_empty());
     assert!(store.search("alice", "marmoset", SearchScope::all(), 5).unwrap().is_empty());
     assert!(store.search("alice", "marmoset", SearchScope::chat(id), 5).unwrap().is_empty());
     let hits = store.search("alice", "marmoset", SearchScope::all().including_hidden(), 5).unwrap();

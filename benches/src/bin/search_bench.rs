@@ -1,20 +1,19 @@
 //! Search over the real transcripts (issue 33): imports every transcript under
 //! `shared/data/transcripts`, repeated with variations until the store holds about `--mb`
-//! MB of searchable text, into two stores in turn — one appended while a thread keeps the
-//! search index caught up (a search every 50 ms), one with no indexing at all — and reports
+//! MB of searchable text, into two stores in turn — one with no search indexing at all, one
+//! whose background search indexer (started by a first search, every `--every-ms`) keeps up
+//! while the appends go on — and reports
 //! append throughput for both, the time to catch up the rest, the search index's size
 //! against the text, and search latency (p50, p99, max) over `--queries` queries of one to
 //! three words drawn from the data.
 //!
 //! ```text
-//! cargo run --release -p undertext-benches --bin search_bench -- [--mb 100] [--queries 300] [--seed N]
+//! cargo run --release -p undertext-benches --bin search_bench -- [--mb 100] [--queries 300] [--every-ms 200] [--seed N]
 //! ```
 //!
 //! Stores are made under `UNDERTEXT_BENCH_TMPDIR` (default `target/bench-tmp`, a real disk),
 //! in `Durability::Group`, one owner, one chat per session copy.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use undertext::import::{Format, parse_file, transcript_files};
@@ -83,24 +82,13 @@ struct Run {
     text: u64,
 }
 
-/// Appends `sessions` (one chat each) to `store`; with `index`, a thread searches every
-/// 50 ms meanwhile (each search catches up the chats that grew).
+/// Appends `sessions` (one chat each) to `store`; with `index`, a first search starts the
+/// store's background search indexer (`Options::search_index_interval`), which catches up
+/// the chats that grew while the appends go on.
 fn append_all(store: &Store, sessions: &[Vec<NewMessage>], index: bool) -> Result<Run> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let indexer = index.then(|| {
-        let (store, stop) = (store.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                if let Err(e) = store.search(OWNER, "the", SearchScope::all(), 1) {
-                    eprintln!("indexer: {e}");
-                }
-                n += 1;
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            n
-        })
-    });
+    if index {
+        store.search(OWNER, "start", SearchScope::all(), 1)?;
+    }
     let t = Instant::now();
     let (mut messages, mut text) = (0, 0);
     for s in sessions {
@@ -114,13 +102,7 @@ fn append_all(store: &Store, sessions: &[Vec<NewMessage>], index: bool) -> Resul
             messages += m.len() as u64;
         }
     }
-    let secs = t.elapsed().as_secs_f64();
-    stop.store(true, Ordering::Relaxed);
-    if let Some(h) = indexer {
-        let n = h.join().map_err(|_| "indexer thread panicked")?;
-        println!("  (the indexing thread ran {n} catch-up searches during the appends)");
-    }
-    Ok(Run { secs, messages, text })
+    Ok(Run { secs: t.elapsed().as_secs_f64(), messages, text })
 }
 
 fn main() -> Result<()> {
@@ -148,7 +130,8 @@ fn main() -> Result<()> {
         base_text as f64 / 1e6,
         sessions.len()
     );
-    let opts = || Options::default().durability(undertext::Durability::Group);
+    let every = Duration::from_millis(arg(&args, "--every-ms", 200)?);
+    let opts = || Options::default().durability(undertext::Durability::Group).search_index_interval(Some(every));
 
     // Without indexing.
     let tmp = bench_tempdir()?;
@@ -170,7 +153,8 @@ fn main() -> Result<()> {
     let store = Store::open(tmp.path().join("indexed"), opts())?;
     let run = append_all(&store, &sessions, true)?;
     println!(
-        "appends, index caught up alongside: {:>7.2} s  {:>8.0} messages/s  {:>6.1} MB/s of text ({:+.1} % time)",
+        "appends, background indexing every {} ms: {:>7.2} s  {:>8.0} messages/s  {:>6.1} MB/s of text ({:+.1} % time)",
+        every.as_millis(),
         run.secs,
         run.messages as f64 / run.secs,
         run.text as f64 / 1e6 / run.secs,

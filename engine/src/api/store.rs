@@ -558,8 +558,9 @@ impl Store {
         refuse_fleet_url(path.as_ref(), "an index rebuild")?;
         maintenance::rebuild_index_at(path.as_ref(), opts)?;
         // Done under no lock of its own: the store was not open (the rebuild took its lock).
-        match std::fs::remove_dir_all(path.as_ref().join(search::SEARCH_DIR)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+        let dir = path.as_ref().join(search::SEARCH_DIR);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::Error::io("remove_dir", &dir, e)),
             _ => Ok(()),
         }
     }

@@ -311,7 +311,7 @@ impl SearchIndex {
         let index = match &self.dir {
             None => tantivy::Index::create_in_ram(schema.clone()),
             Some(dir) => {
-                std::fs::create_dir_all(dir)?;
+                std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir", dir, e))?;
                 let opened = tantivy::Index::open_in_dir(dir)
                     .ok()
                     .filter(|i| i.schema() == schema)
@@ -321,7 +321,7 @@ impl SearchIndex {
                     None => {
                         // Absent, of another layout, or damaged: start over (it is derived).
                         remove_dir(dir)?;
-                        std::fs::create_dir_all(dir)?;
+                        std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir", dir, e))?;
                         tantivy::Index::create_in_dir(dir, schema.clone()).map_err(search_err)?
                     }
                 }
@@ -498,7 +498,7 @@ fn remove_dir(dir: &std::path::Path) -> Result<()> {
     match std::fs::remove_dir_all(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(Error::io("remove_dir", dir, e)),
     }
 }
 
@@ -563,7 +563,7 @@ fn index_chat(
         let end = (seq + 256).min(len);
         for m in snap.range_with_hidden(seq..end)? {
             for (i, part) in m.parts.iter().enumerate() {
-                let mut add = |field: HitField, text: &str| -> Result<()> {
+                let add = |field: HitField, text: &str| -> Result<()> {
                     if text.is_empty() {
                         return Ok(());
                     }
@@ -756,7 +756,7 @@ fn locate(analyzer: &mut TextAnalyzer, text: &str, terms: &[String]) -> Option<(
     for (i, &(a, _, _)) in hits.iter().enumerate() {
         let mut distinct = HashSet::new();
         let mut last_end = a;
-        for &(x, y, t) in &hits[i..] {
+        for &(_, y, t) in &hits[i..] {
             if y - a > SPAN_WINDOW {
                 break;
             }
