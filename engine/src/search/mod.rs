@@ -37,7 +37,7 @@ use crate::archive::{self, ArchiveCache, ArchiveText, Unit};
 use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::history::{self, ChatCache, ChatRef};
-use crate::model::{ChatId, Message, Page, Part, ToolContent};
+use crate::model::{ChatId, Message, Part, ToolContent};
 
 /// The directory of a store's search index, beside its log and `index.redb`.
 pub(crate) const SEARCH_DIR: &str = "search";
@@ -411,7 +411,18 @@ impl SearchIndex {
                 history::open_chat(cache, owner, id)?;
                 vec![(owner.to_string(), id)]
             }
-            None => all_chats(cache, owner)?.into_iter().map(|id| (owner.to_string(), id)).collect(),
+            None => {
+                let marks = history::chat_marks(cache, owner)?;
+                let g = self.engine.lock();
+                // Only the chats that moved since they were indexed are opened.
+                marks
+                    .into_iter()
+                    .filter(|(id, rev, len)| {
+                        g.as_ref().is_none_or(|e| e.marks.chats.get(&id.0) != Some(&(*rev, *len)))
+                    })
+                    .map(|(id, _, _)| (owner.to_string(), id))
+                    .collect()
+            }
         };
         self.catch_up(cache, archives, &chats)?;
         if limit == 0 {
@@ -499,20 +510,6 @@ fn remove_dir(dir: &std::path::Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(Error::io("remove_dir", dir, e)),
-    }
-}
-
-/// Every chat id of `owner`.
-fn all_chats(cache: &ChatCache, owner: &str) -> Result<Vec<ChatId>> {
-    let mut out = Vec::new();
-    let mut after = None;
-    loop {
-        let page = history::chats(cache, owner, Page { limit: 1000, after })?;
-        out.extend(page.chats.iter().map(|c| c.id));
-        match page.next {
-            Some(n) => after = Some(n),
-            None => return Ok(out),
-        }
     }
 }
 
@@ -713,16 +710,18 @@ fn verify(
         _ => HitField::Prompt,
     };
     let Some(p) = m.parts.get(part as usize) else { return Ok(None) };
-    let (archive, text): (Option<BlobId>, Arc<ArchiveText>) = if field == HitField::Archive {
+    let loaded: Arc<ArchiveText>;
+    let (archive, text): (Option<BlobId>, &str) = if field == HitField::Archive {
         let Part::ToolResult { content: ToolContent::Archived { archive: a, .. }, .. } = p else { return Ok(None) };
-        (Some(a.id), archive::load(cache.core(), archives, owner, &a.id)?)
+        loaded = archive::load(cache.core(), archives, owner, &a.id)?;
+        (Some(a.id), loaded.as_str())
     } else {
         let Some(t) = field.text_of(p) else { return Ok(None) };
-        (None, Arc::new(ArchiveText::new(t.to_string())))
+        (None, t)
     };
-    let Some((span, snippet)) = locate(analyzer, text.as_str(), terms) else { return Ok(None) };
-    let start = text.as_str()[..span.start].chars().count() as u64;
-    let end = start + text.as_str()[span.clone()].chars().count() as u64;
+    let Some((span, snippet)) = locate(analyzer, text, terms) else { return Ok(None) };
+    let start = text[..span.start].chars().count() as u64;
+    let end = start + text[span.clone()].chars().count() as u64;
     Ok(Some(SearchHit {
         chat: ChatId(chat),
         seq,
@@ -745,32 +744,40 @@ const SNIPPET_CONTEXT: usize = 60;
 /// The byte span in `text` that holds the most distinct query words within
 /// [`SPAN_WINDOW`] bytes (the first such), and its snippet. `None` when no word is there.
 fn locate(analyzer: &mut TextAnalyzer, text: &str, terms: &[String]) -> Option<(Range<usize>, String)> {
-    let hits: Vec<(usize, usize, usize)> = tokens(analyzer, text)
-        .into_iter()
-        .filter_map(|(a, b, t)| terms.iter().position(|q| *q == t).map(|i| (a, b, i)))
-        .collect();
+    let hits = if terms.iter().all(|t| t.is_ascii()) {
+        ascii_hits(text, terms)
+    } else {
+        tokens(analyzer, text)
+            .into_iter()
+            .filter_map(|(a, b, t)| terms.iter().position(|q| *q == t).map(|i| (a, b, i)))
+            .collect()
+    };
     if hits.is_empty() {
         return None;
     }
-    let mut best: Option<(usize, Range<usize>)> = None;
+    let present = hits.iter().map(|h| h.2).collect::<HashSet<_>>().len();
+    // The shortest span holding the most distinct words within the window (the first of
+    // equals).
+    let mut best: Option<(usize, usize, Range<usize>)> = None;
     for (i, &(a, _, _)) in hits.iter().enumerate() {
         let mut distinct = HashSet::new();
-        let mut last_end = a;
         for &(_, y, t) in &hits[i..] {
             if y - a > SPAN_WINDOW {
                 break;
             }
-            distinct.insert(t);
-            last_end = y;
-        }
-        if best.as_ref().is_none_or(|(n, _)| distinct.len() > *n) {
-            best = Some((distinct.len(), a..last_end));
-        }
-        if distinct.len() == terms.len() {
-            break;
+            if !distinct.insert(t) {
+                continue;
+            }
+            let better = best.as_ref().is_none_or(|(n, len, _)| distinct.len() > *n || (distinct.len() == *n && y - a < *len));
+            if better {
+                best = Some((distinct.len(), y - a, a..y));
+            }
+            if distinct.len() == present {
+                break;
+            }
         }
     }
-    let (_, span) = best?;
+    let (_, _, span) = best?;
     let before: usize = text[..span.start].char_indices().rev().nth(SNIPPET_CONTEXT - 1).map_or(0, |(i, _)| i);
     let after: usize = text[span.end..].char_indices().nth(SNIPPET_CONTEXT).map_or(text.len(), |(i, _)| span.end + i);
     let mut snippet = String::new();
@@ -782,6 +789,36 @@ fn locate(analyzer: &mut TextAnalyzer, text: &str, terms: &[String]) -> Option<(
         snippet.push('…');
     }
     Some((span, snippet))
+}
+
+/// Where ASCII `terms` occur in `text` as whole tokens, as the analyzer cuts them (an
+/// alphanumeric run, compared in ASCII lowercase; runs over 40 bytes are not tokens): (byte
+/// start, byte end, term index), in text order. A substring search instead of tokenizing
+/// the whole text (an archive can be megabytes).
+fn ascii_hits(text: &str, terms: &[String]) -> Vec<(usize, usize, usize)> {
+    let lower = text.to_ascii_lowercase();
+    let bytes = text.as_bytes();
+    let alnum_at = |i: usize| text[i..].chars().next().is_some_and(char::is_alphanumeric);
+    let alnum_before = |i: usize| text[..i].chars().next_back().is_some_and(char::is_alphanumeric);
+    let mut out = Vec::new();
+    for (ti, t) in terms.iter().enumerate() {
+        let mut from = 0;
+        let mut found = 0;
+        while let Some(p) = lower[from..].find(t.as_str()) {
+            let (a, b) = (from + p, from + p + t.len());
+            from = a + 1;
+            // `a` and `b` are char boundaries: `t` is ASCII and starts and ends there.
+            if (a == 0 || !alnum_before(a)) && (b == bytes.len() || !alnum_at(b)) {
+                out.push((a, b, ti));
+                found += 1;
+                if found >= 1000 {
+                    break;
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 #[cfg(test)]
@@ -799,6 +836,8 @@ mod tests {
         assert_eq!(&text[span], "Error: exit code 42");
         assert!(snippet.contains("Error: exit code 42"), "{snippet}");
         assert!(locate(&mut a, text, &["absent".to_string()]).is_none());
+        // Whole tokens only, as the analyzer cuts them.
+        assert_eq!(ascii_hits("xerror error_1 Error", &["error".to_string()]), vec![(7, 12, 0), (15, 20, 0)]);
     }
 
     #[test]
