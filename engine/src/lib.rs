@@ -39,10 +39,10 @@ pub mod log;
 pub mod model;
 pub mod options;
 pub(crate) mod record;
+pub mod search;
 /// The lock-free snapshot cells, public for their loom models and benches only.
 #[doc(hidden)]
 pub mod snapshot;
-pub mod search;
 mod store;
 mod view;
 pub mod worker;

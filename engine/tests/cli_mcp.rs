@@ -67,7 +67,7 @@ fn mcp_serves_the_four_tools_over_stdio_beside_a_live_writer() {
         role: Role::Tool,
         parts: vec![Part::ToolResult {
             call_id: "c".into(),
-            content: ToolContent::Archived { archive: a.clone(), preview: "row 0 fine …".into() },
+            content: ToolContent::Archived { archive: a, preview: "row 0 fine …".into() },
             is_error: true,
         }],
     })
@@ -97,7 +97,8 @@ fn mcp_serves_the_four_tools_over_stdio_beside_a_live_writer() {
     c.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
 
     let tools = c.request("tools/list", json!({}));
-    let mut names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let mut names: Vec<&str> =
+        tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
     assert_eq!(names, ["list_chats", "read_context", "read_messages", "search_history"]);
 

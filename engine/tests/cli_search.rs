@@ -68,10 +68,15 @@ fn search_prints_hits_whose_ranges_read_back_and_only_the_owners() {
     assert_eq!(read["text"], "axolotl");
 
     assert_eq!(json(&dir, &["search", "okapi", "--json"])["hits"].as_array().unwrap().len(), 2);
-    assert_eq!(json(&dir, &["search", "okapi", "--limit", "1", "--json"])["hits"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        json(&dir, &["search", "okapi", "--limit", "1", "--json"])["hits"].as_array().unwrap().len(),
+        1
+    );
     let one = json(&dir, &["search", "okapi", "--chat", &id.to_string(), "--json"]);
     assert_eq!(one["hits"].as_array().unwrap().len(), 1);
-    assert!(json(&dir, &["--owner", "bob", "search", "okapi", "--json"])["hits"].as_array().unwrap().is_empty());
+    assert!(
+        json(&dir, &["--owner", "bob", "search", "okapi", "--json"])["hits"].as_array().unwrap().is_empty()
+    );
     let o = run(&dir, &["--owner", "bob", "search", "okapi", "--chat", &id.to_string()]);
     assert!(!o.status.success());
 

@@ -443,7 +443,13 @@ impl Store {
     /// assert!(store.search("bob", "exit code 101", SearchScope::all(), 5)?.is_empty());
     /// # Ok::<(), undertext::Error>(())
     /// ```
-    pub fn search(&self, owner: &str, query: &str, scope: SearchScope, limit: usize) -> Result<Vec<SearchHit>> {
+    pub fn search(
+        &self,
+        owner: &str,
+        query: &str,
+        scope: SearchScope,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>> {
         self.same_process()?;
         let inner = &self.inner;
         if let Some(every) = self.options().search_index_interval
@@ -451,7 +457,12 @@ impl Store {
             && self.core().remote().is_none()
         {
             inner.search_thread.get_or_init(|| {
-                search::Background::start(inner.search.clone(), inner.chats.clone(), inner.archives.clone(), every)
+                search::Background::start(
+                    inner.search.clone(),
+                    inner.chats.clone(),
+                    inner.archives.clone(),
+                    every,
+                )
             });
         }
         inner.search.search(&inner.chats, &inner.archives, owner, query, scope, limit)
@@ -560,7 +571,9 @@ impl Store {
         // Done under no lock of its own: the store was not open (the rebuild took its lock).
         let dir = path.as_ref().join(search::SEARCH_DIR);
         match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(crate::Error::io("remove_dir", &dir, e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(crate::Error::io("remove_dir", &dir, e))
+            }
             _ => Ok(()),
         }
     }

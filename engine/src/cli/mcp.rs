@@ -39,13 +39,15 @@ pub fn run(cli: &Cli, _a: &McpArgs) -> CliResult {
     for w in store.open_warnings() {
         eprintln!("warning: {w}");
     }
-    let server = Server { dir: cli.store.clone(), owner: cli.owner.clone(), store: Arc::new(Mutex::new(store)) };
+    let server =
+        Server { dir: cli.store.clone(), owner: cli.owner.clone(), store: Arc::new(Mutex::new(store)) };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError(format!("starting the runtime: {e}")))?;
     rt.block_on(async move {
-        let running = server.serve(rmcp::transport::stdio()).await.map_err(|e| CliError(format!("mcp: {e}")))?;
+        let running =
+            server.serve(rmcp::transport::stdio()).await.map_err(|e| CliError(format!("mcp: {e}")))?;
         running.waiting().await.map_err(|e| CliError(format!("mcp: {e}")))?;
         Ok(())
     })
@@ -59,7 +61,11 @@ fn schema(props: Value, required: &[&str]) -> Arc<Map<String, Value>> {
 /// The four tools' descriptions and input schemas.
 pub fn tools() -> Vec<Tool> {
     vec![
-        Tool::new("list_chats", "The chats of this store's owner, newest activity first: id, messages, title.", schema(json!({}), &[])),
+        Tool::new(
+            "list_chats",
+            "The chats of this store's owner, newest activity first: id, messages, title.",
+            schema(json!({}), &[]),
+        ),
         Tool::new(
             "search_history",
             "Full-text search over the conversation history (messages, tool calls and arguments, tool results and \
@@ -161,7 +167,10 @@ impl Server {
             args.get(k).and_then(Value::as_u64).ok_or_else(|| format!("{k}: expected a whole number"))
         };
         let chat_arg = |k: &str| -> Result<undertext::ChatId, String> {
-            str_arg(k).ok_or_else(|| format!("{k}: expected a chat id"))?.parse().map_err(|e| format!("{k}: {e}"))
+            str_arg(k)
+                .ok_or_else(|| format!("{k}: expected a chat id"))?
+                .parse()
+                .map_err(|e| format!("{k}: {e}"))
         };
         let e = |e: Error| e.to_string();
         match name {
@@ -224,14 +233,18 @@ impl Server {
                 Ok(out)
             }
             "read_context" => {
-                let id: BlobId =
-                    str_arg("archive").ok_or("archive: expected an id")?.parse().map_err(|e| format!("archive: {e}"))?;
+                let id: BlobId = str_arg("archive")
+                    .ok_or("archive: expected an id")?
+                    .parse()
+                    .map_err(|e| format!("archive: {e}"))?;
                 let unit = match str_arg("unit").unwrap_or("chars") {
                     "chars" | "char" => Unit::Chars,
                     "utf16" => Unit::Utf16,
                     "bytes" | "byte" => Unit::Bytes,
                     "lines" | "line" => Unit::Lines,
-                    other => return Err(format!("unit: expected chars, utf16, bytes or lines, found {other:?}")),
+                    other => {
+                        return Err(format!("unit: expected chars, utf16, bytes or lines, found {other:?}"));
+                    }
                 };
                 store.read_context(owner, &id, u64_arg("start")?..u64_arg("end")?, unit).map_err(e)
             }
@@ -239,7 +252,10 @@ impl Server {
                 let chat = store.chat(owner, chat_arg("chat")?).map_err(e)?;
                 let (start, end) = (u64_arg("start")?, u64_arg("end")?.min(chat.len()));
                 if start > end {
-                    return Err(format!("start {start} is past end {end} (the chat has {} messages)", chat.len()));
+                    return Err(format!(
+                        "start {start} is past end {end} (the chat has {} messages)",
+                        chat.len()
+                    ));
                 }
                 let end = end.min(start + MAX_MESSAGES);
                 let mut out = String::new();
@@ -265,11 +281,18 @@ fn part_text(p: &Part) -> String {
             format!("tool result ({call_id}{}): {t}", if *is_error { ", error" } else { "" })
         }
         Part::ToolResult { call_id, content: ToolContent::Archived { archive, preview }, .. } => {
-            format!("tool result ({call_id}), archived as {} ({} chars): {preview}", archive.id, archive.chars)
+            format!(
+                "tool result ({call_id}), archived as {} ({} chars): {preview}",
+                archive.id, archive.chars
+            )
         }
         Part::ApprovalRequest { id, prompt, .. } => format!("approval request {id}: {prompt}"),
         Part::ApprovalResponse { id, approved, reason } => {
-            format!("approval {id}: {}{}", if *approved { "granted" } else { "denied" }, reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())
+            format!(
+                "approval {id}: {}{}",
+                if *approved { "granted" } else { "denied" },
+                reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+            )
         }
         Part::Attachment { mime, blob } => format!("attachment {mime} {blob}"),
     }

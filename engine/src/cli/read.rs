@@ -272,7 +272,9 @@ pub fn search(cli: &Cli, a: &SearchArgs) -> CliResult {
     for h in &hits {
         let place = match &h.archive {
             Some(id) => format!("archive {id} {}..{} {}", h.start, h.end, h.unit.as_str()),
-            None => format!("part {} {} {}..{} {}", h.part, h.field.as_str(), h.start, h.end, h.unit.as_str()),
+            None => {
+                format!("part {} {} {}..{} {}", h.part, h.field.as_str(), h.start, h.end, h.unit.as_str())
+            }
         };
         writeln!(w, "{} seq {:<5} {place}  (score {:.2})", h.chat, h.seq, h.score)?;
         writeln!(w, "    {}", h.snippet)?;

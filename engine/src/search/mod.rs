@@ -197,7 +197,10 @@ fn schema() -> (Schema, Fields) {
 }
 
 fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser).build()
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .build()
 }
 
 fn field_code(f: HitField) -> u64 {
@@ -302,7 +305,9 @@ impl SearchIndex {
     pub(crate) fn size_bytes(&self) -> u64 {
         let Some(dir) = &self.dir else { return 0 };
         std::fs::read_dir(dir)
-            .map(|rd| rd.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+            .map(|rd| {
+                rd.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+            })
             .unwrap_or(0)
     }
 
@@ -312,10 +317,10 @@ impl SearchIndex {
             None => tantivy::Index::create_in_ram(schema.clone()),
             Some(dir) => {
                 std::fs::create_dir_all(dir).map_err(|e| Error::io("create_dir", dir, e))?;
-                let opened = tantivy::Index::open_in_dir(dir)
-                    .ok()
-                    .filter(|i| i.schema() == schema)
-                    .filter(|i| i.load_metas().ok().and_then(|m| m.payload).and_then(|p| Marks::decode(&p)).is_some());
+                let opened =
+                    tantivy::Index::open_in_dir(dir).ok().filter(|i| i.schema() == schema).filter(|i| {
+                        i.load_metas().ok().and_then(|m| m.payload).and_then(|p| Marks::decode(&p)).is_some()
+                    });
                 match opened {
                     Some(i) => i,
                     None => {
@@ -328,16 +333,26 @@ impl SearchIndex {
             }
         };
         index.tokenizers().register(TOKENIZER, analyzer());
-        let marks =
-            index.load_metas().ok().and_then(|m| m.payload).and_then(|p| Marks::decode(&p)).unwrap_or_default();
+        let marks = index
+            .load_metas()
+            .ok()
+            .and_then(|m| m.payload)
+            .and_then(|p| Marks::decode(&p))
+            .unwrap_or_default();
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY).map_err(search_err)?;
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(search_err)?;
+        let reader =
+            index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(search_err)?;
         Ok(Engine { writer, reader, fields, analyzer: analyzer(), marks })
     }
 
     /// Brings the chats `chats` (owner, id) up to date in the index and commits when any
     /// changed. A chat that cannot be opened (deleted) is skipped.
-    pub(crate) fn catch_up(&self, cache: &ChatCache, archives: &ArchiveCache, chats: &[(String, ChatId)]) -> Result<()> {
+    pub(crate) fn catch_up(
+        &self,
+        cache: &ChatCache,
+        archives: &ArchiveCache,
+        chats: &[(String, ChatId)],
+    ) -> Result<()> {
         let mut g = self.engine.lock();
         if g.is_none() {
             *g = Some(self.open_engine()?);
@@ -458,8 +473,10 @@ impl SearchIndex {
             let words: Vec<(Occur, Box<dyn Query>)> = terms
                 .iter()
                 .map(|t| {
-                    let q: Box<dyn Query> =
-                        Box::new(TermQuery::new(Term::from_field_text(f.body, t), IndexRecordOption::WithFreqs));
+                    let q: Box<dyn Query> = Box::new(TermQuery::new(
+                        Term::from_field_text(f.body, t),
+                        IndexRecordOption::WithFreqs,
+                    ));
                     (occur, q)
                 })
                 .collect();
@@ -489,9 +506,17 @@ impl SearchIndex {
                     if !seen.insert(key) {
                         continue;
                     }
-                    if let Some(hit) =
-                        verify(cache, archives, owner, key, score, &terms, scope, &mut e.analyzer, &mut states)?
-                    {
+                    if let Some(hit) = verify(
+                        cache,
+                        archives,
+                        owner,
+                        key,
+                        score,
+                        &terms,
+                        scope,
+                        &mut e.analyzer,
+                        &mut states,
+                    )? {
                         out.push(hit);
                     }
                 }
@@ -585,7 +610,9 @@ fn index_chat(
                         match archive::load(cache.core(), archives, owner, &a.id) {
                             Ok(t) => add(HitField::Archive, t.as_str())?,
                             // An archive that does not read is left out (reported, not fatal).
-                            Err(err) => tracing::warn!(error = %err, chat = id.0, seq = m.seq, "search: archive not indexed"),
+                            Err(err) => {
+                                tracing::warn!(error = %err, chat = id.0, seq = m.seq, "search: archive not indexed")
+                            }
                         }
                     }
                     Part::ApprovalRequest { prompt, .. } => add(HitField::Prompt, prompt)?,
@@ -712,7 +739,9 @@ fn verify(
     let Some(p) = m.parts.get(part as usize) else { return Ok(None) };
     let loaded: Arc<ArchiveText>;
     let (archive, text): (Option<BlobId>, &str) = if field == HitField::Archive {
-        let Part::ToolResult { content: ToolContent::Archived { archive: a, .. }, .. } = p else { return Ok(None) };
+        let Part::ToolResult { content: ToolContent::Archived { archive: a, .. }, .. } = p else {
+            return Ok(None);
+        };
         loaded = archive::load(cache.core(), archives, owner, &a.id)?;
         (Some(a.id), loaded.as_str())
     } else {
@@ -768,7 +797,9 @@ fn locate(analyzer: &mut TextAnalyzer, text: &str, terms: &[String]) -> Option<(
             if !distinct.insert(t) {
                 continue;
             }
-            let better = best.as_ref().is_none_or(|(n, len, _)| distinct.len() > *n || (distinct.len() == *n && y - a < *len));
+            let better = best
+                .as_ref()
+                .is_none_or(|(n, len, _)| distinct.len() > *n || (distinct.len() == *n && y - a < *len));
             if better {
                 best = Some((distinct.len(), y - a, a..y));
             }
@@ -778,8 +809,10 @@ fn locate(analyzer: &mut TextAnalyzer, text: &str, terms: &[String]) -> Option<(
         }
     }
     let (_, _, span) = best?;
-    let before: usize = text[..span.start].char_indices().rev().nth(SNIPPET_CONTEXT - 1).map_or(0, |(i, _)| i);
-    let after: usize = text[span.end..].char_indices().nth(SNIPPET_CONTEXT).map_or(text.len(), |(i, _)| span.end + i);
+    let before: usize =
+        text[..span.start].char_indices().rev().nth(SNIPPET_CONTEXT - 1).map_or(0, |(i, _)| i);
+    let after: usize =
+        text[span.end..].char_indices().nth(SNIPPET_CONTEXT).map_or(text.len(), |(i, _)| span.end + i);
     let mut snippet = String::new();
     if before > 0 {
         snippet.push('…');
