@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::import::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
 use undertext::import::series::Series;
 use undertext::{
     ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store, ToolContent, Unit,
@@ -61,6 +61,7 @@ fn source(store: &Store) -> Snapshot {
                 name: "read_file".into(),
                 args: format!("{{\"file\": {k}}}"),
             }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result(&id, if text.is_empty() { "(empty)".into() } else { text }))
@@ -82,7 +83,7 @@ fn whole(store: &Store, m: Message) -> NewMessage {
             other => other,
         })
         .collect();
-    NewMessage { role: m.role, parts }
+    NewMessage { role: m.role, parts, feedback: false }
 }
 
 /// The series as `cli::chart::Replay` computed it before: a scratch store and its worker.
@@ -94,17 +95,21 @@ fn store_replay(store: &Store, snap: &Snapshot, opts: &ReplayOptions) -> Vec<Ste
     let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default()).unwrap()).unwrap();
     let budget = opts.budget();
     let (mut points, mut everything) = (Vec::new(), 0);
+    let mut pricer = ViewPricer::new();
     for m in snap.range(0..snap.len()).unwrap() {
         let m = whole(store, m);
         let tokens = full_tokens(&scratch, &m);
         if m.role == Role::Assistant {
             let v = chat.view(&budget).unwrap();
             scratch.wait_worker_idle(Duration::from_secs(30));
+            let call = pricer.call(&v);
             points.push(StepPoint {
                 seq: chat.len(),
                 sent: v.estimate(),
                 everything,
                 swapped: v.swap().is_some(),
+                cached: call.cached,
+                broke: call.broke,
             });
         }
         everything += tokens;
@@ -120,7 +125,7 @@ fn series(store: &Store, snap: &Snapshot, opts: &ReplayOptions) -> Vec<StepPoint
     let mut s = Series::new(opts);
     let mut read = |a: &undertext::ArchiveRef| store.read_context("o", &a.id, 0..a.bytes, Unit::Bytes);
     for m in snap.range(0..snap.len()).unwrap() {
-        s.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read).unwrap();
+        s.push_stored(NewMessage { role: m.role, parts: m.parts, feedback: false }, &mut read).unwrap();
     }
     s.points().to_vec()
 }

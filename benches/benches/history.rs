@@ -272,6 +272,7 @@ fn tool_result(call: &str, content: undertext::ToolContent) -> NewMessage {
     NewMessage {
         role: undertext::Role::Tool,
         parts: vec![undertext::Part::ToolResult { call_id: call.into(), content, is_error: false }],
+        feedback: false,
     }
 }
 

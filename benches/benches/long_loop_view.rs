@@ -44,6 +44,7 @@ fn step_messages(k: u64, rng: &mut Rng) -> Vec<NewMessage> {
                 name: "bash".into(),
                 args: format!("{{\"k\": {k}}}"),
             }],
+            feedback: false,
         },
         NewMessage::tool_result(id, output(k, n)),
     ]

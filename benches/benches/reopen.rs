@@ -146,6 +146,7 @@ fn fill_langgraph(dir: &Path) {
         let msg = NewMessage {
             role: Role::System,
             parts: vec![Part::Text(json), Part::Attachment { mime: "lg".into(), blob: last }],
+            feedback: false,
         };
         match &item {
             Some(b) => chat.append_with_blobs(&[b.as_slice()], vec![msg]).unwrap(),

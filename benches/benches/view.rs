@@ -245,7 +245,8 @@ fn view_previewing_inline_results(c: &mut Criterion) {
     chat.append(NewMessage::user("Fix the failing tests.")).unwrap();
     let step = |i: u64| {
         let call = undertext::Part::ToolCall { id: format!("c{i}"), name: "run".into(), args: "{}".into() };
-        chat.append(NewMessage { role: undertext::Role::Assistant, parts: vec![call] }).unwrap();
+        chat.append(NewMessage { role: undertext::Role::Assistant, parts: vec![call], feedback: false })
+            .unwrap();
         chat.append(NewMessage::tool_result(format!("c{i}"), result(i, 6_000))).unwrap();
     };
     for i in 0..60 {
@@ -278,7 +279,9 @@ fn view_previewing_inline_results(c: &mut Criterion) {
             name: "run".into(),
             args: "{}".into(),
         };
-        other.append(NewMessage { role: undertext::Role::Assistant, parts: vec![call] }).unwrap();
+        other
+            .append(NewMessage { role: undertext::Role::Assistant, parts: vec![call], feedback: false })
+            .unwrap();
         other.append(NewMessage::tool_result(format!("c{}", 1_000 + i), result(1_000 + i, 6_000))).unwrap();
     }
     by_views = by_views.saturating_sub(store.stats().unwrap().log_bytes - before_steps);

@@ -12,9 +12,11 @@
 //!   `{"type": "approval_response", "id", "approved", "reason"}`,
 //!   `{"type": "attachment", "mime", "blob": hex}`
 //! - stored message: `{"seq", "revision", "role", "turn", "parts", "step", "at_ms"}` with
-//!   `"step": {"turn", "stream_id", "step"} | null`
+//!   `"step": {"turn", "stream_id", "step"} | null`, and `"feedback": true` for harness
+//!   feedback (absent otherwise)
 //! - view message: `{"seqs": [start, end], "role", "parts", "tokens"}`
-//! - new message (input): `{"role", "parts": [...]}`, or `{"role", "text"}` for one text part
+//! - new message (input): `{"role", "parts": [...]}`, or `{"role", "text"}` for one text part;
+//!   `"feedback": true` (optional) marks harness feedback
 //!
 //! [`part_from_json`] and [`new_message_from_json`] read what the encoders write, so a part
 //! survives a round trip through any front-end.
@@ -79,7 +81,7 @@ pub fn parts_json(ps: &[Part]) -> Value {
 
 /// A stored message.
 pub fn message_json(m: &Message) -> Value {
-    json!({
+    let mut v = json!({
         "seq": m.seq,
         "revision": m.revision,
         "role": m.role.as_str(),
@@ -87,7 +89,11 @@ pub fn message_json(m: &Message) -> Value {
         "parts": parts_json(&m.parts),
         "step": m.step.as_ref().map(|s| json!({"turn": s.turn, "stream_id": s.stream_id, "step": s.step})),
         "at_ms": m.at_ms,
-    })
+    });
+    if m.feedback {
+        v["feedback"] = Value::Bool(true);
+    }
+    v
 }
 
 /// One message of a model view.
@@ -243,15 +249,19 @@ pub fn part_from_json(v: &Value) -> Result<Part> {
     })
 }
 
-/// A message to append: `{"role", "parts": [...]}` or `{"role", "text"}`.
+/// A message to append: `{"role", "parts": [...]}` or `{"role", "text"}`, with
+/// `"feedback": true` for harness feedback (a user message that starts no turn).
 pub fn new_message_from_json(v: &Value) -> Result<NewMessage> {
     let o = obj(v, "message")?;
     let role: Role = string(o, "role", "message")?.parse()?;
+    let feedback = boolean(o, "feedback", "message", Some(false))?;
     match (o.get("parts"), o.get("text")) {
-        (Some(Value::Array(ps)), None) => {
-            Ok(NewMessage { role, parts: ps.iter().map(part_from_json).collect::<Result<Vec<_>>>()? })
-        }
-        (None, Some(Value::String(t))) => Ok(NewMessage::text(role, t.clone())),
+        (Some(Value::Array(ps)), None) => Ok(NewMessage {
+            role,
+            parts: ps.iter().map(part_from_json).collect::<Result<Vec<_>>>()?,
+            feedback,
+        }),
+        (None, Some(Value::String(t))) => Ok(NewMessage::text(role, t.clone()).with_feedback(feedback)),
         (Some(p), None) => Err(bad("message.parts", "an array of parts", p)),
         (None, Some(t)) => Err(bad("message.text", "a string", t)),
         (Some(_), Some(_)) => Err(Error::InvalidArgument(
@@ -305,7 +315,7 @@ mod tests {
 
     #[test]
     fn new_message_accepts_parts_or_a_text_shorthand() {
-        let m = NewMessage { role: Role::Assistant, parts: every_part() };
+        let m = NewMessage { role: Role::Assistant, parts: every_part(), feedback: false };
         let v = json!({"role": "assistant", "parts": parts_json(&m.parts)});
         assert_eq!(new_message_from_json(&v).expect("parts"), m);
         let v = json!({"role": "user", "text": "hi"});

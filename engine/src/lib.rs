@@ -38,6 +38,7 @@ pub mod json;
 pub mod log;
 pub mod model;
 pub mod options;
+pub mod recall;
 pub(crate) mod record;
 pub mod search;
 /// The lock-free snapshot cells, public for their loom models and benches only.

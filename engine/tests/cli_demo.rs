@@ -51,6 +51,19 @@ fn the_demo_runs_to_its_end_and_its_summary_agrees_with_stats_show_and_plot() {
     assert_eq!(d["recovered"]["exact"], true, "{}", d["recovered"]);
     assert!(d["swaps"].as_u64().unwrap() >= 1, "a 16,000-token window is crossed in 30 steps: {d}");
     assert_eq!(d["worker_errors"].as_array().unwrap().len(), 0, "{d}");
+    // Cost with prompt caching: every call priced for the views and the naive policy;
+    // resending everything only appends (no break) and is priced where it fits the window.
+    let c = &d["cost_with_caching"];
+    assert_eq!(c["views"]["calls"], steps, "{c}");
+    assert_eq!(c["naive"]["calls"], steps, "{c}");
+    assert_eq!(c["resend"]["breaks"], 0, "{c}");
+    assert_eq!(
+        c["resend"]["calls"].as_u64().unwrap() + c["resend_over_window"].as_u64().unwrap(),
+        steps as u64,
+        "{c}"
+    );
+    assert_eq!(c["views"]["tokens"], d["tokens_sent"], "the views' tokens are the tokens sent: {c}");
+    assert!(c["views"]["breaks"].as_u64().unwrap() >= 1, "a swap breaks the prefix: {c}");
 
     let s = json(&store, &["stats", "--json"]);
     assert_eq!(s["chats"], 1);
@@ -99,6 +112,16 @@ fn the_demo_runs_to_its_end_and_its_summary_agrees_with_stats_show_and_plot() {
     assert_eq!(p["steps"].as_array().unwrap().len(), steps);
     let texts = svg_texts(&std::fs::read_to_string(&svg).unwrap());
     assert!(texts.iter().any(|t| t.starts_with(&format!("{steps} model steps"))), "{texts:?}");
+    // The cost line says whose cost it is: Undertext's views under the cache model; the
+    // baselines are drawn and named beside it.
+    for label in ["cumulative cost: Undertext", "cost resending everything", "cost of the naive policy"] {
+        assert!(texts.iter().any(|t| t.starts_with(label)), "{label}: {texts:?}");
+    }
+    assert!(p["cost_source"].as_str().unwrap().starts_with("cost: Undertext's views"), "{p}");
+    let last = &p["steps"][steps - 1];
+    assert_eq!(last["cumulative_cost_usd"], p["cost_usd"]);
+    assert_eq!(p["cost"]["views"]["calls"], steps, "{p}");
+    assert!(p["cost"]["naive"]["cost_usd"].as_f64().unwrap() > 0.0, "{p}");
     assert!(run(&store, &["check"]).status.success());
 }
 
@@ -134,7 +157,29 @@ fn replay_gives_its_table_and_reads_every_archived_byte_back() {
         assert_eq!(r["refused"], 0, "{r}");
         assert!(r["unservable"].is_u64(), "{r}");
         assert!(r["guarded_tokens"].as_u64().unwrap() <= r["naive_tokens"].as_u64().unwrap(), "{r}");
+        // The cost model: the views and the naive policy priced at every call, resending
+        // everything where it fits; resending only appends.
+        let c = &r["cost"];
+        assert_eq!(c["views"]["calls"], r["steps"], "{r}");
+        assert_eq!(c["views"]["tokens"], r["guarded_tokens"], "{r}");
+        assert_eq!(c["naive"]["calls"], r["steps"], "{r}");
+        assert_eq!(c["resend"]["breaks"], 0, "{r}");
+        assert_eq!(
+            c["resend"]["calls"].as_u64().unwrap() + c["resend_over_window"].as_u64().unwrap(),
+            r["steps"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(r["waits"]["hard_line_views"].is_u64(), "{r}");
     }
+    let all = &v["all"];
+    assert_eq!(all["sessions"], 3);
+    let steps: u64 = rows.iter().map(|r| r["steps"].as_u64().unwrap()).sum();
+    assert_eq!(all["cost"]["views"]["calls"], steps);
+    assert!(all["cost"]["cost_views_over_naive"].as_f64().unwrap() > 0.0, "{all}");
+    assert_eq!(v["price"]["cache_write"], 1.0, "cache writes default to the input price");
+    let table = String::from_utf8(run(&store, &args[..args.len() - 1]).stdout).unwrap();
+    assert!(table.contains("input cost with prompt caching"), "{table}");
+    assert!(table.lines().any(|l| l.starts_with("all (3 sessions)")), "{table}");
     assert!(rows.iter().map(|r| r["archived"].as_u64().unwrap()).sum::<u64>() > 0);
     assert!(!store.exists(), "replay uses a scratch store, not --store");
 }

@@ -10,7 +10,10 @@
  * - strings in are undertext_str_t {ptr, len}: UTF-8 with an explicit length (no NUL
  *   needed); bytes out are undertext_buf_t {ptr, len} (no NUL), freed with
  *   undertext_buf_free();
- * - no panic crosses the boundary (UNDERTEXT_INTERNAL with its message).
+ * - no panic crosses the boundary (UNDERTEXT_INTERNAL with its message);
+ * - a store belongs to the process that opened it: in a fork() child, writes, reads and
+ *   views through the parent's handles fail with UNDERTEXT_FORKED (which lists them), and
+ *   freeing the handles writes nothing; open a store in the child after the fork.
  *
  * Threads and the summarizer callbacks: see undertext_summarizer_t below.
  */
@@ -52,6 +55,12 @@
 
 // Role: a tool's output (OpenAI's format).
 #define UNDERTEXT_ROLE_TOOL 3
+
+// Flag OR-ed into `undertext_message_t.role`: harness feedback, a user message the harness
+// wrote itself (a format error, an injected reminder). It starts no user turn, so the task
+// stays in the protected turns. Only with `UNDERTEXT_ROLE_USER`; read back as
+// `"feedback": true` in the message's JSON.
+#define UNDERTEXT_MESSAGE_FEEDBACK 256
 
 // Part kind: plain text in `text`.
 #define UNDERTEXT_PART_TEXT 0
@@ -213,7 +222,8 @@ typedef struct {
 
 // A message passed in: a role and its parts.
 typedef struct {
-  // One of `UNDERTEXT_ROLE_*`.
+  // One of `UNDERTEXT_ROLE_*`, with `UNDERTEXT_MESSAGE_FEEDBACK` OR-ed in for harness
+  // feedback.
   uint32_t role;
   // The parts, in order (`n_parts` of them).
   const undertext_part_t *parts;
@@ -446,8 +456,8 @@ typedef struct {
   double calibration;
   // Compacted: tokens saved (calibrated).
   uint64_t tokens_saved;
-  // Compacted: how many tool results became previews (their seqs:
-  // `undertext_view_previewed`).
+  // How many tool results the view sends as the guard's previews, whatever the decision
+  // (their seqs: `undertext_view_previewed`).
   uint64_t n_previewed;
   // Refused: the hard line, in tokens.
   uint64_t limit;
@@ -461,6 +471,13 @@ typedef struct {
   uint64_t n_messages;
   // When `swapped`: how long the swap took, in nanoseconds.
   uint64_t swap_ns;
+  // How many leading messages are exactly those of the previous view of the chat (the
+  // prefix a provider's prompt cache keeps).
+  uint64_t stable_prefix_messages;
+  // Estimated tokens of that prefix (calibrated).
+  uint64_t stable_prefix_tokens;
+  // Estimated tokens the provider reads in full: `estimate - stable_prefix_tokens`.
+  uint64_t reread_tokens;
 } undertext_view_decision_t;
 
 // The long-loop settings of a budget (all optional: zero is the default).
@@ -573,6 +590,18 @@ typedef struct {
 // A write through a store opened with `undertext_store_open_read_only`, or a read-only
 // store whose log a `gc` replaced (open it again): the message says which.
 #define UNDERTEXT_READ_ONLY 19
+
+// The store was opened by another process, of which the caller is a `fork()` child: the
+// child has copies of the parent's handles but not its threads, and writing through them
+// would lose acknowledged writes of either process. Appends and every other write, reads of
+// messages and blobs, views, opening, creating and listing chats, `undertext_store_sync`
+// and `undertext_store_close` fail so in the child; nothing is read or written, and freeing
+// the handles there (`undertext_chat_close`, `undertext_snapshot_free`, and
+// `undertext_store_close`, which frees the handle and returns this status) writes nothing.
+// The message names both processes. Open a store in the child after the fork (one process
+// holds a store at a time: the parent's is `UNDERTEXT_LOCKED` while the parent has it
+// open), or `exec` a new program.
+#define UNDERTEXT_FORKED 20
 
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
@@ -1098,6 +1127,7 @@ undertext_status_t undertext_chat_append(undertext_chat_t chat,
 
 // Appends one message of `role` with one text part (a tool-role text is stored as text;
 // use `undertext_chat_append` with a `UNDERTEXT_PART_TOOL_RESULT` part for a tool result).
+// `UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK` appends harness feedback.
 //
 // # Safety
 // `text` is a valid string argument; `out_seq` is NULL or writable.
@@ -1190,6 +1220,28 @@ undertext_status_t undertext_chat_attempts(undertext_chat_t chat,
                                            uint64_t turn,
                                            undertext_buf_t *out);
 
+// Runs history tool `name` (`"read_messages"` or `"read_context"`) with the model's
+// tool-call arguments `args_json` for `owner`; the tool-result text for the model in
+// `*out`. Mistakes in the arguments, and ids not found for this owner, are answered in that
+// text (it starts with `error:`) with `UNDERTEXT_OK`; only storage failures are errors.
+// Nothing is written.
+//
+// # Safety
+// `owner`, `name` and `args_json` are valid string arguments; `out` is NULL or writable.
+undertext_status_t undertext_history_tool_call(undertext_store_t store,
+                                               undertext_str_t owner,
+                                               undertext_str_t name,
+                                               undertext_str_t args_json,
+                                               undertext_buf_t *out);
+
+// The history tools' schemas as a JSON array in `*out`, in `format`:
+// `UNDERTEXT_FORMAT_OPENAI` or `UNDERTEXT_FORMAT_ANTHROPIC`.
+//
+// # Safety
+// `out` is NULL or writable.
+undertext_status_t undertext_history_tool_schemas(uint32_t format,
+                                                  undertext_buf_t *out);
+
 // Takes the chat's current snapshot (a few atomic operations, no lock; safe while other
 // threads append). It never changes; free it with `undertext_snapshot_free`.
 //
@@ -1243,7 +1295,9 @@ undertext_status_t undertext_options_default(undertext_options_t *out);
 
 // Opens (or creates) the store in directory `path` with `options` (NULL: defaults) and
 // returns its handle in `*out`. One process holds a store at a time: a second opener gets
-// `UNDERTEXT_LOCKED` with the holder's pid in the message.
+// `UNDERTEXT_LOCKED` with the holder's pid in the message. The store belongs to the calling
+// process: in a `fork()` child its handles give `UNDERTEXT_FORKED` (open a store in the child
+// after the fork).
 //
 // # Safety
 // `path` is a valid string argument; `options` is NULL or points to an
@@ -1279,7 +1333,9 @@ undertext_status_t undertext_store_refresh(undertext_store_t store,
 // Closes the store: frees every handle made from it (chats, snapshots, views,
 // checkpoints; workers are stopped, which waits for their current job), makes the index
 // durable and releases the directory lock (once calls running on other threads with the
-// store's objects have returned). The handle and its children are stale afterwards.
+// store's objects have returned). The handle and its children are stale afterwards. In a
+// `fork()` child of the process that opened the store it frees the handles, writes nothing
+// and returns `UNDERTEXT_FORKED`.
 undertext_status_t undertext_store_close(undertext_store_t store);
 
 // Gives the summary from inside a summarizer callback (the text is copied). Calling it
@@ -1328,8 +1384,8 @@ undertext_status_t undertext_view_messages(undertext_view_t view,
                                            uint32_t format,
                                            undertext_buf_t *out);
 
-// The seqs of the tool results the guard turned into previews, as a JSON array in `*out`
-// (empty unless the decision is `UNDERTEXT_DECISION_COMPACTED`).
+// The seqs of the tool results the view sends as the guard's previews, as a JSON array in
+// `*out`, whatever the decision (a refused view carries them too).
 //
 // # Safety
 // `out` is NULL or writable.

@@ -14,6 +14,9 @@
 //!   terminator needed (invalid UTF-8 is `UNDERTEXT_INVALID_UTF8`). Bytes handed out are
 //!   `undertext_buf_t {ptr, len}` (no terminator), freed with `undertext_buf_free`.
 //! * No panic crosses the boundary: it is caught and returned as `UNDERTEXT_INTERNAL`.
+//! * A store belongs to the process that opened it: in a `fork()` child, writes, reads and
+//!   views through the parent's handles fail with `UNDERTEXT_FORKED` (which lists them), and
+//!   freeing the handles writes nothing; open a store in the child after the fork.
 //!
 //! Safety contract of every `unsafe` function: each pointer argument is NULL or valid for
 //! what its documentation says (NULL and misalignment are detected and reported; a
@@ -37,6 +40,7 @@ mod hide;
 mod json;
 mod maintenance;
 mod messages;
+mod recall;
 mod snapshots;
 mod status;
 mod store;

@@ -19,6 +19,11 @@ pub const UNDERTEXT_ROLE_USER: u32 = 1;
 pub const UNDERTEXT_ROLE_ASSISTANT: u32 = 2;
 /// Role: a tool's output (OpenAI's format).
 pub const UNDERTEXT_ROLE_TOOL: u32 = 3;
+/// Flag OR-ed into `undertext_message_t.role`: harness feedback, a user message the harness
+/// wrote itself (a format error, an injected reminder). It starts no user turn, so the task
+/// stays in the protected turns. Only with `UNDERTEXT_ROLE_USER`; read back as
+/// `"feedback": true` in the message's JSON.
+pub const UNDERTEXT_MESSAGE_FEEDBACK: u32 = 256;
 
 /// Part kind: plain text in `text`.
 pub const UNDERTEXT_PART_TEXT: u32 = 0;
@@ -71,12 +76,19 @@ pub struct PartIn {
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct MessageIn {
-    /// One of `UNDERTEXT_ROLE_*`.
+    /// One of `UNDERTEXT_ROLE_*`, with `UNDERTEXT_MESSAGE_FEEDBACK` OR-ed in for harness
+    /// feedback.
     pub role: u32,
     /// The parts, in order (`n_parts` of them).
     pub parts: *const PartIn,
     /// Number of parts.
     pub n_parts: usize,
+}
+
+/// A role code with `UNDERTEXT_MESSAGE_FEEDBACK` maybe OR-ed in: the role, and whether the
+/// message is harness feedback.
+fn role_and_feedback(code: u32, what: &str) -> FfiResult<(Role, bool)> {
+    Ok((role(code & !UNDERTEXT_MESSAGE_FEEDBACK, what)?, code & UNDERTEXT_MESSAGE_FEEDBACK != 0))
 }
 
 pub(crate) fn role(code: u32, what: &str) -> FfiResult<Role> {
@@ -160,7 +172,7 @@ pub(crate) unsafe fn message_in(m: *const MessageIn, what: &str) -> FfiResult<Ne
 /// # Safety
 /// `m.parts` points to `m.n_parts` valid parts (NULL only when there are none).
 unsafe fn message_of(m: &MessageIn, what: &str) -> FfiResult<NewMessage> {
-    let role = role(m.role, &format!("{what}.role"))?;
+    let (role, feedback) = role_and_feedback(m.role, &format!("{what}.role"))?;
     // SAFETY: forwarded contract of this function (NULL and alignment checked by `array`).
     let parts = unsafe { args::array(m.parts, m.n_parts, &format!("{what}.parts")) }?;
     let parts = parts
@@ -169,7 +181,7 @@ unsafe fn message_of(m: &MessageIn, what: &str) -> FfiResult<NewMessage> {
         // SAFETY: the parts' strings are valid (forwarded contract of this function).
         .map(|(i, p)| unsafe { part_in(p, &format!("{what}.parts[{i}]")) })
         .collect::<FfiResult<Vec<_>>>()?;
-    Ok(NewMessage { role, parts })
+    Ok(NewMessage { role, parts, feedback })
 }
 
 /// Reads an array of messages.
@@ -230,6 +242,7 @@ pub unsafe extern "C" fn undertext_chat_append(
 
 /// Appends one message of `role` with one text part (a tool-role text is stored as text;
 /// use `undertext_chat_append` with a `UNDERTEXT_PART_TOOL_RESULT` part for a tool result).
+/// `UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK` appends harness feedback.
 ///
 /// # Safety
 /// `text` is a valid string argument; `out_seq` is NULL or writable.
@@ -243,9 +256,9 @@ pub unsafe extern "C" fn undertext_chat_append_text(
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
         let (t, out) = unsafe { (args::text(text, "text")?, args::output(out_seq, "out_seq")?) };
-        let r = self::role(role, "role")?;
+        let (r, feedback) = role_and_feedback(role, "role")?;
         let (c, _) = chat.object()?;
-        out.set(c.append(NewMessage::text(r, t))?);
+        out.set(c.append(NewMessage::text(r, t).with_feedback(feedback))?);
         Ok(())
     })
 }

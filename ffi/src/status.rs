@@ -52,9 +52,16 @@ pub const UNDERTEXT_PLAN_REFUSED: Status = 18;
 /// A write through a store opened with `undertext_store_open_read_only`, or a read-only
 /// store whose log a `gc` replaced (open it again): the message says which.
 pub const UNDERTEXT_READ_ONLY: Status = 19;
-/// The store handle was opened by another process, of which the caller is a `fork`: every
-/// call in the child fails so, and freeing the handle there writes nothing. Open the store
-/// in the child (after the fork).
+/// The store was opened by another process, of which the caller is a `fork()` child: the
+/// child has copies of the parent's handles but not its threads, and writing through them
+/// would lose acknowledged writes of either process. Appends and every other write, reads of
+/// messages and blobs, views, opening, creating and listing chats, `undertext_store_sync`
+/// and `undertext_store_close` fail so in the child; nothing is read or written, and freeing
+/// the handles there (`undertext_chat_close`, `undertext_snapshot_free`, and
+/// `undertext_store_close`, which frees the handle and returns this status) writes nothing.
+/// The message names both processes. Open a store in the child after the fork (one process
+/// holds a store at a time: the parent's is `UNDERTEXT_LOCKED` while the parent has it
+/// open), or `exec` a new program.
 pub const UNDERTEXT_FORKED: Status = 20;
 /// A bug in Undertext (a caught panic); the message says where.
 pub const UNDERTEXT_INTERNAL: Status = 99;

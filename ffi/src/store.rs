@@ -89,7 +89,9 @@ pub unsafe extern "C" fn undertext_options_default(out: *mut StoreOptions) -> St
 
 /// Opens (or creates) the store in directory `path` with `options` (NULL: defaults) and
 /// returns its handle in `*out`. One process holds a store at a time: a second opener gets
-/// `UNDERTEXT_LOCKED` with the holder's pid in the message.
+/// `UNDERTEXT_LOCKED` with the holder's pid in the message. The store belongs to the calling
+/// process: in a `fork()` child its handles give `UNDERTEXT_FORKED` (open a store in the child
+/// after the fork).
 ///
 /// # Safety
 /// `path` is a valid string argument; `options` is NULL or points to an
@@ -172,7 +174,9 @@ pub unsafe extern "C" fn undertext_store_refresh(store: StoreHandle, batches: *m
 /// Closes the store: frees every handle made from it (chats, snapshots, views,
 /// checkpoints; workers are stopped, which waits for their current job), makes the index
 /// durable and releases the directory lock (once calls running on other threads with the
-/// store's objects have returned). The handle and its children are stale afterwards.
+/// store's objects have returned). The handle and its children are stale afterwards. In a
+/// `fork()` child of the process that opened the store it frees the handles, writes nothing
+/// and returns `UNDERTEXT_FORKED`.
 #[unsafe(no_mangle)]
 pub extern "C" fn undertext_store_close(store: StoreHandle) -> Status {
     call(|| {

@@ -62,8 +62,8 @@ pub struct ViewDecision {
     pub calibration: f64,
     /// Compacted: tokens saved (calibrated).
     pub tokens_saved: u64,
-    /// Compacted: how many tool results became previews (their seqs:
-    /// `undertext_view_previewed`).
+    /// How many tool results the view sends as the guard's previews, whatever the decision
+    /// (their seqs: `undertext_view_previewed`).
     pub n_previewed: u64,
     /// Refused: the hard line, in tokens.
     pub limit: u64,
@@ -77,6 +77,13 @@ pub struct ViewDecision {
     pub n_messages: u64,
     /// When `swapped`: how long the swap took, in nanoseconds.
     pub swap_ns: u64,
+    /// How many leading messages are exactly those of the previous view of the chat (the
+    /// prefix a provider's prompt cache keeps).
+    pub stable_prefix_messages: u64,
+    /// Estimated tokens of that prefix (calibrated).
+    pub stable_prefix_tokens: u64,
+    /// Estimated tokens the provider reads in full: `estimate - stable_prefix_tokens`.
+    pub reread_tokens: u64,
 }
 
 /// Reads a budget argument.
@@ -177,6 +184,10 @@ pub unsafe extern "C" fn undertext_view_decision(view: ViewHandle, out: *mut Vie
             step: v.step(),
             revision: v.revision(),
             n_messages: v.messages().len() as u64,
+            n_previewed: v.previewed().len() as u64,
+            stable_prefix_messages: v.stable_prefix_messages() as u64,
+            stable_prefix_tokens: v.stable_prefix_tokens(),
+            reread_tokens: v.reread_tokens(),
             ..ViewDecision::default()
         };
         if let Some(t) = v.swap() {
@@ -185,9 +196,8 @@ pub unsafe extern "C" fn undertext_view_decision(view: ViewHandle, out: *mut Vie
         }
         match v.decision() {
             Decision::Fits => d.kind = UNDERTEXT_DECISION_FITS,
-            Decision::Compacted { previewed, tokens_saved } => {
+            Decision::Compacted { tokens_saved, .. } => {
                 d.kind = UNDERTEXT_DECISION_COMPACTED;
-                d.n_previewed = previewed.len() as u64;
                 d.tokens_saved = *tokens_saved;
             }
             Decision::Refused { limit, over_by, .. } => {
@@ -226,8 +236,8 @@ pub unsafe extern "C" fn undertext_view_messages(view: ViewHandle, format: u32, 
     })
 }
 
-/// The seqs of the tool results the guard turned into previews, as a JSON array in `*out`
-/// (empty unless the decision is `UNDERTEXT_DECISION_COMPACTED`).
+/// The seqs of the tool results the view sends as the guard's previews, as a JSON array in
+/// `*out`, whatever the decision (a refused view carries them too).
 ///
 /// # Safety
 /// `out` is NULL or writable.
@@ -237,11 +247,7 @@ pub unsafe extern "C" fn undertext_view_previewed(view: ViewHandle, out: *mut Bu
         // SAFETY: forwarded contract.
         let out = unsafe { args::output(out, "out") }?;
         let (v, _) = view.object()?;
-        let seqs: &[u64] = match v.decision() {
-            Decision::Compacted { previewed, .. } => previewed,
-            _ => &[],
-        };
-        out.set(Buf::text(serde_json::json!(seqs).to_string()));
+        out.set(Buf::text(serde_json::json!(v.previewed()).to_string()));
         Ok(())
     })
 }

@@ -67,6 +67,7 @@ fn to_options(o: &WorkerOptionsIn) -> FfiResult<WorkerOptions> {
         checkpoint: checkpoint_options(o.segment_tokens, o.fan_in),
         at_hard_line,
         retries: o.retries,
+        ..WorkerOptions::default()
     })
 }
 

@@ -61,7 +61,8 @@ class Decision(C.Structure):
                 ("raw_estimate", C.c_uint64), ("calibration", C.c_double), ("tokens_saved", C.c_uint64),
                 ("n_previewed", C.c_uint64), ("limit", C.c_uint64), ("over_by", C.c_uint64),
                 ("step", C.c_uint64), ("revision", C.c_uint64), ("n_messages", C.c_uint64),
-                ("swap_ns", C.c_uint64)]
+                ("swap_ns", C.c_uint64), ("stable_prefix_messages", C.c_uint64),
+                ("stable_prefix_tokens", C.c_uint64), ("reread_tokens", C.c_uint64)]
 
 
 for fn in ("undertext_options_default", "undertext_store_open", "undertext_store_close", "undertext_chat_create",

@@ -250,6 +250,26 @@ static void messages_batches_edits_and_steps(void) {
   CHECK(seq == 6);
 
   undertext_buf_t b = {0};
+  /* Harness feedback (a format error) starts no user turn, with either append. */
+  undertext_chat_t fc = new_chat(s, "alice");
+  OK(undertext_chat_append_text(fc, UNDERTEXT_ROLE_USER, S("fix the build"), &seq));
+  OK(undertext_chat_append_text(fc, UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK,
+                                S("Please always provide EXACTLY ONE action."), &seq));
+  undertext_part_t fp = text_part("please use exactly one bash block");
+  undertext_message_t fm = {UNDERTEXT_ROLE_USER | UNDERTEXT_MESSAGE_FEEDBACK, &fp, 1};
+  OK(undertext_chat_append(fc, &fm, &seq));
+  CHECK(seq == 2);
+  for (uint64_t i = 1; i <= 2; i++) {
+    OK(undertext_chat_get(fc, i, &b));
+    CHECK(buf_has(b, "\"feedback\":true") && buf_has(b, "\"turn\":1"));
+    OK(undertext_buf_free(&b));
+  }
+  OK(undertext_chat_get(fc, 0, &b));
+  CHECK(!buf_has(b, "\"feedback\"") && buf_has(b, "\"turn\":1"));
+  OK(undertext_buf_free(&b));
+  undertext_message_t fbad = {UNDERTEXT_ROLE_ASSISTANT | UNDERTEXT_MESSAGE_FEEDBACK, &fp, 1};
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "only a user message", undertext_chat_append(fc, &fbad, &seq));
+  OK(undertext_chat_close(fc));
   OK(undertext_chat_get(c, 2, &b));
   CHECK(buf_has(b, "\"type\":\"tool_call\"") && buf_has(b, "\"name\":\"read\"") && buf_has(b, "\"role\":\"assistant\""));
   OK(undertext_buf_free(&b));
@@ -1075,12 +1095,60 @@ static void hidden_messages_leave_reads_and_views(void) {
   remove_dir(dir);
 }
 
+/* Consecutive views of a growing chat extend the previous request (its stable prefix is the
+ * whole previous view), and the history tools read back by the handles a view names. */
+static void views_extend_the_previous_request_and_history_tools_read_back(void) {
+  char *dir = temp_dir();
+  undertext_store_t s = open_store(dir);
+  uint64_t id = 0, seq = 0;
+  undertext_chat_t c = {0};
+  OK(undertext_chat_create(s, S("alice"), NULL, &id));
+  OK(undertext_chat_open(s, S("alice"), id, &c));
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("find the flaky test"), &seq));
+  undertext_budget_t big;
+  OK(undertext_budget_default(200000, 8000, &big));
+  uint64_t prev = 0;
+  for (int i = 0; i < 5; i++) {
+    OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_ASSISTANT, S("looking at tests/flaky_test.rs"), &seq));
+    undertext_view_t v = {0};
+    OK(undertext_chat_view(c, &big, &v));
+    undertext_view_decision_t d;
+    OK(undertext_view_decision(v, &d));
+    CHECK(d.stable_prefix_messages == prev);
+    CHECK(d.stable_prefix_tokens + d.reread_tokens == d.estimate);
+    prev = d.n_messages;
+    OK(undertext_view_free(v));
+  }
+  char args[160];
+  snprintf(args, sizeof args, "{\"chat\": \"chat-%016llx\", \"start\": 0, \"end\": 2}", (unsigned long long)id);
+  undertext_buf_t b = {0};
+  OK(undertext_history_tool_call(s, S("alice"), S("read_messages"), S(args), &b));
+  CHECK(buf_has(b, "find the flaky test") && buf_has(b, "flaky_test.rs"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_history_tool_call(s, S("mallory"), S("read_messages"), S(args), &b));
+  CHECK(buf_has(b, "error: not found"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_history_tool_call(s, S("alice"), S("read_context"), S("{}"), &b));
+  CHECK(buf_has(b, "error:"));
+  OK(undertext_buf_free(&b));
+  FAILS(UNDERTEXT_INVALID_UTF8, "name", undertext_history_tool_call(s, S("alice"), bad_utf8(), S(args), &b));
+  FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_history_tool_call(s, S("alice"), S("read_context"), S(args), NULL));
+  OK(undertext_history_tool_schemas(UNDERTEXT_FORMAT_ANTHROPIC, &b));
+  CHECK(buf_has(b, "\"input_schema\"") && buf_has(b, "read_messages") && buf_has(b, "read_context"));
+  OK(undertext_buf_free(&b));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "format", undertext_history_tool_schemas(7, &b));
+  OK(undertext_chat_close(c));
+  OK(undertext_store_close(s));
+  remove_dir(dir);
+}
+
 int main(void) {
   store_open_close_and_lock();
   chats_owners_list_and_metadata();
   messages_batches_edits_and_steps();
   snapshots_do_not_move();
   hidden_messages_leave_reads_and_views();
+  views_extend_the_previous_request_and_history_tools_read_back();
   archives_read_back_exactly_in_every_unit();
   views_decide_under_a_budget();
   a_single_task_loop_is_compacted_inside_its_turn();

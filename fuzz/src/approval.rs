@@ -52,7 +52,7 @@ fn decode(bytes: &[u8]) -> String {
 }
 
 fn message(seq: u64, role: Role, parts: Vec<Part>) -> Message {
-    Message { seq, revision: 0, role, turn: 1, parts, step: None, at_ms: 0 }
+    Message { seq, revision: 0, role, turn: 1, parts, step: None, at_ms: 0, feedback: false }
 }
 
 /// Checks the finder on one input. Panics on a broken property.

@@ -43,7 +43,7 @@ fn message(seq: u64, code: u8) -> Message {
             }],
         ),
     };
-    Message { seq, revision: 0, role, turn: 1, parts, step: None, at_ms: 0 }
+    Message { seq, revision: 0, role, turn: 1, parts, step: None, at_ms: 0, feedback: false }
 }
 
 fn has(problems: &[LintProblem], rule: &str) -> bool {

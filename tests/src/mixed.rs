@@ -256,6 +256,7 @@ pub fn step_msgs(seed: u64, action: u64) -> Vec<NewMessage> {
             name: "read_file".into(),
             args: format!("{{\"path\":\"src/f{action}.rs\"}}"),
         }],
+        feedback: false,
     };
     let n = rng.range(30, 3000) as usize;
     vec![call, NewMessage::tool_result(id, text(&mut rng, n))]

@@ -241,6 +241,7 @@ mod tests {
             parts: m.parts,
             step: None,
             at_ms: 0,
+            feedback: m.feedback,
         };
         for (chat, seq) in [(1, 0), (1, 1), (7, 12345), (u64::MAX, 3)] {
             let good = read(soak_message(chat, seq), seq);

@@ -16,6 +16,7 @@ fn attaching(ids: &[BlobId]) -> NewMessage {
             .iter()
             .map(|id| Part::Attachment { mime: "application/octet-stream".into(), blob: *id })
             .collect(),
+        feedback: false,
     }
 }
 

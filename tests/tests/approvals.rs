@@ -67,6 +67,7 @@ fn nothing_in_tool_output_or_summaries_answers_a_structured_request() {
                 call_id: None,
                 prompt: "deploy to prod?".into(),
             }],
+            feedback: false,
         })
         .unwrap();
     for planted in [
@@ -78,6 +79,7 @@ fn nothing_in_tool_output_or_summaries_answers_a_structured_request() {
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::Summary(format!("summary: {planted}"))],
+            feedback: false,
         })
         .unwrap();
         assert_eq!(chat.first_pending_approval(None).unwrap(), Some((req, Pending::Request("ap1".into()))));
@@ -86,6 +88,7 @@ fn nothing_in_tool_output_or_summaries_answers_a_structured_request() {
     chat.append(NewMessage {
         role: Role::User,
         parts: vec![Part::ApprovalResponse { id: "other".into(), approved: true, reason: None }],
+        feedback: false,
     })
     .unwrap();
     assert_eq!(chat.first_pending_approval(None).unwrap(), Some((req, Pending::Request("ap1".into()))));
@@ -97,6 +100,7 @@ fn nothing_in_tool_output_or_summaries_answers_a_structured_request() {
             approved: false,
             reason: Some("not today".into()),
         }],
+        feedback: false,
     })
     .unwrap();
     assert_eq!(chat.first_pending_approval(None).unwrap(), None);

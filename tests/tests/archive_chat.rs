@@ -53,6 +53,7 @@ fn a_reference_to_an_archive_the_owner_cannot_read_is_refused() {
             content: ToolContent::Archived { archive: theirs, preview: "looks legit".into() },
             is_error: false,
         }],
+        feedback: false,
     };
     assert!(matches!(chat.append(forged), Err(Error::NotFound { .. })));
     assert_eq!(chat.len(), 0);

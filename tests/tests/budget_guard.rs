@@ -48,6 +48,7 @@ fn build(store: &Store, old: u64, recent: usize) -> (Chat, Vec<u64>, u64) {
         push(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: format!("c{i}"), name: "read".into(), args: "{}".into() }],
+            feedback: false,
         });
         results.push(push(NewMessage::tool_result(format!("c{i}"), result_text(i, 20_000))));
     }

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::import::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
 use undertext::import::series::Series;
 use undertext::import::{self, Format};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
@@ -34,16 +34,20 @@ fn store_replay(messages: &[NewMessage], opts: &ReplayOptions) -> Vec<StepPoint>
     let budget = opts.budget();
     let mut points = Vec::new();
     let mut everything = 0;
+    let mut pricer = ViewPricer::new();
     for m in messages {
         let tokens = full_tokens(&store, m);
         if m.role == Role::Assistant {
             let v = chat.view(&budget).unwrap();
             assert!(store.wait_worker_idle(Duration::from_secs(60)), "the worker is stuck");
+            let call = pricer.call(&v);
             points.push(StepPoint {
                 seq: chat.len(),
                 sent: v.estimate(),
                 everything,
                 swapped: v.swap().is_some(),
+                cached: call.cached,
+                broke: call.broke,
             });
         }
         everything += tokens;
@@ -75,7 +79,7 @@ fn every_shared_transcript_gives_the_series_of_its_replay_at_every_step() {
     let indices: Vec<u64> = (0..all.len() as u64).collect();
     let per_session = each_point(&indices, |i| {
         let s = &all[usize::try_from(i).unwrap()];
-        let (mut steps, mut swaps) = (0, 0);
+        let (mut steps, mut swaps, mut breaks) = (0, 0, 0);
         for (window, reserve) in [(8_000, 1_024), (32_000, 4_096)] {
             let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
             let mut series = Series::new(&opts);
@@ -85,17 +89,21 @@ fn every_shared_transcript_gives_the_series_of_its_replay_at_every_step() {
             let replayed = store_replay(&s.messages, &opts);
             swaps += same(&format!("{} at window {window}", s.key), &replayed, series.points());
             steps += replayed.len();
+            breaks += replayed.iter().filter(|p| p.broke).count();
         }
-        (steps, swaps)
+        (steps, swaps, breaks)
     });
     let sessions = per_session.len();
-    let steps: usize = per_session.iter().map(|(n, _)| n).sum();
-    let swaps: u64 = per_session.iter().map(|(_, n)| n).sum();
+    let steps: usize = per_session.iter().map(|(n, _, _)| n).sum();
+    let swaps: u64 = per_session.iter().map(|(_, n, _)| n).sum();
+    let breaks: usize = per_session.iter().map(|(_, _, n)| n).sum();
     assert!(sessions > 0, "no transcripts found");
     assert!(
         swaps > 0,
         "{steps} steps of {sessions} sessions, no checkpoint swapped in: the test proves little"
     );
+    // The points carry the prompt-cache model (the cached prefix, the breaks): equal too.
+    assert!(breaks > 0, "{steps} steps of {sessions} sessions, no prefix break: the test proves little");
 }
 
 /// Command output of about `n` characters, different for each `k`.
@@ -119,6 +127,7 @@ fn call(k: u64, n: usize) -> NewMessage {
                 args: format!("{{\"command\": \"sed -n {k},{}p src/lib.rs\"}}", k + 40),
             })
             .collect(),
+        feedback: false,
     }
 }
 
@@ -136,6 +145,7 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
     chat.append(NewMessage {
         role: Role::System,
         parts: vec![Part::Text("You are a careful engineer.".into())],
+        feedback: false,
     })
     .unwrap();
     chat.append(NewMessage::user("Fix the failing parser test; run the suite before and after.")).unwrap();
@@ -161,13 +171,18 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
                     result(k, j, text)
                 })
                 .collect();
-            chat.append(NewMessage { role: Role::Tool, parts }).unwrap();
+            chat.append(NewMessage { role: Role::Tool, parts, feedback: false }).unwrap();
         }
     };
     steps(&chat, rng, 80);
     // An edit of a settled tool result.
     let r = chat.revision();
-    chat.edit(5, NewMessage { role: Role::Tool, parts: vec![result(2, 0, output(999, 5_000))] }, r).unwrap();
+    chat.edit(
+        5,
+        NewMessage { role: Role::Tool, parts: vec![result(2, 0, output(999, 5_000))], feedback: false },
+        r,
+    )
+    .unwrap();
     steps(&chat, rng, 20);
     // A structured approval request, answered two steps later.
     chat.append(NewMessage {
@@ -177,12 +192,14 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
             call_id: None,
             prompt: "delete build/?".into(),
         }],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 2);
     chat.append(NewMessage {
         role: Role::User,
         parts: vec![Part::ApprovalResponse { id: "a1".into(), approved: true, reason: None }],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 20);
@@ -200,6 +217,7 @@ fn source_chat(store: &Store, rng: &mut Rng) -> undertext::Chat {
     chat.append(NewMessage {
         role: Role::Tool,
         parts: vec![result(10_000, 0, format!("waiting for the user\n{approval}\n"))],
+        feedback: false,
     })
     .unwrap();
     steps(&chat, rng, 30);
@@ -235,6 +253,7 @@ fn a_long_edited_loop_with_approvals_and_a_truncation_gives_the_series_of_its_re
                     other => other.clone(),
                 })
                 .collect(),
+            feedback: false,
         })
         .collect();
     assert!(
@@ -252,7 +271,7 @@ fn a_long_edited_loop_with_approvals_and_a_truncation_gives_the_series_of_its_re
         let mut series = Series::new(&opts);
         for m in &stored {
             series
-                .push_stored(NewMessage { role: m.role, parts: m.parts.clone() }, &mut |a| {
+                .push_stored(NewMessage { role: m.role, parts: m.parts.clone(), feedback: false }, &mut |a| {
                     reads += 1;
                     store.read_context("o", &a.id, 0..a.bytes, Unit::Bytes)
                 })

@@ -154,6 +154,7 @@ fn the_cut_stops_before_a_pending_approval() {
         .append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ApprovalRequest { id: "a".into(), call_id: None, prompt: "delete?".into() }],
+            feedback: false,
         })
         .unwrap();
     for i in 0..5 {
@@ -166,6 +167,7 @@ fn the_cut_stops_before_a_pending_approval() {
     c.append(NewMessage {
         role: Role::User,
         parts: vec![Part::ApprovalResponse { id: "a".into(), approved: true, reason: None }],
+        feedback: false,
     })
     .unwrap();
     c.append(NewMessage::user("four")).unwrap();
@@ -256,4 +258,56 @@ fn a_checkpoint_after_a_retry_takes_the_completed_steps_of_every_attempt_in_orde
     assert!(!seen.iter().any(|t| t == "first attempt cut off"), "an interrupted step is not source material");
     let first: Vec<&String> = seen.iter().filter(|t| t.starts_with("first attempt step")).collect();
     assert_eq!(first, ["first attempt step 0", "first attempt step 1", "first attempt step 2"], "in order");
+}
+
+#[test]
+fn steps_still_in_the_chat_stay_out_of_the_summary_and_only_interrupted_attempts_are_lost_work() {
+    use undertext::StepStatus;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let c = chat(&store);
+    c.append(NewMessage::user("fix the build")).unwrap();
+    let after_user = c.len();
+    // An attempt cut off and retried: its completed step is in no current message.
+    c.record_step(1, "lost", 0, StepStatus::Complete, vec![NewMessage::assistant("lost attempt step 0")])
+        .unwrap();
+    c.record_step(1, "lost", 1, StepStatus::Interrupted, vec![NewMessage::assistant("lost attempt cut")])
+        .unwrap();
+    c.truncate(after_user, c.revision()).unwrap();
+    // A long autonomous loop: every step recorded with `record_step`, all still in the chat.
+    for k in 0..60u32 {
+        let seq = c.len();
+        c.record_step(
+            1,
+            "main",
+            k,
+            StepStatus::Complete,
+            vec![NewMessage::assistant(format!("kept seq {seq}"))],
+        )
+        .unwrap();
+    }
+    let s = Recording::default();
+    let cp = c
+        .build_checkpoint(
+            &s,
+            &CheckpointOptions { segment_tokens: 200, fan_in: 4, protect_max_tokens: Some(200) },
+        )
+        .unwrap();
+    let reach = cp.reach;
+    assert!(reach > 10 && reach < c.len(), "a cut inside the loop, found reach {reach} of {}", c.len());
+    let seen = s.seen.lock().unwrap().clone();
+    let past: Vec<&String> = seen
+        .iter()
+        .filter(|t| t.strip_prefix("kept seq ").is_some_and(|n| n.parse::<u64>().unwrap() >= reach))
+        .collect();
+    assert!(past.is_empty(), "messages at or after the reach {reach} summarized: {past:?}");
+    for seq in 1..reach {
+        let want = format!("kept seq {seq}");
+        assert_eq!(seen.iter().filter(|t| **t == want).count(), 1, "{want:?} summarized once: {seen:?}");
+    }
+    assert!(seen.iter().any(|t| t == "lost attempt step 0"), "the retried attempt is lost work: {seen:?}");
+    assert!(!seen.iter().any(|t| t == "lost attempt cut"), "an interrupted step is not source material");
+    for n in reach..c.len() {
+        assert!(!cp.summary.contains(&format!("kept seq {n}")), "the summary mentions message {n}");
+    }
 }

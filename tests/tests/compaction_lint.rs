@@ -16,6 +16,7 @@ fn call(id: &str) -> NewMessage {
             name: "read".into(),
             args: r#"{"path":"src/lib.rs"}"#.into(),
         }],
+        feedback: false,
     }
 }
 
@@ -149,4 +150,72 @@ fn an_accepted_plan_changes_the_view_not_the_messages_and_leaves_pointers() {
     assert_eq!(idx.len(), 13);
     assert!(idx.iter().all(|l| l.preview.chars().count() <= 60));
     assert_eq!(idx[4].preview, "The parser is a Pratt parser.");
+}
+
+/// A long autonomous loop: the task, then `pairs` steps of a call and its ~120-token result.
+fn long_loop(store: &Store, pairs: usize) -> Chat {
+    let c = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    let mut batch = vec![NewMessage::user("make the test suite pass")];
+    for k in 0..pairs {
+        let id = format!("c{k}");
+        batch.push(call(&id));
+        batch
+            .push(NewMessage::tool_result(&id, format!("line {k}: {}", "output of the command ".repeat(25))));
+    }
+    c.append_batch(batch).unwrap();
+    c
+}
+
+#[test]
+fn the_nudge_of_a_700_message_chat_stays_under_its_bound_and_says_what_it_left_out() {
+    use undertext::budget::{Estimator, Heuristic};
+    use undertext::compaction::tool;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let c = long_loop(&store, 350);
+    assert_eq!(c.len(), 701);
+    let mut budget = Budget::new(200_000, 0);
+    budget.nudge = Some(0.15);
+    let line = budget.nudge_limit().unwrap();
+    let nudge = c.view(&budget).unwrap().nudge().expect("the chat is over the nudge line").to_string();
+    let bound = tool::nudge_index_bound(line);
+    let header = Heuristic.text_tokens(nudge.lines().next().unwrap());
+    let tokens = Heuristic.text_tokens(&nudge);
+    assert!(
+        tokens <= header + bound,
+        "the nudge is {tokens} tokens, the bound {bound} (+{header} of header)"
+    );
+    assert!(bound * 10 < line, "the bound is a small share of the line: {bound} of {line}");
+    let listed =
+        nudge.lines().filter(|l| l.split(' ').next().is_some_and(|w| w.parse::<u64>().is_ok())).count();
+    assert!(listed > 10 && listed < 701, "{listed} lines listed");
+    let last = nudge.lines().last().unwrap();
+    assert!(last.contains(&format!("{} smaller or already compacted messages", 701 - listed)), "{last}");
+    // A chat whose index fits is listed whole.
+    let small = long_loop(&store, 5);
+    let whole = tool::nudge_text(5_000, 4_000, &small.index().unwrap());
+    assert_eq!(whole.lines().count(), 1 + 11);
+}
+
+#[test]
+fn a_second_trim_of_a_trimmed_result_is_a_no_op_that_saves_nothing_and_the_index_marks_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let c = long_loop(&store, 10);
+    // A quarter of 4,000 tokens protects the last few steps only.
+    let budget = Budget::new(4_000, 0);
+    let first = c.compaction_tool_call(r#"{"trims": [2]}"#, c.revision(), &budget).unwrap();
+    assert!(first.starts_with("compaction applied"), "{first}");
+    let index = c.index().unwrap();
+    assert!(index[2].preview.starts_with(undertext::compaction::tool::TRIMMED_MARK), "{:?}", index[2]);
+    assert!(!index[4].preview.starts_with(undertext::compaction::tool::TRIMMED_MARK), "{:?}", index[4]);
+    let view = c.view(&budget).unwrap().to_openai_json();
+    let again = c.compaction_tool_call(r#"{"trims": [2]}"#, c.revision(), &budget).unwrap();
+    assert!(!again.contains("applied"), "{again}");
+    assert!(again.contains("0 tokens saved"), "{again}");
+    assert_eq!(c.view(&budget).unwrap().to_openai_json(), view, "nothing changed");
+    // With a new trim beside it, the new one is applied and the old one reported as a no-op.
+    let mixed = c.compaction_tool_call(r#"{"trims": [2, 4]}"#, c.revision(), &budget).unwrap();
+    assert!(mixed.contains("compaction applied: 1 trim(s)"), "{mixed}");
+    assert!(mixed.contains("message(s) 2: already trimmed"), "{mixed}");
 }

@@ -68,6 +68,7 @@ fn fill(dir: &Path) -> Fixture {
             chat.append(NewMessage {
                 role: undertext::Role::Assistant,
                 parts: vec![Part::ToolCall { id: format!("c{k}"), name: "read".into(), args: "{}".into() }],
+                feedback: false,
             })
             .unwrap();
             let seq = chat.append(NewMessage::tool_result(format!("c{k}"), t.clone())).unwrap();
@@ -241,6 +242,7 @@ fn gc_keeps_the_base_of_a_live_delta_manifest_that_only_a_deleted_chat_attached(
             let msg = NewMessage {
                 role: undertext::Role::User,
                 parts: vec![Part::Attachment { mime: "application/json".into(), blob: id }],
+                feedback: false,
             };
             chat.append_with_blobs(&[&value], vec![msg]).unwrap();
             if i % 2 == 1 {

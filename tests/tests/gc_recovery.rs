@@ -58,6 +58,7 @@ fn fill(dir: &Path) -> Fixture {
             chat.append(NewMessage {
                 role: undertext::Role::Assistant,
                 parts: vec![Part::ToolCall { id: format!("c{k}"), name: "read".into(), args: "{}".into() }],
+                feedback: false,
             })
             .unwrap();
             let seq = chat.append(NewMessage::tool_result(format!("c{k}"), t.clone())).unwrap();

@@ -20,6 +20,7 @@ fn seqs_are_dense_and_turns_count_user_messages() {
     let call = NewMessage {
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: "c1".into(), name: "read".into(), args: r#"{"path":"x"}"#.into() }],
+        feedback: false,
     };
     let r = chat.append_batch(vec![call, NewMessage::tool_result("c1", "contents")]).unwrap();
     assert_eq!(r, 2..4);
@@ -31,6 +32,7 @@ fn seqs_are_dense_and_turns_count_user_messages() {
             content: ToolContent::Text("x".into()),
             is_error: false,
         }],
+        feedback: false,
     };
     chat.append(carrier).unwrap();
     chat.append(NewMessage::user("q2")).unwrap();
@@ -40,6 +42,7 @@ fn seqs_are_dense_and_turns_count_user_messages() {
     let bad = NewMessage {
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: "c".into(), name: "n".into(), args: "{not json".into() }],
+        feedback: false,
     };
     let err = chat.append(bad).unwrap_err();
     assert!(err.to_string().contains("must be JSON"), "{err}");

@@ -131,7 +131,7 @@ fn random_message(rng: &mut Rng, n: u64) -> NewMessage {
                     args: format!("{{\"cmd\": \"{}\"}}", rng.range(0, 9)),
                 });
             }
-            NewMessage { role: Role::Assistant, parts }
+            NewMessage { role: Role::Assistant, parts, feedback: false }
         }
         6..=8 => {
             let long = rng.range(0, 3) == 0;
@@ -141,6 +141,7 @@ fn random_message(rng: &mut Rng, n: u64) -> NewMessage {
             NewMessage {
                 role: Role::Tool,
                 parts: vec![Part::ToolResult { call_id: format!("call-{n}"), content, is_error }],
+                feedback: false,
             }
         }
         _ => NewMessage::system(words(rng, 5)),

@@ -187,3 +187,99 @@ fn the_imported_texts_equal_the_independent_extractor_s() {
     }
     assert!(compared > 3100, "compared {compared}");
 }
+
+/// A real mini-swe-agent run (`pvlib__pvlib-python-1606`), with the harness's format errors
+/// put back where mini-swe-agent sends them: after an answer without an action, a user
+/// message with its `format_error_template`. The shipped runs hold none; the rest of the
+/// file is unchanged.
+fn with_format_errors(v: &mut serde_json::Value) -> Vec<String> {
+    let errors = [
+        "Please always provide EXACTLY ONE action in triple backticks, found 0 actions.\n\nPlease format your action in triple backticks as shown in <response_example>.",
+        "Please always provide EXACTLY ONE action in triple backticks, found 2 actions.\n\nPlease format your action in triple backticks as shown in <response_example>.",
+    ];
+    let list = v["messages"].as_array_mut().unwrap();
+    // After the first step's observation (system, task, assistant, tool).
+    let at = list.iter().position(|m| m["role"] == "tool").unwrap() + 1;
+    let mut inserted = Vec::new();
+    for (k, e) in errors.iter().enumerate() {
+        let answer = serde_json::json!({"role": "assistant", "content": format!("THOUGHT: I should look again ({k}).")});
+        let error = serde_json::json!({"role": "user", "content": e});
+        list.insert(at + 2 * k, answer);
+        list.insert(at + 2 * k + 1, error);
+        inserted.push(e.to_string());
+    }
+    inserted
+}
+
+#[test]
+fn harness_feedback_in_a_mini_swe_agent_run_starts_no_turn_and_the_task_stays_the_one_turn() {
+    let file = transcripts::transcripts_dir()
+        .join("mini_swe_agent/deepseek_reasoner_dev/pvlib__pvlib-python-1606.traj.json");
+    let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let task =
+        v["messages"].as_array().unwrap().iter().find(|m| m["role"] == "user").unwrap()["content"].clone();
+    let errors = with_format_errors(&mut v);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("pvlib__pvlib-python-1606.traj.json");
+    std::fs::write(&path, serde_json::to_vec(&v).unwrap()).unwrap();
+    let parsed = import::parse_file(&path, Format::Auto).unwrap();
+    assert_eq!(parsed.format, Format::MiniSweAgent);
+    let feedback: Vec<&undertext::NewMessage> =
+        parsed.sessions[0].messages.iter().filter(|m| m.feedback).collect();
+    assert_eq!(feedback.len(), errors.len(), "each format error is feedback, nothing else");
+    let store_dir = tmp.path().join("store");
+    {
+        let store = store(&store_dir);
+        import::import_sessions(&store, "o", &parsed.sessions, |_| {}).unwrap();
+    }
+    // Read back after a reopen: the flag is in the message records.
+    let store = store(&store_dir);
+    let (id, _) = import::imported_chat(&store, "o", &parsed.sessions[0].key).unwrap().unwrap();
+    let msgs = store.chat("o", id).unwrap().messages().unwrap();
+    let users: Vec<&undertext::Message> = msgs.iter().filter(|m| m.role == undertext::Role::User).collect();
+    assert_eq!(users.len(), 1 + errors.len());
+    let Part::Text(t) = &users[0].parts[0] else { panic!("the task is text") };
+    assert_eq!(serde_json::Value::String(t.clone()), task);
+    assert!(!users[0].feedback, "the task statement is not feedback");
+    assert_eq!(users[0].turn, 1, "the task opens turn 1");
+    for (m, e) in users[1..].iter().zip(&errors) {
+        assert!(m.feedback, "message {} is marked", m.seq);
+        assert_eq!(m.parts, vec![Part::Text(e.clone())]);
+    }
+    let turns: Vec<u64> = msgs.iter().map(|m| m.turn).collect();
+    assert_eq!(msgs[0].role, undertext::Role::System);
+    assert!(
+        msgs[1..].iter().all(|m| m.turn == 1),
+        "one turn, the task's (after the system prompt): {turns:?}"
+    );
+    // Importing the same file again adds nothing (the flag compares equal).
+    let again = import::import_sessions(&store, "o", &parsed.sessions, |_| {}).unwrap();
+    assert_eq!((again.sessions_new, again.messages), (0, 0));
+}
+
+#[test]
+fn claude_code_is_meta_lines_are_feedback_and_the_shipped_loops_keep_their_task_unmarked() {
+    let dir = transcripts::transcripts_dir();
+    for (file, sessions) in parse_all(&dir) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for s in &sessions {
+            let first_user = s.messages.iter().position(|m| m.starts_turn() || m.feedback);
+            if let Some(i) = first_user
+                && sessions[0].format != Format::ClaudeCode
+            {
+                assert!(!s.messages[i].feedback, "{}: the task is not feedback", file.display());
+            }
+            if s.format == Format::ClaudeCode {
+                let marked = s.messages.iter().filter(|m| m.feedback).count();
+                let meta = text
+                    .lines()
+                    .filter(|l| l.contains("\"isMeta\":true") && l.contains("\"type\":\"user\""))
+                    .count();
+                assert!(marked <= meta, "{}: {marked} marked, {meta} isMeta lines", file.display());
+                if meta > 0 {
+                    assert!(marked > 0, "{}: isMeta lines are feedback", file.display());
+                }
+            }
+        }
+    }
+}

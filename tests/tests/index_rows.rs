@@ -15,7 +15,11 @@ fn opts() -> Options {
 }
 
 fn attaching(id: BlobId) -> NewMessage {
-    NewMessage { role: Role::User, parts: vec![Part::Attachment { mime: "text/plain".into(), blob: id }] }
+    NewMessage {
+        role: Role::User,
+        parts: vec![Part::Attachment { mime: "text/plain".into(), blob: id }],
+        feedback: false,
+    }
 }
 
 /// (table name, rows, stored leaf bytes) of every table of a closed store's index.

@@ -38,6 +38,7 @@ fn step(chat: &Chat, i: u64, text: &str) -> BlobId {
     chat.append(NewMessage {
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: format!("c{i}"), name: "read".into(), args: "{}".into() }],
+        feedback: false,
     })
     .unwrap();
     chat.append(NewMessage::tool_result(format!("c{i}"), text)).unwrap();
@@ -81,6 +82,7 @@ fn a_lookup_that_finds_no_text_writes_nothing_to_the_index() {
             content: ToolContent::Archived { archive: r, preview: "[…]".into() },
             is_error: false,
         }],
+        feedback: false,
     });
     assert!(is_not_found(&refused), "{refused:?}");
 

@@ -169,6 +169,7 @@ fn call(k: u64) -> NewMessage {
             name: "bash".into(),
             args: format!("{{\"command\": \"sed -n {k},{}p src/lib.rs\"}}", k + 40),
         }],
+        feedback: false,
     }
 }
 
@@ -180,6 +181,7 @@ fn result(k: u64, text: String) -> NewMessage {
             content: ToolContent::Text(text),
             is_error: false,
         }],
+        feedback: false,
     }
 }
 
@@ -190,6 +192,7 @@ fn a_long_tool_loop_replays_to_the_same_views_and_checkpoints_with_kept_derived_
     p.append(&NewMessage {
         role: Role::User,
         parts: vec![Part::Text("Fix the failing parser test; run the suite before and after.".into())],
+        feedback: false,
     });
     let mut k = 0u64;
     let mut steps = |p: &mut Pair, rng: &mut Rng, n: u64, what: &str| {

@@ -54,7 +54,7 @@ fn step(chat: &Chat, rng: &mut Rng, k: u64) {
             args: format!("{{\"command\": \"sed -n {k},{}p src/parser.rs\"}}", k + 40),
         })
         .collect();
-    chat.append(NewMessage { role: Role::Assistant, parts }).unwrap();
+    chat.append(NewMessage { role: Role::Assistant, parts, feedback: false }).unwrap();
     for c in 0..calls {
         let n = match rng.range(0, 10) {
             0 => rng.range(9_000, 30_000),
@@ -141,6 +141,7 @@ fn seeded_history(chat: &Chat, rng: &mut Rng, shape: u64) {
             chat.append(NewMessage {
                 role: Role::Assistant,
                 parts: vec![Part::ToolCall { id: id.clone(), name: "deploy".into(), args: "{}".into() }],
+                feedback: false,
             })
             .unwrap();
             let pending = format!("{{\"status\": \"pending_approval\", \"tool\": \"deploy\", \"k\": {k}}}");
@@ -156,6 +157,7 @@ fn seeded_history(chat: &Chat, rng: &mut Rng, shape: u64) {
                     call_id: None,
                     prompt: "may I delete the cache?".into(),
                 }],
+                feedback: false,
             })
             .unwrap();
             if answered {
@@ -166,6 +168,7 @@ fn seeded_history(chat: &Chat, rng: &mut Rng, shape: u64) {
                         approved: true,
                         reason: None,
                     }],
+                    feedback: false,
                 })
                 .unwrap();
             }
@@ -257,6 +260,7 @@ fn a_cut_stopped_by_an_approval_inside_a_tool_result_moves_back_before_its_call(
     chat.append(NewMessage {
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: "deploy".into(), name: "deploy".into(), args: "{}".into() }],
+        feedback: false,
     })
     .unwrap();
     let result_seq = chat
@@ -291,6 +295,7 @@ fn previews_of_results_archived_on_append_are_counted_as_sent_with_default_optio
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: id.clone(), name: "cat".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         // Over the default 8 KiB archive threshold: archived on append, with a 2,000-char preview.
@@ -322,6 +327,7 @@ fn the_compaction_tool_loop_returns_lint_problems_then_applies_a_corrected_plan(
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: id.clone(), name: "cat".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result(&id, output(k, 3_000))).unwrap();
@@ -392,6 +398,7 @@ fn a_view_waits_for_no_sync_and_its_previews_are_durable_with_the_chats_next_wri
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: id.clone(), name: "cat".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         // Under the 8 KiB archive threshold: inline, so a preview needs an archive written.

@@ -28,6 +28,7 @@ fn attaching(ids: &[BlobId]) -> NewMessage {
             .iter()
             .map(|id| Part::Attachment { mime: "application/octet-stream".into(), blob: *id })
             .collect(),
+        feedback: false,
     }
 }
 
@@ -119,6 +120,7 @@ fn gc_keeps_an_owners_archive_when_another_owners_deleted_chat_held_the_same_tex
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: "c1".into(), name: "run".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result("c1", text.clone())).unwrap();

@@ -228,6 +228,7 @@ fn tool_call(id: &str, name: &str) -> NewMessage {
     NewMessage {
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: id.into(), name: name.into(), args: "{\"path\":\"a\"}".into() }],
+        feedback: false,
     }
 }
 

@@ -113,6 +113,7 @@ fn a_tool_call_and_its_result_are_hidden_together_or_not_at_all() {
                 Part::ToolCall { id: "c1".into(), name: "ls".into(), args: "{}".into() },
                 Part::ToolCall { id: "c2".into(), name: "pwd".into(), args: "{}".into() },
             ],
+            feedback: false,
         },
         NewMessage::tool_result("c1", "a.txt b.txt"),
         NewMessage::tool_result("c2", "/home"),
@@ -301,6 +302,7 @@ fn owners_stay_walled_off_and_a_hidden_messages_archive_stays_its_owners() {
         NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: "c1".into(), name: "run".into(), args: "{}".into() }],
+            feedback: false,
         },
         NewMessage::tool_result("c1", long.clone()),
         NewMessage::user("ok"),

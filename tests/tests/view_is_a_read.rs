@@ -45,6 +45,7 @@ fn build(store: &Store) -> (Chat, HashMap<BlobId, String>) {
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: format!("c{i}"), name: "read".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         let t = result_text(i, if i.is_multiple_of(2) { 3_000 } else { 20_000 });
@@ -264,9 +265,10 @@ fn a_previewed_result_appended_as_it_is_archives_its_text_with_the_append() {
         .append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: call_id.clone(), name: "read".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
-    other.append(NewMessage { role: Role::Tool, parts: vec![part.clone()] }).unwrap();
+    other.append(NewMessage { role: Role::Tool, parts: vec![part.clone()], feedback: false }).unwrap();
     // The text is archived now: it reads back after the chat that held it inline is gone.
     store.delete_chat("o", chat.id()).unwrap();
     let n = texts[&id].chars().count() as u64;

@@ -48,6 +48,7 @@ fn a_view_from_the_memo_equals_the_view_built_from_scratch() {
                     chat.append(NewMessage {
                         role: Role::Assistant,
                         parts: vec![Part::ToolCall { id: id.clone(), name: "run".into(), args: "{}".into() }],
+                        feedback: false,
                     })
                     .unwrap();
                     let n = rng.range(20, 12_000) as usize;
@@ -123,6 +124,7 @@ fn a_view_extended_by_new_user_turns_over_a_checkpoint_keeps_the_task_of_the_las
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: id.clone(), name: "run".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result(&id, text(&mut rng, 2_000))).unwrap();

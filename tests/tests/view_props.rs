@@ -56,6 +56,7 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
                 chat.append(NewMessage {
                     role: Role::Assistant,
                     parts: vec![Part::ToolCall { id: id.clone(), name: "run".into(), args: "{}".into() }],
+                    feedback: false,
                 })
                 .unwrap();
                 let n = rng.range(50, 30_000) as usize;

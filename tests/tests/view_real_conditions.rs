@@ -41,7 +41,7 @@ fn step(chat: &Chat, rng: &mut Rng, k: u64) {
             args: format!("{{\"n\": {k}}}"),
         })
         .collect();
-    chat.append(NewMessage { role: Role::Assistant, parts }).unwrap();
+    chat.append(NewMessage { role: Role::Assistant, parts, feedback: false }).unwrap();
     for c in 0..calls {
         let n = match rng.range(0, 8) {
             0 => rng.range(6_000, 20_000),
@@ -194,7 +194,7 @@ fn a_refused_view_reports_the_results_it_previews() {
     let parts = (0..40)
         .map(|c| Part::ToolCall { id: format!("big{c}"), name: "cat".into(), args: "{}".into() })
         .collect();
-    chat.append(NewMessage { role: Role::Assistant, parts }).unwrap();
+    chat.append(NewMessage { role: Role::Assistant, parts, feedback: false }).unwrap();
     for c in 0..40 {
         chat.append(NewMessage::tool_result(&format!("big{c}"), format!("{c} {}", "word ".repeat(1_400))))
             .unwrap();

@@ -39,6 +39,7 @@ fn step(i: usize) -> Vec<NewMessage> {
                 name: "read".into(),
                 args: format!("{{\"file\": \"f{i}.rs\"}}"),
             }],
+            feedback: false,
         },
         NewMessage::tool_result(
             id,

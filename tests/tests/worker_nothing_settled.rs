@@ -18,7 +18,7 @@ fn one_huge_step(store: &Store) -> undertext::Chat {
     chat.append(NewMessage::user("fix the build")).unwrap();
     let calls =
         (0..30).map(|k| Part::ToolCall { id: format!("c{k}"), name: "run".into(), args: "{}".into() });
-    chat.append(NewMessage { role: Role::Assistant, parts: calls.collect() }).unwrap();
+    chat.append(NewMessage { role: Role::Assistant, parts: calls.collect(), feedback: false }).unwrap();
     for k in 0..30 {
         chat.append(NewMessage::tool_result(format!("c{k}"), format!("output {k} ").repeat(300))).unwrap();
     }

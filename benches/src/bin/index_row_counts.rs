@@ -49,8 +49,11 @@ fn main() {
             for i in 0..n {
                 let body = content(i);
                 let part = Part::Attachment { mime: "application/msgpack".into(), blob: BlobId::of(&body) };
-                chat.append_with_blobs(&[&body], vec![NewMessage { role: Role::Tool, parts: vec![part] }])
-                    .unwrap();
+                chat.append_with_blobs(
+                    &[&body],
+                    vec![NewMessage { role: Role::Tool, parts: vec![part], feedback: false }],
+                )
+                .unwrap();
             }
             store.sync().unwrap();
             store.close().unwrap();

@@ -265,7 +265,8 @@ pub(crate) fn part_in(py: Python<'_>, obj: &Bound<'_, PyAny>, at: usize) -> PyRe
     })
 }
 
-/// A message from its dict: `{"role", "content": str}` or `{"role", "parts": [...]}`.
+/// A message from its dict: `{"role", "content": str}` or `{"role", "parts": [...]}`, with
+/// `"feedback": True` for harness feedback.
 pub(crate) fn message_in(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<NewMessage> {
     let d = obj.cast::<PyDict>().map_err(|_| {
         invalid(
@@ -277,17 +278,19 @@ pub(crate) fn message_in(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<New
         )
     })?;
     let role = role_of(py, &req_str(py, d, "role", "message")?)?;
+    // `"feedback": True`: harness feedback, a user message that starts no turn.
+    let feedback = opt_bool(py, d, "feedback", "message")?;
     if let Some(parts) = d.get_item("parts")? {
         let list = parts.cast::<PyList>().map_err(|_| {
             invalid(py, format!("message: expected \"parts\" to be a list, found {}", type_name(&parts)))
         })?;
         let parts = list.iter().enumerate().map(|(i, p)| part_in(py, &p, i)).collect::<PyResult<Vec<_>>>()?;
-        return Ok(NewMessage { role, parts });
+        return Ok(NewMessage { role, parts, feedback });
     }
     match d.get_item("content")? {
         Some(c) => {
             let text = utf8(py, &c, "message: ", "\"content\"")?;
-            Ok(NewMessage::text(role, text))
+            Ok(NewMessage::text(role, text).with_feedback(feedback))
         }
         None => Err(invalid(py, "message: expected key \"content\" or \"parts\", found neither")),
     }

@@ -41,6 +41,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<worker::PyExtractive>()?;
     m.add_class::<worker::PyWorker>()?;
     m.add_function(wrap_pyfunction!(blob_id, m)?)?;
+    m.add_function(wrap_pyfunction!(compaction_tool_schema, m)?)?;
     m.add_function(wrap_pyfunction!(lcmessages::decode_lc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(lcmessages::fresh_items, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
@@ -53,6 +54,20 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 fn blob_id(data: &[u8]) -> String {
     undertext::BlobId::of(data).to_string()
+}
+
+/// The compaction tool's schema as JSON text, in OpenAI's chat-completions shape
+/// (`api="openai"`) or Anthropic's messages shape (`api="anthropic"`).
+#[pyfunction]
+#[pyo3(signature = (api="openai"))]
+fn compaction_tool_schema(py: Python<'_>, api: &str) -> PyResult<String> {
+    match api {
+        "openai" => Ok(undertext::compaction::tool::schema_openai()),
+        "anthropic" => Ok(undertext::compaction::tool::schema_anthropic()),
+        other => {
+            Err(errors::invalid(py, format!("api: expected \"openai\" or \"anthropic\", found {other:?}")))
+        }
+    }
 }
 
 /// Panics inside [`errors::run`], as a bug in an engine call would: the test suite uses it

@@ -651,6 +651,31 @@ impl PyStore {
         run(py, move || store.read_context(&owner, &id, start..end, unit))
     }
 
+    /// Runs a history tool the harness offers its model (`"read_messages"` or
+    /// `"read_context"`) with the model's tool-call `args` (JSON text) for `owner`; returns
+    /// the tool-result text. Mistakes in the arguments come back in that text, never raised.
+    fn history_tool_call(&self, py: Python<'_>, owner: Text, name: Text, args: Text) -> PyResult<String> {
+        let store = self.get(py)?;
+        run(py, move || store.history_tool_call(&owner, &name, &args))
+    }
+
+    /// The history tools' schemas (JSON texts) in `shape` `"openai"` (default) or
+    /// `"anthropic"`.
+    #[staticmethod]
+    #[pyo3(signature = (shape=Text::from("openai")))]
+    fn history_tool_schemas(py: Python<'_>, shape: Text) -> PyResult<Vec<String>> {
+        match &*shape {
+            "openai" => Ok(undertext::recall::tools::schemas_openai()),
+            "anthropic" => Ok(undertext::recall::tools::schemas_anthropic()),
+            other => Err(crate::errors::exception(
+                py,
+                "InvalidArgument",
+                &format!("shape: expected \"openai\" or \"anthropic\", found {other:?}"),
+                &[],
+            )),
+        }
+    }
+
     /// A preview of archive `archive_id` in about `max_chars` characters (head, tail, and
     /// with `query` the lines holding it), with a marker saying what is left out.
     #[pyo3(signature = (owner, archive_id, max_chars=2000, query=None))]

@@ -35,6 +35,9 @@ pub struct PyMessage {
     /// When it was written, in milliseconds since the Unix epoch.
     #[pyo3(get)]
     pub at_ms: u64,
+    /// Harness feedback (appended with `"feedback": True`): a user message that started no turn.
+    #[pyo3(get)]
+    pub feedback: bool,
     text: String,
 }
 
@@ -57,6 +60,7 @@ impl PyMessage {
             parts: parts_out(py, &m.parts)?.unbind(),
             step: m.step.as_ref().map(|s| (s.turn, s.stream_id.clone(), s.step)),
             at_ms: m.at_ms,
+            feedback: m.feedback,
             text: text.join(""),
         })
     }
@@ -90,6 +94,9 @@ impl PyMessage {
         d.set_item("parts", parts.get_slice(0, parts.len()))?;
         d.set_item("step", self.step.clone())?;
         d.set_item("at_ms", self.at_ms)?;
+        if self.feedback {
+            d.set_item("feedback", true)?;
+        }
         Ok(d)
     }
 

@@ -178,13 +178,41 @@ impl PyView {
             Decision::Refused { .. } => "refused",
         }
     }
-    /// Seqs of the tool results the guard turned into previews (empty unless compacted).
+    /// Seqs of the tool results this view sends as the guard's previews, whatever the
+    /// decision (a refused view carries them too).
     #[getter]
     fn previewed(&self) -> Vec<u64> {
-        match self.view.decision() {
-            Decision::Compacted { previewed, .. } => previewed.clone(),
-            _ => Vec::new(),
-        }
+        self.view.previewed().to_vec()
+    }
+    /// How many leading messages are exactly those of the previous view served for the chat:
+    /// the prefix a provider's prompt cache keeps.
+    #[getter]
+    fn stable_prefix_messages(&self) -> usize {
+        self.view.stable_prefix_messages()
+    }
+    /// Estimated tokens of the stable prefix (what the provider reads from its cache).
+    #[getter]
+    fn stable_prefix_tokens(&self) -> u64 {
+        self.view.stable_prefix_tokens()
+    }
+    /// Estimated tokens the provider must read in full (the estimate minus the stable prefix).
+    #[getter]
+    fn reread_tokens(&self) -> u64 {
+        self.view.reread_tokens()
+    }
+    /// What the view leaves out: `{"ranges": [(start, end), ...], "results": [(seq,
+    /// archive_id), ...], "tokens": n, "note": "..."}` (the note is a line for the model).
+    #[getter]
+    fn omitted<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+        let o = self.view.omitted();
+        let d = pyo3::types::PyDict::new(py);
+        let ranges: Vec<(u64, u64)> = o.ranges.iter().map(|r| (r.start, r.end)).collect();
+        let results: Vec<(u64, String)> = o.results.iter().map(|(s, id)| (*s, id.to_string())).collect();
+        d.set_item("ranges", ranges)?;
+        d.set_item("results", results)?;
+        d.set_item("tokens", o.tokens)?;
+        d.set_item("note", o.note())?;
+        Ok(d)
     }
     /// Tokens the previews saved (0 unless compacted).
     #[getter]

@@ -210,6 +210,7 @@ pub(crate) fn worker_options(
         checkpoint: CheckpointOptions { segment_tokens, fan_in, ..CheckpointOptions::default() },
         at_hard_line,
         retries,
+        ..WorkerOptions::default()
     })
 }
 

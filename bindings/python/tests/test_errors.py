@@ -17,6 +17,7 @@ KINDS = [
     "LintRejected",
     "IndexFailure",
     "Poisoned",
+    "Forked",
     "Refused",
     "Closed",
     "InternalError",

@@ -70,11 +70,13 @@ impl Chat {
 
     /// Replaces the metadata; returns the new version (versions start at 1).
     pub fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().set_meta(meta)
     }
 
     /// The metadata as of `version`.
     pub fn meta_at(&self, version: u64) -> Result<ChatMeta> {
+        self.store.same_process()?;
         self.chat().meta_at(version)
     }
 
@@ -91,11 +93,13 @@ impl Chat {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn append(&self, message: NewMessage) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().append(message)
     }
 
     /// Appends messages atomically: after a crash all of them are there or none.
     pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
+        self.store.same_process()?;
         self.chat().append_batch(messages)
     }
 
@@ -113,7 +117,7 @@ impl Chat {
     /// let note = NewMessage {
     ///     role: Role::Assistant,
     ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
-    /// };
+    ///, feedback: false };
     /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
     /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
     /// # Ok::<(), undertext::Error>(())
@@ -123,22 +127,26 @@ impl Chat {
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
     ) -> Result<(Vec<BlobId>, Range<u64>)> {
+        self.store.same_process()?;
         self.chat().append_with_blobs(blobs, messages)
     }
 
     /// Message `seq` (current revision).
     pub fn get(&self, seq: u64) -> Result<Message> {
+        self.store.same_process()?;
         self.chat().get(seq)
     }
 
     /// The messages in `range` that are not hidden (current revision).
     pub fn range(&self, range: Range<u64>) -> Result<Vec<Message>> {
+        self.store.same_process()?;
         self.chat().range(range)
     }
 
     /// Every message that is not hidden (current revision); hidden ones too with
     /// [`Snapshot::messages_with_hidden`].
     pub fn messages(&self) -> Result<Vec<Message>> {
+        self.store.same_process()?;
         self.chat().messages()
     }
 
@@ -147,12 +155,14 @@ impl Chat {
     /// not turn a turn-starting user message into another kind or back (it would renumber
     /// every later turn): truncate and append instead.
     pub fn edit(&self, seq: u64, message: NewMessage, expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().edit(seq, message, expected_revision)
     }
 
     /// Drops messages from `from_seq` on, if the chat is still at `expected_revision`;
     /// returns the new revision. The dropped messages stay readable at older revisions.
     pub fn truncate(&self, from_seq: u64, expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().truncate(from_seq, expected_revision)
     }
 
@@ -181,6 +191,7 @@ impl Chat {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn hide(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
         self.chat().hide(ranges, expected_revision)
     }
 
@@ -206,11 +217,13 @@ impl Chat {
         messages: Vec<NewMessage>,
         expected_revision: u64,
     ) -> Result<(u64, Range<u64>)> {
+        self.store.same_process()?;
         self.chat().hide_and_append(ranges, messages, expected_revision)
     }
 
     /// The chat as it was when `revision` ended (or now, for the current revision).
     pub fn snapshot_at(&self, revision: u64) -> Result<Snapshot> {
+        self.store.same_process()?;
         self.chat().snapshot_at(revision)
     }
 
@@ -225,12 +238,14 @@ impl Chat {
         status: StepStatus,
         messages: Vec<NewMessage>,
     ) -> Result<Range<u64>> {
+        self.store.same_process()?;
         self.chat().record_step(turn, stream_id, step, status, messages)
     }
 
     /// Every recorded attempt at user turn `turn`, in the order their streams first
     /// appeared, each with its steps in the order they were recorded.
     pub fn attempts(&self, turn: u64) -> Result<Vec<Attempt>> {
+        self.store.same_process()?;
         self.chat().attempts(turn)
     }
 
@@ -238,11 +253,13 @@ impl Chat {
     /// will not shrink it again. The owner must be able to read the archive, and the range
     /// must be valid in it.
     pub fn pin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.store.same_process()?;
         self.chat().pin(archive, range, unit)
     }
 
     /// Removes a pin made with [`Chat::pin`] (the same archive, range and unit).
     pub fn unpin(&self, archive: &BlobId, range: Range<u64>, unit: Unit) -> Result<()> {
+        self.store.same_process()?;
         self.chat().unpin(archive, range, unit)
     }
 
@@ -255,6 +272,7 @@ impl Chat {
         summarizer: &dyn Summarizer,
         opts: &CheckpointOptions,
     ) -> Result<Checkpoint> {
+        self.store.same_process()?;
         checkpoint::build(&self.chat(), summarizer, opts)
     }
 
@@ -262,6 +280,7 @@ impl Chat {
     /// ([`Conflict::Edited`]) and `cp` reaches beyond the published checkpoint
     /// ([`Conflict::NotNewer`]). Appends since the base are fine: they ride on top raw.
     pub fn publish_checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        self.store.same_process()?;
         checkpoint::publish(&self.chat(), cp, true)
     }
 
@@ -310,6 +329,7 @@ impl Chat {
     /// after the first call this costs a sum over the messages. Compaction records, pins and
     /// previews are not applied; use [`Chat::view`] for what will be sent.
     pub fn estimate(&self, budget: &Budget) -> Result<u64> {
+        self.store.same_process()?;
         self.view_of().estimate(budget)
     }
 
@@ -318,6 +338,7 @@ impl Chat {
     /// once; when below, it eases down. The factor is persisted and applies to later views.
     /// Returns the new factor.
     pub fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
+        self.store.same_process()?;
         self.view_of().report_usage(step, actual_input_tokens)
     }
 
@@ -327,19 +348,29 @@ impl Chat {
     /// the hard line cannot be served by any compaction: the harness must start afresh or
     /// use a larger window.
     pub fn protected_minimum(&self, budget: &Budget) -> Result<u64> {
+        self.store.same_process()?;
         self.view_of().protected_minimum(budget)
     }
 
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
+    /// A message an earlier compaction still trims or squishes is marked as such at the start
+    /// of its preview ([`tool::TRIMMED_MARK`](crate::compaction::tool::TRIMMED_MARK),
+    /// [`tool::SQUISHED_MARK`](crate::compaction::tool::SQUISHED_MARK)).
     pub fn index(&self) -> Result<Vec<IndexLine>> {
-        self.view_of().index()
+        self.store.same_process()?;
+        let snap = self.snapshot();
+        let mut index = self.view_of().index()?;
+        let (trims, squishes) = crate::compaction::in_effect(&snap);
+        crate::compaction::tool::mark_compacted(&mut index, &trims, &squishes);
+        Ok(index)
     }
 
     /// Checks a plan without applying it: every problem, each naming its rule. The
     /// protected tail is the last two user turns whole (see [`Chat::compaction_tool_call`]
     /// for the bound a budget sets).
     pub fn lint(&self, plan: &Plan) -> Result<Vec<LintProblem>> {
+        self.store.same_process()?;
         self.view_of().lint(plan)
     }
 
@@ -351,13 +382,33 @@ impl Chat {
     /// model can retry. Nothing of the exchange is appended to the chat: the harness sends
     /// the call and its result only to the compacting model call, so afterwards no trace of
     /// it is visible.
+    ///
+    /// A trim of a tool result an earlier compaction already trimmed changes nothing and
+    /// saves 0 tokens: it is left out of the plan and the result says so (a plan of only
+    /// such trims writes nothing and is reported as a no-op, not as applied).
     pub fn compaction_tool_call(
         &self,
         args_json: &str,
         expected_revision: u64,
         budget: &Budget,
     ) -> Result<String> {
-        self.view_of().compaction_tool_call(args_json, expected_revision, budget)
+        self.store.same_process()?;
+        use crate::compaction::tool;
+        let Ok(plan) = tool::parse_args(args_json) else {
+            return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
+        };
+        let snap = self.snapshot();
+        let (trimmed, _) = crate::compaction::in_effect(&snap);
+        let (again, trims): (Vec<u64>, Vec<u64>) = plan.trims.iter().partition(|t| trimmed.contains(t));
+        if again.is_empty() || snap.revision() != expected_revision {
+            return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
+        }
+        if trims.is_empty() && plan.squishes.is_empty() {
+            return Ok(tool::already_trimmed_text(&again));
+        }
+        let rest = tool::plan_json(&Plan { trims, squishes: plan.squishes });
+        let applied = self.view_of().compaction_tool_call(&rest, expected_revision, budget)?;
+        Ok(format!("{applied}\n{}", tool::already_trimmed_text(&again)))
     }
 
     /// Records a compaction plan, applied when views are built (originals untouched), if
@@ -366,6 +417,7 @@ impl Chat {
     /// results are archived so their pointer can be followed. Returns how many changes the
     /// plan holds.
     pub fn compact(&self, plan: &Plan, expected_revision: u64) -> Result<usize> {
+        self.store.same_process()?;
         self.view_of().compact(plan, expected_revision)
     }
 
@@ -375,6 +427,7 @@ impl Chat {
         &self,
         patterns: Option<&ApprovalPatterns>,
     ) -> Result<Option<(u64, Pending)>> {
+        self.store.same_process()?;
         self.view_of().first_pending_approval(patterns)
     }
 }

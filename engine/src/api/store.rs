@@ -183,6 +183,7 @@ impl Store {
     /// Fails with [`Error::ReadOnly`] when the writer's `gc` replaced the log since the open
     /// (open the store again), and on a store opened for writing (which is always current).
     pub fn refresh(&self) -> Result<Refreshed> {
+        self.same_process()?;
         let caught = read_only::refresh(&self.inner.kernel)?;
         self.inner.chats.refreshed(&caught.chats, caught.next_chat);
         Ok(caught.refreshed)
@@ -245,6 +246,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn delete_chat(&self, owner: &str, id: ChatId) -> Result<()> {
+        self.same_process()?;
         history::delete_chat(&self.inner.chats, owner, id, |state| self.inner.worker.forget(state))
     }
 
@@ -275,6 +277,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn find_chats(&self, owner: &str, field: MetaField<'_>, value: &str) -> Result<Vec<ChatSummary>> {
+        self.same_process()?;
         history::find_chats(&self.inner.chats, owner, field, value)
     }
 
@@ -300,6 +303,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn put_blob(&self, owner: &str, content: &[u8]) -> Result<BlobId> {
+        self.same_process()?;
         Ok(self.put_blobs(owner, &[content])?[0])
     }
 
@@ -315,6 +319,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn put_blobs(&self, owner: &str, contents: &[&[u8]]) -> Result<Vec<BlobId>> {
+        self.same_process()?;
         blobs::put_blobs(self.core(), owner, contents)
     }
 
@@ -325,12 +330,14 @@ impl Store {
     /// [`Error::NotFound`](crate::Error::NotFound); stored bytes that fail their checksum or
     /// hash are [`Error::Corrupt`](crate::Error::Corrupt) naming segment and offset.
     pub fn get_blob(&self, owner: &str, id: &BlobId) -> Result<Blob> {
+        self.same_process()?;
         self.get_blob_with(owner, id, self.core().opts.verify)
     }
 
     /// Returns the blob `id` of `owner`, checking as much as `verify` asks. Uncompressed
     /// blobs in sealed segments are returned without a copy.
     pub fn get_blob_with(&self, owner: &str, id: &BlobId, verify: Verify) -> Result<Blob> {
+        self.same_process()?;
         blobs::get_blob(self.core(), owner, id, verify)
     }
 
@@ -351,6 +358,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn get_blobs(&self, owner: &str, ids: &[BlobId]) -> Result<Vec<Blob>> {
+        self.same_process()?;
         blobs::get_blobs(self.core(), owner, ids, self.core().opts.verify)
     }
 
@@ -371,17 +379,20 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn get_blob_range(&self, owner: &str, id: &BlobId, range: Range<u64>) -> Result<Vec<u8>> {
+        self.same_process()?;
         blobs::get_blob_range(self.core(), owner, id, range)
     }
 
     /// Length of blob `id` of `owner` in bytes (a chunked blob's chunks are not read).
     pub fn blob_len(&self, owner: &str, id: &BlobId) -> Result<u64> {
+        self.same_process()?;
         blobs::blob_len(self.core(), owner, id)
     }
 
     /// True when `owner` holds a grant on a stored blob with this id (false for a blob only
     /// other owners hold: the same answer as for a blob never stored).
     pub fn contains_blob(&self, owner: &str, id: &BlobId) -> Result<bool> {
+        self.same_process()?;
         blobs::contains_blob(self.core(), owner, id)
     }
 
@@ -389,12 +400,14 @@ impl Store {
     /// whoever holds it. Not an owner's API: it answers for every owner's blobs.
     #[doc(hidden)]
     pub fn unscoped_contains_blob(&self, id: &BlobId) -> Result<bool> {
+        self.same_process()?;
         Ok(self.core().index.blob(id)?.is_some())
     }
 
     /// Maintenance only: blob `id`, whoever holds it. Not an owner's API.
     #[doc(hidden)]
     pub fn unscoped_get_blob(&self, id: &BlobId) -> Result<Blob> {
+        self.same_process()?;
         self.core().get_blob(id, self.core().opts.verify)
     }
 
@@ -414,6 +427,7 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn archive(&self, owner: &str, text: &str) -> Result<ArchiveRef> {
+        self.same_process()?;
         archive::archive(self.core(), &self.inner.archives, owner, text)
     }
 
@@ -496,6 +510,7 @@ impl Store {
 
     /// The reference of archive `id`, if `owner` may read it.
     pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
+        self.same_process()?;
         archive::archive_ref(self.core(), &self.inner.archives, owner, id)
     }
 
@@ -506,19 +521,49 @@ impl Store {
     /// chunking threshold is not loaded whole: the read touches only the chunks around
     /// the two bounds and those the range covers.
     pub fn read_context(&self, owner: &str, id: &BlobId, range: Range<u64>, unit: Unit) -> Result<String> {
+        self.same_process()?;
         archive::read_context(self.core(), &self.inner.archives, owner, id, range, unit)
+    }
+
+    /// Runs one of the history tools a harness offers its model ([`crate::recall::tools`]:
+    /// `read_messages`, `read_context`) with the model's tool-call `args` (JSON text), for
+    /// `owner`, and returns the tool-result text to send back. Mistakes in the arguments, and
+    /// ids not found for this owner, are answered in that text (the model can correct them);
+    /// only storage failures are errors. Nothing is written.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::NewMessage;
+    /// let id = store.create_chat("a", Default::default())?;
+    /// store.chat("a", id)?.append(NewMessage::user("the build fails on line 42"))?;
+    /// let args = format!(r#"{{"chat": "{id}", "start": 0, "end": 1}}"#);
+    /// assert!(store.history_tool_call("a", "read_messages", &args)?.contains("line 42"));
+    /// assert!(store.history_tool_call("b", "read_messages", &args)?.starts_with("error: not found"));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn history_tool_call(&self, owner: &str, name: &str, args: &str) -> Result<String> {
+        self.same_process()?;
+        let src = crate::recall::tools::Source {
+            core: self.core(),
+            chats: &self.inner.chats,
+            archives: &self.inner.archives,
+        };
+        crate::recall::tools::call(src, owner, name, args)
     }
 
     /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
     /// a `query` the lines between them that contain it, with a marker that says what is
     /// left out and how to read it (template: [`Options::preview_marker`](crate::Options)).
     pub fn preview(&self, owner: &str, id: &BlobId, max_chars: usize, query: Option<&str>) -> Result<String> {
+        self.same_process()?;
         archive::preview(self.core(), &self.inner.archives, owner, id, max_chars, query)
     }
 
     /// Starts the background pre-compaction worker with `summarizer`. One worker per store;
     /// starting another replaces it for new requests.
     pub fn start_worker(&self, summarizer: Arc<dyn Summarizer>, opts: WorkerOptions) -> Result<Worker> {
+        self.same_process()?;
         worker::start(self.inner.clone(), self.path(), summarizer, opts)
     }
 
@@ -530,6 +575,7 @@ impl Store {
 
     /// Makes every acknowledged write durable, log and index, whatever the durability mode.
     pub fn sync(&self) -> Result<()> {
+        self.same_process()?;
         maintenance::sync(self.core())
     }
 
@@ -537,6 +583,7 @@ impl Store {
     /// one (which is not read: a damaged index is no obstacle). Appends wait while it runs;
     /// reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
+        self.same_process()?;
         maintenance::rebuild_index(self.core())?;
         // The search index is derived too: dropped, it is built again from the log by the
         // next search.
@@ -585,11 +632,13 @@ impl Store {
     /// ([`CheckReport::index_problems`]: the log is intact, and [`Store::rebuild_index`]
     /// repairs them).
     pub fn check(&self) -> Result<CheckReport> {
+        self.same_process()?;
         maintenance::check(self.core())
     }
 
     /// Sizes and counters.
     pub fn stats(&self) -> Result<StoreStats> {
+        self.same_process()?;
         maintenance::stats(self.core(), self.inner.chats.len() as u64)
     }
 

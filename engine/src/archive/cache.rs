@@ -727,6 +727,7 @@ mod tests {
         chat.append(NewMessage {
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: "c1".into(), name: "run".into(), args: "{}".into() }],
+            feedback: false,
         })
         .unwrap();
         chat.append(NewMessage::tool_result("c1", t.clone())).unwrap();

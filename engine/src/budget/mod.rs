@@ -19,7 +19,7 @@ pub use crate::model::IndexLine;
 pub mod estimate {
     pub use crate::estimate::*;
 }
-pub use view::{Decision, View, ViewMessage};
+pub use view::{Decision, Omitted, View, ViewMessage};
 
 /// The token budget of one model call. Fractions are of the usable input,
 /// `window − reserve_output`.

@@ -62,7 +62,7 @@ mod tests {
     use crate::model::ToolContent;
 
     fn msg(seq: u64, turn: u64, role: Role, parts: Vec<Part>) -> Message {
-        Message { seq, revision: 0, role, turn, parts, step: None, at_ms: 0 }
+        Message { seq, revision: 0, role, turn, parts, step: None, at_ms: 0, feedback: false }
     }
 
     /// user · (assistant call · tool result) × n, one turn.

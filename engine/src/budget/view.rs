@@ -98,12 +98,65 @@ pub struct View {
     pub(crate) previewed: Vec<u64>,
     /// The exact prefix shared with the previous request (see [`View::stable_prefix_messages`]).
     pub(crate) stable: Stable,
+    /// What the view leaves out (see [`View::omitted`]).
+    pub(crate) omitted: Omitted,
     /// Raw (uncalibrated) tokens the previews save: the estimate before the guard is
     /// `raw_estimate + raw_saved`.
     pub(crate) raw_saved: u64,
     /// A cut was due: with what earlier views cut, the estimate was over the soft line (the
     /// moment to swap a prepared checkpoint in, too).
     pub(crate) due: bool,
+}
+
+/// What a view leaves out of the chat's history, with the handles that read it back: for a
+/// harness to show "what was dropped", and for the model ([`Omitted::note`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Omitted {
+    /// Seq ranges sent only as a summary (under a checkpoint or a squish), the messages kept
+    /// verbatim beside it (system messages, the task) excepted; readable with
+    /// `read_messages` (or [`Chat::range`](crate::Chat::range)).
+    pub ranges: Vec<Range<u64>>,
+    /// Tool results sent as previews, not whole: (seq, the archive id `read_context` reads
+    /// it back by).
+    pub results: Vec<(u64, crate::blob::BlobId)>,
+    /// Estimated tokens left out (calibrated): what the previews save, plus the estimates
+    /// of the summarized messages known to this process (at least that many).
+    pub tokens: u64,
+}
+
+impl Omitted {
+    /// True when the view sends every message whole.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.results.is_empty()
+    }
+
+    /// One line for the model saying what is left out and how to read it back (empty when
+    /// nothing is): the ranges and how many results are previews, with the tools' names.
+    ///
+    /// ```
+    /// use undertext::budget::Omitted;
+    /// let o = Omitted { ranges: vec![0..40], results: vec![], tokens: 9_000 };
+    /// assert!(o.note().contains("messages 0..40"));
+    /// assert!(Omitted::default().note().is_empty());
+    /// ```
+    pub fn note(&self) -> String {
+        if self.is_empty() {
+            return String::new();
+        }
+        let ranges: Vec<String> = self.ranges.iter().map(|r| format!("{}..{}", r.start, r.end)).collect();
+        let mut s = format!("[left out of this context: about {} tokens", self.tokens);
+        if !ranges.is_empty() {
+            s.push_str(&format!("; messages {} as summaries (read_messages reads them)", ranges.join(", ")));
+        }
+        if !self.results.is_empty() {
+            s.push_str(&format!(
+                "; {} tool results as previews (read_context with the archive id each names)",
+                self.results.len()
+            ));
+        }
+        s.push(']');
+        s
+    }
 }
 
 /// How much of a view is an exact prefix of the previous request served for the chat.
@@ -201,6 +254,12 @@ impl View {
     /// what a provider can read from its cache.
     pub fn stable_prefix_tokens(&self) -> u64 {
         self.stable.tokens
+    }
+
+    /// What the view leaves out of the chat's history (summarized ranges, previewed results
+    /// with their archive ids, tokens), with the handles that read it back.
+    pub fn omitted(&self) -> &Omitted {
+        &self.omitted
     }
 
     /// Estimated tokens (calibrated) the provider must read in full: the view's estimate
@@ -417,6 +476,7 @@ pub(crate) fn guard(
         previewed,
         stable: Stable::default(),
         due: kept_est > budget.soft_limit(),
+        omitted: Omitted::default(),
         raw_saved: raw0 - total_raw,
     };
     Ok((view, now_kept))

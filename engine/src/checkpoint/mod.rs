@@ -8,14 +8,28 @@
 //! * **Segments**: the history before the cut, split at safe points (never between a tool
 //!   call and its result) into runs of about `segment_tokens`; a segment's id is the hash of
 //!   its messages, in order.
-//! * The **summary tree**: segment summaries, cached by (segment id, summarizer id), merged
-//!   `fan_in` at a time into the checkpoint summary; merged nodes are cached by (hash of their
+//! * The **summary tree**: segment summaries, cached by (segment id, summarizer id). At each
+//!   level the complete groups of `fan_in` merge into the level above; what a level leaves
+//!   over (fewer than `fan_in`, at its end) is carried to the last merge, which takes the top
+//!   level and every carried node in order. Merged nodes are cached by (hash of their
 //!   children, summarizer id). A refresh starts from segment summaries — never from the
-//!   previous checkpoint's summary — and summarizes only what it has not seen.
+//!   previous checkpoint's summary — and summarizes only what it has not seen: a complete
+//!   group never changes as the chat grows. In a refresh, the last complete groups of a
+//!   level holding nodes made by this build (at most two) are carried to the last merge too,
+//!   and merged by the next build, their members cached by then, at once with that build's
+//!   new segments. So the last merge takes at most `3 × fan_in − 1` nodes per level, and the
+//!   checkpoint after a swap is one round of calls made at once (the new segments, the
+//!   segment the old cut fell in, carried groups' merges) and the last merge: two calls in
+//!   sequence when the worker has threads for the round, whatever the chat's length
+//!   (`tests/tests/worker_latency.rs` counts them).
+//! * **Calls**: a build a caller asks for calls the summarizer one call at a time on the
+//!   caller's thread; the worker's jobs summarize the segments not in the cache several at
+//!   once, then each level's new merges several at once (see `pool`).
 //! * **Publication** is guarded: refused if the chat was edited since the checkpoint's base
 //!   revision, or if it does not reach beyond the published checkpoint.
 
 mod guard;
+pub(crate) mod pool;
 mod summarizer;
 
 pub use summarizer::{Extractive, FnSummarizer, Summarizer};
@@ -33,6 +47,7 @@ use crate::index::SUMMARIES;
 use crate::model::{Message, Part, ToolContent};
 use crate::record::{self, CheckpointRec, SummaryRec, kind};
 use crate::store::core::{Core, RecordOut, Txn};
+use pool::Calls;
 
 /// How a checkpoint is built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,6 +89,10 @@ pub struct BuildStats {
     pub cached: usize,
     /// Levels of merging above the segments.
     pub depth: usize,
+    /// Summarizer calls in sequence: the calls a worker's job made at once count once (a
+    /// build on the caller's thread makes them one at a time: `summarized + merged`). The
+    /// job's time is about this many times the time of one call.
+    pub rounds: usize,
 }
 
 /// A checkpoint, built and not yet published (see [`Chat::publish_checkpoint`](crate::Chat::publish_checkpoint)).
@@ -329,11 +348,24 @@ pub(crate) fn build(
 }
 
 /// [`build`], or `None` when nothing is settled yet (the whole chat is protected or waits
-/// for an approval): the chat's messages are read and its cut found once.
+/// for an approval): the chat's messages are read and its cut found once. The summarizer is
+/// called one call at a time on this thread (a caller's build; see [`build_with`]).
 pub(crate) fn build_if_settled(
     chat: &ChatRef<'_>,
     summarizer: &dyn Summarizer,
     opts: &CheckpointOptions,
+) -> Result<Option<Checkpoint>> {
+    build_with(chat, summarizer, opts, &Calls::SERIAL)
+}
+
+/// [`build_if_settled`], making the summarizer calls as `calls` says: the worker's jobs
+/// summarize the segments not in the cache several at once, then merge each level's new
+/// groups several at once (see [`pool`]).
+pub(crate) fn build_with(
+    chat: &ChatRef<'_>,
+    summarizer: &dyn Summarizer,
+    opts: &CheckpointOptions,
+    calls: &Calls<'_>,
 ) -> Result<Option<Checkpoint>> {
     if opts.fan_in < 2 || opts.segment_tokens == 0 {
         return Err(Error::InvalidArgument(format!(
@@ -354,14 +386,16 @@ pub(crate) fn build_if_settled(
     core.ensure_flushed(core.log.written())?;
     let mut cache = Cache { core: &core, summarizer: summarizer.id(), txn: Txn::default() };
     let mut stats = BuildStats::default();
-    let mut level: Vec<(BlobId, String)> = Vec::new();
+    let mut tree = Tree::default();
     let mut infos = Vec::new();
     // Interrupted work: completed steps of every recorded attempt of a settled turn whose
     // messages are no longer in the chat (a retry truncated them) are source material
-    // too, in order, with the segment where their turn starts.
-    let lost = lost_steps(chat, &snap, &msgs[..cut as usize])?;
+    // too, in order, with the segment where their turn starts. Steps still in the chat are
+    // not lost work: those past the cut stay raw after the reach, never in the summary.
+    let lost = lost_steps(chat, &snap, &msgs, cut as usize)?;
     let e = core.opts.estimator.clone();
     let tokens = |m: &Message| message_tokens_kept(&snap, core.opts.keep_derived, &*e, m);
+    let mut level: Vec<usize> = Vec::new();
     for r in segments(&msgs[..cut as usize], tokens, opts.segment_tokens) {
         let mut part: Vec<Message> = msgs[r.start as usize..r.end as usize].to_vec();
         let r = if r.start == 0 { 0 } else { seq_at(r.start) }..seq_at(r.end);
@@ -370,52 +404,53 @@ pub(crate) fn build_if_settled(
                 part.extend(extra.iter().cloned());
             }
         }
-        let part = &part[..];
-        let id = segment_id(part);
-        let text = match cache.get(&id)? {
-            Some(t) => {
-                stats.cached += 1;
-                t
-            }
-            None => {
-                let t = summarizer.summarize(part)?;
-                cache.put(id, &t)?;
-                stats.summarized += 1;
-                t
-            }
-        };
+        let id = segment_id(&part);
         infos.push(SegmentInfo { range: r, id });
-        level.push((id, text));
+        level.push(tree.add(&cache, &mut stats, id, Work::Summarize(part))?);
     }
-    while level.len() > 1 {
-        stats.depth += 1;
-        let mut next = Vec::new();
-        for group in level.chunks(opts.fan_in) {
-            if group.len() == 1 {
-                next.push(group[0].clone());
-                continue;
-            }
-            let ids: Vec<BlobId> = group.iter().map(|(i, _)| *i).collect();
-            let id = node_id(&ids, summarizer.id());
-            let text = match cache.get(&id)? {
-                Some(t) => {
-                    stats.cached += 1;
-                    t
-                }
-                None => {
-                    let texts: Vec<String> = group.iter().map(|(_, t)| t.clone()).collect();
-                    let t = summarizer.merge(&texts)?;
-                    cache.put(id, &t)?;
-                    stats.merged += 1;
-                    t
-                }
-            };
-            next.push((id, text));
+    // The tree: each level's complete groups of `fan_in` merge into the level above; what is
+    // left over at a level (fewer than `fan_in`, at its end) is carried to the last merge.
+    // A complete group never changes as the chat grows, so its merge stays cached. In a
+    // refresh (the level has cached nodes), the last complete groups holding a node made
+    // now (up to `CARRY_GROUPS`) are carried too this time: the next build merges them, their
+    // members all cached, at once with its new segments — so a refresh is one round of calls
+    // and the last merge.
+    let mut carried: Vec<Vec<usize>> = Vec::new();
+    while level.len() >= opts.fan_in {
+        let full = level.len() / opts.fan_in * opts.fan_in;
+        let mut rest = level.split_off(full);
+        let mut groups: Vec<Vec<usize>> = level.chunks(opts.fan_in).map(<[usize]>::to_vec).collect();
+        if level.iter().any(|&c| tree.cached(c)) {
+            let fresh =
+                groups.iter().rev().take(CARRY_GROUPS).take_while(|g| g.iter().any(|&c| !tree.cached(c)));
+            let n = fresh.count();
+            let tail: Vec<usize> = groups.split_off(groups.len() - n).into_iter().flatten().collect();
+            rest.splice(0..0, tail);
         }
-        level = next;
+        carried.push(rest);
+        if groups.is_empty() {
+            level = Vec::new();
+            break;
+        }
+        stats.depth += 1;
+        level = groups
+            .into_iter()
+            .map(|g| tree.add_merge(&cache, &mut stats, summarizer.id(), g))
+            .collect::<Result<_>>()?;
     }
-    let (root, summary) =
-        level.pop().ok_or_else(|| Error::InvalidArgument("no segment to summarize".into()))?;
+    // The top level, then what each level below left over, in order of the messages.
+    level.extend(carried.into_iter().rev().flatten());
+    let root = match level[..] {
+        [] => return Err(Error::InvalidArgument("no segment to summarize".into())),
+        [one] => one,
+        _ => {
+            stats.depth += 1;
+            tree.add_merge(&cache, &mut stats, summarizer.id(), level)?
+        }
+    };
+    tree.run(&mut cache, summarizer, calls, &mut stats)?;
+    let summary = tree.nodes[root].text.take().unwrap_or_default();
+    let root = tree.nodes[root].id;
     let txn = std::mem::take(&mut cache.txn);
     let c = core.append(txn)?;
     core.wait_durable(c.end)?;
@@ -432,18 +467,141 @@ pub(crate) fn build_if_settled(
     }))
 }
 
-/// For each settled user turn, the messages of completed steps of its recorded attempts
-/// that are no longer in the chat, keyed by the seq where the turn starts. A message hidden
-/// on purpose is not lost: its version still in the chat stays out of the summary.
+/// Complete groups a refresh carries to the last merge at most, per level (see
+/// `build_with`): the last merge takes at most `(CARRY_GROUPS + 1) × fan_in − 1` nodes per
+/// level.
+const CARRY_GROUPS: usize = 2;
+
+/// What a node of the summary tree needs: a summary of its messages, or a merge of its
+/// children's summaries (indexes in [`Tree::nodes`]).
+enum Work {
+    Summarize(Vec<Message>),
+    Merge(Vec<usize>),
+    /// Found in the cache, or made.
+    Done,
+}
+
+struct Node {
+    id: BlobId,
+    text: Option<String>,
+    work: Work,
+    /// Calls in sequence before its summary is ready: 0 when cached, else one more than
+    /// its children's.
+    depth: usize,
+}
+
+/// The summary tree of a build: its nodes, each cached or to be made.
+#[derive(Default)]
+struct Tree {
+    nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Adds a node, looking it up in the cache; its index.
+    fn add(&mut self, cache: &Cache<'_>, stats: &mut BuildStats, id: BlobId, work: Work) -> Result<usize> {
+        let text = cache.get(&id)?;
+        let (work, depth) = match (&text, work) {
+            (Some(_), _) => {
+                stats.cached += 1;
+                (Work::Done, 0)
+            }
+            (None, Work::Merge(children)) => {
+                let d = children.iter().map(|&c| self.nodes[c].depth).max().unwrap_or(0);
+                (Work::Merge(children), d + 1)
+            }
+            (None, w) => (w, 1),
+        };
+        self.nodes.push(Node { id, text, work, depth });
+        Ok(self.nodes.len() - 1)
+    }
+
+    /// Adds the merge of `children`.
+    fn add_merge(
+        &mut self,
+        cache: &Cache<'_>,
+        stats: &mut BuildStats,
+        summarizer: &str,
+        children: Vec<usize>,
+    ) -> Result<usize> {
+        let ids: Vec<BlobId> = children.iter().map(|&c| self.nodes[c].id).collect();
+        self.add(cache, stats, node_id(&ids, summarizer), Work::Merge(children))
+    }
+
+    /// Whether node `i` was found in the cache (else this build makes it).
+    fn cached(&self, i: usize) -> bool {
+        self.nodes[i].depth == 0
+    }
+
+    /// Makes every node not cached, a round at a time: the nodes whose children are ready
+    /// (the segments, and the merges of cached summaries first), together, as `calls` says;
+    /// each summary is added to the cache.
+    fn run(
+        &mut self,
+        cache: &mut Cache<'_>,
+        summarizer: &dyn Summarizer,
+        calls: &Calls<'_>,
+        stats: &mut BuildStats,
+    ) -> Result<()> {
+        enum Call {
+            Summarize(Vec<Message>),
+            Merge(Vec<String>),
+        }
+        let top = self.nodes.iter().map(|n| n.depth).max().unwrap_or(0);
+        for depth in 1..=top {
+            let mut batch: Vec<(usize, Call)> = Vec::new();
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].depth != depth {
+                    continue;
+                }
+                let call = match std::mem::replace(&mut self.nodes[i].work, Work::Done) {
+                    Work::Summarize(part) => Call::Summarize(part),
+                    Work::Merge(children) => Call::Merge(
+                        children.iter().map(|&c| self.nodes[c].text.clone().unwrap_or_default()).collect(),
+                    ),
+                    Work::Done => continue,
+                };
+                batch.push((i, call));
+            }
+            let made = calls.map(&batch, |(_, call)| match call {
+                Call::Summarize(part) => summarizer.summarize(part),
+                Call::Merge(texts) => summarizer.merge(texts),
+            })?;
+            stats.rounds += calls.rounds(made.len());
+            for ((i, call), t) in batch.into_iter().zip(made) {
+                match call {
+                    Call::Summarize(_) => stats.summarized += 1,
+                    Call::Merge(_) => stats.merged += 1,
+                }
+                cache.put(self.nodes[i].id, &t)?;
+                self.nodes[i].text = Some(t);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// For each settled user turn (of `msgs[..cut]`), the messages of completed steps of its
+/// recorded attempts that are no longer in the chat (`msgs`, every live message: a step
+/// still there, settled or in the raw tail after the cut, is not lost), keyed by the seq
+/// where the turn starts. An attempt that began at or after the reach (the seq of
+/// `msgs[cut]`) is work after the checkpoint and stays out of it. A message hidden on
+/// purpose is not lost: its version still in the chat stays out of the summary.
 fn lost_steps(
     chat: &ChatRef<'_>,
     snap: &crate::history::Snapshot,
-    settled: &[Message],
+    msgs: &[Message],
+    cut: usize,
 ) -> Result<Vec<(u64, Vec<Message>)>> {
     let inner = &snap.inner;
+    let settled = &msgs[..cut];
+    let reach = msgs.get(cut).map_or(snap.len(), |m| m.seq);
     let hidden_here = |m: &Message| {
         inner.hidden.contains(m.seq)
             && inner.entries.get(m.seq as usize).is_some_and(|e| e.revision == m.revision)
+    };
+    let present = |m: &Message| {
+        let at = msgs.partition_point(|c| c.seq < m.seq);
+        msgs.get(at).is_some_and(|c| c.seq == m.seq && c.revision == m.revision && c.parts == m.parts)
     };
     let mut out = Vec::new();
     let mut turn_starts: Vec<(u64, u64)> = Vec::new();
@@ -455,14 +613,14 @@ fn lost_steps(
     for (turn, start) in turn_starts {
         let mut extra = Vec::new();
         for attempt in chat.attempts(turn)? {
+            let began = attempt.steps.iter().flat_map(|s| s.seqs.iter().copied()).min();
+            if began.is_none_or(|b| b >= reach) {
+                continue;
+            }
             for step in attempt.steps.into_iter().filter(|s| s.status == crate::history::StepStatus::Complete)
             {
                 for m in step.messages {
-                    let at = settled.partition_point(|c| c.seq < m.seq);
-                    let present = settled
-                        .get(at)
-                        .is_some_and(|c| c.seq == m.seq && c.revision == m.revision && c.parts == m.parts);
-                    if !present && !hidden_here(&m) {
+                    if !present(&m) && !hidden_here(&m) {
                         extra.push(m);
                     }
                 }
@@ -541,7 +699,16 @@ mod tests {
     use crate::model::{ArchiveRef, Role};
 
     fn msg(parts: Vec<Part>) -> Message {
-        Message { seq: 3, revision: 0, role: Role::Tool, turn: 1, parts, step: None, at_ms: 0 }
+        Message {
+            seq: 3,
+            revision: 0,
+            role: Role::Tool,
+            turn: 1,
+            parts,
+            step: None,
+            at_ms: 0,
+            feedback: false,
+        }
     }
 
     fn result(content: ToolContent) -> Part {

@@ -150,6 +150,19 @@ pub struct ReplayArgs {
     /// to finish a pending job (nothing is slept when none is pending). 0: the worst case.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
+    /// Time every summarizer call of the worker takes, in milliseconds (slept before the
+    /// extractive summarizer): a model summarizer's latency, for the stalls at the hard line.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub summarizer_ms: u64,
+    /// At the hard line with no checkpoint prepared, a view waits up to this many
+    /// milliseconds for the worker's job (the library's default policy waits 30 s); 0: the
+    /// guard alone decides, and a view still over the hard line is refused.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    pub hard_line_wait_ms: u64,
+    /// Prices per million input tokens for the cost with prompt caching:
+    /// `input=N,cached=N,cache_write=N` (any subset; cache_write defaults to input).
+    #[arg(long, default_value = "input=1,cached=0.1", value_name = "PRICES")]
+    pub price: String,
     /// Print the rows as JSON.
     #[arg(long)]
     pub json: bool,
@@ -256,7 +269,11 @@ pub struct PlotArgs {
     #[arg(long, default_value_t = 32_000)]
     pub window: u64,
     /// Prices in US dollars per million tokens, for the cumulative cost.
-    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,output=N")]
+    #[arg(
+        long,
+        default_value = "input=3,cached=0.3,output=15",
+        value_name = "input=N,cached=N,cache_write=N,output=N"
+    )]
     pub price: String,
     /// Print the series as JSON too.
     #[arg(long)]
@@ -274,7 +291,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub bind: std::net::IpAddr,
     /// Prices in US dollars per million tokens, for the chart's cumulative cost.
-    #[arg(long, default_value = "input=3,cached=0.3,output=15", value_name = "input=N,cached=N,output=N")]
+    #[arg(
+        long,
+        default_value = "input=3,cached=0.3,output=15",
+        value_name = "input=N,cached=N,cache_write=N,output=N"
+    )]
     pub price: String,
 }
 

@@ -3,7 +3,12 @@
 //! `undertext::import::series`, equal to the replay on a scratch store that [`Replay`] runs
 //! for the model view and checkpoints pages), then drawn with `plotters`' SVG backend ([`svg`]): context
 //! tokens per model step against resending everything, the window's target, soft and hard
-//! lines, checkpoint swaps marked, and the cumulative cost on the right axis. Text is drawn
+//! lines, checkpoint swaps marked, and on the right axis the cumulative input cost of
+//! Undertext's views under the prompt-cache model (`undertext::import::cost`: the longest
+//! common prefix of whole messages with the previous view is billed at the cached price),
+//! beside the same model's cost of resending everything and of the naive policy, and — when
+//! the transcript reported one — the harness's own bill for its original run, labelled as
+//! such (it is not what Undertext's views cost). Text is drawn
 //! as SVG `<text>` elements (no font files are read), the legend sits in its own column
 //! right of the plot, so no label is drawn over the data or over another label.
 
@@ -14,7 +19,10 @@ use plotters::prelude::*;
 use serde_json::Value;
 use undertext::budget::Budget;
 use undertext::checkpoint::Checkpoint;
-use undertext::import::replay::{ReplayOptions, StepPoint, full_tokens, start_worker};
+use undertext::import::cost::{Price, Tally};
+use undertext::import::replay::{
+    BaselineCall, Baselines, ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker,
+};
 use undertext::import::series::Series;
 use undertext::worker::Worker;
 use undertext::{
@@ -25,51 +33,53 @@ use undertext::{
 use super::out::num;
 use super::{CliError, CliResult};
 
-/// Prices in US dollars per million tokens (`--price input=3,cached=0.3,output=15`).
+/// Prices in US dollars per million tokens
+/// (`--price input=3,cached=0.3,cache_write=3.75,output=15`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Prices {
-    /// Uncached input tokens (cache writes are priced as input).
+    /// Input tokens with no cache.
     pub input: f64,
     /// Input tokens read from the provider's prompt cache.
     pub cached: f64,
-    /// Output tokens.
+    /// Uncached input tokens, written to the cache (Anthropic: 1.25× input); default: input.
+    pub cache_write: f64,
+    /// Output tokens (the harness's own bill only: the cost lines of the cache model are
+    /// input cost, the same output for every policy).
     pub output: f64,
 }
 
 impl Default for Prices {
     fn default() -> Self {
-        Prices { input: 3.0, cached: 0.3, output: 15.0 }
+        Prices { input: 3.0, cached: 0.3, cache_write: 3.0, output: 15.0 }
     }
 }
 
 impl Prices {
-    /// Parses `input=3,cached=0.3,output=15` (any subset; the rest keep their defaults).
+    /// Parses `input=3,cached=0.3,cache_write=3.75,output=15` (any subset; the rest keep
+    /// their defaults, cache_write follows input unless given).
     pub fn parse(s: &str) -> CliResult<Prices> {
-        let mut p = Prices::default();
-        for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let bad = || {
-                CliError(format!(
-                    "--price: expected input=N,cached=N,output=N (US dollars per million tokens), found {item:?}"
-                ))
-            };
-            let (k, v) = item.split_once('=').ok_or_else(bad)?;
-            let v: f64 = v.trim().parse().map_err(|_| bad())?;
-            if !v.is_finite() || v < 0.0 {
-                return Err(bad());
-            }
-            match k.trim() {
-                "input" => p.input = v,
-                "cached" => p.cached = v,
-                "output" => p.output = v,
-                _ => return Err(bad()),
-            }
-        }
-        Ok(p)
+        let d = Prices::default();
+        let base = Price { input: d.input, cached: d.cached, cache_write: d.cache_write };
+        let (p, extra) = Price::parse_with(s, base, &["output"]).map_err(|e| {
+            CliError(
+                e.to_string()
+                    .replace("invalid argument: ", "")
+                    .replace("cache_write=N (", "cache_write=N,output=N ("),
+            )
+        })?;
+        let output = extra.iter().rev().find(|(k, _)| *k == "output").map_or(d.output, |(_, v)| *v);
+        Ok(Prices { input: p.input, cached: p.cached, cache_write: p.cache_write, output })
     }
 
-    /// The cost of a step's tokens.
+    /// The cache model's prices (input side).
+    pub fn price(&self) -> Price {
+        Price { input: self.input, cached: self.cached, cache_write: self.cache_write }
+    }
+
+    /// The cost of a step's tokens as a harness reported them (uncached input, cached input,
+    /// output).
     pub fn cost(&self, input: u64, cached: u64, output: u64) -> f64 {
-        (input as f64 * self.input + cached as f64 * self.cached + output as f64 * self.output) / 1e6
+        (input as f64 * self.cache_write + cached as f64 * self.cached + output as f64 * self.output) / 1e6
     }
 }
 
@@ -84,32 +94,46 @@ pub struct Step {
     pub everything: u64,
     /// A checkpoint was swapped in at this step.
     pub swapped: bool,
-    /// Uncached input tokens priced.
+    /// Tokens of the view billed as input (not an exact prefix of the previous view).
     pub input: u64,
-    /// Cached input tokens priced.
+    /// Tokens of the view read from the provider's cache.
     pub cached: u64,
-    /// Output tokens priced.
+    /// The view broke the cache (its prefix is shorter than the previous view).
+    pub broke: bool,
+    /// Estimated output tokens (the assistant message).
     pub output: u64,
-    /// Cumulative cost up to and including this step, in US dollars.
+    /// Cumulative input cost of Undertext's views with prompt caching, US dollars.
     pub cost: f64,
+    /// Cumulative input cost of resending everything with prompt caching, while it fits the
+    /// usable input (`None` from the first step where it does not).
+    pub resend_cost: Option<f64>,
+    /// Cumulative input cost of the naive policy with prompt caching.
+    pub naive_cost: f64,
+    /// Cumulative cost the harness reported for its own original run (input, cache reads,
+    /// output), when the transcript reports usage per model step.
+    pub harness_cost: Option<f64>,
 }
 
-/// Where the priced token counts came from.
+/// Whether the harness's own reported bill is drawn beside the cache model's costs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CostSource {
-    /// The harness's reported usage (Claude Code's `message.usage`), one per model step.
+    /// The harness's reported usage (Claude Code's `message.usage`), one per model step, is
+    /// drawn as its own line.
     Reported,
-    /// Estimates: input = the context sent; cached = the previous step's context when no
-    /// checkpoint was swapped in between; output = the assistant message's estimated tokens.
+    /// Not drawn, and why.
     Estimated(String),
 }
 
 impl CostSource {
     /// One line for the chart and the page.
     pub fn describe(&self) -> String {
+        let model = "cost: Undertext's views, input priced with prompt caching (longest common prefix of whole \
+                     messages with the previous view, estimated tokens)";
         match self {
-            CostSource::Reported => "cost from the harness's reported usage".into(),
-            CostSource::Estimated(why) => format!("cost from estimates ({why})"),
+            CostSource::Reported => {
+                format!("{model}; the harness's own reported bill for its original run drawn apart")
+            }
+            CostSource::Estimated(why) => format!("{model}; no harness bill drawn ({why})"),
         }
     }
 }
@@ -123,8 +147,18 @@ pub struct Analysis {
     pub budget: Budget,
     /// The steps.
     pub steps: Vec<Step>,
-    /// Where the costs came from.
+    /// Whether the harness's own bill is drawn.
     pub source: CostSource,
+    /// Undertext's views under the prompt-cache model, every step.
+    pub views: Tally,
+    /// The views on the steps where resending everything fits the usable input.
+    pub views_fit: Tally,
+    /// Resending everything, where it fits the usable input.
+    pub resend: Tally,
+    /// Steps where resending everything would not fit the usable input.
+    pub resend_over: u64,
+    /// The naive policy (`undertext::import::cost::Naive`).
+    pub naive: Tally,
     /// The prices used.
     pub prices: Prices,
     /// The last checkpoint the replay's worker prepared (the summary tree), if any; `None`
@@ -171,13 +205,23 @@ pub struct Charting {
     revision: Option<u64>,
     consumed: u64,
     outputs: Vec<u64>,
+    baselines: Baselines,
+    base_calls: Vec<BaselineCall>,
 }
 
 impl Charting {
     /// An empty series at `window` and `reserve`.
     pub fn new(window: u64, reserve: u64) -> Charting {
         let opts = ReplayOptions { window, reserve_output: reserve, ..ReplayOptions::default() };
-        Charting { series: Series::new(&opts), revision: None, consumed: 0, outputs: Vec::new() }
+        let baselines = Baselines::new(&opts.budget());
+        Charting {
+            series: Series::new(&opts),
+            revision: None,
+            consumed: 0,
+            outputs: Vec::new(),
+            baselines,
+            base_calls: Vec::new(),
+        }
     }
 
     /// True when `snap` only extends what was taken (same revision, as many messages or
@@ -203,7 +247,14 @@ impl Charting {
         let mut read = |a: &undertext::ArchiveRef| store.read_context(owner, &a.id, 0..a.bytes, Unit::Bytes);
         for m in snap.range(self.consumed..snap.len())? {
             let assistant = m.role == Role::Assistant;
-            let tokens = self.series.push_stored(NewMessage { role: m.role, parts: m.parts }, &mut read)?;
+            if assistant {
+                self.base_calls.push(self.baselines.call());
+            }
+            let (role, parts, feedback) = (m.role, m.parts, m.feedback);
+            let id_parts = parts.clone();
+            let tokens = self.series.push_stored(NewMessage { role, parts, feedback }, &mut read)?;
+            // Named by the stored parts (an archived result by its content address).
+            self.baselines.push(role, &id_parts, tokens);
             if assistant {
                 self.outputs.push(tokens);
             }
@@ -219,17 +270,10 @@ impl Charting {
 
     /// The chart's figures: the series priced by `prices` (see [`Replay::analysis`]).
     pub fn analysis(&self, id: ChatId, meta: &ChatMeta, prices: Prices) -> Analysis {
-        let (steps, source) = priced(self.series.points(), &self.outputs, meta, prices);
-        Analysis {
-            title: format!("{id} — {}", meta.title),
-            budget: self.series.options().budget(),
-            swaps: steps.iter().filter(|p| p.swapped).count() as u64,
-            steps,
-            source,
-            prices,
-            checkpoint: None,
-            view: None,
-        }
+        let mut a = priced(self.series.points(), &self.outputs, &self.base_calls, meta, prices);
+        a.title = format!("{id} — {}", meta.title);
+        a.budget = self.series.options().budget();
+        a
     }
 }
 
@@ -259,6 +303,9 @@ pub struct Replay {
     everything: u64,
     points: Vec<StepPoint>,
     outputs: Vec<u64>,
+    pricer: ViewPricer,
+    baselines: Baselines,
+    base_calls: Vec<BaselineCall>,
 }
 
 impl std::fmt::Debug for Replay {
@@ -289,7 +336,6 @@ impl Replay {
         })();
         match made {
             Ok((scratch, worker, chat)) => Ok(Replay {
-                opts,
                 dir,
                 worker: Some(worker),
                 scratch,
@@ -299,6 +345,10 @@ impl Replay {
                 everything: 0,
                 points: Vec::new(),
                 outputs: Vec::new(),
+                pricer: ViewPricer::new(),
+                baselines: Baselines::new(&opts.budget()),
+                base_calls: Vec::new(),
+                opts,
             }),
             Err(e) => {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -336,15 +386,20 @@ impl Replay {
                 // for, before the answer is appended: it builds from the chat as the view saw
                 // it, so the series does not depend on how fast this machine is.
                 self.scratch.wait_worker_idle(WORKER_WAIT);
+                let call = self.pricer.call(&v);
                 self.points.push(StepPoint {
                     seq: self.chat.len(),
                     sent: v.estimate(),
                     everything: self.everything,
                     swapped: v.swap().is_some(),
+                    cached: call.cached,
+                    broke: call.broke,
                 });
                 self.outputs.push(tokens);
+                self.base_calls.push(self.baselines.call());
             }
             self.everything += tokens;
+            self.baselines.push(m.role, &m.parts, tokens);
             self.chat.append(m)?;
         }
         // Hidden messages are not in the range: the seqs taken are the chat's length.
@@ -363,54 +418,91 @@ impl Replay {
     pub fn analysis(&self, id: ChatId, meta: &ChatMeta, prices: Prices) -> CliResult<Analysis> {
         let checkpoint = self.chat.prepared().map(|c| (*c).clone());
         let view = self.chat.view(&self.opts.budget())?;
-        let (steps, source) = priced(&self.points, &self.outputs, meta, prices);
-        Ok(Analysis {
-            title: format!("{id} — {}", meta.title),
-            budget: self.opts.budget(),
-            steps,
-            source,
-            prices,
-            checkpoint,
-            swaps: self.points.iter().filter(|p| p.swapped).count() as u64,
-            view: Some(view),
-        })
+        let mut a = priced(&self.points, &self.outputs, &self.base_calls, meta, prices);
+        a.title = format!("{id} — {}", meta.title);
+        a.budget = self.opts.budget();
+        a.checkpoint = checkpoint;
+        a.view = Some(view);
+        Ok(a)
     }
 }
 
-/// The steps of `points` priced by `prices`, from the usage the transcript reported when it
-/// can be read (see `meta`), else from estimates (`outputs`: the tokens of each step's
-/// assistant message); and where the prices' token counts came from.
-fn priced(points: &[StepPoint], outputs: &[u64], meta: &ChatMeta, prices: Prices) -> (Vec<Step>, CostSource) {
+/// The steps of `points` priced by `prices` under the prompt-cache model (each point's cached
+/// tokens against the rest), with the baselines' calls (`base`, one per point) and, when the
+/// transcript reported usage per model step (see `meta`), the harness's own bill; `outputs`:
+/// the tokens of each step's assistant message. The title and budget are left for the caller.
+fn priced(
+    points: &[StepPoint],
+    outputs: &[u64],
+    base: &[BaselineCall],
+    meta: &ChatMeta,
+    prices: Prices,
+) -> Analysis {
     let reported = reported_usage(&meta.extra, points.len());
+    let price = prices.price();
     let mut steps = Vec::with_capacity(points.len());
-    let mut total = 0.0;
-    let mut prev_sent = 0u64;
+    let (mut views, mut views_fit, mut resend, mut naive) =
+        (Tally::default(), Tally::default(), Tally::default(), Tally::default());
+    let mut resend_over = 0;
+    let mut harness = 0.0;
     for (i, p) in points.iter().enumerate() {
-        let (input, cached, output) = match &reported {
-            Ok(u) => u[i],
-            Err(_) => {
-                let cached = if p.swapped { 0 } else { prev_sent.min(p.sent) };
-                (p.sent - cached, cached, outputs.get(i).copied().unwrap_or(0))
-            }
+        let call = undertext::import::cost::Call {
+            prefix_messages: 0,
+            cached: p.cached.min(p.sent),
+            uncached: p.sent - p.cached.min(p.sent),
+            broke: p.broke,
         };
-        prev_sent = p.sent;
-        total += prices.cost(input, cached, output);
+        views.add(&call);
+        let b = base.get(i);
+        match b.and_then(|b| b.resend) {
+            Some(r) => {
+                views_fit.add(&call);
+                resend.add(&r);
+            }
+            None => resend_over += 1,
+        }
+        if let Some(b) = b {
+            naive.add(&b.naive);
+        }
+        let harness_cost = reported.as_ref().ok().map(|u| {
+            let (input, cached, output) = u[i];
+            harness += prices.cost(input, cached, output);
+            harness
+        });
         steps.push(Step {
             seq: p.seq,
             sent: p.sent,
             everything: p.everything,
             swapped: p.swapped,
-            input,
-            cached,
-            output,
-            cost: total,
+            input: call.uncached,
+            cached: call.cached,
+            broke: p.broke,
+            output: outputs.get(i).copied().unwrap_or(0),
+            cost: views.cost(&price),
+            resend_cost: (resend_over == 0).then(|| resend.cost(&price)),
+            naive_cost: naive.cost(&price),
+            harness_cost,
         });
     }
     let source = match reported {
         Ok(_) => CostSource::Reported,
         Err(why) => CostSource::Estimated(why),
     };
-    (steps, source)
+    Analysis {
+        title: String::new(),
+        budget: Budget::new(1, 0),
+        swaps: steps.iter().filter(|p| p.swapped).count() as u64,
+        steps,
+        source,
+        prices,
+        views,
+        views_fit,
+        resend,
+        resend_over,
+        naive,
+        checkpoint: None,
+        view: None,
+    }
 }
 
 impl Drop for Replay {
@@ -442,7 +534,7 @@ fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage>
             other => other,
         });
     }
-    Ok(NewMessage { role: m.role, parts })
+    Ok(NewMessage { role: m.role, parts, feedback: false })
 }
 
 /// The usage a Claude Code transcript reported, one (uncached input, cached input, output)
@@ -520,6 +612,9 @@ pub fn svg(a: &Analysis) -> CliResult<String> {
 const SENT: RGBColor = RGBColor(31, 119, 180);
 const EVERYTHING: RGBColor = RGBColor(150, 150, 150);
 const COST: RGBColor = RGBColor(148, 103, 189);
+const RESEND_COST: RGBColor = RGBColor(120, 120, 120);
+const NAIVE_COST: RGBColor = RGBColor(23, 190, 207);
+const HARNESS_COST: RGBColor = RGBColor(140, 86, 75);
 const TARGET: RGBColor = RGBColor(44, 160, 44);
 const SOFT: RGBColor = RGBColor(230, 140, 0);
 const HARD: RGBColor = RGBColor(214, 39, 40);
@@ -537,7 +632,15 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
     let ymax = a.steps.iter().map(|s| s.everything.max(s.sent)).max().unwrap_or(0).max(a.budget.window).max(1)
         as f64
         * 1.05;
-    let cost_max = a.steps.last().map_or(0.0, |s| s.cost).max(0.01) * 1.05;
+    let cost_max = a
+        .steps
+        .iter()
+        .map(|s| {
+            s.cost.max(s.naive_cost).max(s.resend_cost.unwrap_or(0.0)).max(s.harness_cost.unwrap_or(0.0))
+        })
+        .fold(0.0, f64::max)
+        .max(0.01)
+        * 1.05;
     let title = if a.title.chars().count() > 90 {
         format!("{}…", a.title.chars().take(89).collect::<String>())
     } else {
@@ -569,7 +672,7 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
         .map_err(draw_err)?;
     chart
         .configure_secondary_axes()
-        .y_desc("cumulative cost (USD)")
+        .y_desc("cumulative input cost, cache model (USD)")
         .y_labels(8)
         .y_label_formatter(&|v| format!("${v:.2}"))
         .label_style(("sans-serif", 15))
@@ -595,6 +698,32 @@ fn draw_plot(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliResu
             EVERYTHING.stroke_width(1),
         ))
         .map_err(draw_err)?;
+    chart
+        .draw_secondary_series(DashedLineSeries::new(
+            a.steps.iter().enumerate().filter_map(|(i, s)| Some((x(i), s.resend_cost?))),
+            6,
+            4,
+            RESEND_COST.stroke_width(1),
+        ))
+        .map_err(draw_err)?;
+    chart
+        .draw_secondary_series(DashedLineSeries::new(
+            a.steps.iter().enumerate().map(|(i, s)| (x(i), s.naive_cost)),
+            6,
+            4,
+            NAIVE_COST.stroke_width(1),
+        ))
+        .map_err(draw_err)?;
+    if a.steps.iter().any(|s| s.harness_cost.is_some()) {
+        chart
+            .draw_secondary_series(DashedLineSeries::new(
+                a.steps.iter().enumerate().filter_map(|(i, s)| Some((x(i), s.harness_cost?))),
+                2,
+                3,
+                HARNESS_COST.stroke_width(2),
+            ))
+            .map_err(draw_err)?;
+    }
     chart
         .draw_secondary_series(LineSeries::new(
             a.steps.iter().enumerate().map(|(i, s)| (x(i), s.cost)),
@@ -657,14 +786,31 @@ fn draw_legend(area: &DrawingArea<SVGBackend<'_>, Shift>, a: &Analysis) -> CliRe
         row(area, y, &format!("{name} {}", num(v)), &line(color, 1, true))?;
         y += 22;
     }
-    row(area, y, "cumulative cost (right axis)", &line(COST, 2, false))?;
-    y += 30;
+    row(area, y, "cumulative cost: Undertext's views", &line(COST, 2, false))?;
+    y += 22;
+    row(area, y, "cost resending everything", &line(RESEND_COST, 1, true))?;
+    y += 22;
+    row(area, y, "cost of the naive policy", &line(NAIVE_COST, 1, true))?;
+    y += 22;
+    if a.steps.iter().any(|s| s.harness_cost.is_some()) {
+        row(area, y, "the harness's own bill (its run)", &line(HARNESS_COST, 2, true))?;
+        y += 22;
+    }
+    y += 8;
     let total = a.steps.last().map_or(0.0, |s| s.cost);
+    let p = a.prices.price();
+    let resend = if a.resend_over == 0 {
+        format!("resend all ${:.2}, {} breaks", a.resend.cost(&p), a.resend.breaks)
+    } else {
+        format!("resend all ${:.2} ({} steps fit)", a.resend.cost(&p), a.resend.calls)
+    };
     let notes = [
         format!("window {} tokens", num(a.budget.window)),
         format!("{} model steps, {} swaps", a.steps.len(), a.swaps),
-        format!("total ${total:.2}"),
-        format!("$/Mtok: in {} cached {} out {}", a.prices.input, a.prices.cached, a.prices.output),
+        format!("total ${total:.2}, {} prefix breaks", a.views.breaks),
+        resend,
+        format!("naive ${:.2}, {} breaks", a.naive.cost(&p), a.naive.breaks),
+        format!("$/Mtok in {} cached {} write {}", a.prices.input, a.prices.cached, a.prices.cache_write),
     ];
     for s in notes {
         area.draw(&(EmptyElement::at((0, y)) + text(&s, 15, &BLACK))).map_err(draw_err)?;
@@ -749,7 +895,9 @@ mod tests {
     #[test]
     fn prices_take_any_subset_and_refuse_anything_else() {
         let p = Prices::parse("output=75, input=15").unwrap_or_default();
-        assert_eq!((p.input, p.cached, p.output), (15.0, 0.3, 75.0));
+        assert_eq!((p.input, p.cached, p.cache_write, p.output), (15.0, 0.3, 15.0, 75.0));
+        let p = Prices::parse("cache_write=3.75").unwrap_or_default();
+        assert_eq!((p.input, p.cached, p.cache_write, p.output), (3.0, 0.3, 3.75, 15.0));
         assert_eq!(Prices::parse("").ok(), Some(Prices::default()));
         for bad in ["input", "input=x", "input=-1", "input=inf", "tokens=3", "input=3;output=4"] {
             assert!(Prices::parse(bad).is_err(), "{bad}");

@@ -16,7 +16,8 @@ use serde_json::json;
 use undertext::approval::{ApprovalPatterns, pending_in_text};
 use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::import::replay::full_tokens;
+use undertext::import::cost::{self, Price};
+use undertext::import::replay::{Baselines, ViewPricer, full_tokens};
 use undertext::import::{self, Format, inventory};
 use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{
@@ -275,6 +276,15 @@ struct Tally {
     refused: u64,
     archived: u64,
     recovered: Option<serde_json::Value>,
+    /// The prompt-cache model (`import::cost`): the views, and on the same chat resending
+    /// everything (where it fits the window) and the naive policy.
+    pricer: ViewPricer,
+    baselines: Option<Baselines>,
+    views: cost::Tally,
+    views_fit: cost::Tally,
+    resend: cost::Tally,
+    resend_over: u64,
+    naive: cost::Tally,
 }
 
 /// `demo`.
@@ -339,7 +349,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         num((budget.usable() as f64 * wopts.soft) as u64)
     ));
     t.line("bar: the next model call's estimate against the window (█ sent, ▒ saved by previews); │ target, soft and hard lines");
-    let mut tally = Tally::default();
+    let mut tally = Tally { baselines: Some(Baselines::new(&budget)), ..Tally::default() };
     let mut archived: Vec<Archived> = Vec::new();
     let mut prepared_seen: Option<(u64, u64)> = None;
     let recover_at = (a.steps * 2 / 3).max(1);
@@ -348,7 +358,11 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
                       tally: &mut Tally,
                       step: Option<(u64, u32)>|
      -> CliResult<u64> {
-        tally.everything_now += full_tokens(&store, &m);
+        let tokens = full_tokens(&store, &m);
+        tally.everything_now += tokens;
+        if let Some(b) = &mut tally.baselines {
+            b.push(m.role, &m.parts, tokens);
+        }
         let seq = match step {
             Some((turn, n)) => chat.record_step(turn, "demo", n, StepStatus::Complete, vec![m])?.start,
             None => chat.append(m)?,
@@ -415,6 +429,18 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
         let t0 = Instant::now();
         let v = chat.view(&budget)?;
         let took = t0.elapsed();
+        let call = tally.pricer.call(&v);
+        tally.views.add(&call);
+        if let Some(b) = tally.baselines.as_mut().map(Baselines::call) {
+            match b.resend {
+                Some(r) => {
+                    tally.resend.add(&r);
+                    tally.views_fit.add(&call);
+                }
+                None => tally.resend_over += 1,
+            }
+            tally.naive.add(&b.naive);
+        }
         tally.steps += 1;
         tally.sent += v.estimate();
         tally.everything += tally.everything_now;
@@ -483,6 +509,7 @@ pub fn run(cli: &Cli, a: &DemoArgs) -> CliResult {
                                     args: act.args.to_string(),
                                 },
                             ],
+                            feedback: false,
                         };
                         append(&chat, call, &mut tally, Some((turn, step_in_turn)))?;
                         let label = format!("{} {}", act.tool, act.args);
@@ -622,6 +649,7 @@ fn recover(
             )),
             Part::ToolCall { id: call_id.into(), name: "read_context".into(), args: args.to_string() },
         ],
+        feedback: false,
     };
     append(chat, call, tally, Some((turn, step_in_turn)))?;
     let got = store.read_context(&cli.owner, &a.archive.id, line..line + 1, Unit::Lines)?;
@@ -684,7 +712,23 @@ fn summary(
     };
     let swap_ms: Vec<f64> = tally.swaps.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     let max_swap = swap_ms.iter().copied().fold(0.0, f64::max);
+    let price = Price::default();
+    let ratio_of = |x: f64, y: f64| (y > 0.0).then(|| x / y);
+    let (views_cost, resend_cost, naive_cost) =
+        (tally.views.cost(&price), tally.resend.cost(&price), tally.naive.cost(&price));
+    let cost_vs_resend = ratio_of(tally.views_fit.cost(&price), resend_cost);
+    let cost_vs_naive = ratio_of(views_cost, naive_cost);
     if a.json {
+        let t = |x: &cost::Tally| {
+            json!({"calls": x.calls, "tokens": x.tokens(), "cached": x.cached, "uncached": x.uncached,
+                   "breaks": x.breaks, "cost": x.cost(&price)})
+        };
+        let cost = json!({
+            "price": {"input": price.input, "cached": price.cached, "cache_write": price.cache_write},
+            "views": t(&tally.views), "views_where_resend_fits": t(&tally.views_fit), "resend": t(&tally.resend),
+            "resend_over_window": tally.resend_over, "naive": t(&tally.naive),
+            "cost_views_over_resend": cost_vs_resend, "cost_views_over_naive": cost_vs_naive,
+        });
         return out::print_json(&json!({
             "store": cli.store.display().to_string(), "owner": cli.owner, "chat": chat.id().to_string(),
             "steps": tally.steps, "messages": chat.len(), "window": a.window,
@@ -696,6 +740,7 @@ fn summary(
             "archived_bytes": inv.archived_bytes, "archive_unique_bytes": inv.archive_unique_bytes, "dedup_ratio": dedup,
             "log_bytes": stats.log_bytes, "index_bytes": stats.index_bytes, "bytes_on_disk": on_disk,
             "recovered": tally.recovered, "worker_errors": errors, "elapsed_ms": elapsed.as_secs_f64() * 1000.0,
+            "cost_with_caching": cost,
         }));
     }
     let ratio = if tally.everything == 0 { 0.0 } else { tally.sent as f64 / tally.everything as f64 };
@@ -713,6 +758,33 @@ fn summary(
                 num(tally.sent),
                 num(tally.everything),
                 ratio * 100.0
+            ),
+        ),
+        (
+            "input cost, prompt caching",
+            format!(
+                "{views_cost:.4} vs {resend_cost:.4} resending everything{} ({}) and {naive_cost:.4} for the naive \
+                 policy ({}); $ at {}/Mtok input, {}/Mtok cached",
+                if tally.resend_over == 0 {
+                    String::new()
+                } else {
+                    format!(" on the {} calls where it fits", tally.resend.calls)
+                },
+                cost_vs_resend.map_or_else(|| "-".into(), |r| format!("{r:.2}×")),
+                cost_vs_naive.map_or_else(|| "-".into(), |r| format!("{r:.2}×")),
+                price.input,
+                price.cached
+            ),
+        ),
+        (
+            "prefix breaks",
+            format!(
+                "{} of {} calls (resending everything: {}, naive policy: {}): a break re-bills the request from the \
+                 first changed message",
+                num(tally.views.breaks),
+                num(tally.views.calls),
+                num(tally.resend.breaks),
+                num(tally.naive.breaks)
             ),
         ),
         (

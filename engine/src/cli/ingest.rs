@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use undertext::import::replay::{ReplayOptions, ReplayRow, replay_session, start_worker};
+use undertext::import::cost::{Price, Tally};
+use undertext::import::replay::{ReplayOptions, ReplayRow, Waits, replay_session, start_worker};
 use undertext::import::{self, Format, Problem, Session};
+use undertext::worker::HardLinePolicy;
 use undertext::{Durability, Options, Store};
 
 use super::args::{ImportArgs, ReplayArgs};
@@ -239,10 +241,47 @@ fn ratio(a: u64, b: u64) -> String {
     if b == 0 { "-".into() } else { format!("{:.2}", a as f64 / b as f64) }
 }
 
+/// A tally as JSON: calls, tokens, cached, uncached, breaks, cost with caching.
+fn tally_json(t: &Tally, p: &Price) -> serde_json::Value {
+    json!({
+        "calls": t.calls, "tokens": t.tokens(), "cached": t.cached, "uncached": t.uncached,
+        "breaks": t.breaks, "cost": t.cost(p),
+    })
+}
+
+fn waits_json(w: &Waits) -> serde_json::Value {
+    json!({
+        "hard_line_views": w.views, "waited": w.waited, "over_100ms": w.over_100ms,
+        "longest_ms": w.longest.as_secs_f64() * 1000.0,
+    })
+}
+
+fn fratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
+}
+
+/// The cost figures of a row (a session or a total) as JSON, ratios included.
+fn cost_json(r: &ReplayRow, p: &Price) -> serde_json::Value {
+    json!({
+        "views": tally_json(&r.views, p),
+        "views_where_resend_fits": tally_json(&r.views_fit, p),
+        "resend": tally_json(&r.resend, p),
+        "resend_over_window": r.resend_over,
+        "naive": tally_json(&r.naive, p),
+        "naive_over_hard_line": r.naive_over,
+        "cost_views_over_resend": fratio(r.views_fit.cost(p), r.resend.cost(p)),
+        "cost_views_over_naive": fratio(r.views.cost(p), r.naive.cost(p)),
+        "breaks_views_over_naive": fratio(r.views.breaks as f64, r.naive.breaks as f64),
+        "tokens_views_over_resend": fratio(r.views_fit.tokens() as f64, r.resend.tokens() as f64),
+        "tokens_views_over_naive": fratio(r.views.tokens() as f64, r.naive.tokens() as f64),
+    })
+}
+
 /// `replay PATH… --window N`: every session through the guard and the worker, on a scratch
 /// store (the `--store` is not touched).
 pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     let _ = cli;
+    let price: Price = a.price.parse()?;
     let Inputs { sessions, problems, .. } = parse_all(&a.paths, &a.format)?;
     if !problems.is_empty() && sessions.is_empty() {
         return report_problems(&problems, false);
@@ -256,6 +295,14 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     let opts = ReplayOptions {
         window: a.window,
         latency: std::time::Duration::from_millis(a.latency_ms),
+        summarizer_delay: std::time::Duration::from_millis(a.summarizer_ms),
+        at_hard_line: if a.hard_line_wait_ms == 0 {
+            HardLinePolicy::Refuse
+        } else {
+            HardLinePolicy::Wait(std::time::Duration::from_millis(a.hard_line_wait_ms))
+        },
+        // The engine's default: the worker plans for its summarizer's measured time.
+        adaptive: true,
         ..ReplayOptions::default()
     };
     let worker = start_worker(&store, &opts)?;
@@ -271,23 +318,50 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
     worker.stop();
     store.close()?;
     drop(scratch);
+    let mut totals: BTreeMap<String, (u64, ReplayRow)> = BTreeMap::new();
+    let mut all = ReplayRow::default();
+    for r in &rows {
+        let (n, t) = totals.entry(r.format.clone()).or_default();
+        *n += 1;
+        t.merge(r);
+        all.merge(r);
+    }
     if a.json {
         let list: Vec<serde_json::Value> = rows
             .iter()
-            .map(|r| {
+            .zip(&sessions)
+            .map(|(r, s)| {
                 json!({
-                    "key": r.key, "title": r.title, "format": r.format, "steps": r.steps,
+                    "key": r.key, "title": r.title, "format": r.format, "source": s.source.display().to_string(),
+                    "steps": r.steps,
                     "naive_tokens": r.naive_tokens, "guarded_tokens": r.guarded_tokens, "peak_tokens": r.peak_tokens,
                     "previews": r.previews, "archived": r.archived, "checkpoints": r.checkpoints, "refused": r.refused,
                     "unservable": r.unservable, "unservable_reason": r.unservable_reason,
                     "stall_ms": r.stall.as_secs_f64() * 1000.0, "recovered_bytes": r.recovered_bytes,
                     "recovery_mismatches": r.recovery_mismatches,
+                    "cost": cost_json(r, &price), "waits": waits_json(&r.waits),
                 })
             })
             .collect();
-        out::print_json(
-            &json!({"window": a.window, "latency_ms": a.latency_ms, "sessions": list, "worker_errors": errors}),
-        )?;
+        let total_json = |n: u64, t: &ReplayRow| {
+            json!({
+                "sessions": n, "steps": t.steps, "naive_tokens": t.naive_tokens, "guarded_tokens": t.guarded_tokens,
+                "previews": t.previews, "checkpoints": t.checkpoints, "refused": t.refused,
+                "unservable": t.unservable, "stall_ms": t.stall.as_secs_f64() * 1000.0,
+                "cost": cost_json(t, &price), "waits": waits_json(&t.waits),
+            })
+        };
+        let mut per_format = serde_json::Map::new();
+        for (f, (n, t)) in &totals {
+            per_format.insert(f.clone(), total_json(*n, t));
+        }
+        out::print_json(&json!({
+            "window": a.window, "latency_ms": a.latency_ms, "summarizer_ms": a.summarizer_ms,
+            "hard_line_wait_ms": a.hard_line_wait_ms,
+            "price": {"input": price.input, "cached": price.cached, "cache_write": price.cache_write},
+            "sessions": list, "totals": per_format, "all": total_json(rows.len() as u64, &all),
+            "worker_errors": errors,
+        }))?;
     } else {
         println!(
             "{:<44} {:>6} {:>13} {:>13} {:>6} {:>9} {:>8} {:>8} {:>6} {:>7} {:>7} {:>9} {:>10}",
@@ -305,28 +379,44 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             "stall ms",
             "read back"
         );
-        let mut totals: BTreeMap<String, (u64, ReplayRow)> = BTreeMap::new();
         for r in &rows {
             print_row(&r.title, r);
-            let (n, t) = totals.entry(r.format.clone()).or_default();
-            *n += 1;
-            t.steps += r.steps;
-            t.naive_tokens += r.naive_tokens;
-            t.guarded_tokens += r.guarded_tokens;
-            t.peak_tokens = t.peak_tokens.max(r.peak_tokens);
-            t.previews += r.previews;
-            t.archived += r.archived;
-            t.checkpoints += r.checkpoints;
-            t.refused += r.refused;
-            t.unservable += r.unservable;
-            t.stall += r.stall;
-            t.recovered_bytes += r.recovered_bytes;
-            t.recovery_mismatches += r.recovery_mismatches;
         }
         println!("totals per format (window {} tokens, latency {} ms):", num(a.window), a.latency_ms);
         for (f, (n, t)) in &totals {
             print_row(&format!("{f} ({n} sessions)"), t);
         }
+        println!();
+        println!(
+            "input cost with prompt caching (the longest common prefix of whole messages with the previous \
+             request; {price} per million tokens; summarizer {} ms a call, hard-line wait up to {} ms):",
+            a.summarizer_ms, a.hard_line_wait_ms
+        );
+        println!(
+            "{:<30} {:>6} | {:>12} {:>9} {:>7} | {:>9} {:>7} {:>5} | {:>12} {:>9} {:>7} | {:>8} {:>8} {:>7} | {:>5} {:>6} {:>6} {:>9}",
+            "format",
+            "calls",
+            "views tok",
+            "cost",
+            "breaks",
+            "resend $",
+            "r.calls",
+            "over",
+            "naive tok",
+            "cost",
+            "breaks",
+            "v/resend",
+            "v/naive",
+            "brk v/n",
+            "hard",
+            "waited",
+            ">100ms",
+            "longest"
+        );
+        for (f, (n, t)) in &totals {
+            print_cost_row(&format!("{f} ({n} sessions)"), t, &price);
+        }
+        print_cost_row(&format!("all ({} sessions)", rows.len()), &all, &price);
         for r in rows.iter().filter(|r| r.unservable > 0) {
             if let Some(why) = &r.unservable_reason {
                 println!("unservable: {} ({} view(s)): {why}", r.title, r.unservable);
@@ -341,6 +431,34 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
         return Err(CliError(format!("{mismatches} archived result(s) did not read back exactly")));
     }
     report_problems(&problems, a.json)
+}
+
+fn fmt_ratio(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".into(), |x| format!("{x:.2}"))
+}
+
+fn print_cost_row(name: &str, r: &ReplayRow, p: &Price) {
+    let name: String = name.chars().take(30).collect();
+    println!(
+        "{name:<30} {:>6} | {:>12} {:>9.3} {:>7} | {:>9.3} {:>7} {:>5} | {:>12} {:>9.3} {:>7} | {:>8} {:>8} {:>7} | {:>5} {:>6} {:>6} {:>9}",
+        num(r.views.calls),
+        num(r.views.tokens()),
+        r.views.cost(p),
+        num(r.views.breaks),
+        r.resend.cost(p),
+        num(r.resend.calls),
+        num(r.resend_over),
+        num(r.naive.tokens()),
+        r.naive.cost(p),
+        num(r.naive.breaks),
+        fmt_ratio(fratio(r.views_fit.cost(p), r.resend.cost(p))),
+        fmt_ratio(fratio(r.views.cost(p), r.naive.cost(p))),
+        fmt_ratio(fratio(r.views.breaks as f64, r.naive.breaks as f64)),
+        num(r.waits.views),
+        num(r.waits.waited),
+        num(r.waits.over_100ms),
+        ms(r.waits.longest)
+    );
 }
 
 fn print_row(name: &str, r: &ReplayRow) {

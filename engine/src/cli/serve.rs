@@ -1046,23 +1046,32 @@ fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page,
     let svg = svg.find("<svg").map_or(svg.as_str(), |i| &svg[i..]);
     let mut b = String::new();
     let total = a.steps.last().map_or(0.0, |s| s.cost);
+    let price = a.prices.price();
     let _ = write!(
         b,
         "<h1>Context and cost per model step</h1>{}<div class=\"chart\">{svg}</div>\
-         <p><span id=\"steps\">{}</span> model steps · {} checkpoint swaps · total <span id=\"cost\">${total:.2}</span> · \
+         <p><span id=\"steps\">{}</span> model steps · {} checkpoint swaps · total <span id=\"cost\">${total:.2}</span> \
+         (<span id=\"breaks\">{}</span> prefix breaks) · resending everything <span id=\"resend-cost\">${:.2}</span> \
+         ({} breaks{}) · naive policy <span id=\"naive-cost\">${:.2}</span> ({} breaks) · \
          <span id=\"cost-source\">{}</span> · <a href=\"/chat/{}/chart.svg?window={}\">SVG</a></p>",
         window_form(chat.id(), "chart", a.budget.window),
         a.steps.len(),
         a.swaps,
+        a.views.breaks,
+        a.resend.cost(&price),
+        a.resend.breaks,
+        if a.resend_over == 0 { String::new() } else { format!(", {} steps where it fits", a.resend.calls) },
+        a.naive.cost(&price),
+        a.naive.breaks,
         esc(&a.source.describe()),
         chat.id(),
         a.budget.window
     );
-    b.push_str("<details><summary>the series</summary><table class=\"view\"><thead><tr><th class=\"n\">step</th><th class=\"n\">seq</th><th class=\"n\">context sent</th><th class=\"n\">everything</th><th class=\"n\">input</th><th class=\"n\">cached</th><th class=\"n\">output</th><th class=\"n\">cumulative $</th></tr></thead><tbody>");
+    b.push_str("<details><summary>the series</summary><table class=\"view\"><thead><tr><th class=\"n\">step</th><th class=\"n\">seq</th><th class=\"n\">context sent</th><th class=\"n\">everything</th><th class=\"n\">input</th><th class=\"n\">cached</th><th class=\"n\">output</th><th class=\"n\">cumulative $ (views, cache model)</th><th class=\"n\">harness's own bill $</th></tr></thead><tbody>");
     for (i, s) in a.steps.iter().enumerate() {
         let _ = write!(
             b,
-            "<tr{}><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4}</td></tr>",
+            "<tr{}><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{:.4}</td><td class=\"n\">{}</td></tr>",
             if s.swapped { " class=\"swap\"" } else { "" },
             i + 1,
             s.seq,
@@ -1071,7 +1080,8 @@ fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page,
             num(s.input),
             num(s.cached),
             num(s.output),
-            s.cost
+            s.cost,
+            s.harness_cost.map_or_else(|| "-".to_string(), |c| format!("{c:.4}"))
         );
     }
     b.push_str("</tbody></table></details>");

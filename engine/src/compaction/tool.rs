@@ -190,17 +190,119 @@ pub fn applied_text(plan: &Plan, changes: usize) -> String {
     )
 }
 
+/// The share of the nudge line the nudge's index may take: a sixteenth (with the nudge line
+/// at 60 % of the usable input, under 4 % of it). A 704-message chat listed whole took 10,936
+/// tokens, 39 % of a 32k window (issue 32).
+pub const NUDGE_INDEX_SHARE: u64 = 16;
+
+/// The least the nudge's index may take, in tokens, however small the window.
+pub const NUDGE_INDEX_MIN_TOKENS: u64 = 256;
+
+/// The bound [`nudge_text`] puts on its index for a nudge line of `line` tokens:
+/// `max(line / NUDGE_INDEX_SHARE, NUDGE_INDEX_MIN_TOKENS)`.
+pub fn nudge_index_bound(line: u64) -> u64 {
+    (line / NUDGE_INDEX_SHARE).max(NUDGE_INDEX_MIN_TOKENS)
+}
+
+/// The mark an index line's preview starts with when an earlier compaction already trimmed
+/// the message (see [`mark_compacted`]): trimming it again saves nothing.
+pub const TRIMMED_MARK: &str = "[trimmed]";
+
+/// The mark an index line's preview starts with when an earlier compaction squished it into
+/// a range's rewrite.
+pub const SQUISHED_MARK: &str = "[squished]";
+
+/// Marks the lines of `index` that earlier compactions already changed: the preview of a
+/// message in `trimmed` starts with [`TRIMMED_MARK`], of one inside a range of `squished`
+/// (`from..to`) with [`SQUISHED_MARK`] and the range. A model reading the index then leaves
+/// them alone ([`nudge_text`] lists them last).
+pub fn mark_compacted(index: &mut [IndexLine], trimmed: &[u64], squished: &[std::ops::Range<u64>]) {
+    for l in index {
+        if let Some(r) = squished.iter().find(|r| r.contains(&l.seq)) {
+            l.preview = format!("{SQUISHED_MARK} into {}..{} {}", r.start, r.end, l.preview);
+        } else if trimmed.contains(&l.seq) {
+            l.preview = format!("{TRIMMED_MARK} {}", l.preview);
+        }
+    }
+}
+
+fn compacted(l: &IndexLine) -> bool {
+    l.preview.starts_with(TRIMMED_MARK) || l.preview.starts_with(SQUISHED_MARK)
+}
+
+/// The tool result for trims of results an earlier compaction already trimmed: nothing
+/// changes and nothing is saved.
+pub fn already_trimmed_text(seqs: &[u64]) -> String {
+    let list: Vec<String> = seqs.iter().map(u64::to_string).collect();
+    format!(
+        "compaction no-op for trim(s) of message(s) {}: already trimmed by an earlier compaction, \
+         0 tokens saved; trim other results or squish settled ranges instead.",
+        list.join(", ")
+    )
+}
+
+/// A plan as the JSON text [`parse_plan`] reads.
+pub fn plan_json(plan: &Plan) -> String {
+    json!({
+        "trims": plan.trims,
+        "squishes": plan.squishes.iter().map(|s| json!({"from": s.from, "to": s.to, "rewrite": s.rewrite})).collect::<Vec<_>>(),
+    })
+    .to_string()
+}
+
 /// The harness message of a view over the nudge line: the estimate, the line, and the
-/// chat's index for the model to choose from.
+/// chat's index for the model to choose from, bounded to [`nudge_index_bound`] of the line
+/// (see [`nudge_text_within`]).
 pub fn nudge_text(estimate: u64, line: u64, index: &[IndexLine]) -> String {
+    nudge_text_within(estimate, line, index, nudge_index_bound(line))
+}
+
+/// [`nudge_text`] with its index bounded to about `max_tokens` (counted with the
+/// [`Heuristic`](crate::estimate::Heuristic) estimator): when every line does not fit, the
+/// largest messages not yet compacted are listed (the ones worth trimming or squishing; on
+/// equal size the newest), then the ones an earlier compaction already changed, in seq order,
+/// and a last line says how many messages and tokens were left out ([`Chat::index`](crate::Chat::index)
+/// lists them all).
+pub fn nudge_text_within(estimate: u64, line: u64, index: &[IndexLine], max_tokens: u64) -> String {
+    use crate::estimate::{Estimator, Heuristic};
     let mut s = format!(
         "[harness] The conversation is about {estimate} tokens, over the compaction line of {line}. \
          Call {NAME} to trim old tool results or squish settled ranges of messages; the index \
-         below lists every message as seq, role, tokens, first characters.\n"
+         below lists messages as seq, role, tokens, first characters ({TRIMMED_MARK} or \
+         {SQUISHED_MARK}: an earlier compaction already did it).\n"
     );
-    for l in index {
-        s.push_str(&format!("{} {} {} {}\n", l.seq, l.role.as_str(), l.tokens, l.preview));
+    let lines: Vec<String> =
+        index.iter().map(|l| format!("{} {} {} {}\n", l.seq, l.role.as_str(), l.tokens, l.preview)).collect();
+    let h = Heuristic;
+    let cost: Vec<u64> = lines.iter().map(|l| h.text_tokens(l)).collect();
+    if cost.iter().sum::<u64>() <= max_tokens {
+        lines.iter().for_each(|l| s.push_str(l));
+        return s;
     }
+    // Largest first (not yet compacted before compacted), the newest on a tie.
+    let mut order: Vec<usize> = (0..index.len()).collect();
+    order.sort_by_key(|&i| (compacted(&index[i]), std::cmp::Reverse(index[i].tokens), std::cmp::Reverse(i)));
+    // Room for the closing line.
+    let mut left = max_tokens.saturating_sub(24);
+    let mut keep = vec![false; index.len()];
+    for i in order {
+        if cost[i] <= left {
+            left -= cost[i];
+            keep[i] = true;
+        }
+    }
+    let (mut n, mut tokens) = (0u64, 0u64);
+    for (i, l) in lines.iter().enumerate() {
+        if keep[i] {
+            s.push_str(l);
+        } else {
+            n += 1;
+            tokens += index[i].tokens;
+        }
+    }
+    s.push_str(&format!(
+        "({n} smaller or already compacted messages of {tokens} tokens in all are not listed.)\n"
+    ));
     s
 }
 

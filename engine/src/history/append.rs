@@ -15,6 +15,12 @@ use crate::record::{self, BodyRec, MsgRec, PartRec, PartsRec, StepRec, StepTagRe
 use crate::store::core::{Core, RecordOut, Txn};
 
 pub(super) fn check_message(m: &NewMessage, at: usize) -> Result<()> {
+    if m.feedback && m.role != Role::User {
+        return Err(Error::InvalidArgument(format!(
+            "message {at}: only a user message may be feedback, found a {} message",
+            m.role.as_str()
+        )));
+    }
     for (i, p) in m.parts.iter().enumerate() {
         if let Part::ToolCall { args, name, .. } = p
             && let Err(e) = serde_json::from_str::<serde_json::Value>(args)
@@ -232,7 +238,7 @@ impl ChatRef<'_> {
                 chat: chat.0,
                 seq,
                 revision,
-                role: m.role.code(),
+                role: record::role_byte(m.role, m.feedback),
                 turn,
                 at_ms: now,
                 step: step_rec.clone(),
@@ -340,6 +346,7 @@ mod tests {
                     content: ToolContent::Archived { archive: a, preview },
                     is_error: false,
                 }],
+                feedback: false,
             })
             .unwrap();
         assert_eq!(core.index.flushed(), flushed, "the append found the pending grant without a flush");
@@ -352,6 +359,7 @@ mod tests {
                 content: ToolContent::Archived { archive: other, preview: "x".into() },
                 is_error: false,
             }],
+            feedback: false,
         });
         assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
         // (That miss looks for the text held inline by a chat of the owner, a lookup of the
@@ -361,6 +369,7 @@ mod tests {
         let miss = chat.append(NewMessage {
             role: crate::Role::User,
             parts: vec![Part::Attachment { blob, mime: "text/plain".into() }],
+            feedback: false,
         });
         assert!(matches!(miss, Err(Error::NotFound { .. })), "{miss:?}");
         assert_eq!(core.index.flushed(), flushed, "the attachment's grant miss did not flush the index");

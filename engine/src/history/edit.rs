@@ -99,7 +99,7 @@ impl ChatRef<'_> {
             chat: chat.0,
             seq,
             revision,
-            role: message.role.code(),
+            role: record::role_byte(message.role, message.feedback),
             turn: old.turn,
             at_ms: now,
             step: None,

@@ -129,6 +129,9 @@ pub(crate) struct ChatState {
     pub cut: Mutex<super::view_memo::CutMemo>,
     /// The request the previous view served (see `view_memo::LastRequest`).
     pub last_request: Mutex<super::view_memo::LastRequest>,
+    /// The handles line of the published checkpoint, made once per checkpoint: (reach, base
+    /// revision, text) (see `view::handles`).
+    pub handles: Mutex<Option<(u64, u64, Arc<str>)>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
@@ -152,6 +155,7 @@ impl ChatState {
             view_memo: Mutex::new(None),
             cut: Mutex::new(Default::default()),
             last_request: Mutex::new(Default::default()),
+            handles: Mutex::new(None),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),
@@ -278,6 +282,7 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
         parts: parts.into_iter().map(PartRec::into_part).collect(),
         step: rec.step.map(|s| s.to_tag()),
         at_ms: rec.at_ms,
+        feedback: record::is_feedback(rec.role),
     })
 }
 

@@ -6,6 +6,8 @@
 //! call, result) are held and appended right after it, as one user message of tool-result
 //! parts, the way the Anthropic API sees them. `thinking` blocks, `progress`, `system`,
 //! `summary`, snapshot and queue lines are not messages (a `summary` line titles the chat).
+//! A user line with `isMeta: true` (text Claude Code injected: a local-command caveat, a
+//! skill's instructions) is marked as harness feedback: it starts no user turn.
 
 use std::path::Path;
 
@@ -121,11 +123,14 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
                     first_user = Some(t.chars().take(80).collect());
                 }
                 let only_results = parts.iter().all(|p| matches!(p, Part::ToolResult { .. }));
+                // `isMeta`: a message Claude Code injected (a command caveat, a skill's text),
+                // not the human's: feedback, it starts no user turn.
+                let meta = v.get("isMeta").and_then(Value::as_bool) == Some(true);
                 match &mut open {
                     Some(o) if only_results => o.held.extend(parts),
                     _ => {
                         flush(&mut open, &mut out);
-                        out.extend(message(Role::User, parts));
+                        out.extend(message(Role::User, parts).map(|m| m.with_feedback(meta)));
                     }
                 }
             }

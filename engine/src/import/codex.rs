@@ -64,7 +64,11 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
             Some("compacted") => {
                 flush(&mut calls, &mut out);
                 let text = str_of(payload, "message").map_or_else(|| payload.to_string(), str::to_string);
-                out.push(NewMessage { role: Role::System, parts: vec![Part::Summary(text)] });
+                out.push(NewMessage {
+                    role: Role::System,
+                    parts: vec![Part::Summary(text)],
+                    feedback: false,
+                });
             }
             Some("response_item") => match str_of(payload, "type") {
                 Some("message") => {
@@ -92,7 +96,11 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
                     flush(&mut calls, &mut out);
                     let call_id = str_of(payload, "call_id").unwrap_or_default();
                     let text = output_text(payload.get("output"));
-                    out.push(NewMessage { role: Role::Tool, parts: vec![result(call_id, text, false)] });
+                    out.push(NewMessage {
+                        role: Role::Tool,
+                        parts: vec![result(call_id, text, false)],
+                        feedback: false,
+                    });
                 }
                 _ => {} // reasoning
             },

@@ -44,8 +44,23 @@ pub(super) fn result(call_id: &str, text: String, is_error: bool) -> Part {
 }
 
 /// A message, or none when it has no parts.
+/// Marks as harness feedback ([`NewMessage::feedback`](crate::NewMessage#structfield.feedback))
+/// every user message that would start a turn after the first assistant message: in an
+/// autonomous loop (mini-swe-agent, SWE-agent) the human writes only the task, before the model
+/// first answers; every later user message is the harness's own (a format error such as "Please
+/// always provide EXACTLY ONE action", a timeout notice, an observation), and starts no turn.
+/// The task and anything else before the first assistant message stay unmarked.
+pub(super) fn mark_feedback_after_first_assistant(msgs: &mut [NewMessage]) {
+    let Some(first) = msgs.iter().position(|m| m.role == Role::Assistant) else { return };
+    for m in &mut msgs[first..] {
+        if m.starts_turn() {
+            m.feedback = true;
+        }
+    }
+}
+
 pub(super) fn message(role: Role, parts: Vec<Part>) -> Option<NewMessage> {
-    (!parts.is_empty()).then_some(NewMessage { role, parts })
+    (!parts.is_empty()).then_some(NewMessage { role, parts, feedback: false })
 }
 
 /// What a JSON value looks like, for error messages.
@@ -63,8 +78,80 @@ pub(super) fn shape(v: &Value) -> String {
     }
 }
 
+/// Parses JSON as transcripts are really written. Node (Claude Code, Codex) writes a string
+/// cut inside a surrogate pair as a lone `\ud83d` escape, which strict JSON readers refuse:
+/// each lone surrogate escape is read as U+FFFD instead, and their number returned (for the
+/// import report). Everything else is strict JSON (`serde_json`).
+///
+/// ```ignore
+/// let (v, replaced) = parse(r#"{"text": "cut \ud83d"}"#).unwrap();
+/// assert_eq!((v["text"].as_str(), replaced), (Some("cut \u{fffd}"), 1));
+/// ```
+pub(super) fn parse(text: &str) -> Result<(Value, usize), serde_json::Error> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => Ok((v, 0)),
+        Err(e) => {
+            let (fixed, replaced) = lone_surrogates_replaced(text);
+            if replaced == 0 {
+                return Err(e);
+            }
+            serde_json::from_str::<Value>(&fixed).map(|v| (v, replaced)).map_err(|_| e)
+        }
+    }
+}
+
+/// `text` with every `\uXXXX` escape of a surrogate that is not half of a high-low pair
+/// replaced by `\ufffd`, and how many were. Escapes are found as a JSON reader finds them
+/// (a `\\` is an escaped backslash, not the start of an escape).
+fn lone_surrogates_replaced(text: &str) -> (String, usize) {
+    let b = text.as_bytes();
+    let hex_at = |i: usize| -> Option<u16> {
+        let h = b.get(i..i + 4)?;
+        u16::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()
+    };
+    let unit_at = |i: usize| -> Option<u16> {
+        (b.get(i) == Some(&b'\\') && b.get(i + 1) == Some(&b'u')).then(|| hex_at(i + 2)).flatten()
+    };
+    let mut out = String::with_capacity(text.len());
+    let (mut i, mut last, mut replaced) = (0, 0, 0);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match unit_at(i) {
+            Some(hi @ 0xD800..=0xDBFF) if matches!(unit_at(i + 6), Some(0xDC00..=0xDFFF)) => {
+                let _ = hi;
+                i += 12;
+            }
+            Some(0xD800..=0xDFFF) => {
+                out.push_str(&text[last..i]);
+                out.push_str("\\ufffd");
+                replaced += 1;
+                i += 6;
+                last = i;
+            }
+            _ => i += 2,
+        }
+    }
+    out.push_str(&text[last..]);
+    (out, replaced)
+}
+
+/// A problem saying that `n` lone surrogate escapes were read as U+FFFD (see [`parse`]).
+pub(super) fn surrogates_problem(path: &std::path::Path, line: u64, n: usize) -> super::Problem {
+    super::Problem {
+        file: path.to_path_buf(),
+        line,
+        reason: format!(
+            "{n} lone UTF-16 surrogate escape(s) (a string cut inside a surrogate pair) read as U+FFFD; the rest kept"
+        ),
+    }
+}
+
 /// Parses the non-empty lines of a JSONL text into objects; a line that is not a JSON object
-/// becomes a problem (1-based line number) and is skipped.
+/// becomes a problem (1-based line number) and is skipped. Lone surrogate escapes are read as
+/// U+FFFD and reported (see [`parse`]).
 pub(super) fn jsonl(
     path: &std::path::Path,
     text: &str,
@@ -76,7 +163,13 @@ pub(super) fn jsonl(
             continue;
         }
         let line_no = n as u64 + 1;
-        match serde_json::from_str::<Value>(line) {
+        let parsed = parse(line).map(|(v, replaced)| {
+            if replaced > 0 {
+                problems.push(surrogates_problem(path, line_no, replaced));
+            }
+            v
+        });
+        match parsed {
             Ok(v) if v.is_object() => out.push((line_no, v)),
             Ok(v) => problems.push(super::Problem {
                 file: path.to_path_buf(),

@@ -17,12 +17,16 @@
 //!
 //! A `system` message may come before the task (the first user message); role `exit` (the
 //! run's end) is not a message.
+//!
+//! In both shapes every user message after the first assistant message is the harness's own
+//! (a format error, a timeout notice): it is marked as feedback and starts no user turn, so
+//! the task (the user message before the model first answers) stays the loop's one turn.
 
 use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::json::{message, result, shape, str_of, text_of};
+use super::json::{mark_feedback_after_first_assistant, message, result, shape, str_of, text_of};
 use super::{Format, Session, openai};
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, Role};
@@ -87,9 +91,11 @@ fn text_messages(list: &[Value]) -> Vec<NewMessage> {
         match str_of(m, "role") {
             Some("system" | "developer") => out.push(NewMessage::system(content)),
             Some("user") => match answered {
-                Some(id) => {
-                    out.push(NewMessage { role: Role::Tool, parts: vec![result(&id, content, false)] })
-                }
+                Some(id) => out.push(NewMessage {
+                    role: Role::Tool,
+                    parts: vec![result(&id, content, false)],
+                    feedback: false,
+                }),
                 None => out.push(NewMessage::user(content)),
             },
             Some("assistant") => {
@@ -143,7 +149,8 @@ pub(super) fn parse(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Sessio
         Some(i) => format!("mini-swe-agent:{i}:{file_key}"),
         None => format!("mini-swe-agent:{file_key}"),
     };
-    let msgs = if is_text_format(v, list) { text_messages(list) } else { openai::messages(list) };
+    let mut msgs = if is_text_format(v, list) { text_messages(list) } else { openai::messages(list) };
+    mark_feedback_after_first_assistant(&mut msgs);
     let mut s = Session::new(Format::MiniSweAgent, path, key, msgs);
     if let Some(i) = str_of(v, "instance_id") {
         s.title = i.to_string();

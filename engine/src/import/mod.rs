@@ -41,6 +41,7 @@
 
 mod claude_code;
 mod codex;
+pub mod cost;
 mod input;
 mod inventory;
 mod json;
@@ -303,7 +304,8 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
         return Err(Error::InvalidArgument(format!("{}: empty file, expected a transcript", path.display())));
     }
     // A whole JSON document first; a JSONL file fails this at its second line.
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
+    let whole = json::parse(text).map(|(v, _)| v);
+    if let Ok(v) = &whole {
         if let Some(f) = detect_value(&v) {
             return Ok(f);
         }
@@ -329,11 +331,23 @@ pub fn detect(path: &Path, bytes: &[u8]) -> Result<Format> {
     }
     // JSONL: the first line that parses decides.
     for line in text.lines().filter(|l| !l.trim().is_empty()).take(20) {
-        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+        if let Ok((v, _)) = json::parse(line)
             && let Some(f) = detect_line(&v)
         {
             return Ok(f);
         }
+    }
+    // One JSON document that does not parse (no line of it is a transcript line either):
+    // say what was refused and where, not merely "not a transcript".
+    if let Err(e) = &whole
+        && trimmed.starts_with(['{', '['])
+    {
+        return Err(Error::InvalidArgument(format!(
+            "{}:{}:{}: expected a JSON transcript, found JSON this reader refuses: {e}",
+            path.display(),
+            e.line(),
+            e.column()
+        )));
     }
     Err(Error::InvalidArgument(format!(
         "{}: not a transcript: expected JSON or JSONL (Claude Code, Codex, OpenAI, SWE-agent, mini-swe-agent, \
@@ -393,13 +407,15 @@ fn as_text<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str> {
             path.display()
         )));
     }
-    std::str::from_utf8(bytes).map_err(|e| {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
         Error::InvalidArgument(format!(
             "{}: not UTF-8 text at byte {}, expected a JSON or JSONL transcript",
             path.display(),
             e.valid_up_to()
         ))
-    })
+    })?;
+    // A UTF-8 byte order mark (editors on Windows write one) is not content.
+    Ok(text.strip_prefix('\u{feff}').unwrap_or(text))
 }
 
 /// Parses the content of one transcript file. `path` names it in keys, titles and problems.
@@ -427,11 +443,12 @@ pub fn parse_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Parsed> 
             )));
         }
         other => {
-            let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            let (v, replaced) = json::parse(text).map_err(|e| {
                 Error::InvalidArgument(format!(
-                    "{}:{}: expected one {} JSON document, found invalid JSON ({e})",
+                    "{}:{}:{}: expected one {} JSON document, found invalid JSON ({e})",
                     path.display(),
                     e.line(),
+                    e.column(),
                     other
                 ))
             })?;
@@ -442,7 +459,9 @@ pub fn parse_bytes(path: &Path, bytes: &[u8], format: Format) -> Result<Parsed> 
                 Format::OpenHands => openhands::completion_log(path, &v, file_key)?,
                 _ => openai::plain(path, &v, file_key)?,
             };
-            Parsed { format, sessions, problems: Vec::new() }
+            let problems =
+                if replaced > 0 { vec![json::surrogates_problem(path, 0, replaced)] } else { Vec::new() };
+            Parsed { format, sessions, problems }
         }
     };
     report_missing_calls(&mut parsed);

@@ -54,7 +54,11 @@ pub(super) fn messages(list: &[Value]) -> Vec<NewMessage> {
                     }
                     None => unanswered.pop_front().unwrap_or_else(|| format!("result-{n}")),
                 };
-                out.push(NewMessage { role: Role::Tool, parts: vec![result(&id, content, false)] });
+                out.push(NewMessage {
+                    role: Role::Tool,
+                    parts: vec![result(&id, content, false)],
+                    feedback: false,
+                });
             }
             _ => {} // mini-swe-agent's `exit`
         }

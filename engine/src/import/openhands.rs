@@ -134,7 +134,7 @@ impl Builder {
         }
         for (e, part) in o.held {
             self.seq_of.insert(e, self.out.len() as u64);
-            self.out.push(NewMessage { role: Role::Tool, parts: vec![part] });
+            self.out.push(NewMessage { role: Role::Tool, parts: vec![part], feedback: false });
         }
     }
 
@@ -165,7 +165,7 @@ impl Builder {
     fn result(&mut self, event: &str, part: Part) {
         match &mut self.open {
             Some(o) => o.held.push((event.to_string(), part)),
-            None => self.push(event, NewMessage { role: Role::Tool, parts: vec![part] }),
+            None => self.push(event, NewMessage { role: Role::Tool, parts: vec![part], feedback: false }),
         }
     }
 }
@@ -206,7 +206,18 @@ fn read_events(dir: &Path, problems: &mut Vec<Problem>) -> Result<Vec<(PathBuf, 
             }
         };
         budget = budget.saturating_sub(bytes.len() as u64);
-        match serde_json::from_slice::<Value>(&bytes) {
+        let parsed = match std::str::from_utf8(&bytes) {
+            Ok(t) => super::json::parse(t.strip_prefix('\u{feff}').unwrap_or(t))
+                .map(|(v, replaced)| {
+                    if replaced > 0 {
+                        problems.push(super::json::surrogates_problem(&path, 0, replaced));
+                    }
+                    v
+                })
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!("not UTF-8 at byte {}", e.valid_up_to())),
+        };
+        match parsed {
             Ok(v) if v.is_object() => out.push((path, v)),
             Ok(v) => problems.push(Problem {
                 file: path,

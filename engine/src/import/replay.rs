@@ -17,17 +17,32 @@
 //! ([`ReplayRow::unservable`]) when the protected minimum alone (system messages, the task
 //! and the last step: [`Chat::protected_minimum`](crate::Chat::protected_minimum)) is over
 //! the hard line, and *refused* otherwise — the case the engine must never produce.
+//!
+//! Cost ([`super::cost`]): every call's request is priced under the prompt-cache model (the
+//! longest common prefix of whole messages with the previous request of the chat): the
+//! views as the guard built them ([`ReplayRow::views`]; refused views are priced as if sent,
+//! as their tokens are counted), and on the same session two baselines: *resend everything*
+//! ([`ReplayRow::resend`]), counted only on the calls where it fits the usable input
+//! (`window − reserve_output`; the others are [`ReplayRow::resend_over`], and
+//! [`ReplayRow::views_fit`] prices the views on the same calls), and the *naive* policy
+//! ([`ReplayRow::naive`], [`super::cost::Naive`] at the budget's hard line and target).
+//!
+//! Summarizer time: [`ReplayOptions::summarizer_delay`] makes every summarizer call of the
+//! worker sleep that long ([`Slow`]), so stalls at the hard line with a real, slow summarizer
+//! can be measured; with a waiting [`ReplayOptions::at_hard_line`] a view at the hard line
+//! with nothing prepared waits for the job, and the wait is a stall ([`ReplayRow::waits`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::Session;
+use super::cost::{Call, Naive, PrefixCache, Sent, Tally, message_id};
 use crate::api::Store;
 use crate::archive::Unit;
 use crate::budget::{Budget, Decision};
-use crate::checkpoint::{CheckpointOptions, Extractive};
+use crate::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use crate::error::{Error, Result};
-use crate::history::{ChatMeta, Part, Role, ToolContent};
+use crate::history::{ChatMeta, Message, Part, Role, ToolContent};
 use crate::worker::{HardLinePolicy, Worker, WorkerOptions};
 
 /// Settings of a replay.
@@ -42,6 +57,13 @@ pub struct ReplayOptions {
     /// The model call's time: before each view the worker gets up to this long to finish
     /// a pending job. Default 0 (the worst case).
     pub latency: Duration,
+    /// Time every summarizer call of the worker takes (slept, then the extractive
+    /// summarizer): a model summarizer's latency. Default 0.
+    pub summarizer_delay: Duration,
+    /// The worker's adaptive start line ([`WorkerOptions::adaptive`]): it depends on measured
+    /// times, so it is off by default here — the chart's series ([`super::series`]) is
+    /// computed without a clock; `undertext replay` turns it on (the engine's default).
+    pub adaptive: bool,
 }
 
 impl Default for ReplayOptions {
@@ -51,6 +73,8 @@ impl Default for ReplayOptions {
             reserve_output: 4_096,
             at_hard_line: HardLinePolicy::Refuse,
             latency: Duration::ZERO,
+            summarizer_delay: Duration::ZERO,
+            adaptive: false,
         }
     }
 }
@@ -70,6 +94,7 @@ impl ReplayOptions {
                 segment_tokens: (self.window / 16).max(500),
                 ..CheckpointOptions::default()
             },
+            adaptive: self.adaptive,
             ..WorkerOptions::default()
         }
     }
@@ -115,6 +140,108 @@ pub struct ReplayRow {
     pub recovery_mismatches: u64,
     /// One point per step, in order.
     pub points: Vec<StepPoint>,
+    /// The views under the prompt-cache model, every call.
+    pub views: Tally,
+    /// The views on the calls where resending everything fits the usable input (the calls
+    /// of [`ReplayRow::resend`]).
+    pub views_fit: Tally,
+    /// Resending everything, on the calls where it fits the usable input.
+    pub resend: Tally,
+    /// Calls where resending everything would not fit the usable input (not in
+    /// [`ReplayRow::resend`] nor [`ReplayRow::views_fit`]).
+    pub resend_over: u64,
+    /// The naive policy ([`Naive`]), every call.
+    pub naive: Tally,
+    /// Naive requests still over the hard line after its summary (priced as sent).
+    pub naive_over: u64,
+    /// The stalls at the hard line.
+    pub waits: Waits,
+}
+
+/// Views at the hard line and how long they took: views that swapped a checkpoint in or were
+/// refused; the time of each is the whole `Chat::view` call (a swap, or the wait for the
+/// worker's job under a waiting hard-line policy, and the swap after it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Waits {
+    /// Views at the hard line.
+    pub views: u64,
+    /// Those that took over [`WAITED`] (a swap of a prepared checkpoint takes well under
+    /// it: they waited for the worker).
+    pub waited: u64,
+    /// Those that took over 100 ms.
+    pub over_100ms: u64,
+    /// The longest.
+    pub longest: Duration,
+}
+
+/// A hard-line view that took longer than this waited for the worker.
+pub const WAITED: Duration = Duration::from_millis(10);
+
+impl Waits {
+    /// Counts one view at the hard line that took `took`.
+    pub fn add(&mut self, took: Duration) {
+        self.views += 1;
+        self.waited += u64::from(took > WAITED);
+        self.over_100ms += u64::from(took > Duration::from_millis(100));
+        self.longest = self.longest.max(took);
+    }
+
+    /// Adds another session's.
+    pub fn merge(&mut self, o: &Waits) {
+        self.views += o.views;
+        self.waited += o.waited;
+        self.over_100ms += o.over_100ms;
+        self.longest = self.longest.max(o.longest);
+    }
+}
+
+impl ReplayRow {
+    /// Adds `o`'s figures (not its key, title, points or reasons): a total.
+    pub fn merge(&mut self, o: &ReplayRow) {
+        self.steps += o.steps;
+        self.guarded_tokens += o.guarded_tokens;
+        self.naive_tokens += o.naive_tokens;
+        self.peak_tokens = self.peak_tokens.max(o.peak_tokens);
+        self.previews += o.previews;
+        self.archived += o.archived;
+        self.checkpoints += o.checkpoints;
+        self.refused += o.refused;
+        self.unservable += o.unservable;
+        self.stall += o.stall;
+        self.recovered_bytes += o.recovered_bytes;
+        self.recovery_mismatches += o.recovery_mismatches;
+        self.views.merge(&o.views);
+        self.views_fit.merge(&o.views_fit);
+        self.resend.merge(&o.resend);
+        self.resend_over += o.resend_over;
+        self.naive.merge(&o.naive);
+        self.naive_over += o.naive_over;
+        self.waits.merge(&o.waits);
+    }
+}
+
+/// A summarizer that sleeps `delay` before each call of `inner`: a model summarizer's latency
+/// with the extractive summarizer's output. Its id is `inner`'s (the summaries are the same).
+#[derive(Debug, Clone)]
+pub struct Slow<S> {
+    /// The summarizer called after the sleep.
+    pub inner: S,
+    /// Slept per call.
+    pub delay: Duration,
+}
+
+impl<S: Summarizer> Summarizer for Slow<S> {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+    fn summarize(&self, messages: &[Message]) -> Result<String> {
+        std::thread::sleep(self.delay);
+        self.inner.summarize(messages)
+    }
+    fn merge(&self, summaries: &[String]) -> Result<String> {
+        std::thread::sleep(self.delay);
+        self.inner.merge(summaries)
+    }
 }
 
 /// One model call of a replay.
@@ -128,11 +255,108 @@ pub struct StepPoint {
     pub everything: u64,
     /// Whether a checkpoint was swapped in at this step.
     pub swapped: bool,
+    /// Tokens of the view sent that are an exact prefix (whole messages) of the previous
+    /// view: what the provider's cache serves ([`super::cost`]).
+    pub cached: u64,
+    /// The view's prefix is shorter than the previous view: it broke the cache.
+    pub broke: bool,
 }
 
-/// Starts the worker a replay needs on `store` (the extractive summarizer).
+/// Starts the worker a replay needs on `store` (the extractive summarizer, slowed by
+/// [`ReplayOptions::summarizer_delay`]).
 pub fn start_worker(store: &Store, opts: &ReplayOptions) -> Result<Worker> {
-    store.start_worker(Arc::new(Extractive::default()), opts.worker_options())
+    if opts.summarizer_delay.is_zero() {
+        store.start_worker(Arc::new(Extractive::default()), opts.worker_options())
+    } else {
+        let slow = Slow { inner: Extractive::default(), delay: opts.summarizer_delay };
+        store.start_worker(Arc::new(slow), opts.worker_options())
+    }
+}
+
+/// The prompt-cache model ([`super::cost`]) over the views of one chat: each view's messages
+/// with their identities ([`message_id`]) against the previous view's.
+#[derive(Debug, Default)]
+pub struct ViewPricer {
+    cache: PrefixCache,
+    /// The previous view and its identities: a message equal to the previous view's at the
+    /// same place keeps its identity without hashing it again.
+    prev: Option<(crate::budget::View, Vec<u64>)>,
+}
+
+impl ViewPricer {
+    /// A chat with no view sent yet.
+    pub fn new() -> ViewPricer {
+        ViewPricer::default()
+    }
+
+    /// Prices `v` as the next request of the chat.
+    pub fn call(&mut self, v: &crate::budget::View) -> Call {
+        let msgs = v.messages();
+        let mut ids = Vec::with_capacity(msgs.len());
+        for (i, m) in msgs.iter().enumerate() {
+            let same = self.prev.as_ref().and_then(|(pv, pids)| {
+                let pm = pv.messages().get(i)?;
+                (pm.role == m.role && pm.parts == m.parts).then(|| pids[i])
+            });
+            ids.push(same.unwrap_or_else(|| message_id(m.role, &m.parts)));
+        }
+        let request = msgs.iter().zip(&ids).map(|(m, &id)| Sent { id, tokens: m.tokens }).collect();
+        let call = self.cache.call(request);
+        self.prev = Some((v.clone(), ids));
+        call
+    }
+}
+
+/// The baselines of the cost model on one session ([`super::cost`]): resending everything,
+/// where it fits the usable input, and the naive policy, each under the prompt cache.
+#[derive(Debug, Clone)]
+pub struct Baselines {
+    usable: u64,
+    full: Vec<Sent>,
+    everything: u64,
+    naive: Naive,
+    resend_cache: PrefixCache,
+    naive_cache: PrefixCache,
+}
+
+/// One call of the [`Baselines`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BaselineCall {
+    /// Resending everything, when it fits the usable input.
+    pub resend: Option<Call>,
+    /// The naive policy.
+    pub naive: Call,
+    /// The naive request is still over the hard line after its summary.
+    pub naive_over: bool,
+}
+
+impl Baselines {
+    /// A session under `budget` (its usable input, hard line and target).
+    pub fn new(budget: &Budget) -> Baselines {
+        Baselines {
+            usable: budget.usable(),
+            full: Vec::new(),
+            everything: 0,
+            naive: Naive::new(budget.hard_limit(), budget.target_limit()),
+            resend_cache: PrefixCache::new(),
+            naive_cache: PrefixCache::new(),
+        }
+    }
+
+    /// A message appended to the session (`tokens`: in full, archived results at their
+    /// whole text).
+    pub fn push(&mut self, role: Role, parts: &[Part], tokens: u64) {
+        self.everything += tokens;
+        self.full.push(Sent { id: message_id(role, parts), tokens });
+    }
+
+    /// A model call on the session so far.
+    pub fn call(&mut self) -> BaselineCall {
+        let resend = (self.everything <= self.usable).then(|| self.resend_cache.call(self.full.clone()));
+        let before = self.naive.over_hard_line();
+        let naive = self.naive_cache.call(self.naive.request(&self.full).to_vec());
+        BaselineCall { resend, naive, naive_over: self.naive.over_hard_line() > before }
+    }
 }
 
 /// Replays `session` into a new chat of `owner` in `store` (whose worker should be running,
@@ -157,6 +381,10 @@ pub fn replay_session(
     };
     let mut previewed = std::collections::BTreeSet::new();
     let mut everything = 0u64;
+    // The cost model: the session's messages in full (resend everything), the naive policy,
+    // and the provider's cache of each.
+    let mut baselines = Baselines::new(&budget);
+    let mut pricer = ViewPricer::new();
     for m in &session.messages {
         if m.role == Role::Assistant {
             if !opts.latency.is_zero() {
@@ -165,12 +393,28 @@ pub fn replay_session(
             let t = Instant::now();
             let v = chat.view(&budget)?;
             let took = t.elapsed();
+            let call = pricer.call(&v);
+            row.views.add(&call);
+            let base = baselines.call();
+            if let Some(resend) = base.resend {
+                row.views_fit.add(&call);
+                row.resend.add(&resend);
+            } else {
+                row.resend_over += 1;
+            }
+            row.naive.add(&base.naive);
+            row.naive_over += u64::from(base.naive_over);
+            if v.swap().is_some() || matches!(v.decision(), Decision::Refused { .. }) {
+                row.waits.add(took);
+            }
             row.steps += 1;
             row.points.push(StepPoint {
                 seq: chat.len(),
                 sent: v.estimate(),
                 everything,
                 swapped: v.swap().is_some(),
+                cached: call.cached,
+                broke: call.broke,
             });
             row.guarded_tokens += v.estimate();
             row.naive_tokens += everything;
@@ -208,7 +452,9 @@ pub fn replay_session(
                 Decision::Fits => row.peak_tokens = row.peak_tokens.max(v.estimate()),
             }
         }
-        everything += crate::budget::view::message_tokens(&*estimator, &m.parts);
+        let tokens = crate::budget::view::message_tokens(&*estimator, &m.parts);
+        everything += tokens;
+        baselines.push(m.role, &m.parts, tokens);
         chat.append(m.clone())?;
     }
     row.previews = previewed.len() as u64;
@@ -256,7 +502,7 @@ pub fn session_of_chat(store: &Store, owner: &str, id: crate::history::ChatId) -
                 other => other,
             });
         }
-        messages.push(crate::history::NewMessage { role: m.role, parts });
+        messages.push(crate::history::NewMessage { role: m.role, parts, feedback: false });
     }
     let meta = chat.meta();
     let mut s = Session::new(

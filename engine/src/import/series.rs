@@ -18,13 +18,17 @@
 //! * the summaries of settled segments and of their merges, by the messages they cover.
 //!
 //! A step's view is then arithmetic over the kept tokens since the published checkpoint, and
-//! a worker job a walk over kept values. `tests/tests/chart_series.rs` checks that the
+//! a worker job a walk over kept values. The view's request for the prompt-cache model
+//! ([`super::cost`]: [`StepPoint::cached`], [`StepPoint::broke`]) names each message by its seq and
+//! the parts the guard previewed (the checkpoint by its reach), in the view's order: system
+//! messages and the task kept over the checkpoint, its summary, then the messages after it. `tests/tests/chart_series.rs` checks that the
 //! points equal the store replay's at every step, on every shared transcript and on a long
 //! loop with approvals and truncation.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::cost::{PrefixCache, Sent};
 use super::replay::{ReplayOptions, StepPoint};
 use crate::approval::{ApprovalPatterns, first_pending_by, pending_in_text};
 use crate::archive;
@@ -33,8 +37,15 @@ use crate::budget::{Budget, tail};
 use crate::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use crate::error::Result;
 use crate::estimate::{Estimator, RESULT_OVERHEAD, message_tokens, part_tokens};
-use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent, starts_turn};
+use crate::model::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent};
 use crate::options::Options;
+
+/// Complete groups a refresh carries to the last merge (as `checkpoint::build_with`).
+const CARRY_GROUPS: usize = 2;
+
+/// The chat the replay appends to: the first chat of its scratch store (chat ids start at 1),
+/// named by the handles of every checkpoint message.
+const SCRATCH_CHAT: crate::model::ChatId = crate::model::ChatId(1);
 
 /// What a store derives from an archived text: kept per distinct text.
 struct Archived {
@@ -80,7 +91,7 @@ struct Cp {
 /// s.push(NewMessage {
 ///     role: Role::Assistant,
 ///     parts: vec![Part::ToolCall { id: "c1".into(), name: "ls".into(), args: "{}".into() }],
-/// });
+///, feedback: false });
 /// assert_eq!(s.points().len(), 1);
 /// assert!(s.points()[0].sent > 0);
 /// ```
@@ -105,13 +116,21 @@ pub struct Series {
     /// Tokens of the messages of the task previewed under a checkpoint, by seq.
     task_previewed: HashMap<u64, u64>,
     archives: HashMap<BlobId, Archived>,
-    segments: HashMap<(u64, u64), Arc<str>>,
-    merges: HashMap<(usize, u64, u64, usize), Arc<str>>,
+    /// The summaries of the tree's nodes, by what they cover (see [`Series::checkpoint_to`]).
+    nodes: HashMap<String, Arc<str>>,
     published: Option<Cp>,
     /// The reach of the checkpoint the worker prepared last.
     prepared: Option<u64>,
+    /// The results (seq, part) earlier views previewed: the guard keeps them (see
+    /// `budget::view::guard`).
+    kept: BTreeSet<(u64, usize)>,
     everything: u64,
     points: Vec<StepPoint>,
+    /// The request of the last view estimated: per view message, an identity (the seq, and
+    /// which of its parts were previewed; the checkpoint by its reach) and its tokens.
+    request: Vec<Sent>,
+    /// The provider's prompt cache over the views ([`super::cost`]).
+    cache: PrefixCache,
 }
 
 impl std::fmt::Debug for Series {
@@ -143,12 +162,14 @@ impl Series {
             pending: Vec::new(),
             task_previewed: HashMap::new(),
             archives: HashMap::new(),
-            segments: HashMap::new(),
-            merges: HashMap::new(),
+            nodes: HashMap::new(),
             published: None,
             prepared: None,
+            kept: BTreeSet::new(),
             everything: 0,
             points: Vec::new(),
+            request: Vec::new(),
+            cache: PrefixCache::new(),
         }
     }
 
@@ -252,18 +273,18 @@ impl Series {
         let published = self.published.as_ref().map_or(0, |p| p.reach);
         let before = self.prepared.filter(|&reach| reach > published);
         let mut swapped = false;
-        let mut job = false;
         let est = self.estimate_after_checkpoint();
-        if (est as f64) > self.worker_soft * self.budget.usable() as f64 {
-            job = before.is_none();
-            if est > self.budget.hard_limit()
-                && let Some(reach) = before
-            {
-                self.published = Some(self.checkpoint_to(reach));
-                swapped = true;
-            }
+        let job = (est as f64) > self.worker_soft * self.budget.usable() as f64 && before.is_none();
+        let kept = self.kept.clone();
+        let (mut sent, mut refused, due) = self.view_estimate();
+        // A cut is due: the prepared checkpoint is swapped in at that cut, and the view built
+        // again from what earlier views cut.
+        if due && let Some(reach) = before {
+            self.published = Some(self.checkpoint_to(reach));
+            swapped = true;
+            self.kept = kept.clone();
+            (sent, refused, _) = self.view_estimate();
         }
-        let (mut sent, refused) = self.view_estimate();
         // Refused with nothing swapped in: the checkpoint prepared before the view is
         // swapped in under any hard-line policy, and the view built again.
         if !swapped
@@ -272,9 +293,18 @@ impl Series {
         {
             self.published = Some(self.checkpoint_to(reach));
             swapped = true;
+            self.kept = kept;
             sent = self.view_estimate().0;
         }
-        self.points.push(StepPoint { seq: len, sent, everything: self.everything, swapped });
+        let call = self.cache.call(std::mem::take(&mut self.request));
+        self.points.push(StepPoint {
+            seq: len,
+            sent,
+            everything: self.everything,
+            swapped,
+            cached: call.cached,
+            broke: call.broke,
+        });
         if job && let Some(reach) = self.build() {
             self.prepared = Some(reach);
         }
@@ -287,9 +317,11 @@ impl Series {
         calibrated(summary + self.tokens[base.min(self.tokens.len())..].iter().sum::<u64>())
     }
 
-    /// The view's estimate and whether the guard refused it: the published checkpoint's
-    /// kept instructions and summary, the messages after it, then the guard's previews.
-    fn view_estimate(&mut self) -> (u64, bool) {
+    /// The view's estimate, whether the guard refused it, and whether a cut was due: the
+    /// published checkpoint's kept instructions and summary, the messages after it, then the
+    /// guard — what earlier views cut first, a new cut only over the soft line (see
+    /// `budget::view::guard`). Records what this view cut.
+    fn view_estimate(&mut self) -> (u64, bool, bool) {
         let e = self.store.estimator.clone();
         let budget = self.budget.clone();
         let len = self.msgs.len();
@@ -298,48 +330,102 @@ impl Series {
         let prot = base + tail::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
         let last_step = base + tail::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
+        // The request, message by message, for the cache model: a stored message is named by
+        // its seq (and below, the parts the guard previewed), a task message previewed under
+        // the instructions bound by its seq and a mark, the checkpoint by its reach.
+        let mut request = Vec::with_capacity(len - base + 4);
         if let Some(p) = self.published {
             let (system, task) = self.kept_instructions(p.reach);
-            raw += system.iter().map(|&s| self.tokens[s as usize]).sum::<u64>();
+            for s in system {
+                let t = self.tokens[s as usize];
+                raw += t;
+                request.push(Sent { id: identity(&("message", s)), tokens: t });
+            }
             let mut left = budget.instructions_limit();
             for s in task {
                 let t = self.tokens[s as usize];
                 if t <= left {
                     left -= t;
                     raw += t;
+                    request.push(Sent { id: identity(&("message", s)), tokens: t });
                 } else {
                     left = 0;
-                    raw += self.task_preview_tokens(s);
+                    let t = self.task_preview_tokens(s);
+                    raw += t;
+                    request.push(Sent { id: identity(&("task preview", s)), tokens: t });
                 }
             }
             raw += p.message_tokens;
+            request.push(Sent { id: identity(&("checkpoint", p.reach)), tokens: p.message_tokens });
         }
         raw += self.tokens[base..].iter().sum::<u64>();
-        let before = calibrated(raw);
-        let mut total = raw;
-        if before > budget.soft_limit() {
-            // The guard's order: settled results oldest first down to the target, then those
-            // of the protected tail (before its last step) down to the hard line.
-            for (tail, line) in [(false, budget.target_limit()), (true, budget.hard_limit())] {
-                'tier: for seq in base..last_step.min(len) {
-                    if (seq >= prot) != tail {
-                        continue;
-                    }
-                    for part in 0..self.previews[seq].len() {
-                        let Cell::Result(old, _) = self.previews[seq][part] else { continue };
-                        if calibrated(total) <= line {
-                            break 'tier;
-                        }
-                        let new = self.guard_tokens(seq, part);
-                        if new < old {
-                            total = total - old + new;
-                        }
-                    }
+        let first = request.len();
+        for seq in base..len {
+            request.push(Sent { id: identity(&("message", seq as u64)), tokens: self.tokens[seq] });
+        }
+        // The guard's candidates, in its order: tool results before the last step, oldest
+        // first; those of the protected tail only as a last resort.
+        let mut candidates = Vec::new();
+        for seq in base..last_step.min(len) {
+            for part in 0..self.previews[seq].len() {
+                if let Cell::Result(old, _) = self.previews[seq][part] {
+                    candidates.push((seq, part, seq >= prot, old));
                 }
             }
         }
+        let mut total = raw;
+        let mut made = vec![false; candidates.len()];
+        for (k, &(seq, part, tail, old)) in candidates.iter().enumerate() {
+            if !tail && self.kept.contains(&(seq as u64, part)) {
+                let new = self.guard_tokens(seq, part);
+                if new < old {
+                    total = total - old + new;
+                    made[k] = true;
+                }
+            }
+        }
+        let kept_est = calibrated(total);
+        let due = kept_est > budget.soft_limit();
+        if due {
+            let mut cut_total = total;
+            let mut cut = Vec::new();
+            for (tail, line) in [(false, budget.target_limit()), (true, budget.hard_limit())] {
+                for (k, &(seq, part, t, old)) in candidates.iter().enumerate() {
+                    if t != tail || made[k] {
+                        continue;
+                    }
+                    if calibrated(cut_total) <= line {
+                        break;
+                    }
+                    let new = self.guard_tokens(seq, part);
+                    if new < old {
+                        cut_total = cut_total - old + new;
+                        cut.push(k);
+                    }
+                }
+            }
+            if kept_est > budget.hard_limit()
+                || kept_est.saturating_sub(calibrated(cut_total)) >= budget.min_cut()
+            {
+                total = cut_total;
+                for k in cut {
+                    made[k] = true;
+                }
+            }
+        }
+        self.kept =
+            candidates.iter().zip(&made).filter(|(_, m)| **m).map(|(c, _)| (c.0 as u64, c.1)).collect();
         let estimate = calibrated(total);
-        (estimate, estimate > budget.hard_limit())
+        // The previews sent, in the guard's order, for the cache model.
+        for (&(seq, part, _, old), m) in candidates.iter().zip(&made) {
+            if *m {
+                let new = self.guard_tokens(seq, part);
+                let r = &mut request[first + seq - base];
+                *r = Sent { id: identity(&(r.id, part)), tokens: r.tokens - old + new };
+            }
+        }
+        self.request = request;
+        (estimate, estimate > budget.hard_limit(), due)
     }
 
     /// Tokens of the guard's preview of tool result `part` of message `seq`, made the
@@ -363,7 +449,8 @@ impl Series {
     }
 
     /// The leading system messages before `reach`, and the turn-opening user messages of
-    /// the last two turns before `reach` (what a view keeps over a checkpoint).
+    /// the first turn (the task) and the last two turns before `reach` (what a view keeps
+    /// over a checkpoint).
     fn kept_instructions(&self, reach: u64) -> (Vec<u64>, Vec<u64>) {
         let len = self.len();
         let mut system = Vec::new();
@@ -375,7 +462,9 @@ impl Series {
         let last_turn = self.msgs.last().map_or(0, |m| m.turn);
         let first_of = |t: u64| self.msgs.partition_point(|m| m.turn < t) as u64;
         let mut task = Vec::new();
-        for t in last_turn.saturating_sub(1).max(1)..=last_turn {
+        let mut turns = vec![1];
+        turns.extend((last_turn.saturating_sub(1).max(2))..=last_turn);
+        for t in turns.into_iter().filter(|&t| t <= last_turn) {
             let s = first_of(t);
             let opens = (s < len)
                 && self.msgs[s as usize].turn == t
@@ -421,45 +510,80 @@ impl Series {
         (cut > 0).then_some(cut)
     }
 
+    /// The merge of `children` (made once, by what it covers); whether it was made before.
+    fn merge_node(&mut self, children: Vec<(String, Arc<str>, bool)>) -> (String, Arc<str>, bool) {
+        let key = format!("m({})", children.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join(","));
+        let cached = self.nodes.contains_key(&key);
+        let text = self
+            .nodes
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let texts: Vec<String> = children.iter().map(|c| c.1.to_string()).collect();
+                merge(&self.summarizer, &texts).into()
+            })
+            .clone();
+        (key, text, cached)
+    }
+
     /// The checkpoint of the settled history before `reach`, as the worker builds it: the
-    /// segments' summaries (each made once), merged `fan_in` at a time.
+    /// segments' summaries and their merges (each made once), in the worker's tree.
     fn checkpoint_to(&mut self, reach: u64) -> Cp {
         let settled = &self.msgs[..reach as usize];
         let tokens = &self.tokens;
         let ranges =
             crate::checkpoint::segments(settled, |m| tokens[m.seq as usize], self.checkpoint.segment_tokens);
-        // A node of the tree is named by its level, the seqs it covers and its number of
-        // children: these fix the segments under it, cut greedily from its start.
-        let mut level: Vec<((u64, u64), Arc<str>)> = Vec::with_capacity(ranges.len());
+        // The worker's tree (`checkpoint::build_with`): each level's complete groups of
+        // `fan_in` merge into the level above; what a level leaves over is carried to the last
+        // merge, and in a refresh (a node of the level was cached) so are the last complete
+        // groups holding a node made now (up to `CARRY_GROUPS`). A node is named by what it
+        // covers (a segment's seqs, a merge's children), as the store's cache names it by
+        // content; `bool`: found made by an earlier build.
+        let mut level: Vec<(String, Arc<str>, bool)> = Vec::with_capacity(ranges.len());
         for r in ranges {
-            let text = self.segments.entry((r.start, r.end)).or_insert_with(|| {
+            let key = format!("s{}-{}", r.start, r.end);
+            let cached = self.nodes.contains_key(&key);
+            let text = self.nodes.entry(key.clone()).or_insert_with(|| {
                 summarize(&self.summarizer, &settled[r.start as usize..r.end as usize]).into()
             });
-            level.push(((r.start, r.end), text.clone()));
+            level.push((key, text.clone(), cached));
         }
-        let mut depth = 0;
-        while level.len() > 1 {
-            depth += 1;
-            let mut next = Vec::with_capacity(level.len().div_ceil(self.checkpoint.fan_in));
-            for group in level.chunks(self.checkpoint.fan_in) {
-                if let [one] = group {
-                    next.push(one.clone());
-                    continue;
-                }
-                let span = (group[0].0.0, group[group.len() - 1].0.1);
-                let text = self.merges.entry((depth, span.0, span.1, group.len())).or_insert_with(|| {
-                    let texts: Vec<String> = group.iter().map(|(_, t)| t.to_string()).collect();
-                    merge(&self.summarizer, &texts).into()
-                });
-                next.push((span, text.clone()));
+        let fan_in = self.checkpoint.fan_in;
+        let mut carried: Vec<Vec<(String, Arc<str>, bool)>> = Vec::new();
+        while level.len() >= fan_in {
+            let full = level.len() / fan_in * fan_in;
+            let mut rest = level.split_off(full);
+            let mut groups: Vec<Vec<(String, Arc<str>, bool)>> =
+                level.chunks(fan_in).map(<[_]>::to_vec).collect();
+            if level.iter().any(|n| n.2) {
+                let n = groups.iter().rev().take(CARRY_GROUPS).take_while(|g| g.iter().any(|x| !x.2)).count();
+                let tail: Vec<_> = groups.split_off(groups.len() - n).into_iter().flatten().collect();
+                rest.splice(0..0, tail);
             }
-            level = next;
+            carried.push(rest);
+            if groups.is_empty() {
+                level = Vec::new();
+                break;
+            }
+            level = groups.into_iter().map(|g| self.merge_node(g)).collect();
         }
-        let summary = level.pop().map_or_else(String::new, |(_, t)| t.to_string());
+        level.extend(carried.into_iter().rev().flatten());
+        if level.len() > 1 {
+            let root = self.merge_node(std::mem::take(&mut level));
+            level.push(root);
+        }
+        let settled = &self.msgs[..reach as usize];
+        let summary = level.pop().map_or_else(String::new, |(_, t, _)| t.to_string());
         let e = self.e();
-        let message = Part::Summary(format!(
-            "[checkpoint: summary of messages 0..{reach}; the originals stay readable]\n{summary}"
-        ));
+        let mut archived = Vec::new();
+        for m in settled {
+            for p in &m.parts {
+                if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
+                    archived.push((m.seq, archive.id));
+                }
+            }
+        }
+        let line = crate::view::handles::line_text(SCRATCH_CHAT, reach, &archived);
+        let message = Part::Summary(format!("{line}\n{summary}"));
         Cp { reach, summary_tokens: e.text_tokens(&summary), message_tokens: message_tokens(e, &[message]) }
     }
 
@@ -468,7 +592,8 @@ impl Series {
     /// results at their whole text).
     fn append(&mut self, m: NewMessage) -> u64 {
         let seq = self.len();
-        let starts = starts_turn(m.role, &m.parts);
+        let starts = m.starts_turn();
+        let feedback = m.feedback;
         let turn = self.msgs.last().map_or(0, |l| l.turn) + u64::from(starts);
         let mut parts = m.parts;
         let mut cells = Vec::with_capacity(parts.len());
@@ -524,7 +649,7 @@ impl Series {
             }
             cells.push(cell);
         }
-        let msg = Message { seq, revision: 0, role: m.role, turn, parts, step: None, at_ms: 0 };
+        let msg = Message { seq, revision: 0, role: m.role, turn, parts, step: None, at_ms: 0, feedback };
         self.tokens.push(stored);
         self.previews.push(cells);
         self.pending.push(pending);
@@ -532,6 +657,14 @@ impl Series {
         self.msgs.push(msg);
         full
     }
+}
+
+/// An identity for the cache model (see [`Series::view_estimate`]).
+fn identity(v: &impl std::hash::Hash) -> u64 {
+    use std::hash::{DefaultHasher, Hasher};
+    let mut h = DefaultHasher::new();
+    v.hash(&mut h);
+    h.finish()
 }
 
 /// `(raw × 1.0).ceil()`: a scratch chat has no calibration, and the store applies the

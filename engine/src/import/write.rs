@@ -87,6 +87,7 @@ fn same_content(stored: &ToolContent, new: &ToolContent) -> bool {
 /// its full text).
 fn same_message(stored: &Message, new: &NewMessage) -> bool {
     stored.role == new.role
+        && stored.feedback == new.feedback
         && stored.parts.len() == new.parts.len()
         && stored.parts.iter().zip(&new.parts).all(|(a, b)| match (a, b) {
             (

@@ -226,6 +226,11 @@ impl Index {
         self.flush_lock.lock()
     }
 
+    /// The descriptors redb holds on the index file (and locks through).
+    pub(crate) fn descriptors(&self) -> Vec<std::os::fd::RawFd> {
+        self.journal.fds.lock().clone()
+    }
+
     /// The index file path.
     pub(crate) fn path(&self) -> &Path {
         &self.path

@@ -22,6 +22,9 @@ pub(crate) struct Journal {
     /// While `Some`: the file's length when it was opened (`None`: there was no file), and
     /// the bytes each write replaced (offset, old bytes), in order.
     undo: Mutex<Option<(Option<u64>, Vec<Replaced>)>>,
+    /// The descriptors the backend holds on the file (redb locks it through them): a fork
+    /// child closes its copies when it gives up the parent's store (see `store::lock`).
+    pub(crate) fds: Mutex<Vec<std::os::fd::RawFd>>,
 }
 
 /// Bytes a write replaced: where, and what was there.
@@ -31,7 +34,11 @@ impl Journal {
     /// A journal that keeps what each write replaces in a file of `found` bytes (`None`: the
     /// file does not exist yet).
     pub(crate) fn recording(found: Option<u64>) -> Journal {
-        Journal { no_space: AtomicBool::new(false), undo: Mutex::new(Some((found, Vec::new()))) }
+        Journal {
+            no_space: AtomicBool::new(false),
+            undo: Mutex::new(Some((found, Vec::new()))),
+            fds: Mutex::new(Vec::new()),
+        }
     }
 
     /// Stops keeping what writes replace (the open finished) and frees what was kept.
@@ -76,7 +83,9 @@ impl SeamBackend {
     /// A backend writing to `file`, which was opened read-write at `path`, noting its writes
     /// in `journal`.
     pub(crate) fn new(file: File, path: PathBuf, journal: Arc<Journal>) -> std::io::Result<Self> {
+        use std::os::fd::AsRawFd;
         let seam_file = file.try_clone()?;
+        journal.fds.lock().extend([file.as_raw_fd(), seam_file.as_raw_fd()]);
         let inner = FileBackend::new(file).map_err(std::io::Error::other)?;
         Ok(SeamBackend { inner, file: seam_file, path, journal, opener: super::Opener::here() })
     }

@@ -167,6 +167,10 @@ pub enum Part {
 /// use undertext::{NewMessage, Part};
 /// let m = NewMessage::user("What is in Cargo.toml?");
 /// assert_eq!(m.parts, vec![Part::Text("What is in Cargo.toml?".into())]);
+/// assert!(m.starts_turn());
+/// // The harness's own reply to the model (a format error, a reminder) starts no turn.
+/// let f = NewMessage::feedback("Please always provide EXACTLY ONE action.");
+/// assert!(f.feedback && !f.starts_turn());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewMessage {
@@ -174,12 +178,28 @@ pub struct NewMessage {
     pub role: Role,
     /// Its parts, in order.
     pub parts: Vec<Part>,
+    /// Harness feedback: a user message the harness wrote itself (a format error, "please
+    /// use exactly one bash block", an injected reminder), not the human's. It starts no user
+    /// turn, so it never pushes the task out of the protected turns. Only a user message may
+    /// be feedback; stored with the message (FORMAT.md, "role").
+    pub feedback: bool,
 }
 
 impl NewMessage {
     /// A message of `role` with one text part.
     pub fn text(role: Role, text: impl Into<String>) -> Self {
-        NewMessage { role, parts: vec![Part::Text(text.into())] }
+        NewMessage { role, parts: vec![Part::Text(text.into())], feedback: false }
+    }
+
+    /// A user message with one text part marked as harness feedback (see
+    /// [`NewMessage::feedback`](NewMessage#structfield.feedback)): it starts no user turn.
+    pub fn feedback(text: impl Into<String>) -> Self {
+        NewMessage { feedback: true, ..Self::user(text) }
+    }
+
+    /// This message, marked as harness feedback (`true`) or not.
+    pub fn with_feedback(self, feedback: bool) -> Self {
+        NewMessage { feedback, ..self }
     }
 
     /// A user message with one text part.
@@ -206,14 +226,15 @@ impl NewMessage {
                 content: ToolContent::Text(text.into()),
                 is_error: false,
             }],
+            feedback: false,
         }
     }
 
-    /// True when this message opens a new user turn: a user message with some part that is
-    /// neither a tool result nor an approval response (those answer the model, they do not
-    /// start a turn).
+    /// True when this message opens a new user turn: a user message, not harness feedback,
+    /// with some part that is neither a tool result nor an approval response (those answer
+    /// the model, they do not start a turn).
     pub fn starts_turn(&self) -> bool {
-        starts_turn(self.role, &self.parts)
+        !self.feedback && starts_turn(self.role, &self.parts)
     }
 }
 
@@ -265,6 +286,9 @@ pub struct Message {
     pub step: Option<StepTag>,
     /// When it was written (milliseconds since the Unix epoch).
     pub at_ms: u64,
+    /// Harness feedback (see [`NewMessage::feedback`](NewMessage#structfield.feedback)): a
+    /// user message that started no turn.
+    pub feedback: bool,
 }
 
 /// A message without its parts (see [`Snapshot::header`](crate::Snapshot::header)).

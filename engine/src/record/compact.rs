@@ -348,6 +348,25 @@ mod tests {
     }
 
     #[test]
+    fn harness_feedback_is_bit_7_of_the_role_byte_and_only_a_user_message_carries_it() {
+        use crate::model::Role;
+        let rec = MsgRec { role: super::super::role_byte(Role::User, true), step: None, ..every_part() };
+        assert_eq!(rec.role, 0x81);
+        let back = decode(&encode(&rec, Compression::None)).unwrap();
+        assert!(super::super::is_feedback(back.role));
+        assert_eq!(super::super::role_of(back.role).unwrap(), Role::User);
+        let fields = super::super::message_fields(
+            crate::record::kind::MESSAGE_COMPACT,
+            &encode(&rec, Compression::None),
+        );
+        assert_eq!(fields.unwrap().role, Role::User);
+        // A plain message's byte is as before.
+        assert_eq!(super::super::role_byte(Role::User, false), Role::User.code());
+        // The bit on another role is damage.
+        assert!(super::super::role_of(0x82).is_err());
+    }
+
+    #[test]
     fn a_saver_record_is_half_its_rkyv_size() {
         let json = format!(
             "{{\"k\":\"C\",\"id\":\"{}\",\"ch\":{{\"messages\":{{\"b\":12,\"i\":[0]}}}}}}",

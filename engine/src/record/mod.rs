@@ -363,8 +363,28 @@ impl StepTagRec {
     }
 }
 
+/// The bit of a message record's role byte that marks harness feedback (a user message that
+/// starts no turn, since issue 32); the low 7 bits are the role code.
+pub(crate) const FEEDBACK_BIT: u8 = 0x80;
+
+/// The role byte of a message record: the role's code, with [`FEEDBACK_BIT`] for feedback.
+pub(crate) fn role_byte(role: Role, feedback: bool) -> u8 {
+    role.code() | if feedback { FEEDBACK_BIT } else { 0 }
+}
+
+/// Whether a message record's role byte marks harness feedback.
+pub(crate) fn is_feedback(code: u8) -> bool {
+    code & FEEDBACK_BIT != 0
+}
+
+/// The role of a message record's role byte (its low 7 bits; the high bit is
+/// [`FEEDBACK_BIT`], and only a user message may carry it).
 pub(crate) fn role_of(code: u8) -> std::result::Result<Role, String> {
-    Role::from_code(code).ok_or_else(|| format!("unknown role code {code}"))
+    let role = Role::from_code(code & !FEEDBACK_BIT).ok_or_else(|| format!("unknown role code {code}"))?;
+    if is_feedback(code) && role != Role::User {
+        return Err(format!("role code {code}: only a user message may be feedback"));
+    }
+    Ok(role)
 }
 
 pub(crate) fn status_of(complete: bool) -> StepStatus {
@@ -476,7 +496,7 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| format!("message record does not decode: {e}"))?;
-    let user = a.role == Role::User.code();
+    let user = a.role & !FEEDBACK_BIT == Role::User.code();
     Ok(match &a.body {
         ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(
             parts.iter().enumerate().filter(|(_, p)| user || !matches!(p, ArchivedPartRec::Text(_))),
@@ -488,7 +508,7 @@ pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageT
 /// The inline texts of a decoded message record that a view may preview (see
 /// [`message_texts`]), by part index.
 fn listable(rec: &MsgRec) -> impl Iterator<Item = (usize, &str)> {
-    let user = rec.role == Role::User.code();
+    let user = rec.role & !FEEDBACK_BIT == Role::User.code();
     let parts = match &rec.body {
         BodyRec::Inline(parts) => parts.as_slice(),
         BodyRec::Blob(_) => &[],
@@ -537,8 +557,8 @@ pub(crate) fn message_key_texts(
 ) -> std::result::Result<(MsgKeyHead, MessageTexts, Option<MsgRec>), String> {
     if k != kind::MESSAGE {
         let rec = message(k, bytes)?;
-        role_of(rec.role)?;
-        let head = (rec.role, rec.turn, rec.at_ms, rec.step.is_some());
+        let role = role_of(rec.role)?;
+        let head = (role.code(), rec.turn, rec.at_ms, rec.step.is_some());
         let texts = if defer { deferred_texts(&rec) } else { decoded_texts(&rec) };
         return Ok((((rec.chat, rec.seq, rec.revision), head), texts, Some(rec)));
     }

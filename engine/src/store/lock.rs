@@ -10,9 +10,10 @@
 //! registry says no handle is open) is the lock retried, for up to 2 s; another process's
 //! lock is reported at once.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -23,8 +24,49 @@ use crate::error::{Error, Result};
 /// Name of the lock file inside the store directory.
 pub(crate) const LOCK_FILE: &str = "LOCK";
 
-/// Store directories open in this process.
-static OPEN: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
+/// Store directories open in this process: who opened each (a fork child inherits the map,
+/// and the parent's entries are not its own) and the descriptors that hold the store's locks
+/// (`LOCK`'s, redb's on `index.redb`).
+static OPEN: Mutex<Option<HashMap<PathBuf, Holder>>> = Mutex::new(None);
+
+#[derive(Debug)]
+struct Holder {
+    pid: u32,
+    fds: Vec<RawFd>,
+}
+
+/// In a fork child: gives up the parent's store in `key` — closes this process's copies of
+/// the descriptors that hold its locks, so that once the parent closes the store, this
+/// process can open it. The objects owning them are leaked (a fork child never drops or uses
+/// the parent's store: see `io::process`), so nothing closes or uses them again.
+fn release_inherited(map: &mut HashMap<PathBuf, Holder>, key: &Path, me: u32) {
+    if let Some(h) = map.get(key).filter(|h| h.pid != me) {
+        for &fd in &h.fds {
+            // SAFETY: `fd` is this process's copy of a descriptor of the parent's store, whose
+            // owning objects are leaked in this process and never used again (every call on
+            // them is refused as `Forked` before it reaches a file); closing it only drops
+            // this process's reference to the lock.
+            unsafe { libc::close(fd) };
+        }
+        map.remove(key);
+    }
+}
+
+/// In a fork child, gives up the parent's store in `key` (see [`release_inherited`]).
+pub(crate) fn release_forked(key: &Path) {
+    let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(map) = g.as_mut() {
+        release_inherited(map, key, std::process::id());
+    }
+}
+
+/// Notes that the store in `key` also holds its locks through `fds` (redb's on the index).
+pub(crate) fn also_held_by(key: &Path, fds: Vec<RawFd>) {
+    let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(h) = g.as_mut().and_then(|m| m.get_mut(key)) {
+        h.fds.extend(fds);
+    }
+}
 
 /// Holds the lock for as long as it lives; the OS releases it when the process dies.
 #[derive(Debug)]
@@ -33,11 +75,20 @@ pub(crate) struct DirLock {
     key: PathBuf,
 }
 
+impl DirLock {
+    /// The canonical store directory the lock is registered under.
+    pub(crate) fn key(&self) -> &Path {
+        &self.key
+    }
+}
+
 impl Drop for DirLock {
     fn drop(&mut self) {
         let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(set) = g.as_mut() {
-            set.remove(&self.key);
+        if let Some(map) = g.as_mut()
+            && map.get(&self.key).is_some_and(|h| h.pid == std::process::id())
+        {
+            map.remove(&self.key);
         }
     }
 }
@@ -55,16 +106,20 @@ pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
     let me = std::process::id();
     {
         let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-        let set = g.get_or_insert_with(HashSet::new);
-        if !set.insert(key.clone()) {
+        let map = g.get_or_insert_with(HashMap::new);
+        // A fork child's copy of the parent's entry: the parent holds the store (the lock
+        // below says so with its pid), not this process.
+        release_inherited(map, &key, me);
+        if map.contains_key(&key) {
             return Err(Error::Locked { pid: me });
         }
+        map.insert(key.clone(), Holder { pid: me, fds: Vec::new() });
     }
     // From here on, an error must take the directory out of the registry again.
     let unregister = |e: Error| {
         let mut g = OPEN.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(set) = g.as_mut() {
-            set.remove(&key);
+        if let Some(map) = g.as_mut() {
+            map.remove(&key);
         }
         e
     };
@@ -115,6 +170,7 @@ pub(crate) fn acquire(dir: &Path) -> Result<DirLock> {
         f.set_len(pid.len() as u64)
     };
     write_pid(&mut file).map_err(|e| unregister(Error::io("write", &path, e)))?;
+    also_held_by(&key, vec![file.as_raw_fd()]);
     Ok(DirLock { _file: file, key })
 }
 

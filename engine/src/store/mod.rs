@@ -117,6 +117,7 @@ impl Kernel {
             return read_only::after_disk_full(&dir, opts, &e);
         }
         index.opened();
+        lock::also_held_by(lock.key(), index.descriptors());
         index.mem.write().set_applied(now);
         let cfg = WriterConfig { dir: logd.clone(), layout: layout(&opts), durability: opts.durability };
         let open_warnings = rec.warnings;
@@ -193,7 +194,12 @@ impl Drop for Kernel {
             // closes the descriptors, which releases nothing the parent holds.
             std::mem::forget(self.core.clone());
             std::mem::forget(self.indexer.lock().take());
-            std::mem::forget(self.lock.lock().take());
+            if let Some(lock) = self.lock.lock().take() {
+                // This process's copies of the descriptors holding the store's locks are
+                // closed, so that it can open the store once the parent has closed it.
+                lock::release_forked(lock.key());
+                std::mem::forget(lock);
+            }
             return;
         }
         if self.follower.is_some() {

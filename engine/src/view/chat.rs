@@ -12,7 +12,7 @@ use crate::blob::BlobId;
 use crate::budget::Budget;
 use crate::budget::tail;
 use crate::budget::view::{
-    Candidate, Decision, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
+    Candidate, Decision, Omitted, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
 };
 use crate::checkpoint;
 use crate::compaction::{LintProblem, Plan, lint};
@@ -91,6 +91,7 @@ impl ChatView<'_> {
         view.revision = inner.revision;
         view.step = self.chat.state.view_counter.fetch_add(1, Ordering::Relaxed);
         view.stable = self.stable_prefix(&view);
+        view.omitted = self.omitted(&view, &snap);
         // The nudge looks at the history's size before the guard's previews: the model is
         // asked to compact with judgement before the guard has to do it mechanically.
         let before = view.estimate
@@ -99,7 +100,11 @@ impl ChatView<'_> {
                 _ => 0,
             };
         if let Some(line) = budget.nudge_limit().filter(|l| before > *l) {
-            view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &self.index()?));
+            // What earlier compactions already did is marked, so the model does not plan it again.
+            let mut idx = self.index()?;
+            let (trims, squishes) = crate::compaction::in_effect(&snap);
+            crate::compaction::tool::mark_compacted(&mut idx, &trims, &squishes);
+            view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &idx));
         }
         let mut recent = self.chat.state.views.lock();
         recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));
@@ -107,6 +112,39 @@ impl ChatView<'_> {
             recent.pop_front();
         }
         Ok(view)
+    }
+
+    /// What `view` leaves out of the chat's history as `snap` holds it.
+    fn omitted(&self, view: &View, snap: &crate::history::Snapshot) -> Omitted {
+        let inner = &snap.inner;
+        let whole: std::collections::HashSet<u64> =
+            view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1).map(|m| m.seqs.start).collect();
+        let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+        let mut raw_summarized = 0u64;
+        for m in view.messages.iter().filter(|m| m.seqs.end > m.seqs.start + 1) {
+            for seq in m.seqs.clone() {
+                if whole.contains(&seq) || inner.hidden.contains(seq) {
+                    continue;
+                }
+                raw_summarized +=
+                    inner.entries.get(seq as usize).and_then(|e| e.tokens.get().copied()).unwrap_or(0);
+                match ranges.last_mut() {
+                    Some(r) if r.end == seq => r.end = seq + 1,
+                    _ => ranges.push(seq..seq + 1),
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for m in view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1) {
+            for p in &m.parts {
+                if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
+                    results.push((m.seqs.start, archive.id));
+                }
+            }
+        }
+        let saved = (view.raw_saved as f64 * view.factor).ceil() as u64;
+        let tokens = saved + (raw_summarized as f64 * view.factor).ceil() as u64;
+        Omitted { ranges, results, tokens }
     }
 
     /// How much of `view` is an exact prefix of the previous request served for the chat
@@ -268,10 +306,8 @@ impl ChatView<'_> {
                     parts,
                 });
             }
-            let parts = vec![Part::Summary(format!(
-                "[checkpoint: summary of messages 0..{}; the originals stay readable]\n{}",
-                p.rec.reach, p.summary
-            ))];
+            let line = super::handles::checkpoint_line(&self.chat, snap, p.rec.reach, p.rec.base_revision)?;
+            let parts = vec![Part::Summary(format!("{line}\n{}", p.summary))];
             out.push(ViewMessage {
                 print: Default::default(),
                 seqs: 0..p.rec.reach,
@@ -543,18 +579,20 @@ impl ChatView<'_> {
             },
             stable: Stable::default(),
             due: false,
+            omitted: Default::default(),
             raw_saved: m.raw_saved,
         }))
     }
 
-    /// With a worker running: past its soft line, ask it to prepare a checkpoint (of what
+    /// With a worker running: past its start line (see `worker::plan`), ask it to prepare a checkpoint (of what
     /// lies before the protected tail of `budget`), unless one is prepared (`prepared`).
     /// Never waits; the swap itself is made when a cut is due (see [`ChatView::view`]).
     fn pay_before_the_wall(&self, budget: &Budget, prepared: bool) -> Result<()> {
         let Some(wk) = self.worker.running() else { return Ok(()) };
         let est = checkpoint::estimate_after_checkpoint(&self.chat)?;
-        let usable = budget.usable() as f64;
-        if (est as f64) <= wk.opts.soft * usable {
+        // The worker's start line: its soft line, or earlier when its summarizer's measured
+        // time and the chat's growth say a job started there would not be ready in time.
+        if !wk.due(self.chat.id(), est, budget) {
             return Ok(());
         }
         // One job in flight per chat; a new one once the prepared checkpoint is stale or

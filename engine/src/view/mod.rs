@@ -4,5 +4,6 @@
 //! (`budget`, `compaction`, `approval`, `estimate`); the state it reads is `history`'s.
 
 mod chat;
+pub(crate) mod handles;
 
 pub(crate) use chat::ChatView;

@@ -8,7 +8,56 @@
 //! an edit is dropped and rebuilt. If none is ready at the hard line, [`HardLinePolicy`]
 //! decides.
 //!
-//! Threads: the summarizer is called on the worker's own threads, never on a caller's.
+//! Threads: the summarizer is called on the worker's own threads, never on a caller's
+//! (except under [`HardLinePolicy::Synchronous`], where the view builds on its own thread,
+//! one call at a time).
+//!
+//! # A summarizer that takes seconds
+//!
+//! A model summarizer takes seconds a call, and a first checkpoint is many calls (a segment
+//! each, then the merges). The worker plans for the summarizer it has:
+//!
+//! * **It measures.** Every summarizer call of a job is timed (a moving average, see
+//!   [`Worker::measured`]), and so are the calls in sequence a job makes
+//!   ([`BuildStats::rounds`](crate::checkpoint::BuildStats)): the expected job time is their
+//!   product.
+//! * **It starts early enough** ([`WorkerOptions::adaptive`]). Each view tells the worker
+//!   the chat's estimate (`Shared::due`); from the growth per view and the time between
+//!   views the worker knows how long until the hard line, and asks for the job once that is
+//!   less than the expected job time × [`WorkerOptions::margin`] (plus a step) — never later
+//!   than the fixed soft line. The decision is [`start_line`], a pure function. Before any
+//!   call is measured, [`WorkerOptions::call_time`] (if the harness states it) plans the
+//!   first job, the calls of a whole tree of the chat.
+//! * **It summarizes segments at once.** The segments not in the summary cache are
+//!   summarized up to [`WorkerOptions::threads`] calls at once, then each level's new merges
+//!   likewise: a first job takes about `ceil(segments / threads)` calls plus a few merges in
+//!   sequence, not their sum. `threads` bounds the worker's calls at once over all its jobs.
+//! * **It refreshes from the cache.** Complete groups of the summary tree never change as the
+//!   chat grows, and the groups a refresh grew into are carried to the last merge and merged
+//!   by the next job (see [`checkpoint`](crate::checkpoint)): the job after a swap is one
+//!   round of independent calls (the new segments, the segment the old cut fell in, carried
+//!   groups' merges) and the last merge — two calls in sequence when `threads` covers the
+//!   round, never the old segments or the tree's path again.
+//!
+//! The view hooks in with one call: where it compared the estimate after the published
+//! checkpoint with `soft × usable`, it asks `wk.due(chat_id, estimate, budget)`, on every view
+//! while a worker runs (so the worker sees the chat grow). Until it does, the fixed soft line
+//! applies and the measures only feed [`Worker::measured`].
+//!
+//! Measured informally (`tests/tests/worker_latency.rs`, a summarizer sleeping 20–40 ms a
+//! call; figures vary with the machine):
+//!
+//! * a first job of 12 segments, `threads: 2`: 12 summarize and 4 merge calls in 9 rounds,
+//!   205 ms at 21 ms a call (342 ms one at a time);
+//! * a 160-step loop at a 32k window, 3,000-token segments: each job after a swap summarized
+//!   4–5 new segments (6–8 calls): 7–8 rounds on one thread, 2 rounds on eight;
+//! * with the view asking `due` (a 10 ms model step, 40 ms a call, `threads: 2`, 240 steps
+//!   at 32k): at the fixed soft line 5 of 5 hard-line crossings found nothing ready and
+//!   waited 91–196 ms; with the adaptive line and `call_time: 40 ms`, 1 of 7 waited (37 ms).
+//!
+//! Deadlocks: a pool thread waits only for a call slot, held by another pool thread for one
+//! summarizer call; a caller's thread never takes a slot, and a view waiting at the hard line
+//! holds nothing a pool thread needs (a Python front-end releases the GIL while it waits).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -16,11 +65,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 
+mod plan;
+
+pub use plan::{Outlook, due, start_line};
+
 use crate::archive::ArchiveCache;
+use crate::budget::Budget;
+use crate::checkpoint::pool::{Calls, Slots};
 use crate::checkpoint::{self, Checkpoint, CheckpointOptions, Summarizer};
 use crate::error::{Error, Result};
 use crate::history::{ChatId, ChatRef, ChatState};
@@ -37,12 +92,43 @@ pub enum HardLinePolicy {
 }
 
 /// Settings of the worker.
+///
+/// ```
+/// use undertext::worker::WorkerOptions;
+/// // A model summarizer that may be called from two threads at once: a job summarizes two
+/// // segments at a time, and starts early enough for the summarizer's measured time.
+/// let opts = WorkerOptions { threads: 2, ..WorkerOptions::default() };
+/// assert!(opts.adaptive && opts.margin >= 1.0);
+/// ```
 #[derive(Debug, Clone)]
 pub struct WorkerOptions {
-    /// Worker threads. Default 1.
+    /// Worker threads, and the summarizer calls the worker makes at once: a job summarizes
+    /// up to this many segments (then merges) at once, and all jobs together never make
+    /// more calls at once. The summarizer must allow concurrent calls when above 1. Default 1.
     pub threads: usize,
-    /// Fraction of the usable window past which a checkpoint is prepared. Default 2/3.
+    /// Fraction of the usable window past which a checkpoint is prepared, at the latest.
+    /// Default 2/3.
     pub soft: f64,
+    /// Start a job earlier than the soft line when the summarizer's measured time and the
+    /// chat's growth say it would not be ready at the hard line (see [`start_line`]; the view
+    /// asks through the worker's `due`, see the module's documentation). Default true.
+    pub adaptive: bool,
+    /// The expected job time is multiplied by this (at least 1) when planning the start.
+    /// Default 1.5.
+    pub margin: f64,
+    /// The time of one summarizer call before the worker has measured one (a harness that
+    /// knows its model's latency says so, and the first job is planned too). `None` (the
+    /// default): the first job starts at the soft line. The calls in sequence of a job not
+    /// yet measured are those of a whole tree: `ceil(segments / threads)` plus a merge per
+    /// level, the segments counted from the estimate.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use undertext::worker::WorkerOptions;
+    /// let opts = WorkerOptions { threads: 4, call_time: Some(Duration::from_secs(2)), ..WorkerOptions::default() };
+    /// assert!(opts.adaptive);
+    /// ```
+    pub call_time: Option<Duration>,
     /// How checkpoints are built.
     pub checkpoint: CheckpointOptions,
     /// What happens at the hard line with nothing prepared. Default `Wait(30 s)`.
@@ -56,6 +142,9 @@ impl Default for WorkerOptions {
         WorkerOptions {
             threads: 1,
             soft: 2.0 / 3.0,
+            adaptive: true,
+            margin: 1.5,
+            call_time: None,
             checkpoint: CheckpointOptions::default(),
             at_hard_line: HardLinePolicy::Wait(Duration::from_secs(30)),
             retries: 2,
@@ -83,7 +172,48 @@ pub(crate) struct Shared {
     /// Jobs requested and not finished (queued or running), signalled when it drops.
     pending: (Mutex<u64>, Condvar),
     errors: Mutex<Vec<String>>,
+    /// The bound on summarizer calls at once (`opts.threads`).
+    slots: Slots,
+    /// What the worker measured of its summarizer.
+    measured: Mutex<Meter>,
+    /// Each chat's growth, by chat id, as its views report it.
+    growth: Mutex<HashMap<u64, plan::Growth>>,
 }
+
+/// What the worker measured of its summarizer (see [`Worker::measured`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Measured {
+    /// Summarizer calls made by jobs (successful ones).
+    pub calls: u64,
+    /// Time of one call (a moving average).
+    pub per_call: Option<Duration>,
+    /// Jobs that called the summarizer.
+    pub jobs: u64,
+    /// Calls in sequence per job (a moving average of
+    /// [`BuildStats::rounds`](crate::checkpoint::BuildStats) over jobs that made calls).
+    pub rounds_per_job: Option<f64>,
+    /// The wall time of the last job that called the summarizer.
+    pub last_job: Option<Duration>,
+}
+
+impl Measured {
+    /// The expected time of a job: calls in sequence per job × time per call.
+    pub fn expected_job(&self) -> Option<Duration> {
+        Duration::try_from_secs_f64(self.per_call?.as_secs_f64() * self.rounds_per_job?).ok()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Meter {
+    calls: u64,
+    per_call: plan::Average,
+    jobs: u64,
+    rounds: plan::Average,
+    last_job: Option<Duration>,
+}
+
+/// Chats whose growth the worker keeps at most (the least recently grown are forgotten).
+const GROWTH_KEPT: usize = 4096;
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -95,6 +225,20 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    fn new(tx: Option<Sender<Job>>, summarizer: Arc<dyn Summarizer>, opts: WorkerOptions) -> Shared {
+        Shared {
+            tx: Mutex::new(tx),
+            summarizer,
+            slots: Slots::new(opts.threads),
+            opts,
+            done: (Mutex::new(0), Condvar::new()),
+            pending: (Mutex::new(0), Condvar::new()),
+            errors: Mutex::new(Vec::new()),
+            measured: Mutex::new(Meter::default()),
+            growth: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// Asks for a checkpoint of `chat` (no-op if the worker is stopping).
     pub(crate) fn request(&self, owner: &str, chat: ChatId, protect: Option<u64>) {
         if let Some(tx) = &*self.tx.lock() {
@@ -138,6 +282,89 @@ impl Shared {
 
     pub(crate) fn jobs_done(&self) -> u64 {
         *self.done.0.lock()
+    }
+
+    /// A view found `chat`'s estimate (of the messages after its published checkpoint, as
+    /// `checkpoint::estimate_after_checkpoint` makes it) at `estimate` under `budget`:
+    /// records the chat's growth, and says whether a checkpoint should be prepared now —
+    /// past the soft line, or earlier by the adaptive start line ([`start_line`]).
+    ///
+    /// The view calls it on every view while a worker runs, in place of comparing the
+    /// estimate with `opts.soft × usable` (see the module's documentation).
+    pub(crate) fn due(&self, chat: ChatId, estimate: u64, budget: &Budget) -> bool {
+        self.due_at(chat, estimate, budget.usable(), budget.hard_limit(), Instant::now())
+    }
+
+    /// [`due`](Self::due) at `now`, with the budget's usable input and hard line.
+    fn due_at(&self, chat: ChatId, estimate: u64, usable: u64, hard: u64, now: Instant) -> bool {
+        let soft_line = (self.opts.soft * usable as f64).floor() as u64;
+        let growth = {
+            let mut map = self.growth.lock();
+            if map.len() >= GROWTH_KEPT && !map.contains_key(&chat.0) {
+                // Forget the half seen longest ago.
+                let mut seen: Vec<Instant> = map.values().filter_map(plan::Growth::seen).collect();
+                seen.sort_unstable();
+                let cut = seen.get(seen.len() / 2).copied();
+                map.retain(|_, g| g.seen().zip(cut).is_some_and(|(s, c)| s > c));
+            }
+            let g = map.entry(chat.0).or_default();
+            g.observe(estimate, now);
+            g.get()
+        };
+        let outlook = if self.opts.adaptive {
+            let m = self.measured();
+            let rounds = m.rounds_per_job.unwrap_or_else(|| self.whole_tree_rounds(estimate));
+            let job = m
+                .per_call
+                .or(self.opts.call_time)
+                .and_then(|c| Duration::try_from_secs_f64(c.as_secs_f64() * rounds).ok());
+            growth.zip(job).map(|((growth_per_step, step), job)| Outlook { growth_per_step, step, job })
+        } else {
+            None
+        };
+        plan::due(estimate, soft_line, hard, outlook.as_ref(), self.opts.margin)
+    }
+
+    /// Calls in sequence of a job that builds the whole tree of a chat whose estimate is
+    /// `estimate`: its segments `threads` at a time, then a merge per level.
+    fn whole_tree_rounds(&self, estimate: u64) -> f64 {
+        let c = &self.opts.checkpoint;
+        let segments = estimate.div_ceil(c.segment_tokens.max(1)).max(1);
+        let (mut levels, mut n) = (0u64, segments);
+        while n > 1 {
+            n = n.div_ceil(c.fan_in.max(2) as u64);
+            levels += 1;
+        }
+        (segments.div_ceil(self.opts.threads.max(1) as u64) + levels) as f64
+    }
+
+    /// What the worker measured of its summarizer.
+    pub(crate) fn measured(&self) -> Measured {
+        let m = self.measured.lock();
+        Measured {
+            calls: m.calls,
+            per_call: m.per_call.get().and_then(|s| Duration::try_from_secs_f64(s).ok()),
+            jobs: m.jobs,
+            rounds_per_job: m.rounds.get(),
+            last_job: m.last_job,
+        }
+    }
+
+    fn note_call(&self, d: Duration) {
+        let mut m = self.measured.lock();
+        m.calls += 1;
+        m.per_call.add(d.as_secs_f64());
+    }
+
+    fn note_job(&self, rounds: usize, took: Duration) {
+        if rounds == 0 {
+            // Nothing new: not a job the next one will be like.
+            return;
+        }
+        let mut m = self.measured.lock();
+        m.jobs += 1;
+        m.rounds.add(rounds as f64);
+        m.last_job = Some(took);
     }
 }
 
@@ -231,22 +458,18 @@ pub(crate) fn start(
     summarizer: Arc<dyn Summarizer>,
     opts: WorkerOptions,
 ) -> Result<Worker> {
-    if !(0.0 < opts.soft && opts.soft < 1.0) || opts.threads == 0 {
+    if !(0.0 < opts.soft && opts.soft < 1.0)
+        || opts.threads == 0
+        || !(opts.margin >= 1.0 && opts.margin.is_finite())
+    {
         return Err(Error::InvalidArgument(format!(
-            "worker: expected 0 < soft < 1 and threads >= 1, found soft {} threads {}",
-            opts.soft, opts.threads
+            "worker: expected 0 < soft < 1, threads >= 1 and a finite margin >= 1, found soft {} threads {} margin {}",
+            opts.soft, opts.threads, opts.margin
         )));
     }
     let (tx, rx) = channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
-    let shared = Arc::new(Shared {
-        tx: Mutex::new(Some(tx)),
-        summarizer,
-        opts,
-        done: (Mutex::new(0), Condvar::new()),
-        pending: (Mutex::new(0), Condvar::new()),
-        errors: Mutex::new(Vec::new()),
-    });
+    let shared = Arc::new(Shared::new(Some(tx), summarizer, opts));
     let mut threads = Vec::new();
     for i in 0..shared.opts.threads {
         let (shared, rx, host) = (shared.clone(), rx.clone(), host.clone());
@@ -276,6 +499,23 @@ impl Worker {
     /// True when it is idle.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
         self.shared.wait_idle(timeout)
+    }
+
+    /// What the worker measured of its summarizer: calls, the time of one (a moving
+    /// average), calls in sequence per job, and so the expected job time the adaptive start
+    /// line plans with.
+    ///
+    /// ```
+    /// use undertext::worker::Measured;
+    /// let m = Measured {
+    ///     per_call: Some(std::time::Duration::from_secs(2)),
+    ///     rounds_per_job: Some(2.0),
+    ///     ..Measured::default()
+    /// };
+    /// assert_eq!(m.expected_job(), Some(std::time::Duration::from_secs(4)));
+    /// ```
+    pub fn measured(&self) -> Measured {
+        self.shared.measured()
     }
 
     /// Errors reported by failed jobs (a summarizer's error, a build failure), oldest first.
@@ -356,7 +596,94 @@ fn prepare(host: &dyn Host, shared: &Shared, job: &Job) -> Result<()> {
     // Nothing settled yet (the protected tail, or a pending approval, holds it all):
     // there is nothing to prepare, which is not a failure.
     let opts = CheckpointOptions { protect_max_tokens: job.protect, ..shared.opts.checkpoint.clone() };
-    let Some(cp) = checkpoint::build_if_settled(&chat, &*shared.summarizer, &opts)? else { return Ok(()) };
+    // The segments not in the cache, then each level's merges, several calls at once on
+    // scoped threads of this job, within the worker's bound; every call timed.
+    let timed = |d: Duration| shared.note_call(d);
+    let calls = Calls { parallel: shared.opts.threads, slots: Some(&shared.slots), timed: Some(&timed) };
+    let started = Instant::now();
+    let Some(cp) = checkpoint::build_with(&chat, &*shared.summarizer, &opts, &calls)? else { return Ok(()) };
+    shared.note_job(cp.stats.rounds, started.elapsed());
     host.slot().set_prepared(&state, cp);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(opts: WorkerOptions) -> Shared {
+        Shared::new(None, Arc::new(checkpoint::Extractive::default()), opts)
+    }
+
+    /// A chat growing 300 tokens a view, a view a second, under a usable input of 12,000
+    /// (soft line 8,000, hard line 10,800): due at the soft line until the worker has
+    /// measured a slow summarizer, then as early as the growth needs.
+    #[test]
+    fn a_chat_is_due_earlier_once_the_summarizer_is_measured_slow() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let s = shared(WorkerOptions::default());
+        let chat = ChatId(7);
+        let due_by_step = |s: &Shared, from: u64| {
+            (from..40).find(|i| s.due_at(chat, 300 * i, 12_000, 10_800, at(*i))).map(|i| 300 * i)
+        };
+        assert_eq!(due_by_step(&s, 0), Some(8_100), "nothing measured: the soft line");
+        // A job of 9 calls in sequence, 2 s each: 18 s, 27 with the margin, 28 steps.
+        for _ in 0..9 {
+            s.note_call(Duration::from_secs(2));
+        }
+        s.note_job(9, Duration::from_secs(18));
+        assert_eq!(s.measured().expected_job(), Some(Duration::from_secs(18)));
+        // The estimate falls (a swap), then grows again: due 28 steps before the hard line.
+        assert!(!s.due_at(chat, 0, 12_000, 10_800, at(100)));
+        let first = (1..40).find(|i| s.due_at(chat, 300 * i, 12_000, 10_800, at(100 + i))).map(|i| 300 * i);
+        assert_eq!(first, Some(2_400 + 300), "line 10,800 - 28 × 300 = 2,400");
+        // Not adaptive: the soft line whatever was measured.
+        let fixed = shared(WorkerOptions { adaptive: false, ..WorkerOptions::default() });
+        fixed.note_call(Duration::from_secs(2));
+        fixed.note_job(9, Duration::from_secs(18));
+        assert_eq!(due_by_step(&fixed, 0), Some(8_100));
+        // Through a budget: 14,000 − 2,000 usable, nothing grown yet.
+        assert!(!s.due(ChatId(8), 100, &Budget::new(14_000, 2_000)));
+        assert!(s.due(ChatId(8), 9_000, &Budget::new(14_000, 2_000)));
+    }
+
+    /// Before any call is measured, a summarizer's stated time plans the first job: a whole
+    /// tree of the chat's segments.
+    #[test]
+    fn a_stated_call_time_plans_the_first_job() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let opts = WorkerOptions {
+            call_time: Some(Duration::from_secs(2)),
+            checkpoint: CheckpointOptions {
+                segment_tokens: 1_000,
+                fan_in: 4,
+                ..CheckpointOptions::default()
+            },
+            ..WorkerOptions::default()
+        };
+        let s = shared(opts.clone());
+        // 3,000 tokens: 3 segments and a merge, 4 calls of 2 s: 8 s, 12 with the margin,
+        // 13 steps of 300 tokens: 3,900 before the hard line.
+        assert_eq!(s.whole_tree_rounds(3_000), 4.0);
+        assert_eq!(s.whole_tree_rounds(17_000), 17.0 + 3.0, "17 -> 5 -> 2 -> 1");
+        let first = (1..40).find(|i| s.due_at(ChatId(1), 300 * i, 12_000, 10_800, at(*i))).map(|i| 300 * i);
+        assert!(first.unwrap() < 8_000, "before the soft line: {first:?}");
+        // Without a stated time: the soft line.
+        let s = shared(WorkerOptions { call_time: None, ..opts });
+        let first = (1..40).find(|i| s.due_at(ChatId(1), 300 * i, 12_000, 10_800, at(*i))).map(|i| 300 * i);
+        assert_eq!(first, Some(8_100));
+    }
+
+    #[test]
+    fn jobs_with_nothing_new_do_not_count() {
+        let s = shared(WorkerOptions::default());
+        s.note_call(Duration::from_millis(100));
+        s.note_job(0, Duration::from_millis(1));
+        assert_eq!(s.measured().jobs, 0);
+        assert_eq!(s.measured().expected_job(), None);
+        s.note_job(2, Duration::from_millis(200));
+        assert_eq!(s.measured().expected_job().map(|d| d.as_millis()), Some(200));
+    }
 }

@@ -17,6 +17,7 @@ fn step_messages(stream: &str, step: u32) -> Vec<NewMessage> {
             name: "read_file".into(),
             args: format!("{{\"path\":\"src/file{step}.rs\"}}"),
         }],
+        feedback: false,
     };
     // Every third result is large enough to be stored as a blob of its own.
     let size = if step.is_multiple_of(3) { 3000 } else { 200 };

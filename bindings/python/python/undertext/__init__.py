@@ -60,6 +60,7 @@ from ._native import (
     Worker,
     __version__,
     blob_id,
+    compaction_tool_schema,
 )
 
 __all__ = [
@@ -105,6 +106,8 @@ __all__ = [
     "tool_call",
     "tool_result",
     "user",
+    "feedback",
+    "compaction_tool_schema",
 ]
 
 
@@ -127,6 +130,13 @@ def temporary_store(**options: Any) -> Iterator[Store]:
 def user(text: str) -> Dict[str, Any]:
     """A user message with one text part."""
     return {"role": "user", "content": text}
+
+
+def feedback(text: str) -> Dict[str, Any]:
+    """Harness feedback: a user message the harness wrote itself (a format error, "please use
+    exactly one bash block", an injected reminder). It starts no user turn, so the task stays
+    in the protected turns."""
+    return {"role": "user", "content": text, "feedback": True}
 
 
 def assistant(text: str) -> Dict[str, Any]:

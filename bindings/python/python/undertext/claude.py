@@ -327,9 +327,17 @@ class UndertextSessionStore(SessionStore):
         with ix.lock:
             doomed = [kk for kk in ix.keys if kk[:2] == k[:2] and (not k[2] or kk[2] == k[2])]
             gone = [(kk, ix.keys.pop(kk)) for kk in doomed]
-        for _kk, t in gone:
-            with t.lock:
-                self.store.delete_chat(self.owner, t.chat_id)
+        for i, (_kk, t) in enumerate(gone):
+            try:
+                with t.lock:
+                    self.store.delete_chat(self.owner, t.chat_id)
+            except BaseException:
+                # The transcripts not deleted are still in the store: keep them known (a
+                # refused delete, e.g. `Forked` in a fork child, must not make `load` say None).
+                with ix.lock:
+                    for kk, tt in gone[i:]:
+                        ix.keys.setdefault(kk, tt)
+                raise
         if gone:
             for vk in {_view_key(kk) for kk, _t in gone}:
                 for info in self.store.find_chats(self.chat_owner, extra={"import.key": vk}):

@@ -1366,6 +1366,15 @@ class _Registry:
             lanes = [self.lanes.pop((thread_id, n)) for n in sorted(self.threads.pop(thread_id, ()))]
         return lanes
 
+    def restore(self, thread_id: str, lanes: list[_Lane]) -> None:
+        """Takes back lanes ``drop`` returned whose chats a failed delete left in the store
+        (a lane a write made again meanwhile stays)."""
+        with self.lock:
+            for lane in lanes:
+                if (thread_id, lane.ns) not in self.lanes:
+                    self.lanes[(thread_id, lane.ns)] = lane
+                    self.threads.setdefault(thread_id, set()).add(lane.ns)
+
     def lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
         with self.lock:
             self._find(thread_id)
@@ -2214,11 +2223,18 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         """Drops every checkpoint and write of the thread: its chats are deleted (one engine
         record per namespace), and ``Store.gc`` later removes their records and every
         value blob only they used."""
-        for lane in self._registry.drop(thread_id):
-            with lane.lock:
-                if not lane.deleted:
-                    self.store.delete_chat(self.owner, lane.chat.id)
-                    lane.deleted = True
+        lanes = self._registry.drop(thread_id)
+        for i, lane in enumerate(lanes):
+            try:
+                with lane.lock:
+                    if not lane.deleted:
+                        self.store.delete_chat(self.owner, lane.chat.id)
+                        lane.deleted = True
+            except BaseException:
+                # The chats not deleted are still the thread's: forgetting them would answer
+                # None for a thread the store still holds (e.g. `Forked` in a fork child).
+                self._registry.restore(thread_id, lanes[i:])
+                raise
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Drops the checkpoints whose metadata ``run_id`` is one of ``run_ids``, and their

@@ -1,0 +1,256 @@
+//! The history tools' schemas and their one call (see the module above).
+//!
+//! ```
+//! use undertext::recall::tools;
+//! let names: Vec<String> = tools::schemas_openai()
+//!     .iter()
+//!     .map(|s| serde_json::from_str::<serde_json::Value>(s).unwrap()["function"]["name"].as_str().unwrap().to_string())
+//!     .collect();
+//! assert_eq!(names, ["read_messages", "read_context"]);
+//! ```
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::archive::ArchiveCache;
+use crate::blob::BlobId;
+use crate::error::{Error, Result};
+use crate::history::{self, ChatCache};
+use crate::model::{ChatId, Message, Part, ToolContent, Unit};
+use crate::store::core::Core;
+
+/// `read_messages`: messages of a chat by seq range.
+pub const READ_MESSAGES: &str = "read_messages";
+/// `read_context`: a range of an archive (or of a previewed inline result).
+pub const READ_CONTEXT: &str = "read_context";
+
+/// The most characters one tool result holds; a longer answer is cut with a note saying how
+/// to read on.
+pub const MAX_RESULT_CHARS: usize = 16_000;
+
+fn specs() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (
+            READ_MESSAGES,
+            "Read back messages of this conversation that are no longer shown in full (a \
+             checkpoint summary or a preview names the chat and the seq range). Returns each \
+             message whole: texts, tool calls, tool results (archived ones with their archive \
+             id). With archives_only, lists only the archived tool results in the range.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "chat": {"type": "string", "description": "The chat id, as named (chat-<16 hex digits>)."},
+                    "start": {"type": "integer", "minimum": 0, "description": "First seq."},
+                    "end": {"type": "integer", "minimum": 0, "description": "One past the last seq."},
+                    "archives_only": {"type": "boolean", "description": "List only archived tool results (seq and archive id)."}
+                },
+                "required": ["chat", "start", "end"]
+            }),
+        ),
+        (
+            READ_CONTEXT,
+            "Read an exact range of an archived tool result (or of a previewed text) by the \
+             archive id its preview or a checkpoint names. Units: lines (default), chars, \
+             bytes or utf16.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "archive": {"type": "string", "description": "The archive id (64 hex digits)."},
+                    "start": {"type": "integer", "minimum": 0},
+                    "end": {"type": "integer", "minimum": 0},
+                    "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "utf16"]}
+                },
+                "required": ["archive", "start", "end"]
+            }),
+        ),
+    ]
+}
+
+/// The tools' schemas in OpenAI's chat-completions shape (`{"type": "function", ...}`), as
+/// JSON texts, in the order `read_messages`, `read_context`.
+pub fn schemas_openai() -> Vec<String> {
+    specs()
+        .into_iter()
+        .map(|(name, d, p)| {
+            json!({"type": "function", "function": {"name": name, "description": d, "parameters": p}})
+                .to_string()
+        })
+        .collect()
+}
+
+/// The tools' schemas in Anthropic's messages shape (`{"name", "description",
+/// "input_schema"}`), as JSON texts.
+pub fn schemas_anthropic() -> Vec<String> {
+    specs()
+        .into_iter()
+        .map(|(name, d, p)| json!({"name": name, "description": d, "input_schema": p}).to_string())
+        .collect()
+}
+
+/// What the tools read from: the store's kernel and caches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Source<'a> {
+    pub core: &'a Arc<Core>,
+    pub chats: &'a ChatCache,
+    pub archives: &'a ArchiveCache,
+}
+
+/// Runs tool `name` with the model's `args` (JSON text) for `owner`: the tool-result text.
+/// Mistakes (an unknown tool, bad arguments, an id not found for this owner, a range out of
+/// bounds) are answered in text; storage failures are errors.
+pub(crate) fn call(src: Source<'_>, owner: &str, name: &str, args: &str) -> Result<String> {
+    let args: Value = match serde_json::from_str(args) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => return Ok(format!("error: the arguments of {name} must be a JSON object, found {args:?}")),
+    };
+    let r = match name {
+        READ_MESSAGES => read_messages(src, owner, &args),
+        READ_CONTEXT => read_context(src, owner, &args),
+        other => Err(Error::InvalidArgument(format!(
+            "no history tool {other:?}: expected {READ_MESSAGES} or {READ_CONTEXT}"
+        ))),
+    };
+    match r {
+        Ok(text) => Ok(text),
+        Err(e @ (Error::InvalidArgument(_) | Error::NotFound { .. })) => Ok(format!("error: {e}")),
+        Err(e) => Err(e),
+    }
+}
+
+fn int(args: &Value, key: &str) -> Result<u64> {
+    args.get(key).and_then(Value::as_u64).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{key}: expected a non-negative integer, found {}",
+            args.get(key).unwrap_or(&Value::Null)
+        ))
+    })
+}
+
+fn text_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str> {
+    args.get(key).and_then(Value::as_str).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{key}: expected a string, found {}",
+            args.get(key).unwrap_or(&Value::Null)
+        ))
+    })
+}
+
+fn read_messages(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
+    let chat: ChatId = text_arg(args, "chat")?.parse()?;
+    let (start, end) = (int(args, "start")?, int(args, "end")?);
+    let archives_only = args.get("archives_only").and_then(Value::as_bool).unwrap_or(false);
+    let state = history::open_chat(src.chats, owner, chat)?;
+    let snap = history::ChatRef { state: &state, archives: src.archives }.snapshot();
+    let len = snap.len();
+    if start >= end || start >= len {
+        return Err(Error::InvalidArgument(format!(
+            "range {start}..{end}: expected start < end and start < {len} (the chat's length)"
+        )));
+    }
+    let end = end.min(len);
+    let mut out = String::new();
+    let mut seq = start;
+    while seq < end {
+        // A page at a time: a long range is read only as far as the answer goes.
+        let page_end = (seq + 64).min(end);
+        for m in snap.range(seq..page_end)? {
+            let before = out.len();
+            render(src, owner, &m, archives_only, &mut out)?;
+            if out.chars().count() > MAX_RESULT_CHARS {
+                if before == 0 {
+                    // One message longer than an answer: its beginning, and the way on (an
+                    // archived result reads on with read_context by the id named above).
+                    let cut: String = out.chars().take(MAX_RESULT_CHARS).collect();
+                    return Ok(format!(
+                        "{cut}\n[message {} cut at {MAX_RESULT_CHARS} characters: read_context(archive, start, end) reads \
+                         any range of an archived result; the next message is read_messages(chat=\"{chat}\", start={}, end={end})]",
+                        m.seq,
+                        m.seq + 1
+                    ));
+                }
+                out.truncate(before);
+                out.push_str(&format!(
+                    "[cut at {MAX_RESULT_CHARS} characters: read on with read_messages(chat=\"{chat}\", start={}, end={end})]",
+                    m.seq
+                ));
+                return Ok(out);
+            }
+        }
+        seq = page_end;
+    }
+    if out.is_empty() {
+        out = format!(
+            "no {} in messages {start}..{end}",
+            if archives_only { "archived results" } else { "visible messages" }
+        );
+    }
+    Ok(out)
+}
+
+/// One message as the model reads it back.
+fn render(src: Source<'_>, owner: &str, m: &Message, archives_only: bool, out: &mut String) -> Result<()> {
+    if !archives_only {
+        out.push_str(&format!("--- message {} ({}) ---\n", m.seq, m.role.as_str()));
+    }
+    for p in &m.parts {
+        match p {
+            Part::ToolResult { content: ToolContent::Archived { archive, .. }, call_id, .. } => {
+                out.push_str(&format!(
+                    "[tool result of {call_id} at seq {}: archive {} ({} chars, {} lines)]\n",
+                    m.seq, archive.id, archive.chars, archive.lines
+                ));
+                if !archives_only {
+                    let text = crate::archive::read_context(
+                        src.core,
+                        src.archives,
+                        owner,
+                        &archive.id,
+                        0..archive.chars.min(MAX_RESULT_CHARS as u64),
+                        Unit::Chars,
+                    )?;
+                    out.push_str(&text);
+                    out.push('\n');
+                }
+            }
+            _ if archives_only => {}
+            Part::Text(t) | Part::Summary(t) => {
+                out.push_str(t);
+                out.push('\n');
+            }
+            Part::ToolCall { id, name, args } => out.push_str(&format!("[tool call {id}: {name}({args})]\n")),
+            Part::ToolResult { content: ToolContent::Text(t), call_id, is_error } => {
+                out.push_str(&format!(
+                    "[tool result of {call_id}{}]\n{t}\n",
+                    if *is_error { " (error)" } else { "" }
+                ));
+            }
+            Part::ApprovalRequest { id, prompt, .. } => {
+                out.push_str(&format!("[approval requested {id}] {prompt}\n"))
+            }
+            Part::ApprovalResponse { id, approved, .. } => {
+                out.push_str(&format!("[approval {id}: {}]\n", if *approved { "granted" } else { "denied" }))
+            }
+            Part::Attachment { mime, blob } => out.push_str(&format!("[attachment {mime} {blob}]\n")),
+        }
+    }
+    Ok(())
+}
+
+fn read_context(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
+    let id: BlobId = text_arg(args, "archive")?.parse()?;
+    let (start, end) = (int(args, "start")?, int(args, "end")?);
+    let unit: Unit = match args.get("unit").and_then(Value::as_str) {
+        Some(u) => u.parse()?,
+        None => Unit::Lines,
+    };
+    let text = crate::archive::read_context(src.core, src.archives, owner, &id, start..end, unit)?;
+    if text.chars().count() <= MAX_RESULT_CHARS {
+        return Ok(text);
+    }
+    let cut: String = text.chars().take(MAX_RESULT_CHARS).collect();
+    Ok(format!(
+        "{cut}\n[cut at {MAX_RESULT_CHARS} characters of {start}..{end} ({}): read a narrower range]",
+        unit.as_str()
+    ))
+}
