@@ -64,6 +64,7 @@ fn mcp_serves_the_four_tools_over_stdio_beside_a_live_writer() {
     log.push_str("fatal: axolotl.toml not found\n");
     let a = store.archive("local", &log).unwrap();
     chat.append(NewMessage {
+        feedback: false,
         role: Role::Tool,
         parts: vec![Part::ToolResult {
             call_id: "c".into(),

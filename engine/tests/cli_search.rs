@@ -28,11 +28,13 @@ fn search_prints_hits_whose_ranges_read_back_and_only_the_owners() {
         log.push_str("panicked at axolotl.rs:7\n");
         let a = store.archive("local", &log).unwrap();
         chat.append(NewMessage {
+            feedback: false,
             role: Role::Assistant,
             parts: vec![Part::ToolCall { id: "c".into(), name: "run".into(), args: "{}".into() }],
         })
         .unwrap();
         chat.append(NewMessage {
+            feedback: false,
             role: Role::Tool,
             parts: vec![Part::ToolResult {
                 call_id: "c".into(),

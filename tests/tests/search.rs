@@ -21,6 +21,7 @@ fn fill(store: &Store, owner: &str) -> ChatId {
     let chat = store.chat(owner, id).unwrap();
     chat.append(NewMessage::user("Why does the build of crate zebrafish fail? Ünïcode 😀 first")).unwrap();
     chat.append(NewMessage {
+        feedback: false,
         role: Role::Assistant,
         parts: vec![
             Part::Text("Let me look at the manifest.".into()),
@@ -33,6 +34,7 @@ fn fill(store: &Store, owner: &str) -> ChatId {
     })
     .unwrap();
     chat.append(NewMessage {
+        feedback: false,
         role: Role::Tool,
         parts: vec![Part::ToolResult {
             call_id: "c1".into(),
@@ -53,11 +55,13 @@ fn fill(store: &Store, owner: &str) -> ChatId {
     }
     let a = store.archive(owner, &log).unwrap();
     chat.append(NewMessage {
+        feedback: false,
         role: Role::Assistant,
         parts: vec![Part::ToolCall { id: "c2".into(), name: "run_tests".into(), args: "{}".into() }],
     })
     .unwrap();
     chat.append(NewMessage {
+        feedback: false,
         role: Role::Tool,
         parts: vec![Part::ToolResult {
             call_id: "c2".into(),

@@ -68,7 +68,7 @@ fn vary(messages: &[NewMessage], k: u64) -> Vec<NewMessage> {
                     other => other.clone(),
                 })
                 .collect();
-            NewMessage { role: m.role, parts }
+            NewMessage { parts, ..m.clone() }
         })
         .collect()
 }
