@@ -228,7 +228,9 @@ fn checkpoints_never_hold_hidden_messages_and_a_hide_refuses_a_stale_one() {
     assert_eq!(cp.segments.last().unwrap().range.end, cp.reach);
     c.publish_checkpoint(&cp).unwrap();
     let v = c.view(&Budget::new(1_000_000, 0)).unwrap();
-    assert_eq!(v.messages()[0].seqs, 0..cp.reach);
+    // The task (the first user turn's message) stays in front, verbatim; then the summary.
+    let summary = v.messages().iter().find(|m| m.seqs.end > m.seqs.start + 1).unwrap();
+    assert_eq!(summary.seqs, 0..cp.reach);
     assert!(!view_text(&c).contains("SECRET-4"));
     // Hiding a message the published checkpoint covers: it no longer stands in the view (as
     // after an edit or a truncation below its reach), and the view holds the live messages.

@@ -117,7 +117,8 @@ impl Chat {
     /// let note = NewMessage {
     ///     role: Role::Assistant,
     ///     parts: vec![Part::Attachment { mime: "application/json".into(), blob: BlobId::of(state) }],
-    ///, feedback: false };
+    ///     feedback: false,
+    /// };
     /// let (ids, seqs) = chat.append_with_blobs(&[state.as_slice()], vec![note])?;
     /// assert_eq!((ids[0], seqs), (BlobId::of(state), 0..1));
     /// # Ok::<(), undertext::Error>(())
@@ -361,7 +362,7 @@ impl Chat {
         self.store.same_process()?;
         let snap = self.snapshot();
         let mut index = self.view_of().index()?;
-        let (trims, squishes) = crate::compaction::in_effect(&snap);
+        let (trims, squishes) = crate::history::compactions_in_effect(&snap);
         crate::compaction::tool::mark_compacted(&mut index, &trims, &squishes);
         Ok(index)
     }
@@ -398,7 +399,7 @@ impl Chat {
             return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
         };
         let snap = self.snapshot();
-        let (trimmed, _) = crate::compaction::in_effect(&snap);
+        let (trimmed, _) = crate::history::compactions_in_effect(&snap);
         let (again, trims): (Vec<u64>, Vec<u64>) = plan.trims.iter().partition(|t| trimmed.contains(t));
         if again.is_empty() || snap.revision() != expected_revision {
             return self.view_of().compaction_tool_call(args_json, expected_revision, budget);

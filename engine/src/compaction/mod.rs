@@ -34,32 +34,6 @@ pub struct Squish {
 
 pub use crate::error::LintProblem;
 
-/// What earlier compactions still do to the view of `snap`: the seqs of trimmed tool results
-/// and the squished ranges, of every compaction record whose messages are all unchanged since
-/// it was made (the rule the view applies).
-pub(crate) fn in_effect(snap: &crate::history::Snapshot) -> (Vec<u64>, Vec<Range<u64>>) {
-    let inner = &snap.inner;
-    let unchanged = |r: Range<u64>, rev: u64| {
-        r.start < r.end
-            && r.end <= inner.len
-            && r.clone().all(|s| inner.entries.get(s as usize).is_some_and(|e| e.revision <= rev))
-    };
-    let (mut trims, mut squishes) = (Vec::new(), Vec::new());
-    for c in inner.compactions.iter() {
-        for (from, to, _) in &c.squishes {
-            if unchanged(*from..*to, c.revision) {
-                squishes.push(*from..*to);
-            }
-        }
-        for (seq, _) in &c.trims {
-            if unchanged(*seq..*seq + 1, c.revision) && !trims.contains(seq) {
-                trims.push(*seq);
-            }
-        }
-    }
-    (trims, squishes)
-}
-
 fn has_result(m: &Message) -> bool {
     m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. }))
 }

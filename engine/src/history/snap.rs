@@ -185,3 +185,29 @@ impl Snapshot {
         (0..self.inner.len).filter(|s| !self.is_hidden(*s)).map(|s| self.get(s))
     }
 }
+
+/// What earlier compactions still do to the view of `snap`: the seqs of trimmed tool results
+/// and the squished ranges, of every compaction record whose messages are all unchanged since
+/// it was made (the rule the view applies).
+pub(crate) fn compactions_in_effect(snap: &super::Snapshot) -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
+    let inner = &snap.inner;
+    let unchanged = |r: std::ops::Range<u64>, rev: u64| {
+        r.start < r.end
+            && r.end <= inner.len
+            && r.clone().all(|s| inner.entries.get(s as usize).is_some_and(|e| e.revision <= rev))
+    };
+    let (mut trims, mut squishes) = (Vec::new(), Vec::new());
+    for c in inner.compactions.iter() {
+        for (from, to, _) in &c.squishes {
+            if unchanged(*from..*to, c.revision) {
+                squishes.push(*from..*to);
+            }
+        }
+        for (seq, _) in &c.trims {
+            if unchanged(*seq..*seq + 1, c.revision) && !trims.contains(seq) {
+                trims.push(*seq);
+            }
+        }
+    }
+    (trims, squishes)
+}

@@ -91,7 +91,8 @@ struct Cp {
 /// s.push(NewMessage {
 ///     role: Role::Assistant,
 ///     parts: vec![Part::ToolCall { id: "c1".into(), name: "ls".into(), args: "{}".into() }],
-///, feedback: false });
+///     feedback: false,
+/// });
 /// assert_eq!(s.points().len(), 1);
 /// assert!(s.points()[0].sent > 0);
 /// ```

@@ -102,7 +102,7 @@ impl ChatView<'_> {
         if let Some(line) = budget.nudge_limit().filter(|l| before > *l) {
             // What earlier compactions already did is marked, so the model does not plan it again.
             let mut idx = self.index()?;
-            let (trims, squishes) = crate::compaction::in_effect(&snap);
+            let (trims, squishes) = crate::history::compactions_in_effect(&snap);
             crate::compaction::tool::mark_compacted(&mut idx, &trims, &squishes);
             view.nudge = Some(crate::compaction::tool::nudge_text(before, line, &idx));
         }

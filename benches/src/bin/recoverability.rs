@@ -1,0 +1,145 @@
+//! Recoverability from the view (issue 33): facts from the early tool results of real
+//! sessions that are absent from the final view at a 32k window, and whether a model can
+//! follow a route from that view to each.
+//!
+//! ```text
+//! cargo run --release -p undertext-benches --bin recoverability -- /work/shared/data/transcripts
+//! ```
+//!
+//! Every session of the transcripts is replayed into a chat as a harness would (a view before
+//! each assistant message, the background worker given time between views), then the final
+//! view is taken. Facts: from each tool result of the first half of the session, its first
+//! line of 20 to 200 characters that holds a digit or a `/` (a number, a path, an error
+//! line). A fact absent from the final view's text is reachable when the view names a
+//! handle that returns it: the archive of a preview (`read_context`), or the chat and a seq
+//! range that `read_messages` reads back. Prints the counts per format.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a bench binary: a failed step fails the run")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use undertext::budget::Budget;
+use undertext::checkpoint::Extractive;
+use undertext::import::{self, Format};
+use undertext::worker::WorkerOptions;
+use undertext::{ChatMeta, Durability, Options, Part, Role, Store, ToolContent, Unit};
+
+fn fact_of(text: &str) -> Option<String> {
+    text.lines()
+        .map(str::trim)
+        .find(|l| (20..=200).contains(&l.len()) && l.chars().any(|c| c.is_ascii_digit() || c == '/'))
+        .map(str::to_string)
+}
+
+fn main() {
+    let root = std::env::args().nth(1).unwrap_or_else(|| "../shared/data/transcripts".into());
+    let files = import::transcript_files(&[root.into()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
+    let _worker = store.start_worker(Arc::new(Extractive::default()), WorkerOptions::default()).unwrap();
+    let budget = Budget::new(32_000, 4_096);
+    // format -> (facts absent from the final view, reachable, by archive, by read_messages)
+    let mut tally: BTreeMap<String, [u64; 4]> = BTreeMap::new();
+    for f in files {
+        let Ok(parsed) = import::parse_file(&f, Format::Auto) else { continue };
+        for s in parsed.sessions {
+            let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+            let mut view = None;
+            for m in &s.messages {
+                if m.role == Role::Assistant {
+                    view = chat.view(&budget).ok();
+                    store.wait_worker_idle(Duration::from_secs(30));
+                }
+                chat.append(m.clone()).unwrap();
+            }
+            let Some(_) = view else { continue };
+            let Ok(v) = chat.view(&budget) else { continue };
+            let text = v.to_openai_json();
+            let seen: String = v
+                .messages()
+                .iter()
+                .flat_map(|m| &m.parts)
+                .map(|p| match p {
+                    Part::Text(t) | Part::Summary(t) => t.clone(),
+                    Part::ToolResult { content: ToolContent::Text(t), .. } => t.clone(),
+                    Part::ToolResult { content: ToolContent::Archived { preview, .. }, .. } => {
+                        preview.clone()
+                    }
+                    _ => String::new(),
+                })
+                .collect();
+            let msgs = chat.messages().unwrap();
+            let half = msgs.len() / 2;
+            let t = tally.entry(s.format.to_string()).or_default();
+            for m in &msgs[..half] {
+                for p in &m.parts {
+                    let Part::ToolResult { content, .. } = p else { continue };
+                    let whole = match content {
+                        ToolContent::Text(t) => t.clone(),
+                        ToolContent::Archived { archive, .. } => {
+                            store.read_context("o", &archive.id, 0..archive.chars, Unit::Chars).unwrap()
+                        }
+                    };
+                    let Some(fact) = fact_of(&whole) else { continue };
+                    if seen.contains(&fact) {
+                        continue;
+                    }
+                    t[0] += 1;
+                    // By the archive a preview names.
+                    let by_archive = v.omitted().results.iter().any(|(seq, id)| {
+                        *seq == m.seq
+                            && text.contains(&id.to_string())
+                            && store
+                                .read_context("o", id, 0..whole.chars().count() as u64, Unit::Chars)
+                                .is_ok_and(|back| back.contains(&fact))
+                    });
+                    // By the chat and a seq range the view names.
+                    let by_messages = text.contains(&chat.id().to_string())
+                        && v.omitted().ranges.iter().any(|r| r.contains(&m.seq))
+                        && {
+                            let args = format!(
+                                r#"{{"chat": "{}", "start": {}, "end": {}}}"#,
+                                chat.id(),
+                                m.seq,
+                                m.seq + 1
+                            );
+                            store.history_tool_call("o", "read_messages", &args).unwrap().contains(&fact)
+                        };
+                    if by_archive || by_messages {
+                        t[1] += 1;
+                    }
+                    t[2] += u64::from(by_archive);
+                    t[3] += u64::from(by_messages);
+                }
+            }
+        }
+    }
+    println!(
+        "| format | facts absent from the final view | reachable | by a preview's archive | by read_messages |"
+    );
+    println!("|---|--:|--:|--:|--:|");
+    let mut all = [0u64; 4];
+    for (f, t) in &tally {
+        println!(
+            "| {f} | {} | {} ({:.1} %) | {} | {} |",
+            t[0],
+            t[1],
+            100.0 * t[1] as f64 / t[0].max(1) as f64,
+            t[2],
+            t[3]
+        );
+        for i in 0..4 {
+            all[i] += t[i];
+        }
+    }
+    println!(
+        "| **all** | {} | {} ({:.1} %) | {} | {} |",
+        all[0],
+        all[1],
+        100.0 * all[1] as f64 / all[0].max(1) as f64,
+        all[2],
+        all[3]
+    );
+}
