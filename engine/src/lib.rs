@@ -40,6 +40,7 @@ pub mod model;
 pub mod options;
 pub mod recall;
 pub(crate) mod record;
+pub mod search;
 /// The lock-free snapshot cells, public for their loom models and benches only.
 #[doc(hidden)]
 pub mod snapshot;
@@ -60,6 +61,7 @@ pub use history::{
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 pub use options::{Durability, Options};
+pub use search::{HitField, SearchHit, SearchScope};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.

@@ -40,6 +40,11 @@ pub struct Options {
     /// How often the background indexer moves new log records into the index (without fsync).
     /// Default 20 ms.
     pub index_flush_interval: Duration,
+    /// How often the background search indexer catches up the chats that moved, once the
+    /// store has served its first [`Store::search`](crate::Store::search); `None`: no
+    /// background indexing (each search catches up the chats it covers itself). A read-only
+    /// store never indexes in the background. Default 1 s.
+    pub search_index_interval: Option<Duration>,
     /// How often the index is made durable (one `fsync` of the index, off the write path).
     /// Reopen after a crash replays at most this much of the log. Default 1 s.
     pub index_durable_interval: Duration,
@@ -115,6 +120,7 @@ impl Default for Options {
             preallocate: true,
             verify: Verify::Hash,
             index_flush_interval: Duration::from_millis(20),
+            search_index_interval: Some(Duration::from_secs(1)),
             index_durable_interval: Duration::from_secs(1),
             index_durable_bytes: 64 << 20,
             create_if_missing: true,
@@ -182,6 +188,12 @@ impl Options {
     /// Sets [`Options::verify`].
     pub fn verify(mut self, value: Verify) -> Options {
         self.verify = value;
+        self
+    }
+
+    /// Sets [`Options::search_index_interval`].
+    pub fn search_index_interval(mut self, value: Option<Duration>) -> Options {
+        self.search_index_interval = value;
         self
     }
 

@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::history::{self, ChatCache, ChatState};
 use crate::model::{ArchiveRef, ChatId, ChatMeta, ChatPage, ChatSummary, MetaField, Page};
 use crate::options::Options;
+use crate::search::{self, SearchHit, SearchIndex, SearchScope};
 use crate::store::core::Core;
 use crate::store::{CheckReport, GcReport, Kernel, Refreshed, StoreStats, blobs, gc, maintenance, read_only};
 use crate::worker::{self, Worker, WorkerOptions};
@@ -35,26 +36,35 @@ pub struct Store {
     pub(super) inner: Arc<Inner>,
 }
 
-/// What all handles of one store share. The kernel is dropped first (fields drop in
-/// order): that closes the store — stops the indexer, makes the index durable, compacts it
+/// What all handles of one store share. The background search indexer is stopped first,
+/// then the kernel is dropped (fields drop in order): that closes the store — stops the indexer, makes the index durable, compacts it
 /// and trims the log — once the last handle (or running worker) is gone.
 #[derive(Debug)]
 pub(super) struct Inner {
+    /// The background search indexer, started by the first search of a writable store.
+    pub(super) search_thread: std::sync::OnceLock<search::Background>,
     pub(super) kernel: Kernel,
-    pub(super) chats: ChatCache,
-    pub(super) archives: ArchiveCache,
+    pub(super) chats: Arc<ChatCache>,
+    pub(super) archives: Arc<ArchiveCache>,
     pub(super) worker: worker::Slot,
+    pub(super) search: Arc<SearchIndex>,
 }
 
 /// A store over an opened kernel; `next_chat` is the first chat id not given yet.
 fn store_of(kernel: Kernel, next_chat: u64) -> Store {
-    let chats = ChatCache::new(kernel.core.clone(), next_chat);
+    let chats = Arc::new(ChatCache::new(kernel.core.clone(), next_chat));
+    // A read-only store writes nothing to its directory, and a fleet store has none: their
+    // search index lives in memory, built from the log at the first search.
+    let search_dir = (!kernel.is_read_only() && kernel.core.remote().is_none())
+        .then(|| kernel.core.dir.join(search::SEARCH_DIR));
     Store {
         inner: Arc::new(Inner {
+            search_thread: std::sync::OnceLock::new(),
             kernel,
             chats,
-            archives: ArchiveCache::default(),
+            archives: Arc::new(ArchiveCache::default()),
             worker: Default::default(),
+            search: Arc::new(SearchIndex::new(search_dir)),
         }),
     }
 }
@@ -421,6 +431,83 @@ impl Store {
         archive::archive(self.core(), &self.inner.archives, owner, text)
     }
 
+    /// Full-text search over `owner`'s history: message texts, tool calls (name and
+    /// arguments), tool results inline and archived (the archive's whole text), summaries
+    /// and approval prompts, in one chat or all of `owner`'s chats (`scope`), hidden
+    /// messages left out unless the scope includes them. At most `limit` hits, best first
+    /// (BM25). Every word of `query` must be in a hit; when no text holds them all, texts
+    /// holding any of them are ranked instead. Each hit names a span that
+    /// [`Store::read_hit`] (or `read_context` on its archive) returns exactly.
+    ///
+    /// Another owner's chats are never searched (a chat scope of another owner is the
+    /// same [`Error::NotFound`](crate::Error::NotFound) as an absent chat). The index is
+    /// derived from the log and caught up by the search itself for the chats it covers, so a
+    /// search sees every message written before it; appends never wait for it. A writable
+    /// store keeps it in `search/` beside the log; a read-only store builds it in memory.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{NewMessage, SearchScope, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", Default::default())?)?;
+    /// chat.append(NewMessage::user("the build fails with exit code 101 in crate foo"))?;
+    /// let hits = store.search("alice", "exit code 101", SearchScope::all(), 5)?;
+    /// assert_eq!((hits[0].chat, hits[0].seq), (chat.id(), 0));
+    /// assert_eq!(store.read_hit("alice", &hits[0])?, "exit code 101");
+    /// assert!(store.search("bob", "exit code 101", SearchScope::all(), 5)?.is_empty());
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn search(
+        &self,
+        owner: &str,
+        query: &str,
+        scope: SearchScope,
+        limit: usize,
+    ) -> Result<Vec<SearchHit>> {
+        self.same_process()?;
+        let inner = &self.inner;
+        if let Some(every) = self.options().search_index_interval
+            && !self.is_read_only()
+            && self.core().remote().is_none()
+        {
+            inner.search_thread.get_or_init(|| {
+                search::Background::start(
+                    inner.search.clone(),
+                    inner.chats.clone(),
+                    inner.archives.clone(),
+                    every,
+                )
+            });
+        }
+        inner.search.search(&inner.chats, &inner.archives, owner, query, scope, limit)
+    }
+
+    /// The span a [`SearchHit`] names, read back from the log: `read_context` on its
+    /// archive, or the range of its message's text.
+    pub fn read_hit(&self, owner: &str, hit: &SearchHit) -> Result<String> {
+        let range = hit.start..hit.end;
+        if let Some(id) = &hit.archive {
+            return self.read_context(owner, id, range, hit.unit);
+        }
+        let message = self.chat(owner, hit.chat)?.get(hit.seq)?;
+        let text = hit.text_in(&message).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!(
+                "message {} of chat {} has no {} in part {}",
+                hit.seq,
+                hit.chat,
+                hit.field.as_str(),
+                hit.part
+            ))
+        })?;
+        crate::archive::ArchiveText::new(text.to_string()).read(range, hit.unit).map(str::to_string)
+    }
+
+    /// Bytes of the search index's files (0 before the first search, and for a read-only
+    /// store, whose index is in memory).
+    pub fn search_index_bytes(&self) -> u64 {
+        self.inner.search.size_bytes()
+    }
+
     /// The reference of archive `id`, if `owner` may read it.
     pub fn archive_ref(&self, owner: &str, id: &BlobId) -> Result<ArchiveRef> {
         self.same_process()?;
@@ -497,7 +584,10 @@ impl Store {
     /// reads go on.
     pub fn rebuild_index(&self) -> Result<()> {
         self.same_process()?;
-        maintenance::rebuild_index(self.core())
+        maintenance::rebuild_index(self.core())?;
+        // The search index is derived too: dropped, it is built again from the log by the
+        // next search.
+        self.inner.search.reset()
     }
 
     /// Rebuilds the index of the store in `path` from its log alone, for a store that does
@@ -524,7 +614,15 @@ impl Store {
     /// ```
     pub fn rebuild_index_at(path: impl AsRef<Path>, opts: Options) -> Result<()> {
         refuse_fleet_url(path.as_ref(), "an index rebuild")?;
-        maintenance::rebuild_index_at(path.as_ref(), opts)
+        maintenance::rebuild_index_at(path.as_ref(), opts)?;
+        // Done under no lock of its own: the store was not open (the rebuild took its lock).
+        let dir = path.as_ref().join(search::SEARCH_DIR);
+        match std::fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(crate::Error::io("remove_dir", &dir, e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Verifies every checksum in the log, every blob's content against its id, and the

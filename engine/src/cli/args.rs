@@ -45,6 +45,9 @@ pub enum Command {
     Archive(ArchiveArgs),
     /// Print a range of an archive, exactly, and nothing else.
     Read(ReadArgs),
+    /// Full-text search over the owner's history (messages, tool calls, tool results and
+    /// archives): hits with the chat, seq, archive and the range that reads the match back.
+    Search(SearchArgs),
     /// Store sizes and what the owner's chats hold.
     Stats(JsonArg),
     /// Context size and cost per model step of a chat, as an SVG chart.
@@ -52,6 +55,10 @@ pub enum Command {
     /// A read-only local web page of the store: chats, the model view, checkpoints, the chart.
     #[cfg(feature = "serve")]
     Serve(ServeArgs),
+    /// A Model Context Protocol server on stdio over the store, read-only beside a live
+    /// writer: tools list_chats, search_history, read_context, read_messages.
+    #[cfg(feature = "mcp")]
+    Mcp(McpArgs),
     /// Verify every checksum of the log (and optionally rebuild the index from it).
     Check(CheckArgs),
     /// Reclaim the space of deleted chats (offline: rewrites the log; on a fleet URL, online:
@@ -233,6 +240,25 @@ pub struct ReadArgs {
 
 /// `plot`.
 #[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// The words to find (every word must be in a hit; when no text holds them all, texts
+    /// holding any are ranked).
+    pub query: String,
+    /// Search one chat only (`chat-<16 hex>`).
+    #[arg(long, value_name = "ID")]
+    pub chat: Option<String>,
+    /// At most this many hits.
+    #[arg(long, default_value_t = 10, value_parser = at_least_one)]
+    pub limit: usize,
+    /// Also search hidden messages.
+    #[arg(long)]
+    pub hidden: bool,
+    /// Print `{"hits":[{"chat","seq","archive","unit","start","end","snippet",...}]}`.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct PlotArgs {
     /// The chat.
     pub chat: String,
@@ -274,6 +300,10 @@ pub struct ServeArgs {
 }
 
 /// `check`.
+#[cfg(feature = "mcp")]
+#[derive(Debug, Args)]
+pub struct McpArgs {}
+
 #[derive(Debug, Args)]
 pub struct CheckArgs {
     /// Rebuild the index from the log after checking.

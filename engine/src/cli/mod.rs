@@ -6,6 +6,8 @@ mod args;
 mod chart;
 mod demo;
 mod ingest;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod out;
 mod plot;
 mod read;
@@ -106,9 +108,12 @@ fn run(cli: &Cli) -> CliResult {
         Command::View(a) => read::view(cli, a),
         Command::Archive(a) => read::archive(cli, a),
         Command::Read(a) => read::read(cli, a),
+        Command::Search(a) => read::search(cli, a),
         Command::Plot(a) => plot::run(cli, a),
         #[cfg(feature = "serve")]
         Command::Serve(a) => serve::run(cli, a),
+        #[cfg(feature = "mcp")]
+        Command::Mcp(a) => mcp::run(cli, a),
         Command::Stats(a) => store_cmds::stats(cli, a),
         Command::Check(a) => store_cmds::check(cli, a),
         Command::Gc(a) => store_cmds::gc(cli, a),

@@ -1,4 +1,4 @@
-//! `chats`, `show`, `view`, `archive`, `read`.
+//! `chats`, `show`, `view`, `archive`, `read`, `search`.
 
 use std::io::Write;
 
@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use undertext::budget::{Budget, Decision};
 use undertext::{BlobId, Durability, Page, Unit};
 
-use super::args::{ArchiveArgs, ChatsArgs, ReadArgs, ShowArgs, ViewArgs};
+use super::args::{ArchiveArgs, ChatsArgs, ReadArgs, SearchArgs, ShowArgs, ViewArgs};
 use super::out::{self, num};
 use super::{Cli, CliError, CliResult};
 
@@ -242,5 +242,43 @@ pub fn read(cli: &Cli, a: &ReadArgs) -> CliResult {
     let mut o = std::io::stdout().lock();
     o.write_all(text.as_bytes())?;
     o.flush()?;
+    Ok(())
+}
+
+/// `search QUERY [--chat ID] [--limit N] [--hidden] [--json]`.
+pub fn search(cli: &Cli, a: &SearchArgs) -> CliResult {
+    let store = out::open_for_reading(cli)?;
+    let mut scope = match &a.chat {
+        Some(c) => undertext::SearchScope::chat(out::chat(cli, &store, c)?.id()),
+        None => undertext::SearchScope::all(),
+    };
+    scope.include_hidden = a.hidden;
+    let hits = store.search(&cli.owner, &a.query, scope, a.limit)?;
+    if a.json {
+        let rows: Vec<Value> = hits
+            .iter()
+            .map(|h| {
+                json!({
+                    "chat": h.chat.to_string(), "seq": h.seq, "archive": h.archive.map(|id| id.to_string()),
+                    "unit": h.unit.as_str(), "start": h.start, "end": h.end, "snippet": h.snippet,
+                    "score": h.score, "part": h.part, "field": h.field.as_str(),
+                })
+            })
+            .collect();
+        return out::print_json(&json!({"hits": rows}));
+    }
+    let stdout = std::io::stdout();
+    let mut w = stdout.lock();
+    for h in &hits {
+        let place = match &h.archive {
+            Some(id) => format!("archive {id} {}..{} {}", h.start, h.end, h.unit.as_str()),
+            None => {
+                format!("part {} {} {}..{} {}", h.part, h.field.as_str(), h.start, h.end, h.unit.as_str())
+            }
+        };
+        writeln!(w, "{} seq {:<5} {place}  (score {:.2})", h.chat, h.seq, h.score)?;
+        writeln!(w, "    {}", h.snippet)?;
+    }
+    writeln!(w, "{} hits for {:?} (owner {:?})", hits.len(), a.query, cli.owner)?;
     Ok(())
 }

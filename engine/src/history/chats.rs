@@ -147,6 +147,44 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
     Ok(ChatPage { chats: out, next })
 }
 
+/// Every chat of `owner` with its revision and length, in no order: what
+/// [`chats`] lists, without the metadata (no log read) or the sort. For the search index,
+/// which compares them with what it covers on every search.
+pub(crate) fn chat_marks(chats: &ChatCache, owner: &str) -> Result<Vec<(ChatId, u64, u64)>> {
+    check_owner(owner)?;
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        remote.catch_up_owner(core, owner)?;
+        for s in chats.cached_of(owner) {
+            match s.sync() {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    core.ensure_flushed(core.log.written())?;
+    // Chats in memory are authoritative; the index may lag them by a flush.
+    let mut out: HashMap<u64, (u64, u64)> = HashMap::new();
+    for s in chats.cached_of(owner) {
+        let snap = s.cell.load();
+        out.insert(s.id.0, (snap.revision, snap.len));
+    }
+    let tx = core.index.read()?;
+    if let Ok(t) = tx.open_table(OWNER_CHATS) {
+        for item in t.range((owner, 0, 0)..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
+            let (k, _) = item.map_err(Error::index)?;
+            let (_, _, chat) = k.value();
+            if out.contains_key(&chat) {
+                continue;
+            }
+            if let Some(row) = chat_row(&tx, ChatId(chat))? {
+                out.insert(chat, (row.revision, row.len));
+            }
+        }
+    }
+    Ok(out.into_iter().map(|(c, (r, l))| (ChatId(c), r, l)).collect())
+}
+
 /// The work of `Store::find_chats` (documented there).
 pub(crate) fn find_chats(
     chats: &ChatCache,

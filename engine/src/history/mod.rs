@@ -19,7 +19,7 @@ pub(crate) mod view_memo;
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
 pub(crate) use chat::ChatRef;
-pub(crate) use chats::{chats, create_chat, delete_chat, find_chats, open_chat};
+pub(crate) use chats::{chat_marks, chats, create_chat, delete_chat, find_chats, open_chat};
 pub use snap::Snapshot;
 pub(crate) use snap::compactions_in_effect;
 pub(crate) use state::{ChatState, Entry, Published, now_ms, tokens_kept};

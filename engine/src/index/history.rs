@@ -150,6 +150,24 @@ pub(crate) fn find_chats(
     Ok(out)
 }
 
+/// Every chat the index holds (deleted ones are gone from `chats`): (chat, owner, len,
+/// revision), in chat order. For the background search indexer, which catches up the chats
+/// whose length or revision moved.
+pub(crate) fn all_chats(tx: &redb::ReadTransaction) -> Result<Vec<(u64, String, u64, u64)>> {
+    let t = match tx.open_table(CHATS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut out = Vec::new();
+    for item in t.iter().map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        let row = ChatRow::decode(v.value())?;
+        out.push((k.value(), row.owner, row.len, row.revision));
+    }
+    Ok(out)
+}
+
 /// The `chat_lookup` entries of a metadata record: (field, key, value hash).
 fn lookup_fields(m: &MetaRec) -> Vec<(u8, String, [u8; 16])> {
     let mut out = vec![(FIELD_TITLE, String::new(), value_hash(&m.title))];

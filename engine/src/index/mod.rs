@@ -43,7 +43,7 @@ pub(crate) use history::{
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, decode_msg_val,
     is_grant,
 };
-pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, find_chats};
+pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, all_chats, find_chats};
 pub(crate) use memtable::Memtable;
 pub(crate) use pending_texts::{Listing, texts_of};
 use rebuild::diff_table;
