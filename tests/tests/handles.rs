@@ -145,3 +145,26 @@ fn history_tool_mistakes_are_answered_in_text() {
         assert!(out.starts_with("error:") && out.contains(expect), "{name} {args}: {out}");
     }
 }
+
+#[test]
+fn search_history_finds_what_left_the_view_and_says_how_to_read_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let id = store.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = store.chat("o", id).unwrap();
+    chat.append(NewMessage::user("find the flaky test")).unwrap();
+    chat.append(NewMessage::tool_result(
+        "c1",
+        "tests/parser_flaky.rs:77 assertion failed: quokka_count == 3",
+    ))
+    .unwrap();
+    let out =
+        store.history_tool_call("o", "search_history", r#"{"query": "quokka_count assertion"}"#).unwrap();
+    assert!(out.contains(&id.to_string()) && out.contains("seq 1"), "{out}");
+    assert!(out.contains(&format!("read_messages(chat=\"{id}\", start=1, end=2)")), "{out}");
+    let other =
+        store.history_tool_call("intruder", "search_history", r#"{"query": "quokka_count"}"#).unwrap();
+    assert!(other.starts_with("no hit"), "{other}");
+    let bad = store.history_tool_call("o", "search_history", r#"{"chat": "chat-zz", "query": "x"}"#).unwrap();
+    assert!(bad.starts_with("error:"), "{bad}");
+}

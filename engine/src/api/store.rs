@@ -526,7 +526,7 @@ impl Store {
     }
 
     /// Runs one of the history tools a harness offers its model ([`crate::recall::tools`]:
-    /// `read_messages`, `read_context`) with the model's tool-call `args` (JSON text), for
+    /// `search_history`, `read_messages`, `read_context`) with the model's tool-call `args` (JSON text), for
     /// `owner`, and returns the tool-result text to send back. Mistakes in the arguments, and
     /// ids not found for this owner, are answered in that text (the model can correct them);
     /// only storage failures are errors. Nothing is written.
@@ -544,10 +544,15 @@ impl Store {
     /// ```
     pub fn history_tool_call(&self, owner: &str, name: &str, args: &str) -> Result<String> {
         self.same_process()?;
+        let search = |query: &str, chat: Option<ChatId>, limit: usize| {
+            let scope = chat.map_or_else(SearchScope::all, SearchScope::chat);
+            self.search(owner, query, scope, limit)
+        };
         let src = crate::recall::tools::Source {
             core: self.core(),
             chats: &self.inner.chats,
             archives: &self.inner.archives,
+            search: &search,
         };
         crate::recall::tools::call(src, owner, name, args)
     }

@@ -6,7 +6,7 @@
 //!     .iter()
 //!     .map(|s| serde_json::from_str::<serde_json::Value>(s).unwrap()["function"]["name"].as_str().unwrap().to_string())
 //!     .collect();
-//! assert_eq!(names, ["read_messages", "read_context"]);
+//! assert_eq!(names, ["search_history", "read_messages", "read_context"]);
 //! ```
 
 use std::sync::Arc;
@@ -24,6 +24,8 @@ use crate::store::core::Core;
 pub const READ_MESSAGES: &str = "read_messages";
 /// `read_context`: a range of an archive (or of a previewed inline result).
 pub const READ_CONTEXT: &str = "read_context";
+/// `search_history`: full-text search over the owner's history.
+pub const SEARCH_HISTORY: &str = "search_history";
 
 /// The most characters one tool result holds; a longer answer is cut with a note saying how
 /// to read on.
@@ -31,6 +33,21 @@ pub const MAX_RESULT_CHARS: usize = 16_000;
 
 fn specs() -> Vec<(&'static str, &'static str, Value)> {
     vec![
+        (
+            SEARCH_HISTORY,
+            "Search the whole history of your conversations (messages, tool calls, tool results, \
+             archived outputs) for words, when something you need is no longer in view. Returns \
+             hits with the chat, the seq and how to read each back (read_messages or read_context).",
+            json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Words to find (all of them rank first)."},
+                    "chat": {"type": "string", "description": "Only this chat (chat-<16 hex digits>); default all."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "At most this many hits (default 10)."}
+                },
+                "required": ["query"]
+            }),
+        ),
         (
             READ_MESSAGES,
             "Read back messages of this conversation that are no longer shown in full (a \
@@ -68,7 +85,7 @@ fn specs() -> Vec<(&'static str, &'static str, Value)> {
 }
 
 /// The tools' schemas in OpenAI's chat-completions shape (`{"type": "function", ...}`), as
-/// JSON texts, in the order `read_messages`, `read_context`.
+/// JSON texts, in the order `search_history`, `read_messages`, `read_context`.
 pub fn schemas_openai() -> Vec<String> {
     specs()
         .into_iter()
@@ -88,12 +105,16 @@ pub fn schemas_anthropic() -> Vec<String> {
         .collect()
 }
 
-/// What the tools read from: the store's kernel and caches.
-#[derive(Debug, Clone, Copy)]
+/// The store's search for `search_history`: (query, chat or all, limit) to hits.
+pub(crate) type SearchFn<'a> = &'a dyn Fn(&str, Option<ChatId>, usize) -> Result<Vec<crate::SearchHit>>;
+
+/// What the tools read from: the store's kernel, caches and search.
+#[derive(Clone, Copy)]
 pub(crate) struct Source<'a> {
     pub core: &'a Arc<Core>,
     pub chats: &'a ChatCache,
     pub archives: &'a ArchiveCache,
+    pub search: SearchFn<'a>,
 }
 
 /// Runs tool `name` with the model's `args` (JSON text) for `owner`: the tool-result text.
@@ -107,8 +128,9 @@ pub(crate) fn call(src: Source<'_>, owner: &str, name: &str, args: &str) -> Resu
     let r = match name {
         READ_MESSAGES => read_messages(src, owner, &args),
         READ_CONTEXT => read_context(src, owner, &args),
+        SEARCH_HISTORY => search_history(src, &args),
         other => Err(Error::InvalidArgument(format!(
-            "no history tool {other:?}: expected {READ_MESSAGES} or {READ_CONTEXT}"
+            "no history tool {other:?}: expected {SEARCH_HISTORY}, {READ_MESSAGES} or {READ_CONTEXT}"
         ))),
     };
     match r {
@@ -253,4 +275,32 @@ fn read_context(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
         "{cut}\n[cut at {MAX_RESULT_CHARS} characters of {start}..{end} ({}): read a narrower range]",
         unit.as_str()
     ))
+}
+
+fn search_history(src: Source<'_>, args: &Value) -> Result<String> {
+    let query = text_arg(args, "query")?;
+    let chat = match args.get("chat").and_then(Value::as_str) {
+        Some(c) => Some(c.parse::<ChatId>()?),
+        None => None,
+    };
+    let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(10).clamp(1, 50) as usize;
+    let hits = (src.search)(query, chat, limit)?;
+    if hits.is_empty() {
+        return Ok(format!("no hit for {query:?}"));
+    }
+    let mut out = String::new();
+    for h in hits {
+        let how = match h.archive {
+            Some(a) => format!(
+                "read_context(archive=\"{a}\", start={}, end={}, unit=\"{}\")",
+                h.start,
+                h.end,
+                h.unit.as_str()
+            ),
+            None => format!("read_messages(chat=\"{}\", start={}, end={})", h.chat, h.seq, h.seq + 1),
+        };
+        let snippet: String = h.snippet.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+        out.push_str(&format!("{} seq {}: {snippet}\n  read: {how}\n", h.chat, h.seq));
+    }
+    Ok(out)
 }
