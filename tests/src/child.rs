@@ -84,3 +84,25 @@ pub fn open_or_exit(dir: &str, segment_size: u64) -> undertext::Store {
         }
     }
 }
+
+/// Forks; the child runs `child` and exits with its code (100 if it panicked), never
+/// returning into the test harness. Returns the child's exit status. The caller's test
+/// binary must have no other thread inside a store at the fork (one forking test per binary).
+pub fn fork_and_run(child: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child calls only into the store's code and `child`, then `_exit`s without
+    // running the harness's destructors; the caller guarantees no other thread of its test
+    // binary is inside a store at the fork.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(100);
+        // SAFETY: `_exit` ends the child at once; nothing of the parent's is flushed or closed.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child just forked; `status` is a valid out pointer.
+    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(waited, pid);
+    assert!(libc::WIFEXITED(status), "the child did not exit normally (status {status})");
+    libc::WEXITSTATUS(status)
+}

@@ -10,6 +10,7 @@
 
 use undertext::budget::Budget;
 use undertext::{Error, NewMessage, Options, Store};
+use undertext_tests::child::fork_and_run;
 
 /// What the child found, as an exit code: 0 = every call refused with `Forked`, else the
 /// number of the first call that was not.
@@ -29,27 +30,6 @@ fn in_child(store: Store, chat_id: undertext::ChatId) -> i32 {
     }
     drop(store);
     0
-}
-
-/// Forks; the child runs `child` on the parent's handles and exits with its code, never
-/// returning into the test harness. Returns the child's exit status.
-fn fork_and_run(child: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child calls only into this crate and the store's code, then `_exit`s
-    // without running the harness's destructors; no other thread of this test binary is
-    // inside the store at the fork (one test per binary).
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(100);
-        // SAFETY: `_exit` ends the child at once; nothing of the parent's is flushed or closed.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked; `status` is a valid out pointer.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(waited, pid);
-    assert!(libc::WIFEXITED(status), "the child did not exit normally (status {status})");
-    libc::WEXITSTATUS(status)
 }
 
 #[test]

@@ -27,27 +27,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
 use undertext::{Error, NewMessage, Options, Store};
-
-/// Forks; the child runs `child` and exits with its code, never returning into the test
-/// harness. Returns the child's exit status.
-fn fork_and_run(child: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: the child calls only into this crate and the store's code, then `_exit`s
-    // without running the harness's destructors; no other thread of this test binary is
-    // inside the store at the fork (one test per binary).
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(100);
-        // SAFETY: `_exit` ends the child at once; nothing of the parent's is flushed or closed.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waits for the child just forked; `status` is a valid out pointer.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(waited, pid);
-    assert!(libc::WIFEXITED(status), "the child did not exit normally (status {status})");
-    libc::WEXITSTATUS(status)
-}
+use undertext_tests::child::fork_and_run;
 
 #[test]
 fn a_fork_child_is_refused_check_stats_and_is_told_who_holds_the_store() {
