@@ -59,8 +59,9 @@ def test_build_and_publish_with_a_python_summarizer_then_the_view_starts_with_th
     c.publish_checkpoint(cp)
     assert c.published_checkpoint == (0, cp.reach)
     v = c.view(undertext.Budget(1_000_000))
-    first = v.messages[0]
-    assert first["seqs"] == (0, cp.reach) and first["parts"][0]["type"] == "summary"
+    # The loop's task (the first user turn's message) stays in front, verbatim; then the summary.
+    first = next(m for m in v.messages if m["parts"][0]["type"] == "summary")
+    assert first["seqs"] == (0, cp.reach) and v.messages.index(first) <= 1
     assert cp.summary in first["parts"][0]["text"]
     assert v.messages[-1]["seqs"][1] == len(c)
 
