@@ -6,9 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
+use std::time::Duration;
+
 use undertext::import::Session;
 use undertext::import::cost::Price;
 use undertext::import::replay::{ReplayOptions, ReplayRow, replay_session, session_of_chat, start_worker};
+use undertext::worker::HardLinePolicy;
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
 
 fn store(dir: &std::path::Path) -> Store {
@@ -54,10 +57,18 @@ fn session(steps: u64, chars: usize) -> Session {
     session
 }
 
+/// Replays `session` the way a harness runs: the worker gets the model call's time to finish
+/// the job a view asked for, and a view at the hard line waits for it (the engine's default),
+/// so what is priced never depends on how fast this machine's threads are scheduled.
 fn replay(session: &Session, window: u64) -> ReplayRow {
     let dir = tempfile::tempdir().unwrap();
     let s = store(dir.path());
-    let opts = ReplayOptions { window, ..ReplayOptions::default() };
+    let opts = ReplayOptions {
+        window,
+        latency: Duration::from_secs(60),
+        at_hard_line: HardLinePolicy::Wait(Duration::from_secs(60)),
+        ..ReplayOptions::default()
+    };
     let worker = start_worker(&s, &opts).unwrap();
     let row = replay_session(&s, "replay", session, &opts).unwrap();
     worker.stop();
