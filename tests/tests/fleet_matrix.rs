@@ -501,6 +501,29 @@ fn fleet_s3_a_corrupted_object_is_refused_on_read_naming_the_blob_and_its_key() 
 }
 
 #[test]
+fn fleet_s3_a_database_opened_with_another_bucket_or_prefix_is_refused_naming_where_its_blobs_are() {
+    let Some((a, _, dir)) = two_s3_stores() else { return };
+    let alice = owner("s3-where");
+    let content = format!("kept where the database says {}", owner("where")).into_bytes();
+    let id = a.put_blob(&alice, &content).unwrap();
+    let url = s3_url(&fleet_url().unwrap()).unwrap();
+    for (from, to) in [("s3://undertext/t/", "s3://undertext/elsewhere/"), ("s3://undertext/", "s3://other/")]
+    {
+        let moved = url.replace(from, to);
+        assert_ne!(moved, url);
+        let e = Store::open(&moved, opts()).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{text}");
+        assert!(
+            text.contains("s3://undertext/t/") && text.contains(&to[..to.len() - 1]),
+            "the error names where the blobs are and what the URL named: {text}"
+        );
+    }
+    assert!(!dir.join("elsewhere").exists(), "a refused open wrote nothing");
+    assert_eq!(&*a.get_blob(&alice, &id).unwrap(), content.as_slice());
+}
+
+#[test]
 fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_certificate() {
     let Some(url) = fleet_url() else { return };
     let Some(tls) = s3_tls_url(&url) else {
@@ -512,8 +535,9 @@ fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_cer
     let content = format!("a tool result sent over TLS {}", owner("tls")).into_bytes();
     let a = Store::open(&tls, opts()).unwrap();
     let id = a.put_blob(&alice, &content).unwrap();
-    // The object went through the proxy into the same bucket, under the TLS run's prefix.
-    assert!(dir.join("tls").join(id.to_string()).exists(), "object tls/{id} in the bucket");
+    // The object went through the proxy into the same bucket and prefix (the database keeps
+    // its S3 blobs in one place, whatever the endpoint).
+    assert!(dir.join("t").join(id.to_string()).exists(), "object t/{id} in the bucket");
     let b = Store::open(&tls, opts()).unwrap();
     assert_eq!(&*b.get_blob(&alice, &id).unwrap(), content.as_slice(), "read back over TLS by another open");
 
@@ -527,7 +551,7 @@ fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_cer
     assert!(matches!(e, Error::Backend { .. }), "{text}");
     assert!(text.contains("certificate"), "the error names the certificate problem: {text}");
     let never = undertext::BlobId::of(&other);
-    assert!(!dir.join("tls").join(never.to_string()).exists(), "nothing uploaded without trust");
+    assert!(!dir.join("t").join(never.to_string()).exists(), "nothing uploaded without trust");
 
     // A CA bundle that is not there is refused when the store opens, naming the file.
     let missing = format!("{untrusted}&s3_ca=/nonexistent/ca.pem");

@@ -24,8 +24,8 @@ use crate::store::remote::{ChatHead, Remote, WriteLock};
 
 /// The schema, created at the first open (under an advisory lock, so that processes opening
 /// together do not race). engine/FORMAT.md, "Fleet mode", says what each column means. An open
-/// runs it only when its last object (the `doomed` column) is missing (`Fleet::connect`): a
-/// change that adds an object after it must make that check look for the new last one.
+/// runs it only when its last object (the `ut_settings` table) is missing (`Fleet::connect`):
+/// a change that adds an object after it must make that check look for the new last one.
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS ut_owners (
     owner text PRIMARY KEY,
@@ -68,7 +68,14 @@ CREATE TABLE IF NOT EXISTS ut_blobs (
     stored_at timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE ut_blobs ADD COLUMN IF NOT EXISTS doomed boolean NOT NULL DEFAULT false;
+CREATE TABLE IF NOT EXISTS ut_settings (
+    name text PRIMARY KEY,
+    value text NOT NULL
+);
 ";
+
+/// The `ut_settings` row naming the bucket and prefix that hold the database's S3 blobs.
+const S3_BLOBS: &str = "s3_blobs";
 
 /// The advisory lock key the schema is created under.
 const SCHEMA_LOCK: i64 = 0x5554_5854_5343_4831;
@@ -215,22 +222,50 @@ impl Fleet {
         // table, the ALTER's), which writers' transactions would wait on, and it on theirs:
         // it runs only when the last object SCHEMA adds is missing.
         let done = c
-            .simple_query(
-                "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('ut_blobs') \
-                 AND attname = 'doomed' AND NOT attisdropped",
-            )
+            .simple_query("SELECT 1 WHERE to_regclass('ut_settings') IS NOT NULL")
             .map_err(|e| fleet.err("read the schema", &e))?;
-        if done.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
-            fleet.put(c);
-            return Ok(fleet);
+        if !done.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
+            let mut tx = c.transaction().map_err(|e| fleet.err("begin the schema transaction", &e))?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+                .map_err(|e| fleet.err("lock the schema", &e))?;
+            tx.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
+            tx.commit().map_err(|e| fleet.err("commit the schema", &e))?;
         }
-        let mut tx = c.transaction().map_err(|e| fleet.err("begin the schema transaction", &e))?;
-        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
-            .map_err(|e| fleet.err("lock the schema", &e))?;
-        tx.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
-        tx.commit().map_err(|e| fleet.err("commit the schema", &e))?;
+        if let Some(s3) = &fleet.s3 {
+            fleet.claim_s3_location(&mut c, s3)?;
+        }
         fleet.put(c);
         Ok(fleet)
+    }
+
+    /// Makes sure the database's S3 blobs are where this open looks for them. A row of
+    /// `ut_blobs` with an empty payload says "in object storage" without saying where, so
+    /// one database keeps its objects under one bucket and prefix: the first open with
+    /// `blobs=s3://` records them in `ut_settings`, and an open naming another bucket or
+    /// prefix is refused (it would read rows whose objects it cannot find, and skip uploads
+    /// its own location lacks). The endpoint is not part of it: the same bucket behind
+    /// another address (a proxy, TLS) is the same place.
+    fn claim_s3_location(&self, c: &mut Conn, s3: &S3) -> Result<()> {
+        let ours = s3.location();
+        let what = "record where the database keeps its S3 blobs";
+        // Two statements: the second's snapshot sees a row another open committed meanwhile.
+        c.execute(
+            "INSERT INTO ut_settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&S3_BLOBS, &ours],
+        )
+        .map_err(|e| self.err(what, &e))?;
+        let row = c
+            .query_one("SELECT value FROM ut_settings WHERE name = $1", &[&S3_BLOBS])
+            .map_err(|e| self.err(what, &e))?;
+        let theirs: String = self.col(&row, 0)?;
+        if theirs != ours {
+            return Err(Error::InvalidArgument(format!(
+                "fleet URL {}: this database keeps its S3 blobs in {theirs}, the URL names {ours}: \
+                 open it with blobs={theirs} (another endpoint for the same bucket is fine)",
+                self.shown
+            )));
+        }
+        Ok(())
     }
 
     pub(super) fn err(&self, what: &str, e: &postgres::Error) -> Error {

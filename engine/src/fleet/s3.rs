@@ -150,6 +150,11 @@ impl S3 {
         })
     }
 
+    /// `s3://bucket/prefix`: where the objects are, whatever the endpoint.
+    pub(crate) fn location(&self) -> String {
+        format!("s3://{}/{}", self.bucket, self.prefix)
+    }
+
     /// The key of the blob whose id is `hex`.
     pub(crate) fn key(&self, hex: &str) -> String {
         format!("{}{hex}", self.prefix)
