@@ -73,17 +73,21 @@ def cost_table(binary, paths, price, windows, latencies):
     return reach
 
 
-def stall_table(binary, files, price, summarizers, latency=1000, window=32_000):
-    print("| window | model ms | summarizer ms | sessions | calls | hard-line views | waited (> 10 ms) | "
+def stall_table(binary, files, price, summarizers, threads=(1,), latency=1000, window=32_000):
+    print("| window | model ms | summarizer ms | threads | sessions | calls | hard-line views | waited (> 10 ms) | "
           "waits > 100 ms | longest wait ms | swaps | refused | cost views / naive | wall s |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-    for sm in summarizers:
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for sm, th in [(sm, th) for sm in summarizers for th in threads]:
         cmd = [binary, "replay", *files, "--window", str(window), "--latency-ms", str(latency),
-               "--summarizer-ms", str(sm), "--hard-line-wait-ms", "60000", "--price", price, "--json"]
+               "--summarizer-ms", str(sm), "--summarizer-threads", str(th), "--hard-line-wait-ms", "60000",
+               "--price", price, "--json"]
         d, secs = run(cmd)
         a = d["all"]
         wt = a["waits"]
-        print(f"| {window:,} | {latency:,} | {sm:,} | {a['sessions']} | {a['steps']:,} | {wt['hard_line_views']:,} | "
+        for row in d["sessions"]:
+            if row["waits"]["over_100ms"]:
+                print(f"  waited over 100 ms: {row.get('title', row.get('key'))}: {row['waits']}", file=sys.stderr)
+        print(f"| {window:,} | {latency:,} | {sm:,} | {th} | {a['sessions']} | {a['steps']:,} | {wt['hard_line_views']:,} | "
               f"{wt['waited']:,} | {wt['over_100ms']:,} | {wt['longest_ms']:.1f} | {a['checkpoints']:,} | "
               f"{a['refused']} | {fmt(a['cost']['cost_views_over_naive'])} | {secs:.1f} |")
 
@@ -96,6 +100,8 @@ def main():
     ap.add_argument("--windows", default=",".join(str(w) for w in WINDOWS))
     ap.add_argument("--latencies", default=",".join(str(x) for x in LATENCIES))
     ap.add_argument("--summarizers", default=",".join(str(x) for x in SUMMARIZERS))
+    ap.add_argument("--threads", default="1",
+                    help="summarizer calls at once for the stall table, e.g. 1,4")
     ap.add_argument("--skip-stalls", action="store_true")
     ap.add_argument("--only-stalls", action="store_true",
                     help="no cost table: one 32k replay finds the sessions that reach the hard line")
@@ -118,7 +124,8 @@ def main():
     # several sessions is replayed whole).
     files = sorted(reach)
     print(f"\nStalls: {len(files)} file(s) whose sessions reach the hard line at 32k:\n")
-    stall_table(a.bin, files, a.price, [int(x) for x in a.summarizers.split(",")])
+    stall_table(a.bin, files, a.price, [int(x) for x in a.summarizers.split(",")],
+                [int(x) for x in a.threads.split(",")])
 
 
 if __name__ == "__main__":

@@ -154,6 +154,10 @@ pub struct ReplayArgs {
     /// extractive summarizer): a model summarizer's latency, for the stalls at the hard line.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     pub summarizer_ms: u64,
+    /// Summarizer calls the worker makes at once (segments of a job summarized side by
+    /// side); at least 1.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = at_least_one)]
+    pub summarizer_threads: usize,
     /// At the hard line with no checkpoint prepared, a view waits up to this many
     /// milliseconds for the worker's job (the library's default policy waits 30 s); 0: the
     /// guard alone decides, and a view still over the hard line is refused.

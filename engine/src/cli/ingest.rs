@@ -296,6 +296,7 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
         window: a.window,
         latency: std::time::Duration::from_millis(a.latency_ms),
         summarizer_delay: std::time::Duration::from_millis(a.summarizer_ms),
+        threads: a.summarizer_threads,
         at_hard_line: if a.hard_line_wait_ms == 0 {
             HardLinePolicy::Refuse
         } else {
@@ -356,7 +357,7 @@ pub fn replay(cli: &Cli, a: &ReplayArgs) -> CliResult {
             per_format.insert(f.clone(), total_json(*n, t));
         }
         out::print_json(&json!({
-            "window": a.window, "latency_ms": a.latency_ms, "summarizer_ms": a.summarizer_ms,
+            "window": a.window, "latency_ms": a.latency_ms, "summarizer_ms": a.summarizer_ms, "summarizer_threads": a.summarizer_threads,
             "hard_line_wait_ms": a.hard_line_wait_ms,
             "price": {"input": price.input, "cached": price.cached, "cache_write": price.cache_write},
             "sessions": list, "totals": per_format, "all": total_json(rows.len() as u64, &all),

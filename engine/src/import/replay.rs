@@ -64,6 +64,8 @@ pub struct ReplayOptions {
     /// times, so it is off by default here — the chart's series ([`super::series`]) is
     /// computed without a clock; `undertext replay` turns it on (the engine's default).
     pub adaptive: bool,
+    /// Summarizer calls the worker makes at once ([`WorkerOptions::threads`]). Default 1.
+    pub threads: usize,
 }
 
 impl Default for ReplayOptions {
@@ -75,6 +77,7 @@ impl Default for ReplayOptions {
             latency: Duration::ZERO,
             summarizer_delay: Duration::ZERO,
             adaptive: false,
+            threads: 1,
         }
     }
 }
@@ -95,6 +98,7 @@ impl ReplayOptions {
                 ..CheckpointOptions::default()
             },
             adaptive: self.adaptive,
+            threads: self.threads.max(1),
             ..WorkerOptions::default()
         }
     }
