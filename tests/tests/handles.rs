@@ -15,25 +15,94 @@ use undertext::worker::WorkerOptions;
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 use undertext_tests::{Rng, seed};
 
+/// A model step as real harnesses record it: one assistant message with one to four tool
+/// calls (Claude Code and the Agents SDK call tools in parallel), then one message holding
+/// every result (most inline, some over the archive threshold). Each result is unique and
+/// ends with a fact, so a way back that returns only a head, or only the first results of a
+/// long message, is caught. Returns (seq, result text) of each result.
 fn step(chat: &Chat, rng: &mut Rng, k: u64) -> Vec<(u64, String)> {
-    let id = format!("c{k}");
+    let calls = if rng.range(0, 3) == 0 { rng.range(2, 5) } else { 1 };
+    let ids: Vec<String> = (0..calls).map(|i| format!("c{k}-{i}")).collect();
     chat.append(NewMessage {
         role: Role::Assistant,
-        parts: vec![Part::ToolCall {
-            id: id.clone(),
-            name: "bash".into(),
-            args: format!("{{\"step\": {k}}}"),
-        }],
+        parts: ids
+            .iter()
+            .map(|id| Part::ToolCall {
+                id: id.clone(),
+                name: "bash".into(),
+                args: format!("{{\"step\": \"{id}\"}}"),
+            })
+            .collect(),
         feedback: false,
     })
     .unwrap();
-    let n = if rng.range(0, 5) == 0 { rng.range(9_000, 25_000) } else { rng.range(300, 4_000) } as usize;
-    let mut text = format!("fact-{k}-{} ", rng.next_u64() % 1_000_000);
-    while text.len() < n {
-        text.push_str(&format!("line {} of step {k}\n", text.len()));
+    let mut texts = Vec::new();
+    for id in &ids {
+        let n = if rng.range(0, 5) == 0 { rng.range(9_000, 25_000) } else { rng.range(300, 7_500) } as usize;
+        let mut text = format!("fact-{id}-{} ", rng.next_u64() % 1_000_000);
+        while text.len() < n {
+            text.push_str(&format!("line {} of step {id}\n", text.len()));
+        }
+        text.push_str(&format!("last fact of {id}: {}\n", rng.next_u64() % 1_000_000));
+        texts.push(text);
     }
-    let seq = chat.append(NewMessage::tool_result(&id, &text)).unwrap();
-    vec![(seq, text)]
+    let seq = chat
+        .append(NewMessage {
+            role: Role::Tool,
+            parts: ids
+                .iter()
+                .zip(&texts)
+                .map(|(id, t)| Part::ToolResult {
+                    call_id: id.clone(),
+                    content: ToolContent::Text(t.clone()),
+                    is_error: false,
+                })
+                .collect(),
+            feedback: false,
+        })
+        .unwrap();
+    texts.into_iter().map(|t| (seq, t)).collect()
+}
+
+/// Reads message `seq` back the way a model would: `read_messages` page after page, as each
+/// answer's last line says, then `read_context` on every archive the pages name. True when
+/// `original` comes back whole.
+fn reads_back_whole(store: &Store, owner: &str, chat: &Chat, seq: u64, original: &str) -> bool {
+    let mut pages = String::new();
+    let mut args = format!(r#"{{"chat": "{}", "start": {seq}, "end": {}}}"#, chat.id(), seq + 1);
+    for _ in 0..64 {
+        let page = store.history_tool_call(owner, "read_messages", &args).unwrap();
+        let next = page.rfind("offset=").map(|i| {
+            page[i + 7..].chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u64>().unwrap()
+        });
+        // The page without its last line when that line is the way on.
+        let body = match next {
+            Some(_) => &page[..page.rfind("\n[").unwrap_or(page.len())],
+            None => &page[..],
+        };
+        pages.push_str(body);
+        match next {
+            Some(o) => {
+                args = format!(
+                    r#"{{"chat": "{}", "start": {seq}, "end": {}, "offset": {o}}}"#,
+                    chat.id(),
+                    seq + 1
+                )
+            }
+            None => break,
+        }
+    }
+    if pages.contains(original) {
+        return true;
+    }
+    // An archived result: the page names its archive, which reads back whole.
+    pages.match_indices(": archive ").any(|(i, _)| {
+        let hex: String = pages[i + 10..].chars().take(64).collect();
+        hex.parse::<undertext::BlobId>().is_ok_and(|id| {
+            let chars = original.chars().count() as u64;
+            store.read_context(owner, &id, 0..chars, Unit::Chars).is_ok_and(|back| back == original)
+        })
+    })
 }
 
 /// The whole text the model sees.
@@ -73,30 +142,36 @@ fn everything_a_view_leaves_out_comes_back_by_a_handle_its_text_names() {
                 if whole {
                     continue;
                 }
-                if let Some((_, archive)) = o.results.iter().find(|(s, _)| s == seq) {
+                if let Some((_, archive)) = o.results.iter().find(|(s, archive)| {
+                    let chars = original.chars().count() as u64;
+                    s == seq
+                        && store
+                            .read_context("o", archive, 0..chars, Unit::Chars)
+                            .is_ok_and(|back| &back == original)
+                }) {
                     // A preview: its archive id is in the view's text, and reads back whole.
                     assert!(
                         text.contains(&archive.to_string()),
                         "history {h} step {k}: seq {seq}'s archive is not named"
                     );
-                    let chars = original.chars().count() as u64;
-                    assert_eq!(&store.read_context("o", archive, 0..chars, Unit::Chars).unwrap(), original);
                     continue;
                 }
                 // Under a summary: the view names the chat and a range holding it.
                 let r = o.ranges.iter().find(|r| r.contains(seq));
                 let r = r.unwrap_or_else(|| {
-                    panic!("history {h} step {k}: seq {seq} is neither whole, previewed nor summarized")
+                    let m = v.messages().iter().find(|m| m.seqs.contains(seq));
+                    let shown = format!("{m:?}").chars().take(3_000).collect::<String>();
+                    panic!("history {h} step {k}: seq {seq} is neither whole, previewed nor summarized: {shown} / omitted {:?}", o.results)
                 });
                 let handle = format!("{}", chat.id());
                 assert!(text.contains(&handle), "history {h} step {k}: the chat's handle is not named");
-                let args = format!(r#"{{"chat": "{}", "start": {seq}, "end": {}}}"#, chat.id(), seq + 1);
-                let back = store.history_tool_call("o", "read_messages", &args).unwrap();
-                let head: String = original.chars().take(2_000).collect();
                 assert!(
-                    back.contains(&head),
-                    "history {h} step {k}: read_messages({seq}) did not return the result (range {r:?})"
+                    reads_back_whole(&store, "o", &chat, *seq, original),
+                    "history {h} step {k}: read_messages({seq}) (range {r:?}), read on to its end, did not give \
+                     back the whole result of {} characters",
+                    original.len()
                 );
+                let args = format!(r#"{{"chat": "{}", "start": {seq}, "end": {}}}"#, chat.id(), seq + 1);
                 // Another owner gets nothing through the same handle.
                 let other = store.history_tool_call("intruder", "read_messages", &args).unwrap();
                 assert!(other.starts_with("error: not found"), "{other}");
@@ -133,6 +208,16 @@ fn history_tool_mistakes_are_answered_in_text() {
         ("read_messages", "not json", "must be a JSON object"),
         ("read_messages", r#"{"chat": "chat-zz", "start": 0, "end": 1}"#, "chat id"),
         ("read_messages", &format!(r#"{{"chat": "{id}", "start": 5, "end": 9}}"#), "chat's length"),
+        (
+            "read_messages",
+            &format!(r#"{{"chat": "{id}", "start": 0, "end": 1, "offset": 99999}}"#),
+            "characters of the answer",
+        ),
+        (
+            "read_messages",
+            &format!(r#"{{"chat": "{id}", "start": 0, "end": 1, "offset": -3}}"#),
+            "non-negative",
+        ),
         ("read_context", r#"{"archive": "00", "start": 0, "end": 1}"#, "64 hex digits"),
         (
             "read_context",

@@ -12,7 +12,9 @@
 //! line of 20 to 200 characters that holds a digit or a `/` (a number, a path, an error
 //! line). A fact absent from the final view's text is reachable when the view names a
 //! handle that returns it: the archive of a preview (`read_context`), or the chat and a seq
-//! range that `read_messages` reads back. Prints the counts per format.
+//! range that `read_messages` reads back; or when `search_history` with three of the fact's
+//! own words (its three longest) returns the message in its top 5 hits over the chat.
+//! Prints the counts per format; `RECOVERABILITY_MISSES=1` prints each fact with no route.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "a bench binary: a failed step fails the run")]
 
@@ -24,13 +26,25 @@ use undertext::budget::Budget;
 use undertext::checkpoint::Extractive;
 use undertext::import::{self, Format};
 use undertext::worker::WorkerOptions;
-use undertext::{ChatMeta, Durability, Options, Part, Role, Store, ToolContent, Unit};
+use undertext::{ChatMeta, Durability, Options, Part, Role, SearchScope, Store, ToolContent, Unit};
 
 fn fact_of(text: &str) -> Option<String> {
     text.lines()
         .map(str::trim)
         .find(|l| (20..=200).contains(&l.len()) && l.chars().any(|c| c.is_ascii_digit() || c == '/'))
         .map(str::to_string)
+}
+
+/// Three of the fact's own words, as a model would pick them: its three longest words of
+/// letters and digits (at least 3 characters), in the fact's order.
+fn query_words(fact: &str) -> Vec<String> {
+    let words: Vec<&str> =
+        fact.split(|c: char| !c.is_alphanumeric() && c != '_').filter(|w| w.chars().count() >= 3).collect();
+    let mut by_len: Vec<usize> = (0..words.len()).collect();
+    by_len.sort_by_key(|&i| std::cmp::Reverse(words[i].chars().count()));
+    let mut pick: Vec<usize> = by_len.into_iter().take(3).collect();
+    pick.sort_unstable();
+    pick.into_iter().map(|i| words[i].to_string()).collect()
 }
 
 fn main() {
@@ -40,8 +54,9 @@ fn main() {
     let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
     let _worker = store.start_worker(Arc::new(Extractive::default()), WorkerOptions::default()).unwrap();
     let budget = Budget::new(32_000, 4_096);
-    // format -> (facts absent from the final view, reachable, by archive, by read_messages)
-    let mut tally: BTreeMap<String, [u64; 4]> = BTreeMap::new();
+    // format -> (facts absent from the final view, reachable, by archive, by read_messages,
+    // by search)
+    let mut tally: BTreeMap<String, [u64; 5]> = BTreeMap::new();
     for f in files {
         let Ok(parsed) = import::parse_file(&f, Format::Auto) else { continue };
         for s in parsed.sessions {
@@ -107,39 +122,58 @@ fn main() {
                             );
                             store.history_tool_call("o", "read_messages", &args).unwrap().contains(&fact)
                         };
-                    if by_archive || by_messages {
+                    // By `search_history` with three of the fact's own words: the message in
+                    // the top 5 hits of its chat.
+                    let words = query_words(&fact);
+                    let by_search = !words.is_empty()
+                        && store
+                            .search("o", &words.join(" "), SearchScope::chat(chat.id()), 5)
+                            .is_ok_and(|hits| hits.iter().any(|h| h.seq == m.seq));
+                    if by_archive || by_messages || by_search {
                         t[1] += 1;
+                    } else if std::env::var_os("RECOVERABILITY_MISSES").is_some() {
+                        let in_view = v.messages().iter().any(|vm| vm.seqs.contains(&m.seq));
+                        let previewed = v.omitted().results.iter().any(|(seq, _)| *seq == m.seq);
+                        let ranged = v.omitted().ranges.iter().any(|r| r.contains(&m.seq));
+                        eprintln!(
+                            "miss: {} seq {} (in view {in_view}, previewed {previewed}, under a summary {ranged}; \
+                             words {words:?}): {fact:?}",
+                            s.key, m.seq
+                        );
                     }
                     t[2] += u64::from(by_archive);
                     t[3] += u64::from(by_messages);
+                    t[4] += u64::from(by_search);
                 }
             }
         }
     }
     println!(
-        "| format | facts absent from the final view | reachable | by a preview's archive | by read_messages |"
+        "| format | facts absent from the final view | reachable | by a preview's archive | by read_messages | by search_history (3 words, top 5) |"
     );
-    println!("|---|--:|--:|--:|--:|");
-    let mut all = [0u64; 4];
+    println!("|---|--:|--:|--:|--:|--:|");
+    let mut all = [0u64; 5];
     for (f, t) in &tally {
         println!(
-            "| {f} | {} | {} ({:.1} %) | {} | {} |",
+            "| {f} | {} | {} ({:.1} %) | {} | {} | {} |",
             t[0],
             t[1],
             100.0 * t[1] as f64 / t[0].max(1) as f64,
             t[2],
-            t[3]
+            t[3],
+            t[4]
         );
-        for i in 0..4 {
+        for i in 0..5 {
             all[i] += t[i];
         }
     }
     println!(
-        "| **all** | {} | {} ({:.1} %) | {} | {} |",
+        "| **all** | {} | {} ({:.1} %) | {} | {} | {} |",
         all[0],
         all[1],
         100.0 * all[1] as f64 / all[0].max(1) as f64,
         all[2],
-        all[3]
+        all[3],
+        all[4]
     );
 }

@@ -60,7 +60,8 @@ fn specs() -> Vec<(&'static str, &'static str, Value)> {
                     "chat": {"type": "string", "description": "The chat id, as named (chat-<16 hex digits>)."},
                     "start": {"type": "integer", "minimum": 0, "description": "First seq."},
                     "end": {"type": "integer", "minimum": 0, "description": "One past the last seq."},
-                    "archives_only": {"type": "boolean", "description": "List only archived tool results (seq and archive id)."}
+                    "archives_only": {"type": "boolean", "description": "List only archived tool results (seq and archive id)."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Characters of the answer to skip: read on where a long answer was cut (its last line says how)."}
                 },
                 "required": ["chat", "start", "end"]
             }),
@@ -161,6 +162,10 @@ fn text_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str> {
 fn read_messages(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
     let chat: ChatId = text_arg(args, "chat")?.parse()?;
     let (start, end) = (int(args, "start")?, int(args, "end")?);
+    let offset = match args.get("offset") {
+        None | Some(Value::Null) => 0,
+        Some(_) => usize::try_from(int(args, "offset")?).unwrap_or(usize::MAX),
+    };
     let archives_only = args.get("archives_only").and_then(Value::as_bool).unwrap_or(false);
     let state = history::open_chat(src.chats, owner, chat)?;
     let snap = history::ChatRef { state: &state, archives: src.archives }.snapshot();
@@ -171,43 +176,62 @@ fn read_messages(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
         )));
     }
     let end = end.min(len);
-    let mut out = String::new();
+    let read_on = |start: u64, offset: usize| {
+        let at = if offset == 0 { String::new() } else { format!(", offset={offset}") };
+        format!("read_messages(chat=\"{chat}\", start={start}, end={end}{at})")
+    };
+    // The answer is the range's messages rendered one after the other. Without an offset it
+    // ends at a message boundary when the next message would pass MAX_RESULT_CHARS (read on
+    // from that message); a message longer than that alone, or an answer read with an
+    // offset, is paged by characters: `offset` skips that many characters of the rendering,
+    // so every byte of every message is reachable however long it is.
+    let (mut out, mut chars) = (String::new(), 0usize);
     let mut seq = start;
-    while seq < end {
+    'pages: while seq < end {
         // A page at a time: a long range is read only as far as the answer goes.
         let page_end = (seq + 64).min(end);
         for m in snap.range(seq..page_end)? {
-            let before = out.len();
-            render(src, owner, &m, archives_only, &mut out)?;
-            if out.chars().count() > MAX_RESULT_CHARS {
-                if before == 0 {
-                    // One message longer than an answer: its beginning, and the way on (an
-                    // archived result reads on with read_context by the id named above).
-                    let cut: String = out.chars().take(MAX_RESULT_CHARS).collect();
-                    return Ok(format!(
-                        "{cut}\n[message {} cut at {MAX_RESULT_CHARS} characters: read_context(archive, start, end) reads \
-                         any range of an archived result; the next message is read_messages(chat=\"{chat}\", start={}, end={end})]",
-                        m.seq,
-                        m.seq + 1
-                    ));
-                }
-                out.truncate(before);
+            let mut one = String::new();
+            render(src, owner, &m, archives_only, &mut one)?;
+            let n = one.chars().count();
+            if offset == 0 && chars > 0 && chars + n > MAX_RESULT_CHARS {
                 out.push_str(&format!(
-                    "[cut at {MAX_RESULT_CHARS} characters: read on with read_messages(chat=\"{chat}\", start={}, end={end})]",
-                    m.seq
+                    "[cut at {MAX_RESULT_CHARS} characters: read on with {}]",
+                    read_on(m.seq, 0)
                 ));
                 return Ok(out);
+            }
+            out.push_str(&one);
+            chars += n;
+            if chars > offset.saturating_add(MAX_RESULT_CHARS) {
+                break 'pages;
             }
         }
         seq = page_end;
     }
     if out.is_empty() {
-        out = format!(
+        return Ok(format!(
             "no {} in messages {start}..{end}",
             if archives_only { "archived results" } else { "visible messages" }
-        );
+        ));
     }
-    Ok(out)
+    if offset == 0 && chars <= MAX_RESULT_CHARS {
+        return Ok(out);
+    }
+    if offset >= chars {
+        return Err(Error::InvalidArgument(format!(
+            "offset {offset}: expected less than {chars}, the characters of the answer for messages {start}..{end}"
+        )));
+    }
+    let page: String = out.chars().skip(offset).take(MAX_RESULT_CHARS).collect();
+    let next = offset + MAX_RESULT_CHARS;
+    if next < chars {
+        return Ok(format!(
+            "{page}\n[characters {offset}..{next} of this answer: read on with {}]",
+            read_on(start, next)
+        ));
+    }
+    Ok(format!("{page}\n[characters {offset}..{chars} of this answer: the end]"))
 }
 
 /// One message as the model reads it back.
