@@ -15,6 +15,10 @@
 //!   `"step": {"turn", "stream_id", "step"} | null`, and `"feedback": true` for harness
 //!   feedback (absent otherwise)
 //! - view message: `{"seqs": [start, end], "role", "parts", "tokens"}`
+//! - search hit: `{"chat": "chat-<16 hex>", "seq", "archive": hex | null, "unit", "start", "end",
+//!   "snippet", "score", "part", "field"}`, a search's answer `{"hits": [...]}`
+//!   ([`SearchHit::to_json`](crate::SearchHit::to_json); the search module builds it, a
+//!   floor above this one)
 //! - new message (input): `{"role", "parts": [...]}`, or `{"role", "text"}` for one text part;
 //!   `"feedback": true` (optional) marks harness feedback
 //!
@@ -137,7 +141,7 @@ pub fn attempts_json(a: &[Attempt]) -> Value {
     )
 }
 
-fn bad(what: &str, expected: &str, found: &Value) -> Error {
+pub(crate) fn bad(what: &str, expected: &str, found: &Value) -> Error {
     let shown = match found {
         Value::Null => "nothing".to_string(),
         Value::String(s) => format!("the string {s:?}"),
@@ -151,16 +155,16 @@ fn bad(what: &str, expected: &str, found: &Value) -> Error {
     Error::InvalidArgument(format!("{what}: expected {expected}, found {shown}"))
 }
 
-fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>> {
+pub(crate) fn obj<'a>(v: &'a Value, what: &str) -> Result<&'a Map<String, Value>> {
     v.as_object().ok_or_else(|| bad(what, "an object", v))
 }
 
-fn string(o: &Map<String, Value>, key: &str, what: &str) -> Result<String> {
+pub(crate) fn string(o: &Map<String, Value>, key: &str, what: &str) -> Result<String> {
     let v = o.get(key).unwrap_or(&Value::Null);
     v.as_str().map(str::to_string).ok_or_else(|| bad(&format!("{what}.{key}"), "a string", v))
 }
 
-fn opt_string(o: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>> {
+pub(crate) fn opt_string(o: &Map<String, Value>, key: &str, what: &str) -> Result<Option<String>> {
     match o.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -176,12 +180,12 @@ fn boolean(o: &Map<String, Value>, key: &str, what: &str, default: Option<bool>)
     }
 }
 
-fn count(o: &Map<String, Value>, key: &str, what: &str) -> Result<u64> {
+pub(crate) fn count(o: &Map<String, Value>, key: &str, what: &str) -> Result<u64> {
     let v = o.get(key).unwrap_or(&Value::Null);
     v.as_u64().ok_or_else(|| bad(&format!("{what}.{key}"), "a non-negative integer", v))
 }
 
-fn blob_id(o: &Map<String, Value>, key: &str, what: &str) -> Result<BlobId> {
+pub(crate) fn blob_id(o: &Map<String, Value>, key: &str, what: &str) -> Result<BlobId> {
     string(o, key, what)?.parse()
 }
 

@@ -331,6 +331,168 @@ fn search_finds_chats_by_title_and_metadata() {
     assert_eq!(page.matches("<tr data-chat=").count(), 0);
 }
 
+/// A store where owner "local" has a chat with "zebra quartz" at seq 2 and a hidden
+/// "zebra quartz" at seq 3, and owner "someone-else" a chat holding the same words.
+/// Returns (dir guard, store path, local chat, other owner's chat).
+fn search_store() -> (tempfile::TempDir, PathBuf, String, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let s = Store::open(&store, Options::default()).unwrap();
+    let mine = s
+        .create_chat("local", undertext::ChatMeta { title: "Zoo <notes>".into(), ..Default::default() })
+        .unwrap();
+    let chat = s.chat("local", mine).unwrap();
+    chat.append(NewMessage::user("What lives at the zoo?")).unwrap();
+    chat.append(NewMessage::assistant("Lions and penguins.")).unwrap();
+    chat.append(NewMessage::user("I saw a zebra near the quartz rock <b>today</b>.")).unwrap();
+    chat.append(NewMessage::user("secret zebra quartz draft")).unwrap();
+    chat.hide(std::slice::from_ref(&(3..4)), chat.revision()).unwrap();
+    let theirs = s.create_chat("someone-else", Default::default()).unwrap();
+    s.chat("someone-else", theirs).unwrap().append(NewMessage::user("zebra quartz of someone else")).unwrap();
+    s.close().unwrap();
+    (tmp, store, mine.to_string(), theirs.to_string())
+}
+
+#[test]
+fn message_search_links_each_hit_to_its_message_and_never_answers_another_owners_chat() {
+    let (_tmp, store, mine, theirs) = search_store();
+    let server = serve(&store, &[]);
+    // The search box is on the chat list and on the chat page (scoped to that chat).
+    assert!(server.page("/").contains("action=\"/search\""));
+    let chat_page = server.page(&format!("/chat/{mine}"));
+    assert!(chat_page.contains(&format!("name=\"chat\" value=\"{mine}\"")), "the chat page's box is scoped");
+    assert!(chat_page.contains("id=\"m2\""), "the anchor the hit jumps to");
+
+    let page = server.page("/search?q=zebra+quartz");
+    assert_eq!(page.matches("<tr class=\"hit\"").count(), 1, "{page}");
+    assert!(page.contains(&format!("data-chat=\"{mine}\" data-seq=\"2\"")), "{page}");
+    assert!(page.contains(&format!("href=\"/chat/{mine}#m2\"")), "the hit links to its message");
+    assert!(
+        page.contains("zebra near the quartz rock &lt;b&gt;today&lt;/b&gt;"),
+        "the escaped snippet: {page}"
+    );
+    assert!(!page.contains("<b>today</b>"));
+    assert!(page.contains("Zoo &lt;notes&gt;"), "the chat's title, escaped");
+    assert!(!page.contains(&theirs), "another owner's chat is never answered");
+    assert!(!page.contains("data-seq=\"3\""), "a hidden message only when asked");
+
+    let page = server.page("/search?q=zebra+quartz&hidden=1");
+    assert!(page.contains("data-seq=\"3\"") && page.contains("data-seq=\"2\""), "{page}");
+    assert!(!page.contains(&theirs));
+
+    let page = server.page(&format!("/search?q=lions&chat={mine}"));
+    assert!(page.contains(&format!("href=\"/chat/{mine}#m1\"")), "{page}");
+    // Another owner's chat as the scope is the same 404 as an absent chat.
+    let r = server.get(&format!("/search?q=zebra&chat={theirs}"));
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(!r.body.contains("someone else"));
+}
+
+#[test]
+fn a_bad_or_empty_message_search_gets_a_clear_page_and_the_query_is_escaped() {
+    let (_tmp, store, mine, _) = search_store();
+    let server = serve(&store, &[]);
+    let page = server.page("/search?q=%3Cscript%3Ealert(1)%3C%2Fscript%3E+zebra");
+    assert!(!page.contains("<script>"), "{page}");
+    assert!(
+        page.contains("&lt;script&gt;alert(1)&lt;/script&gt; zebra"),
+        "the query is shown escaped: {page}"
+    );
+    let page = server.page("/search?q=");
+    assert!(page.contains("Type the words to find"), "{page}");
+    let page = server.page("/search");
+    assert!(page.contains("Type the words to find"), "{page}");
+    let page = server.page("/search?q=%21%3F%26");
+    assert!(page.contains("has no words to search for"), "{page}");
+    let page = server.page("/search?q=nowhereword");
+    assert!(page.contains("No message holds nowhereword."), "{page}");
+    for (path, want) in [
+        ("/search?q=zebra&limit=0".to_string(), 400),
+        ("/search?q=zebra&limit=x".to_string(), 400),
+        ("/search?q=zebra&chat=not-a-chat".to_string(), 404),
+        ("/search?q=zebra&chat=chat-00000000000fffff".to_string(), 404),
+    ] {
+        let r = server.get(&path);
+        assert_eq!(r.status, want, "{path}: {}", r.body);
+        assert!(r.body.contains(&format!("<h1>{want} ")), "{path}: an error page");
+    }
+    server.page(&format!("/search?q=zebra&chat={mine}"));
+}
+
+#[test]
+fn a_view_over_its_budget_shows_what_it_left_out_and_a_view_that_fits_shows_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let d = json(&store, &["demo", "--steps", "30", "--step-ms", "5", "--window", "16000", "--json"]);
+    let id = d["chat"].as_str().unwrap().to_string();
+    let small = {
+        let s = Store::open(&store, Options::default()).unwrap();
+        let small = s.create_chat("local", Default::default()).unwrap();
+        let chat = s.chat("local", small).unwrap();
+        chat.append(NewMessage::user("Hello.")).unwrap();
+        chat.append(NewMessage::assistant("Hi.")).unwrap();
+        drop(chat);
+        s.close().unwrap();
+        small
+    };
+    let server = serve(&store, &[]);
+    let page = server.page(&format!("/chat/{id}/view?window=16000"));
+    let section = page
+        .split("<section class=\"left-out\"")
+        .nth(1)
+        .expect("a Left out section")
+        .split("</section>")
+        .next()
+        .unwrap();
+    assert!(section.contains("<h2>Left out</h2>"));
+    let range = section.split("data-range=\"").nth(1).expect("an omitted range").split('"').next().unwrap();
+    let (start, end) = range.split_once("..").unwrap();
+    // The range named is the one the view's summary stands for (its row's seqs also count
+    // the messages kept verbatim beside it: the system message, the task).
+    let (start, end): (u64, u64) = (start.parse().unwrap(), end.parse().unwrap());
+    assert!(start < end, "{range}");
+    let summaries: Vec<(u64, u64)> = page
+        .split("<tr id=\"v")
+        .skip(1)
+        .map(|r| r.split("</tr>").next().unwrap())
+        .filter(|r| r.contains("checkpoint summary"))
+        .filter_map(|r| {
+            let seqs = r.split("<td>").nth(1)?.split('<').next()?;
+            let (a, b) = seqs.split_once("..")?;
+            Some((a.parse().ok()?, b.parse().ok()?))
+        })
+        .collect();
+    assert!(summaries.iter().any(|&(a, b)| a <= start && b == end), "{range} in {summaries:?}");
+    assert!(section.contains(&format!("read_messages start={start} end={end}")), "{section}");
+    assert!(section.contains(&format!("href=\"/chat/{id}#m{start}\"")), "{section}");
+    let tokens: u64 = section
+        .split("id=\"left-out-tokens\">")
+        .nth(1)
+        .unwrap()
+        .split('<')
+        .next()
+        .unwrap()
+        .replace(',', "")
+        .parse()
+        .unwrap();
+    assert!(tokens > 0, "{section}");
+    // Under a window that holds it all, no range is left out, only the results archived when
+    // they were appended (sent as previews), each named by an archive the store can read.
+    let page = server.page(&format!("/chat/{id}/view?window=100000000"));
+    let section =
+        page.split("<section class=\"left-out\"").nth(1).unwrap().split("</section>").next().unwrap();
+    assert!(!section.contains("data-range="), "{section}");
+    let archives: Vec<&str> =
+        section.split("href=\"/archive/").skip(1).map(|r| r.split('"').next().unwrap()).collect();
+    assert!(!archives.is_empty(), "{section}");
+    for a in archives {
+        server.page(&format!("/archive/{a}"));
+    }
+    // A chat sent whole leaves nothing out.
+    let page = server.page(&format!("/chat/{small}/view"));
+    assert!(page.contains("Nothing: the view sends every message whole."), "{page}");
+}
+
 #[test]
 fn bad_input_gets_a_4xx_page_and_the_server_keeps_answering() {
     let (_tmp, store, edited, foreign) = store();
@@ -431,9 +593,13 @@ fn serving_every_page_leaves_the_store_files_unchanged() {
     assert!(before.keys().any(|p| p.starts_with("log/")), "the log is compared");
     {
         let server = serve(&store, &[]);
-        for p in
-            ["/", "/?q=a", &format!("/chat/{big}"), &format!("/chat/{big}/view?window=8000&reserve=1000")]
-        {
+        for p in [
+            "/",
+            "/?q=a",
+            "/search?q=the+file",
+            &format!("/chat/{big}"),
+            &format!("/chat/{big}/view?window=8000&reserve=1000"),
+        ] {
             server.page(p);
         }
         for p in [format!("/chat/{big}/chart?window=8000"), format!("/chat/{big}/checkpoints?window=8000")] {

@@ -1242,6 +1242,38 @@ undertext_status_t undertext_history_tool_call(undertext_store_t store,
 undertext_status_t undertext_history_tool_schemas(uint32_t format,
                                                   undertext_buf_t *out);
 
+// Full-text search over `owner`'s history (message texts, tool calls, tool results inline
+// and archived, summaries, approval prompts): every chat of `owner`, or only chat `chat_id`
+// when it is not 0 (chat ids start at 1); hidden messages only when `include_hidden`. At
+// most `limit` hits (1 to 10,000), best first, as JSON in `*out`, the shape of the CLI's
+// `search --json`: `{"hits": [{"chat": "chat-<16 hex>", "seq", "archive": hex | null,
+// "unit", "start", "end", "snippet", "score", "part", "field"}]}`. `start .. end` (in
+// `unit`) is the matched words' span: read it with `undertext_read_context` on `archive`,
+// or in the text of part `part` of message `seq`. Another owner's chat as `chat_id` is
+// `UNDERTEXT_NOT_FOUND`, like an absent chat; a query of no words finds no hits.
+//
+// # Safety
+// `owner` and `query` are valid string arguments; `out` is NULL or writable.
+undertext_status_t undertext_search(undertext_store_t store,
+                                    undertext_str_t owner,
+                                    undertext_str_t query,
+                                    uint64_t chat_id,
+                                    uint32_t limit,
+                                    bool include_hidden,
+                                    undertext_buf_t *out);
+
+// The span one hit of `undertext_search` names, read back from the log, as UTF-8 in
+// `*out`: exactly the matched words. `hit_json` is one element of the `"hits"` array (its
+// JSON text); what is not that shape is `UNDERTEXT_INVALID_ARGUMENT` naming the key, a hit
+// of another owner's chat `UNDERTEXT_NOT_FOUND`.
+//
+// # Safety
+// `owner` and `hit_json` are valid string arguments; `out` is NULL or writable.
+undertext_status_t undertext_read_hit(undertext_store_t store,
+                                      undertext_str_t owner,
+                                      undertext_str_t hit_json,
+                                      undertext_buf_t *out);
+
 // Takes the chat's current snapshot (a few atomic operations, no lock; safe while other
 // threads append). It never changes; free it with `undertext_snapshot_free`.
 //

@@ -412,3 +412,73 @@ pub(crate) fn parts_out<'py>(py: Python<'py>, parts: &[Part]) -> PyResult<Bound<
     }
     Ok(list)
 }
+
+/// A JSON value as the Python object `json.loads` would give (dicts, lists, str, int, float,
+/// bool, None): how the engine's one JSON shape of a record (a search hit) reaches Python.
+pub(crate) fn json_out<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use pyo3::IntoPyObjectExt;
+    use serde_json::Value;
+    match v {
+        Value::Null => Ok(py.None().into_bound(py)),
+        Value::Bool(b) => b.into_bound_py_any(py),
+        Value::Number(n) => match (n.as_u64(), n.as_i64()) {
+            (Some(u), _) => u.into_bound_py_any(py),
+            (None, Some(i)) => i.into_bound_py_any(py),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_bound_py_any(py),
+        },
+        Value::String(s) => s.into_bound_py_any(py),
+        Value::Array(a) => {
+            let l = PyList::empty(py);
+            for x in a {
+                l.append(json_out(py, x)?)?;
+            }
+            Ok(l.into_any())
+        }
+        Value::Object(o) => {
+            let d = PyDict::new(py);
+            for (k, x) in o {
+                d.set_item(k, json_out(py, x)?)?;
+            }
+            Ok(d.into_any())
+        }
+    }
+}
+
+/// A dict of str keys and None, bool, int, float or str values (one level: a record such as
+/// a search hit) as a JSON object; anything else is `InvalidArgument` naming `what` and the key.
+pub(crate) fn flat_json_in(
+    py: Python<'_>,
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<serde_json::Value> {
+    use pyo3::types::{PyBool, PyFloat, PyInt};
+    use serde_json::Value;
+    let d = obj
+        .cast::<PyDict>()
+        .map_err(|_| invalid(py, format!("{what}: expected a dict, found {}", type_name(obj))))?;
+    let mut out = serde_json::Map::new();
+    for (k, v) in d.iter() {
+        let key = utf8(py, &k, &format!("{what}: "), "a key")?;
+        let value = if v.is_none() {
+            Value::Null
+        } else if v.is_instance_of::<PyBool>() {
+            Value::Bool(v.extract()?)
+        } else if v.is_instance_of::<PyInt>() {
+            match v.extract::<u64>() {
+                Ok(u) => Value::from(u),
+                Err(_) => return Err(invalid(py, format!("{what}.{key}: expected a non-negative integer"))),
+            }
+        } else if v.is_instance_of::<PyFloat>() {
+            Value::from(v.extract::<f64>()?)
+        } else if v.is_instance_of::<PyString>() {
+            Value::String(utf8(py, &v, &format!("{what}.{key}: "), "the str")?)
+        } else {
+            return Err(invalid(
+                py,
+                format!("{what}.{key}: expected None, a bool, a number or a str, found {}", type_name(&v)),
+            ));
+        };
+        out.insert(key, value);
+    }
+    Ok(Value::Object(out))
+}

@@ -659,6 +659,47 @@ impl PyStore {
         run(py, move || store.history_tool_call(&owner, &name, &args))
     }
 
+    /// Full-text search over `owner`'s history: message texts, tool calls (name and
+    /// arguments), tool results inline and archived, summaries and approval prompts, of
+    /// every chat of `owner` or of chat `chat` (an id), hidden messages left out unless
+    /// `include_hidden`. At most `limit` hits, best first. Each hit is a dict with the keys
+    /// of the CLI's `search --json`: `chat`, `seq`, `archive` (hex id or None), `unit`,
+    /// `start`, `end`, `snippet`, `score`, `part`, `field`; `Store.read_hit` reads its span.
+    /// Another owner's chat as `chat` is the same `NotFound` as an absent one.
+    #[pyo3(signature = (owner, query, chat=None, limit=10, include_hidden=false))]
+    fn search<'py>(
+        &self,
+        py: Python<'py>,
+        owner: Text,
+        query: Text,
+        chat: Option<Text>,
+        limit: i64,
+        include_hidden: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let store = self.get(py)?;
+        let limit = usize::try_from(limit)
+            .ok()
+            .filter(|n| (1..=10_000).contains(n))
+            .ok_or_else(|| invalid(py, format!("limit: expected 1 to 10000, found {limit}")))?;
+        let scope =
+            undertext::SearchScope { chat: chat.map(|c| self::chat_id(py, &c)).transpose()?, include_hidden };
+        let hits = run(py, move || store.search(&owner, &query, scope, limit))?;
+        let out = PyList::empty(py);
+        for h in &hits {
+            out.append(crate::convert::json_out(py, &h.to_json())?)?;
+        }
+        Ok(out)
+    }
+
+    /// The span a hit of `Store.search` names (a dict with its keys), read back from the
+    /// log: exactly the matched words. A dict that is not a hit raises `InvalidArgument`.
+    fn read_hit(&self, py: Python<'_>, owner: Text, hit: &Bound<'_, PyAny>) -> PyResult<String> {
+        let store = self.get(py)?;
+        let v = crate::convert::flat_json_in(py, hit, "hit")?;
+        let hit = undertext::SearchHit::from_json(&v).map_err(|e| crate::errors::to_py(py, e))?;
+        run(py, move || store.read_hit(&owner, &hit))
+    }
+
     /// The history tools' schemas (JSON texts) in `shape` `"openai"` (default) or
     /// `"anthropic"`.
     #[staticmethod]

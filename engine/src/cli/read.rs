@@ -255,17 +255,7 @@ pub fn search(cli: &Cli, a: &SearchArgs) -> CliResult {
     scope.include_hidden = a.hidden;
     let hits = store.search(&cli.owner, &a.query, scope, a.limit)?;
     if a.json {
-        let rows: Vec<Value> = hits
-            .iter()
-            .map(|h| {
-                json!({
-                    "chat": h.chat.to_string(), "seq": h.seq, "archive": h.archive.map(|id| id.to_string()),
-                    "unit": h.unit.as_str(), "start": h.start, "end": h.end, "snippet": h.snippet,
-                    "score": h.score, "part": h.part, "field": h.field.as_str(),
-                })
-            })
-            .collect();
-        return out::print_json(&json!({"hits": rows}));
+        return out::print_json(&undertext::SearchHit::list_json(&hits));
     }
     let stdout = std::io::stdout();
     let mut w = stdout.lock();

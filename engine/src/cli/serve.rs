@@ -3,6 +3,8 @@
 //!
 //! Routes (all `GET`):
 //! - `/` — the owner's chats, newest activity first; `?q=` searches titles and metadata.
+//! - `/search?q=WORDS&chat=ID&limit=N&hidden=1` — full-text search of the owner's messages
+//!   (`Store::search`; one chat with `chat=`), each hit linking to its message (`#m<seq>`).
 //! - `/chat/{id}` — the messages (`?rev=N`: the chat as it was at revision N; `?from=N`: 2,000
 //!   messages a page from seq N).
 //! - `/chat/{id}/attempts?turn=N` — the recorded attempts of a turn, side by side.
@@ -207,6 +209,7 @@ async fn stop_signal() {
 fn router(app: App) -> Router {
     Router::new()
         .route("/", get(chats_page))
+        .route("/search", get(search_page))
         .route("/style.css", get(style))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/chat/{id}", get(chat_page))
@@ -402,6 +405,10 @@ async fn style() -> Response {
 
 async fn chats_page(State(app): State<App>, q: Q) -> Response {
     blocking(app, move |app| chats(app, &query(q)?)).await
+}
+
+async fn search_page(State(app): State<App>, q: Q) -> Response {
+    blocking(app, move |app| search(app, &query(q)?)).await
 }
 
 async fn chat_page(State(app): State<App>, id: P, q: Q) -> Response {
@@ -628,7 +635,154 @@ fn message_html(o: &mut String, m: &Message, turn_link: Option<String>) {
     o.push_str("</article>\n");
 }
 
+/// The full-text search form: the owner's messages, or one chat's (`chat`).
+fn search_form(chat: Option<ChatId>, value: &str) -> String {
+    let (hidden, place) = match chat {
+        Some(id) => {
+            (format!("<input type=\"hidden\" name=\"chat\" value=\"{id}\">"), "search this chat's messages")
+        }
+        None => (String::new(), "search the messages of every chat"),
+    };
+    format!(
+        "<form class=\"search fulltext\" method=\"get\" action=\"/search\">{hidden}<input name=\"q\" value=\"{}\" \
+         placeholder=\"{place}\" aria-label=\"full-text search\"> <button>find</button></form>",
+        esc(value)
+    )
+}
+
+/// The chat page (and page of it) that shows message `seq`, with its anchor.
+fn message_link(chat: ChatId, seq: u64) -> String {
+    let from = seq / PAGE_MESSAGES * PAGE_MESSAGES;
+    if from == 0 { format!("/chat/{chat}#m{seq}") } else { format!("/chat/{chat}?from={from}#m{seq}") }
+}
+
+/// The "Left out" section of the model view: the ranges sent as summaries, the results sent
+/// as previews with the archive ids `read_context` reads them by, the tokens left out.
+fn left_out(b: &mut String, chat: ChatId, o: &undertext::budget::Omitted) {
+    b.push_str("<section class=\"left-out\" id=\"left-out\"><h2>Left out</h2>");
+    if o.is_empty() {
+        b.push_str("<p>Nothing: the view sends every message whole.</p></section>");
+        return;
+    }
+    let _ = write!(
+        b,
+        "<p>About <span id=\"left-out-tokens\">{}</span> tokens of the chat are not in the view; the model reads \
+         them back with the handles below.</p><ul>",
+        num(o.tokens)
+    );
+    for r in &o.ranges {
+        let _ = write!(
+            b,
+            "<li class=\"range\" data-range=\"{0}..{1}\">messages <a href=\"{2}\">{0}..{1}</a> sent as a summary \
+             (<code>read_messages start={0} end={1}</code>)</li>",
+            r.start,
+            r.end,
+            message_link(chat, r.start)
+        );
+    }
+    for (seq, id) in &o.results {
+        let _ = write!(
+            b,
+            "<li class=\"result\" data-seq=\"{seq}\">the tool result of <a href=\"{}\">message {seq}</a> sent as a \
+             preview: archive <a href=\"/archive/{id}\"><code>{id}</code></a> (<code>read_context archive={id}</code>)</li>",
+            message_link(chat, *seq)
+        );
+    }
+    let _ = write!(
+        b,
+        "</ul><p class=\"dim\">The note the model is given: <code>{}</code></p></section>",
+        esc(&o.note())
+    );
+}
+
 // ---- pages ----
+
+/// `/search`: full-text search of the owner's messages (`Store::search`), or one chat's.
+fn search(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
+    let words = q.get("q").map(|s| s.trim()).unwrap_or_default();
+    let chat = match q.get("chat").map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        Some(id) => Some(chat_of(app, id)?.id()),
+        None => None,
+    };
+    let limit = param(q, "limit", 50, 1..=1000)?;
+    let hidden = matches!(q.get("hidden").map(String::as_str), Some("1" | "on" | "true" | "yes"));
+    let nav = chat.map(|id| chat_nav(id, "")).unwrap_or_default();
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<h1>Search {}</h1>{}",
+        match chat {
+            Some(id) => format!("chat <a href=\"/chat/{id}\"><code>{id}</code></a>"),
+            None => format!("the chats of {}", esc(&app.owner)),
+        },
+        search_form(chat, words)
+    );
+    if words.is_empty() {
+        b.push_str(
+            "<p class=\"empty\">Type the words to find: every word must be in a message (its text, a tool call, a tool \
+             result, an archived output, a summary); when none holds them all, those holding any are listed.</p>",
+        );
+        return Ok(Page::Html(html("search", &nav, &b)));
+    }
+    let mut scope = match chat {
+        Some(id) => undertext::SearchScope::chat(id),
+        None => undertext::SearchScope::all(),
+    };
+    scope.include_hidden = hidden;
+    let limit = usize::try_from(limit).unwrap_or(1000);
+    let hits = app.store.search(&app.owner, words, scope, limit)?;
+    if hits.is_empty() {
+        let why = if words.chars().any(char::is_alphanumeric) {
+            format!("No message holds {}.", esc(words))
+        } else {
+            format!("{} has no words to search for (letters or digits).", esc(words))
+        };
+        let _ = write!(b, "<p class=\"empty\">{why}</p>");
+        return Ok(Page::Html(html("search", &nav, &b)));
+    }
+    let _ = write!(
+        b,
+        "<p class=\"dim\"><span id=\"hits\">{}</span> hit(s) for <b>{}</b>, best first{}</p>",
+        hits.len(),
+        esc(words),
+        if hidden { ", hidden messages included" } else { "" }
+    );
+    let mut titles: HashMap<ChatId, String> = HashMap::new();
+    b.push_str(
+        "<table class=\"hits\"><thead><tr><th>chat</th><th class=\"n\">seq</th><th>where</th><th>snippet</th></tr></thead><tbody>\n",
+    );
+    for h in &hits {
+        let title = titles
+            .entry(h.chat)
+            .or_insert_with(|| app.store.chat(&app.owner, h.chat).map(|c| c.meta().title).unwrap_or_default())
+            .clone();
+        let place = match &h.archive {
+            Some(id) => format!(
+                "archive <a href=\"/archive/{id}?start={0}&amp;end={1}&amp;unit={2}\"><code>{3}</code></a> {0}..{1} {2}",
+                h.start,
+                h.end,
+                h.unit.as_str(),
+                short(id),
+            ),
+            None => {
+                format!("part {} {} {}..{} {}", h.part, h.field.as_str(), h.start, h.end, h.unit.as_str())
+            }
+        };
+        let link = message_link(h.chat, h.seq);
+        let _ = writeln!(
+            b,
+            "<tr class=\"hit\" data-chat=\"{chat}\" data-seq=\"{seq}\"{arch}><td><a href=\"/chat/{chat}\"><code>{chat}</code></a> {}</td>\
+             <td class=\"n\"><a class=\"jump\" href=\"{link}\">#{seq}</a></td><td>{place}</td><td><a href=\"{link}\">{}</a></td></tr>",
+            esc(&title),
+            esc(&h.snippet),
+            chat = h.chat,
+            seq = h.seq,
+            arch = h.archive.map(|id| format!(" data-archive=\"{id}\"")).unwrap_or_default(),
+        );
+    }
+    b.push_str("</tbody></table>");
+    Ok(Page::Html(html("search", &nav, &b)))
+}
 
 fn chats(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
     let needle = q.get("q").map(|s| s.trim().to_lowercase()).unwrap_or_default();
@@ -658,10 +812,11 @@ fn chats(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
     let _ = write!(
         b,
         "<h1>Chats of {}</h1><form class=\"search\" method=\"get\" action=\"/\"><input name=\"q\" value=\"{}\" \
-         placeholder=\"search titles and metadata\" aria-label=\"search\"> <button>search</button></form>\
+         placeholder=\"search titles and metadata\" aria-label=\"search\"> <button>search</button></form>{}\
          <p class=\"dim\">{} of {} chats, newest activity first</p>",
         esc(&app.owner),
         esc(&needle),
+        search_form(None, ""),
         all.len(),
         total
     );
@@ -710,6 +865,7 @@ fn chat(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         if rev == current { " (current)".to_string() } else { format!(" of {current}") },
         esc(if meta.model.is_empty() { "unknown" } else { &meta.model })
     );
+    b.push_str(&search_form(Some(chat.id()), ""));
     let _ = write!(
         b,
         "<form class=\"rev\" method=\"get\" action=\"/chat/{}\">view the chat at revision \
@@ -902,6 +1058,7 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         )),
         v.messages().len()
     );
+    left_out(&mut b, chat.id(), v.omitted());
     b.push_str("<table class=\"view\"><thead><tr><th>seqs</th><th>role</th><th class=\"n\">tokens</th><th>content</th></tr></thead><tbody>\n");
     for m in v.messages() {
         let seqs = if m.seqs.is_empty() {
@@ -1248,7 +1405,8 @@ code { font: 12px ui-monospace, "DejaVu Sans Mono", monospace; }
 table { border-collapse: collapse; background: var(--bg); }
 th, td { text-align: left; padding: .3em .6em; border-bottom: 1px solid var(--line); vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
-table.chats, table.view { width: 100%; }
+table.chats, table.view, table.hits { width: 100%; }
+.left-out { background: #fffaeb; border: 1px solid #fedf89; padding: .3em .9em; margin: .8em 0; }
 form { margin: .6em 0; }
 input[type=number] { width: 8em; }
 input[name=q] { width: 24em; }

@@ -118,6 +118,24 @@ impl HitField {
         }
     }
 
+    /// The field [`HitField::as_str`] names.
+    pub fn parse(s: &str) -> Result<HitField> {
+        Ok(match s {
+            "text" => HitField::Text,
+            "summary" => HitField::Summary,
+            "tool_name" => HitField::ToolName,
+            "tool_args" => HitField::ToolArgs,
+            "tool_result" => HitField::ToolResult,
+            "archive" => HitField::Archive,
+            "prompt" => HitField::Prompt,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "field: expected text, summary, tool_name, tool_args, tool_result, archive or prompt, found {other:?}"
+                )));
+            }
+        })
+    }
+
     /// This field's text in `part`, if `part` has it (for an archived result: `None`, the
     /// text is the archive's).
     pub fn text_of(self, part: &Part) -> Option<&str> {
@@ -163,6 +181,75 @@ pub struct SearchHit {
 }
 
 impl SearchHit {
+    /// The one JSON shape of a hit every front-end gives (the CLI's `search --json`, the C
+    /// ABI's `undertext_search`, Python's `Store.search`): `{"chat": "chat-<16 hex>", "seq",
+    /// "archive": hex | null, "unit", "start", "end", "snippet", "score", "part", "field"}`.
+    /// [`SearchHit::from_json`] reads it back.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{NewMessage, SearchHit, SearchScope, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", Default::default())?)?;
+    /// chat.append(NewMessage::user("the build fails with exit code 101"))?;
+    /// let hit = &store.search("alice", "exit code", SearchScope::all(), 1)?[0];
+    /// let v = hit.to_json();
+    /// assert_eq!((v["seq"].as_u64(), v["archive"].is_null()), (Some(0), true));
+    /// assert_eq!(store.read_hit("alice", &SearchHit::from_json(&v)?)?, "exit code");
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "chat": self.chat.to_string(), "seq": self.seq, "archive": self.archive.map(|id| id.to_string()),
+            "unit": self.unit.as_str(), "start": self.start, "end": self.end, "snippet": self.snippet,
+            "score": self.score, "part": self.part, "field": self.field.as_str(),
+        })
+    }
+
+    /// A hit from [`SearchHit::to_json`]'s shape (`score` and `snippet` may be left out: 0 and
+    /// empty; `part` and `field` may be left out for an archive hit). What is not that shape
+    /// is an [`Error::InvalidArgument`] naming the key.
+    pub fn from_json(v: &serde_json::Value) -> Result<SearchHit> {
+        use crate::json::{bad, count, obj, opt_string, string};
+        let what = "search hit";
+        let o = obj(v, what)?;
+        let archive = opt_string(o, "archive", what)?.map(|s| s.parse::<BlobId>()).transpose()?;
+        let field = match opt_string(o, "field", what)? {
+            Some(f) => HitField::parse(&f)?,
+            None if archive.is_some() => HitField::Archive,
+            None => return Err(bad(&format!("{what}.field"), "a string", &serde_json::Value::Null)),
+        };
+        let part = match o.get("part") {
+            None | Some(serde_json::Value::Null) if archive.is_some() => 0,
+            _ => u32::try_from(count(o, "part", what)?)
+                .map_err(|_| Error::InvalidArgument(format!("{what}.part: out of range")))?,
+        };
+        let score = match o.get("score") {
+            None | Some(serde_json::Value::Null) => 0.0,
+            Some(x) => x.as_f64().ok_or_else(|| bad(&format!("{what}.score"), "a number", x))? as f32,
+        };
+        Ok(SearchHit {
+            chat: string(o, "chat", what)?.parse()?,
+            seq: count(o, "seq", what)?,
+            archive,
+            unit: match opt_string(o, "unit", what)? {
+                Some(u) => u.parse()?,
+                None => Unit::Chars,
+            },
+            start: count(o, "start", what)?,
+            end: count(o, "end", what)?,
+            snippet: opt_string(o, "snippet", what)?.unwrap_or_default(),
+            score,
+            part,
+            field,
+        })
+    }
+
+    /// A search's answer as one JSON document: `{"hits": [hit, ...]}` (see [`SearchHit::to_json`]).
+    pub fn list_json(hits: &[SearchHit]) -> serde_json::Value {
+        serde_json::json!({ "hits": hits.iter().map(SearchHit::to_json).collect::<Vec<_>>() })
+    }
+
     /// The text `start..end` counts in, for a hit in a message (`None` for an archive hit,
     /// or a message that is not this hit's).
     pub fn text_in<'a>(&self, message: &'a Message) -> Option<&'a str> {

@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 
@@ -12,6 +12,23 @@ HardLinePolicy = Literal["wait", "refuse", "synchronous"]
 Part = Dict[str, Any]
 MessageDict = Mapping[str, Any]
 Id = Union[str, "ArchiveRef"]
+
+class SearchHit(TypedDict):
+    """A hit of ``Store.search``: the keys of the CLI's ``search --json`` and the C ABI's
+    ``undertext_search``. ``start:end`` (in ``unit``) is the matched words' span: in archive
+    ``archive`` when it is not None, otherwise in ``field`` of part ``part`` of message
+    ``seq``."""
+
+    chat: str
+    seq: int
+    archive: Optional[str]
+    unit: Unit
+    start: int
+    end: int
+    snippet: str
+    score: float
+    part: int
+    field: Literal["text", "summary", "tool_name", "tool_args", "tool_result", "archive", "prompt"]
 
 class _SummarizerObject(Protocol):
     def summarize(self, messages: List["Message"]) -> str: ...
@@ -136,6 +153,15 @@ class Store:
     def archive_ref(self, owner: str, archive_id: Id) -> "ArchiveRef": ...
     def read_context(self, owner: str, archive_id: Id, start: int, end: int, unit: Unit = "chars") -> str: ...
     def preview(self, owner: str, archive_id: Id, max_chars: int = 2000, query: Optional[str] = None) -> str: ...
+    def search(
+        self,
+        owner: str,
+        query: str,
+        chat: Optional[str] = None,
+        limit: int = 10,
+        include_hidden: bool = False,
+    ) -> List[SearchHit]: ...
+    def read_hit(self, owner: str, hit: Mapping[str, Any]) -> str: ...
     def history_tool_call(self, owner: str, name: str, args: str) -> str: ...
     @staticmethod
     def history_tool_schemas(shape: Literal["openai", "anthropic"] = "openai") -> List[str]: ...
