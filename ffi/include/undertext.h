@@ -496,7 +496,10 @@ typedef struct {
 
 // Settings of the worker. Fill with `undertext_worker_options_default`.
 typedef struct {
-  // Worker threads (at least 1; default 1).
+  // Worker threads, and summarizer callbacks made at once (at least 1). Default 1 in C:
+  // callbacks are not assumed reentrant. Set 4 when they are: a slow model summarizer's
+  // job then takes a few calls in a row, not one per segment, and views do not wait for
+  // it at the hard line (the Rust and Python default).
   uint32_t threads;
   // Fraction of the usable window past which a checkpoint is prepared (default 2/3).
   double soft;

@@ -20,11 +20,18 @@ pub const UNDERTEXT_HARD_LINE_REFUSE: u32 = 1;
 /// At the hard line with nothing prepared: build the checkpoint on the viewing thread.
 pub const UNDERTEXT_HARD_LINE_SYNCHRONOUS: u32 = 2;
 
+/// The C default of `threads`: one summarizer callback at a time (a C callback is not
+/// assumed reentrant; the Rust default is 4).
+const C_DEFAULT_THREADS: usize = 1;
+
 /// Settings of the worker. Fill with `undertext_worker_options_default`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct WorkerOptionsIn {
-    /// Worker threads (at least 1; default 1).
+    /// Worker threads, and summarizer callbacks made at once (at least 1). Default 1 in C:
+    /// callbacks are not assumed reentrant. Set 4 when they are: a slow model summarizer's
+    /// job then takes a few calls in a row, not one per segment, and views do not wait for
+    /// it at the hard line (the Rust and Python default).
     pub threads: u32,
     /// Fraction of the usable window past which a checkpoint is prepared (default 2/3).
     pub soft: f64,
@@ -82,7 +89,7 @@ pub unsafe extern "C" fn undertext_worker_options_default(out: *mut WorkerOption
         let out = unsafe { args::output(out, "out") }?;
         let d = WorkerOptions::default();
         out.set(WorkerOptionsIn {
-            threads: d.threads as u32,
+            threads: C_DEFAULT_THREADS as u32,
             soft: d.soft,
             segment_tokens: d.checkpoint.segment_tokens,
             fan_in: d.checkpoint.fan_in as u32,
@@ -114,7 +121,7 @@ pub unsafe extern "C" fn undertext_worker_start(
         // SAFETY: forwarded contract of this function, for each argument.
         let (s, out) = unsafe { (summarizer_in(summarizer)?, args::output(out, "out")?) };
         let opts = if options.is_null() {
-            WorkerOptions::default()
+            WorkerOptions { threads: C_DEFAULT_THREADS, ..WorkerOptions::default() }
         } else {
             // SAFETY: non-NULL; the caller guarantees a valid struct.
             to_options(unsafe { args::input(options, "options") }?)?

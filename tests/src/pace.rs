@@ -25,8 +25,8 @@ pub struct Pace {
 struct State {
     /// Calls the worker may still make in this step.
     tickets: u32,
-    /// Whether a call waits for a ticket.
-    waiting: bool,
+    /// Calls waiting for a ticket (several with a worker of more than one thread).
+    waiting: u32,
     /// Open: every call goes through (the test is over, or failed).
     open: bool,
     /// Calls made.
@@ -100,7 +100,7 @@ impl Pace {
         loop {
             {
                 let s = self.lock();
-                if s.tickets == 0 && s.waiting {
+                if s.tickets == 0 && s.waiting > 0 {
                     break;
                 }
             }
@@ -117,12 +117,12 @@ impl Pace {
 
     fn ticket(&self) {
         let mut s = self.lock();
-        s.waiting = true;
+        s.waiting += 1;
         while s.tickets == 0 && !s.open {
             s = self.changed.wait(s).unwrap_or_else(PoisonError::into_inner);
         }
         s.tickets = s.tickets.saturating_sub(1);
-        s.waiting = false;
+        s.waiting -= 1;
         s.calls += 1;
     }
 }

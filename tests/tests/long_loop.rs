@@ -89,6 +89,8 @@ fn a_400_step_single_task_loop_at_32k_is_never_refused_and_keeps_the_task_verbat
         .start_worker(
             pace.summarizer(),
             WorkerOptions {
+                // A summarizer called one call at a time: the pace counts its calls in a row.
+                threads: 1,
                 at_hard_line: HardLinePolicy::Refuse,
                 checkpoint: CheckpointOptions { segment_tokens: 2_000, ..CheckpointOptions::default() },
                 ..WorkerOptions::default()

@@ -66,6 +66,8 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
     let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
     // Refuse at the hard line if nothing is prepared: a refusal would mean the loop had to wait.
     let opts = WorkerOptions {
+        // A summarizer called one call at a time: the pace counts its calls in a row.
+        threads: 1,
         at_hard_line: HardLinePolicy::Refuse,
         checkpoint: CheckpointOptions { segment_tokens: 1_000, fan_in: 4, ..CheckpointOptions::default() },
         ..WorkerOptions::default()

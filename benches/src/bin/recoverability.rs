@@ -35,6 +35,26 @@ fn fact_of(text: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// Message `seq` as a model reads it with `read_messages`: page after page, as each answer's
+/// last line says (`offset=`).
+fn read_messages_whole(store: &Store, chat: &str, seq: u64) -> String {
+    let mut out = String::new();
+    let mut offset = 0u64;
+    for _ in 0..64 {
+        let args = format!(r#"{{"chat": "{chat}", "start": {seq}, "end": {}, "offset": {offset}}}"#, seq + 1);
+        let page = store.history_tool_call("o", "read_messages", &args).unwrap();
+        out.push_str(&page);
+        let next = page.rfind("offset=").and_then(|i| {
+            page[i + 7..].chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u64>().ok()
+        });
+        match next {
+            Some(o) if o > offset => offset = o,
+            _ => break,
+        }
+    }
+    out
+}
+
 /// Three of the fact's own words, as a model would pick them: its three longest words of
 /// letters and digits (at least 3 characters), in the fact's order.
 fn query_words(fact: &str) -> Vec<String> {
@@ -113,15 +133,7 @@ fn main() {
                     // By the chat and a seq range the view names.
                     let by_messages = text.contains(&chat.id().to_string())
                         && v.omitted().ranges.iter().any(|r| r.contains(&m.seq))
-                        && {
-                            let args = format!(
-                                r#"{{"chat": "{}", "start": {}, "end": {}}}"#,
-                                chat.id(),
-                                m.seq,
-                                m.seq + 1
-                            );
-                            store.history_tool_call("o", "read_messages", &args).unwrap().contains(&fact)
-                        };
+                        && read_messages_whole(&store, &chat.id().to_string(), m.seq).contains(&fact);
                     // By `search_history` with three of the fact's own words: the message in
                     // the top 5 hits of its chat.
                     let words = query_words(&fact);

@@ -737,7 +737,10 @@ impl PyStore {
     /// callable `f(messages) -> str`, or an object with `summarize` and `merge`). It is
     /// called with the GIL taken on the worker's own threads; what it raises is reported
     /// in `Worker.errors` / `Worker.exceptions` and the job is retried `retries` times.
-    #[pyo3(signature = (summarizer, *, threads=1, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
+    /// `threads` (default 4) calls are made at once, each taking the GIL: a summarizer that
+    /// waits on a model (releasing the GIL) overlaps its calls; pass 1 for one that must
+    /// not be called from two threads.
+    #[pyo3(signature = (summarizer, *, threads=4, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
         at_hard_line=Text::from("wait"), wait_seconds=30.0, retries=2))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn start_worker(

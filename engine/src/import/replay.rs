@@ -64,7 +64,8 @@ pub struct ReplayOptions {
     /// times, so it is off by default here — the chart's series ([`super::series`]) is
     /// computed without a clock; `undertext replay` turns it on (the engine's default).
     pub adaptive: bool,
-    /// Summarizer calls the worker makes at once ([`WorkerOptions::threads`]). Default 1.
+    /// Summarizer calls the worker makes at once ([`WorkerOptions::threads`]). Default: the
+    /// worker's (4).
     pub threads: usize,
 }
 
@@ -77,7 +78,7 @@ impl Default for ReplayOptions {
             latency: Duration::ZERO,
             summarizer_delay: Duration::ZERO,
             adaptive: false,
-            threads: 1,
+            threads: WorkerOptions::default().threads,
         }
     }
 }

@@ -104,7 +104,11 @@ pub enum HardLinePolicy {
 pub struct WorkerOptions {
     /// Worker threads, and the summarizer calls the worker makes at once: a job summarizes
     /// up to this many segments (then merges) at once, and all jobs together never make
-    /// more calls at once. The summarizer must allow concurrent calls when above 1. Default 1.
+    /// more calls at once. Default 4: a slow model summarizer's job then takes a few calls in
+    /// a row instead of one per segment, which is what keeps views from waiting at the hard
+    /// line (benches/REPLAY.md: with a 2 s summarizer and 1 s of model time, no view waited
+    /// with 4; one waited 4.0 s with 1). The summarizer is called from that many threads at
+    /// once ([`Summarizer`] is `Send + Sync`); set 1 for one that must not be.
     pub threads: usize,
     /// Fraction of the usable window past which a checkpoint is prepared, at the latest.
     /// Default 2/3.
@@ -140,7 +144,7 @@ pub struct WorkerOptions {
 impl Default for WorkerOptions {
     fn default() -> Self {
         WorkerOptions {
-            threads: 1,
+            threads: 4,
             soft: 2.0 / 3.0,
             adaptive: true,
             margin: 1.5,

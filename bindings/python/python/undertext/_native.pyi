@@ -169,7 +169,7 @@ class Store:
         self,
         summarizer: SummarizerLike,
         *,
-        threads: int = 1,
+        threads: int = 4,
         soft: float = 2.0 / 3.0,
         segment_tokens: int = 8000,
         fan_in: int = 4,
