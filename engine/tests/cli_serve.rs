@@ -738,3 +738,236 @@ fn beside_a_live_writer_the_chart_grows_with_its_appends_and_a_gc_is_followed() 
     assert_eq!(server.get(&format!("/chat/{doomed}")).status, 404, "the collected chat is gone");
     writer.close().unwrap();
 }
+
+/// A store of one owner whose chat `every` holds every `Part` variant: text, a tool call, a
+/// tool result inline and one archived, an approval request and its response, an attachment
+/// with its blob, a summary (a published checkpoint), a hidden message and a feedback user
+/// message; beside it an empty chat and another owner's chat. Returns (dir guard, store,
+/// every, empty, foreign, archive id, hidden text).
+fn every_part_store() -> (tempfile::TempDir, PathBuf, String, String, String, String, &'static str) {
+    use undertext::{Part, Role, ToolContent};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let s = Store::open(&dir, Options::default().create_if_missing(true)).unwrap();
+    let id = s
+        .create_chat("local", undertext::ChatMeta { title: "Every part".into(), ..Default::default() })
+        .unwrap();
+    let empty = s
+        .create_chat("local", undertext::ChatMeta { title: "Nothing yet".into(), ..Default::default() })
+        .unwrap();
+    let foreign = s
+        .create_chat("someone-else", undertext::ChatMeta { title: "private".into(), ..Default::default() })
+        .unwrap();
+    let chat = s.chat("local", id).unwrap();
+    let msg = |role, parts| NewMessage { role, parts, feedback: false };
+    chat.append(NewMessage::system("You are terse.")).unwrap();
+    chat.append(NewMessage::user("Read the okapi config and look at the picture.")).unwrap();
+    chat.append(msg(
+        Role::Assistant,
+        vec![Part::ToolCall {
+            id: "c1".into(),
+            name: "read_file".into(),
+            args: "{\"path\":\"okapi.toml\"}".into(),
+        }],
+    ))
+    .unwrap();
+    chat.append(NewMessage::tool_result("c1", "colour = \"striped\"")).unwrap();
+    chat.append(msg(
+        Role::Assistant,
+        vec![Part::ToolCall { id: "c2".into(), name: "run".into(), args: "{\"cmd\":\"make\"}".into() }],
+    ))
+    .unwrap();
+    let mut log = String::new();
+    for i in 0..800 {
+        log.push_str(&format!("build row {i} fine\n"));
+    }
+    let archive = s.archive("local", &log).unwrap();
+    chat.append(msg(
+        Role::Tool,
+        vec![Part::ToolResult {
+            call_id: "c2".into(),
+            content: ToolContent::Archived { archive, preview: "build row 0 fine …".into() },
+            is_error: false,
+        }],
+    ))
+    .unwrap();
+    chat.append(msg(
+        Role::Assistant,
+        vec![Part::ApprovalRequest {
+            id: "ap1".into(),
+            call_id: Some("c3".into()),
+            prompt: "Delete okapi.toml?".into(),
+        }],
+    ))
+    .unwrap();
+    chat.append(msg(
+        Role::User,
+        vec![Part::ApprovalResponse { id: "ap1".into(), approved: false, reason: Some("keep it".into()) }],
+    ))
+    .unwrap();
+    let png = b"\x89PNG\r\n\x1a\n not really a picture".as_slice();
+    chat.append_with_blobs(
+        &[png],
+        vec![msg(
+            Role::User,
+            vec![
+                Part::Text("Here is the picture.".into()),
+                Part::Attachment { mime: "image/png".into(), blob: undertext::BlobId::of(png) },
+            ],
+        )],
+    )
+    .unwrap();
+    chat.append(NewMessage::assistant("A striped okapi.")).unwrap();
+    chat.append(NewMessage::feedback("format error: answer in one word")).unwrap();
+    chat.append(NewMessage::assistant("Okapi.")).unwrap();
+    let hidden = "an aside the harness hid";
+    let seq = chat.append(NewMessage::user(hidden)).unwrap();
+    chat.hide(&[std::ops::Range { start: seq, end: seq + 1 }], chat.revision()).unwrap();
+    for i in 0..3 {
+        chat.append(NewMessage::user(format!("question {i}"))).unwrap();
+        chat.append(NewMessage::assistant(format!("answer {i}"))).unwrap();
+    }
+    let opts = undertext::checkpoint::CheckpointOptions::default();
+    let cp = chat.build_checkpoint(&undertext::checkpoint::Extractive::default(), &opts).unwrap();
+    chat.publish_checkpoint(&cp).unwrap();
+    drop(chat);
+    s.close().unwrap();
+    (tmp, dir, id.to_string(), empty.to_string(), foreign.to_string(), archive.id.to_string(), hidden)
+}
+
+/// The paths of `serve`'s router, read from its source.
+fn router_paths() -> Vec<String> {
+    let src = include_str!("../src/cli/serve.rs");
+    src.split(".route(\"").skip(1).map(|r| r.split('"').next().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_sweep_of_every_route_over_chats_with_every_part_type_never_answers_5xx() {
+    let (_tmp, store, every, empty, foreign, aid, hidden) = every_part_store();
+    let server = serve(&store, &[]);
+    // Every route of the router, its path with a chat or archive in it, the query variants it
+    // takes, and its query parameters.
+    let routes: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+        ("/", vec!["", "?q=every", "?q=nothing-matches"], vec!["q"]),
+        (
+            "/search",
+            vec!["", "?q=okapi", "?q=okapi&chat={c}&limit=1&hidden=1", "?q=%21%21"],
+            vec!["q", "chat", "limit", "hidden"],
+        ),
+        ("/style.css", vec![""], vec![]),
+        ("/favicon.ico", vec![""], vec![]),
+        ("/chat/{id}", vec!["", "?rev=0", "?rev=1", "?from=0", "?from=3"], vec!["rev", "from"]),
+        ("/chat/{id}/attempts", vec!["", "?turn=0", "?turn=2"], vec!["turn"]),
+        (
+            "/chat/{id}/view",
+            vec!["", "?window=1000", "?window=5000", "?window=8000&reserve=0", "?window=200000"],
+            vec!["window", "reserve"],
+        ),
+        ("/chat/{id}/checkpoints", vec!["", "?window=1000", "?window=16000"], vec!["window"]),
+        ("/chat/{id}/chart", vec!["", "?window=1000"], vec!["window"]),
+        ("/chat/{id}/chart.svg", vec!["", "?window=1000"], vec!["window"]),
+        (
+            "/archive/{id}",
+            vec!["", "?start=0&end=10&unit=line", "?start=5&end=9&unit=byte"],
+            vec!["start", "end", "unit"],
+        ),
+    ];
+    let listed: Vec<&str> = routes.iter().map(|r| r.0).collect();
+    for p in router_paths() {
+        assert!(listed.contains(&p.as_str()), "the sweep covers the route {p}");
+    }
+    let bad_values =
+        ["abc", "-1", "1.5", "0", "4000", "99999999999999999999999", "18446744073709551615", "%ff"];
+    let mut requests = 0;
+    for (route, variants, params) in &routes {
+        let ids: Vec<&str> = if route.contains("/chat/") {
+            vec![&every, &empty, &foreign]
+        } else if route.starts_with("/archive/") {
+            vec![&aid]
+        } else {
+            vec![""]
+        };
+        for id in ids {
+            let path = route.replace("{id}", id);
+            for v in variants {
+                let url = format!("{path}{}", v.replace("{c}", &every));
+                let r = server.get(&url);
+                requests += 1;
+                assert!(r.status < 500, "{url}: {} {}", r.status, r.body);
+            }
+            for key in params {
+                for bad in bad_values {
+                    let url = format!("{path}?{key}={bad}");
+                    let r = server.get(&url);
+                    requests += 1;
+                    assert!(r.status < 500, "{url}: {} {}", r.status, r.body);
+                    if r.status == 400 {
+                        assert!(r.body.contains("expected"), "{url}: says what was expected: {}", r.body);
+                    }
+                }
+            }
+        }
+    }
+    assert!(requests > 300, "{requests} requests");
+
+    // The pages name what they should.
+    let page = server.page(&format!("/chat/{every}"));
+    for want in [
+        "You are terse.",
+        "<b>tool call</b> <code>read_file</code>",
+        "colour = &quot;striped&quot;",
+        "chars inline",
+        &format!("archived <a href=\"/archive/{aid}\">"),
+        "<b>approval request</b>",
+        "Delete okapi.toml?",
+        "<b>approval denied</b>",
+        "keep it",
+        "attachment image/png",
+        "format error: answer in one word",
+    ] {
+        assert!(page.contains(want), "the chat page shows {want:?}");
+    }
+    assert!(!page.contains(hidden), "a hidden message is not on the chat page");
+    for path in [format!("/chat/{every}/view"), format!("/chat/{every}/view?window=1000&reserve=200")] {
+        let page = server.page(&path);
+        assert!(page.contains("attachment image/png"), "{path}: the attachment is in the model view");
+        assert!(page.contains("id=\"decision\""), "{path}");
+    }
+    let page = server.page(&format!("/chat/{every}/checkpoints"));
+    assert!(page.contains("Published checkpoint: covers seqs 0.."), "{page}");
+    assert!(page.contains("<div class=\"summary\"><b>checkpoint summary</b>"));
+    let page = server.page(&format!("/search?q=okapi&chat={every}"));
+    assert!(page.contains(&format!("data-chat=\"{every}\"")), "{page}");
+    let page = server.page(&format!("/archive/{aid}?start=0&end=2&unit=line"));
+    assert!(page.contains("build row 1 fine"), "{page}");
+}
+
+#[test]
+fn a_window_below_the_reserve_is_a_400_naming_the_limit_and_every_bad_parameter_names_what_it_expected() {
+    let (_tmp, store, every, _, _, aid, _) = every_part_store();
+    let server = serve(&store, &[]);
+    let r = server.get(&format!("/chat/{every}/view?window=4000"));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body.contains("window 4000: expected more than the reserve for the answer, 4,096 tokens"),
+        "{}",
+        r.body
+    );
+    for (path, key) in [
+        (format!("/chat/{every}/view?window=abc"), "window"),
+        (format!("/chat/{every}/view?window=2000&reserve=1500"), "reserve"),
+        (format!("/chat/{every}/checkpoints?window=-5"), "window"),
+        (format!("/chat/{every}/chart.svg?window=99999999999999999999999"), "window"),
+        (format!("/chat/{every}?rev=abc"), "rev"),
+        (format!("/chat/{every}?from=1.5"), "from"),
+        (format!("/chat/{every}/attempts?turn=18446744073709551615"), "turn"),
+        ("/search?q=okapi&limit=0".to_string(), "limit"),
+        ("/search?q=okapi&hidden=maybe".to_string(), "hidden"),
+        (format!("/archive/{aid}?unit=furlong"), "unit"),
+        (format!("/archive/{aid}?end=abc"), "end"),
+    ] {
+        let r = server.get(&path);
+        assert_eq!(r.status, 400, "{path}: {}", r.body);
+        assert!(r.body.contains(&format!("{key}: expected ")), "{path}: names {key}: {}", r.body);
+    }
+}

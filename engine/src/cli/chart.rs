@@ -331,7 +331,8 @@ impl Replay {
             let scratch =
                 Store::open(&dir, Options::default().durability(Durability::None).preallocate(false))?;
             let worker = start_worker(&scratch, &opts)?;
-            let chat = scratch.chat("chart", scratch.create_chat("chart", ChatMeta::default())?)?;
+            let chat =
+                scratch.chat(SCRATCH_OWNER, scratch.create_chat(SCRATCH_OWNER, ChatMeta::default())?)?;
             Ok((scratch, worker, chat))
         })();
         match made {
@@ -378,7 +379,7 @@ impl Replay {
         self.revision = Some(snap.revision());
         let budget = self.opts.budget();
         for m in snap.range(self.consumed..snap.len())? {
-            let m = full_message(store, owner, m)?;
+            let m = full_message(store, owner, m, &self.scratch)?;
             let tokens = full_tokens(&self.scratch, &m);
             if m.role == Role::Assistant {
                 let v = self.chat.view(&budget)?;
@@ -522,8 +523,10 @@ const WORKER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Replays made by this process (names their scratch directories apart).
 static REPLAYS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// A stored message as the harness produced it: archived tool results read back whole.
-fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage> {
+/// A stored message as the harness produced it: archived tool results read back whole, the
+/// blobs of its attachments copied into `scratch` (for its owner [`SCRATCH_OWNER`]: appending
+/// an attachment needs its blob), and harness feedback kept as feedback (it starts no turn).
+fn full_message(store: &Store, owner: &str, m: Message, scratch: &Store) -> CliResult<NewMessage> {
     let mut parts = Vec::with_capacity(m.parts.len());
     for p in m.parts {
         parts.push(match p {
@@ -531,11 +534,21 @@ fn full_message(store: &Store, owner: &str, m: Message) -> CliResult<NewMessage>
                 let text = store.read_context(owner, &archive.id, 0..archive.bytes, Unit::Bytes)?;
                 Part::ToolResult { call_id, content: ToolContent::Text(text), is_error }
             }
+            Part::Attachment { mime, blob } => {
+                if !scratch.contains_blob(SCRATCH_OWNER, &blob)? {
+                    let bytes = store.get_blob(owner, &blob)?;
+                    scratch.put_blob(SCRATCH_OWNER, &bytes)?;
+                }
+                Part::Attachment { mime, blob }
+            }
             other => other,
         });
     }
-    Ok(NewMessage { role: m.role, parts, feedback: false })
+    Ok(NewMessage { role: m.role, parts, feedback: m.feedback })
 }
+
+/// The owner of a replay's chat in its scratch store.
+const SCRATCH_OWNER: &str = "chart";
 
 /// The usage a Claude Code transcript reported, one (uncached input, cached input, output)
 /// per model response (`message.id`, in order), read from the chat's source file when it is

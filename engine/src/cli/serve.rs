@@ -358,7 +358,8 @@ async fn blocking(app: App, f: impl FnOnce(&App) -> Result<Page, Fail> + Send + 
 }
 
 fn query(q: Q) -> Result<BTreeMap<String, String>, Fail> {
-    q.map(|Query(m)| m).map_err(|e| bad(format!("bad query string: {e}")))
+    q.map(|Query(m)| m)
+        .map_err(|e| bad(format!("bad query string: expected name=value pairs, percent-encoded UTF-8 ({e})")))
 }
 
 fn path(p: P) -> Result<String, Fail> {
@@ -705,7 +706,11 @@ fn search(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
         None => None,
     };
     let limit = param(q, "limit", 50, 1..=1000)?;
-    let hidden = matches!(q.get("hidden").map(String::as_str), Some("1" | "on" | "true" | "yes"));
+    let hidden = match q.get("hidden").map(|s| s.trim()) {
+        None | Some("" | "0" | "off" | "false" | "no") => false,
+        Some("1" | "on" | "true" | "yes") => true,
+        Some(other) => return Err(bad(format!("hidden: expected 1 or 0, found {other:?}"))),
+    };
     let nav = chat.map(|id| chat_nav(id, "")).unwrap_or_default();
     let mut b = String::new();
     let _ = write!(
@@ -979,8 +984,7 @@ fn tail_start(chat: &undertext::Chat) -> Result<u64, Fail> {
 }
 
 fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
-    let window = param(q, "window", VIEW_WINDOW, WINDOWS)?;
-    let reserve = param(q, "reserve", VIEW_RESERVE, 0..=window / 2)?;
+    let (window, reserve) = view_budget(q)?;
     let (chat, a) = analysis(app, id, window, reserve)?;
     let budget = a.budget.clone();
     let Some(v) = &a.view else {
@@ -1095,6 +1099,24 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
     }
     b.push_str("</tbody></table>");
     Ok(Page::Html(html("model view", &chat_nav(chat.id(), "model view"), &b)))
+}
+
+/// The window and reserve of the model view page: `?reserve=` at most half the window; without
+/// it, the default reserve, which the window must exceed (the guard's budget needs room for
+/// input beside the answer).
+fn view_budget(q: &BTreeMap<String, String>) -> Result<(u64, u64), Fail> {
+    let window = param(q, "window", VIEW_WINDOW, WINDOWS)?;
+    if q.get("reserve").is_some_and(|v| !v.trim().is_empty()) {
+        return Ok((window, param(q, "reserve", VIEW_RESERVE, 0..=window / 2)?));
+    }
+    if window <= VIEW_RESERVE {
+        return Err(bad(format!(
+            "window {window}: expected more than the reserve for the answer, {} tokens (or a smaller \
+             reserve=, at most half the window)",
+            num(VIEW_RESERVE)
+        )));
+    }
+    Ok((window, VIEW_RESERVE))
 }
 
 /// The chat's replay at `window` and `reserve`. Kept by (chat, window, reserve) with the
