@@ -22,6 +22,8 @@ use undertext::{Durability, NewMessage, Options, StepStatus, Store};
 struct Server {
     child: Child,
     port: u16,
+    /// What it wrote to stderr so far.
+    told: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
 
 impl Drop for Server {
@@ -45,19 +47,35 @@ fn serve(store: &Path, extra: &[&str]) -> Server {
         .arg(store)
         .args(["serve", "--port", "0"])
         .args(extra)
+        .env_remove("UNDERTEXT_SERVE_TOKEN")
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
     let port = line
-        .split("http://localhost:")
+        .split("http://")
         .nth(1)
         .and_then(|r| r.split('/').next())
+        .and_then(|a| a.rsplit(':').next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
-    Server { child, port }
+    // What it wrote to stderr before its address (the token notice), then the rest drained.
+    let mut err = child.stderr.take().unwrap();
+    let told = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = told.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            std::io::stderr().write_all(&buf[..n]).unwrap();
+        }
+    });
+    Server { child, port, told }
 }
 
 struct Reply {
@@ -69,11 +87,27 @@ struct Reply {
 impl Server {
     /// `GET path` with `Host: host` (None: no Host header, HTTP/1.0).
     fn get_as(&self, path: &str, host: Option<&str>) -> Reply {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         let req = match host {
             Some(h) => format!("GET {path} HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"),
             None => format!("GET {path} HTTP/1.0\r\n\r\n"),
         };
+        self.send(&req)
+    }
+
+    /// `GET path` with `Host: localhost:PORT` and the header lines `extra`.
+    fn get_with(&self, path: &str, extra: &[String]) -> Reply {
+        let mut req =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost:{}\r\nConnection: close\r\n", self.port);
+        for h in extra {
+            req.push_str(h);
+            req.push_str("\r\n");
+        }
+        req.push_str("\r\n");
+        self.send(&req)
+    }
+
+    fn send(&self, req: &str) -> Reply {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
         s.write_all(req.as_bytes()).unwrap();
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).unwrap();
@@ -86,6 +120,18 @@ impl Server {
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
         Reply { status, headers, body: body.to_string() }
+    }
+
+    /// What it wrote to stderr, once that holds `needle` (at most 10 s).
+    fn told(&self, needle: &str) -> String {
+        for _ in 0..100 {
+            let told = String::from_utf8_lossy(&self.told.lock().unwrap()).into_owned();
+            if told.contains(needle) {
+                return told;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("the server never said {needle:?}")
     }
 
     fn get(&self, path: &str) -> Reply {
@@ -969,5 +1015,93 @@ fn a_window_below_the_reserve_is_a_400_naming_the_limit_and_every_bad_parameter_
         let r = server.get(&path);
         assert_eq!(r.status, 400, "{path}: {}", r.body);
         assert!(r.body.contains(&format!("{key}: expected ")), "{path}: names {key}: {}", r.body);
+    }
+}
+
+#[test]
+fn a_bind_beyond_loopback_needs_the_token_from_query_cookie_or_bearer_header_whatever_the_host() {
+    let (_tmp, store, _, _) = store();
+    let server = serve(&store, &["--bind", "0.0.0.0"]);
+    let told = server.told("?token=");
+    assert!(told.contains("reachable beyond this machine"), "{told}");
+    assert!(told.contains("every chat of owner \"local\" (read-only)"), "{told}");
+    let token = told.split("?token=").nth(1).unwrap().split_whitespace().next().unwrap().to_string();
+    assert_eq!(token.len(), 64, "a generated token: {token}");
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
+    assert!(told.contains(&format!("Authorization: Bearer {token}")), "{told}");
+
+    // Without the token: 401, whatever the Host says, on every path.
+    for host in [format!("localhost:{}", server.port), "127.0.0.1".into(), "evil.example".into()] {
+        for path in ["/", "/chat/chat-0000000000000001", "/style.css", "/nope"] {
+            let r = server.get_as(path, Some(&host));
+            assert_eq!(r.status, 401, "{path} Host {host}: {}", r.body);
+            assert!(!r.body.contains("data-chat"), "{path}: no data");
+            assert!(r.headers["www-authenticate"].starts_with("Bearer"), "{path}");
+        }
+    }
+    // A wrong token, by any way: 401.
+    let wrong = "0".repeat(64);
+    let cookie = format!("undertext_token_{}", server.port);
+    for r in [
+        server.get(&format!("/?token={wrong}")),
+        server.get(&format!("/?token={}", &token[..63])),
+        server.get_with("/", &[format!("Authorization: Bearer {wrong}")]),
+        server.get_with("/", &[format!("Cookie: {cookie}={wrong}")]),
+        server.get_with("/", &[format!("Cookie: undertext_token_1={token}")]),
+        server.get_with("/", &[format!("Authorization: Basic {token}")]),
+    ] {
+        assert_eq!(r.status, 401, "{}", r.body);
+        assert!(!r.body.contains("data-chat"));
+    }
+    // The query once: a redirect to the same page without it, and the cookie.
+    let r = server.get(&format!("/chat/chat-0000000000000001?rev=0&token={token}&from=0"));
+    assert_eq!(r.status, 303, "{}", r.body);
+    assert_eq!(r.headers["location"], "/chat/chat-0000000000000001?rev=0&from=0");
+    let set = &r.headers["set-cookie"];
+    assert!(set.starts_with(&format!("{cookie}={token};")), "{set}");
+    assert!(set.contains("HttpOnly") && set.contains("SameSite=Strict"), "{set}");
+    let r = server.get(&format!("/?token={token}"));
+    assert_eq!((r.status, r.headers["location"].as_str()), (303, "/"));
+    // Then the cookie, among others.
+    let r = server.get_with("/", &[format!("Cookie: theme=dark; {cookie}={token}")]);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("data-chat"));
+    // Or the bearer header, with any Host (the token stands in for the Host check).
+    for host in [format!("localhost:{}", server.port), "192.0.2.7:7878".into()] {
+        let req = format!(
+            "GET / HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        );
+        let r = server.send(&req);
+        assert_eq!(r.status, 200, "Host {host}: {}", r.body);
+        assert!(r.body.contains("data-chat"));
+    }
+}
+
+#[test]
+fn a_loopback_bind_needs_no_token_unless_one_is_given_and_help_says_what_is_exposed() {
+    let (_tmp, store, _, _) = store();
+    let open = serve(&store, &[]);
+    assert_eq!(open.get("/").status, 200, "loopback, no token: as before");
+    let token = "a-token-of-the-harness_1234";
+    let shut = serve(&store, &["--token", token]);
+    let told = shut.told("every request needs the token");
+    assert!(!told.contains(token), "a given token is not printed: {told}");
+    assert_eq!(shut.get("/").status, 401);
+    assert_eq!(shut.get_with("/", &[format!("Authorization: Bearer {token}")]).status, 200);
+    assert_eq!(shut.get_with("/", &["Authorization: Bearer a-token-of-the-harness_1235".into()]).status, 401);
+    // A token too short or unfit for a URL is refused before serving.
+    let out = Command::new(env!("CARGO_BIN_EXE_undertext"))
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--port", "0", "--token", "short"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--token: expected 16 to 256 characters"));
+    let help = Command::new(env!("CARGO_BIN_EXE_undertext")).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for want in ["every chat of the owner", "read-only", "--token", "needs a token", "Authorization: Bearer"]
+    {
+        assert!(help.contains(want), "--help says {want:?}: {help}");
     }
 }

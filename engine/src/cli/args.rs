@@ -52,7 +52,14 @@ pub enum Command {
     Stats(JsonArg),
     /// Context size and cost per model step of a chat, as an SVG chart.
     Plot(PlotArgs),
-    /// A read-only local web page of the store: chats, the model view, checkpoints, the chart.
+    /// A read-only web page of the store: chats, the model view, checkpoints, the chart.
+    ///
+    /// It exposes every chat of the owner (--owner), read-only: messages, tool results and
+    /// archives, attachments' metadata, the model view. On loopback (the default) it answers
+    /// only requests naming this machine (Host). Binding any other address (--bind 0.0.0.0)
+    /// needs a token: --token (or UNDERTEXT_SERVE_TOKEN), else one is generated and printed
+    /// once to stderr with the URL to open; every request must carry it (?token= once, then
+    /// a cookie, or "Authorization: Bearer TOKEN"), or gets a 401.
     #[cfg(feature = "serve")]
     Serve(ServeArgs),
     /// A Model Context Protocol server on stdio over the store, read-only beside a live
@@ -288,12 +295,19 @@ pub struct PlotArgs {
 #[cfg(feature = "serve")]
 #[derive(Debug, Args)]
 pub struct ServeArgs {
-    /// The port on 127.0.0.1 (0: any free port; the address is printed).
+    /// The port (0: any free port; the address is printed).
     #[arg(long, default_value_t = 7878)]
     pub port: u16,
-    /// The address to bind (loopback by default; requests must still name a local host).
+    /// The address to bind: loopback by default (requests must name a local host). Any other
+    /// address (0.0.0.0, a LAN address) exposes every chat of the owner, read-only, to whoever
+    /// reaches the port with the token (--token, else one generated and printed to stderr).
     #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub bind: std::net::IpAddr,
+    /// The token every request must carry (?token= once, then a cookie, or "Authorization:
+    /// Bearer TOKEN"): 16 to 256 of A-Z a-z 0-9 . _ ~ -. Without it, loopback binds need none
+    /// and other binds get a random one. Also read from UNDERTEXT_SERVE_TOKEN (not shown by ps).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
     /// Prices in US dollars per million tokens, for the chart's cumulative cost.
     #[arg(
         long,

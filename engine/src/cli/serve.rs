@@ -17,7 +17,11 @@
 //!
 //! Safety: the server binds 127.0.0.1 by default and answers only requests whose `Host`
 //! names the local machine (`localhost`, `127.0.0.1`, `[::1]`), so a web page on another
-//! site cannot read the store through DNS rebinding. It never writes to the store: pages
+//! site cannot read the store through DNS rebinding. Any other bind address needs a token
+//! (`--token`, else a random one printed once to stderr): every request carries it
+//! (`?token=` once, answered by a redirect that sets a cookie; the cookie; or an
+//! `Authorization: Bearer` header), compared in constant time, or gets a 401; with a token
+//! the token stands in for the Host check (a rebinding page does not have it). It never writes to the store: pages
 //! call only reading methods: the chart's series is computed without a store
 //! (`chart::Charting`), and the model view and checkpoints pages replay the chat on a scratch
 //! store in the temporary directory. Both are kept (see `chart_series`, `analysis`): a chat
@@ -134,11 +138,96 @@ struct App {
     /// Replays by (chat, window, reserve): the slow part of the chart, checkpoints and model
     /// view pages.
     charts: Arc<Charts>,
+    /// The token every request must carry, when there is one (see [`guard`]).
+    auth: Option<Arc<Auth>>,
+}
+
+/// The environment variable `--token` may come from (a command line shows in `ps`).
+const TOKEN_ENV: &str = "UNDERTEXT_SERVE_TOKEN";
+
+/// The server's token: its hash (compared in constant time) and the cookie that carries it.
+struct Auth {
+    hash: blake3::Hash,
+    /// The cookie's name: per port, as cookies do not tell ports apart.
+    cookie: String,
+}
+
+impl Auth {
+    fn new(token: &str, port: u16) -> Auth {
+        Auth { hash: blake3::hash(token.as_bytes()), cookie: format!("undertext_token_{port}") }
+    }
+
+    /// Whether `given` is the token: `blake3::Hash`'s equality is constant-time, and hashing
+    /// first hides the token's length too.
+    fn accepts(&self, given: &str) -> bool {
+        blake3::hash(given.as_bytes()) == self.hash
+    }
+}
+
+/// The token of `a`: `--token` (or [`TOKEN_ENV`]) checked, else a random one for a bind
+/// beyond loopback (true: generated), else none.
+fn token_of(a: &ServeArgs) -> CliResult<Option<(String, bool)>> {
+    let given = a.token.clone().or_else(|| std::env::var(TOKEN_ENV).ok()).filter(|t| !t.is_empty());
+    match given {
+        Some(t) => {
+            let ok = (16..=256).contains(&t.len())
+                && t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'));
+            if !ok {
+                return Err(CliError(format!(
+                    "--token: expected 16 to 256 characters of A-Z a-z 0-9 . _ ~ - (it goes in a URL and a \
+                     cookie), found {} characters",
+                    t.chars().count()
+                )));
+            }
+            Ok(Some((t, false)))
+        }
+        None if a.bind.is_loopback() => Ok(None),
+        None => Ok(Some((random_token()?, true))),
+    }
+}
+
+/// 32 random bytes from the system, as 64 hex digits.
+fn random_token() -> CliResult<String> {
+    use std::io::Read as _;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).map_err(|e| {
+        CliError(format!("cannot make a token from /dev/urandom ({e}): give one with --token"))
+    })?;
+    Ok(b.iter().fold(String::with_capacity(64), |mut o, x| {
+        let _ = write!(o, "{x:02x}");
+        o
+    }))
+}
+
+/// The address a client on another machine would use for `local` (bound to an unspecified
+/// address: this machine's address on its default route, found without sending anything).
+fn reachable(local: std::net::SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+    if !local.ip().is_unspecified() {
+        return local.to_string();
+    }
+    let (any, probe, fallback): (IpAddr, IpAddr, IpAddr) = if local.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED.into(), Ipv4Addr::new(192, 0, 2, 1).into(), Ipv4Addr::LOCALHOST.into())
+    } else {
+        (
+            Ipv6Addr::UNSPECIFIED.into(),
+            "2001:db8::1".parse().unwrap_or(Ipv6Addr::LOCALHOST).into(),
+            Ipv6Addr::LOCALHOST.into(),
+        )
+    };
+    let ip = UdpSocket::bind(SocketAddr::new(any, 0))
+        .and_then(|u| u.connect(SocketAddr::new(probe, 9)).and_then(|()| u.local_addr()))
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified())
+        .unwrap_or(fallback);
+    SocketAddr::new(ip, local.port()).to_string()
 }
 
 /// `serve`.
 pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
     let prices = Prices::parse(&a.price)?;
+    let token = token_of(a)?;
     let store = open_store(cli)?;
     let charts = Arc::<Charts>::default();
     let current = Arc::new(Mutex::new(store.clone()));
@@ -149,12 +238,14 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
         owner: cli.owner.clone(),
         prices,
         charts: charts.clone(),
+        auth: None,
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()
         .map_err(|e| CliError(format!("starting the server's runtime: {e}")))?;
     let addr = std::net::SocketAddr::new(a.bind, a.port);
+    let mut app = app;
     let served = rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -162,10 +253,32 @@ pub fn run(cli: &Cli, a: &ServeArgs) -> CliResult {
         let local = listener.local_addr()?;
         let host =
             if local.ip().is_loopback() { format!("localhost:{}", local.port()) } else { local.to_string() };
+        if let Some((token, generated)) = &token {
+            app.auth = Some(Arc::new(Auth::new(token, local.port())));
+            let url = format!(
+                "http://{}/?token={}",
+                if local.ip().is_loopback() { host.clone() } else { reachable(local) },
+                if *generated { token.as_str() } else { "TOKEN" }
+            );
+            if !local.ip().is_loopback() {
+                eprintln!(
+                    "undertext serve: {local} is reachable beyond this machine: whoever reaches it with the token \
+                     reads every chat of owner {:?} (read-only)",
+                    cli.owner
+                );
+            }
+            eprintln!(
+                "undertext serve: every request needs the token{}: open {url} once (a cookie keeps it), or send \
+                 \"Authorization: Bearer {}\"",
+                if *generated { " (generated, printed only here)" } else { " (--token)" },
+                if *generated { token.as_str() } else { "TOKEN" }
+            );
+        }
         println!(
-            "serving {} (owner {:?}) on http://{host}/ — read-only; Ctrl-C stops",
+            "serving {} (owner {:?}) on http://{host}/ — read-only{}; Ctrl-C stops",
             cli.store.display(),
-            cli.owner
+            cli.owner,
+            if app.auth.is_some() { ", token required" } else { "" }
         );
         use std::io::Write as _;
         std::io::stdout().flush()?;
@@ -207,6 +320,7 @@ async fn stop_signal() {
 }
 
 fn router(app: App) -> Router {
+    let guarded = app.clone();
     Router::new()
         .route("/", get(chats_page))
         .route("/search", get(search_page))
@@ -220,7 +334,7 @@ fn router(app: App) -> Router {
         .route("/chat/{id}/chart.svg", get(chart_svg))
         .route("/archive/{id}", get(archive_page))
         .fallback(not_found)
-        .layer(middleware::from_fn(local_only))
+        .layer(middleware::from_fn_with_state(guarded, guard))
         .with_state(app)
 }
 
@@ -244,6 +358,67 @@ fn is_local_host(host: &str) -> bool {
 
 fn all_digits(s: &str) -> bool {
     !s.is_empty() && s.len() <= 5 && s.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Every request passes here: with a token ([`App::auth`]) it must carry it, otherwise its
+/// `Host` must name this machine ([`local_only`]).
+async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
+    let Some(auth) = app.auth.clone() else { return local_only(req, next).await };
+    let query = req.uri().query().unwrap_or_default();
+    if let Some(given) = query.split('&').find_map(|kv| kv.strip_prefix("token=")) {
+        if !auth.accepts(given) {
+            return unauthorized("the token in ?token= is not this server's");
+        }
+        // The token leaves the address bar (and the history) for a cookie: the same page
+        // again without it.
+        let path = req.uri().path();
+        let path = if path.starts_with("//") || path.starts_with("/\\") { "/" } else { path };
+        let rest: Vec<&str> =
+            query.split('&').filter(|kv| !kv.is_empty() && !kv.starts_with("token=")).collect();
+        let location = if rest.is_empty() { path.to_string() } else { format!("{path}?{}", rest.join("&")) };
+        let mut resp = StatusCode::SEE_OTHER.into_response();
+        let h = resp.headers_mut();
+        if let (Ok(loc), Ok(cookie)) = (
+            HeaderValue::from_str(&location),
+            HeaderValue::from_str(&format!("{}={given}; Path=/; HttpOnly; SameSite=Strict", auth.cookie)),
+        ) {
+            h.insert(header::LOCATION, loc);
+            h.insert(header::SET_COOKIE, cookie);
+        }
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return resp;
+    }
+    let bearer = req
+        .headers()
+        .get_all(header::AUTHORIZATION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.trim().split_once(' '))
+        .any(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer") && auth.accepts(t.trim()));
+    let cookie = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .any(|(k, v)| k == auth.cookie && auth.accepts(v));
+    if bearer || cookie {
+        next.run(req).await
+    } else {
+        unauthorized(
+            "this server needs its token: open the URL it printed when it started (?token=), or send \
+                      \"Authorization: Bearer TOKEN\"",
+        )
+    }
+}
+
+fn unauthorized(why: &str) -> Response {
+    let mut resp = Fail(StatusCode::UNAUTHORIZED, why.into()).into_response();
+    resp.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"undertext serve\""));
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
 }
 
 async fn local_only(req: Request, next: Next) -> Response {
