@@ -213,3 +213,24 @@ fn the_view_renders_to_openai_and_anthropic_json() {
         assert_ne!(w[0]["role"], w[1]["role"]);
     }
 }
+
+#[test]
+fn a_bad_budget_is_refused_naming_the_one_constraint_it_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    chat.append(NewMessage::user("hello")).unwrap();
+    let soft_over_hard = Budget { soft: 0.95, ..Budget::new(32_000, 4_096) };
+    let nan_target = Budget { target: f64::NAN, ..Budget::new(32_000, 4_096) };
+    let nudge = Budget { nudge: Some(1.5), ..Budget::new(32_000, 4_096) };
+    for (b, expect, not) in [
+        (Budget::new(100, 4_096), "window 100: expected more than the 4096 tokens reserved", "nudge"),
+        (soft_over_hard, "found target 0.5 soft 0.95 hard 0.9", "window"),
+        (nan_target, "found target NaN", "window"),
+        (nudge, "nudge 1.5: expected 0 < nudge <= 1", "window"),
+    ] {
+        let e = chat.view(&b).unwrap_err().to_string();
+        assert!(e.contains(expect), "{e}");
+        assert!(!e.contains(not), "names a constraint it does not break: {e}");
+    }
+}

@@ -1,6 +1,7 @@
 //! Claims (issue 16, "Smaller"): `Locked` says who holds the store — another handle of this
 //! process, a process that has not written its pid yet, or another process by pid; a damaged
-//! segment header is reported in words (expected and found), not as a Rust debug value.
+//! segment header is reported in words (expected and found), not as a Rust debug value; a store
+//! path that names a file is refused as not a directory (issue 37).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
@@ -53,4 +54,19 @@ fn a_damaged_segment_header_is_reported_in_words() {
     assert!(matches!(e, Error::Corrupt { segment: 1, offset: 0, .. }), "{e:?}");
     assert!(msg.contains("segment header checksum: expected 0x"), "{msg}");
     assert!(!msg.contains("Bad(") && !msg.contains('"'), "a debug format in {msg}");
+}
+
+#[test]
+fn a_store_path_that_is_a_file_is_refused_as_not_a_directory_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, b"my notes").unwrap();
+    for e in [Store::open(&file, opts()).unwrap_err(), Store::open_read_only(&file).unwrap_err()] {
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        assert!(msg.contains("expected a directory") && msg.contains("found a file"), "{msg}");
+        assert!(!msg.contains("os error"), "the OS's words instead of ours: {msg}");
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), b"my notes", "the file was changed");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "something was created beside it");
 }

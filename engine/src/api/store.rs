@@ -128,6 +128,7 @@ impl Store {
             #[cfg(not(feature = "fleet"))]
             return Err(no_fleet_feature(url));
         }
+        refuse_non_directory(path.as_ref())?;
         let (kernel, next_chat) = Kernel::open(path.as_ref(), opts)?;
         Ok(store_of(kernel, next_chat))
     }
@@ -163,6 +164,7 @@ impl Store {
     /// ```
     pub fn open_read_only_with(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         refuse_fleet_url(path.as_ref(), "a read-only open")?;
+        refuse_non_directory(path.as_ref())?;
         let (kernel, next_chat) = read_only::open(path.as_ref(), opts)?;
         Ok(store_of(kernel, next_chat))
     }
@@ -705,5 +707,18 @@ fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
             crate::error::hide_password(url)
         ))),
         None => Ok(()),
+    }
+}
+
+/// A store is a directory: a path that names something else is refused, saying what it is,
+/// before anything is created or locked.
+fn refuse_non_directory(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_dir() => Err(crate::error::Error::InvalidArgument(format!(
+            "store {}: expected a directory (or nothing, to create one), found {}",
+            path.display(),
+            if m.is_file() { "a file" } else { "something that is not a directory" }
+        ))),
+        _ => Ok(()),
     }
 }

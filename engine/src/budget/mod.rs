@@ -143,20 +143,25 @@ impl Budget {
     }
 
     pub(crate) fn validate(&self) -> crate::Result<()> {
-        let ok = self.usable() > 0
-            && 0.0 < self.target
-            && self.target <= self.soft
-            && self.soft <= self.hard
-            && self.hard <= 1.0
-            && self.nudge.is_none_or(|n| 0.0 < n && n <= 1.0);
-        if ok {
-            Ok(())
-        } else {
-            Err(crate::Error::InvalidArgument(format!(
-                "budget: expected window > reserve, 0 < target <= soft <= hard <= 1 and 0 < nudge <= 1, found \
-                 window {} reserve {} target {} soft {} hard {} nudge {:?}",
-                self.window, self.reserve_output, self.target, self.soft, self.hard, self.nudge
-            )))
+        let bad = |why: String| Err(crate::Error::InvalidArgument(format!("budget: {why}")));
+        if self.usable() == 0 {
+            return bad(format!(
+                "window {}: expected more than the {} tokens reserved for the answer",
+                self.window, self.reserve_output
+            ));
         }
+        // Written so that NaN fails too.
+        if !(0.0 < self.target && self.target <= self.soft && self.soft <= self.hard && self.hard <= 1.0) {
+            return bad(format!(
+                "expected 0 < target <= soft <= hard <= 1, found target {} soft {} hard {}",
+                self.target, self.soft, self.hard
+            ));
+        }
+        if let Some(n) = self.nudge
+            && !(0.0 < n && n <= 1.0)
+        {
+            return bad(format!("nudge {n}: expected 0 < nudge <= 1"));
+        }
+        Ok(())
     }
 }

@@ -221,6 +221,12 @@ pub struct ViewArgs {
     /// Print JSON: the decision, the estimate and the messages.
     #[arg(long)]
     pub json: bool,
+    /// Do not prepare a checkpoint when the view would be refused. By default `view` does
+    /// what a harness's worker would have done: it builds a checkpoint of the settled
+    /// history with the built-in extractive summarizer and publishes it (a write to the
+    /// store), then builds the view again. A view still refused exits with status 1.
+    #[arg(long)]
+    pub no_prepare: bool,
 }
 
 /// `archive`.

@@ -4,6 +4,7 @@ use std::io::Write;
 
 use serde_json::{Value, json};
 use undertext::budget::{Budget, Decision};
+use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{BlobId, Durability, Page, Unit};
 
 use super::args::{ArchiveArgs, ChatsArgs, ReadArgs, SearchArgs, ShowArgs, ViewArgs};
@@ -107,7 +108,44 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
     let store = out::open_for_reading(cli)?;
     let chat = out::chat(cli, &store, &a.chat)?;
     let budget = Budget::new(a.window, a.reserve);
-    let v = chat.view(&budget)?;
+    let mut v = chat.view(&budget)?;
+    // Why a view stays refused, for the error at the end.
+    let mut why = "the protected minimum (system messages, the task, the last step) and what cannot be \
+                   summarized yet (the protected tail, a pending approval) are over the hard line"
+        .to_string();
+    if matches!(v.decision(), Decision::Refused { .. }) {
+        if a.no_prepare {
+            why = "no checkpoint was prepared (--no-prepare): run `view` without it, or let a harness's worker \
+                   publish one"
+                .into();
+        } else if store.is_read_only() {
+            why =
+                "the store is open read-only, so no checkpoint could be prepared: run `view` when no other \
+                   process holds the store"
+                    .into();
+        } else {
+            // What a harness's worker would have done before this call.
+            // The protected tail bounded by this budget, as the worker bounds it.
+            let opts = CheckpointOptions {
+                protect_max_tokens: Some(budget.protect_limit()),
+                ..CheckpointOptions::default()
+            };
+            let cp = chat.build_checkpoint(&Extractive::default(), &opts)?;
+            if cp.reach > chat.published_checkpoint().map_or(0, |(_, reach)| reach) {
+                chat.publish_checkpoint(&cp)?;
+                eprintln!(
+                    "note: prepared and published a checkpoint of messages 0..{} (the built-in extractive summarizer), \
+                     as a harness's worker would have; --no-prepare leaves the store as it is",
+                    cp.reach
+                );
+                v = chat.view(&budget)?;
+            }
+        }
+    }
+    let refused = match v.decision() {
+        Decision::Refused { over_by, .. } => Some(*over_by),
+        _ => None,
+    };
     let decision = match v.decision() {
         Decision::Fits => json!({"kind": "fits"}),
         Decision::Compacted { previewed, tokens_saved } => {
@@ -119,11 +157,12 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
     };
     if a.json {
         let msgs: Vec<Value> = v.messages().iter().map(undertext::json::view_message_json).collect();
-        return out::print_json(&json!({
+        out::print_json(&json!({
             "chat": chat.id().to_string(), "window": a.window, "reserve": a.reserve,
             "soft_limit": budget.soft_limit(), "target_limit": budget.target_limit(), "hard_limit": budget.hard_limit(),
             "estimate": v.estimate(), "raw_estimate": v.raw_estimate(), "decision": decision, "messages": msgs,
-        }));
+        }))?;
+        return refused_error(refused, &why);
     }
     match a.format.as_str() {
         "openai" => println!("{}", v.to_openai_json()),
@@ -173,7 +212,17 @@ pub fn view(cli: &Cli, a: &ViewArgs) -> CliResult {
             return Err(CliError(format!("--format: expected text, openai or anthropic, found {other:?}")));
         }
     }
-    Ok(())
+    refused_error(refused, &why)
+}
+
+/// The error a refused view exits with (status 1), after the view is printed.
+fn refused_error(over_by: Option<u64>, why: &str) -> CliResult {
+    match over_by {
+        Some(over) => {
+            Err(CliError(format!("the view is refused: over the hard line by {} tokens; {why}", num(over))))
+        }
+        None => Ok(()),
+    }
 }
 
 /// `archive FILE`: stores the file's text as an archive of the owner.
