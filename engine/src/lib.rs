@@ -54,7 +54,8 @@ pub use blob::{Blob, BlobId, Compression, Verify};
 pub use error::{Error, Result};
 pub use history::{
     ArchiveRef, Attempt, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, MetaField,
-    NewMessage, Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag, ToolContent,
+    NewMessage, OwnerStats, Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag,
+    ToolContent,
 };
 /// Fault injection for tests: see the module documentation. Only with the cargo feature
 /// `fault-injection`; a normal build has no fault hooks at all.

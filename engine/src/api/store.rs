@@ -643,7 +643,17 @@ impl Store {
         maintenance::check(self.core())
     }
 
-    /// Sizes and counters.
+    /// What `owner` holds, counted from its own chats: figures that do not depend on what
+    /// other owners stored, so an owner can be shown them (unlike [`Store::stats`]).
+    pub fn owner_stats(&self, owner: &str) -> Result<crate::history::OwnerStats> {
+        self.same_process()?;
+        history::owner_stats(&self.inner.chats, &self.inner.archives, owner)
+    }
+
+    /// Store-wide sizes and counters, for the store's operator (maintenance). They move when
+    /// any owner writes, and content already stored is not written again, so they tell one
+    /// owner whether another stored a given text: never show them to an owner; show
+    /// [`Store::owner_stats`] instead.
     pub fn stats(&self) -> Result<StoreStats> {
         self.same_process()?;
         maintenance::stats(self.core(), self.inner.chats.len() as u64)

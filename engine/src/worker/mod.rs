@@ -659,6 +659,8 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let opts = WorkerOptions {
+            // One call at a time: every call of the tree is in a row.
+            threads: 1,
             call_time: Some(Duration::from_secs(2)),
             checkpoint: CheckpointOptions {
                 segment_tokens: 1_000,
@@ -667,6 +669,8 @@ mod tests {
             },
             ..WorkerOptions::default()
         };
+        // With the default 4 calls at once, 3 segments are one round, then the merge.
+        assert_eq!(shared(WorkerOptions { threads: 4, ..opts.clone() }).whole_tree_rounds(3_000), 2.0);
         let s = shared(opts.clone());
         // 3,000 tokens: 3 segments and a merge, 4 calls of 2 s: 8 s, 12 with the margin,
         // 13 steps of 300 tokens: 3,900 before the hard line.
