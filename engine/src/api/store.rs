@@ -128,7 +128,7 @@ impl Store {
             #[cfg(not(feature = "fleet"))]
             return Err(no_fleet_feature(url));
         }
-        let (kernel, next_chat) = Kernel::open(path.as_ref(), opts)?;
+        let (kernel, next_chat) = Kernel::open(path.as_ref(), opts).map_err(crate::Error::unwritable_said)?;
         Ok(store_of(kernel, next_chat))
     }
 
