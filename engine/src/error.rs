@@ -164,7 +164,7 @@ pub enum Error {
         reason: String,
     },
     /// A previous I/O failure left the writer unable to continue; reopen the store.
-    #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
+    #[error("{}", poisoned_message(.0))]
     Poisoned(String),
     /// The store was opened read-only ([`Store::open_read_only`]): it never writes, so a
     /// write through it is refused; or the log it follows changed under it (a `gc` replaced
@@ -200,7 +200,7 @@ impl Error {
     pub(crate) fn index(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(c) = cur {
-            if let Some(io) = c.downcast_ref::<std::io::Error>()
+            if let Some(io) = redb_io(c)
                 && is_full(io)
             {
                 let source = std::io::Error::new(io.kind(), format!("the index's write failed: {e}"));
@@ -262,6 +262,57 @@ impl Error {
 pub(crate) fn is_full(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
         || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// The I/O error `e` is, or that the redb error `e` carries (redb's errors do not give it as
+/// their `source()`).
+fn redb_io<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    fn storage(s: &redb::StorageError) -> Option<&std::io::Error> {
+        match s {
+            redb::StorageError::Io(io) => Some(io),
+            _ => None,
+        }
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        return Some(io);
+    }
+    if let Some(redb::Error::Io(io)) = e.downcast_ref::<redb::Error>() {
+        return Some(io);
+    }
+    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
+        return storage(s);
+    }
+    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref::<redb::CommitError>() {
+        return storage(s);
+    }
+    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref::<redb::TransactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::TableError::Storage(s)) = e.downcast_ref::<redb::TableError>() {
+        return storage(s);
+    }
+    if let Some(redb::DatabaseError::Storage(s)) = e.downcast_ref::<redb::DatabaseError>() {
+        return storage(s);
+    }
+    if let Some(redb::CompactionError::Storage(s)) = e.downcast_ref::<redb::CompactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::SavepointError::Storage(s)) = e.downcast_ref::<redb::SavepointError>() {
+        return storage(s);
+    }
+    None
+}
+
+/// The message of [`Error::Poisoned`]: a writer stopped by a full disk says so.
+fn poisoned_message(why: &str) -> String {
+    let full = ["(os error 28)", "(os error 122)"].iter().any(|c| why.contains(c));
+    if full && !why.contains("disk is full") {
+        return format!(
+            "store writer is poisoned by an earlier failure ({why}: the disk is full, which is not damage to \
+             the store); free space, then reopen the store"
+        );
+    }
+    format!("store writer is poisoned by an earlier failure ({why}); reopen the store")
 }
 
 /// True when `e` says a file cannot be written here: `EROFS`, `EACCES` or `EPERM`.
