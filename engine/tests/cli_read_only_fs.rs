@@ -95,7 +95,9 @@ fn read_commands_on_an_unwritable_store_read_it_read_only_and_writes_name_read_o
     let err = String::from_utf8_lossy(&del.stderr);
     assert!(err.contains("--read-only"), "the error of a write does not name --read-only: {err}");
     // The library's open names the read-only open.
-    let e = undertext::Store::open(&store, undertext::Options::default()).err().expect("opened for writing");
+    let Err(e) = undertext::Store::open(&store, undertext::Options::default()) else {
+        panic!("an unwritable store opened for writing")
+    };
     assert!(e.is_unwritable(), "{e:?}");
     assert!(e.to_string().contains("Store::open_read_only"), "{e}");
 }

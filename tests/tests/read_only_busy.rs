@@ -142,7 +142,7 @@ fn a_store_without_segments_and_without_a_live_writer_is_corrupt_at_once() {
     // The LOCK names a process that is gone.
     std::fs::write(dir.join("LOCK"), "999999999").unwrap();
     let t = Instant::now();
-    let e = Store::open_read_only(&dir).err().expect("a store without segments opened");
+    let Err(e) = Store::open_read_only(&dir) else { panic!("a store without segments opened") };
     assert!(matches!(e, Error::Corrupt { .. }), "{e:?}");
     assert!(t.elapsed() < Duration::from_millis(500), "no writer: no retries ({:?})", t.elapsed());
 }
