@@ -19,8 +19,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// An operating-system I/O call failed.
-    #[error("{op} {path}: {source}")]
+    /// An operating-system I/O call failed. When it failed for lack of space (`ENOSPC`,
+    /// `EDQUOT`) the message says the disk is full, and that this is not damage.
+    #[error("{}", io_message(op, path, source))]
     Io {
         /// What the engine was doing (`"open"`, `"write"`, `"fdatasync"`, ...).
         op: &'static str,
@@ -143,8 +144,27 @@ pub enum Error {
         /// The calling process (a fork of `opened_by`).
         caller: u32,
     },
+    /// A read-only open ([`Store::open_read_only`]) met a store that a live process is
+    /// creating (its log not there yet) or collecting (a `gc` swapping its log in while it was
+    /// read), again and again for about a second. This is not damage: retry the open in a
+    /// moment. `pid` is the process holding the store's `LOCK`.
+    ///
+    /// [`Store::open_read_only`]: crate::Store::open_read_only
+    ///
+    /// ```
+    /// use undertext::Error;
+    /// let e = Error::Busy { pid: 42, reason: "the store at /s is being created by process 42".into() };
+    /// assert!(e.to_string().starts_with("store is busy: the store at /s is being created by process 42"));
+    /// ```
+    #[error("store is busy: {reason}; this is not damage: retry the open in a moment")]
+    Busy {
+        /// The process holding the store's `LOCK` (the one creating or collecting it).
+        pid: u32,
+        /// What the store is in the middle of, and what the last try found.
+        reason: String,
+    },
     /// A previous I/O failure left the writer unable to continue; reopen the store.
-    #[error("store writer is poisoned by an earlier failure ({0}); reopen the store")]
+    #[error("{}", poisoned_message(.0))]
     Poisoned(String),
     /// The store was opened read-only ([`Store::open_read_only`]): it never writes, so a
     /// write through it is refused; or the log it follows changed under it (a `gc` replaced
@@ -174,9 +194,57 @@ impl Error {
         Error::Corrupt { segment, offset, reason: reason.into() }
     }
 
-    /// [`Error::Index`] for an error of the index's database, kept as its `source()`.
+    /// [`Error::Index`] for an error of the index's database, kept as its `source()`; but
+    /// [`Error::Io`] when behind it is a write that failed for lack of space: a full disk is
+    /// not damage, and no rebuild repairs it.
     pub(crate) fn index(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cur {
+            if let Some(io) = redb_io(c)
+                && is_full(io)
+            {
+                let source = std::io::Error::new(io.kind(), format!("the index's write failed: {e}"));
+                return Error::Io { op: "write", path: DisplayPath(PathBuf::from("index.redb")), source };
+            }
+            cur = c.source();
+        }
         Error::Index { message: e.to_string(), source: Some(Box::new(e)) }
+    }
+
+    /// True when this is an I/O error saying the store cannot be written here: its file
+    /// system is mounted read-only (`EROFS`) or its directory or files are not writable by
+    /// this user (`EACCES`, `EPERM`). [`Store::open_read_only`](crate::Store::open_read_only)
+    /// reads such a store.
+    pub fn is_unwritable(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if is_unwritable(source))
+    }
+
+    /// `self`, its message naming the read-only open when the store cannot be written here
+    /// (see [`Error::is_unwritable`]): for the errors of [`Store::open`](crate::Store::open).
+    pub(crate) fn unwritable_said(self) -> Self {
+        match self {
+            Error::Io { op, path, source } if is_unwritable(&source) => {
+                let why = if source.raw_os_error() == Some(libc::EROFS) {
+                    "the store is on a read-only file system"
+                } else {
+                    "the store's directory or files are not writable by this user"
+                };
+                let source = std::io::Error::new(
+                    source.kind(),
+                    format!(
+                        "{source}: {why}; to read it, open it read-only: `Store::open_read_only` (CLI \
+                         `--read-only`, C `undertext_store_open_read_only`, Python `Store.open_read_only`)"
+                    ),
+                );
+                Error::Io { op, path, source }
+            }
+            other => other,
+        }
+    }
+
+    /// True when this is an I/O error saying the disk (or the user's quota) is full.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if is_full(source))
     }
 
     /// [`Error::Index`] for damage found in the index itself (no database error behind it).
@@ -188,6 +256,81 @@ impl Error {
     pub(crate) fn corrupt_content(what: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::CorruptContent { what: what.into(), reason: reason.into() }
     }
+}
+
+/// True when `e` says the disk (or the user's quota) is full: `ENOSPC` or `EDQUOT`.
+pub(crate) fn is_full(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
+        || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
+}
+
+/// The I/O error `e` is, or that the redb error `e` carries (redb's errors do not give it as
+/// their `source()`).
+fn redb_io<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    fn storage(s: &redb::StorageError) -> Option<&std::io::Error> {
+        match s {
+            redb::StorageError::Io(io) => Some(io),
+            _ => None,
+        }
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        return Some(io);
+    }
+    if let Some(redb::Error::Io(io)) = e.downcast_ref::<redb::Error>() {
+        return Some(io);
+    }
+    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
+        return storage(s);
+    }
+    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref::<redb::CommitError>() {
+        return storage(s);
+    }
+    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref::<redb::TransactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::TableError::Storage(s)) = e.downcast_ref::<redb::TableError>() {
+        return storage(s);
+    }
+    if let Some(redb::DatabaseError::Storage(s)) = e.downcast_ref::<redb::DatabaseError>() {
+        return storage(s);
+    }
+    if let Some(redb::CompactionError::Storage(s)) = e.downcast_ref::<redb::CompactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::SavepointError::Storage(s)) = e.downcast_ref::<redb::SavepointError>() {
+        return storage(s);
+    }
+    None
+}
+
+/// The message of [`Error::Poisoned`]: a writer stopped by a full disk says so.
+fn poisoned_message(why: &str) -> String {
+    let full = ["(os error 28)", "(os error 122)"].iter().any(|c| why.contains(c));
+    if full && !why.contains("disk is full") {
+        return format!(
+            "store writer is poisoned by an earlier failure ({why}: the disk is full, which is not damage to \
+             the store); free space, then reopen the store"
+        );
+    }
+    format!("store writer is poisoned by an earlier failure ({why}); reopen the store")
+}
+
+/// True when `e` says a file cannot be written here: `EROFS`, `EACCES` or `EPERM`.
+fn is_unwritable(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EROFS | libc::EACCES | libc::EPERM))
+        || matches!(e.kind(), std::io::ErrorKind::ReadOnlyFilesystem | std::io::ErrorKind::PermissionDenied)
+}
+
+/// The message of [`Error::Io`]: the call, the file and the error; a full disk said plainly.
+fn io_message(op: &str, path: &DisplayPath, source: &std::io::Error) -> String {
+    let m = format!("{op} {path}: {source}");
+    if !is_full(source) || m.contains("disk is full") {
+        return m;
+    }
+    format!(
+        "{m}: the disk is full (no space left, or the disk quota is used up); this is not damage to the \
+         store: free space and try again"
+    )
 }
 
 /// The message of [`Error::Forked`]: what happened and what to do instead.

@@ -606,6 +606,11 @@ typedef struct {
 // open), or `exec` a new program.
 #define UNDERTEXT_FORKED 20
 
+// A read-only open met a store that a live process is creating or collecting (`gc`), again
+// and again for about a second: not damage; retry the open in a moment. The message names
+// the process.
+#define UNDERTEXT_BUSY 21
+
 // A bug in Undertext (a caught panic); the message says where.
 #define UNDERTEXT_INTERNAL 99
 

@@ -63,6 +63,10 @@ pub const UNDERTEXT_READ_ONLY: Status = 19;
 /// holds a store at a time: the parent's is `UNDERTEXT_LOCKED` while the parent has it
 /// open), or `exec` a new program.
 pub const UNDERTEXT_FORKED: Status = 20;
+/// A read-only open met a store that a live process is creating or collecting (`gc`), again
+/// and again for about a second: not damage; retry the open in a moment. The message names
+/// the process.
+pub const UNDERTEXT_BUSY: Status = 21;
 /// A bug in Undertext (a caught panic); the message says where.
 pub const UNDERTEXT_INTERNAL: Status = 99;
 
@@ -105,6 +109,7 @@ impl From<Error> for FfiError {
             Error::Index { .. } | Error::Poisoned(_) => UNDERTEXT_INDEX,
             Error::ReadOnly(_) => UNDERTEXT_READ_ONLY,
             Error::Forked { .. } => UNDERTEXT_FORKED,
+            Error::Busy { .. } => UNDERTEXT_BUSY,
             _ => UNDERTEXT_INTERNAL,
         };
         FfiError::new(status, e.to_string())

@@ -157,6 +157,7 @@ pub(crate) fn to_py(py: Python<'_>, e: Error) -> PyErr {
             &msg,
             &[("opened_by", int(py, opened_by.into())), ("caller", int(py, caller.into()))],
         ),
+        Error::Busy { pid, .. } => exception(py, "Busy", &msg, &[("pid", int(py, pid.into()))]),
         // Fleet mode: PostgreSQL failed or is unreachable (the message names the URL).
         Error::Backend { .. } => exception(py, "IOFailure", &msg, &[("errno", py.None())]),
         // A kind added to the engine later still arrives as an UndertextError.

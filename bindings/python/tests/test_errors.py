@@ -18,6 +18,7 @@ KINDS = [
     "IndexFailure",
     "Poisoned",
     "Forked",
+    "Busy",
     "Refused",
     "Closed",
     "InternalError",

@@ -129,7 +129,7 @@ impl Store {
             return Err(no_fleet_feature(url));
         }
         refuse_non_directory(path.as_ref())?;
-        let (kernel, next_chat) = Kernel::open(path.as_ref(), opts)?;
+        let (kernel, next_chat) = Kernel::open(path.as_ref(), opts).map_err(crate::Error::unwritable_said)?;
         Ok(store_of(kernel, next_chat))
     }
 

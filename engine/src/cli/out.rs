@@ -57,10 +57,26 @@ pub fn open_for_reading(cli: &Cli) -> CliResult<Store> {
                     cli.store.display()
                 );
             }
+            Err(e) if e.is_unwritable() => unwritable_note(cli, &e),
             other => return opened(cli, other),
         }
     }
     open_read_only(cli)
+}
+
+/// Says on stderr (once: the command then reads read-only) that the store cannot be opened
+/// for writing here, and why.
+pub fn unwritable_note(cli: &Cli, e: &Error) {
+    let why = match e {
+        Error::Io { source, .. } => source.to_string(),
+        other => other.to_string(),
+    };
+    let why = why.split(": the store").next().unwrap_or(&why).to_string();
+    eprintln!(
+        "note: {} cannot be opened for writing ({why}: its file system is read-only or it is not writable by \
+         this user); reading it read-only, as --read-only does",
+        cli.store.display()
+    );
 }
 
 /// Opens the store of `--store` read-only, printing what was damaged to stderr.

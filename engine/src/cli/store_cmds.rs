@@ -90,6 +90,12 @@ pub fn check(cli: &Cli, a: &CheckArgs) -> CliResult {
         // Another process writes the store: check what it has written, read-only (the log
         // only: the index is in use by the writer).
         Err(undertext::Error::Locked { .. }) if !a.rebuild => (out::open_for_reading(cli)?, None),
+        // The store cannot be written here (a read-only file system, no write permission):
+        // check what it holds, read-only.
+        Err(e) if e.is_unwritable() && !a.rebuild => {
+            out::unwritable_note(cli, &e);
+            (out::open_read_only(cli)?, None)
+        }
         // The store does not open because its index is damaged: that is what `check` reports,
         // and what `--rebuild` repairs, from the log alone.
         Err(undertext::Error::Index { message: why, .. }) => {

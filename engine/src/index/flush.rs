@@ -51,7 +51,11 @@ impl Index {
             self.mem.write().finish_flush(true);
             return Ok(false);
         };
-        let r = self.commit_flush(durable, sync_log, &entries, applied);
+        // redb answers every call after a failed write with "previous I/O error": when that
+        // write failed for lack of space, say so (it is not damage to the index).
+        let r = self
+            .commit_flush(durable, sync_log, &entries, applied)
+            .map_err(|e| super::open::no_space_said(&self.journal.no_space, &self.path, e));
         if r.is_ok() && revokes(&entries.records) {
             self.grants_changed();
         }

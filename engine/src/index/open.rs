@@ -223,7 +223,7 @@ impl Index {
 
 /// `e` as [`Error::Io`] of kind `StorageFull` when a write of redb's failed for lack of space
 /// (`no_space`), else as it is.
-fn no_space_said(no_space: &std::sync::atomic::AtomicBool, path: &Path, e: Error) -> Error {
+pub(super) fn no_space_said(no_space: &std::sync::atomic::AtomicBool, path: &Path, e: Error) -> Error {
     if !no_space.load(Ordering::Relaxed) || matches!(e, Error::Io { .. }) {
         return e;
     }
@@ -231,5 +231,8 @@ fn no_space_said(no_space: &std::sync::atomic::AtomicBool, path: &Path, e: Error
         Error::Index { message, .. } => message,
         other => other.to_string(),
     };
+    let why = format!(
+        "{why} (a write of the index failed: the disk is full; reopen the store once space is freed)"
+    );
     Error::io("write", path, std::io::Error::new(std::io::ErrorKind::StorageFull, why))
 }

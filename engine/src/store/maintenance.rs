@@ -209,8 +209,11 @@ pub(crate) fn check(core: &Core) -> Result<CheckReport> {
 fn check_index(core: &Core) -> Result<Vec<String>> {
     core.log.with_appends_paused(|written| {
         // Everything written is in redb before the comparison (no append can add more).
-        if let Err(e) = core.index.flush(false, |_| Ok(())) {
-            return Ok(vec![format!("the index does not take new entries: {e}")]);
+        match core.index.flush(false, |_| Ok(())) {
+            Ok(_) => {}
+            // A full disk (or another failing I/O call) is not a difference from the log.
+            Err(e @ Error::Io { .. }) => return Err(e),
+            Err(e) => return Ok(vec![format!("the index does not take new entries: {e}")]),
         }
         let _flushes = core.index.pause_flushes();
         let (entries, applied) = log_entries(core, written)?;

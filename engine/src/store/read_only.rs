@@ -188,11 +188,7 @@ impl Follower {
         let segs = self.segments(&st)?;
         crate::io::step(&self.logd, "scan:listed");
         let Some(&last) = segs.last() else {
-            return Err(Error::corrupt(
-                1,
-                0,
-                format!("expected log segments in {}, found none", self.logd.display()),
-            ));
+            return Err(Error::corrupt(1, 0, format!("{NO_SEGMENTS}{}, found none", self.logd.display())));
         };
         let mut warnings = Vec::new();
         let mut entries = Vec::new();
@@ -340,7 +336,9 @@ impl Follower {
                 return Ok((Scan { entries, decoded, applied: a, warnings, tail_file: file }, batches));
             }
         }
-        Err(Error::corrupt(last, 0, "the log's last segment was not reached".to_string()))
+        // The listing changed under this scan: a `gc` swapped the log in meanwhile.
+        self.check_dir()?;
+        Err(Error::corrupt(last, 0, NOT_REACHED.to_string()))
     }
 
     /// The segments to read from the tail's on. A refresh that follows a busy writer probes
@@ -397,7 +395,7 @@ impl Follower {
 /// The error of a refresh that found the log replaced (`what` was replaced or removed).
 fn replaced(what: &str) -> Error {
     Error::ReadOnly(format!(
-        "{what} was replaced or removed since this read-only open (a `gc` of the store rewrote its \
+        "{what} {REPLACED} (a `gc` of the store rewrote its \
          log); what was read stays readable through this handle, but to see more, open the store again"
     ))
 }
@@ -473,11 +471,95 @@ pub(crate) fn list_deferred_texts(core: &core::Core) {
     });
 }
 
+/// How many times a read-only open tries again a store that a live writer is creating or
+/// collecting (its log not there yet, or changing while it is read) before [`Error::Busy`].
+const OPEN_TRIES: u32 = 25;
+
 /// Opens the store in `path` read-only (see `Store::open_read_only_with`); returns the kernel
 /// and the next chat id.
+///
+/// A store being created (no log directory or no segment yet) or collected (a `gc` swapping
+/// its log in while it is read) is not damage: while a live process holds the store's `LOCK`,
+/// such an open is tried again, up to [`OPEN_TRIES`] times over about a second, and then
+/// fails with [`Error::Busy`] naming that process. Without a live holder the error is the
+/// open's own (a store without segments and no writer is damage: `Corrupt`).
 pub(crate) fn open(path: &Path, opts: Options) -> Result<(Kernel, u64)> {
-    open_log_only(path.to_path_buf(), opts, ReadOnly::Asked, Vec::new())
+    let started = std::time::Instant::now();
+    let mut wait = std::time::Duration::from_millis(1);
+    let mut tries = 0u32;
+    loop {
+        let e = match open_log_only(path.to_path_buf(), opts.clone(), ReadOnly::Asked, Vec::new()) {
+            Ok(k) => return Ok(k),
+            Err(e) => e,
+        };
+        let Some(state) = in_flux(&e) else { return Err(e) };
+        let pid = live_writer(path);
+        tries += 1;
+        match pid {
+            // No writer: what was found is what there is.
+            None => return Err(e),
+            // A writer that has not recorded its pid yet (it is opening the store now): try
+            // again, but never call a store busy without a process to name.
+            Some(0) if tries >= OPEN_TRIES => return Err(e),
+            Some(pid) if tries >= OPEN_TRIES => {
+                return Err(Error::Busy {
+                    pid,
+                    reason: format!(
+                        "the store at {} {state} by process {pid} (tried {tries} times over {} ms; last: {e})",
+                        path.display(),
+                        started.elapsed().as_millis()
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(std::time::Duration::from_millis(50));
+    }
 }
+
+/// What `e`, from a read-only open, says the store is in the middle of, when it is a state a
+/// live writer passes through (see [`open`]): `None` for any other error.
+fn in_flux(e: &Error) -> Option<&'static str> {
+    match e {
+        Error::Corrupt { reason, .. } if reason.starts_with(NO_SEGMENTS) => {
+            Some("is being created (its log has no segment yet)")
+        }
+        Error::Corrupt { reason, .. } if reason == NOT_REACHED => {
+            Some("is being collected (its log changed while it was read)")
+        }
+        Error::ReadOnly(why) if why.contains(REPLACED) => {
+            Some("is being collected (`gc` swapped its log in while it was read)")
+        }
+        Error::NotFound { what } if what.starts_with("store at ") => {
+            Some("is being created or collected (its log directory is not there yet)")
+        }
+        _ => None,
+    }
+}
+
+/// The pid in the store's `LOCK` when a live process holds it: `Some(0)` when the file is
+/// there without a pid (a writer is opening the store at this moment); `None` when there is
+/// no `LOCK` or the process it names is gone. Read only: the lock is never taken (that could
+/// refuse the writer's own open).
+fn live_writer(dir: &Path) -> Option<u32> {
+    use std::io::Read;
+    let mut text = String::new();
+    crate::io::open_read(&dir.join(super::lock::LOCK_FILE)).ok()?.read_to_string(&mut text).ok()?;
+    let Ok(pid) = text.trim().parse::<u32>() else { return Some(0) };
+    let Ok(raw) = libc::pid_t::try_from(pid) else { return None };
+    // SAFETY: `kill` with signal 0 sends nothing; it only says whether the process exists.
+    let r = unsafe { libc::kill(raw, 0) };
+    let alive = r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    alive.then_some(pid)
+}
+
+/// The start of the reason of a read-only open that found no segment.
+const NO_SEGMENTS: &str = "expected log segments in ";
+/// The reason of a read-only scan that listed segments but did not reach the last one.
+const NOT_REACHED: &str = "the log's last segment was not reached";
+/// What the error of a log replaced under a read-only store says.
+const REPLACED: &str = "was replaced or removed since this read-only open";
 
 /// Replays what was appended since the last scan (see `Store::refresh`); returns what it
 /// did, the next chat id and the chats the new batches name (those in memory are to be

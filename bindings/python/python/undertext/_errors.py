@@ -21,6 +21,7 @@ __all__ = [
     "IndexFailure",
     "Poisoned",
     "Forked",
+    "Busy",
     "Refused",
     "Closed",
     "InternalError",
@@ -85,6 +86,15 @@ class Forked(UndertextError):
 
     opened_by: int
     caller: int
+
+
+class Busy(UndertextError):
+    """A read-only open met a store that process ``pid`` is creating or collecting (``gc``).
+
+    The open was tried again for about a second; this is not damage: retry in a moment.
+    """
+
+    pid: int
 
 
 class NotFound(UndertextError, KeyError):
