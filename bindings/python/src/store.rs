@@ -398,7 +398,24 @@ impl PyStore {
         run(py, move || store.sync())
     }
 
-    /// Sizes and counters of the open store, as a dict: `segments`, `log_bytes`,
+    /// What `owner` holds, counted from its own chats, as a dict: `chats`, `messages`,
+    /// `text_bytes`, `tool_results`, `archived_results`, `archived_bytes`. No other owner's
+    /// writes move these figures, so an owner can be shown them (unlike `stats()`).
+    fn owner_stats<'py>(&self, py: Python<'py>, owner: Text) -> PyResult<Bound<'py, PyDict>> {
+        let store = self.get(py)?;
+        let s = run(py, move || store.owner_stats(&owner))?;
+        let d = PyDict::new(py);
+        d.set_item("chats", s.chats)?;
+        d.set_item("messages", s.messages)?;
+        d.set_item("text_bytes", s.text_bytes)?;
+        d.set_item("tool_results", s.tool_results)?;
+        d.set_item("archived_results", s.archived_results)?;
+        d.set_item("archived_bytes", s.archived_bytes)?;
+        Ok(d)
+    }
+
+    /// Store-wide sizes and counters, for the store's operator (they move when any owner
+    /// writes: never show them to an owner; `owner_stats` is for that), as a dict: `segments`, `log_bytes`,
     /// `log_file_bytes`, `index_bytes`, `log_syncs`, `indexed_blobs`, `chats_in_memory`
     /// and `blob_bodies_read` (whole blobs or chunks read from the log since open).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
