@@ -349,7 +349,26 @@ typedef struct {
   uint64_t id;
 } undertext_snapshot_t;
 
-// Sizes and counters of an open store (`undertext_store_stats`).
+// What one owner's own chats hold (`undertext_owner_stats`): figures no other owner's
+// writes move, so an owner can be shown them (unlike `undertext_store_stats`).
+typedef struct {
+  // The owner's chats (deleted ones not counted).
+  uint64_t chats;
+  // Their visible messages.
+  uint64_t messages;
+  // Bytes of text in them as written (texts, summaries, tool calls, inline results,
+  // approval prompts).
+  uint64_t text_bytes;
+  // Tool results among them.
+  uint64_t tool_results;
+  // Tool results kept as archives.
+  uint64_t archived_results;
+  // Bytes of those archives as written.
+  uint64_t archived_bytes;
+} undertext_owner_stats_t;
+
+// Store-wide sizes and counters of an open store (`undertext_store_stats`), for the
+// store's operator: they move when any owner writes, so never show them to an owner.
 typedef struct {
   // Segment files in the log.
   uint64_t segments;
@@ -1082,7 +1101,16 @@ undertext_status_t undertext_snapshot_hidden(undertext_snapshot_t snap,
 // (with `UNDERTEXT_DURABILITY_NONE`, call it at the points that must survive a crash).
 undertext_status_t undertext_store_sync(undertext_store_t store);
 
-// Sizes and counters of the store now, in `*out`.
+// What `owner`'s own chats hold, in `*out` (see `undertext_owner_stats_t`).
+//
+// # Safety
+// `owner` is a valid `undertext_str_t`; `out` is NULL or writable.
+undertext_status_t undertext_owner_stats(undertext_store_t store,
+                                         undertext_str_t owner,
+                                         undertext_owner_stats_t *out);
+
+// Store-wide sizes and counters of the store now, in `*out`: for the store's operator
+// (they move when any owner writes; `undertext_owner_stats` is what an owner may see).
 //
 // # Safety
 // `out` is NULL or writable.

@@ -2,7 +2,7 @@
 //! collection.
 
 use serde_json::json;
-use undertext::{GcReport, Options, Store, StoreStats};
+use undertext::{GcReport, Options, OwnerStats, Store, StoreStats};
 
 use crate::args::{self, Str};
 use crate::buf::Buf;
@@ -11,7 +11,41 @@ use crate::handles::StoreHandle;
 use crate::status::Status;
 use crate::store::{StoreOptions, to_options};
 
-/// Sizes and counters of an open store (`undertext_store_stats`).
+/// What one owner's own chats hold (`undertext_owner_stats`): figures no other owner's
+/// writes move, so an owner can be shown them (unlike `undertext_store_stats`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnerStatsC {
+    /// The owner's chats (deleted ones not counted).
+    pub chats: u64,
+    /// Their visible messages.
+    pub messages: u64,
+    /// Bytes of text in them as written (texts, summaries, tool calls, inline results,
+    /// approval prompts).
+    pub text_bytes: u64,
+    /// Tool results among them.
+    pub tool_results: u64,
+    /// Tool results kept as archives.
+    pub archived_results: u64,
+    /// Bytes of those archives as written.
+    pub archived_bytes: u64,
+}
+
+impl From<OwnerStats> for OwnerStatsC {
+    fn from(s: OwnerStats) -> Self {
+        OwnerStatsC {
+            chats: s.chats,
+            messages: s.messages,
+            text_bytes: s.text_bytes,
+            tool_results: s.tool_results,
+            archived_results: s.archived_results,
+            archived_bytes: s.archived_bytes,
+        }
+    }
+}
+
+/// Store-wide sizes and counters of an open store (`undertext_store_stats`), for the
+/// store's operator: they move when any owner writes, so never show them to an owner.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoreStatsC {
@@ -91,7 +125,27 @@ pub extern "C" fn undertext_store_sync(store: StoreHandle) -> Status {
     })
 }
 
-/// Sizes and counters of the store now, in `*out`.
+/// What `owner`'s own chats hold, in `*out` (see `undertext_owner_stats_t`).
+///
+/// # Safety
+/// `owner` is a valid `undertext_str_t`; `out` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_owner_stats(
+    store: StoreHandle,
+    owner: Str,
+    out: *mut OwnerStatsC,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let (owner, out) = unsafe { (args::text(owner, "owner")?, args::output(out, "out")?) };
+        let (s, _) = store.object()?;
+        out.set(s.owner_stats(owner)?.into());
+        Ok(())
+    })
+}
+
+/// Store-wide sizes and counters of the store now, in `*out`: for the store's operator
+/// (they move when any owner writes; `undertext_owner_stats` is what an owner may see).
 ///
 /// # Safety
 /// `out` is NULL or writable.

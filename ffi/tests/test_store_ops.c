@@ -873,7 +873,44 @@ static void pending_approvals_are_found(void) {
   remove_dir(dir);
 }
 
+/* Owner figures come from the owner's own chats: another owner storing the same text first
+   moves none of them (the store-wide stats do move: they are for the operator). */
+static void owner_stats_do_not_depend_on_what_another_owner_stored(void) {
+  char *text = malloc(20001), *other = malloc(20001);
+  for (int i = 0; i < 20000; i++) {
+    text[i] = (char)('a' + i % 26);
+    other[i] = (char)('A' + i % 26);
+  }
+  text[20000] = other[20000] = 0;
+  undertext_owner_stats_t seen[2];
+  uint64_t grew[2];
+  for (int w = 0; w < 2; w++) {
+    char *dir = temp_dir();
+    undertext_store_t s = open_store(dir);
+    undertext_chat_t bob = new_chat(s, "bob", NULL);
+    uint64_t seq;
+    OK(undertext_chat_append_text(bob, UNDERTEXT_ROLE_USER, S(w == 0 ? text : other), &seq));
+    undertext_store_stats_t before, after;
+    OK(undertext_store_stats(s, &before));
+    undertext_chat_t alice = new_chat(s, "alice", NULL);
+    OK(undertext_chat_append_text(alice, UNDERTEXT_ROLE_USER, S(text), &seq));
+    OK(undertext_owner_stats(s, S("alice"), &seen[w]));
+    OK(undertext_store_stats(s, &after));
+    grew[w] = after.log_bytes - before.log_bytes;
+    FAILS(UNDERTEXT_NULL_POINTER, "out", undertext_owner_stats(s, S("alice"), NULL));
+    FAILS(UNDERTEXT_INVALID_ARGUMENT, "owner", undertext_owner_stats(s, S(""), &seen[w]));
+    OK(undertext_store_close(s));
+    remove_dir(dir);
+  }
+  CHECK(seen[0].chats == 1 && seen[0].messages == 1 && seen[0].text_bytes == 20000);
+  CHECK(memcmp(&seen[0], &seen[1], sizeof seen[0]) == 0);
+  CHECK(grew[0] < grew[1]);
+  free(text);
+  free(other);
+}
+
 int main(void) {
+  owner_stats_do_not_depend_on_what_another_owner_stored();
   blobs_read_back_whole_and_by_range();
   attachments_name_stored_blobs();
   blobs_and_their_messages_are_one_transaction();
