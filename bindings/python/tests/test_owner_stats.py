@@ -6,7 +6,7 @@ import undertext
 
 
 def _alice_writes(store: undertext.Store, text: str) -> dict:
-    chat = store.chat("alice", store.create_chat("alice"))
+    chat = store.create_chat("alice")
     chat.append(undertext.user(text))
     return store.owner_stats("alice")
 
@@ -29,7 +29,7 @@ def test_another_owner_storing_the_same_text_first_changes_no_owner_figure(tmp_p
     seen, grew = [], []
     for n, bobs in enumerate([text, other]):
         with undertext.Store.open(str(tmp_path / f"s{n}")) as store:
-            bob = store.chat("bob", store.create_chat("bob"))
+            bob = store.create_chat("bob")
             bob.append(undertext.user(bobs))
             before = store.stats()["log_bytes"]
             seen.append(_alice_writes(store, text))

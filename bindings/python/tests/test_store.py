@@ -140,6 +140,8 @@ def test_opening_a_file_as_a_store_is_an_io_failure(tmp_path):
     with pytest.raises(undertext.IOFailure) as e:
         undertext.Store.open(f)
     assert isinstance(e.value, OSError)
+    assert "expected a directory" in str(e.value) and "found a file" in str(e.value)
+    assert f.read_text() == "not a directory"
 
 
 def _child(code: str, path) -> str:

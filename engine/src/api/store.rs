@@ -721,14 +721,21 @@ fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
 }
 
 /// A store is a directory: a path that names something else is refused, saying what it is,
-/// before anything is created or locked.
+/// before anything is created or locked (an [`Error::Io`](crate::Error::Io) of kind
+/// `NotADirectory`, Python's `NotADirectoryError` family).
 fn refuse_non_directory(path: &Path) -> Result<()> {
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_dir() => Err(crate::error::Error::InvalidArgument(format!(
-            "store {}: expected a directory (or nothing, to create one), found {}",
-            path.display(),
-            if m.is_file() { "a file" } else { "something that is not a directory" }
-        ))),
+        Ok(m) if !m.is_dir() => Err(crate::error::Error::io(
+            "open the store",
+            path,
+            std::io::Error::new(
+                std::io::ErrorKind::NotADirectory,
+                format!(
+                    "expected a directory (or nothing, to create one), found {}",
+                    if m.is_file() { "a file" } else { "something that is not a directory" }
+                ),
+            ),
+        )),
         _ => Ok(()),
     }
 }
