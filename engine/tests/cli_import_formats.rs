@@ -188,3 +188,15 @@ fn archive_and_import_of_a_file_over_the_documented_limit_are_refused_from_its_s
         assert!(started.elapsed() < Duration::from_secs(5), "{cmd} took {:?}", started.elapsed());
     }
 }
+
+#[test]
+fn import_and_replay_help_name_every_format_the_importer_accepts() {
+    let tmp = tempfile::tempdir().unwrap();
+    for cmd in ["import", "replay"] {
+        let o = run(tmp.path(), &[cmd, "--help"]);
+        let help = String::from_utf8_lossy(&o.stdout);
+        for name in undertext::import::Format::NAMES {
+            assert!(help.contains(name), "`{cmd} --help` does not name the format {name:?}:\n{help}");
+        }
+    }
+}

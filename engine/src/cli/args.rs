@@ -133,7 +133,8 @@ pub struct ImportArgs {
     /// Transcript files or folders.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
-    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent or tau-bench.
+    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent, tau-bench, openhands or
+    /// openhands-sdk.
     #[arg(long, default_value = "auto")]
     pub format: String,
     /// Print the summary as JSON.
@@ -150,7 +151,8 @@ pub struct ReplayArgs {
     /// The model's context window, in tokens.
     #[arg(long, default_value_t = 32_000)]
     pub window: u64,
-    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent or tau-bench.
+    /// auto, claude-code, codex, openai, swe-agent, mini-swe-agent, tau-bench, openhands or
+    /// openhands-sdk.
     #[arg(long, default_value = "auto")]
     pub format: String,
     /// A model call's time: before each call the worker gets up to this many milliseconds

@@ -864,6 +864,6 @@ fn summary(
         let line = r["line"].as_u64().unwrap_or_default();
         t.line(&format!("  undertext{store_arg} read {id} --range {line}..{} --unit line", line + 1));
     }
-    t.line(&format!("  undertext{store_arg} stats ; undertext{store_arg} check ; undertext{store_arg} import ../shared/data/transcripts"));
+    t.line(&format!("  undertext{store_arg} stats ; undertext{store_arg} check ; undertext{store_arg} import ~/.claude/projects"));
     Ok(())
 }
