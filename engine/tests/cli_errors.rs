@@ -112,3 +112,25 @@ fn bad_ids_ranges_and_units_are_one_line_each() {
     let o = run(&store, &["read", id, "--range", "8..10", "--unit", "utf16"]);
     assert_eq!(o.stdout, "😀".as_bytes());
 }
+
+#[test]
+fn chats_of_an_owner_with_none_names_the_owners_that_hold_chats() {
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = undertext::Store::open(tmp.path(), undertext::Options::default()).unwrap();
+        store.create_chat("alice", undertext::ChatMeta::default()).unwrap();
+        store.create_chat("alice", undertext::ChatMeta::default()).unwrap();
+        let gone = store.create_chat("carol", undertext::ChatMeta::default()).unwrap();
+        store.delete_chat("carol", gone).unwrap();
+        store.close().unwrap();
+    }
+    let o = run(tmp.path(), &["chats"]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{err}");
+    assert!(out.contains("0 chats of owner \"local\""), "{out}");
+    assert!(err.contains("\"alice\" (2)") && err.contains("--owner"), "{err}");
+    assert!(!err.contains("carol"), "an owner whose chats are all deleted is named: {err}");
+    // An owner with chats gets no note.
+    let o = run(tmp.path(), &["--owner", "alice", "chats"]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("note"), "{}", String::from_utf8_lossy(&o.stderr));
+}

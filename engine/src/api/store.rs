@@ -283,6 +283,24 @@ impl Store {
         history::find_chats(&self.inner.chats, owner, field, value)
     }
 
+    /// Every owner holding chats in this store, with how many, sorted by name: a maintenance
+    /// call for the store's operator (it names owners; never show it to an owner). The CLI
+    /// uses it to say which owners hold chats when the one asked for has none.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// store.create_chat("alice", Default::default())?;
+    /// store.create_chat("alice", Default::default())?;
+    /// store.create_chat("bob", Default::default())?;
+    /// assert_eq!(store.owners()?, [("alice".to_string(), 2), ("bob".to_string(), 1)]);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn owners(&self) -> Result<Vec<(String, u64)>> {
+        self.same_process()?;
+        history::owners(&self.inner.chats)
+    }
+
     /// One page of `owner`'s chats, newest activity first.
     pub fn chats(&self, owner: &str, page: Page) -> Result<ChatPage> {
         self.same_process()?;

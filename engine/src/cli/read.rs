@@ -53,6 +53,14 @@ pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
         );
     }
     println!("{} chats of owner {:?} in {}", all.len(), cli.owner, cli.store.display());
+    if all.is_empty() {
+        // The owner trap: a store written as another owner lists nothing here.
+        let owners = store.owners()?;
+        if !owners.is_empty() {
+            let list: Vec<String> = owners.iter().map(|(o, n)| format!("{o:?} ({n})")).collect();
+            eprintln!("note: chats are held by owner {} here: pass --owner NAME", list.join(", "));
+        }
+    }
     Ok(())
 }
 

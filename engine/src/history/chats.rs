@@ -256,3 +256,24 @@ fn summary_of(s: &SnapInner) -> ChatSummary {
         last_activity_ms: s.last_ms,
     }
 }
+
+/// Every owner holding chats in this store, with how many, by name (a maintenance figure:
+/// it names owners). From the index, brought up to date with the log first; in fleet mode,
+/// the owners this process has seen.
+pub(crate) fn owners(chats: &ChatCache) -> Result<Vec<(String, u64)>> {
+    let core = chats.core();
+    core.ensure_flushed(core.log.written())?;
+    let mut out: Vec<(String, u64)> = Vec::new();
+    let tx = core.index.read()?;
+    if let Ok(t) = tx.open_table(OWNER_CHATS) {
+        for item in t.range::<(&str, u64, u64)>(..).map_err(Error::index)? {
+            let (k, _) = item.map_err(Error::index)?;
+            let (owner, _, _) = k.value();
+            match out.last_mut() {
+                Some((o, n)) if o == owner => *n += 1,
+                _ => out.push((owner.to_string(), 1)),
+            }
+        }
+    }
+    Ok(out)
+}
