@@ -8,26 +8,7 @@
 
 mod common;
 
-use common::{import, run, transcripts};
-
-/// The log's files and a hash of each (the log holds every write; opening a store may touch
-/// its LOCK and index without writing to the log).
-fn log_files(dir: &std::path::Path) -> Vec<(std::path::PathBuf, blake3::Hash)> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.join("log")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.push((p.clone(), blake3::hash(&std::fs::read(&p).unwrap())));
-            }
-        }
-    }
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
-}
+use common::{import, run, store_files, transcripts};
 
 #[test]
 fn view_of_an_imported_chat_over_the_window_prepares_the_checkpoint_a_worker_would_and_a_refusal_exits_1() {
@@ -38,13 +19,14 @@ fn view_of_an_imported_chat_over_the_window_prepares_the_checkpoint_a_worker_wou
     import(&store, &[file]);
     let chat = "chat-0000000000000001";
 
-    let before = log_files(&store);
+    // The log holds every write (an open may touch LOCK and the index without writing).
+    let before = store_files(&store.join("log"));
     let o = run(&store, &["view", chat, "--window", "32000", "--no-prepare"]);
     let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     assert_eq!(o.status.code(), Some(1), "a refused view exits 1: {err}");
     assert!(out.contains("REFUSED"), "the refused view is printed: {out}");
     assert!(err.contains("the view is refused") && err.contains("--no-prepare"), "{err}");
-    assert!(log_files(&store) == before, "--no-prepare wrote to the log");
+    assert!(store_files(&store.join("log")) == before, "--no-prepare wrote to the log");
 
     let o = run(&store, &["view", chat, "--window", "32000", "--json"]);
     let err = String::from_utf8_lossy(&o.stderr);

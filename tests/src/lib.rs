@@ -7,6 +7,7 @@ pub mod mixed;
 pub mod pace;
 pub mod read_only;
 pub mod ro_soak;
+pub mod steps;
 pub mod sweep;
 pub mod transcripts;
 pub mod views;

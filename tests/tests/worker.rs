@@ -11,8 +11,9 @@ use std::time::Duration;
 use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::worker::{HardLinePolicy, WorkerOptions};
-use undertext::{ChatMeta, Error, Message, NewMessage, Options, Part, Role, Store};
+use undertext::{ChatMeta, Error, Message, NewMessage, Options, Store};
 use undertext_tests::pace::Pace;
+use undertext_tests::steps::read_step;
 
 /// The extractive summarizer, its summaries cut to 600 chars (a model's are short).
 struct Short;
@@ -29,32 +30,13 @@ impl Summarizer for Short {
     }
 }
 
-fn step(i: usize) -> Vec<NewMessage> {
-    let id = format!("c{i}");
-    vec![
-        NewMessage {
-            role: Role::Assistant,
-            parts: vec![Part::ToolCall {
-                id: id.clone(),
-                name: "read".into(),
-                args: format!("{{\"file\": \"f{i}.rs\"}}"),
-            }],
-            feedback: false,
-        },
-        NewMessage::tool_result(
-            id,
-            format!("file {i}: ").to_string() + &"fn item() { let value = compute(); } ".repeat(40),
-        ),
-    ]
-}
-
 /// Runs `steps` steps of a tool loop, a user turn every 4, viewing after each.
 fn drive(chat: &undertext::Chat, budget: &Budget, steps: usize) {
     for i in 0..steps {
         if i % 4 == 0 {
             chat.append(NewMessage::user(format!("task {i}"))).unwrap();
         }
-        chat.append_batch(step(i)).unwrap();
+        chat.append_batch(read_step(i)).unwrap();
         let _ = chat.view(budget).unwrap();
     }
 }
@@ -86,7 +68,7 @@ fn a_tool_loop_with_a_slow_summarizer_crosses_the_hard_line_without_finding_noth
         if i % 4 == 0 {
             chat.append(NewMessage::user(format!("next task {i}"))).unwrap();
         }
-        chat.append_batch(step(i)).unwrap();
+        chat.append_batch(read_step(i)).unwrap();
         let v = chat.view(&budget).unwrap();
         if let Some(d) = v.swap() {
             swaps.push(d);

@@ -16,7 +16,8 @@ use std::time::Duration;
 use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::worker::{HardLinePolicy, WorkerOptions, start_line};
-use undertext::{ChatMeta, Message, NewMessage, Options, Part, Role, Store};
+use undertext::{ChatMeta, Message, NewMessage, Options, Store};
+use undertext_tests::steps::read_step;
 
 /// The extractive summarizer (summaries cut to 600 chars), sleeping `sleep` a call and
 /// counting its calls and the calls in flight. With `meet`, a call waits (up to 5 s) until
@@ -85,31 +86,12 @@ impl Summarizer for Slow {
     }
 }
 
-fn step(i: usize) -> Vec<NewMessage> {
-    let id = format!("c{i}");
-    vec![
-        NewMessage {
-            role: Role::Assistant,
-            parts: vec![Part::ToolCall {
-                id: id.clone(),
-                name: "read".into(),
-                args: format!("{{\"file\": \"f{i}.rs\"}}"),
-            }],
-            feedback: false,
-        },
-        NewMessage::tool_result(
-            id,
-            format!("file {i}: ") + &"fn item() { let value = compute(); } ".repeat(40),
-        ),
-    ]
-}
-
 /// Appends step `i` of a tool loop (a user turn every 4 steps).
 fn grow(chat: &undertext::Chat, i: usize) {
     if i.is_multiple_of(4) {
         chat.append(NewMessage::user(format!("task {i}"))).unwrap();
     }
-    chat.append_batch(step(i)).unwrap();
+    chat.append_batch(read_step(i)).unwrap();
 }
 
 /// Appends step `i` of a loop of assistant texts, which the guard cannot preview (a user

@@ -88,17 +88,7 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
         return Err(Error::InvalidArgument(format!("page limit: expected 1..=1000, found {}", page.limit)));
     }
     let core = chats.core();
-    if let Some(remote) = core.remote() {
-        // Fleet mode: the owner's chats as other processes left them.
-        remote.catch_up_owner(core, owner)?;
-        for s in chats.cached_of(owner) {
-            match s.sync() {
-                Ok(()) | Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    core.ensure_flushed(core.log.written())?;
+    catch_up(chats, owner)?;
     // Chats in memory are authoritative; the index may lag them by a flush.
     let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
     for s in chats.cached_of(owner) {
@@ -153,16 +143,7 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
 pub(crate) fn chat_marks(chats: &ChatCache, owner: &str) -> Result<Vec<(ChatId, u64, u64)>> {
     check_owner(owner)?;
     let core = chats.core();
-    if let Some(remote) = core.remote() {
-        remote.catch_up_owner(core, owner)?;
-        for s in chats.cached_of(owner) {
-            match s.sync() {
-                Ok(()) | Err(Error::NotFound { .. }) => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-    core.ensure_flushed(core.log.written())?;
+    catch_up(chats, owner)?;
     // Chats in memory are authoritative; the index may lag them by a flush.
     let mut out: HashMap<u64, (u64, u64)> = HashMap::new();
     for s in chats.cached_of(owner) {
@@ -276,4 +257,21 @@ pub(crate) fn owners(chats: &ChatCache) -> Result<Vec<(String, u64)>> {
         }
     }
     Ok(out)
+}
+
+/// Brings what this process holds of `owner`'s chats up to date before they are listed: in
+/// fleet mode, the owner's chats as other processes left them; then the index, flushed up
+/// to the log's end (chats in memory stay authoritative over it).
+fn catch_up(chats: &ChatCache, owner: &str) -> Result<()> {
+    let core = chats.core();
+    if let Some(remote) = core.remote() {
+        remote.catch_up_owner(core, owner)?;
+        for s in chats.cached_of(owner) {
+            match s.sync() {
+                Ok(()) | Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    core.ensure_flushed(core.log.written())
 }
