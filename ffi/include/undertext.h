@@ -1063,6 +1063,23 @@ undertext_status_t undertext_chat_hide(undertext_chat_t chat,
                                        uint64_t expected_revision,
                                        uint64_t *out_revision);
 
+// Erases the messages of the `n` `ranges` if the chat is still at `expected_revision`
+// (`UNDERTEXT_STALE_REVISION` otherwise); the new revision in `*out_revision`. Use it where a
+// deletion must be honoured; `undertext_chat_hide` is the soft deletion that keeps the
+// records. An erased message is hidden (the same checks as a hide), no read returns it at
+// any revision (`undertext_snapshot_get` is `UNDERTEXT_NOT_FOUND`), and the next
+// `undertext_gc` drops its bytes from the store's files (its text, tool results, the
+// archives and attachments only it used, the summaries built over it).
+//
+// # Safety
+// `ranges` points to `n` valid ranges (NULL only when `n` is 0); `out_revision` is NULL or
+// writable.
+undertext_status_t undertext_chat_erase(undertext_chat_t chat,
+                                        const undertext_seq_range_t *ranges,
+                                        size_t n,
+                                        uint64_t expected_revision,
+                                        uint64_t *out_revision);
+
 // `undertext_chat_hide` and `undertext_chat_append_batch` in one transaction (after a
 // crash both happened or neither): the new revision in `*out_revision`, the appended
 // seqs `*out_start .. *out_end`.

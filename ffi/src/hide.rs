@@ -71,6 +71,36 @@ pub unsafe extern "C" fn undertext_chat_hide(
     })
 }
 
+/// Erases the messages of the `n` `ranges` if the chat is still at `expected_revision`
+/// (`UNDERTEXT_STALE_REVISION` otherwise); the new revision in `*out_revision`. Use it where a
+/// deletion must be honoured; `undertext_chat_hide` is the soft deletion that keeps the
+/// records. An erased message is hidden (the same checks as a hide), no read returns it at
+/// any revision (`undertext_snapshot_get` is `UNDERTEXT_NOT_FOUND`), and the next
+/// `undertext_gc` drops its bytes from the store's files (its text, tool results, the
+/// archives and attachments only it used, the summaries built over it).
+///
+/// # Safety
+/// `ranges` points to `n` valid ranges (NULL only when `n` is 0); `out_revision` is NULL or
+/// writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_erase(
+    chat: ChatHandle,
+    ranges: *const SeqRange,
+    n: usize,
+    expected_revision: u64,
+    out_revision: *mut u64,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out_revision, "out_revision") }?;
+        let (c, _) = chat.object()?;
+        // SAFETY: forwarded contract.
+        let rs = unsafe { ranges_in(&c, ranges, n) }?;
+        out.set(c.erase(&rs, expected_revision)?);
+        Ok(())
+    })
+}
+
 /// `undertext_chat_hide` and `undertext_chat_append_batch` in one transaction (after a
 /// crash both happened or neither): the new revision in `*out_revision`, the appended
 /// seqs `*out_start .. *out_end`.

@@ -909,6 +909,53 @@ static void owner_stats_do_not_depend_on_what_another_owner_stored(void) {
   free(other);
 }
 
+/* ---- erasure ---- */
+static void erased_messages_leave_every_read_and_gc_drops_their_bytes(void) {
+  char *dir = temp_dir();
+  undertext_options_t o = test_options();
+  undertext_store_t s = open_store(dir);
+  uint64_t id = 0, seq = 0, rev = 0;
+  undertext_chat_t c = new_chat(s, "alice", &id);
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S("hello"), &seq));
+  uint8_t *secret = noise(30000, 21); /* incompressible: gc must drop these bytes */
+  char *text = malloc(60001);
+  for (int i = 0; i < 30000; i++) snprintf(text + 2 * i, 3, "%02x", secret[i]);
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_USER, S(text), &seq));
+  OK(undertext_chat_append_text(c, UNDERTEXT_ROLE_ASSISTANT, S("kept answer"), &seq));
+  undertext_seq_range_t one = {1, 2};
+  FAILS(UNDERTEXT_STALE_REVISION, "expected 7", undertext_chat_erase(c, &one, 1, 7, &rev));
+  FAILS(UNDERTEXT_NULL_POINTER, "ranges", undertext_chat_erase(c, NULL, 1, 0, &rev));
+  OK(undertext_chat_erase(c, &one, 1, 0, &rev));
+  CHECK(rev == 1);
+  undertext_buf_t b = {0};
+  FAILS(UNDERTEXT_NOT_FOUND, "erased", undertext_chat_get(c, 1, &b));
+  OK(undertext_chat_range(c, 0, 3, &b));
+  CHECK(buf_has(b, "hello") && buf_has(b, "kept answer") && !buf_has(b, "\"seq\":1,"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_close(c));
+  OK(undertext_store_close(s));
+
+  undertext_gc_report_t r;
+  memset(&r, 0, sizeof r);
+  OK(undertext_gc(S(dir), &o, &r));
+  /* The 60,000 bytes of hex text (zstd makes them ~30,000) left the log. */
+  CHECK(r.log_bytes_after + 25000 <= r.log_bytes_before);
+  s = open_store(dir);
+  OK(undertext_chat_open(s, S("alice"), id, &c));
+  FAILS(UNDERTEXT_NOT_FOUND, "erased", undertext_chat_get(c, 1, &b));
+  OK(undertext_chat_get(c, 2, &b));
+  CHECK(buf_has(b, "kept answer"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_store_check(s, &b));
+  CHECK(buf_has(b, "\"ok\":true"));
+  OK(undertext_buf_free(&b));
+  OK(undertext_chat_close(c));
+  OK(undertext_store_close(s));
+  free(text);
+  free(secret);
+  remove_dir(dir);
+}
+
 int main(void) {
   owner_stats_do_not_depend_on_what_another_owner_stored();
   blobs_read_back_whole_and_by_range();
@@ -917,6 +964,7 @@ int main(void) {
   sync_stats_and_check_report_the_store();
   a_deleted_chat_refuses_every_write();
   gc_drops_what_only_deleted_chats_used();
+  erased_messages_leave_every_read_and_gc_drops_their_bytes();
   meta_at_reads_every_version();
   chats_are_found_by_title_or_extra_value();
   compaction_plans_are_linted_then_recorded();

@@ -293,6 +293,17 @@ impl PyChat {
         self.with(py, move |c| c.hide(&rs, expected_revision))
     }
 
+    /// Erases the messages of `ranges` (as `hide` takes them) if the chat is still at
+    /// `expected_revision` (else `StaleRevision`); returns the new revision. Use it where a
+    /// deletion must be honoured: an erased message is hidden, no read returns it at any
+    /// revision (`chat[seq]` raises `NotFound`), and the next `Store.gc` drops its bytes
+    /// (text, tool results, archives and attachments only it used, summaries built over it)
+    /// from the files. `hide` is the soft deletion that keeps them.
+    fn erase(&self, py: Python<'_>, ranges: &Bound<'_, PyAny>, expected_revision: u64) -> PyResult<u64> {
+        let rs = crate::convert::seq_ranges(py, ranges)?;
+        self.with(py, move |c| c.erase(&rs, expected_revision))
+    }
+
     /// `hide` and `append_batch` in one transaction (after a crash, both or neither);
     /// returns the new revision and the `range` of the appended seqs.
     fn hide_and_append<'py>(

@@ -488,7 +488,7 @@ impl PyStore {
 
     /// Rewrites the log of the closed store in `path` without deleted chats' records and
     /// the blobs only they used (takes the store's lock: `Locked` while it is open).
-    /// Returns a dict: `deleted_chats`, `records_before`, `records_after`, `blobs_removed`,
+    /// Returns a dict: `deleted_chats`, `records_before`, `records_after`, `blobs_removed`, `erased_versions`,
     /// `log_bytes_before`, `log_bytes_after`.
     #[classmethod]
     #[pyo3(signature = (path, *, segment_size=None, compression=None))]
@@ -514,6 +514,7 @@ impl PyStore {
         d.set_item("blobs_removed", r.blobs_removed)?;
         d.set_item("log_bytes_before", r.log_bytes_before)?;
         d.set_item("log_bytes_after", r.log_bytes_after)?;
+        d.set_item("erased_versions", r.erased_versions)?;
         Ok(d)
     }
 

@@ -293,7 +293,7 @@ async def test_a_store_with_markers_of_the_old_layout_reads_and_goes_on_as_befor
     again = UndertextSession("old", store)
     assert await again.get_items() == final
     # No marker was written by the new code: the summaries are the old ones.
-    summaries = [m.seq for m in chat.messages(hidden=True) if m.parts[0]["type"] == "summary"]
+    summaries = [m.seq for m in chat.messages(hidden=True) if m.parts and m.parts[0]["type"] == "summary"]
     assert summaries == [8, 11, 13]
 
 
@@ -307,8 +307,31 @@ async def test_pops_and_compactions_write_no_marker_and_hide_instead(store: Any)
     assert await session.pop_item() == item(4)
     chat = session._chat
     everything = chat.messages(hidden=True)
-    assert all(m.parts[0]["type"] != "summary" for m in everything)
+    # (a popped item is erased: its place is left, without parts)
+    assert all(not m.parts or m.parts[0]["type"] != "summary" for m in everything)
     hidden = chat.snapshot().hidden
-    assert hidden == [(0, 1), (4, 7)], hidden
+    # The pops erase (7: "short", then 4); the compaction hid 0 and 4..7.
+    assert hidden == [(0, 1), (4, 8)], hidden
     assert [json.loads(m.text) for m in chat.messages()] == [item(1), item(2), item(3)]
     assert await session.get_items() == [item(1), item(2), item(3)]
+
+
+async def test_clear_session_and_pop_item_erase_what_they_delete(tmp_path: Path) -> None:
+    path = tmp_path / "erase"
+    with undertext.Store.open(path, compression="none") as store:
+        session = UndertextSession("s", store)
+        await session.add_items([item(1), {"role": "user", "content": "POPPED-SECRET"}])
+        assert await session.pop_item() == {"role": "user", "content": "POPPED-SECRET"}
+        await session.add_items([{"role": "user", "content": "CLEARED-SECRET"}])
+        await session.clear_session()
+        assert await session.get_items() == []
+        await session.add_items([item(2)])
+        assert await session.get_items() == [item(2)]
+    assert Path(path).exists()
+    raw = b"".join(p.read_bytes() for p in Path(path).rglob("*") if p.is_file())
+    assert b"POPPED-SECRET" in raw and b"CLEARED-SECRET" in raw
+    undertext.Store.gc(path)
+    raw = b"".join(p.read_bytes() for p in Path(path).rglob("*") if p.is_file())
+    assert b"POPPED-SECRET" not in raw and b"CLEARED-SECRET" not in raw
+    with undertext.Store.open(path) as store:
+        assert await UndertextSession("s", store).get_items() == [item(2)]

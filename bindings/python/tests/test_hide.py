@@ -76,3 +76,38 @@ def test_hide_and_append_replaces_a_suffix_in_one_revision(store, chat):
     with pytest.raises(undertext.StaleRevision):
         chat.hide_and_append([(0, 1)], [{"role": "user", "content": "x"}], expected_revision=0)
     assert len(chat) == 5
+
+
+def _in_files(root, needle: bytes) -> bool:
+    import os
+
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            with open(os.path.join(d, f), "rb") as fh:
+                if needle in fh.read():
+                    return True
+    return False
+
+
+def test_erased_messages_leave_every_read_and_gc_drops_their_bytes(tmp_path):
+    path = tmp_path / "store"
+    with undertext.Store.open(path, compression="none") as store:
+        chat = store.create_chat("alice")
+        chat.append_batch([{"role": "user", "content": "hello"}, {"role": "user", "content": "PY-ERASE-SECRET"}])
+        assert chat.erase([(1, 2)], expected_revision=0) == 1
+        with pytest.raises(undertext.NotFound, match="erased"):
+            chat[1]
+        with pytest.raises(undertext.NotFound):
+            chat.snapshot(0)[1]
+        assert [m.seq for m in chat.messages()] == [0]
+        assert [m.parts for m in chat.messages(hidden=True)][1] == [], "an erased message's place only"
+        with pytest.raises(undertext.StaleRevision):
+            chat.erase([(0, 1)], expected_revision=0)
+        chat_id = chat.id
+    assert _in_files(path, b"PY-ERASE-SECRET")
+    report = undertext.Store.gc(path)
+    assert report["erased_versions"] == 1
+    assert not _in_files(path, b"PY-ERASE-SECRET")
+    with undertext.Store.open(path) as store:
+        chat = store.chat("alice", chat_id)
+        assert len(chat) == 2 and chat[0].text == "hello"

@@ -196,6 +196,45 @@ impl Chat {
         self.chat().hide(ranges, expected_revision)
     }
 
+    /// Erases the messages of `ranges`, if the chat is still at `expected_revision`; returns
+    /// the new revision. Use it where a deletion must be honoured (a user's request, a
+    /// framework's "delete"/"clear"); [`Chat::hide`] is the soft deletion that keeps the
+    /// records. An erasure is a hide (the same checks: revision, ranges, tool call and
+    /// result together), and more:
+    ///
+    /// * at once, no read returns an erased message at any revision: [`Snapshot::get`] is
+    ///   [`Error::NotFound`] ("it was erased"), [`Chat::snapshot_at`] an older revision
+    ///   leaves it out like a hidden one, [`Snapshot::messages_with_hidden`] gives its place
+    ///   only (seq, role, turn, time; no parts), an
+    ///   edit of it is refused, search never answers it;
+    /// * the next [`Store::gc`](crate::Store::gc) drops its bytes from the log: every version
+    ///   of those seqs written up to the erasure (its text, tool calls and results, archived
+    ///   results and attachments only it referenced, its body blob), the checkpoints and
+    ///   summaries built over it, compactions and pins that name it, and the search index
+    ///   (rebuilt). What stays is its place: seq, role, turn, time and step tag, so the
+    ///   chat's numbering and turns do not change. A blob another live message, another
+    ///   chat or another owner's own grant still holds stays (it is theirs too).
+    ///
+    /// A message appended later at an erased seq (after a truncation) is not erased.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Options, Store};
+    /// let store = Store::open(dir.path(), Options::default())?;
+    /// let id = store.create_chat("alice", ChatMeta::default())?;
+    /// let chat = store.chat("alice", id)?;
+    /// chat.append_batch(vec![NewMessage::user("my password is hunter2"), NewMessage::user("hi")])?;
+    /// chat.erase(&[0..1], chat.revision())?;
+    /// assert!(chat.snapshot().get(0).is_err());
+    /// drop((chat, store));
+    /// Store::gc(dir.path(), Options::default())?; // the bytes leave the log files
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn erase(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
+        self.store.same_process()?;
+        self.chat().erase(ranges, expected_revision)
+    }
+
     /// [`Chat::hide`] and [`Chat::append_batch`] in one transaction: after a crash either
     /// both happened or neither (a history's suffix replaced atomically). The appended
     /// messages carry the new revision; returns it and their seqs.

@@ -192,11 +192,13 @@ pub fn gc(cli: &Cli, a: &GcArgs) -> CliResult {
         return out::print_json(&json!({
             "deleted_chats": r.deleted_chats, "records_before": r.records_before, "records_after": r.records_after,
             "blobs_removed": r.blobs_removed, "log_bytes_before": r.log_bytes_before, "log_bytes_after": r.log_bytes_after,
+            "erased_versions": r.erased_versions,
         }));
     }
     println!(
-        "gc: {} deleted chat(s) dropped, {} blob(s) removed; records {} → {}; log {} → {}",
+        "gc: {} deleted chat(s) dropped, {} message version(s) erased, {} blob(s) removed; records {} → {}; log {} → {}",
         num(r.deleted_chats),
+        num(r.erased_versions),
         num(r.blobs_removed),
         num(r.records_before),
         num(r.records_after),

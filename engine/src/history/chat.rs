@@ -114,6 +114,8 @@ impl ChatRef<'_> {
             Error::index_msg(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
         let entries = entries_at(&tx, self.id(), revision, len)?;
+        let hidden = super::load::hidden_at(&tx, self.id(), revision)?
+            .with_erased_versions(len, |seq| entries.get(seq as usize).map(|e| e.revision));
         let cur = &current.inner;
         Ok(Snapshot {
             inner: crate::snapshot::SnapArc::new(SnapInner {
@@ -130,7 +132,7 @@ impl ChatRef<'_> {
                 compactions: cur.compactions.clone(),
                 calibration: cur.calibration.clone(),
                 checkpoint: cur.checkpoint.clone(),
-                hidden: Arc::new(super::load::hidden_at(&tx, self.id(), revision)?),
+                hidden: Arc::new(hidden),
                 core: core.clone(),
             }),
         })

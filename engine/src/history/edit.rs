@@ -78,6 +78,11 @@ impl ChatRef<'_> {
             .get(seq as usize)
             .cloned()
             .ok_or_else(|| Error::index_msg(format!("message {seq} missing")))?;
+        if w.hidden.erased(seq, old.revision) {
+            return Err(Error::InvalidArgument(format!(
+                "edit of message {seq}: it was erased (an erased message cannot be edited; append a new one)"
+            )));
+        }
         if old.starts_turn != message.starts_turn() {
             return Err(Error::InvalidArgument(format!(
                 "edit of message {seq} would change whether it starts a user turn; truncate and append instead"

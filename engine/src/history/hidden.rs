@@ -1,5 +1,6 @@
 //! The hidden messages of a chat (soft deletion): which seqs a hide record took out of the
-//! chat's live messages, and at which revision.
+//! chat's live messages, and at which revision; and the erased ones (every version of an
+//! erased seq written up to the erasure is gone for every reader, at every revision).
 
 use std::ops::Range;
 
@@ -10,6 +11,10 @@ use std::ops::Range;
 pub(crate) struct Hidden {
     ranges: Vec<(Range<u64>, u64)>,
     merged: Vec<Range<u64>>,
+    /// Every erasure of the chat (at any revision, the current one's included), each range
+    /// with its revision: the versions of those seqs written at or before it are erased. A
+    /// truncation does not forget them (the versions stay erased).
+    erased: Vec<(Range<u64>, u64)>,
 }
 
 impl Hidden {
@@ -30,6 +35,44 @@ impl Hidden {
         self.ranges.iter().any(|(r, rev)| *rev > revision && r.start < range.end && range.start < r.end)
     }
 
+    /// True when the version of message `seq` written at `revision` is erased.
+    pub(crate) fn erased(&self, seq: u64, revision: u64) -> bool {
+        self.erased.iter().any(|(r, at)| r.contains(&seq) && revision <= *at)
+    }
+
+    /// True when some message was ever erased (at any revision).
+    pub(crate) fn has_erasures(&self) -> bool {
+        !self.erased.is_empty()
+    }
+
+    /// Records that `ranges` were erased at `revision` (they are hidden by [`Hidden::add`]).
+    pub(crate) fn add_erased(&mut self, ranges: impl IntoIterator<Item = Range<u64>>, revision: u64) {
+        self.erased.extend(ranges.into_iter().filter(|r| r.start < r.end).map(|r| (r, revision)));
+    }
+
+    /// This set in a past state of the chat, `len` messages long, whose message `seq` is the
+    /// version of `revision_of(seq)`: the erased versions there are hidden too (an
+    /// erasure is later than that state, so no hide of that state covers them).
+    pub(crate) fn with_erased_versions(
+        mut self,
+        len: u64,
+        revision_of: impl Fn(u64) -> Option<u64>,
+    ) -> Hidden {
+        let mut more = Vec::new();
+        for (r, at) in &self.erased {
+            for seq in r.start..r.end.min(len) {
+                if revision_of(seq).is_some_and(|v| v <= *at) && !self.contains(seq) {
+                    more.push((seq..seq + 1, *at));
+                }
+            }
+        }
+        if !more.is_empty() {
+            self.ranges.extend(more);
+            self.merged = merge(&self.ranges);
+        }
+        self
+    }
+
     /// Hides `ranges` at `revision`.
     pub(crate) fn add(&mut self, ranges: impl IntoIterator<Item = Range<u64>>, revision: u64) {
         self.ranges.extend(ranges.into_iter().filter(|r| r.start < r.end).map(|r| (r, revision)));
@@ -46,7 +89,7 @@ impl Hidden {
             .map(|(r, rev)| (r.start..r.end.min(len), *rev))
             .collect::<Vec<_>>();
         let merged = merge(&ranges);
-        Hidden { ranges, merged }
+        Hidden { ranges, merged, erased: self.erased.clone() }
     }
 
     /// The hidden seqs as sorted, disjoint, non-adjacent ranges.
@@ -83,5 +126,17 @@ mod tests {
         let t = h.truncated(5);
         assert_eq!((t.merged().len(), &t.merged()[0]), (1, &(2..5)));
         assert!(!t.contains(8));
+    }
+
+    #[test]
+    fn an_erasure_covers_the_versions_written_up_to_it_and_survives_truncation() {
+        let mut h = Hidden::default();
+        h.add(std::iter::once(3..5), 4);
+        h.add_erased(std::iter::once(3..5), 4);
+        assert!(h.erased(3, 0) && h.erased(4, 4) && !h.erased(5, 0));
+        assert!(!h.erased(3, 5), "a version written after the erasure (an append after a truncation)");
+        let t = h.truncated(3);
+        assert!(!t.contains(3) && t.erased(3, 2) && !t.erased(3, 6));
+        assert!(t.has_erasures() && !Hidden::default().has_erasures());
     }
 }

@@ -18,13 +18,28 @@ use crate::model::{NewMessage, Part};
 use crate::record::{self, HideRec, RevRec, kind};
 use crate::store::core::{RecordOut, Txn};
 
-/// What a hide adds to a write: its ranges and the revision the caller read.
-pub(super) type HideArgs<'a> = (&'a [Range<u64>], u64);
+/// What a hide adds to a write: its ranges, the revision the caller read, and whether the
+/// hide is an erasure.
+pub(super) type HideArgs<'a> = (&'a [Range<u64>], u64, Erase);
+
+/// Whether a hide also erases (see `Chat::erase`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Erase {
+    /// A soft deletion: the records stay.
+    No,
+    /// An erasure: hidden now, and `gc` drops the bytes.
+    Yes,
+}
 
 impl ChatRef<'_> {
     /// The work of `Chat::hide` (documented there).
     pub(crate) fn hide(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
-        self.append_hiding(Vec::new(), (ranges, expected_revision)).map(|(rev, _)| rev)
+        self.append_hiding(Vec::new(), (ranges, expected_revision, Erase::No)).map(|(rev, _)| rev)
+    }
+
+    /// The work of `Chat::erase` (documented there).
+    pub(crate) fn erase(&self, ranges: &[Range<u64>], expected_revision: u64) -> Result<u64> {
+        self.append_hiding(Vec::new(), (ranges, expected_revision, Erase::Yes)).map(|(rev, _)| rev)
     }
 
     /// The work of `Chat::hide_and_append` (documented there).
@@ -34,7 +49,7 @@ impl ChatRef<'_> {
         messages: Vec<NewMessage>,
         expected_revision: u64,
     ) -> Result<(u64, Range<u64>)> {
-        self.append_hiding(messages, (ranges, expected_revision))
+        self.append_hiding(messages, (ranges, expected_revision, Erase::No))
     }
 
     /// Under the writer lock `w`: checks a hide (the revision, the ranges, the pairing rule)
@@ -43,7 +58,7 @@ impl ChatRef<'_> {
     pub(super) fn hide_records(
         &self,
         w: &Writer,
-        (ranges, expected): HideArgs<'_>,
+        (ranges, expected, erase): HideArgs<'_>,
         txn: &mut Txn,
         now: u64,
     ) -> Result<(u64, Hidden)> {
@@ -73,6 +88,9 @@ impl ChatRef<'_> {
         let mut hidden = (*w.hidden).clone();
         hidden.add(ranges.iter().cloned(), revision);
         self.check_pairs(ranges, &w.hidden, &hidden)?;
+        if erase == Erase::Yes {
+            hidden.add_erased(ranges.iter().cloned(), revision);
+        }
         let first = ranges.iter().map(|r| r.start).min().unwrap_or(0);
         let chat = self.id().0;
         let rev = RevRec {
@@ -87,7 +105,11 @@ impl ChatRef<'_> {
         txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
         let rec =
             HideRec { chat, revision, ranges: ranges.iter().map(|r| (r.start, r.end)).collect(), at_ms: now };
-        txn.push(RecordOut::history(kind::HIDE, record::encode(&rec)?.into_vec()));
+        let payload = record::encode(&rec)?.into_vec();
+        if erase == Erase::Yes {
+            txn.push(RecordOut::history(kind::ERASE, payload.clone()));
+        }
+        txn.push(RecordOut::history(kind::HIDE, payload));
         Ok((revision, hidden))
     }
 

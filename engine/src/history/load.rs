@@ -7,7 +7,7 @@ use super::hidden::Hidden;
 use super::state::{Entry, Writer};
 use crate::error::{Error, Result};
 use crate::index::{
-    CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, HIDDEN, MESSAGES, MsgVal, PINS, REVISIONS,
+    CALIB, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, ERASED, HIDDEN, MESSAGES, MsgVal, PINS, REVISIONS,
     decode_msg_val,
 };
 use crate::log::{Location, Position};
@@ -190,8 +190,27 @@ pub(crate) fn len_at_end_of(tx: &redb::ReadTransaction, chat: ChatId, revision: 
 }
 
 /// The messages of `chat` hidden as of `revision`: every hide up to it, less what a later
-/// truncation (up to it) dropped.
+/// truncation (up to it) dropped; with every erasure of the chat, at any revision (an
+/// erased version is gone from every revision).
 pub(crate) fn hidden_at(tx: &redb::ReadTransaction, chat: ChatId, revision: u64) -> Result<Hidden> {
+    let mut out = visible_at(tx, chat, revision)?;
+    match tx.open_table(ERASED) {
+        Ok(t) => {
+            for item in t.range((chat.0, 0, 0)..=(chat.0, u64::MAX, u64::MAX)).map_err(redb_err)? {
+                let (k, v) = item.map_err(redb_err)?;
+                let (_, rev, start) = k.value();
+                out.add_erased(std::iter::once(start..v.value()), rev);
+            }
+        }
+        // A store written before erasure: nothing is erased.
+        Err(redb::TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(redb_err(e)),
+    }
+    Ok(out)
+}
+
+/// The hides of `hidden_at`, without the erasures.
+fn visible_at(tx: &redb::ReadTransaction, chat: ChatId, revision: u64) -> Result<Hidden> {
     let hides = match tx.open_table(HIDDEN) {
         Ok(t) => t,
         // A store written before soft deletion: nothing is hidden.

@@ -100,10 +100,37 @@ impl Snapshot {
             .ok_or_else(|| Error::index_msg(format!("message {seq} missing in memory")))
     }
 
-    /// Message `seq`.
+    /// Message `seq`. An erased message ([`Chat::erase`](crate::Chat::erase)) is
+    /// [`Error::NotFound`], at every revision it was written up to its erasure.
     pub fn get(&self, seq: u64) -> Result<Message> {
         let e = self.entry(seq)?;
+        if self.inner.hidden.erased(seq, e.revision) {
+            return Err(Error::NotFound {
+                what: format!("message {seq} of {}: it was erased", self.inner.chat),
+            });
+        }
         read_message(&self.inner.core, self.inner.chat, e.loc)
+    }
+
+    /// True when message `seq` (the version this snapshot holds) was erased
+    /// ([`Chat::erase`](crate::Chat::erase)): no read returns it, at any revision, and `gc`
+    /// drops its bytes. An erased message is hidden too.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+    /// chat.append_batch(vec![NewMessage::user("hi"), NewMessage::user("my card is 4111 1111")])?;
+    /// chat.erase(&[1..2], chat.revision())?;
+    /// let old = chat.snapshot_at(0)?;
+    /// assert!(old.is_erased(1) && old.is_hidden(1) && old.get(1).is_err());
+    /// assert!(old.messages_with_hidden()?[1].parts.is_empty()); // its place only
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn is_erased(&self, seq: u64) -> bool {
+        self.inner.hidden.has_erasures()
+            && self.entry(seq).is_ok_and(|e| self.inner.hidden.erased(seq, e.revision))
     }
 
     /// True when message `seq` is hidden ([`Chat::hide`](crate::Chat::hide)): its record
@@ -126,7 +153,7 @@ impl Snapshot {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn is_hidden(&self, seq: u64) -> bool {
-        self.inner.hidden.contains(seq)
+        self.inner.hidden.contains(seq) || self.is_erased(seq)
     }
 
     /// The hidden seqs, as sorted disjoint ranges (empty when nothing is hidden).
@@ -137,6 +164,9 @@ impl Snapshot {
     /// Number of messages that are not hidden ([`len`](Self::len) counts them all: it is
     /// the next seq). See [`is_hidden`](Self::is_hidden) for an example.
     pub fn live_len(&self) -> u64 {
+        if self.inner.hidden.has_erasures() {
+            return (0..self.inner.len).filter(|s| !self.is_hidden(*s)).count() as u64;
+        }
         let hidden: u64 = self
             .inner
             .hidden
@@ -164,10 +194,27 @@ impl Snapshot {
         range.filter(|s| !self.is_hidden(*s)).map(|s| self.get(s)).collect()
     }
 
-    /// Every message of `range.start..range.end`, hidden ones included.
+    /// Every message of `range.start..range.end`, hidden ones included; an erased one
+    /// ([`is_erased`](Self::is_erased)) comes back as its place only: its seq, revision,
+    /// role, turn, time and step, without parts.
     pub fn range_with_hidden(&self, range: Range<u64>) -> Result<Vec<Message>> {
         self.check_range(&range)?;
-        range.map(|s| self.get(s)).collect()
+        range.map(|s| if self.is_erased(s) { self.place_of(s) } else { self.get(s) }).collect()
+    }
+
+    /// An erased message's place: its header, without parts.
+    fn place_of(&self, seq: u64) -> Result<Message> {
+        let h = self.header(seq)?;
+        Ok(Message {
+            seq: h.seq,
+            revision: h.revision,
+            role: h.role,
+            turn: h.turn,
+            parts: Vec::new(),
+            step: h.step,
+            at_ms: h.at_ms,
+            feedback: h.role == crate::model::Role::User && !h.starts_turn,
+        })
     }
 
     /// Every message that is not hidden, in order.
@@ -175,7 +222,7 @@ impl Snapshot {
         self.range(0..self.inner.len)
     }
 
-    /// Every message, hidden ones included, in order.
+    /// Every message, hidden ones included (an erased one as its place only), in order.
     pub fn messages_with_hidden(&self) -> Result<Vec<Message>> {
         self.range_with_hidden(0..self.inner.len)
     }

@@ -62,6 +62,9 @@ pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool
 /// (chat, revision, start) -> end: the ranges of seqs hidden at each revision (soft
 /// deletion; see [`HideRec`]).
 pub(crate) const HIDDEN: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("hidden");
+/// (chat, revision, start) -> end: the ranges of seqs erased at each revision (see
+/// `record::kind::ERASE`).
+pub(crate) const ERASED: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("erased");
 /// (chat, version) -> metadata record location.
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
@@ -213,6 +216,7 @@ pub(crate) struct HistoryIndex<'t> {
     messages: redb::Table<'t, (u64, u64, u64), &'static [u8]>,
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
     hidden: redb::Table<'t, (u64, u64, u64), u64>,
+    erased: redb::Table<'t, (u64, u64, u64), u64>,
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
@@ -240,6 +244,7 @@ impl<'t> HistoryIndex<'t> {
             messages: tx.open_table(MESSAGES).map_err(redb_err)?,
             revisions: tx.open_table(REVISIONS).map_err(redb_err)?,
             hidden: tx.open_table(HIDDEN).map_err(redb_err)?,
+            erased: tx.open_table(ERASED).map_err(redb_err)?,
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
@@ -335,6 +340,7 @@ impl<'t> HistoryIndex<'t> {
         self.messages.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.revisions.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
         self.hidden.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        self.erased.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.metas.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
         self.steps.retain_in((chat, 0, 0, 0)..=(chat, m, m, m), |_, _| false).map_err(redb_err)?;
         self.pins
@@ -449,6 +455,12 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(h.chat, r)?;
                 row.last_ms = row.last_ms.max(h.at_ms);
             }
+            kind::ERASE => {
+                let h: HideRec = record::decode(&r.payload, "erase").map_err(|e| bad(r, e))?;
+                for &(start, end) in &h.ranges {
+                    self.erased.insert((h.chat, h.revision, start), end).map_err(redb_err)?;
+                }
+            }
             kind::STEP => {
                 let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;
                 self.steps
@@ -536,6 +548,7 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, MESSAGES, out)?;
     diff_table(ours, theirs, REVISIONS, out)?;
     diff_table(ours, theirs, HIDDEN, out)?;
+    diff_table(ours, theirs, ERASED, out)?;
     diff_table(ours, theirs, METAS, out)?;
     diff_table(ours, theirs, STEPS, out)?;
     diff_table(ours, theirs, ARCHIVES, out)?;
@@ -560,6 +573,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(MESSAGES).map_err(redb_err)?;
     tx.delete_table(REVISIONS).map_err(redb_err)?;
     tx.delete_table(HIDDEN).map_err(redb_err)?;
+    tx.delete_table(ERASED).map_err(redb_err)?;
     tx.delete_table(METAS).map_err(redb_err)?;
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
@@ -588,6 +602,7 @@ pub(crate) fn chat_of(k: u8, p: &[u8]) -> std::result::Result<Option<u64>, Strin
         kind::MESSAGE | kind::MESSAGE_COMPACT => record::message_fields(k, p)?.chat,
         kind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
         kind::HIDE => record::decode::<HideRec>(p, "hide")?.chat,
+        kind::ERASE => record::decode::<HideRec>(p, "erase")?.chat,
         kind::STEP => record::decode::<StepRec>(p, "step")?.chat,
         kind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
         kind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,

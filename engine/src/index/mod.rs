@@ -39,7 +39,7 @@ pub(crate) use flush::{entries_keeping, entries_of};
 #[cfg(test)]
 pub(crate) use history::encode_msg_val;
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, GRANT_ARCHIVE, GRANT_INLINE, HIDDEN, HistoryIndex,
+    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, ERASED, GRANT_ARCHIVE, GRANT_INLINE, HIDDEN, HistoryIndex,
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, decode_msg_val,
     is_grant,
 };

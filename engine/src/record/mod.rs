@@ -31,6 +31,9 @@ pub(crate) mod kind {
     /// A message version in the compact encoding (`record::compact`); written since issue 19.
     /// Kind 4 (rkyv) is still read.
     pub const MESSAGE_COMPACT: u8 = 17;
+    /// Erasure (issue 34): a `HideRec` payload whose ranges `gc` erases (see FORMAT.md,
+    /// "Erased messages"). Always in the batch of a `HIDE` record of the same ranges.
+    pub const ERASE: u8 = 18;
 }
 
 /// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.
@@ -454,6 +457,7 @@ pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
         kind::DELETE => decode::<DeleteRec>(payload, "delete").map(drop),
         kind::GRANT => decode::<GrantRec>(payload, "grant").map(drop),
         kind::HIDE => decode::<HideRec>(payload, "hide").map(drop),
+        kind::ERASE => decode::<HideRec>(payload, "erase").map(drop),
         other => Err(format!("unknown required record kind {other}")),
     }
 }

@@ -39,8 +39,7 @@ use crate::error::{Error, Result};
 use crate::history::{self, ChatCache, ChatRef};
 use crate::model::{ChatId, Message, Part, ToolContent};
 
-/// The directory of a store's search index, beside its log and `index.redb`.
-pub(crate) const SEARCH_DIR: &str = "search";
+pub(crate) use crate::store::SEARCH_DIR;
 
 /// The name the analyzer is registered under in the tantivy index.
 const TOKENIZER: &str = "undertext";
@@ -809,7 +808,7 @@ fn verify(
         }
     };
     let Some(snap) = snap.as_ref() else { return Ok(None) };
-    if seq >= snap.len() || (!scope.include_hidden && snap.is_hidden(seq)) {
+    if seq >= snap.len() || snap.is_erased(seq) || (!scope.include_hidden && snap.is_hidden(seq)) {
         return Ok(None);
     }
     let m = snap.get(seq)?;

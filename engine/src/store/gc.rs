@@ -22,6 +22,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use super::core::Core;
+use super::erase::{self, Erasures, Fate};
 use super::{Kernel, maintenance};
 use crate::blob::BlobId;
 use crate::blob::chunk::Manifest;
@@ -57,6 +58,9 @@ pub struct GcReport {
     pub log_bytes_before: u64,
     /// Bytes of log data after.
     pub log_bytes_after: u64,
+    /// Message versions erased by this collection (`Chat::erase`): each left as a
+    /// tombstone without its content. A version erased before does not count again.
+    pub erased_versions: u64,
 }
 
 /// Where a record belongs: a chat, or the store as a whole.
@@ -115,6 +119,10 @@ pub(crate) fn gc(dir: &Path, opts: Options) -> Result<GcReport> {
     // log or index open, and no other opener in between.
     let lock = store.lock.lock().take();
     drop(store);
+    // The search index (derived, rebuilt at the next search) may hold the words of what
+    // this collection drops: it goes before the swap, so no crash leaves it beside the
+    // new log.
+    remove_dir(&dir.join(super::SEARCH_DIR))?;
     let marker = dir.join(MARKER);
     let f = io::open(OpenOptions::new().write(true).create(true).truncate(true), &marker)
         .map_err(|e| Error::io("create", &marker, e))?;
@@ -131,8 +139,9 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
     let segments: Vec<u64> =
         list_segments(&log_dir(&core.dir))?.into_iter().filter(|n| *n <= written.segment).collect();
     let mut report = GcReport::default();
-    // Pass 1: deleted chats, archive offset indexes, manifests.
+    // Pass 1: deleted chats, erasures, checkpoints, archive offset indexes, manifests.
     let mut deleted = HashSet::new();
+    let mut erasures = Erasures::default();
     let mut archive_index: HashMap<BlobId, BlobId> = HashMap::new();
     let mut manifests: HashMap<BlobId, Vec<BlobId>> = HashMap::new();
     each_record(core, &segments, written, |n, r| {
@@ -142,6 +151,7 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
             hkind::DELETE => {
                 deleted.insert(record::decode::<DeleteRec>(r.payload, "delete").map_err(bad)?.chat);
             }
+            hkind::ERASE | hkind::CHECKPOINT => erasures.note(r.kind, r.payload).map_err(bad)?,
             hkind::ARCHIVE => {
                 let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
                 archive_index.insert(BlobId(a.id), BlobId(a.index));
@@ -154,51 +164,72 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
         }
         Ok(())
     })?;
-    // Pass 2: what live records and kept grants hold, and what dropped records and
-    // dropped grants held.
+    erasures.taint(&deleted);
+    // Pass 1b (only with erasures): what the versions of chats with erasures reference.
+    if !erasures.is_empty() {
+        each_record(core, &segments, written, |n, r| {
+            if !matches!(r.kind, hkind::MESSAGE | hkind::MESSAGE_COMPACT) {
+                return Ok(());
+            }
+            let bad = |e: String| Error::corrupt(n, r.offset, e);
+            let f = record::message_fields(r.kind, r.payload).map_err(bad)?;
+            if deleted.contains(&f.chat) || !erasures.touches(f.chat) {
+                return Ok(());
+            }
+            let mut body = |id: &BlobId| core.get_blob(id, core.opts.verify).map(Some);
+            let Some(Holds::Refs(refs)) = holds(r.kind, r.payload, &bad, &mut body)? else { return Ok(()) };
+            erasures.note_version(f.chat, f.seq, f.revision, refs);
+            Ok(())
+        })?;
+        erasures.settle();
+    }
+    let gone = Gone { deleted: &deleted, erasures: &erasures };
+    // Pass 2: what kept records and kept grants hold, and what dropped records, erased
+    // versions and dropped grants held.
     let (mut live, mut dead) = (HashSet::new(), HashSet::new());
     each_batch(core, &segments, written, |n, records| {
-        let chats = chats_of_batch(records);
-        records
-            .iter()
-            .try_for_each(|r| reach(core, n, r, &chats, &deleted, &archive_index, &mut live, &mut dead))
+        let (chats, tainted) = gone.batch(records);
+        records.iter().try_for_each(|r| {
+            let fate = gone.fate(n, r, &chats, tainted)?;
+            reach(core, n, r, fate, &archive_index, &mut live, &mut dead)
+        })
     })?;
     let live = closure(live, &manifests);
     let dead: HashSet<BlobId> = closure(dead, &manifests).difference(&live).copied().collect();
-    // Pass 3: copy, in order, what stays; batches keep their records' order and are
-    // renumbered (a batch left empty disappears).
+    // Pass 3: copy, in order, what stays (a tombstone for an erased version); batches keep
+    // their records' order and are renumbered (a batch left empty disappears).
     let mut out = NewLog::create(to, segment_size)?;
     let mut emptied = HashSet::new();
     each_batch(core, &segments, written, |n, records| {
         let mut batch = BatchBuf::new();
-        let chats = chats_of_batch(records);
+        let (chats, tainted) = gone.batch(records);
         for r in records {
             let bad = |e: String| Error::corrupt(n, r.offset, e);
-            let keep = match r.kind {
+            let fate = match r.kind {
                 kind::BLOB | kind::MANIFEST => {
                     let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
-                    !dead.contains(&id) && out.first_copy(id)
+                    if !dead.contains(&id) && out.first_copy(id) { Fate::Keep } else { Fate::Drop }
                 }
-                hkind::ARCHIVE | hkind::GRANT => grant_stays(&chats, &deleted),
-                hkind::CHAT | hkind::DELETE => true,
-                _ => match chat_of(r).map_err(bad)? {
-                    Some(c) if deleted.contains(&c) => {
-                        emptied.insert(c);
-                        false
-                    }
-                    _ => true,
-                },
+                _ => gone.fate(n, r, &chats, tainted)?,
             };
-            if !keep {
+            if fate == Fate::Drop {
                 report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
+                if let Some(c) = chat_of(r).map_err(bad)?.filter(|c| deleted.contains(c)) {
+                    emptied.insert(c);
+                }
                 continue;
             }
             report.records_after += 1;
-            {
-                let spec =
-                    RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] };
-                batch.push(spec).map_err(Error::InvalidArgument)?;
-            }
+            let stone;
+            let spec = if fate == Fate::Tombstone {
+                report.erased_versions += 1;
+                stone = erase::tombstone(r.kind, r.payload, core.opts.compression).map_err(bad)?;
+                let raw_len = u32::try_from(stone.len()).map_err(|_| bad("a tombstone over 4 GiB".into()))?;
+                RecordSpec { kind: hkind::MESSAGE_COMPACT, codec: 0, raw_len, parts: &[&stone] }
+            } else {
+                RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] }
+            };
+            batch.push(spec).map_err(Error::InvalidArgument)?;
         }
         if !batch.is_empty() {
             out.write(batch)?;
@@ -267,26 +298,61 @@ pub(crate) fn holds(
     Ok(Some(Holds::Refs(refs)))
 }
 
-/// Adds what record `r` (of a batch whose grants are bound to `chats`) holds to `live`
-/// when it stays, or to `dead` when `gc` drops it.
-#[expect(clippy::too_many_arguments, reason = "the state of one pass, passed apart for the borrows")]
+/// What a collection drops: deleted chats and erasures.
+struct Gone<'a> {
+    deleted: &'a HashSet<u64>,
+    erasures: &'a Erasures,
+}
+
+impl Gone<'_> {
+    /// The chats a batch's grants are bound to, and whether its summaries are derived from
+    /// erased content.
+    fn batch(&self, records: &[RecordRef<'_>]) -> (Vec<u64>, bool) {
+        let tainted = self.erasures.batch_tainted(records.iter().map(|r| (r.kind, r.payload)));
+        (chats_of_batch(records), tainted)
+    }
+
+    /// What becomes of history record `r` (not a blob or manifest) of segment `n`.
+    fn fate(&self, n: u64, r: &RecordRef<'_>, chats: &[u64], tainted: bool) -> Result<Fate> {
+        let bad = |e: String| Error::corrupt(n, r.offset, e);
+        match r.kind {
+            hkind::ARCHIVE | hkind::GRANT => {
+                let granted = if r.kind == hkind::GRANT {
+                    record::decode::<GrantRec>(r.payload, "grant").map_err(bad)?.id
+                } else {
+                    record::decode::<ArchiveRec>(r.payload, "archive").map_err(bad)?.id
+                };
+                let stays =
+                    grant_stays(chats, self.deleted) && !self.erasures.orphaned(chats, &BlobId(granted));
+                Ok(if stays { Fate::Keep } else { Fate::Drop })
+            }
+            hkind::CHAT | hkind::DELETE => Ok(Fate::Keep),
+            _ => match chat_of(r).map_err(bad)? {
+                Some(c) if self.deleted.contains(&c) => Ok(Fate::Drop),
+                chat => self.erasures.fate(r.kind, r.payload, chat, tainted).map_err(bad),
+            },
+        }
+    }
+}
+
+/// Adds what record `r` holds to `live` when it stays, or to `dead` when `gc` drops it (or
+/// writes its tombstone, which holds nothing).
 fn reach(
     core: &Core,
     n: u64,
     r: &RecordRef<'_>,
-    chats: &[u64],
-    deleted: &HashSet<u64>,
+    fate: Fate,
     archive_index: &HashMap<BlobId, BlobId>,
     live: &mut HashSet<BlobId>,
     dead: &mut HashSet<BlobId>,
 ) -> Result<()> {
     let bad = |e: String| Error::corrupt(n, r.offset, e);
     let mut body = |id: &BlobId| core.get_blob(id, core.opts.verify).map(Some);
+    let into = if fate == Fate::Keep { live } else { dead };
     let mut refs = match holds(r.kind, r.payload, &bad, &mut body)? {
         None => return Ok(()),
         // A grant holds its blob (an archive grant, the offset index too) while it stays.
         Some(Holds::Grant(ids)) => {
-            let into = if grant_stays(chats, deleted) { live } else { dead };
             into.extend(ids);
             return Ok(());
         }
@@ -295,10 +361,6 @@ fn reach(
     // An archive's offset index goes wherever its text goes.
     let extra: Vec<BlobId> = refs.iter().filter_map(|id| archive_index.get(id).copied()).collect();
     refs.extend(extra);
-    let into = match chat_of(r).map_err(bad)? {
-        Some(chat) if deleted.contains(&chat) => dead,
-        _ => live,
-    };
     into.extend(refs);
     Ok(())
 }

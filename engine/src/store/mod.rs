@@ -5,6 +5,7 @@
 
 pub(crate) mod blobs;
 pub(crate) mod core;
+mod erase;
 pub(crate) mod gc;
 mod indexer;
 pub(crate) mod listed;
@@ -220,3 +221,6 @@ impl Drop for Kernel {
         }
     }
 }
+
+/// The directory of a store's search index, beside its log and `index.redb`.
+pub(crate) const SEARCH_DIR: &str = "search";

@@ -241,6 +241,14 @@ class Chat:
         and ``messages(hidden=True)`` still read them. A tool call and its results are hidden
         together or not at all (``InvalidArgument``).
         """
+    def erase(self, ranges: Sequence[Union[Tuple[int, int], range]], expected_revision: int) -> int:
+        """Erases the messages of ``ranges`` if the chat is still at ``expected_revision``;
+        returns the new revision.
+
+        Use it where a deletion must be honoured. An erased message is hidden, no read returns
+        it at any revision (``chat[seq]`` raises ``NotFound``), and the next ``Store.gc``
+        drops its bytes from the files. ``hide`` is the soft deletion that keeps them.
+        """
     def hide_and_append(
         self,
         ranges: Sequence[Union[Tuple[int, int], range]],

@@ -305,24 +305,23 @@ class UndertextSession:
             self._chat.append_batch(messages)
 
     def pop_item_sync(self) -> Any:
-        """``pop_item`` without the event loop: one truncation, or one hide."""
+        """``pop_item`` without the event loop: one erasure (``Chat.erase``): the item
+        leaves every read at once and its bytes leave the files at the next ``Store.gc``."""
         with self._lock:
             snap = self._fresh()
             walk = _Walk(snap)
             for seq, text in walk:
-                if seq == len(snap) - 1:
-                    self._chat.truncate(seq, expected_revision=snap.revision)
-                else:
-                    self._chat.hide([(seq, seq + 1)], expected_revision=snap.revision)
+                self._chat.erase([(seq, seq + 1)], expected_revision=snap.revision)
                 return json.loads(text)
             return None
 
     def clear_session_sync(self) -> None:
-        """``clear_session`` without the event loop: one truncation."""
+        """``clear_session`` without the event loop: one erasure of every item (a deletion
+        the store honours: the next ``Store.gc`` drops their bytes from the files)."""
         with self._lock:
             snap = self._fresh()
-            if len(snap):
-                self._chat.truncate(0, expected_revision=snap.revision)
+            if len(snap) and next(iter(snap.iter(0, len(snap))), None) is not None:
+                self._chat.erase([(0, len(snap))], expected_revision=snap.revision)
 
     def replace_all_sync(self, items: list[Any]) -> None:
         """Replaces the whole history with ``items`` in one transaction."""
