@@ -38,6 +38,90 @@ pub(super) fn args_json(v: Option<&Value>) -> String {
     }
 }
 
+/// The time of a transcript entry (Unix ms): its `timestamp` (or `extra.timestamp`, as
+/// mini-swe-agent 2 writes it), an RFC 3339 / ISO 8601 string (`2026-02-11T20:36:45.693Z`;
+/// without an offset it is read as UTC) or a number of seconds since the epoch (milliseconds
+/// when it is over 10^11). `None` when absent or unreadable.
+pub(super) fn time_of(v: &Value) -> Option<u64> {
+    let t = v.get("timestamp").or_else(|| v.pointer("/extra/timestamp"))?;
+    match t {
+        Value::String(s) => parse_time(s),
+        Value::Number(n) => {
+            let x = n.as_f64()?;
+            if !x.is_finite() || x <= 0.0 {
+                None
+            } else if x > 1e11 {
+                Some(x as u64)
+            } else {
+                Some((x * 1000.0) as u64)
+            }
+        }
+        _ => None,
+    }
+}
+
+/// An RFC 3339 / ISO 8601 date-time as Unix ms: `YYYY-MM-DD[T ]hh:mm:ss[.fff][Z|±hh:mm]`.
+pub(super) fn parse_time(s: &str) -> Option<u64> {
+    let b = s.trim().as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let d = b.get(r)?;
+        if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(d).ok()?.parse().ok()
+    };
+    if b.len() < 19 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if b[13] != b':'
+        || b[16] != b':'
+        || !(1..=12).contains(&mo)
+        || !(1..=31).contains(&d)
+        || h > 23
+        || mi > 59
+        || sec > 60
+    {
+        return None;
+    }
+    let mut i = 19;
+    let mut ms = 0i64;
+    if b.get(i) == Some(&b'.') {
+        let start = i + 1;
+        i = start;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+        let frac = b.get(start..i)?;
+        if frac.is_empty() {
+            return None;
+        }
+        for k in 0..3 {
+            ms = ms * 10 + frac.get(k).map_or(0, |c| i64::from(c - b'0'));
+        }
+    }
+    let offset_min = match b.get(i) {
+        None | Some(b'Z' | b'z') => 0,
+        Some(&c @ (b'+' | b'-')) => {
+            let (oh, om) = (num(i + 1..i + 3)?, num(i + 4..i + 6)?);
+            let m = oh * 60 + om;
+            if c == b'+' { m } else { -m }
+        }
+        _ => return None,
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let t = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
+    u64::try_from(t * 1000 + ms).ok().filter(|&t| t > 0)
+}
+
 /// A tool result part.
 pub(super) fn result(call_id: &str, text: String, is_error: bool) -> Part {
     Part::ToolResult { call_id: call_id.to_string(), content: ToolContent::Text(text), is_error }
@@ -184,4 +268,21 @@ pub(super) fn jsonl(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_time;
+
+    #[test]
+    fn parse_time_reads_rfc3339_with_offsets_fractions_and_no_zone() {
+        assert_eq!(parse_time("1970-01-01T00:00:01Z"), Some(1000));
+        assert_eq!(parse_time("2026-02-11T20:36:45.693Z"), Some(1_770_842_205_693));
+        assert_eq!(parse_time("2026-02-11T21:36:45.693+01:00"), Some(1_770_842_205_693));
+        assert_eq!(parse_time("2026-02-11T20:36:45.693123"), Some(1_770_842_205_693));
+        assert_eq!(parse_time("2026-02-11 20:36:45"), Some(1_770_842_205_000));
+        assert_eq!(parse_time("2026-13-11T20:36:45Z"), None);
+        assert_eq!(parse_time("yesterday"), None);
+        assert_eq!(parse_time("2026-02-11T20:36:45Q"), None);
+    }
 }
