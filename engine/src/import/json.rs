@@ -122,6 +122,54 @@ pub(super) fn parse_time(s: &str) -> Option<u64> {
     u64::try_from(t * 1000 + ms).ok().filter(|&t| t > 0)
 }
 
+/// A chat title from a task's text: its first meaningful line, 80 characters at most. The
+/// text of a `<issue_description>`, `<pr_description>` or `<task>` block when there is one;
+/// else the first line that is not a wrapper tag (`<uploaded_files>`), not inside
+/// `<uploaded_files>`, with the harness's lead sentence ("I've uploaded a python code
+/// repository ...") left out. `None` when nothing is left.
+pub(super) fn task_title(text: &str) -> Option<String> {
+    let cut = |l: &str| -> Option<String> {
+        let l = l.trim();
+        (!l.is_empty()).then(|| l.chars().take(80).collect())
+    };
+    for tag in ["issue_description", "pr_description", "task"] {
+        let open = format!("<{tag}>");
+        if let Some(i) = text.find(&open) {
+            let body = &text[i + open.len()..];
+            let body = body.find(&format!("</{tag}>")).map_or(body, |j| &body[..j]);
+            if let Some(t) = body.lines().find_map(cut) {
+                return Some(t);
+            }
+        }
+    }
+    let mut inside = false;
+    for line in text.lines() {
+        let l = line.trim();
+        if l == "<uploaded_files>" {
+            inside = true;
+            continue;
+        }
+        if l == "</uploaded_files>" {
+            inside = false;
+            continue;
+        }
+        let is_tag = l.starts_with('<') && l.ends_with('>') && !l[1..].contains('<');
+        if inside || l.is_empty() || is_tag {
+            continue;
+        }
+        let l = if l.starts_with("I've uploaded a ") || l.starts_with("I have uploaded a ") {
+            match l.find(". ").map(|i| l[i + 2..].trim()) {
+                Some(rest) if !rest.is_empty() => rest,
+                _ => continue,
+            }
+        } else {
+            l
+        };
+        return cut(l);
+    }
+    None
+}
+
 /// A tool result part.
 pub(super) fn result(call_id: &str, text: String, is_error: bool) -> Part {
     Part::ToolResult { call_id: call_id.to_string(), content: ToolContent::Text(text), is_error }
@@ -284,5 +332,19 @@ mod tests {
         assert_eq!(parse_time("2026-13-11T20:36:45Z"), None);
         assert_eq!(parse_time("yesterday"), None);
         assert_eq!(parse_time("2026-02-11T20:36:45Q"), None);
+    }
+
+    #[test]
+    fn task_title_skips_wrapper_tags_and_the_harness_lead_sentence() {
+        use super::task_title;
+        let oh = "<uploaded_files>\n/workspace/acme__widgets__0.1\n</uploaded_files>\nI've uploaded a python code \
+                  repository. Widget.resize() ignores the height argument. Fix it.";
+        assert_eq!(task_title(oh).as_deref(), Some("Widget.resize() ignores the height argument. Fix it."));
+        let issue = "<uploaded_files>\n/w\n</uploaded_files>\nI've uploaded a python code repository in the \
+                     directory w. Consider the following issue description:\n\n<issue_description>\n\nQuery.count() is \
+                     wrong\n</issue_description>";
+        assert_eq!(task_title(issue).as_deref(), Some("Query.count() is wrong"));
+        assert_eq!(task_title("\n  Fix the build\nmore").as_deref(), Some("Fix the build"));
+        assert_eq!(task_title("<uploaded_files>\n/w\n</uploaded_files>"), None);
     }
 }

@@ -64,8 +64,8 @@ use crate::history::{NewMessage, Part, ToolContent};
 pub use input::{MAX_INPUT_BYTES, Walk, read_bounded, walk};
 pub use inventory::{FormatCounts, Inventory, inventory};
 pub use write::{
-    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions, imported_chat,
-    imported_chats,
+    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions,
+    import_sessions_until, imported_chat, imported_chats,
 };
 
 /// A transcript format, or [`Format::Auto`] to detect it from the content.

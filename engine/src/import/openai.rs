@@ -76,7 +76,7 @@ pub(super) fn messages_timed(list: &[Value]) -> (Vec<NewMessage>, Vec<Option<u64
 
 fn title_of(msgs: &[NewMessage]) -> Option<String> {
     msgs.iter().find(|m| m.role == Role::User).and_then(|m| match m.parts.first() {
-        Some(Part::Text(t)) => t.lines().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(80).collect()),
+        Some(Part::Text(t)) => super::json::task_title(t),
         _ => None,
     })
 }

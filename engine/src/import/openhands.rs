@@ -37,7 +37,7 @@ use crate::history::{NewMessage, Part, Role};
 /// The first line of the first user message, as a title.
 fn title_of(msgs: &[NewMessage]) -> Option<String> {
     msgs.iter().find(|m| m.role == Role::User).and_then(|m| match m.parts.first() {
-        Some(Part::Text(t)) => t.lines().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(80).collect()),
+        Some(Part::Text(t)) => super::json::task_title(t),
         _ => None,
     })
 }
