@@ -157,6 +157,7 @@ fn session(messages: Vec<NewMessage>) -> Session {
         model: String::new(),
         source: PathBuf::from("prop.json"),
         messages,
+        at_ms: Vec::new(),
         tool_results: 0,
         tool_result_bytes: 0,
         tool_calls: 0,

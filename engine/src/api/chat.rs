@@ -103,6 +103,25 @@ impl Chat {
         self.chat().append_batch(messages)
     }
 
+    /// Appends messages atomically, each dated `at_ms` (one per message, Unix ms) instead of
+    /// now: the importers keep a transcript's own times (see `history::append`).
+    pub(crate) fn append_batch_at(&self, messages: Vec<NewMessage>, at_ms: &[u64]) -> Result<Range<u64>> {
+        self.store.same_process()?;
+        self.chat().append_batch_at(messages, at_ms)
+    }
+
+    /// When the chat was last active (Unix ms), as [`Store::chats`] orders it.
+    pub(crate) fn last_activity_ms(&self) -> u64 {
+        self.state.cell.load().last_ms
+    }
+
+    /// Replaces the metadata with a record dated `at_ms` (the importers' bookkeeping, which
+    /// leaves the chat's last activity where its messages put it).
+    pub(crate) fn set_meta_at(&self, meta: ChatMeta, at_ms: u64) -> Result<u64> {
+        self.store.same_process()?;
+        self.chat().set_meta_at(meta, Some(at_ms))
+    }
+
     /// Stores `blobs` and appends `messages` in one transaction — one commit, one
     /// `fdatasync` — so that after a crash all of them are there or none. The messages can
     /// reference the blobs by id in [`Part::Attachment`] parts (which also tells `gc` the

@@ -234,6 +234,20 @@ impl Store {
         history::create_chat(&self.inner.chats, owner, meta)
     }
 
+    /// Creates a chat holding `messages` in one transaction with them (after a crash it is
+    /// there whole or not at all), each message dated `at_ms` (one per message) or now: the
+    /// importers' path (`history::create_chat_with`).
+    pub(crate) fn create_chat_with(
+        &self,
+        owner: &str,
+        meta: ChatMeta,
+        messages: Vec<crate::history::NewMessage>,
+        at_ms: Option<&[u64]>,
+    ) -> Result<ChatId> {
+        self.same_process()?;
+        history::create_chat_with(&self.inner.chats, &self.inner.archives, owner, meta, messages, at_ms)
+    }
+
     /// Deletes chat `id` of `owner`: it can no longer be opened, listed or written (open
     /// handles get [`Error::NotFound`]; snapshots already taken still read). Its records
     /// stay in the log until [`Store::gc`] removes them and every blob only they used; its

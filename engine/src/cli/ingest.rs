@@ -1,6 +1,7 @@
 //! `import` and `replay`: transcripts in, through the library's importers.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -123,6 +124,28 @@ fn report_problems(problems: &[Problem], json: bool) -> CliResult {
     Err(CliError(format!("{last}{more}")))
 }
 
+/// Set by SIGINT while an import runs: it stops at the next session boundary.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Ctrl-C stops the import at a session boundary (a second one ends the process at once).
+fn catch_interrupt() {
+    INTERRUPTED.store(false, std::sync::atomic::Ordering::SeqCst);
+    // SAFETY: `on_interrupt` only stores to an atomic, which is async-signal-safe;
+    // SA_RESETHAND gives a second Ctrl-C the default action (end the process).
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESETHAND;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGINT, &act, std::ptr::null_mut());
+    }
+}
+
 /// `import PATH…`.
 pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
     let Inputs { sessions, problems, bytes_in, files: rows } = parse_all(&a.paths, &a.format)?;
@@ -133,16 +156,32 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
     // Bulk import: no fsync per session; one sync at the end makes it all durable. A crash
     // midway loses nothing imported before the last sync, and importing again completes it.
     let store = out::open(cli, true, Durability::None)?;
-    let pb = bar(sessions.len() as u64, "importing", a.paths.iter().any(|p| p.is_dir()));
-    let r = import::import_sessions(&store, &cli.owner, &sessions, |s| {
-        pb.set_message(s.title.chars().take(50).collect::<String>());
-        pb.inc(1);
-    })?;
+    // Progress on a terminal only (indicatif draws nothing when stderr is not one).
+    let pb = bar(sessions.len() as u64, "importing", !a.json && std::io::stderr().is_terminal());
+    catch_interrupt();
+    let mut done = 0u64;
+    let r = import::import_sessions_until(
+        &store,
+        &cli.owner,
+        &sessions,
+        |s| {
+            done += 1;
+            pb.set_message(s.title.chars().take(50).collect::<String>());
+            pb.inc(1);
+        },
+        || INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst),
+    )?;
     pb.finish_and_clear();
     store.sync()?;
     let mut problems = problems;
     problems.extend(r.key_conflicts.iter().cloned());
-    let st = store.stats()?;
+    let mut st = store.stats()?;
+    // The index file as `undertext stats` will find it: redb gives back the space it
+    // held for open transactions when the store is closed.
+    store.close()?;
+    if let Ok(m) = std::fs::metadata(cli.store.join("index.redb")) {
+        st.index_bytes = m.len();
+    }
     let mut per: BTreeMap<&str, (u64, u64, u64)> = BTreeMap::new();
     for s in &sessions {
         let e = per.entry(s.format.name()).or_default();
@@ -174,6 +213,7 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
             "messages_replaced": r.messages_replaced, "messages": r.messages, "tool_results": r.tool_results,
             "archived": r.archived, "linked": r.linked,
             "compactions": r.compactions, "compactions_refused": r.compactions_refused,
+            "interrupted": r.interrupted, "sessions_done": done,
             "per_file": per_file,
             "log_bytes": st.log_bytes, "index_bytes": st.index_bytes,
             "per_format": per_format,
@@ -218,6 +258,18 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
             bytes(st.log_bytes),
             bytes(st.index_bytes)
         );
+    }
+    if r.interrupted {
+        eprintln!(
+            "interrupted: {} of {} sessions imported, each whole; {} not begun (import again to add them)",
+            num(done),
+            num(sessions.len() as u64),
+            num(sessions.len() as u64 - done)
+        );
+        if let Err(e) = report_problems(&problems, a.json) {
+            eprintln!("error: {}", e.0);
+        }
+        return Err(CliError("import interrupted (Ctrl-C)".into()));
     }
     report_problems(&problems, a.json)
 }

@@ -84,20 +84,112 @@ pub fn open_read_only(cli: &Cli) -> CliResult<Store> {
     opened(cli, Store::open_read_only(&cli.store))
 }
 
-/// Parses a chat id (`chat-<16 hex>` or the hex alone).
-pub fn chat_id(s: &str) -> CliResult<ChatId> {
-    s.parse::<ChatId>().map_err(|e| CliError(format!("{e} (list chats with `undertext chats`)")))
+/// How a chat is named on the command line: its id (`chat-<hex>` as listed, `0x<hex>`, or
+/// the 16 hex digits alone), or the transcript session it was imported from.
+enum ChatName {
+    Id(ChatId),
+    Session(String),
 }
 
-/// Opens chat `s` of the owner.
+/// Reads a chat argument. Chat ids are hexadecimal (`chat-000000000000002a`, `0x2a`, or the
+/// 16 digits as listed); a shorter bare number is refused as ambiguous (`42` is not silently
+/// chat 0x42), naming both readings. Anything else names an imported session.
+fn chat_name(s: &str) -> CliResult<ChatName> {
+    let hex = |h: &str, shown: &str| -> CliResult<ChatName> {
+        if h.is_empty() || h.len() > 16 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(CliError(format!(
+                "chat id: expected {shown} followed by 1 to 16 hex digits, found {s:?} (list chats with `undertext chats`)"
+            )));
+        }
+        u64::from_str_radix(h, 16)
+            .map(|n| ChatName::Id(ChatId(n)))
+            .map_err(|e| CliError(format!("chat id {s:?}: {e}")))
+    };
+    if let Some(h) = s.strip_prefix("chat-") {
+        return hex(h, "chat-");
+    }
+    if let Some(h) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        return hex(h, "0x");
+    }
+    if s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return hex(s, "");
+    }
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        let dec = s.parse::<u64>().map(|n| format!("chat-{n:016x} (decimal) or ")).unwrap_or_default();
+        return Err(CliError(format!(
+            "chat id {s:?} is ambiguous: chat ids are hexadecimal; write {dec}chat-{:0>16} (hex), or 0x{s}",
+            s
+        )));
+    }
+    Ok(ChatName::Session(s.to_string()))
+}
+
+/// Finds the chat of `owner` imported from session `name`: its import key exactly
+/// (`claude-code:<session id>`), or a key of a format that ends with it (`<format>:<name>`:
+/// the session id of Claude Code, Codex, OpenHands SDK; `mini-swe-agent:<instance id>:…`).
+fn chat_of_session(store: &Store, owner: &str, name: &str) -> CliResult<ChatId> {
+    if let Some((id, _)) = undertext::import::imported_chat(store, owner, name)? {
+        return Ok(id);
+    }
+    let mut found: Vec<(ChatId, String)> = Vec::new();
+    for f in undertext::import::Format::NAMES.iter().skip(1) {
+        let key = format!("{f}:{name}");
+        if let Some((id, _)) = undertext::import::imported_chat(store, owner, &key)? {
+            found.push((id, key));
+        }
+    }
+    if found.is_empty() {
+        // An instance id (mini-swe-agent keys add the file's hash): a scan of the owner's chats.
+        let all = undertext::import::imported_chats(store, owner)?;
+        let mut keys: Vec<(&String, &(ChatId, u64))> =
+            all.iter().filter(|(k, _)| k.split(':').nth(1) == Some(name)).collect();
+        keys.sort();
+        found = keys.into_iter().map(|(k, (id, _))| (*id, k.clone())).collect();
+    }
+    match found.as_slice() {
+        [(id, _)] => Ok(*id),
+        [] => Err(CliError(format!(
+            "no chat {name:?} for owner {owner:?}: expected a chat id (chat-<hex>, 0x<hex>) or the session id \
+             or import key of an imported chat, found neither (list chats with `undertext chats`)"
+        ))),
+        many => Err(CliError(format!(
+            "session {name:?} names {} chats: {} (give one of these chat ids)",
+            many.len(),
+            many.iter().map(|(id, k)| format!("{id} ({k})")).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// Opens chat `s` of the owner: a chat id, or the session id / import key it was imported
+/// from ([`chat_name`]).
 pub fn chat(cli: &Cli, store: &Store, s: &str) -> CliResult<undertext::Chat> {
-    let id = chat_id(s)?;
+    let id = match chat_name(s)? {
+        ChatName::Id(id) => id,
+        ChatName::Session(name) => chat_of_session(store, &cli.owner, &name)?,
+    };
     store.chat(&cli.owner, id).map_err(|e| match e {
         Error::NotFound { .. } => {
             CliError(format!("no chat {id} for owner {:?} (list chats with `undertext chats`)", cli.owner))
         }
         other => other.into(),
     })
+}
+
+/// Unix ms as `YYYY-MM-DD HH:MM` (UTC).
+pub fn utc_minute(ms: u64) -> String {
+    let mins = ms / 60_000;
+    let (days, m) = ((mins / 1440) as i64, mins % 1440);
+    // Civil date from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}", m / 60, m % 60)
 }
 
 /// `1234567` as `1,234,567`.

@@ -38,18 +38,34 @@ pub fn chats(cli: &Cli, a: &ChatsArgs) -> CliResult {
             .collect();
         return out::print_json(&json!({"owner": cli.owner, "chats": rows}));
     }
-    println!("{:<22} {:>8}  {:<16} title", "chat", "messages", "format");
+    // One line per chat, whatever the titles: the title is cut to the terminal's width
+    // (`COLUMNS`, else 120), so a long one never wraps under the next chat's id.
+    let width = std::env::var("COLUMNS").ok().and_then(|c| c.parse::<usize>().ok()).unwrap_or(120).max(80);
+    println!("{:<21} {:>8}  {:<16}  {:<16}  title", "chat", "messages", "last activity", "format");
+    let lead = 21 + 1 + 8 + 2 + 16 + 2 + 16 + 2;
     for c in &all {
         let format = c.meta.extra.get(undertext::import::FORMAT).map_or("", String::as_str);
-        let parent =
-            c.meta.extra.get(undertext::import::PARENT_CHAT).map(|p| format!(" (side chain of {p})"));
+        let parent = c
+            .meta
+            .extra
+            .get(undertext::import::PARENT_CHAT)
+            .and_then(|p| p.parse::<undertext::ChatId>().ok())
+            .map(|p| format!("[side chain of {:#x}] ", p.0));
+        let title =
+            format!("{}{}", parent.unwrap_or_default(), c.meta.title.lines().next().unwrap_or_default());
+        let room = width.saturating_sub(lead).max(10);
+        let title = if title.chars().count() > room {
+            format!("{}…", title.chars().take(room - 1).collect::<String>())
+        } else {
+            title
+        };
         println!(
-            "{:<22} {:>8}  {:<16} {}{}",
+            "{:<21} {:>8}  {:<16}  {:<16}  {}",
             c.id.to_string(),
             num(c.len),
+            out::utc_minute(c.last_activity_ms),
             format,
-            c.meta.title,
-            parent.unwrap_or_default()
+            title
         );
     }
     println!("{} chats of owner {:?} in {}", all.len(), cli.owner, cli.store.display());

@@ -136,6 +136,19 @@ fn part_len(p: &Part) -> usize {
     }
 }
 
+/// The times an append stamps its messages with, and records written before them in its
+/// transaction (a chat's creation).
+struct Timed<'a> {
+    /// One time per message (Unix ms); `None`: now.
+    at_ms: Option<&'a [u64]>,
+    /// Records committed first, in the same transaction.
+    prelude: Vec<RecordOut>,
+}
+
+impl Timed<'_> {
+    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new() };
+}
+
 impl ChatRef<'_> {
     /// The work of `Chat::append` (documented there).
     pub(crate) fn append(&self, message: NewMessage) -> Result<u64> {
@@ -144,7 +157,27 @@ impl ChatRef<'_> {
 
     /// Appends messages atomically: after a crash all of them are there or none.
     pub(crate) fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None, None).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, None, None, Timed::NOW).map(|(_, r, _)| r)
+    }
+
+    /// Appends messages atomically, each stamped with its own time (`at_ms`, one per
+    /// message) instead of now: the importers' path, so an imported message keeps the time
+    /// its transcript gives it. The chat's last activity becomes the latest of its times
+    /// (never earlier than it was).
+    pub(crate) fn append_batch_at(&self, messages: Vec<NewMessage>, at_ms: &[u64]) -> Result<Range<u64>> {
+        self.append_inner(&[], messages, None, None, Timed { at_ms: Some(at_ms), prelude: Vec::new() })
+            .map(|(_, r, _)| r)
+    }
+
+    /// The first write of a chat created with its messages (`history::create_chat_with`): the
+    /// chat's creation records (`prelude`) and its messages in one transaction.
+    pub(super) fn append_creating(
+        &self,
+        messages: Vec<NewMessage>,
+        at_ms: Option<&[u64]>,
+        prelude: Vec<RecordOut>,
+    ) -> Result<Range<u64>> {
+        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude }).map(|(_, r, _)| r)
     }
 
     /// The work of `Chat::append_with_blobs` (documented there).
@@ -153,7 +186,7 @@ impl ChatRef<'_> {
         blobs: &[&[u8]],
         messages: Vec<NewMessage>,
     ) -> Result<(Vec<BlobId>, Range<u64>)> {
-        self.append_inner(blobs, messages, None, None).map(|(ids, r, _)| (ids, r))
+        self.append_inner(blobs, messages, None, None, Timed::NOW).map(|(ids, r, _)| (ids, r))
     }
 
     /// Hides messages and appends `messages` in one transaction (see `history::hide`):
@@ -163,7 +196,7 @@ impl ChatRef<'_> {
         messages: Vec<NewMessage>,
         hide: super::hide::HideArgs<'_>,
     ) -> Result<(u64, Range<u64>)> {
-        self.append_inner(&[], messages, None, Some(hide)).map(|(_, r, rev)| (rev, r))
+        self.append_inner(&[], messages, None, Some(hide), Timed::NOW).map(|(_, r, rev)| (rev, r))
     }
 
     fn append_inner(
@@ -172,9 +205,19 @@ impl ChatRef<'_> {
         messages: Vec<NewMessage>,
         step: Option<(StepTag, bool)>,
         hide: Option<super::hide::HideArgs<'_>>,
+        timed: Timed<'_>,
     ) -> Result<(Vec<BlobId>, Range<u64>, u64)> {
         for (i, m) in messages.iter().enumerate() {
             check_message(m, i)?;
+        }
+        if let Some(at) = timed.at_ms
+            && at.len() != messages.len()
+        {
+            return Err(Error::InvalidArgument(format!(
+                "message times: expected one per message ({}), found {}",
+                messages.len(),
+                at.len()
+            )));
         }
         if step.is_some() && messages.iter().any(NewMessage::starts_turn) {
             return Err(Error::InvalidArgument("a step's messages cannot start a user turn".into()));
@@ -186,6 +229,9 @@ impl ChatRef<'_> {
         // grants looked up, bodies encoded. Under the lock: the records that carry the chat's
         // sequence numbers, and the commit.
         let mut txn = Txn::default();
+        for r in timed.prelude {
+            txn.push(r);
+        }
         let mut wait = None;
         let mut ids = Vec::with_capacity(blobs.len());
         let owner = self.state.owner.clone();
@@ -234,19 +280,20 @@ impl ChatRef<'_> {
             let starts = m.starts_turn();
             turn += starts as u64;
             let seq = base + i as u64;
+            let at_ms = timed.at_ms.and_then(|t| t.get(i).copied()).unwrap_or(now);
             let rec = MsgRec {
                 chat: chat.0,
                 seq,
                 revision,
                 role: record::role_byte(m.role, m.feedback),
                 turn,
-                at_ms: now,
+                at_ms,
                 step: step_rec.clone(),
                 body,
             };
             let payload = record::compact::encode(&rec, core.opts.compression);
             let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
-            pending.push((at, seq, m.role, turn, starts));
+            pending.push((at, seq, m.role, turn, starts, at_ms));
         }
         if let Some((tag, complete)) = &step {
             let rec = StepRec {
@@ -263,14 +310,14 @@ impl ChatRef<'_> {
         }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));
-        for (at, seq, role, turn, starts) in pending {
+        for (at, seq, role, turn, starts, at_ms) in pending {
             let e = Entry {
                 seq,
                 revision,
                 role,
                 turn,
                 starts_turn: starts,
-                at_ms: now,
+                at_ms,
                 step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
                 tokens: Default::default(),
@@ -283,7 +330,11 @@ impl ChatRef<'_> {
         w.revision = revision;
         w.len = base + messages.len() as u64;
         w.last_turn = turn;
-        w.last_ms = now;
+        w.last_ms = match timed.at_ms {
+            // As the index counts it: the latest record of the chat.
+            Some(at) => at.iter().copied().fold(w.last_ms, u64::max),
+            None => now,
+        };
         w.last_end = c.end;
         self.state.publish(&w);
         drop(w);
@@ -309,7 +360,8 @@ impl ChatRef<'_> {
             )));
         }
         let tag = StepTag { turn, stream_id: stream_id.to_string(), step };
-        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete)), None).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, Some((tag, status == StepStatus::Complete)), None, Timed::NOW)
+            .map(|(_, r, _)| r)
     }
 }
 

@@ -47,6 +47,68 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
     Ok(id)
 }
 
+/// Creates a chat of `owner` holding `messages`, in one transaction with them: after a crash
+/// the chat is there with every message or not at all (an importer's session lands whole).
+/// `at_ms`: one time per message (Unix ms), which also dates the chat's creation (its first
+/// time) and so its last activity; `None` stamps everything now. In fleet mode the chat is
+/// created first and its messages appended in a second transaction (a chat is locked in the
+/// database only once it exists there).
+pub(crate) fn create_chat_with(
+    chats: &ChatCache,
+    archives: &crate::archive::ArchiveCache,
+    owner: &str,
+    meta: ChatMeta,
+    messages: Vec<NewMessage>,
+    at_ms: Option<&[u64]>,
+) -> Result<ChatId> {
+    check_owner(owner)?;
+    let core = chats.core();
+    if core.remote().is_some() {
+        let id = create_chat(chats, owner, meta)?;
+        let state = chats.get(owner, id)?;
+        let chat = super::ChatRef { state: &state, archives };
+        match at_ms {
+            Some(at) => chat.append_batch_at(messages, at)?,
+            None => chat.append_batch(messages)?,
+        };
+        return Ok(id);
+    }
+    let id = chats.allocate()?;
+    let now = now_ms();
+    let created = at_ms.and_then(|t| t.iter().copied().min()).unwrap_or(now);
+    let mut rec = meta_rec(id, 1, &meta);
+    rec.at_ms = created;
+    let prelude = vec![
+        RecordOut::history(
+            kind::CHAT,
+            record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: created })?
+                .into_vec(),
+        ),
+        RecordOut::history(kind::META, record::encode(&rec)?.into_vec()),
+    ];
+    let w = Writer {
+        revision: 0,
+        len: 0,
+        entries: Arc::new(AppendVec::new()),
+        last_turn: 0,
+        meta: Arc::new(meta),
+        meta_version: 1,
+        last_ms: created,
+        pins: Arc::new(Vec::new()),
+        compactions: Arc::new(Vec::new()),
+        calibration: Arc::new(Default::default()),
+        checkpoint: None,
+        hidden: Default::default(),
+        last_end: core.log.written(),
+    };
+    // In memory only once its records are committed: a failed write leaves no chat (its id
+    // is never given to another).
+    let state = Arc::new(ChatState::new(core.clone(), id, owner.into(), created, w));
+    super::ChatRef { state: &state, archives }.append_creating(messages, at_ms, prelude)?;
+    chats.insert(state);
+    Ok(id)
+}
+
 /// The work of `Store::delete_chat` (documented there).
 pub(crate) fn delete_chat(
     chats: &ChatCache,

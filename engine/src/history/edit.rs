@@ -28,18 +28,25 @@ pub(super) fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
 impl ChatRef<'_> {
     /// Replaces the metadata; returns the new version (versions start at 1).
     pub(crate) fn set_meta(&self, meta: ChatMeta) -> Result<u64> {
+        self.set_meta_at(meta, None)
+    }
+
+    /// Replaces the metadata, the record dated `at_ms` instead of now when given (an
+    /// importer's bookkeeping, which is no activity of the conversation: it passes the chat's
+    /// last activity so that it stays as it was).
+    pub(crate) fn set_meta_at(&self, meta: ChatMeta, at_ms: Option<u64>) -> Result<u64> {
         let core = self.core();
         let (mut w, _fleet) = self.state.lock_write()?;
         let version = w.meta_version + 1;
+        let mut rec = meta_rec(self.id(), version, &meta);
+        let at = at_ms.unwrap_or(rec.at_ms);
+        rec.at_ms = at;
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(
-            kind::META,
-            record::encode(&meta_rec(self.id(), version, &meta))?.into_vec(),
-        ));
+        txn.push(RecordOut::history(kind::META, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         w.meta = Arc::new(meta);
         w.meta_version = version;
-        w.last_ms = now_ms();
+        w.last_ms = if at_ms.is_some() { w.last_ms.max(at) } else { at };
         w.last_end = c.end;
         self.state.publish(&w);
         drop(w);

@@ -20,7 +20,9 @@ pub(crate) mod view_memo;
 pub use crate::model::*;
 pub(crate) use cache::ChatCache;
 pub(crate) use chat::ChatRef;
-pub(crate) use chats::{chat_marks, chats, create_chat, delete_chat, find_chats, open_chat, owners};
+pub(crate) use chats::{
+    chat_marks, chats, create_chat, create_chat_with, delete_chat, find_chats, open_chat, owners,
+};
 pub use owner_stats::OwnerStats;
 pub(crate) use owner_stats::owner_stats;
 pub use snap::Snapshot;

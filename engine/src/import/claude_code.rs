@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::json::{args_json, jsonl, message, result, str_of, text_of};
+use super::json::{args_json, jsonl, message, result, str_of, text_of, time_of};
 use super::{Format, Parsed, Session};
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, Role};
@@ -22,12 +22,32 @@ struct Open {
     id: String,
     parts: Vec<Part>,
     held: Vec<Part>,
+    /// The `timestamp` of the response's first line.
+    at: Option<u64>,
+    /// Of the first held result's line.
+    held_at: Option<u64>,
 }
 
-fn flush(open: &mut Option<Open>, out: &mut Vec<NewMessage>) {
+/// The messages so far and each one's time (its line's `timestamp`).
+#[derive(Default)]
+struct Out {
+    msgs: Vec<NewMessage>,
+    times: Vec<Option<u64>>,
+}
+
+impl Out {
+    fn push(&mut self, m: Option<NewMessage>, at: Option<u64>) {
+        if let Some(m) = m {
+            self.msgs.push(m);
+            self.times.push(at);
+        }
+    }
+}
+
+fn flush(open: &mut Option<Open>, out: &mut Out) {
     if let Some(o) = open.take() {
-        out.extend(message(Role::Assistant, o.parts));
-        out.extend(message(Role::User, o.held));
+        out.push(message(Role::Assistant, o.parts), o.at);
+        out.push(message(Role::User, o.held), o.held_at.or(o.at));
     }
 }
 
@@ -84,7 +104,7 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
     if lines.is_empty() {
         return Ok(Parsed { format: Format::ClaudeCode, sessions: Vec::new(), problems });
     }
-    let mut out = Vec::new();
+    let mut out = Out::default();
     let mut open: Option<Open> = None;
     let (mut session_id, mut agent_id, mut model, mut title, mut first_user) =
         (None::<String>, None::<String>, String::new(), None::<String>, None::<String>);
@@ -98,6 +118,7 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
         }
         sidechain |= v.get("isSidechain").and_then(Value::as_bool) == Some(true);
         let content = v.pointer("/message/content");
+        let at = time_of(v);
         match str_of(v, "type") {
             Some("assistant") => {
                 if model.is_empty() {
@@ -110,7 +131,7 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
                     Some(o) if o.id == id && !id.is_empty() => o.parts.extend(parts),
                     _ => {
                         flush(&mut open, &mut out);
-                        open = Some(Open { id, parts, held: Vec::new() });
+                        open = Some(Open { id, parts, held: Vec::new(), at, held_at: None });
                     }
                 }
             }
@@ -127,10 +148,13 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
                 // not the human's: feedback, it starts no user turn.
                 let meta = v.get("isMeta").and_then(Value::as_bool) == Some(true);
                 match &mut open {
-                    Some(o) if only_results => o.held.extend(parts),
+                    Some(o) if only_results => {
+                        o.held_at = o.held_at.or(at);
+                        o.held.extend(parts);
+                    }
                     _ => {
                         flush(&mut open, &mut out);
-                        out.extend(message(Role::User, parts).map(|m| m.with_feedback(meta)));
+                        out.push(message(Role::User, parts).map(|m| m.with_feedback(meta)), at);
                     }
                 }
             }
@@ -147,7 +171,8 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
         (Some(a), true) => (format!("{base}:agent-{a}"), Some(base)),
         _ => (base, None),
     };
-    let mut s = Session::new(Format::ClaudeCode, path, key, out);
+    let mut s = Session::new(Format::ClaudeCode, path, key, out.msgs);
+    s.set_times(&out.times);
     s.parent_key = parent_key;
     s.model = model;
     if let Some(t) = title.or(first_user) {

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::json::{args_json, jsonl, message, result, str_of, text_of};
+use super::json::{args_json, jsonl, message, result, str_of, text_of, time_of};
 use super::{Format, Parsed, Session};
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, Role};
@@ -54,7 +54,25 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
     let flush = |calls: &mut Vec<Part>, out: &mut Vec<NewMessage>| {
         out.extend(message(Role::Assistant, std::mem::take(calls)));
     };
+    // Each message's time: its line's `timestamp` (the calls of one response, the first's).
+    let mut times: Vec<Option<u64>> = Vec::new();
+    let mut calls_at = None;
     for (_, v) in &lines {
+        let at = time_of(v);
+        // Messages pushed by this line: the held calls (their own time), then this line's.
+        let stamp = |times: &mut Vec<Option<u64>>, out: &Vec<NewMessage>, t: Option<u64>| {
+            times.resize(out.len(), t);
+        };
+        if matches!(str_of(v, "type"), Some("compacted" | "response_item"))
+            && !matches!(
+                v.pointer("/payload/type").and_then(Value::as_str),
+                Some("function_call" | "custom_tool_call" | "reasoning")
+            )
+            && !calls.is_empty()
+        {
+            flush(&mut calls, &mut out);
+            stamp(&mut times, &out, calls_at);
+        }
         let payload = v.get("payload").unwrap_or(&Value::Null);
         match str_of(v, "type") {
             Some("session_meta") if id.is_none() => id = str_of(payload, "id").map(str::to_string),
@@ -85,6 +103,9 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
                     out.push(NewMessage::text(role, text));
                 }
                 Some("function_call") | Some("custom_tool_call") => {
+                    if calls.is_empty() {
+                        calls_at = at;
+                    }
                     let args = payload.get("arguments").or_else(|| payload.get("input"));
                     calls.push(Part::ToolCall {
                         id: str_of(payload, "call_id").unwrap_or_default().to_string(),
@@ -106,13 +127,16 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
             },
             _ => {} // event_msg repeats the chat
         }
+        stamp(&mut times, &out, at);
     }
     flush(&mut calls, &mut out);
+    times.resize(out.len(), calls_at);
     let key = match id {
         Some(i) => format!("codex:{i}"),
         None => format!("codex:file-{file_key}"),
     };
     let mut s = Session::new(Format::Codex, path, key, out);
+    s.set_times(&times);
     s.model = model;
     if let Some(t) = title {
         s.title = t;

@@ -82,8 +82,9 @@ fn py_strip(s: &str) -> &str {
 }
 
 /// The text-format messages as chat messages (see the module documentation).
-fn text_messages(list: &[Value]) -> Vec<NewMessage> {
+fn text_messages(list: &[Value]) -> (Vec<NewMessage>, Vec<Option<u64>>) {
     let mut out = Vec::new();
+    let mut times = Vec::new();
     let mut pending: Option<String> = None;
     for (i, m) in list.iter().enumerate() {
         let content = text_of(m.get("content"));
@@ -121,8 +122,9 @@ fn text_messages(list: &[Value]) -> Vec<NewMessage> {
             }
             _ => {} // `exit`
         }
+        times.resize(out.len(), super::json::time_of(m));
     }
-    out
+    (out, times)
 }
 
 /// Whether `v` is the text format: `trajectory_format` `"mini-swe-agent-1"`, or messages
@@ -149,9 +151,11 @@ pub(super) fn parse(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Sessio
         Some(i) => format!("mini-swe-agent:{i}:{file_key}"),
         None => format!("mini-swe-agent:{file_key}"),
     };
-    let mut msgs = if is_text_format(v, list) { text_messages(list) } else { openai::messages(list) };
+    let (mut msgs, times) =
+        if is_text_format(v, list) { text_messages(list) } else { openai::messages_timed(list) };
     mark_feedback_after_first_assistant(&mut msgs);
     let mut s = Session::new(Format::MiniSweAgent, path, key, msgs);
+    s.set_times(&times);
     if let Some(i) = str_of(v, "instance_id") {
         s.title = i.to_string();
     }

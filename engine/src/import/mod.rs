@@ -64,8 +64,8 @@ use crate::history::{NewMessage, Part, ToolContent};
 pub use input::{MAX_INPUT_BYTES, Walk, read_bounded, walk};
 pub use inventory::{FormatCounts, Inventory, inventory};
 pub use write::{
-    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions, imported_chat,
-    imported_chats,
+    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions,
+    import_sessions_until, imported_chat, imported_chats,
 };
 
 /// A transcript format, or [`Format::Auto`] to detect it from the content.
@@ -196,6 +196,10 @@ pub struct Session {
     pub source: PathBuf,
     /// Its messages, in order.
     pub messages: Vec<NewMessage>,
+    /// When each message was written (Unix ms), one per message, from the transcript's own
+    /// times; empty when the format records none (SWE-agent, tau-bench, OpenAI lists and
+    /// mini-swe-agent 1 without `timestamp`s): those messages are dated by the import.
+    pub at_ms: Vec<u64>,
     /// Tool results among the messages.
     pub tool_results: u64,
     /// UTF-8 bytes of those results.
@@ -249,11 +253,36 @@ impl Session {
             model: String::new(),
             source: source.to_path_buf(),
             messages,
+            at_ms: Vec::new(),
             tool_results: n,
             tool_result_bytes: bytes,
             tool_calls: calls,
             condensations: Vec::new(),
         }
+    }
+}
+
+impl Session {
+    /// Sets [`Session::at_ms`] from one time per message, where the transcript gave one: a
+    /// message without a time takes the previous message's (the first ones, the first
+    /// time found), so times never come from the import once the transcript has any. No time
+    /// at all (or a count that is not one per message) leaves `at_ms` empty.
+    pub(crate) fn set_times(&mut self, times: &[Option<u64>]) {
+        self.at_ms.clear();
+        let Some(first) = times.iter().flatten().next().copied() else { return };
+        if times.len() != self.messages.len() {
+            return;
+        }
+        let mut last = first;
+        self.at_ms = times
+            .iter()
+            .map(|t| {
+                if let Some(t) = t {
+                    last = *t;
+                }
+                last
+            })
+            .collect();
     }
 }
 

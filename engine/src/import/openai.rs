@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::json::{args_json, message, result, shape, str_of, text_of};
+use super::json::{args_json, message, result, shape, str_of, text_of, time_of};
 use super::{Format, Session};
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, Role};
@@ -15,7 +15,14 @@ use crate::history::{NewMessage, Part, Role};
 /// OpenAI chat messages as chat messages. A call without an id gets `call-<message>-<i>`; a
 /// tool message without `tool_call_id` answers the next unanswered call, by position.
 pub(super) fn messages(list: &[Value]) -> Vec<NewMessage> {
+    messages_timed(list).0
+}
+
+/// [`messages`] and each one's time: its source message's `timestamp` (or
+/// `extra.timestamp`), where it has one ([`time_of`]).
+pub(super) fn messages_timed(list: &[Value]) -> (Vec<NewMessage>, Vec<Option<u64>>) {
     let mut out = Vec::new();
+    let mut times = Vec::new();
     let mut unanswered: std::collections::VecDeque<String> = Default::default();
     for (n, m) in list.iter().enumerate() {
         let content = text_of(m.get("content"));
@@ -62,13 +69,14 @@ pub(super) fn messages(list: &[Value]) -> Vec<NewMessage> {
             }
             _ => {} // mini-swe-agent's `exit`
         }
+        times.resize(out.len(), time_of(m));
     }
-    out
+    (out, times)
 }
 
 fn title_of(msgs: &[NewMessage]) -> Option<String> {
     msgs.iter().find(|m| m.role == Role::User).and_then(|m| match m.parts.first() {
-        Some(Part::Text(t)) => t.lines().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(80).collect()),
+        Some(Part::Text(t)) => super::json::task_title(t),
         _ => None,
     })
 }
@@ -84,8 +92,9 @@ pub(super) fn plain(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Sessio
     if !list.iter().all(|m| m.get("role").is_some()) {
         return Err(expected(path, "openai", v));
     }
-    let msgs = messages(list);
+    let (msgs, times) = messages_timed(list);
     let mut s = Session::new(Format::OpenAi, path, format!("openai:{file_key}"), msgs);
+    s.set_times(&times);
     if let Some(t) = title_of(&s.messages) {
         s.title = t;
     }
@@ -103,7 +112,9 @@ pub(super) fn tau_bench(path: &Path, v: &Value, file_key: &str) -> Result<Vec<Se
                 shape(conv)
             ))
         })?;
-        let mut s = Session::new(Format::TauBench, path, format!("tau-bench:{file_key}:{i}"), messages(traj));
+        let (msgs, times) = messages_timed(traj);
+        let mut s = Session::new(Format::TauBench, path, format!("tau-bench:{file_key}:{i}"), msgs);
+        s.set_times(&times);
         let task = conv.get("task_id").map(Value::to_string).unwrap_or_default();
         let trial = conv.get("trial").map(Value::to_string).unwrap_or_default();
         s.title = format!("tau-bench #{i} task {task} trial {trial}");

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::input::{MAX_INPUT_BYTES, read_bounded};
-use super::json::{args_json, message, result, shape, str_of, text_of};
+use super::json::{args_json, message, result, shape, str_of, text_of, time_of};
 use super::{Condensation, Format, Parsed, Problem, Session, openai};
 use crate::error::{Error, Result};
 use crate::history::{NewMessage, Part, Role};
@@ -37,7 +37,7 @@ use crate::history::{NewMessage, Part, Role};
 /// The first line of the first user message, as a title.
 fn title_of(msgs: &[NewMessage]) -> Option<String> {
     msgs.iter().find(|m| m.role == Role::User).and_then(|m| match m.parts.first() {
-        Some(Part::Text(t)) => t.lines().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(80).collect()),
+        Some(Part::Text(t)) => super::json::task_title(t),
         _ => None,
     })
 }
@@ -63,8 +63,14 @@ pub(super) fn completion_log(path: &Path, v: &Value, file_key: &str) -> Result<V
         }
         all.push(a);
     }
-    let mut s =
-        Session::new(Format::OpenHands, path, format!("openhands:{file_key}"), openai::messages(&all));
+    let (msgs, mut times) = openai::messages_timed(&all);
+    let mut s = Session::new(Format::OpenHands, path, format!("openhands:{file_key}"), msgs);
+    // The log's own `timestamp` is when its last call was made: the time of its messages
+    // that carry none (it has no earlier one).
+    if let Some(at) = time_of(v) {
+        times.iter_mut().filter(|t| t.is_none()).for_each(|t| *t = Some(at));
+    }
+    s.set_times(&times);
     if let Some(t) = title_of(&s.messages) {
         s.title = t;
     }
@@ -112,14 +118,20 @@ struct Open {
     response: String,
     parts: Vec<Part>,
     events: Vec<String>,
-    held: Vec<(String, Part)>,
+    held: Vec<(String, Part, Option<u64>)>,
+    /// The first action's `timestamp`.
+    at: Option<u64>,
 }
 
 #[derive(Default)]
 struct Builder {
     out: Vec<NewMessage>,
+    /// Each message's time (its event's `timestamp`).
+    times: Vec<Option<u64>>,
     open: Option<Open>,
     seq_of: HashMap<String, u64>,
+    /// The `timestamp` of the event being read.
+    now: Option<u64>,
 }
 
 impl Builder {
@@ -131,10 +143,12 @@ impl Builder {
                 self.seq_of.insert(e, seq);
             }
             self.out.push(m);
+            self.times.push(o.at);
         }
-        for (e, part) in o.held {
+        for (e, part, at) in o.held {
             self.seq_of.insert(e, self.out.len() as u64);
             self.out.push(NewMessage { role: Role::Tool, parts: vec![part], feedback: false });
+            self.times.push(at);
         }
     }
 
@@ -142,6 +156,7 @@ impl Builder {
         self.flush();
         self.seq_of.insert(event.to_string(), self.out.len() as u64);
         self.out.push(m);
+        self.times.push(self.now);
     }
 
     fn action(&mut self, event: &str, response: &str, parts: Vec<Part>) {
@@ -157,6 +172,7 @@ impl Builder {
                     parts,
                     events: vec![event.to_string()],
                     held: Vec::new(),
+                    at: self.now,
                 });
             }
         }
@@ -164,7 +180,7 @@ impl Builder {
 
     fn result(&mut self, event: &str, part: Part) {
         match &mut self.open {
-            Some(o) => o.held.push((event.to_string(), part)),
+            Some(o) => o.held.push((event.to_string(), part, self.now)),
             None => self.push(event, NewMessage { role: Role::Tool, parts: vec![part], feedback: false }),
         }
     }
@@ -263,6 +279,7 @@ pub(super) fn conversation_folder(dir: &Path) -> Result<Parsed> {
             .get("id")
             .map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_string))
             .unwrap_or_default();
+        b.now = time_of(ev);
         match str_of(ev, "kind") {
             Some("SystemPromptEvent") => {
                 let text = text_of(ev.get("system_prompt").map(|p| p.get("text").unwrap_or(p)));
@@ -354,6 +371,7 @@ pub(super) fn conversation_folder(dir: &Path) -> Result<Parsed> {
         }
     };
     let mut s = Session::new(Format::OpenHandsSdk, dir, key, b.out);
+    s.set_times(&b.times);
     s.condensations = conds;
     if let Some(t) = title_of(&s.messages) {
         s.title = t;

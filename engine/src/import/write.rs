@@ -33,9 +33,6 @@ pub const SOURCE: &str = "import.source";
 /// compaction record of the chat (see [`import_sessions`]).
 pub const CONDENSATIONS: &str = "import.condensations";
 
-/// Messages appended per transaction.
-const BATCH: usize = 256;
-
 /// What [`import_sessions`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ImportReport {
@@ -43,7 +40,8 @@ pub struct ImportReport {
     pub sessions_new: u64,
     /// Sessions already in the store, unchanged (nothing added).
     pub sessions_unchanged: u64,
-    /// Sessions already in the store that had grown: their new messages were appended.
+    /// Sessions already in the store that had grown: their new messages were appended (a
+    /// chat an interrupted import left short counts here when the next import completes it).
     pub sessions_extended: u64,
     /// Sessions already in the store whose stored messages were not a prefix of the
     /// transcript (a message completed or changed since, or another transcript with the same
@@ -69,6 +67,9 @@ pub struct ImportReport {
     /// file) had too: two transcripts claiming one session id. The later one is what the
     /// chat holds (the earlier stays readable at an older revision); each is reported here.
     pub key_conflicts: Vec<Problem>,
+    /// The import was stopped before its last session ([`import_sessions_until`]): the
+    /// sessions counted above are whole in the store; the others were not begun.
+    pub interrupted: bool,
 }
 
 /// True when a stored tool result holds the same text as a transcript's.
@@ -132,18 +133,40 @@ pub fn imported_chats(store: &Store, owner: &str) -> Result<HashMap<String, (Cha
 /// only the rest is appended (nothing when the transcript is unchanged, so importing the same
 /// transcript twice adds nothing); otherwise the chat is truncated to the longest common
 /// prefix and the rest appended, a new revision ([`ImportReport::sessions_rewritten`]).
+///
+/// A new session's chat is created with all its messages in one transaction, and a grown
+/// session's new messages are appended in one: after a crash a session is in the store whole
+/// (as of this import or the one before) or not at all, never a chat with part of what this
+/// import added. Each message is dated by [`Session::at_ms`] (the transcript's own times; the
+/// import's time where the format records none), and the chat's creation by its first
+/// message, so a chat's last activity is its conversation's, whenever it was imported.
+///
 /// A session's [`Condensation`]s are kept in the chat's [`CONDENSATIONS`] metadata, and each
 /// one whose forgotten messages are one range is also recorded with
 /// [`Chat::compact`](crate::Chat::compact) as a squish of that range into its summary when
 /// the compaction linter accepts it (it refuses, for instance, anything in the last two user
 /// turns, and an OpenHands conversation is usually one user turn). A side chain's chat records
 /// its parent's key ([`PARENT`]) and, once the parent is in the store, its chat id
-/// ([`PARENT_CHAT`]). `progress` is called after each session.
+/// ([`PARENT_CHAT`]); side chains are written after the other sessions, so a parent imported
+/// in the same call is named from the start. `progress` is called after each session.
 pub fn import_sessions(
     store: &Store,
     owner: &str,
     sessions: &[Session],
+    progress: impl FnMut(&Session),
+) -> Result<ImportReport> {
+    import_sessions_until(store, owner, sessions, progress, || false)
+}
+
+/// [`import_sessions`], asking `stop` before each session: when it answers `true` the import
+/// ends there (every session written so far is whole, none is begun) with
+/// [`ImportReport::interrupted`] set. The CLI's Ctrl-C.
+pub fn import_sessions_until(
+    store: &Store,
+    owner: &str,
+    sessions: &[Session],
     mut progress: impl FnMut(&Session),
+    stop: impl Fn() -> bool,
 ) -> Result<ImportReport> {
     // The chats of the sessions seen so far (each looked up once, by its key).
     let mut known: HashMap<String, Option<(ChatId, u64)>> = HashMap::new();
@@ -159,7 +182,16 @@ pub fn import_sessions(
     let threshold = store.options().archive_threshold;
     let mut r = ImportReport::default();
     let mut read_from: HashMap<&str, &std::path::Path> = HashMap::new();
-    for s in sessions {
+    // Main sessions first, then side chains (each group in input order).
+    let order = sessions
+        .iter()
+        .filter(|s| s.parent_key.is_none())
+        .chain(sessions.iter().filter(|s| s.parent_key.is_some()));
+    for s in order {
+        if stop() {
+            r.interrupted = true;
+            break;
+        }
         if let Some(earlier) = read_from.insert(&s.key, &s.source)
             && earlier != s.source
         {
@@ -174,22 +206,38 @@ pub fn import_sessions(
                 ),
             });
         }
-        let id = match lookup(&mut known, &s.key)? {
-            Some((id, _)) => id,
-            None => {
-                let mut meta =
-                    ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
-                meta.extra.insert(KEY.into(), s.key.clone());
-                meta.extra.insert(FORMAT.into(), s.format.name().into());
-                meta.extra.insert(SOURCE.into(), s.source.display().to_string());
-                if let Some(p) = &s.parent_key {
-                    meta.extra.insert(PARENT.into(), p.clone());
+        let times = (s.at_ms.len() == s.messages.len() && !s.at_ms.is_empty()).then_some(s.at_ms.as_slice());
+        let count = |r: &mut ImportReport, msgs: &[NewMessage]| {
+            for p in msgs.iter().flat_map(|m| &m.parts) {
+                if let Part::ToolResult { content, .. } = p {
+                    r.tool_results += 1;
+                    if matches!(content, ToolContent::Text(t) if t.len() > threshold) {
+                        r.archived += 1;
+                    }
                 }
-                let id = store.create_chat(owner, meta)?;
-                known.insert(s.key.clone(), Some((id, 0)));
-                r.sessions_new += 1;
-                id
             }
+            r.messages += msgs.len() as u64;
+        };
+        let Some((id, _)) = lookup(&mut known, &s.key)? else {
+            let mut meta = ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
+            meta.extra.insert(KEY.into(), s.key.clone());
+            meta.extra.insert(FORMAT.into(), s.format.name().into());
+            meta.extra.insert(SOURCE.into(), s.source.display().to_string());
+            if let Some(p) = &s.parent_key {
+                meta.extra.insert(PARENT.into(), p.clone());
+                if let Some((parent_id, _)) = lookup(&mut known, p)? {
+                    meta.extra.insert(PARENT_CHAT.into(), parent_id.to_string());
+                    r.linked += 1;
+                }
+            }
+            let id = store.create_chat_with(owner, meta, s.messages.clone(), times)?;
+            known.insert(s.key.clone(), Some((id, s.messages.len() as u64)));
+            r.sessions_new += 1;
+            count(&mut r, &s.messages);
+            let chat = store.chat(owner, id)?;
+            record_condensations(&chat, &s.condensations, u64::MAX, &mut r)?;
+            progress(s);
+            continue;
         };
         let chat = store.chat(owner, id)?;
         let snap = chat.snapshot();
@@ -202,38 +250,35 @@ pub fn import_sessions(
             r.sessions_rewritten += 1;
             r.messages_replaced += (stored.len() - common) as u64;
         } else if common == s.messages.len() {
-            if !stored.is_empty() {
-                r.sessions_unchanged += 1;
-            }
-        } else if !stored.is_empty() {
+            r.sessions_unchanged += 1;
+        } else {
+            // Grown, or a chat an interrupted import of an older build left short (even empty).
             r.sessions_extended += 1;
         }
-        for batch in s.messages[common..].chunks(BATCH) {
-            for p in batch.iter().flat_map(|m| &m.parts) {
-                if let Part::ToolResult { content, .. } = p {
-                    r.tool_results += 1;
-                    if matches!(content, ToolContent::Text(t) if t.len() > threshold) {
-                        r.archived += 1;
-                    }
-                }
-            }
-            chat.append_batch(batch.to_vec())?;
-            r.messages += batch.len() as u64;
+        let rest = &s.messages[common..];
+        if !rest.is_empty() {
+            match times {
+                Some(t) => chat.append_batch_at(rest.to_vec(), &t[common..])?,
+                None => chat.append_batch(rest.to_vec())?,
+            };
+            count(&mut r, rest);
         }
         known.insert(s.key.clone(), Some((id, s.messages.len() as u64)));
         record_condensations(&chat, &s.condensations, kept, &mut r)?;
         progress(s);
     }
-    // Link side chains to parents present now (in this call or an earlier one).
+    // Link side chains to parents present now (imported by an earlier call, or a parent
+    // that came after its side chain).
     for s in sessions.iter().filter(|s| s.parent_key.is_some()) {
         let Some(parent) = s.parent_key.as_ref() else { continue };
-        let Some((id, _)) = lookup(&mut known, &s.key)? else { continue };
+        let Some(Some((id, _))) = known.get(&s.key).copied() else { continue };
         let Some((parent_id, _)) = lookup(&mut known, parent)? else { continue };
         let chat = store.chat(owner, id)?;
         let mut meta = chat.meta();
         if meta.extra.get(PARENT_CHAT) != Some(&parent_id.to_string()) {
             meta.extra.insert(PARENT_CHAT.into(), parent_id.to_string());
-            chat.set_meta(meta)?;
+            // Bookkeeping, not activity: the chat's last activity stays its conversation's.
+            chat.set_meta_at(meta, chat.last_activity_ms())?;
             r.linked += 1;
         }
     }

@@ -18,6 +18,17 @@ pub fn run(store: &Path, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("running undertext {args:?}: {e}"))
 }
 
+/// [`run`] with environment variables set.
+pub fn run_env(store: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_undertext"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap_or_else(|e| panic!("running undertext {args:?}: {e}"))
+}
+
 /// Runs a `--json` command, which must succeed, and parses what it printed.
 pub fn json(store: &Path, args: &[&str]) -> Value {
     let o = run(store, args);
