@@ -42,7 +42,7 @@ fn claude_code_times(path: &Path) -> Vec<u64> {
 fn iso_ms(t: &str) -> u64 {
     let n = |a: usize, b: usize| t[a..b].parse::<u64>().unwrap();
     let (y, mo, d) = (n(0, 4), n(5, 7), n(8, 10));
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let mut days: u64 = (1970..y).map(|y| if leap(y) { 366 } else { 365 }).sum();
     let month = [31, if leap(y) { 29 } else { 28 }, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
     days += month[..(mo - 1) as usize].iter().sum::<u64>() + d - 1;
@@ -108,7 +108,7 @@ fn imported_claude_code_messages_keep_their_transcript_times_and_chats_list_by_t
         .zip(&mains)
         .map(|((f, _), pos)| (*claude_code_times(f).iter().max().unwrap(), *pos))
         .collect();
-    by_time.sort_by(|a, b| b.0.cmp(&a.0));
+    by_time.sort_by_key(|x| std::cmp::Reverse(x.0));
     let positions: Vec<u64> = by_time.iter().map(|x| x.1).collect();
     assert!(positions.windows(2).all(|w| w[0] < w[1]), "listed in the order of the transcripts' times");
     // Reopened from the log and the index: the same times.
