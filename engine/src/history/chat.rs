@@ -113,9 +113,10 @@ impl ChatRef<'_> {
         let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
             Error::index_msg(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
-        let entries = entries_at(&tx, self.id(), revision, len)?;
+        let entries = entries_at(&tx, self.id(), revision, len, super::load::may_lose(core))?;
         let hidden = super::load::hidden_at(&tx, self.id(), revision)?
             .with_erased_versions(len, |seq| entries.get(seq as usize).map(|e| e.revision));
+        let hidden = super::load::lost_hidden(hidden, &entries, len);
         let cur = &current.inner;
         Ok(Snapshot {
             inner: crate::snapshot::SnapArc::new(SnapInner {

@@ -50,15 +50,42 @@ pub(crate) fn read_meta_at(core: &Core, loc: Location) -> Result<ChatMeta> {
 
 /// The entries of `chat` as of `revision`, `len` messages long: for each seq the newest
 /// version written at or before that revision.
+///
+/// With `lost` (a salvage: [`Store::open_read_only`](crate::Store::open_read_only), whose
+/// index is the log's batches that verify), a message the index lacks is one the log lost:
+/// its entry is a [`LOST`] one (read as `NotFound`, hidden by [`lost_hidden`]). Without,
+/// it is damage to the index.
 pub(crate) fn entries_at(
     tx: &redb::ReadTransaction,
     chat: ChatId,
     revision: u64,
     len: u64,
+    lost: bool,
 ) -> Result<AppendVec<Entry>> {
     let out = AppendVec::new();
-    fill_entries(tx, chat, revision, 0..len, &out)?;
+    fill_entries(tx, chat, revision, 0..len, &out, lost)?;
     Ok(out)
+}
+
+/// Where a message the log lost is (see [`entries_at`]): no segment has this number.
+pub(crate) const LOST: Location = Location { segment: u64::MAX, offset: 0, len: 0 };
+
+/// `hidden` with the lost messages of `entries` (`len` long) hidden too, so that views,
+/// checkpoints and the default reads pass over them.
+pub(crate) fn lost_hidden(mut hidden: Hidden, entries: &AppendVec<Entry>, len: u64) -> Hidden {
+    let lost: Vec<std::ops::Range<u64>> = (0..len)
+        .filter(|s| entries.get(*s as usize).is_some_and(|e| e.loc == LOST))
+        .map(|s| s..s + 1)
+        .collect();
+    if !lost.is_empty() {
+        hidden.add(lost, 0);
+    }
+    hidden
+}
+
+/// True when chats of `core` may have lost messages (see [`entries_at`]).
+pub(crate) fn may_lose(core: &Core) -> bool {
+    core.read_only == Some(crate::store::read_only::ReadOnly::Asked)
 }
 
 /// Sets entries `seqs` of `chat` as of `revision` in `out` (whose entry `seqs.start - 1`,
@@ -69,6 +96,7 @@ fn fill_entries(
     revision: u64,
     seqs: std::ops::Range<u64>,
     out: &AppendVec<Entry>,
+    lost: bool,
 ) -> Result<()> {
     let t = match tx.open_table(MESSAGES) {
         Ok(t) => t,
@@ -85,7 +113,7 @@ fn fill_entries(
             from + k as u64
         ))
     };
-    let mut vals: Vec<(u64, MsgVal)> = Vec::new();
+    let mut vals: Vec<Option<(u64, MsgVal)>> = Vec::new();
     for item in t.range((chat.0, from, 0u64)..(chat.0, seqs.end, 0u64)).map_err(redb_err)? {
         let (k, v) = item.map_err(redb_err)?;
         let (_, seq, rev) = k.value();
@@ -93,19 +121,44 @@ fn fill_entries(
             continue;
         }
         match usize::try_from(seq - from) {
-            Ok(s) if s < vals.len() => vals[s] = (rev, decode_msg_val(v.value())?),
-            Ok(s) if s == vals.len() => vals.push((rev, decode_msg_val(v.value())?)),
+            Ok(s) if s < vals.len() => vals[s] = Some((rev, decode_msg_val(v.value())?)),
+            Ok(s) if s == vals.len() || lost => {
+                vals.resize(s, None);
+                vals.push(Some((rev, decode_msg_val(v.value())?)));
+            }
             _ => return Err(missing(vals.len())),
         }
     }
     if (vals.len() as u64) < seqs.end - from {
-        return Err(missing(vals.len()));
+        if !lost {
+            return Err(missing(vals.len()));
+        }
+        // Lost at the end: `seqs.end` is what verifying records of the log say.
+        vals.resize((seqs.end - from) as usize, None);
     }
     // Entries come from the index alone: no record is read until a message is.
     let mut prev_turn = from.checked_sub(1).and_then(|p| out.get(p as usize)).map_or(0, |e| e.turn);
     for (k, val) in vals.into_iter().enumerate() {
         let seq = from + k as u64;
-        let (rev, (segment, offset, l, role, turn, at_ms, has_step)) = val;
+        let Some((rev, (segment, offset, l, role, turn, at_ms, has_step))) = val else {
+            let step = std::sync::OnceLock::new();
+            let _ = step.set(None);
+            let e = Entry {
+                seq,
+                revision: 0,
+                role: crate::history::Role::User,
+                turn: prev_turn,
+                starts_turn: false,
+                at_ms: 0,
+                step,
+                loc: LOST,
+                tokens: Default::default(),
+                previews: Default::default(),
+                pending_json: Default::default(),
+            };
+            let _ = out.set(seq as usize, e);
+            continue;
+        };
         // The index took the role from a record it decoded (an unknown role fails there):
         // an unknown one here is damage to the index, which a rebuild repairs.
         let role = crate::history::Role::from_code(role)
@@ -154,7 +207,14 @@ pub(crate) fn extended(
     if row.revision != revision || row.len != seqs.end || row.meta_version != w.meta_version {
         return Ok(None);
     }
-    fill_entries(&tx, chat, revision, seqs.clone(), &w.entries)?;
+    if may_lose(core) && !w.hidden.is_empty() {
+        // A salvage whose chat lost messages loads again whole (the lost ones are hidden).
+        return Ok(None);
+    }
+    fill_entries(&tx, chat, revision, seqs.clone(), &w.entries, may_lose(core))?;
+    if (seqs.start..seqs.end).any(|s| w.entries.get(s as usize).is_some_and(|e| e.loc == LOST)) {
+        return Ok(None);
+    }
     let last = seqs.end.checked_sub(1).map(|p| w.entries.get(p as usize));
     let last_turn = match last {
         Some(Some(e)) => e.turn,
@@ -337,7 +397,8 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let Some(row) = chat_row(&tx, chat)? else {
         return Ok(None);
     };
-    let entries = entries_at(&tx, chat, row.revision, row.len)?;
+    let entries = entries_at(&tx, chat, row.revision, row.len, may_lose(core))?;
+    let hidden = lost_hidden(hidden_at(&tx, chat, row.revision)?, &entries, row.len);
     let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
     let meta = read_meta(core, &row)?;
     let pins = pins_of(&tx, chat)?;
@@ -355,7 +416,7 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
         compactions: Arc::new(compactions),
         calibration: Arc::new(calibration),
         checkpoint: checkpoint_of(core, &tx, chat)?,
-        hidden: Arc::new(hidden_at(&tx, chat, row.revision)?),
+        hidden: Arc::new(hidden),
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))
@@ -390,7 +451,7 @@ mod tests {
         let db = two_messages();
         let tx = db.begin_read().unwrap();
         // A flipped high bit: the length the row claims would not fit in memory.
-        let e = entries_at(&tx, ChatId(1), 0, 1 << 45).err().unwrap();
+        let e = entries_at(&tx, ChatId(1), 0, 1 << 45, false).err().unwrap();
         assert!(matches!(&e, Error::Index { message: m, .. } if m.contains("message 2 is missing")), "{e}");
         assert!(e.to_string().contains("check --rebuild"), "{e}");
     }
@@ -399,8 +460,8 @@ mod tests {
     fn a_chat_length_one_past_its_messages_is_an_index_error() {
         let db = two_messages();
         let tx = db.begin_read().unwrap();
-        assert!(matches!(entries_at(&tx, ChatId(1), 0, 3), Err(Error::Index { .. })));
-        let e = entries_at(&tx, ChatId(1), 0, 2).unwrap();
+        assert!(matches!(entries_at(&tx, ChatId(1), 0, 3, false), Err(Error::Index { .. })));
+        let e = entries_at(&tx, ChatId(1), 0, 2, false).unwrap();
         assert!(e.get(1).is_some() && e.get(2).is_none());
     }
 }

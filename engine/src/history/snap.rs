@@ -104,6 +104,15 @@ impl Snapshot {
     /// [`Error::NotFound`], at every revision it was written up to its erasure.
     pub fn get(&self, seq: u64) -> Result<Message> {
         let e = self.entry(seq)?;
+        if e.loc == super::load::LOST {
+            return Err(Error::NotFound {
+                what: format!(
+                    "message {seq} of {}: missing or damaged in the log (this read-only open reads every \
+                     batch that verifies; see its open warnings)",
+                    self.inner.chat
+                ),
+            });
+        }
         if self.inner.hidden.erased(seq, e.revision) {
             return Err(Error::NotFound {
                 what: format!("message {seq} of {}: it was erased", self.inner.chat),

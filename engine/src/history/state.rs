@@ -255,6 +255,9 @@ fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w:
 /// Reads a message (header and body) from the log, or takes it as a read-only refresh
 /// decoded it from the same verified bytes (see `store/listed.rs`).
 pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<Message> {
+    if loc == super::load::LOST {
+        return Err(Error::NotFound { what: format!("a message of {chat}: missing or damaged in the log") });
+    }
     let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
     let rec: MsgRec = match core.listed.take(loc) {
         Some(rec) => rec,

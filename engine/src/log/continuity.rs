@@ -66,7 +66,9 @@ pub(crate) fn check_numbering(dir: &Path, segments: &[u64]) -> Result<()> {
                 0,
                 format!(
                     "the segment file is missing: the log holds segments {}, not segment {missing}; \
-                     their records would be lost, so the store is not opened (restore the missing file)",
+                     their records would be lost, so the store is not opened for writing (restore the \
+                     missing file; or salvage what remains with a read-only open: `Store::open_read_only`, \
+                     `undertext --read-only …`)",
                     ranges(segments)
                 ),
             ));
@@ -234,7 +236,8 @@ impl Chain {
             format!(
                 "transaction id: expected {want}, found {txid}: {} batch(es) of the log are missing before \
                  this one (a segment deleted, emptied or cut short); their records would be lost, so the \
-                 store is not opened",
+                 store is not opened for writing (restore what is missing; or salvage what remains with a \
+                 read-only open: `Store::open_read_only`, `undertext --read-only …`)",
                 txid - want
             )
         } else {

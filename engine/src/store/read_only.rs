@@ -267,6 +267,14 @@ impl Follower {
             let mut reread = false;
             loop {
                 let (end, how) = walk_batches(&bytes, off, |b| {
+                    // A log starts at transaction 0 (1 after a collection, which renumbers).
+                    if st.next_txid.is_none() && b.txid > 1 {
+                        warnings.push(format!(
+                            "log segment {n} at offset {}: the log's first batch has transaction id {}, \
+                             not 0 or 1: the batches before it are missing",
+                            b.offset, b.txid
+                        ));
+                    }
                     if let Some(t) = st.next_txid
                         && b.txid != t
                     {
