@@ -160,3 +160,27 @@ fn metadata_is_versioned_and_listing_is_newest_activity_first_across_pages() {
     assert_eq!(seen.len(), 7, "{seen:?}");
     assert_eq!(&seen[..2], &[ids[4], ids[2]]);
 }
+
+#[test]
+fn messages_and_metadata_written_together_are_one_batch_and_survive_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let store = open(dir.path());
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        let before = store.check().unwrap().batches;
+        let meta = ChatMeta { title: "two entries".into(), ..chat.meta() };
+        let seqs =
+            chat.append_batch_with_meta(vec![NewMessage::user("a"), NewMessage::user("b")], meta).unwrap();
+        assert_eq!(seqs, 0..2);
+        assert_eq!(store.check().unwrap().batches, before + 1, "one transaction: one batch, one sync");
+        assert_eq!((chat.meta().title.as_str(), chat.snapshot().meta_version()), ("two entries", 2));
+        chat.id()
+    };
+    let store = open(dir.path());
+    let chat = store.chat("o", id).unwrap();
+    assert_eq!(
+        (chat.len(), chat.meta().title.as_str(), chat.snapshot().meta_version()),
+        (2, "two entries", 2)
+    );
+    assert!(store.check().unwrap().is_ok());
+}

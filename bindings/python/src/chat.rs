@@ -147,14 +147,40 @@ impl PyChat {
         self.with(py, move |c| c.append(m))
     }
 
-    /// Appends messages in one transaction; returns the `range` of their seqs.
+    /// Appends messages in one transaction; returns the `range` of their seqs. With any of
+    /// `title`, `model`, `draft`, `extra` given, the metadata changes as `set_meta` changes it,
+    /// in the same transaction (one log sync for both).
+    #[pyo3(signature = (messages, *, title=None, model=None, draft=None, extra=None))]
     fn append_batch<'py>(
         &self,
         py: Python<'py>,
         messages: &Bound<'py, PyAny>,
+        title: Option<Text>,
+        model: Option<Text>,
+        draft: Option<Text>,
+        extra: Option<BTreeMap<Text, Text>>,
     ) -> PyResult<Bound<'py, PyRange>> {
         let ms = messages_in(py, messages)?;
-        let r = self.with(py, move |c| c.append_batch(ms))?;
+        let changes = title.is_some() || model.is_some() || draft.is_some() || extra.is_some();
+        let r = self.with(py, move |c| {
+            if !changes {
+                return c.append_batch(ms);
+            }
+            let mut m = c.meta();
+            if let Some(t) = title {
+                m.title = t.0;
+            }
+            if let Some(t) = model {
+                m.model = t.0;
+            }
+            if let Some(t) = draft {
+                m.draft = t.0;
+            }
+            if let Some(e) = extra {
+                m.extra = crate::convert::strings(e);
+            }
+            c.append_batch_with_meta(ms, m)
+        })?;
         range_of(py, r)
     }
 

@@ -267,3 +267,19 @@ async def test_a_subagent_chat_names_its_session_and_delete_removes_both_chats(t
         assert list(s.store.chats(s.chat_owner)) == []
         assert list(s.store.chats(s.owner)) == []
         assert await s.load(sub) is None
+
+
+async def test_an_append_and_its_summary_are_one_transaction(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    with UndertextSessionStore.open(tmp_path / "s") as s:
+        await s.append(KEY, [entry(rng, 0)])
+        before = s.store.check()["batches"]
+        for n in range(1, 6):
+            await s.append(KEY, [entry(rng, n), entry(rng, 100 + n)])
+        assert s.store.check()["batches"] == before + 5, "one batch (one log sync) per append"
+        summaries = await s.list_session_summaries("proj")
+        expected = fold_session_summary(None, KEY, await s.load(KEY))  # type: ignore[arg-type]
+        assert summaries[0]["session_id"] == expected["session_id"]
+    with UndertextSessionStore.open(tmp_path / "s") as s:
+        assert len(await s.load(KEY)) == 11
+        assert (await s.list_session_summaries("proj"))[0]["session_id"] == "sess-1"

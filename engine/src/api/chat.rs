@@ -97,6 +97,27 @@ impl Chat {
         self.chat().append(message)
     }
 
+    /// [`Chat::append_batch`] and [`Chat::set_meta`] in one transaction, made durable by one
+    /// log sync: after a crash both happened or neither (a harness that keeps a summary of
+    /// the transcript in the metadata writes both at the cost of one). The new metadata
+    /// version is [`Snapshot::meta_version`].
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use undertext::{ChatMeta, NewMessage, Store};
+    /// let store = Store::open(dir.path(), Default::default())?;
+    /// let chat = store.chat("alice", store.create_chat("alice", ChatMeta::default())?)?;
+    /// let meta = ChatMeta { title: "2 entries".into(), ..chat.meta() };
+    /// let seqs = chat.append_batch_with_meta(vec![NewMessage::user("a"), NewMessage::user("b")], meta)?;
+    /// assert_eq!(seqs, 0..2);
+    /// assert_eq!((chat.meta().title.as_str(), chat.snapshot().meta_version()), ("2 entries", 2));
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append_batch_with_meta(&self, messages: Vec<NewMessage>, meta: ChatMeta) -> Result<Range<u64>> {
+        self.store.same_process()?;
+        self.chat().append_batch_with_meta(messages, meta)
+    }
+
     /// Appends messages atomically: after a crash all of them are there or none.
     pub fn append_batch(&self, messages: Vec<NewMessage>) -> Result<Range<u64>> {
         self.store.same_process()?;

@@ -143,10 +143,12 @@ struct Timed<'a> {
     at_ms: Option<&'a [u64]>,
     /// Records committed first, in the same transaction.
     prelude: Vec<RecordOut>,
+    /// The chat's new metadata, written after the messages in the same transaction.
+    meta: Option<ChatMeta>,
 }
 
 impl Timed<'_> {
-    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new() };
+    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None };
 }
 
 impl ChatRef<'_> {
@@ -165,7 +167,17 @@ impl ChatRef<'_> {
     /// its transcript gives it. The chat's last activity becomes the latest of its times
     /// (never earlier than it was).
     pub(crate) fn append_batch_at(&self, messages: Vec<NewMessage>, at_ms: &[u64]) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None, None, Timed { at_ms: Some(at_ms), prelude: Vec::new() })
+        self.append_inner(&[], messages, None, None, Timed { at_ms: Some(at_ms), ..Timed::NOW })
+            .map(|(_, r, _)| r)
+    }
+
+    /// The work of `Chat::append_batch_with_meta` (documented there).
+    pub(crate) fn append_batch_with_meta(
+        &self,
+        messages: Vec<NewMessage>,
+        meta: ChatMeta,
+    ) -> Result<Range<u64>> {
+        self.append_inner(&[], messages, None, None, Timed { meta: Some(meta), ..Timed::NOW })
             .map(|(_, r, _)| r)
     }
 
@@ -177,7 +189,7 @@ impl ChatRef<'_> {
         at_ms: Option<&[u64]>,
         prelude: Vec<RecordOut>,
     ) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude }).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude, meta: None }).map(|(_, r, _)| r)
     }
 
     /// The work of `Chat::append_with_blobs` (documented there).
@@ -308,6 +320,11 @@ impl ChatRef<'_> {
             };
             txn.push(RecordOut::history(kind::STEP, record::encode(&rec)?.into_vec()));
         }
+        let meta_version = w.meta_version + 1;
+        if let Some(m) = &timed.meta {
+            let rec = super::edit::meta_rec(chat, meta_version, m);
+            txn.push(RecordOut::history(kind::META, record::encode(&rec)?.into_vec()));
+        }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));
         for (at, seq, role, turn, starts, at_ms) in pending {
@@ -336,6 +353,10 @@ impl ChatRef<'_> {
             None => now,
         };
         w.last_end = c.end;
+        if let Some(m) = timed.meta {
+            w.meta = Arc::new(m);
+            w.meta_version = meta_version;
+        }
         self.state.publish(&w);
         drop(w);
         core.wait_durable(wait.map_or(c.end, |x| x.max(c.end)))?;

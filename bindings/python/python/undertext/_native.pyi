@@ -211,7 +211,17 @@ class Chat:
     ) -> int: ...
     def meta_at(self, version: int) -> "ChatMeta": ...
     def append(self, message: MessageDict) -> int: ...
-    def append_batch(self, messages: Sequence[MessageDict]) -> range: ...
+    def append_batch(
+        self,
+        messages: Sequence[MessageDict],
+        *,
+        title: Optional[str] = None,
+        model: Optional[str] = None,
+        draft: Optional[str] = None,
+        extra: Optional[Mapping[str, str]] = None,
+    ) -> range:
+        """Appends ``messages`` in one transaction; returns their seqs. With any metadata field
+        given, the metadata changes (as ``set_meta``) in the same transaction: one log sync."""
     def append_with_blobs(self, blobs: Sequence[bytes], messages: Sequence[MessageDict]) -> Tuple[List[str], range]:
         """Stores ``blobs`` and appends ``messages`` (which may attach them) in one transaction.
 

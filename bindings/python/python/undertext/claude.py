@@ -250,8 +250,8 @@ class UndertextSessionStore(SessionStore):
         return [json.loads(m.text) for m in self.store.chat(self.owner, t.chat_id).messages()]
 
     def append_sync(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
-        """``append`` without the event loop: one engine transaction for the entries (and,
-        for a main transcript, one metadata write for its summary)."""
+        """``append`` without the event loop: one engine transaction (one log sync) for the
+        entries and, for a main transcript, the metadata holding its summary."""
         if not entries:
             return
         k = _key_of(key)
@@ -278,20 +278,25 @@ class UndertextSessionStore(SessionStore):
             if not fresh:
                 t.uuids = uuids
                 return
-            chat.append_batch([{"role": _role_of(e), "content": _text_of(e)} for e in fresh])
-            t.uuids = uuids | added
+            messages = [{"role": _role_of(e), "content": _text_of(e)} for e in fresh]
             if k[2]:
-                return  # subagent transcripts have no summary
-            if t.stale or t.summary is None and len(chat) != len(fresh):
-                prev, folded = None, self._entries(t)  # fold the whole transcript again
+                chat.append_batch(messages)  # subagent transcripts have no summary
+                t.uuids = uuids | added
+                return
+            before = len(chat)
+            if t.stale or t.summary is None and before != 0:
+                # Fold the whole transcript again: what it holds, then the new entries.
+                prev, folded = None, self._entries(t) + [json.loads(m["content"]) for m in messages]
             else:
                 prev, folded = t.summary, fresh
             summary = dict(fold_session_summary(prev, key, folded))  # type: ignore[arg-type]
             mtime = self._now()
             summary["mtime"] = mtime
             extra = {MARK: "1", PROJECT: k[0], SUBPATH: k[2]}
-            extra.update({SUMMARY: json.dumps(summary), MTIME: str(mtime), ENTRIES: str(len(chat))})
-            chat.set_meta(extra=extra)
+            extra.update({SUMMARY: json.dumps(summary), MTIME: str(mtime), ENTRIES: str(before + len(fresh))})
+            # The entries and the summary in one transaction: one log sync.
+            chat.append_batch(messages, extra=extra)
+            t.uuids = uuids | added
             t.summary, t.mtime, t.stale = summary, mtime, False
 
     def load_sync(self, key: SessionKey) -> Optional[list[SessionStoreEntry]]:
