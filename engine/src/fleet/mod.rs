@@ -12,6 +12,7 @@ mod conn;
 mod gc;
 mod pg;
 mod s3;
+mod tls;
 mod url;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::store::remote::Remote;
 
 pub(crate) use pg::Fleet;
 pub use s3::S3Url;
+pub use tls::SslMode;
 pub use url::FleetUrl;
 
 /// True when `path` names a fleet backend (`postgres://` or `postgresql://`) rather than a
