@@ -28,6 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use super::conn::Conn;
 use super::pg::Fleet;
 use crate::blob::BlobId;
 use crate::blob::chunk::Manifest;
@@ -139,7 +140,7 @@ pub(crate) fn collect(fleet: &Fleet, core: &Core, grace: Duration) -> Result<GcR
 
 /// Deletes the blobs of `group` that are still unreferenced-and-old when their rows are
 /// locked; returns how many went.
-fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -> Result<u64> {
+fn sweep(fleet: &Fleet, c: &mut Conn, group: &[BlobId], secs: f64) -> Result<u64> {
     let ids: Vec<&[u8]> = group.iter().map(|id| id.as_bytes().as_slice()).collect();
     // Doomed first, committed: a writer that finds the row doomed uploads the blob again
     // instead of trusting an object that may be going.
@@ -148,8 +149,8 @@ fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -
         &[&ids, &secs],
     )
     .map_err(|e| fleet.err("mark blobs doomed", &e))?;
-    let mut tx = c.transaction().map_err(|e| fleet.err("begin the sweep", &e))?;
-    let rows = tx
+    c.begin("").map_err(|e| fleet.err("begin the sweep", &e))?;
+    let rows = c
         .query(
             "SELECT id, payload = ''::bytea FROM ut_blobs WHERE id = ANY($1) AND doomed ORDER BY id FOR UPDATE",
             &[&ids],
@@ -165,11 +166,11 @@ fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -
         }
         gone.push(id.0.to_vec());
     }
-    let n = tx
-        .execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
+    c.execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
         .map_err(|e| fleet.err("delete doomed blobs", &e))?;
-    tx.commit().map_err(|e| fleet.err("commit the sweep", &e))?;
-    Ok(n)
+    c.batch_execute("COMMIT").map_err(|e| fleet.err("commit the sweep", &e))?;
+    // The rows were locked in this transaction: each one listed is deleted.
+    Ok(gone.len() as u64)
 }
 
 /// Deletes the objects of `group` that have no `ut_blobs` row. In one transaction, a doomed
@@ -177,11 +178,11 @@ fn sweep(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId], secs: f64) -
 /// inserting, is skipped: its writer owns it), which holds the id against writers: a writer's
 /// upsert of the same id waits for this transaction, then inserts its own row and, finding
 /// the object gone, uploads it again. Then the objects and the rows go; returns how many.
-fn sweep_orphans(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId]) -> Result<u64> {
+fn sweep_orphans(fleet: &Fleet, c: &mut Conn, group: &[BlobId]) -> Result<u64> {
     let Some(s3) = &fleet.s3 else { return Ok(0) };
     let ids: Vec<&[u8]> = group.iter().map(|id| id.as_bytes().as_slice()).collect();
-    let mut tx = c.transaction().map_err(|e| fleet.err("begin the sweep of objects without a row", &e))?;
-    let rows = tx
+    c.begin("").map_err(|e| fleet.err("begin the sweep of objects without a row", &e))?;
+    let rows = c
         .query(
             "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload, doomed) \
              SELECT i, 0, 0, 0, ''::bytea, true FROM unnest($1::bytea[]) AS i \
@@ -195,14 +196,14 @@ fn sweep_orphans(fleet: &Fleet, c: &mut postgres::Client, group: &[BlobId]) -> R
         s3.delete(&s3.key(&id.to_string()))?;
         gone.push(id.0.to_vec());
     }
-    tx.execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
+    c.execute("DELETE FROM ut_blobs WHERE id = ANY($1)", &[&gone])
         .map_err(|e| fleet.err("delete the held rows", &e))?;
-    tx.commit().map_err(|e| fleet.err("commit the sweep of objects without a row", &e))?;
+    c.batch_execute("COMMIT").map_err(|e| fleet.err("commit the sweep of objects without a row", &e))?;
     Ok(gone.len() as u64)
 }
 
 /// Every manifest the remote stores: its id → its chunks.
-fn manifests(fleet: &Fleet, c: &mut postgres::Client) -> Result<HashMap<BlobId, Vec<BlobId>>> {
+fn manifests(fleet: &Fleet, c: &mut Conn) -> Result<HashMap<BlobId, Vec<BlobId>>> {
     let rows = c
         .query("SELECT id FROM ut_blobs WHERE kind = $1", &[&i16::from(MANIFEST)])
         .map_err(|e| fleet.err("list manifests", &e))?;
@@ -219,15 +220,16 @@ fn manifests(fleet: &Fleet, c: &mut postgres::Client) -> Result<HashMap<BlobId, 
 
 /// Records in the catalog, and the bytes of their payloads and of blob payloads kept in
 /// PostgreSQL.
-fn catalog_size(fleet: &Fleet, c: &mut postgres::Client) -> Result<(u64, u64)> {
+fn catalog_size(fleet: &Fleet, c: &mut Conn) -> Result<(u64, u64)> {
     let row = c
-        .query_one(
+        .query_opt(
             "SELECT (SELECT count(*) FROM ut_records), \
              (SELECT coalesce(sum(octet_length(payload)), 0) FROM ut_records) \
              + (SELECT coalesce(sum(octet_length(payload)), 0) FROM ut_blobs)",
             &[],
         )
-        .map_err(|e| fleet.err("measure the catalog", &e))?;
+        .map_err(|e| fleet.err("measure the catalog", &e))?
+        .ok_or_else(|| fleet.bad("measure the catalog: expected a row, found none".into()))?;
     let bytes: i64 = fleet.col(&row, 1)?;
     Ok((fleet.num(&row, 0)?, u64::try_from(bytes).unwrap_or(0)))
 }

@@ -12,6 +12,7 @@ mod conn;
 mod gc;
 mod pg;
 mod s3;
+mod tls;
 mod url;
 
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::store::remote::Remote;
 
 pub(crate) use pg::Fleet;
 pub use s3::S3Url;
+pub use tls::SslMode;
 pub use url::FleetUrl;
 
 /// True when `path` names a fleet backend (`postgres://` or `postgresql://`) rather than a
@@ -35,7 +37,7 @@ pub fn is_fleet_url(path: &std::path::Path) -> bool {
 /// is PostgreSQL's commit, so the replica syncs nothing); see `Store::open`. Returns the
 /// replica's kernel and its next chat id.
 pub(crate) fn open(url: &str, opts: Options) -> Result<(Kernel, u64)> {
-    connect(url, opts).map(|(_, kernel, next_chat)| (kernel, next_chat))
+    connect(&FleetUrl::parse(url)?, opts).map(|(_, kernel, next_chat)| (kernel, next_chat))
 }
 
 /// Collects the fleet store at `url` while other processes use it: the records of deleted
@@ -43,13 +45,20 @@ pub(crate) fn open(url: &str, opts: Options) -> Result<(Kernel, u64)> {
 /// `Store::gc` and `fleet/gc.rs`.
 pub(crate) fn gc(url: &str, opts: Options) -> Result<crate::store::GcReport> {
     let grace = opts.gc_grace;
-    let (fleet, kernel, _) = connect(url, opts)?;
+    let mut u = FleetUrl::parse(url)?;
+    // gc reads whole tables: on a large catalog one statement may take longer than a write's
+    // default bound. A URL that names statement_timeout= keeps it.
+    let named =
+        url.split_once('?').is_some_and(|(_, q)| q.split('&').any(|p| p.starts_with("statement_timeout=")));
+    if !named {
+        u.statement_timeout = std::time::Duration::ZERO;
+    }
+    let (fleet, kernel, _) = connect(&u, opts)?;
     gc::collect(&fleet, &kernel.core, grace)
 }
 
-fn connect(url: &str, opts: Options) -> Result<(Arc<Fleet>, Kernel, u64)> {
-    let u = FleetUrl::parse(url)?;
-    let fleet = Arc::new(Fleet::connect(&u)?);
+fn connect(u: &FleetUrl, opts: Options) -> Result<(Arc<Fleet>, Kernel, u64)> {
+    let fleet = Arc::new(Fleet::connect(u)?);
     let local = Options { durability: Durability::None, create_if_missing: true, preallocate: false, ..opts };
     let (kernel, next_chat) = Kernel::open(fleet.replica_dir(), local)?;
     let remote: Arc<dyn Remote> = fleet.clone();

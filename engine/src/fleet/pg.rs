@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use postgres::NoTls;
 
-use super::conn::Conn;
+use super::conn::{Conn, Slot, Slots};
 
 use super::s3::S3;
-use super::url::FleetUrl;
+use super::tls::{self, MakeRustls, SslMode};
+use super::url::{FleetUrl, show_time};
 use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Conflict, Error, Result};
@@ -80,9 +80,6 @@ const S3_BLOBS: &str = "s3_blobs";
 /// The advisory lock key the schema is created under.
 const SCHEMA_LOCK: i64 = 0x5554_5854_5343_4831;
 
-/// Idle connections kept for reuse.
-const MAX_IDLE: usize = 16;
-
 /// A stream of batches (see `store/remote.rs`): a chat's (owner ""), an owner's own (chat 0),
 /// or the global one (chat 0, owner "").
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -110,6 +107,14 @@ struct Local {
 pub(crate) struct Fleet {
     shown: String,
     config: postgres::Config,
+    /// TLS (`sslmode=`, `sslrootcert=`).
+    tls: MakeRustls,
+    /// The URL's bounds and timeouts (for messages, and `pooler=transaction`).
+    limits: Limits,
+    /// `BEGIN` and the timeouts as `SET LOCAL`s: what opens every transaction.
+    begin: Arc<str>,
+    /// Connections open (idle, held or in use), against `limits.pool_size`.
+    slots: Arc<Slots>,
     idle: Mutex<Vec<Conn>>,
     streams: Mutex<HashMap<Stream, Arc<Mutex<Local>>>>,
     /// Chats locked by a write in progress: the connection holding the row lock, in a
@@ -150,7 +155,7 @@ impl Fleet {
     pub(super) fn stored(&self, id: &BlobId) -> Result<Option<StoredBlob>> {
         let mut c = self.client()?;
         let row = c
-            .query_opt_cached(
+            .query_opt(
                 "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
                 &[&id.as_bytes().as_slice()],
             )
@@ -206,6 +211,30 @@ impl Fleet {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(Duration::from_secs(10));
         }
+        config.ssl_mode(url.ssl_mode.postgres());
+        let tls = tls::connector(url.ssl_mode, url.ssl_root.as_deref())
+            .map_err(|why| Error::InvalidArgument(format!("fleet URL {}: {why}", url.shown)))?;
+        let limits = Limits::of(url);
+        let ms = |d: Duration| d.as_millis();
+        let settings = [
+            ("lock_timeout", ms(limits.lock)),
+            ("statement_timeout", ms(limits.statement)),
+            ("idle_in_transaction_session_timeout", ms(limits.idle_in_transaction)),
+        ];
+        // The timeouts hold for every statement of a direct connection (startup options; a
+        // transaction pooler refuses them), and, `SET LOCAL`, for every transaction either way.
+        if !limits.pooled {
+            let mine: Vec<String> = settings.iter().map(|(k, v)| format!("-c {k}={v}")).collect();
+            let options = match config.get_options() {
+                Some(theirs) if !theirs.is_empty() => format!("{theirs} {}", mine.join(" ")),
+                _ => mine.join(" "),
+            };
+            config.options(&options);
+        }
+        let mut begin = String::from("BEGIN");
+        for (k, v) in settings {
+            begin.push_str(&format!("; SET LOCAL {k} = {v}"));
+        }
         let s3 = url.s3.as_ref().map(S3::new).transpose()?;
         let replica = make_replica_dir(url)?;
         let fleet = Fleet {
@@ -213,6 +242,10 @@ impl Fleet {
             s3,
             shown: url.shown.clone(),
             config,
+            tls,
+            limits,
+            begin: begin.into(),
+            slots: Arc::new(Slots::default()),
             idle: Mutex::new(Vec::new()),
             streams: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
@@ -225,11 +258,10 @@ impl Fleet {
             .simple_query("SELECT 1 WHERE to_regclass('ut_settings') IS NOT NULL")
             .map_err(|e| fleet.err("read the schema", &e))?;
         if !done.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
-            let mut tx = c.transaction().map_err(|e| fleet.err("begin the schema transaction", &e))?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SCHEMA_LOCK])
+            c.begin(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
                 .map_err(|e| fleet.err("lock the schema", &e))?;
-            tx.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
-            tx.commit().map_err(|e| fleet.err("commit the schema", &e))?;
+            c.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
+            c.batch_execute("COMMIT").map_err(|e| fleet.err("commit the schema", &e))?;
         }
         if let Some(s3) = &fleet.s3 {
             fleet.claim_s3_location(&mut c, s3)?;
@@ -255,8 +287,11 @@ impl Fleet {
         )
         .map_err(|e| self.err(what, &e))?;
         let row = c
-            .query_one("SELECT value FROM ut_settings WHERE name = $1", &[&S3_BLOBS])
-            .map_err(|e| self.err(what, &e))?;
+            .query_opt("SELECT value FROM ut_settings WHERE name = $1", &[&S3_BLOBS])
+            .map_err(|e| self.err(what, &e))?
+            .ok_or_else(|| {
+                self.bad(format!("{what}: expected the row {S3_BLOBS:?} of ut_settings, found none"))
+            })?;
         let theirs: String = self.col(&row, 0)?;
         if theirs != ours {
             return Err(Error::InvalidArgument(format!(
@@ -268,8 +303,45 @@ impl Fleet {
         Ok(())
     }
 
+    /// `e`, which happened doing `what`, as the store's error. A timeout of the URL's names
+    /// the wait and the setting: see [`Fleet::err_waiting`].
     pub(super) fn err(&self, what: &str, e: &postgres::Error) -> Error {
-        Error::Backend { url: self.shown.clone(), reason: format!("{what}: {}", describe(e)) }
+        self.err_waiting(what, "a lock or the statement", e)
+    }
+
+    /// `e`, which happened doing `what` while it may have waited for `wait` (such as "chat
+    /// 7's row lock"): when one of the URL's timeouts ended it, the message says how long it
+    /// waited for what, and which setting to raise.
+    pub(super) fn err_waiting(&self, what: &str, wait: &str, e: &postgres::Error) -> Error {
+        let l = &self.limits;
+        let reason = match e.code().map(|c| c.code()) {
+            // lock_not_available: "canceling statement due to lock timeout".
+            Some("55P03") if l.lock > Duration::ZERO => format!(
+                "{what}: waited {} for {wait} (lock_timeout={}): another transaction holds it \
+                 (pg_locks and pg_stat_activity name it); nothing was written; {}",
+                show_time(l.lock),
+                show_time(l.lock),
+                describe(e)
+            ),
+            // query_canceled: by statement_timeout (or by an operator's pg_cancel_backend).
+            Some("57014") if l.statement > Duration::ZERO => format!(
+                "{what}: waited {} for {wait} (statement_timeout={}), unless an operator canceled it; \
+                 nothing was written; {}",
+                show_time(l.statement),
+                show_time(l.statement),
+                describe(e)
+            ),
+            // The server ended this connection: it sat in a transaction longer than allowed.
+            Some("25P03") => format!(
+                "{what}: the server ended the connection after it sat idle in a transaction for {} \
+                 (idle_in_transaction_session_timeout={}); nothing was written; {}",
+                show_time(l.idle_in_transaction),
+                show_time(l.idle_in_transaction),
+                describe(e)
+            ),
+            _ => format!("{what}: {}", describe(e)),
+        };
+        Error::Backend { url: self.shown.clone(), reason }
     }
 
     /// Column `i` of `row` (a type mismatch is an error, never a panic).
@@ -298,26 +370,142 @@ impl Fleet {
         })
     }
 
+    /// The row of a statement that returns one (an aggregate, an update of a row known to
+    /// exist), run doing `what`.
+    fn one(
+        &self,
+        what: &str,
+        r: std::result::Result<Option<postgres::Row>, postgres::Error>,
+    ) -> Result<postgres::Row> {
+        r.map_err(|e| self.err(what, &e))?
+            .ok_or_else(|| self.bad(format!("{what}: expected a row, found none")))
+    }
+
     pub(super) fn bad(&self, reason: String) -> Error {
         Error::Backend { url: self.shown.clone(), reason }
     }
 
-    /// A connection: an idle one, or a new one.
+    /// A connection: an idle one, else a new one while fewer than `pool_size` are open,
+    /// else one given back within `pool_timeout` (then an error that names the wait).
     pub(super) fn client(&self) -> Result<Conn> {
-        while let Some(c) = self.idle.lock().pop() {
-            if !c.is_closed() {
-                return Ok(c);
+        let deadline = std::time::Instant::now() + self.limits.pool_timeout;
+        loop {
+            loop {
+                // The guard is a temporary: a closed connection is dropped (freeing its
+                // slot) with no lock held.
+                let popped = self.idle.lock().pop();
+                match popped {
+                    Some(c) if !c.is_closed() => return Ok(c),
+                    Some(closed) => drop(closed),
+                    None => break,
+                }
+            }
+            let mut open = self.slots.open.lock();
+            if *open < self.limits.pool_size {
+                *open += 1;
+                drop(open);
+                return self.connect_new(Slot(self.slots.clone()));
+            }
+            // `put` pushes before it takes `open` to signal: checked under `open`, a
+            // connection given back is either seen here or signalled after the wait began.
+            if !self.idle.lock().is_empty() {
+                continue;
+            }
+            // A write holding its chat's lock (and connection) that needs a second one (to
+            // upload blobs, committed apart) gets it beyond the bound: waiting, every writer
+            // could hold one and wait for another. `put` closes it when the write is done.
+            if self.in_write() {
+                *open += 1;
+                drop(open);
+                return self.connect_new(Slot(self.slots.clone()));
+            }
+            if self.slots.freed.wait_until(&mut open, deadline).timed_out() {
+                return Err(self.bad(format!(
+                    "waited {} for one of this store's {} (pool_timeout={}, pool_size={}): every one \
+                     is in use; raise pool_size in the URL, or look for calls that hold one",
+                    show_time(self.limits.pool_timeout),
+                    match self.limits.pool_size {
+                        1 => "1 connection".to_string(),
+                        n => format!("{n} connections"),
+                    },
+                    show_time(self.limits.pool_timeout),
+                    self.limits.pool_size
+                )));
             }
         }
-        self.config.connect(NoTls).map(Conn::new).map_err(|e| self.err("connect", &e))
     }
 
-    /// Gives a connection back for reuse (a closed one is dropped).
-    pub(super) fn put(&self, c: Conn) {
-        let mut idle = self.idle.lock();
-        if !c.is_closed() && idle.len() < MAX_IDLE {
-            idle.push(c);
+    /// Opens a connection in `slot`.
+    fn connect_new(&self, slot: Slot) -> Result<Conn> {
+        match self.config.connect(self.tls.clone()) {
+            Ok(client) => Ok(Conn::new(client, self.limits.pooled, self.begin.clone(), slot)),
+            Err(e) => {
+                let mut err = self.err("connect", &e);
+                if let Error::Backend { reason, .. } = &mut err
+                    && reason.contains("unsupported startup parameter")
+                    && !self.limits.pooled
+                {
+                    // PgBouncer refuses the startup options that carry the timeouts.
+                    reason.push_str(
+                        " (through a transaction pooler such as PgBouncer? add pooler=transaction to the URL)",
+                    );
+                }
+                if let Error::Backend { reason, .. } = &mut err
+                    && (reason.contains("TLS") || reason.contains("certificate"))
+                {
+                    let roots = self.tls.root.as_ref().map_or("system".into(), |p| p.display().to_string());
+                    let host = self.config.get_hosts().iter().find_map(|h| match h {
+                        postgres::config::Host::Tcp(name) => Some(name.clone()),
+                        _ => None,
+                    });
+                    let expected = match (self.tls.mode, host) {
+                        (SslMode::VerifyFull, Some(host)) => {
+                            format!("a certificate for {host} from an authority of sslrootcert={roots}")
+                        }
+                        (SslMode::VerifyCa | SslMode::VerifyFull, _) => {
+                            format!("a certificate from an authority of sslrootcert={roots}")
+                        }
+                        (SslMode::Require, _) if self.tls.root.is_some() => {
+                            format!("a certificate from an authority of sslrootcert={roots}")
+                        }
+                        _ => "a TLS session (the certificate unchecked)".to_string(),
+                    };
+                    reason.push_str(&format!(" (sslmode={}: expected {expected})", self.tls.mode.name()));
+                }
+                Err(err)
+            }
         }
+    }
+
+    /// Marks this thread as holding (`true`) or no longer holding a chat's lock of this
+    /// store (between `lock_chat` and the commit or release).
+    fn writing(&self, on: bool) {
+        let me = Arc::as_ptr(&self.slots) as usize;
+        WRITES.with(|w| {
+            let mut w = w.borrow_mut();
+            if on {
+                w.push(me);
+            } else if let Some(i) = w.iter().position(|p| *p == me) {
+                w.swap_remove(i);
+            }
+        });
+    }
+
+    /// True when this thread holds a chat's lock of this store.
+    fn in_write(&self) -> bool {
+        let me = Arc::as_ptr(&self.slots) as usize;
+        WRITES.with(|w| w.borrow().contains(&me))
+    }
+
+    /// Gives a connection back for reuse (a closed one is dropped, freeing its slot, and so
+    /// is one opened beyond `pool_size` for a write).
+    pub(super) fn put(&self, c: Conn) {
+        if c.is_closed() || *self.slots.open.lock() > self.limits.pool_size {
+            return;
+        }
+        self.idle.lock().push(c);
+        let _open = self.slots.open.lock();
+        self.slots.freed.notify_one();
     }
 
     fn local(&self, s: &Stream) -> Arc<Mutex<Local>> {
@@ -328,7 +516,7 @@ impl Fleet {
     /// by the caller in `local`), in version order; a version that does not follow is damage.
     fn pull(&self, c: &mut Conn, core: &Core, s: &Stream, local: &mut Local) -> Result<()> {
         let rows = c
-            .query_cached(
+            .query(
                 // A batch left without records (gc dropped those of a deleted chat) still
                 // counts: the versions stay dense.
                 "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
@@ -391,6 +579,9 @@ impl Fleet {
     /// first so that a collection never deletes an object that a write found and is about to
     /// reference.
     fn upload(&self, blobs: &[&RecordOut]) -> Result<()> {
+        if blobs.iter().all(|r| r.blob.is_none()) {
+            return Ok(());
+        }
         let mut c = self.client()?;
         let blobs = self.store_rows(&mut c, blobs)?;
         self.put(c);
@@ -432,7 +623,7 @@ impl Fleet {
             .iter()
             .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
             .collect();
-        c.execute_cached(
+        c.execute(
             "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
              SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
              ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
@@ -468,7 +659,7 @@ impl Fleet {
             let ids: Vec<&[u8]> = want.iter().map(|id| id.as_bytes().as_slice()).collect();
             let mut c = self.client()?;
             let rows = c
-                .query_cached(
+                .query(
                     "UPDATE ut_blobs SET stored_at = now() WHERE id = ANY($1) AND NOT doomed RETURNING id, kind",
                     &[&ids],
                 )
@@ -577,12 +768,13 @@ impl Fleet {
         }
         let (Some(before), Some(after)) = (row, next) else {
             // An owner's own stream, or the global one.
-            let done = c
-                .query_one_cached(
+            let done = self.one(
+                "write the batch",
+                c.query_opt(
                     WRITE_OWNER_BATCH,
                     &[&s.owner, &(version as i64), &idx, &kinds, &chats, &seqs, &payloads],
-                )
-                .map_err(|e| self.err("write the batch", &e))?;
+                ),
+            )?;
             let (owners, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
             if owners != 1 || records != idx.len() as i64 {
                 return Err(self.bad(format!(
@@ -600,8 +792,9 @@ impl Fleet {
             Some(reach) => (reach as i64, after.publish_base as i64),
             None => (-1, 0),
         };
-        let done = c
-            .query_one_cached(
+        let done = self.one(
+            "write the batch",
+            c.query_opt(
                 WRITE_CHAT_BATCH,
                 &[
                     &(s.chat as i64),
@@ -617,8 +810,8 @@ impl Fleet {
                     &seqs,
                     &payloads,
                 ],
-            )
-            .map_err(|e| self.err("write the batch", &e))?;
+            ),
+        )?;
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
             return Ok(());
@@ -672,8 +865,10 @@ impl Fleet {
     /// in one simple query; the id is a number, written into the text). `None`: no such chat
     /// (the transaction is left open: the caller rolls back).
     fn begin_locked(&self, c: &mut Conn, chat: u64) -> Result<Option<ChatRow>> {
-        let sql = format!("BEGIN; SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {} FOR UPDATE", chat as i64);
-        let msgs = c.simple_query(&sql).map_err(|e| self.err("lock the chat", &e))?;
+        let sql = format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {} FOR UPDATE", chat as i64);
+        let msgs = c
+            .begin(&sql)
+            .map_err(|e| self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e))?;
         let mut rows = msgs.iter().filter_map(|m| match m {
             postgres::SimpleQueryMessage::Row(r) => Some(r),
             _ => None,
@@ -870,17 +1065,20 @@ impl Remote for Fleet {
         }
         if s.chat != 0 {
             let held = self.held.lock().remove(&s.chat);
+            if held.is_some() {
+                self.writing(false);
+            }
             let (mut c, row) = match held {
                 // Locked by this write (`lock_chat`): the row as the lock read it.
                 Some((c, row)) => (c, Some(row)),
                 None => {
                     // Not locked by a write: a new chat, or a write path that does not lock.
                     let mut c = self.client()?;
-                    c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
+                    c.begin("").map_err(|e| self.err("begin", &e))?;
                     if let Some(r) = txn.records.iter().find(|r| r.kind == kind::CHAT) {
                         let rec: ChatRec =
                             record::decode(&r.payload, "chat").map_err(Error::InvalidArgument)?;
-                        if let Err(e) = c.execute_cached(
+                        if let Err(e) = c.execute(
                             "WITH o AS (INSERT INTO ut_owners (owner) VALUES ($2) ON CONFLICT DO NOTHING) \
                              INSERT INTO ut_chats (id, owner) VALUES ($1, $2)",
                             &[&(rec.chat as i64), &rec.owner],
@@ -895,12 +1093,14 @@ impl Remote for Fleet {
             let result = match row {
                 Some(row) => Ok(Some(row)),
                 None => c
-                    .query_opt_cached(
+                    .query_opt(
                         "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
                          WHERE id = $1 FOR UPDATE",
                         &[&(s.chat as i64)],
                     )
-                    .map_err(|e| self.err("lock the chat", &e))
+                    .map_err(|e| {
+                        self.err_waiting("lock the chat", &format!("chat {}'s row lock", s.chat), &e)
+                    })
                     .and_then(|r| r.map(|r| self.chat_row(&r)).transpose()),
             }
             .and_then(|row| match row {
@@ -921,12 +1121,13 @@ impl Remote for Fleet {
         // An owner's own stream, or the global one.
         let mut c = self.client()?;
         let result = (|| {
-            c.batch_execute("BEGIN").map_err(|e| self.err("begin", &e))?;
-            c.execute_cached("INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING", &[&s.owner])
+            c.begin("").map_err(|e| self.err("begin", &e))?;
+            c.execute("INSERT INTO ut_owners (owner) VALUES ($1) ON CONFLICT DO NOTHING", &[&s.owner])
                 .map_err(|e| self.err("add the owner", &e))?;
-            let row = c
-                .query_one_cached("SELECT version FROM ut_owners WHERE owner = $1 FOR UPDATE", &[&s.owner])
-                .map_err(|e| self.err("lock the owner", &e))?;
+            let row = self.one(
+                "lock the owner",
+                c.query_opt("SELECT version FROM ut_owners WHERE owner = $1 FOR UPDATE", &[&s.owner]),
+            )?;
             let version = self.num(&row, 0)?;
             let local = self.local(&s);
             let mut l = local.lock();
@@ -959,6 +1160,7 @@ impl Remote for Fleet {
         match result {
             Ok(Some((row, head))) => {
                 self.held.lock().insert(chat, (c, row));
+                self.writing(true);
                 Ok(Some((WriteLock::new(remote, chat), head)))
             }
             other => {
@@ -973,7 +1175,7 @@ impl Remote for Fleet {
         let mut c = self.client()?;
         // Another owner's chat is absent: nothing of it is pulled into this replica.
         let row = c
-            .query_opt_cached(
+            .query_opt(
                 "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
                  WHERE id = $1 AND owner = $2",
                 &[&(chat as i64), &owner],
@@ -992,7 +1194,7 @@ impl Remote for Fleet {
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>> {
         let mut c = self.client()?;
         let own = match c
-            .query_opt_cached("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
+            .query_opt("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
             .map_err(|e| self.err("read the owner", &e))?
         {
             Some(r) => self.num(&r, 0)?,
@@ -1000,7 +1202,7 @@ impl Remote for Fleet {
         };
         self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
         let rows = c
-            .query_cached("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
+            .query("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
             .map_err(|e| self.err("list the owner's chats", &e))?;
         let mut out = Vec::with_capacity(rows.len());
         for r in rows {
@@ -1049,15 +1251,16 @@ impl Remote for Fleet {
 
     fn allocate_chat(&self) -> Result<u64> {
         let mut c = self.client()?;
-        let row = c
-            .query_one_cached("SELECT nextval('ut_chat_ids')", &[])
-            .map_err(|e| self.err("allocate a chat id", &e))?;
+        let row = self.one("allocate a chat id", c.query_opt("SELECT nextval('ut_chat_ids')", &[]))?;
         self.put(c);
         self.num(&row, 0)
     }
 
     fn release(&self, chat: u64) {
         let held = self.held.lock().remove(&chat);
+        if held.is_some() {
+            self.writing(false);
+        }
         if let Some((mut c, _)) = held {
             let _ = c.batch_execute("ROLLBACK");
             self.put(c);
@@ -1115,4 +1318,33 @@ fn describe(e: &postgres::Error) -> String {
         src = x.source();
     }
     s
+}
+
+thread_local! {
+    /// The stores (their `Slots`' addresses) of which this thread holds a chat's lock.
+    static WRITES: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The URL's bounds and timeouts.
+#[derive(Debug, Clone, Copy)]
+struct Limits {
+    pooled: bool,
+    pool_size: usize,
+    pool_timeout: Duration,
+    lock: Duration,
+    statement: Duration,
+    idle_in_transaction: Duration,
+}
+
+impl Limits {
+    fn of(u: &FleetUrl) -> Limits {
+        Limits {
+            pooled: u.transaction_pooler,
+            pool_size: u.pool_size,
+            pool_timeout: u.pool_timeout,
+            lock: u.lock_timeout,
+            statement: u.statement_timeout,
+            idle_in_transaction: u.idle_in_transaction_timeout,
+        }
+    }
 }

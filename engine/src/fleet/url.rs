@@ -7,11 +7,26 @@
 //!   `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
 //!   `AWS_CA_BUNDLE`);
 //! * `cache=DIR`: where the local replica of each open store is made (default: the system's
-//!   temporary directory); it is removed when the store closes.
+//!   temporary directory); it is removed when the store closes;
+//! * `sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`) and
+//!   `sslrootcert=FILE|system`: TLS to PostgreSQL, as libpq reads them (see `tls.rs`);
+//! * `pooler=transaction`: the URL names a transaction pooler (PgBouncer's
+//!   `pool_mode = transaction`): no named statements, no session settings (see `conn.rs`);
+//!   `pooler=none` (default): a direct connection, or a session pooler;
+//! * `pool_size=N` (default 4): at most N connections open per store; `pool_timeout=T`
+//!   (default 60 s): how long a call waits for one of them before it fails;
+//! * `lock_timeout=T` (default 60 s), `statement_timeout=T` (default 120 s),
+//!   `idle_in_transaction_session_timeout=T` (default 30 s): the server's settings of that
+//!   name for the store's connections; `0` turns one off.
+//!
+//! A time `T` is a whole number with a unit, `ms`, `s` or `min`; without one, milliseconds
+//! (PostgreSQL's unit for these settings).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::s3::S3Url;
+use super::tls::SslMode;
 use crate::error::{Error, Result, hide_password};
 
 /// A parsed fleet URL.
@@ -25,6 +40,50 @@ pub struct FleetUrl {
     pub cache: Option<PathBuf>,
     /// Where blobs go when not in PostgreSQL (`blobs=s3://…`).
     pub s3: Option<S3Url>,
+    /// `sslmode=`.
+    pub ssl_mode: SslMode,
+    /// `sslrootcert=FILE` (`None`: Mozilla's roots, as `sslrootcert=system`).
+    pub ssl_root: Option<PathBuf>,
+    /// `pooler=transaction`: through a transaction pooler.
+    pub transaction_pooler: bool,
+    /// `pool_size=`: connections open per store, at most.
+    pub pool_size: usize,
+    /// `pool_timeout=`: how long a call waits for a connection when all are in use.
+    pub pool_timeout: Duration,
+    /// `lock_timeout=` (zero: off).
+    pub lock_timeout: Duration,
+    /// `statement_timeout=` (zero: off).
+    pub statement_timeout: Duration,
+    /// `idle_in_transaction_session_timeout=` (zero: off).
+    pub idle_in_transaction_timeout: Duration,
+}
+
+/// `pool_size` when the URL does not say.
+pub const DEFAULT_POOL_SIZE: usize = 4;
+
+/// Parses a time of the URL: a whole number with `ms`, `s` or `min`, else milliseconds.
+fn parse_time(v: &str) -> Option<Duration> {
+    let digits = v.len() - v.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (n, unit) = v.split_at(digits);
+    let n: u64 = n.parse().ok()?;
+    match unit.trim() {
+        "" | "ms" => Some(Duration::from_millis(n)),
+        "s" => Some(Duration::from_secs(n)),
+        "min" => n.checked_mul(60).map(Duration::from_secs),
+        _ => None,
+    }
+}
+
+/// A time as messages show it: `5 s`, `250 ms`, `off` for zero.
+pub fn show_time(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        "off".into()
+    } else if ms.is_multiple_of(1000) {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{ms} ms")
+    }
 }
 
 impl FleetUrl {
@@ -33,9 +92,18 @@ impl FleetUrl {
     /// ```
     /// use undertext::fleet::FleetUrl;
     /// let u = FleetUrl::parse("postgres://app:secret@db.local:5432/agents?cache=/var/cache/ut&sslmode=disable")?;
-    /// assert_eq!(u.postgres, "postgres://app:secret@db.local:5432/agents?sslmode=disable");
-    /// assert_eq!(u.shown, "postgres://app:***@db.local:5432/agents?sslmode=disable");
+    /// assert_eq!(u.postgres, "postgres://app:secret@db.local:5432/agents");
+    /// assert_eq!(u.shown, "postgres://app:***@db.local:5432/agents");
     /// assert_eq!(u.cache.as_deref(), Some(std::path::Path::new("/var/cache/ut")));
+    /// assert_eq!(u.ssl_mode, undertext::fleet::SslMode::Disable);
+    /// let t = FleetUrl::parse("postgres://h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem&pooler=transaction&pool_size=2&lock_timeout=5s&statement_timeout=1min&application_name=x")?;
+    /// assert_eq!(t.postgres, "postgres://h/db?application_name=x");
+    /// assert_eq!(t.ssl_root.as_deref(), Some(std::path::Path::new("/etc/ca.pem")));
+    /// assert!(t.transaction_pooler);
+    /// assert_eq!((t.pool_size, t.lock_timeout.as_secs(), t.statement_timeout.as_secs()), (2, 5, 60));
+    /// assert!(FleetUrl::parse("postgres://h/db?sslmode=verify").is_err());
+    /// assert!(FleetUrl::parse("postgres://h/db?lock_timeout=5 hours").is_err());
+    /// assert!(FleetUrl::parse("postgres://h/db?pool_size=0").is_err());
     /// assert!(FleetUrl::parse("postgres://h/db?blobs=ftp://x").is_err());
     /// let s = FleetUrl::parse("postgres://h/db?blobs=s3://bkt/ut/&s3_endpoint=http://127.0.0.1:9000&s3_secret=x")?;
     /// assert_eq!(s.postgres, "postgres://h/db");
@@ -57,6 +125,18 @@ impl FleetUrl {
         let mut cache = None;
         let mut s3: Option<S3Url> = None;
         let (mut endpoint, mut region, mut key, mut secret, mut ca) = (None, None, None, None, None);
+        let (mut ssl_mode, mut ssl_root, mut transaction_pooler) = (SslMode::default(), None, false);
+        let (mut pool_size, mut pool_timeout) = (DEFAULT_POOL_SIZE, Duration::from_secs(60));
+        let mut lock_timeout = Duration::from_secs(60);
+        let mut statement_timeout = Duration::from_secs(120);
+        let mut idle_in_transaction_timeout = Duration::from_secs(30);
+        let time = |k: &str, v: &str| {
+            parse_time(v).ok_or_else(|| {
+                bad(format!(
+                    "{k}={v}: expected a whole number with ms, s or min (without one, milliseconds); 0 turns it off"
+                ))
+            })
+        };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
@@ -76,6 +156,42 @@ impl FleetUrl {
                 "s3_key" => key = Some(v.to_string()),
                 "s3_secret" => secret = Some(v.to_string()),
                 "s3_ca" => ca = Some(PathBuf::from(v)),
+                "sslmode" => {
+                    ssl_mode = SslMode::parse(v).ok_or_else(|| {
+                        bad(format!(
+                            "sslmode={v}: expected disable, prefer, require, verify-ca or verify-full"
+                        ))
+                    })?;
+                }
+                "sslrootcert" => {
+                    if v.is_empty() {
+                        return Err(bad(
+                            "sslrootcert=: expected a PEM file of root certificates, or system".into()
+                        ));
+                    }
+                    ssl_root = (v != "system").then(|| PathBuf::from(v));
+                }
+                "pooler" => {
+                    transaction_pooler = match v {
+                        "transaction" => true,
+                        "none" | "session" => false,
+                        _ => {
+                            return Err(bad(format!(
+                                "pooler={v}: expected transaction (PgBouncer's pool_mode = transaction), \
+                                 session or none"
+                            )));
+                        }
+                    };
+                }
+                "pool_size" => {
+                    pool_size = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        bad(format!("pool_size={v}: expected a number of connections, 1 or more"))
+                    })?;
+                }
+                "pool_timeout" => pool_timeout = time(k, v)?,
+                "lock_timeout" => lock_timeout = time(k, v)?,
+                "statement_timeout" => statement_timeout = time(k, v)?,
+                "idle_in_transaction_session_timeout" => idle_in_transaction_timeout = time(k, v)?,
                 "cache" => {
                     if v.is_empty() {
                         return Err(bad("cache=: expected a directory".into()));
@@ -90,6 +206,19 @@ impl FleetUrl {
                 (endpoint, region, key, secret, ca);
         }
         let postgres = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-        Ok(FleetUrl { shown: hide_password(&postgres), postgres, cache, s3 })
+        Ok(FleetUrl {
+            shown: hide_password(&postgres),
+            postgres,
+            cache,
+            s3,
+            ssl_mode,
+            ssl_root,
+            transaction_pooler,
+            pool_size,
+            pool_timeout,
+            lock_timeout,
+            statement_timeout,
+            idle_in_transaction_timeout,
+        })
     }
 }
