@@ -9,7 +9,7 @@ use undertext::checkpoint::CheckpointOptions;
 use undertext::compaction::{Plan, Squish};
 use undertext::{Chat, ChatId, StepStatus};
 
-use crate::convert::{Text, blob_id, message_in, messages_in, unit_of};
+use crate::convert::{Text, message_in, messages_in, unit_of};
 use crate::errors::run;
 use crate::snapshot::{PyMessageIter, PySnapshot};
 use crate::store::PyStore;
@@ -357,7 +357,10 @@ impl PyChat {
 
     /// Pins `start..end` (in `unit`) of an archive into the model view: the budget guard
     /// will not shrink it. The owner must be able to read the archive.
-    #[pyo3(signature = (archive_id, start, end, unit=Text::from("chars")))]
+    #[pyo3(
+        signature = (archive_id, start, end, unit=Text::from("chars")),
+        text_signature = "($self, archive_id, start, end, unit='chars')"
+    )]
     fn pin(
         &self,
         py: Python<'_>,
@@ -366,12 +369,15 @@ impl PyChat {
         end: u64,
         unit: Text,
     ) -> PyResult<()> {
-        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, &unit)?);
+        let (id, unit) = (crate::convert::archive_id(py, archive_id)?, unit_of(py, &unit)?);
         self.with(py, move |c| c.pin(&id, start..end, unit))
     }
 
     /// Removes a pin (same archive, range and unit).
-    #[pyo3(signature = (archive_id, start, end, unit=Text::from("chars")))]
+    #[pyo3(
+        signature = (archive_id, start, end, unit=Text::from("chars")),
+        text_signature = "($self, archive_id, start, end, unit='chars')"
+    )]
     fn unpin(
         &self,
         py: Python<'_>,
@@ -380,7 +386,7 @@ impl PyChat {
         end: u64,
         unit: Text,
     ) -> PyResult<()> {
-        let (id, unit) = (blob_id(py, archive_id)?, unit_of(py, &unit)?);
+        let (id, unit) = (crate::convert::archive_id(py, archive_id)?, unit_of(py, &unit)?);
         self.with(py, move |c| c.unpin(&id, start..end, unit))
     }
 
@@ -442,7 +448,7 @@ impl PyChat {
 
     /// Checks a compaction plan without applying it: a list of `(rule, detail)`. A squish
     /// is `(from, to, rewrite)`.
-    #[pyo3(signature = (trims=Vec::new(), squishes=Vec::new()))]
+    #[pyo3(signature = (trims=Vec::new(), squishes=Vec::new()), text_signature = "($self, trims=(), squishes=())")]
     fn lint(
         &self,
         py: Python<'_>,
@@ -457,7 +463,10 @@ impl PyChat {
     /// Records a compaction plan (applied when views are built, originals untouched) if the
     /// chat is at `expected_revision` and the linter finds nothing (else `LintRejected`).
     /// Returns the number of changes.
-    #[pyo3(signature = (trims=Vec::new(), squishes=Vec::new(), *, expected_revision))]
+    #[pyo3(
+        signature = (trims=Vec::new(), squishes=Vec::new(), *, expected_revision),
+        text_signature = "($self, trims=(), squishes=(), *, expected_revision)"
+    )]
     fn compact(
         &self,
         py: Python<'_>,

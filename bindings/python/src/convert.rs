@@ -55,6 +55,35 @@ pub(crate) fn parse_blob_id(py: Python<'_>, s: &str) -> PyResult<BlobId> {
     s.parse::<BlobId>().map_err(|e| crate::errors::to_py(py, e))
 }
 
+/// An archive id: 64 hex digits, or an `ArchiveRef`. A malformed one is named an archive id
+/// (an archive is stored as a blob, and the engine's parser names a blob id).
+pub(crate) fn archive_id(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<BlobId> {
+    if let Ok(r) = obj.cast::<PyArchiveRef>() {
+        return Ok(r.get().r.id);
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        let s = s.to_cow().map_err(|_| not_utf8(py, s, "", "the archive id"))?;
+        return parse_archive_id(py, &s);
+    }
+    Err(invalid(
+        py,
+        format!("archive id: expected a str of 64 hex digits or an ArchiveRef, found {}", type_name(obj)),
+    ))
+}
+
+/// An archive id from its hex text.
+pub(crate) fn parse_archive_id(py: Python<'_>, s: &str) -> PyResult<BlobId> {
+    s.parse::<BlobId>().map_err(|e| {
+        let e = match e {
+            undertext::Error::InvalidArgument(why) => undertext::Error::InvalidArgument(
+                why.strip_prefix("blob id").map_or_else(|| why.clone(), |rest| format!("archive id{rest}")),
+            ),
+            other => other,
+        };
+        crate::errors::to_py(py, e)
+    })
+}
+
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "an object".into())
 }
@@ -216,8 +245,8 @@ pub(crate) fn part_in(py: Python<'_>, obj: &Bound<'_, PyAny>, at: usize) -> PyRe
             let content = match d.get_item("archive")? {
                 Some(a) if !a.is_none() => {
                     let id = match a.cast::<PyDict>() {
-                        Ok(ad) => blob_id(py, &req(py, ad, "id", &what)?)?,
-                        Err(_) => blob_id(py, &a)?,
+                        Ok(ad) => archive_id(py, &req(py, ad, "id", &what)?)?,
+                        Err(_) => archive_id(py, &a)?,
                     };
                     // The sizes are taken from the store on append, never from the caller.
                     let archive = ArchiveRef { id, bytes: 0, chars: 0, utf16_units: 0, lines: 0 };

@@ -68,9 +68,16 @@ pub(crate) fn internal(py: Python<'_>, msg: &str) -> PyErr {
     exception(py, "InternalError", &format!("internal error in undertext (please report): {msg}"), &[])
 }
 
-/// `undertext.Closed`: the store was closed.
-pub(crate) fn closed(py: Python<'_>) -> PyErr {
-    exception(py, "Closed", "the store is closed; open it again with undertext.Store.open(path)", &[])
+/// `undertext.Closed`: the store was closed. A temporary store's directory went with it
+/// (`removed`): there is nothing to open again.
+pub(crate) fn closed(py: Python<'_>, removed: bool) -> PyErr {
+    let msg = if removed {
+        "the store is closed, and its temporary directory was removed when it closed; \
+         make a new one (undertext.temporary_store(), or the adapter's temporary())"
+    } else {
+        "the store is closed; open it again with undertext.Store.open(path)"
+    };
+    exception(py, "Closed", msg, &[])
 }
 
 fn int(py: Python<'_>, v: u64) -> Py<PyAny> {

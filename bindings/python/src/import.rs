@@ -18,7 +18,10 @@ use crate::store::PyStore;
 /// parent's (a side chain's main session). Returns the import report with `chats`: each
 /// session's key and chat id.
 #[pyfunction]
-#[pyo3(signature = (store, owner, name, data, *, format = Text::from("auto"), key = None, parent_key = None))]
+#[pyo3(
+    signature = (store, owner, name, data, *, format = Text::from("auto"), key = None, parent_key = None),
+    text_signature = "(store, owner, name, data, *, format='auto', key=None, parent_key=None)"
+)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn import_transcript_bytes<'py>(
     py: Python<'py>,

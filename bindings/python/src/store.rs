@@ -1,6 +1,7 @@
 //! `undertext.Store`: open and close, blobs, chats, archives, maintenance, the worker.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::prelude::*;
@@ -11,7 +12,7 @@ use undertext::{
 };
 
 use crate::chat::PyChat;
-use crate::convert::{Text, blob_id, unit_of};
+use crate::convert::{Text, unit_of};
 use crate::errors::{closed, invalid, run};
 use crate::held::Held;
 use crate::types::{PyArchiveRef, PyChatInfo};
@@ -34,12 +35,19 @@ pub struct PyStore {
     workers: Mutex<Vec<WorkerSlot>>,
     /// Engine handles of the chats its `Chat`s use (dropped at close).
     held: Held,
+    /// A temporary store, whose directory is removed when it closes (`_removed_on_close`).
+    removed_on_close: AtomicBool,
 }
 
 impl PyStore {
     fn of(store: Store) -> PyStore {
         let held = Held::for_store(&store);
-        PyStore { store: RwLock::new(Some(store)), workers: Mutex::new(Vec::new()), held }
+        PyStore {
+            store: RwLock::new(Some(store)),
+            workers: Mutex::new(Vec::new()),
+            held,
+            removed_on_close: AtomicBool::new(false),
+        }
     }
 
     fn guard(&self) -> std::sync::RwLockReadGuard<'_, Option<Store>> {
@@ -51,7 +59,7 @@ impl PyStore {
 
     /// The engine store, or `Closed`.
     pub(crate) fn get(&self, py: Python<'_>) -> PyResult<Store> {
-        self.guard().clone().ok_or_else(|| closed(py))
+        self.guard().clone().ok_or_else(|| self.closed_error(py))
     }
 
     /// Resolves chat `id` of `owner` (in fleet mode: one round trip that brings it up to what
@@ -70,10 +78,15 @@ impl PyStore {
         Ok(chat)
     }
 
+    /// `Closed`, saying whether the directory is gone with it.
+    fn closed_error(&self, py: Python<'_>) -> PyErr {
+        closed(py, self.removed_on_close.load(Ordering::Relaxed))
+    }
+
     /// The held handle of chat `id` of `owner`, resolving it when none is held.
     pub(crate) fn held_chat(&self, py: Python<'_>, owner: &str, id: ChatId) -> PyResult<Chat> {
         if self.guard().is_none() {
-            return Err(closed(py));
+            return Err(self.closed_error(py));
         }
         match self.held.get(owner, id) {
             Some(chat) => Ok(chat),
@@ -283,6 +296,13 @@ impl PyStore {
         }
     }
 
+    /// Marks a temporary store: its directory is removed when it closes, so `Closed` says so
+    /// instead of advising to open it again (`temporary_store()` and the adapters'
+    /// `temporary()` call it).
+    fn _removed_on_close(&self) {
+        self.removed_on_close.store(true, Ordering::Relaxed);
+    }
+
     /// True once `close()` was called.
     #[getter]
     fn closed(&self) -> bool {
@@ -459,7 +479,10 @@ impl PyStore {
     }
 
     /// Creates a chat for `owner` and returns it.
-    #[pyo3(signature = (owner, *, title=Text::from(""), model=Text::from(""), draft=Text::from(""), extra=None))]
+    #[pyo3(
+        signature = (owner, *, title=Text::from(""), model=Text::from(""), draft=Text::from(""), extra=None),
+        text_signature = "($self, owner, *, title='', model='', draft='', extra=None)"
+    )]
     fn create_chat(
         slf: &Bound<'_, Self>,
         owner: Text,
@@ -597,7 +620,7 @@ impl PyStore {
     /// ...). Returns a dict: `files`, `sessions_new`, `sessions_unchanged`,
     /// `sessions_extended`, `messages`, `tool_results`, `archived`, `linked`, and
     /// `problems` (the lines skipped, each `"file:line: reason"`).
-    #[pyo3(signature = (owner, paths, *, format=Text::from("auto")))]
+    #[pyo3(signature = (owner, paths, *, format=Text::from("auto")), text_signature = "($self, owner, paths, *, format='auto')")]
     fn import_transcripts<'py>(
         &self,
         py: Python<'py>,
@@ -646,14 +669,17 @@ impl PyStore {
         archive_id: &Bound<'_, PyAny>,
     ) -> PyResult<PyArchiveRef> {
         let store = self.get(py)?;
-        let id = blob_id(py, archive_id)?;
+        let id = crate::convert::archive_id(py, archive_id)?;
         Ok(PyArchiveRef { r: run(py, move || store.archive_ref(&owner, &id))? })
     }
 
     /// `text[start:end]` of archive `archive_id`, exactly. `unit` is `"chars"` (Python
     /// `str` indexes, the default), `"utf16"`, `"bytes"` or `"lines"`. A range past the end,
     /// or one that splits a UTF-8 sequence or surrogate pair, raises `InvalidArgument`.
-    #[pyo3(signature = (owner, archive_id, start, end, unit=Text::from("chars")))]
+    #[pyo3(
+        signature = (owner, archive_id, start, end, unit=Text::from("chars")),
+        text_signature = "($self, owner, archive_id, start, end, unit='chars')"
+    )]
     fn read_context(
         &self,
         py: Python<'_>,
@@ -664,7 +690,7 @@ impl PyStore {
         unit: Text,
     ) -> PyResult<String> {
         let store = self.get(py)?;
-        let id = blob_id(py, archive_id)?;
+        let id = crate::convert::archive_id(py, archive_id)?;
         let unit = unit_of(py, &unit)?;
         run(py, move || store.read_context(&owner, &id, start..end, unit))
     }
@@ -721,7 +747,7 @@ impl PyStore {
     /// The history tools' schemas (JSON texts) in `shape` `"openai"` (default) or
     /// `"anthropic"`.
     #[staticmethod]
-    #[pyo3(signature = (shape=Text::from("openai")))]
+    #[pyo3(signature = (shape=Text::from("openai")), text_signature = "(shape='openai')")]
     fn history_tool_schemas(py: Python<'_>, shape: Text) -> PyResult<Vec<String>> {
         match &*shape {
             "openai" => Ok(undertext::recall::tools::schemas_openai()),
@@ -747,7 +773,7 @@ impl PyStore {
         query: Option<Text>,
     ) -> PyResult<String> {
         let store = self.get(py)?;
-        let id = blob_id(py, archive_id)?;
+        let id = crate::convert::archive_id(py, archive_id)?;
         run(py, move || store.preview(&owner, &id, max_chars, query.as_deref()))
     }
 
@@ -758,8 +784,12 @@ impl PyStore {
     /// `threads` (default 4) calls are made at once, each taking the GIL: a summarizer that
     /// waits on a model (releasing the GIL) overlaps its calls; pass 1 for one that must
     /// not be called from two threads.
-    #[pyo3(signature = (summarizer, *, threads=4, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
-        at_hard_line=Text::from("wait"), wait_seconds=30.0, retries=2))]
+    #[pyo3(
+        signature = (summarizer, *, threads=4, soft=2.0/3.0, segment_tokens=8000, fan_in=4,
+            at_hard_line=Text::from("wait"), wait_seconds=30.0, retries=2),
+        text_signature = "($self, summarizer, *, threads=4, soft=0.6666666666666666, segment_tokens=8000, \
+                          fan_in=4, at_hard_line='wait', wait_seconds=30.0, retries=2)"
+    )]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn start_worker(
         &self,

@@ -4,11 +4,23 @@
 use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use undertext::budget::IndexLine;
 use undertext::{ArchiveRef, Attempt, ChatMeta, ChatSummary, Message, Part, Pin, Step, StepStatus};
 
-use crate::convert::parts_out;
+use crate::convert::{parse_archive_id, parts_out, role_of, unit_of};
+
+// Pickling and `copy.deepcopy`: each value class's `__reduce__` gives `(Class._from_state,
+// (state,))`, where `state` is a tuple of its fields; `_from_state` builds it back (checking
+// what a value of its kind must be: a known role or unit, a well-formed archive id).
+
+/// `(type(obj)._from_state, (state,))`, what `__reduce__` returns.
+fn reduce<'py>(
+    obj: &Bound<'py, PyAny>,
+    state: Bound<'py, PyTuple>,
+) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+    Ok((obj.get_type().getattr("_from_state")?, (state,)))
+}
 
 /// A stored message: its place in the chat, its role and its parts (dicts).
 #[pyclass(name = "Message", module = "undertext", frozen)]
@@ -100,6 +112,45 @@ impl PyMessage {
         Ok(d)
     }
 
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let py = slf.py();
+        let m = slf.get();
+        let state = (
+            m.seq,
+            m.revision,
+            m.role,
+            m.turn,
+            m.parts.bind(py),
+            m.step.clone(),
+            m.at_ms,
+            m.feedback,
+            m.text.as_str(),
+        )
+            .into_pyobject(py)?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds a message back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    #[expect(clippy::type_complexity, reason = "the state tuple, field by field")]
+    fn _from_state(
+        py: Python<'_>,
+        state: (u64, u64, String, u64, Bound<'_, PyList>, Option<(u64, String, u32)>, u64, bool, String),
+    ) -> PyResult<PyMessage> {
+        let (seq, revision, role, turn, parts, step, at_ms, feedback, text) = state;
+        Ok(PyMessage {
+            seq,
+            revision,
+            role: role_of(py, &role)?.as_str(),
+            turn,
+            parts: parts.unbind(),
+            step,
+            at_ms,
+            feedback,
+            text,
+        })
+    }
+
     fn __repr__(&self) -> String {
         let t: String = self.text.chars().take(40).collect();
         format!("Message(seq={}, role={:?}, turn={}, text={:?})", self.seq, self.role, self.turn, t)
@@ -142,6 +193,20 @@ impl PyChatMeta {
             "ChatMeta(title={:?}, model={:?}, draft={:?}, extra={:?})",
             self.title, self.model, self.draft, self.extra
         )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let m = slf.get();
+        let state = (m.title.as_str(), m.model.as_str(), m.draft.as_str(), m.extra.clone())
+            .into_pyobject(slf.py())?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the metadata back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(state: (String, String, String, BTreeMap<String, String>)) -> PyChatMeta {
+        let (title, model, draft, extra) = state;
+        PyChatMeta { title, model, draft, extra }
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -203,6 +268,32 @@ impl From<&ChatSummary> for PyChatInfo {
 
 #[pymethods]
 impl PyChatInfo {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let c = slf.get();
+        let state = (
+            c.id.as_str(),
+            c.title.as_str(),
+            c.model.as_str(),
+            c.draft.as_str(),
+            c.extra.clone(),
+            c.len,
+            c.revision,
+            c.created_ms,
+            c.last_activity_ms,
+        )
+            .into_pyobject(slf.py())?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the line back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(
+        state: (String, String, String, String, BTreeMap<String, String>, u64, u64, u64, u64),
+    ) -> PyChatInfo {
+        let (id, title, model, draft, extra, len, revision, created_ms, last_activity_ms) = state;
+        PyChatInfo { id, title, model, draft, extra, len, revision, created_ms, last_activity_ms }
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "ChatInfo(id={:?}, title={:?}, len={}, revision={})",
@@ -245,6 +336,20 @@ impl PyArchiveRef {
     fn lines(&self) -> u64 {
         self.r.lines
     }
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let r = &slf.get().r;
+        let state = (r.id.to_string(), r.bytes, r.chars, r.utf16_units, r.lines).into_pyobject(slf.py())?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the reference back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(py: Python<'_>, state: (String, u64, u64, u64, u64)) -> PyResult<PyArchiveRef> {
+        let (id, bytes, chars, utf16_units, lines) = state;
+        let id = parse_archive_id(py, &id)?;
+        Ok(PyArchiveRef { r: ArchiveRef { id, bytes, chars, utf16_units, lines } })
+    }
+
     fn __str__(&self) -> String {
         self.r.id.to_string()
     }
@@ -290,6 +395,20 @@ impl From<&Pin> for PyPin {
 
 #[pymethods]
 impl PyPin {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let p = slf.get();
+        let state = (p.archive.as_str(), p.start, p.end, p.unit).into_pyobject(slf.py())?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the pin back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(py: Python<'_>, state: (String, u64, u64, String)) -> PyResult<PyPin> {
+        let (archive, start, end, unit) = state;
+        let archive = parse_archive_id(py, &archive)?.to_string();
+        Ok(PyPin { archive, start, end, unit: unit_of(py, &unit)?.as_str() })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Pin(archive={:?}, start={}, end={}, unit={:?})",
@@ -350,6 +469,21 @@ fn step(py: Python<'_>, s: &Step) -> PyResult<PyStep> {
 
 #[pymethods]
 impl PyAttempt {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let py = slf.py();
+        let a = slf.get();
+        let steps: Vec<Py<PyStep>> = a.steps.iter().map(|s| s.clone_ref(py)).collect();
+        let state = (a.stream_id.as_str(), steps).into_pyobject(py)?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the attempt back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(state: (String, Vec<Py<PyStep>>)) -> PyAttempt {
+        let (stream_id, steps) = state;
+        PyAttempt { stream_id, steps }
+    }
+
     fn __repr__(&self) -> String {
         format!("Attempt(stream_id={:?}, steps={})", self.stream_id, self.steps.len())
     }
@@ -357,6 +491,20 @@ impl PyAttempt {
 
 #[pymethods]
 impl PyStep {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let py = slf.py();
+        let s = slf.get();
+        let state = (s.step, s.complete, s.messages.bind(py), s.seqs.clone(), s.at_ms).into_pyobject(py)?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the step back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(state: (u32, bool, Bound<'_, PyList>, Vec<u64>, u64)) -> PyStep {
+        let (step, complete, messages, seqs, at_ms) = state;
+        PyStep { step, complete, messages: messages.unbind(), seqs, at_ms }
+    }
+
     fn __repr__(&self) -> String {
         format!("Step(step={}, complete={}, seqs={:?})", self.step, self.complete, self.seqs)
     }
@@ -388,6 +536,19 @@ impl From<&IndexLine> for PyIndexLine {
 
 #[pymethods]
 impl PyIndexLine {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let l = slf.get();
+        let state = (l.seq, l.role, l.tokens, l.preview.as_str()).into_pyobject(slf.py())?;
+        reduce(slf.as_any(), state)
+    }
+
+    /// Builds the line back from `__reduce__`'s state (pickle, `copy`).
+    #[staticmethod]
+    fn _from_state(py: Python<'_>, state: (u64, String, u64, String)) -> PyResult<PyIndexLine> {
+        let (seq, role, tokens, preview) = state;
+        Ok(PyIndexLine { seq, role: role_of(py, &role)?.as_str(), tokens, preview })
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "IndexLine(seq={}, role={:?}, tokens={}, preview={:?})",

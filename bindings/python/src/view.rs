@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use undertext::budget::{Budget, Decision, View};
 use undertext::checkpoint::Checkpoint;
 
@@ -23,10 +23,14 @@ pub struct PyBudget {
 #[pymethods]
 impl PyBudget {
     #[new]
-    #[pyo3(signature = (
-        window, reserve_output=0, *, soft=0.7, target=0.5, hard=0.9, tool_schemas=Vec::new(),
-        protect_max_tokens=None, instructions_max_tokens=None, nudge=None
-    ))]
+    #[pyo3(
+        signature = (
+            window, reserve_output=0, *, soft=0.7, target=0.5, hard=0.9, tool_schemas=Vec::new(),
+            protect_max_tokens=None, instructions_max_tokens=None, nudge=None
+        ),
+        text_signature = "(window, reserve_output=0, *, soft=0.7, target=0.5, hard=0.9, tool_schemas=(), \
+                          protect_max_tokens=None, instructions_max_tokens=None, nudge=None)"
+    )]
     #[expect(clippy::too_many_arguments, reason = "one keyword argument per budget field, as in Python")]
     fn new(
         py: Python<'_>,
@@ -122,6 +126,49 @@ impl PyBudget {
     fn hard_limit(&self) -> u64 {
         self.budget.hard_limit()
     }
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyTuple>,))> {
+        let b = &slf.get().budget;
+        let state = (
+            b.window,
+            b.reserve_output,
+            b.soft,
+            b.target,
+            b.hard,
+            b.tool_schemas.clone(),
+            b.protect_max_tokens,
+            b.instructions_max_tokens,
+            b.nudge,
+            b.min_cut_tokens,
+        )
+            .into_pyobject(slf.py())?;
+        Ok((slf.get_type().getattr("_from_state")?, (state,)))
+    }
+
+    /// Builds a budget back from `__reduce__`'s state (pickle, `copy`), checked as `Budget(...)` is.
+    #[staticmethod]
+    #[expect(clippy::type_complexity, reason = "the state tuple, field by field")]
+    fn _from_state(
+        py: Python<'_>,
+        state: (u64, u64, f64, f64, f64, Vec<Text>, Option<u64>, Option<u64>, Option<f64>, Option<u64>),
+    ) -> PyResult<PyBudget> {
+        let (window, reserve_output, soft, target, hard, tool_schemas, protect, instructions, nudge, min_cut) =
+            state;
+        let mut b = PyBudget::new(
+            py,
+            window,
+            reserve_output,
+            soft,
+            target,
+            hard,
+            tool_schemas,
+            protect,
+            instructions,
+            nudge,
+        )?;
+        b.budget.min_cut_tokens = min_cut;
+        Ok(b)
+    }
+
     fn __repr__(&self) -> String {
         let b = &self.budget;
         format!(

@@ -62,6 +62,10 @@ impl PyExtractive {
         self.max_chars
     }
 
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, PyAny>, (usize,)) {
+        (slf.get_type().into_any(), (slf.get().max_chars,))
+    }
+
     fn __repr__(&self) -> String {
         format!("Extractive(max_chars={})", self.max_chars)
     }

@@ -255,6 +255,37 @@ async def test_a_temporary_session_is_removed_on_close() -> None:
     assert path.exists()
     session.close()
     assert not path.exists()
+    with pytest.raises(undertext.Closed) as e:
+        await session.add_items([item(2)])
+    assert "removed" in str(e.value) and "open it again" not in str(e.value)
+
+
+async def test_every_call_on_a_closed_session_raises_like_sqlite_session_even_add_items_of_nothing(
+    tmp_path: Path,
+) -> None:
+    sqlite = SQLiteSession("s", tmp_path / "sdk.db")
+    sqlite.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        await sqlite.add_items([])
+    owning = UndertextSession.open("s", tmp_path / "owning")
+    with undertext.Store.open(tmp_path / "shared") as store:
+        shared = UndertextSession("s", store)  # closing it leaves the store open
+        for session in (owning, shared):
+            await session.add_items([item(1)])
+            session.close()
+            calls = [
+                session.add_items([]),
+                session.add_items([item(2)]),
+                session.get_items(),
+                session.pop_item(),
+                session.clear_session(),
+            ]
+            for call in calls:
+                with pytest.raises(RuntimeError, match="closed") as e:
+                    await call
+                assert isinstance(e.value, undertext.Closed)
+        assert not store.closed
+        assert await UndertextSession("s", store).get_items() == [item(1)]
 
 
 def _old_marker(cut: int, floor: int) -> dict[str, Any]:

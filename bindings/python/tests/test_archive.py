@@ -56,6 +56,32 @@ def test_read_context_errors_say_what_is_wrong(store):
         store.read_context("alice", a, -1, 2)
 
 
+def test_a_malformed_archive_id_is_reported_as_an_archive_id_wherever_one_is_taken(store, chat):
+    a = store.archive("alice", "some text\n")
+    short, bad_digit = "abc", "g" + a.id[1:]
+    calls = {
+        "read_context": lambda i: store.read_context("alice", i, 0, 1),
+        "archive_ref": lambda i: store.archive_ref("alice", i),
+        "preview": lambda i: store.preview("alice", i),
+        "pin": lambda i: chat.pin(i, 0, 1),
+        "unpin": lambda i: chat.unpin(i, 0, 1),
+        "a tool result's archive": lambda i: chat.append(
+            {"role": "tool", "parts": [{"type": "tool_result", "call_id": "c", "text": "p", "archive": i}]}
+        ),
+    }
+    for name, call in calls.items():
+        with pytest.raises(undertext.InvalidArgument, match="archive id: expected 64 hex digits, found 3 characters"):
+            call(short)
+        with pytest.raises(undertext.InvalidArgument, match="archive id: expected a hex digit at position 0") as e:
+            call(bad_digit)
+        assert "blob" not in str(e.value), name
+        with pytest.raises(undertext.InvalidArgument, match="archive id: expected a str of 64 hex digits or an ArchiveRef, found int"):
+            call(7)
+    # A blob id is still a blob id.
+    with pytest.raises(undertext.InvalidArgument, match="blob id: expected 64 hex digits"):
+        store.get_blob("alice", short)
+
+
 def test_archives_are_content_addressed_and_owner_scoped(store):
     a = store.archive("alice", "same text")
     b = store.archive("bob", "same text")

@@ -113,6 +113,20 @@ async def test_a_temporary_store_is_removed_on_close() -> None:
     assert path.exists()
     s.close()
     assert not path.exists()
+    with pytest.raises(undertext.Closed) as e:
+        await s.load(KEY)
+    assert "removed" in str(e.value) and "open it again" not in str(e.value)
+
+
+async def test_without_anyio_the_async_methods_run_on_asyncio_threads(tmp_path: Path, monkeypatch: Any) -> None:
+    import undertext.claude
+
+    monkeypatch.setattr(undertext.claude, "_anyio_run_sync", None)  # as if anyio were not installed
+    async with UndertextSessionStore.open(tmp_path / "s") as s:
+        await s.append(KEY, [{"type": "x", "uuid": "1"}])
+        assert await s.load(KEY) == [{"type": "x", "uuid": "1"}]
+        await s.delete(KEY)
+        assert await s.load(KEY) is None
 
 
 async def test_summaries_and_write_times_survive_reopen_and_agree(tmp_path: Path) -> None:

@@ -36,6 +36,14 @@ def test_builtin_bases_make_them_catchable_the_usual_way():
     assert issubclass(undertext.NotFound, KeyError)
     assert issubclass(undertext.InvalidArgument, ValueError)
     assert issubclass(undertext.IOFailure, OSError)
+    assert issubclass(undertext.Closed, RuntimeError)  # as for other closed objects
+
+
+def test_a_closed_store_raises_closed_caught_as_runtime_error(tmp_path):
+    s = undertext.Store.open(tmp_path / "s")
+    s.close()
+    with pytest.raises(RuntimeError, match="open it again with undertext.Store.open"):
+        s.put_blob("alice", b"x")
 
 
 def test_a_panic_in_an_engine_call_arrives_as_internal_error(store):

@@ -101,6 +101,23 @@ def test_close_releases_the_lock_and_later_calls_raise_closed(tmp_path):
         assert again.chat("alice", chat.id).id == chat.id
 
 
+def test_after_a_temporary_store_closes_the_error_says_its_directory_is_gone(tmp_path):
+    with undertext.temporary_store() as s:
+        chat = s.create_chat("alice")
+        path = s.path
+    assert not path.exists()
+    for call in (lambda: s.put_blob("alice", b"x"), lambda: chat.append(undertext.user("after close"))):
+        with pytest.raises(undertext.Closed) as e:
+            call()
+        msg = str(e.value)
+        assert "temporary directory was removed" in msg and "open it again" not in msg, msg
+    # A store of one's own still says to open it again.
+    own = undertext.Store.open(tmp_path / "own")
+    own.close()
+    with pytest.raises(undertext.Closed, match="open it again with undertext.Store.open"):
+        own.put_blob("alice", b"x")
+
+
 def test_a_second_open_of_the_same_store_is_locked(tmp_path):
     with undertext.Store.open(tmp_path / "s"):
         with pytest.raises(undertext.Locked) as e:
@@ -329,3 +346,11 @@ def test_find_chats_answers_what_a_filter_over_every_chat_answers_through_edits_
         check(s)
     with undertext.Store.open(path) as s:
         check(s)
+
+
+def test_the_installed_package_ships_the_api_reference_its_docstring_names():
+    import importlib.resources
+
+    assert "API.md" in undertext.__doc__
+    api = importlib.resources.files("undertext").joinpath("API.md").read_text(encoding="utf-8")
+    assert "Store.open" in api and "read_context" in api and len(api) > 10_000

@@ -10,8 +10,8 @@ Open a store, keep chats in it, and ask for the model view of a chat under a tok
         view = chat.view(undertext.Budget(200_000, 8_000))
         messages = view.openai()
 
-Every engine error is a subclass of :class:`UndertextError`. See ``API.md`` beside the
-package sources for the whole surface.
+Every engine error is a subclass of :class:`UndertextError`. ``API.md``, installed in this
+package (``importlib.resources.files("undertext") / "API.md"``), describes the whole surface.
 """
 
 import contextlib as _contextlib
@@ -124,6 +124,7 @@ def temporary_store(**options: Any) -> Iterator[Store]:
     d = _tempfile.mkdtemp(prefix="undertext-")
     try:
         with Store.open(_Path(d) / "store", **options) as store:
+            store._removed_on_close()
             yield store
     finally:
         _shutil.rmtree(d, ignore_errors=True)

@@ -161,8 +161,11 @@ class Refused(UndertextError):
     view: Any
 
 
-class Closed(UndertextError):
-    """The store was closed; open it again."""
+class Closed(UndertextError, RuntimeError):
+    """The store (or the adapter session over it) was closed; open it again. Also a
+    ``RuntimeError``, what Python raises for an operation on a closed object (the Agents
+    SDK's ``SQLiteSession`` raises ``RuntimeError`` too). After a temporary store closed, its
+    directory is gone and the message says so."""
 
 
 class InternalError(UndertextError):

@@ -209,6 +209,8 @@ class UndertextSession:
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
         self._owns_store = False
+        self._closed = False
+        self._temporary = False
         self._temp_dir: Optional[str] = None
         if isinstance(store, (str, os.PathLike)):
             store = undertext.Store.open(store)
@@ -244,10 +246,15 @@ class UndertextSession:
         d = tempfile.mkdtemp(prefix="undertext-")
         session = cls.open(session_id, Path(d) / "store", **kwargs)
         session._temp_dir = d
+        session._temporary = True
+        session.store._removed_on_close()
         return session
 
     def close(self) -> None:
-        """Closes the store if this session opened it (and removes it if temporary)."""
+        """Closes the store if this session opened it (and removes it if temporary). Every
+        later call raises ``undertext.Closed`` (a ``RuntimeError``, as ``SQLiteSession``
+        raises), ``add_items([])`` included."""
+        self._closed = True
         if self._owns_store:
             self.store.close()
         if self._temp_dir is not None:
@@ -267,6 +274,16 @@ class UndertextSession:
         await asyncio.to_thread(self.close)
 
     # -- synchronous core ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        """``undertext.Closed`` once ``close()`` was called or the store closed (checked
+        before any fast path, as ``SQLiteSession`` does)."""
+        if self._closed or getattr(self.store, "closed", False):
+            gone = "; its temporary store was removed with it" if self._temporary else ""
+            raise undertext.Closed(
+                f"the session {self.session_id!r} is closed (UndertextSession.close() or its store "
+                f"closed){gone}; make a new session"
+            )
 
     def _fresh(self) -> Any:
         """The chat's snapshot with every other process's writes in it: the held ``Chat``
@@ -290,6 +307,7 @@ class UndertextSession:
 
     def get_items_sync(self, limit: Optional[int] = None) -> list[Any]:
         """``get_items`` without the event loop."""
+        self._check_open()
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             n = None  # like SQLiteSession: a negative limit is no limit
@@ -298,6 +316,7 @@ class UndertextSession:
 
     def add_items_sync(self, items: list[Any]) -> None:
         """``add_items`` without the event loop: one transaction."""
+        self._check_open()
         if not items:
             return
         messages = [_message_of(i) for i in items]
@@ -307,6 +326,7 @@ class UndertextSession:
     def pop_item_sync(self) -> Any:
         """``pop_item`` without the event loop: one erasure (``Chat.erase``): the item
         leaves every read at once and its bytes leave the files at the next ``Store.gc``."""
+        self._check_open()
         with self._lock:
             snap = self._fresh()
             walk = _Walk(snap)
@@ -318,6 +338,7 @@ class UndertextSession:
     def clear_session_sync(self) -> None:
         """``clear_session`` without the event loop: one erasure of every item (a deletion
         the store honours: the next ``Store.gc`` drops their bytes from the files)."""
+        self._check_open()
         with self._lock:
             snap = self._fresh()
             if len(snap) and next(iter(snap.iter(0, len(snap))), None) is not None:
@@ -325,6 +346,7 @@ class UndertextSession:
 
     def replace_all_sync(self, items: list[Any]) -> None:
         """Replaces the whole history with ``items`` in one transaction."""
+        self._check_open()
         with self._lock:
             snap = self._fresh()
             messages = [_message_of(i) for i in items]
@@ -340,7 +362,8 @@ class UndertextSession:
         return await asyncio.to_thread(self.get_items_sync, limit)
 
     async def add_items(self, items: list[Any]) -> None:
-        """Appends items, all or none."""
+        """Appends items, all or none (on a closed session, even none: ``undertext.Closed``)."""
+        self._check_open()
         if not items:
             return
         await _await_mutation(asyncio.to_thread(self.add_items_sync, items))

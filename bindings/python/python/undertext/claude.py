@@ -23,6 +23,10 @@ message per model response), appending only what is new since the last call, and
 returns it: its model view (``chat.view(budget)``), ``read_context`` on its archives and
 everything else of an engine chat apply.
 
+The async methods run the engine calls in a worker thread with anyio's runner
+(``anyio.to_thread.run_sync``), so the store works under asyncio and under trio, as the SDK
+does (``asyncio.to_thread`` when anyio is not installed).
+
 The transcript chats of ``owner`` are found once per store and owner (an index lookup,
 ``Store.find_chats``), when the first ``UndertextSessionStore`` on them is made; later
 lookups are in memory.
@@ -31,6 +35,7 @@ lookups are in memory.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import shutil
@@ -38,7 +43,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
 try:
     from claude_agent_sdk import SessionStore, fold_session_summary
@@ -58,6 +63,23 @@ except ImportError as e:  # pragma: no cover - exercised without the SDK install
 import undertext
 
 from ._native import import_transcript_bytes
+
+_T = TypeVar("_T")
+
+try:
+    # The Claude Agent SDK runs on anyio (asyncio or trio): its thread runner works under both.
+    from anyio.to_thread import run_sync as _anyio_run_sync
+except ImportError:  # pragma: no cover - the SDK depends on anyio
+    _anyio_run_sync = None  # type: ignore[assignment]
+
+
+async def _to_thread(fn: Callable[..., _T], *args: Any) -> _T:
+    """``fn(*args)`` in a worker thread of the running event loop: anyio's runner when anyio
+    is there (asyncio and trio), else ``asyncio.to_thread``."""
+    if _anyio_run_sync is not None:
+        return await _anyio_run_sync(functools.partial(fn, *args))
+    return await asyncio.to_thread(fn, *args)
+
 
 __all__ = ["UndertextSessionStore"]
 
@@ -203,6 +225,7 @@ class UndertextSessionStore(SessionStore):
         d = tempfile.mkdtemp(prefix="undertext-")
         ss = cls.open(Path(d) / "store", owner=owner, **store_options)
         ss._temp_dir = d
+        ss.store._removed_on_close()
         return ss
 
     def close(self) -> None:
@@ -223,7 +246,7 @@ class UndertextSessionStore(SessionStore):
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
+        await _to_thread(self.close)
 
     # -- synchronous core -----------------------------------------------------------------
 
@@ -385,11 +408,11 @@ class UndertextSessionStore(SessionStore):
         """Mirrors a batch of transcript entries: all or none, in call order; an entry
         whose ``uuid`` the key already holds is skipped."""
         if entries:
-            await asyncio.to_thread(self.append_sync, key, entries)
+            await _to_thread(self.append_sync, key, entries)
 
     async def load(self, key: SessionKey) -> Optional[list[SessionStoreEntry]]:
         """Every entry of the key in append order (None for a key never written)."""
-        return await asyncio.to_thread(self.load_sync, key)
+        return await _to_thread(self.load_sync, key)
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         """The main transcripts of ``project_key`` with their write times (epoch ms)."""
@@ -401,7 +424,7 @@ class UndertextSessionStore(SessionStore):
 
     async def delete(self, key: SessionKey) -> None:
         """Deletes a transcript (a main key: with all its subkeys)."""
-        await asyncio.to_thread(self.delete_sync, key)
+        await _to_thread(self.delete_sync, key)
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         """The subpaths stored under a session."""

@@ -1490,6 +1490,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
             Path(d) / "store", owner=owner, serde=serde, lazy=lazy, item_lists=item_lists, **store_options
         )
         saver._temp_dir = d
+        saver.store._removed_on_close()
         return saver
 
     def close(self) -> None:
