@@ -1105,3 +1105,20 @@ fn a_loopback_bind_needs_no_token_unless_one_is_given_and_help_says_what_is_expo
         assert!(help.contains(want), "--help says {want:?}: {help}");
     }
 }
+
+#[test]
+fn the_chat_tabs_keep_the_window_the_reader_chose() {
+    let (_tmp, store, id, _) = store();
+    let server = serve(&store, &[]);
+    for tab in ["view", "checkpoints", "chart"] {
+        let page = server.page(&format!("/chat/{id}/{tab}?window=64000"));
+        for other in ["view", "checkpoints", "chart"] {
+            let link = format!("href=\"/chat/{id}/{other}?window=64000\"");
+            assert!(page.contains(&link), "{tab}: no {link}");
+        }
+        assert!(!page.contains("would write"), "{tab}: the page says a view writes");
+    }
+    // Without a window (or with one that is not a number) the tabs use the default.
+    let page = server.page(&format!("/chat/{id}/view"));
+    assert!(page.contains(&format!("href=\"/chat/{id}/chart\"")));
+}

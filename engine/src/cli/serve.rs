@@ -656,13 +656,19 @@ fn html(title: &str, nav: &str, body: &str) -> String {
     )
 }
 
-fn chat_nav(id: ChatId, here: &str) -> String {
+/// The chat's tabs; each keeps the page's `?window=` (when it is a number), so switching tabs
+/// keeps the budget the reader chose.
+fn chat_nav(id: ChatId, here: &str, q: &BTreeMap<String, String>) -> String {
+    let window = q
+        .get("window")
+        .and_then(|w| w.parse::<u64>().ok())
+        .map_or_else(String::new, |w| format!("?window={w}"));
     let mut s = String::from("<nav>");
     for (name, href) in [
         ("messages", format!("/chat/{id}")),
-        ("model view", format!("/chat/{id}/view")),
-        ("checkpoints", format!("/chat/{id}/checkpoints")),
-        ("chart", format!("/chat/{id}/chart")),
+        ("model view", format!("/chat/{id}/view{window}")),
+        ("checkpoints", format!("/chat/{id}/checkpoints{window}")),
+        ("chart", format!("/chat/{id}/chart{window}")),
     ] {
         let cls = if name == here { " class=\"here\"" } else { "" };
         let _ = write!(s, "<a{cls} href=\"{href}\">{name}</a>");
@@ -886,7 +892,7 @@ fn search(app: &App, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
         Some("1" | "on" | "true" | "yes") => true,
         Some(other) => return Err(bad(format!("hidden: expected 1 or 0, found {other:?}"))),
     };
-    let nav = chat.map(|id| chat_nav(id, "")).unwrap_or_default();
+    let nav = chat.map(|id| chat_nav(id, "", q)).unwrap_or_default();
     let mut b = String::new();
     let _ = write!(
         b,
@@ -1099,7 +1105,7 @@ fn chat(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         message_html(&mut b, &m, link);
     }
     b.push_str(&pager);
-    Ok(Page::Html(html(&meta.title, &chat_nav(chat.id(), "messages"), &b)))
+    Ok(Page::Html(html(&meta.title, &chat_nav(chat.id(), "messages", q), &b)))
 }
 
 fn attempts(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
@@ -1138,7 +1144,7 @@ fn attempts(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, F
         b.push_str("</section>");
     }
     b.push_str("</div>");
-    Ok(Page::Html(html(&format!("attempts of turn {turn}"), &chat_nav(chat.id(), ""), &b)))
+    Ok(Page::Html(html(&format!("attempts of turn {turn}"), &chat_nav(chat.id(), "", q), &b)))
 }
 
 /// The seq where the protected tail starts: the second-to-last turn-opening user message.
@@ -1173,8 +1179,8 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
          <input name=\"window\" type=\"number\" min=\"{}\" value=\"{window}\" aria-label=\"window\"> reserve \
          <input name=\"reserve\" type=\"number\" min=\"0\" value=\"{reserve}\" aria-label=\"reserve\"> <button>show</button></form>\
          <p class=\"dim\">What the next model call would be sent: the chat replayed through the guard and the \
-         checkpoint worker at this window on a scratch store (a view of the store itself would write: previewing an \
-         inline result archives it), then viewed after its last message. {} checkpoint swap(s) in the replay.</p>",
+         checkpoint worker at this window on a scratch store (the worker prepares the checkpoints a harness's \
+         worker would; the store itself is only read), then viewed after its last message. {} checkpoint swap(s) in the replay.</p>",
         chat.id(),
         WINDOWS.start(),
         a.swaps
@@ -1273,7 +1279,7 @@ fn view(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail>
         );
     }
     b.push_str("</tbody></table>");
-    Ok(Page::Html(html("model view", &chat_nav(chat.id(), "model view"), &b)))
+    Ok(Page::Html(html("model view", &chat_nav(chat.id(), "model view", q), &b)))
 }
 
 /// The window and reserve of the model view page: `?reserve=` at most half the window; without
@@ -1439,7 +1445,7 @@ fn chart_html(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page,
         );
     }
     b.push_str("</tbody></table></details>");
-    Ok(Page::Html(html("chart", &chat_nav(chat.id(), "chart"), &b)))
+    Ok(Page::Html(html("chart", &chat_nav(chat.id(), "chart", q), &b)))
 }
 
 fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
@@ -1472,7 +1478,7 @@ fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page
     );
     let Some(cp) = &a.checkpoint else {
         b.push_str("<p>None: the chat never came near the soft line at this window.</p>");
-        return Ok(Page::Html(html("checkpoints", &chat_nav(chat.id(), "checkpoints"), &b)));
+        return Ok(Page::Html(html("checkpoints", &chat_nav(chat.id(), "checkpoints", q), &b)));
     };
     let _ = write!(
         b,
@@ -1521,7 +1527,7 @@ fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page
     level.clear();
     let _ = write!(b, "<ul class=\"tree\">{}</ul>", tree.concat());
     b.push_str(&part_html(&Part::Summary(cp.summary.clone())));
-    Ok(Page::Html(html("checkpoints", &chat_nav(chat.id(), "checkpoints"), &b)))
+    Ok(Page::Html(html("checkpoints", &chat_nav(chat.id(), "checkpoints", q), &b)))
 }
 
 fn archive(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page, Fail> {
