@@ -243,3 +243,35 @@ fn an_erasure_keeps_the_pairing_rule_and_the_revision_guard() {
     // Another owner cannot reach the chat to erase it.
     assert!(matches!(store.chat("mallory", c.id()), Err(Error::NotFound { .. })));
 }
+
+#[test]
+fn a_checkpoint_built_after_the_erasure_stays_published_through_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts_cp = CheckpointOptions { segment_tokens: 5, fan_in: 4, ..CheckpointOptions::default() };
+    let (id, published) = {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let c = chat(&store, "o");
+        c.append(NewMessage::user("start")).unwrap();
+        for i in 0..20 {
+            let secret = if i == 4 { " LATER-SECRET" } else { "" };
+            c.append(NewMessage::assistant(format!("step {i}: noted section {i}{secret}"))).unwrap();
+        }
+        c.append(NewMessage::user("two")).unwrap();
+        c.append(NewMessage::user("three")).unwrap();
+        let rev = c.revision();
+        c.erase(&[5..6], rev).unwrap();
+        let cp = c.build_checkpoint(&Extractive::default(), &opts_cp).unwrap();
+        assert!(!cp.summary.contains("LATER-SECRET"));
+        c.publish_checkpoint(&cp).unwrap();
+        (c.id(), c.published_checkpoint())
+    };
+    assert!(published.is_some());
+    Store::gc(dir.path(), opts()).unwrap();
+    assert!(!in_files(dir.path(), b"LATER-SECRET"));
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(
+        store.chat("o", id).unwrap().published_checkpoint(),
+        published,
+        "built after: it read no erased text"
+    );
+}

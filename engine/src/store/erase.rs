@@ -7,7 +7,7 @@
 //! chat's numbering, turns and steps stay as they were and nothing but the content goes.
 //! With the content go the records derived from it or naming it:
 //!
-//! * checkpoints of the chat built at a revision `≤ e` whose reach passes an erased seq;
+//! * checkpoints of the chat built at a revision `< e` whose reach passes an erased seq;
 //! * the cached summaries of their segments that overlap an erased range, of their root,
 //!   and every summary written in the same batch as one of those (a build writes a
 //!   segment's summary and the merges above it in one batch);
@@ -88,13 +88,15 @@ impl Erasures {
     /// chats in `deleted`.
     pub(crate) fn taint(&mut self, deleted: &HashSet<u64>) {
         for (chat, base, reach, segments, root) in std::mem::take(&mut self.checkpoints) {
+            // Built at `base`: an erasure at a later revision erased what it read (one at
+            // `base` itself came first: the checkpoint skipped the hidden messages).
             let gone = deleted.contains(&chat);
-            if !gone && !self.covers(chat, &(0..reach), base) {
+            if !gone && !self.covers(chat, &(0..reach), base + 1) {
                 continue;
             }
             self.tainted.insert(root);
             for (from, to, id) in segments {
-                if gone || self.covers(chat, &(from..to), base) {
+                if gone || self.covers(chat, &(from..to), base + 1) {
                     self.tainted.insert(id);
                 }
             }
@@ -174,7 +176,7 @@ impl Erasures {
             }
             kind::CHECKPOINT => {
                 let c: CheckpointRec = record::decode(payload, "checkpoint")?;
-                self.covers(chat, &(0..c.reach), c.base_revision)
+                self.covers(chat, &(0..c.reach), c.base_revision + 1)
             }
             kind::COMPACTION => {
                 let c: CompactionRec = record::decode(payload, "compaction")?;
