@@ -42,6 +42,30 @@ unsafe fn ranges_in(c: &Chat, ranges: *const SeqRange, n: usize) -> FfiResult<Ve
     Ok(rs.iter().map(|r| r.start..r.end).collect())
 }
 
+/// A guarded change of the chat's messages `ranges` (a hide, an erasure): `f`'s new revision
+/// in `*out_revision`.
+///
+/// # Safety
+/// `ranges` points to `n` valid ranges (NULL only when `n` is 0); `out_revision` is NULL or
+/// writable.
+unsafe fn revise(
+    chat: ChatHandle,
+    ranges: *const SeqRange,
+    n: usize,
+    out_revision: *mut u64,
+    f: impl FnOnce(&Chat, &[Range<u64>]) -> undertext::Result<u64>,
+) -> Status {
+    call(|| {
+        // SAFETY: forwarded contract.
+        let out = unsafe { args::output(out_revision, "out_revision") }?;
+        let (c, _) = chat.object()?;
+        // SAFETY: forwarded contract.
+        let rs = unsafe { ranges_in(&c, ranges, n) }?;
+        out.set(f(&c, &rs)?);
+        Ok(())
+    })
+}
+
 /// Hides the messages of the `n` `ranges` (soft deletion) if the chat is still at
 /// `expected_revision` (`UNDERTEXT_STALE_REVISION` otherwise); the new revision in
 /// `*out_revision`. Hidden messages leave the model view, checkpoints and
@@ -60,15 +84,8 @@ pub unsafe extern "C" fn undertext_chat_hide(
     expected_revision: u64,
     out_revision: *mut u64,
 ) -> Status {
-    call(|| {
-        // SAFETY: forwarded contract.
-        let out = unsafe { args::output(out_revision, "out_revision") }?;
-        let (c, _) = chat.object()?;
-        // SAFETY: forwarded contract.
-        let rs = unsafe { ranges_in(&c, ranges, n) }?;
-        out.set(c.hide(&rs, expected_revision)?);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe { revise(chat, ranges, n, out_revision, |c, rs| c.hide(rs, expected_revision)) }
 }
 
 /// Erases the messages of the `n` `ranges` if the chat is still at `expected_revision`
@@ -90,15 +107,8 @@ pub unsafe extern "C" fn undertext_chat_erase(
     expected_revision: u64,
     out_revision: *mut u64,
 ) -> Status {
-    call(|| {
-        // SAFETY: forwarded contract.
-        let out = unsafe { args::output(out_revision, "out_revision") }?;
-        let (c, _) = chat.object()?;
-        // SAFETY: forwarded contract.
-        let rs = unsafe { ranges_in(&c, ranges, n) }?;
-        out.set(c.erase(&rs, expected_revision)?);
-        Ok(())
-    })
+    // SAFETY: forwarded contract.
+    unsafe { revise(chat, ranges, n, out_revision, |c, rs| c.erase(rs, expected_revision)) }
 }
 
 /// `undertext_chat_hide` and `undertext_chat_append_batch` in one transaction (after a
