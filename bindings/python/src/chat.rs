@@ -116,22 +116,7 @@ impl PyChat {
         draft: Option<Text>,
         extra: Option<BTreeMap<Text, Text>>,
     ) -> PyResult<u64> {
-        self.with(py, move |c| {
-            let mut m = c.meta();
-            if let Some(t) = title {
-                m.title = t.0;
-            }
-            if let Some(t) = model {
-                m.model = t.0;
-            }
-            if let Some(t) = draft {
-                m.draft = t.0;
-            }
-            if let Some(e) = extra {
-                m.extra = crate::convert::strings(e);
-            }
-            c.set_meta(m)
-        })
+        self.with(py, move |c| c.set_meta(changed(c.meta(), title, model, draft, extra)))
     }
 
     /// The metadata as it was at `version`.
@@ -166,20 +151,7 @@ impl PyChat {
             if !changes {
                 return c.append_batch(ms);
             }
-            let mut m = c.meta();
-            if let Some(t) = title {
-                m.title = t.0;
-            }
-            if let Some(t) = model {
-                m.model = t.0;
-            }
-            if let Some(t) = draft {
-                m.draft = t.0;
-            }
-            if let Some(e) = extra {
-                m.extra = crate::convert::strings(e);
-            }
-            c.append_batch_with_meta(ms, m)
+            c.append_batch_with_meta(ms, changed(c.meta(), title, model, draft, extra))
         })?;
         range_of(py, r)
     }
@@ -554,4 +526,28 @@ impl PyChat {
     fn __hash__(&self) -> u64 {
         self.id.0
     }
+}
+
+/// `m` with the fields given changed (`extra` replaces the whole map): what `set_meta` and
+/// `append_batch` with metadata write.
+fn changed(
+    mut m: undertext::ChatMeta,
+    title: Option<Text>,
+    model: Option<Text>,
+    draft: Option<Text>,
+    extra: Option<BTreeMap<Text, Text>>,
+) -> undertext::ChatMeta {
+    if let Some(t) = title {
+        m.title = t.0;
+    }
+    if let Some(t) = model {
+        m.model = t.0;
+    }
+    if let Some(t) = draft {
+        m.draft = t.0;
+    }
+    if let Some(e) = extra {
+        m.extra = crate::convert::strings(e);
+    }
+    m
 }

@@ -177,8 +177,14 @@ pub fn chat(cli: &Cli, store: &Store, s: &str) -> CliResult<undertext::Chat> {
 
 /// Unix ms as `YYYY-MM-DD HH:MM` (UTC).
 pub fn utc_minute(ms: u64) -> String {
-    let mins = ms / 60_000;
-    let (days, m) = ((mins / 1440) as i64, mins % 1440);
+    let (date, secs) = utc_date(ms);
+    format!("{date} {:02}:{:02}", secs / 3600, secs % 3600 / 60)
+}
+
+/// Unix ms as its UTC date `YYYY-MM-DD` and the seconds since that midnight.
+pub fn utc_date(ms: u64) -> (String, u64) {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
     // Civil date from days (Howard Hinnant's algorithm).
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -189,7 +195,7 @@ pub fn utc_minute(ms: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let mo = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(mo <= 2);
-    format!("{y:04}-{mo:02}-{d:02} {:02}:{:02}", m / 60, m % 60)
+    (format!("{y:04}-{mo:02}-{d:02}"), secs % 86_400)
 }
 
 /// `1234567` as `1,234,567`.

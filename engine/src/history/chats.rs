@@ -27,21 +27,7 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
     ));
     txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
     let committed = core.append(txn)?;
-    let w = Writer {
-        revision: 0,
-        len: 0,
-        entries: Arc::new(AppendVec::new()),
-        last_turn: 0,
-        meta: Arc::new(meta),
-        meta_version: 1,
-        last_ms: now,
-        pins: Arc::new(Vec::new()),
-        compactions: Arc::new(Vec::new()),
-        calibration: Arc::new(Default::default()),
-        checkpoint: None,
-        hidden: Default::default(),
-        last_end: committed.end,
-    };
+    let w = empty_writer(meta, now, committed.end);
     chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
     core.wait_durable(committed.end)?;
     Ok(id)
@@ -86,21 +72,7 @@ pub(crate) fn create_chat_with(
         ),
         RecordOut::history(kind::META, record::encode(&rec)?.into_vec()),
     ];
-    let w = Writer {
-        revision: 0,
-        len: 0,
-        entries: Arc::new(AppendVec::new()),
-        last_turn: 0,
-        meta: Arc::new(meta),
-        meta_version: 1,
-        last_ms: created,
-        pins: Arc::new(Vec::new()),
-        compactions: Arc::new(Vec::new()),
-        calibration: Arc::new(Default::default()),
-        checkpoint: None,
-        hidden: Default::default(),
-        last_end: core.log.written(),
-    };
+    let w = empty_writer(meta, created, core.log.written());
     // In memory only once its records are committed: a failed write leaves no chat (its id
     // is never given to another).
     let state = Arc::new(ChatState::new(core.clone(), id, owner.into(), created, w));
@@ -336,4 +308,24 @@ fn catch_up(chats: &ChatCache, owner: &str) -> Result<()> {
         }
     }
     core.ensure_flushed(core.log.written())
+}
+
+/// The writer state of a chat just created with `meta`, at `at_ms`, whose creation ends at
+/// `end` of the log.
+fn empty_writer(meta: ChatMeta, at_ms: u64, end: crate::log::Position) -> Writer {
+    Writer {
+        revision: 0,
+        len: 0,
+        entries: Arc::new(AppendVec::new()),
+        last_turn: 0,
+        meta: Arc::new(meta),
+        meta_version: 1,
+        last_ms: at_ms,
+        pins: Arc::new(Vec::new()),
+        compactions: Arc::new(Vec::new()),
+        calibration: Arc::new(Default::default()),
+        checkpoint: None,
+        hidden: Default::default(),
+        last_end: end,
+    }
 }
