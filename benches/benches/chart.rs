@@ -1,6 +1,6 @@
 //! The first chart of a 1,000-step chat (`undertext plot`, `serve`'s chart page): its series
 //! as it was computed before — the chat replayed on a scratch store through the guard and
-//! the worker, waiting for each step's job — against `import::series::Series` (the same
+//! the worker, waiting for each step's job — against `replay::series::Series` (the same
 //! points, no store), in the same run. The chat is a long tool loop like `demo`'s: one task,
 //! then 1,000 steps whose results are this repository's source files (whole, or a slice),
 //! the large ones archived by the source store and read back once per distinct archive.
@@ -10,12 +10,12 @@
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::import::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
-use undertext::import::series::Series;
 use undertext::{
     ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store, ToolContent, Unit,
 };
 use undertext_benches::bench_tempdir;
+use undertext_cli::replay::series::Series;
+use undertext_cli::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
 
 const STEPS: u64 = 1_000;
 

@@ -65,6 +65,19 @@ pub use options::{Durability, Options};
 pub use search::{HitField, SearchHit, SearchScope};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 
+/// What the command line's replay simulator (`undertext_cli::replay::series`) computes exactly
+/// as the engine does: token estimates, previews, checkpoint segments, the protected tail,
+/// pending approvals and the view's handle line. Not a stable API.
+#[doc(hidden)]
+pub mod sim {
+    pub use crate::approval::first_pending_by;
+    pub use crate::archive::{derived_of, preview_inline, preview_of};
+    pub use crate::budget::tail::{cut_at_or_before, protected_from};
+    pub use crate::checkpoint::segments;
+    pub use crate::estimate::{RESULT_OVERHEAD, message_tokens, part_tokens};
+    pub use crate::view::handles::line_text;
+}
+
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

@@ -1,4 +1,4 @@
-//! Claims of `import::series::Series` (the chart's series computed without a store): at every
+//! Claims of `replay::series::Series` (the chart's series computed without a store): at every
 //! model step it gives the point the replay on a scratch store gives (`undertext plot` and
 //! `serve`'s chart before it: the view's estimate just before the assistant message, after
 //! waiting for the worker's job of the view before; whether a checkpoint was swapped in;
@@ -11,10 +11,10 @@
 
 use std::time::Duration;
 
-use undertext::import::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
-use undertext::import::series::Series;
 use undertext::import::{self, Format};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
+use undertext_cli::replay::series::Series;
+use undertext_cli::replay::{ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker};
 use undertext_tests::sweep::each_point;
 use undertext_tests::{Rng, seed, transcripts};
 

@@ -13,10 +13,10 @@
 use std::time::Duration;
 
 use undertext::budget::Budget;
-use undertext::import::replay::{ReplayOptions, start_worker};
 use undertext::import::{self, Format};
 use undertext::worker::Worker;
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
+use undertext_cli::replay::{ReplayOptions, start_worker};
 use undertext_tests::{Rng, seed, transcripts};
 
 /// One store of a pair: its chat and the worker preparing its checkpoints.

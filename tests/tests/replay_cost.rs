@@ -1,4 +1,4 @@
-//! Claims of the replay's cost with prompt caching (`import::replay` with `import::cost`):
+//! Claims of the replay's cost with prompt caching (`undertext_cli::replay` with its `cost`):
 //! every model call is priced for the views, resending everything (where it fits the window)
 //! and the naive policy; a session that never reaches the soft line costs exactly what
 //! resending everything costs; a session that outgrows the window is priced on the calls where
@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use undertext::import::Session;
-use undertext::import::cost::Price;
-use undertext::import::replay::{ReplayOptions, ReplayRow, replay_session, session_of_chat, start_worker};
 use undertext::worker::HardLinePolicy;
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
+use undertext_cli::replay::cost::Price;
+use undertext_cli::replay::{ReplayOptions, ReplayRow, replay_session, session_of_chat, start_worker};
 
 fn store(dir: &std::path::Path) -> Store {
     Store::open(dir, Options::default().durability(Durability::None).preallocate(false)).unwrap()

@@ -379,7 +379,7 @@ pub(crate) fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
 /// The guard's preview of an inline text in about `max_chars` characters, and the reference
 /// it names (the text's content address, readable through [`inline_text`]): the text's offset
 /// index is built once for both.
-pub(crate) fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
+pub fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
     let idx = OffsetIndex::build(text);
     let id = BlobId::of(text.as_bytes());
     let r = ref_of(&id, text, &idx);
@@ -390,7 +390,7 @@ pub(crate) fn preview_inline(text: &str, max_chars: usize, template: &str) -> (A
 /// store: its reference, its preview in about `preview_chars` characters (what the message
 /// keeps) and the guard's preview in about `guard_chars` (what a view sends in its place),
 /// from one offset index. The same as `archive_with_preview` and [`preview`] give.
-pub(crate) fn derived_of(
+pub fn derived_of(
     text: &str,
     preview_chars: usize,
     guard_chars: usize,
@@ -418,7 +418,7 @@ pub(crate) fn preview(
 }
 
 /// Builds a preview without a store (used when a result is archived on append).
-pub(crate) fn preview_of(text: &str, id: &BlobId, max_chars: usize, template: &str) -> String {
+pub fn preview_of(text: &str, id: &BlobId, max_chars: usize, template: &str) -> String {
     let idx = OffsetIndex::build(text);
     preview::build(text, &idx, &id.to_string(), max_chars, None, template)
 }

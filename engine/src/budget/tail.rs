@@ -22,7 +22,7 @@ pub(crate) fn is_cut_point(m: &Message) -> bool {
 }
 
 /// The last cut point at or before `i` (index into `msgs`); 0 when there is none.
-pub(crate) fn cut_at_or_before(msgs: &[Message], i: usize) -> usize {
+pub fn cut_at_or_before(msgs: &[Message], i: usize) -> usize {
     let mut i = i.min(msgs.len());
     while i > 0 && i < msgs.len() && !is_cut_point(&msgs[i]) {
         i -= 1;
@@ -33,7 +33,7 @@ pub(crate) fn cut_at_or_before(msgs: &[Message], i: usize) -> usize {
 /// The first index of the protected tail of `msgs` (their order is the chat's): the last
 /// two user turns, bounded by `max` tokens as the module says. `tokens(i)` is the estimate
 /// of `msgs[i]`. `msgs.len()` when `msgs` is empty.
-pub(crate) fn protected_from(msgs: &[Message], tokens: impl Fn(usize) -> u64, max: u64) -> usize {
+pub fn protected_from(msgs: &[Message], tokens: impl Fn(usize) -> u64, max: u64) -> usize {
     let Some(last) = msgs.last() else { return 0 };
     let last_turn = last.turn;
     let mut best: Option<usize> = None;

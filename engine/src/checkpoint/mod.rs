@@ -212,7 +212,7 @@ fn node_id(children: &[BlobId], summarizer: &str) -> BlobId {
 
 /// Splits `msgs` (all before the cut) into segments of about `target` tokens, never
 /// separating a tool result from what precedes it.
-pub(crate) fn segments(msgs: &[Message], tokens: impl Fn(&Message) -> u64, target: u64) -> Vec<Range<u64>> {
+pub fn segments(msgs: &[Message], tokens: impl Fn(&Message) -> u64, target: u64) -> Vec<Range<u64>> {
     let mut out = Vec::new();
     let (mut start, mut acc) = (0u64, 0u64);
     for (i, m) in msgs.iter().enumerate() {

@@ -186,10 +186,10 @@ impl Estimator for Tiktoken {
 }
 
 /// Tokens a tool result costs besides its text (see [`part_tokens`]).
-pub(crate) const RESULT_OVERHEAD: u64 = 3;
+pub const RESULT_OVERHEAD: u64 = 3;
 
 /// Tokens of one part.
-pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
+pub fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
     match p {
         Part::Text(t) | Part::Summary(t) => e.text_tokens(t),
         Part::ToolCall { id, name, args } => {
@@ -209,7 +209,7 @@ pub(crate) fn part_tokens(e: &dyn Estimator, p: &Part) -> u64 {
 }
 
 /// Tokens of a message with its parts.
-pub(crate) fn message_tokens(e: &dyn Estimator, parts: &[Part]) -> u64 {
+pub fn message_tokens(e: &dyn Estimator, parts: &[Part]) -> u64 {
     e.message_overhead() + parts.iter().map(|p| part_tokens(e, p)).sum::<u64>()
 }
 

@@ -41,16 +41,12 @@
 
 mod claude_code;
 mod codex;
-pub mod cost;
 mod input;
 mod inventory;
 mod json;
 mod mini_swe_agent;
 mod openai;
 mod openhands;
-#[doc(hidden)]
-pub mod replay;
-pub mod series;
 mod swe_agent;
 mod write;
 
@@ -229,7 +225,16 @@ pub struct Condensation {
 }
 
 impl Session {
-    pub(crate) fn new(format: Format, source: &Path, key: String, messages: Vec<NewMessage>) -> Session {
+    /// A session of `messages` read from `source` in `format`, keyed by `key` (the chat's
+    /// import key), its counts computed from the messages.
+    ///
+    /// ```
+    /// use undertext::import::{Format, Session};
+    /// use undertext::NewMessage;
+    /// let s = Session::new(Format::OpenAi, "run.json".as_ref(), "run".into(), vec![NewMessage::user("hi")]);
+    /// assert_eq!(s.messages.len(), 1);
+    /// ```
+    pub fn new(format: Format, source: &Path, key: String, messages: Vec<NewMessage>) -> Session {
         let (mut n, mut bytes, mut calls) = (0, 0, 0);
         for p in messages.iter().flat_map(|m| &m.parts) {
             match p {

@@ -51,7 +51,7 @@ pub(crate) fn checkpoint_line(
 
 /// The handles line of a checkpoint of chat `id` reaching `reach`, over the archived results
 /// `archived` (seq, archive id, in seq order) under it.
-pub(crate) fn line_text(id: ChatId, reach: u64, archived: &[(u64, BlobId)]) -> String {
+pub fn line_text(id: ChatId, reach: u64, archived: &[(u64, BlobId)]) -> String {
     let mut text = format!(
         "[checkpoint: summary of messages 0..{reach} of {id}; every original stays readable: \
          read_messages(chat=\"{id}\", start, end)"

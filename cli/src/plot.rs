@@ -24,7 +24,7 @@ pub fn run(cli: &Cli, a: &PlotArgs) -> CliResult {
     let b = &analysis.budget;
     let total = analysis.steps.last().map_or(0.0, |s| s.cost);
     let price = analysis.prices.price();
-    let tally = |t: &undertext::import::cost::Tally| {
+    let tally = |t: &crate::replay::cost::Tally| {
         json!({"calls": t.calls, "tokens": t.tokens(), "cached": t.cached, "uncached": t.uncached,
                "breaks": t.breaks, "cost_usd": t.cost(&price)})
     };

@@ -11,6 +11,7 @@ mod mcp;
 mod out;
 mod plot;
 mod read;
+pub mod replay;
 #[cfg(feature = "serve")]
 mod serve;
 mod store_cmds;

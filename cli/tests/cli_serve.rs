@@ -883,7 +883,7 @@ fn every_part_store() -> (tempfile::TempDir, PathBuf, String, String, String, St
 
 /// The paths of `serve`'s router, read from its source.
 fn router_paths() -> Vec<String> {
-    let src = include_str!("../src/cli/serve.rs");
+    let src = include_str!("../src/serve.rs");
     src.split(".route(\"").skip(1).map(|r| r.split('"').next().unwrap().to_string()).collect()
 }
 

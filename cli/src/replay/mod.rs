@@ -15,35 +15,38 @@
 //! case. A view at the hard line with nothing prepared is never waited for
 //! ([`HardLinePolicy::Refuse`]): the guard alone decides. A refused view is *unservable*
 //! ([`ReplayRow::unservable`]) when the protected minimum alone (system messages, the task
-//! and the last step: [`Chat::protected_minimum`](crate::Chat::protected_minimum)) is over
+//! and the last step: [`Chat::protected_minimum`](undertext::Chat::protected_minimum)) is over
 //! the hard line, and *refused* otherwise — the case the engine must never produce.
 //!
-//! Cost ([`super::cost`]): every call's request is priced under the prompt-cache model (the
+//! Cost ([`cost`]): every call's request is priced under the prompt-cache model (the
 //! longest common prefix of whole messages with the previous request of the chat): the
 //! views as the guard built them ([`ReplayRow::views`]; refused views are priced as if sent,
 //! as their tokens are counted), and on the same session two baselines: *resend everything*
 //! ([`ReplayRow::resend`]), counted only on the calls where it fits the usable input
 //! (`window − reserve_output`; the others are [`ReplayRow::resend_over`], and
 //! [`ReplayRow::views_fit`] prices the views on the same calls), and the *naive* policy
-//! ([`ReplayRow::naive`], [`super::cost::Naive`] at the budget's hard line and target).
+//! ([`ReplayRow::naive`], [`cost::Naive`] at the budget's hard line and target).
 //!
 //! Summarizer time: [`ReplayOptions::summarizer_delay`] makes every summarizer call of the
 //! worker sleep that long ([`Slow`]), so stalls at the hard line with a real, slow summarizer
 //! can be measured; with a waiting [`ReplayOptions::at_hard_line`] a view at the hard line
 //! with nothing prepared waits for the job, and the wait is a stall ([`ReplayRow::waits`]).
 
+pub mod cost;
+pub mod series;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::Session;
-use super::cost::{Call, Naive, PrefixCache, Sent, Tally, message_id};
-use crate::api::Store;
-use crate::archive::Unit;
-use crate::budget::{Budget, Decision};
-use crate::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use crate::error::{Error, Result};
-use crate::history::{ChatMeta, Message, Part, Role, ToolContent};
-use crate::worker::{HardLinePolicy, Worker, WorkerOptions};
+use cost::{Call, Naive, PrefixCache, Sent, Tally, message_id};
+use undertext::Store;
+use undertext::Unit;
+use undertext::budget::{Budget, Decision};
+use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
+use undertext::import::Session;
+use undertext::worker::{HardLinePolicy, Worker, WorkerOptions};
+use undertext::{ChatMeta, Message, Part, Role, ToolContent};
+use undertext::{Error, Result};
 
 /// Settings of a replay.
 #[derive(Debug, Clone, PartialEq)]
@@ -285,7 +288,7 @@ pub struct ViewPricer {
     cache: PrefixCache,
     /// The previous view and its identities: a message equal to the previous view's at the
     /// same place keeps its identity without hashing it again.
-    prev: Option<(crate::budget::View, Vec<u64>)>,
+    prev: Option<(undertext::budget::View, Vec<u64>)>,
 }
 
 impl ViewPricer {
@@ -295,7 +298,7 @@ impl ViewPricer {
     }
 
     /// Prices `v` as the next request of the chat.
-    pub fn call(&mut self, v: &crate::budget::View) -> Call {
+    pub fn call(&mut self, v: &undertext::budget::View) -> Call {
         let msgs = v.messages();
         let mut ids = Vec::with_capacity(msgs.len());
         for (i, m) in msgs.iter().enumerate() {
@@ -457,7 +460,7 @@ pub fn replay_session(
                 Decision::Fits => row.peak_tokens = row.peak_tokens.max(v.estimate()),
             }
         }
-        let tokens = crate::budget::view::message_tokens(&*estimator, &m.parts);
+        let tokens = undertext::sim::message_tokens(&*estimator, &m.parts);
         everything += tokens;
         baselines.push(m.role, &m.parts, tokens);
         chat.append(m.clone())?;
@@ -493,7 +496,7 @@ pub fn replay_session(
 }
 
 /// A stored chat as a session to replay: its messages, archived tool results read back whole.
-pub fn session_of_chat(store: &Store, owner: &str, id: crate::history::ChatId) -> Result<Session> {
+pub fn session_of_chat(store: &Store, owner: &str, id: undertext::ChatId) -> Result<Session> {
     let chat = store.chat(owner, id)?;
     let mut messages = Vec::new();
     for m in chat.messages()? {
@@ -507,11 +510,11 @@ pub fn session_of_chat(store: &Store, owner: &str, id: crate::history::ChatId) -
                 other => other,
             });
         }
-        messages.push(crate::history::NewMessage { role: m.role, parts, feedback: false });
+        messages.push(undertext::NewMessage { role: m.role, parts, feedback: false });
     }
     let meta = chat.meta();
     let mut s = Session::new(
-        super::Format::OpenAi,
+        undertext::import::Format::OpenAi,
         std::path::Path::new(&id.to_string()),
         format!("chat:{id}"),
         messages,
@@ -523,6 +526,6 @@ pub fn session_of_chat(store: &Store, owner: &str, id: crate::history::ChatId) -
 
 /// Tokens of a message in full (archived tool results at their whole text), by the store's
 /// estimator: what resending it costs without previews or checkpoints.
-pub fn full_tokens(store: &Store, m: &crate::history::NewMessage) -> u64 {
-    crate::budget::view::message_tokens(&*store.options().estimator, &m.parts)
+pub fn full_tokens(store: &Store, m: &undertext::NewMessage) -> u64 {
+    undertext::sim::message_tokens(&*store.options().estimator, &m.parts)
 }

@@ -4,10 +4,10 @@ use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+use crate::replay::cost::{Price, Tally};
+use crate::replay::{ReplayOptions, ReplayRow, Waits, replay_session, start_worker};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
-use undertext::import::cost::{Price, Tally};
-use undertext::import::replay::{ReplayOptions, ReplayRow, Waits, replay_session, start_worker};
 use undertext::import::{self, Format, Problem, Session};
 use undertext::worker::HardLinePolicy;
 use undertext::{Durability, Options, Store};

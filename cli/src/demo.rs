@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::replay::cost::{self, Price};
+use crate::replay::{Baselines, ViewPricer, full_tokens};
 use serde_json::json;
 use undertext::approval::{ApprovalPatterns, pending_in_text};
 use undertext::budget::{Budget, Decision};
 use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::import::cost::{self, Price};
-use undertext::import::replay::{Baselines, ViewPricer, full_tokens};
 use undertext::import::{self, Format, inventory};
 use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{
@@ -276,7 +276,7 @@ struct Tally {
     refused: u64,
     archived: u64,
     recovered: Option<serde_json::Value>,
-    /// The prompt-cache model (`import::cost`): the views, and on the same chat resending
+    /// The prompt-cache model (`replay::cost`): the views, and on the same chat resending
     /// everything (where it fits the window) and the naive policy.
     pricer: ViewPricer,
     baselines: Option<Baselines>,

@@ -31,13 +31,13 @@
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use crate::error::{Error, Result};
-use crate::model::{Part, Role, ToolContent};
+use undertext::{Error, Result};
+use undertext::{Part, Role, ToolContent};
 
 /// Prices in US dollars per million input tokens.
 ///
 /// ```
-/// use undertext::import::cost::Price;
+/// use undertext_cli::replay::cost::Price;
 /// let p: Price = "input=3,cached=0.3".parse()?;
 /// assert_eq!((p.input, p.cached, p.cache_write), (3.0, 0.3, 3.0));
 /// let a: Price = "input=3,cached=0.3,cache_write=3.75".parse()?;
@@ -192,7 +192,7 @@ impl PrefixCache {
     /// Prices `request` against the previous request, then keeps it as the previous one.
     ///
     /// ```
-    /// use undertext::import::cost::{PrefixCache, Sent};
+    /// use undertext_cli::replay::cost::{PrefixCache, Sent};
     /// let m = |id, tokens| Sent { id, tokens };
     /// let mut c = PrefixCache::new();
     /// assert_eq!(c.call(vec![m(1, 10), m(2, 5)]).uncached, 15);
@@ -281,7 +281,7 @@ pub const NAIVE_SUMMARY_TOKENS: u64 = 1_000;
 /// ([`Naive::over_hard_line`]) and priced as sent.
 ///
 /// ```
-/// use undertext::import::cost::{Naive, Sent};
+/// use undertext_cli::replay::cost::{Naive, Sent};
 /// let mut n = Naive::new(1_900, 1_500);
 /// let msgs: Vec<Sent> = (0..10).map(|i| Sent { id: i, tokens: 300 }).collect();
 /// assert_eq!(n.request(&msgs[..6]).len(), 6); // 1,800: under the hard line

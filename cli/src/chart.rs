@@ -1,10 +1,10 @@
 //! The chart of `plot` and `serve` (one code path): the series of a chat replayed through the
 //! guard and the worker ([`Charting`], [`analyze`]: computed without a store by
-//! `undertext::import::series`, equal to the replay on a scratch store that [`Replay`] runs
+//! `crate::replay::series`, equal to the replay on a scratch store that [`Replay`] runs
 //! for the model view and checkpoints pages), then drawn with `plotters`' SVG backend ([`svg`]): context
 //! tokens per model step against resending everything, the window's target, soft and hard
 //! lines, checkpoint swaps marked, and on the right axis the cumulative input cost of
-//! Undertext's views under the prompt-cache model (`undertext::import::cost`: the longest
+//! Undertext's views under the prompt-cache model (`crate::replay::cost`: the longest
 //! common prefix of whole messages with the previous view is billed at the cached price),
 //! beside the same model's cost of resending everything and of the naive policy, and — when
 //! the transcript reported one — the harness's own bill for its original run, labelled as
@@ -14,16 +14,16 @@
 
 use std::path::Path;
 
+use crate::replay::cost::{Price, Tally};
+use crate::replay::series::Series;
+use crate::replay::{
+    BaselineCall, Baselines, ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
 use undertext::budget::Budget;
 use undertext::checkpoint::Checkpoint;
-use undertext::import::cost::{Price, Tally};
-use undertext::import::replay::{
-    BaselineCall, Baselines, ReplayOptions, StepPoint, ViewPricer, full_tokens, start_worker,
-};
-use undertext::import::series::Series;
 use undertext::worker::Worker;
 use undertext::{
     Chat, ChatId, ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store,
@@ -157,7 +157,7 @@ pub struct Analysis {
     pub resend: Tally,
     /// Steps where resending everything would not fit the usable input.
     pub resend_over: u64,
-    /// The naive policy (`undertext::import::cost::Naive`).
+    /// The naive policy (`crate::replay::cost::Naive`).
     pub naive: Tally,
     /// The prices used.
     pub prices: Prices,
@@ -447,7 +447,7 @@ fn priced(
     let mut resend_over = 0;
     let mut harness = 0.0;
     for (i, p) in points.iter().enumerate() {
-        let call = undertext::import::cost::Call {
+        let call = crate::replay::cost::Call {
             prefix_messages: 0,
             cached: p.cached.min(p.sent),
             uncached: p.sent - p.cached.min(p.sent),

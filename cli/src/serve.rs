@@ -1330,7 +1330,7 @@ fn analysis(
 /// The window of `?window=` (as `plot`'s default) and the replay's reserve.
 fn chart_budget(q: &BTreeMap<String, String>) -> Result<(u64, u64), Fail> {
     let window = param(q, "window", CHART_WINDOW, WINDOWS)?;
-    Ok((window, undertext::import::replay::ReplayOptions::default().reserve_output.min(window / 2)))
+    Ok((window, crate::replay::ReplayOptions::default().reserve_output.min(window / 2)))
 }
 
 /// The chat's replay at the chart's budget (`?window=`), for the checkpoints page.
