@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "undertext", version, about, long_about = None)]
 pub struct Cli {
     /// The store directory (the embedded default store), or, in a build with the feature
-    /// `fleet`, a PostgreSQL URL (`postgres://user@host/db`: README, "Beyond one machine").
+    /// `fleet`, a PostgreSQL URL (`postgres://user@host/db`: docs/FLEET.md).
     #[arg(long, global = true, default_value = "./undertext-data", value_name = "DIR")]
     pub store: PathBuf,
     /// The owner (tenant) whose chats and archives the command sees.

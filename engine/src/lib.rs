@@ -1,10 +1,10 @@
 //! Undertext: embedded, crash-safe storage for the conversation state of LLM agent harnesses.
 //!
 //! Everything is kept as content-addressed blobs in an append-only, checksummed log
-//! ([`log`]); a redb index derived from the log finds them again. See `DESIGN.md` for the
+//! ([`log`]); a redb index derived from the log finds them again. See `docs/DESIGN.md` for the
 //! picture and `engine/FORMAT.md` for the bytes on disk.
 //!
-//! The modules stand in floors, each importing only from the floors below it (DESIGN.md,
+//! The modules stand in floors, each importing only from the floors below it (docs/DESIGN.md,
 //! "Workspace layout"; `scripts/check-layers` enforces it): the kernel (`store`) under
 //! archives, history, checkpoints, the worker and the model view; on top, [`Store`] and
 //! [`Chat`], whose methods delegate to the layer that does the work.
@@ -27,7 +27,7 @@ pub mod checkpoint;
 pub mod compaction;
 pub mod error;
 pub mod estimate;
-/// Fleet mode: the same API on PostgreSQL (feature `fleet`; README, "Beyond one machine").
+/// Fleet mode: the same API on PostgreSQL (feature `fleet`; docs/FLEET.md).
 #[cfg(feature = "fleet")]
 pub mod fleet;
 pub mod history;
@@ -82,3 +82,8 @@ pub mod sim {
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The examples of docs/EXAMPLES.md, compiled and run like the README's.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/EXAMPLES.md")]
+pub struct ExamplesDoctests;

@@ -7,7 +7,7 @@
 //!
 //! For each store (a directory, then the URL) it builds a 600-message chat (300 pairs of a
 //! user message and a tool result of about 2 KB, as `benches/python/fleet_savers.py`), then
-//! times `Chat::view` on a `Chat` kept across calls (no catalog round trip, README "Seeing
+//! times `Chat::view` on a `Chat` kept across calls (no catalog round trip, docs/FLEET.md "Seeing
 //! other processes' writes"), and `Store::chat` + view (in fleet mode one round trip: what a
 //! caller pays to see other processes' writes). Each figure is the median over samples of
 //! many calls, per call. Without `UNDERTEXT_FLEET_URL` it says it skipped and exits 0.

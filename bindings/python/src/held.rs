@@ -4,7 +4,7 @@
 //! Resolving (`undertext::Store::chat`) is what lets a fleet store see other processes'
 //! writes: it asks PostgreSQL whether the chat moved (one round trip). A held handle makes no
 //! round trip, so reads of a held chat show its state as of the last resolution, this
-//! process's own writes included (README, "Seeing other processes' writes"); `Store.chat` and
+//! process's own writes included (docs/FLEET.md, "Seeing other processes' writes"); `Store.chat` and
 //! `Chat.refresh` resolve again. The handles live in the Python `Store`, not in each `Chat`,
 //! so closing the store drops them all (an engine handle keeps its store open).
 

@@ -54,7 +54,7 @@ impl View {
     /// prefix ends), and the last message (so the next request, which extends this one,
     /// reads all of it from the cache). Anthropic caches the prefix up to a breakpoint for 5
     /// minutes from its last use; OpenAI caches the longest common prefix automatically and
-    /// ignores these fields' absence (see README, "Prompt caching").
+    /// ignores these fields' absence (see docs/CACHING.md).
     pub fn to_anthropic_json(&self) -> String {
         let mut system = Vec::new();
         let mut msgs: Vec<(String, Vec<Value>)> = Vec::new();

@@ -1,6 +1,6 @@
 //! The model view of a chat, its index for compaction, usage calibration, compaction plans
 //! and the hard-line swap: the `Chat` side of the budget, compaction, checkpoint and worker
-//! modules (floor 11: it may use every floor below).
+//! modules (floor 12: it may use every floor below).
 
 use std::collections::HashMap;
 use std::convert::Infallible;

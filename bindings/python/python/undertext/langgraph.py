@@ -375,7 +375,7 @@ except ImportError:  # pragma: no cover - an extension built before it
 
 def _fresh_many(xs: list[Any]) -> list[Any]:
     """``_fresh`` of each of ``xs`` in one native call (601 LangChain messages: 1.70-1.95 ms in
-    Python, 0.71-1.17 ms native; benches/README "Session 10: the LangGraph saver's reads")."""
+    Python, 0.71-1.17 ms native when measured)."""
     if _native_fresh is None or _PYDANTIC_DEEPCOPY is None or len(xs) < _lcmessages.NATIVE_MIN:
         return [_fresh(x) for x in xs]  # (a few items: the native call's set-up costs more)
     out: list[Any] = _native_fresh(xs, _PYDANTIC_DEEPCOPY, _fresh)
