@@ -62,6 +62,9 @@ pub use history::{
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
 pub use options::{Durability, Options};
+/// The log's record kinds, for the fuzz targets and corpus tests that craft segments.
+#[doc(hidden)]
+pub use record::Kind as RecordKind;
 pub use search::{HitField, SearchHit, SearchScope};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 

@@ -7,6 +7,7 @@
 //! `segment_decode_corpus_replays_without_panic` in `tests/tests/fuzz_corpus.rs`, which
 //! includes this file with `#[path]`. Use only `std` and `undertext` here.
 
+use undertext::RecordKind as Kind;
 use undertext::log::format::{
     self, ALIGN, BATCH_HEADER_LEN, BATCH_MAGIC, BatchRef, FrameError, RECORD_HEADER_LEN, RecordRef,
     SEGMENT_HEADER_LEN, align_up, decode_batch, decode_batch_header, decode_record_at, decode_segment_header,
@@ -209,7 +210,7 @@ fn check_verify(data: &[u8], segment: u64, walk32: &(u64, u64, u64, ScanEnd), la
         assert!(seen.last().is_none_or(|&p| p < r.offset), "records out of order");
         seen.push(r.offset);
         // A content check like the store's: exercise problems raised by `extra`.
-        (r.kind == format::kind::BLOB && r.payload.len() < 32).then(|| {
+        (r.kind == Kind::Blob && r.payload.len() < 32).then(|| {
             flagged += 1;
             "blob record shorter than its id".to_string()
         })

@@ -19,7 +19,8 @@ mod read_context;
 #[path = "../../fuzz/src/segment_decode.rs"]
 mod segment_decode;
 
-use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header, kind};
+use undertext::RecordKind as Kind;
+use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header};
 use undertext::{Compression, Durability, Options, Store};
 use undertext_tests::{Rng, files_in, fuzz_dir, replay_corpus, segment_files};
 
@@ -106,10 +107,14 @@ fn reseal_matches_the_engine_checksums() {
 fn crafted_segment() -> Vec<u8> {
     let mut seg = encode_segment_header(1).to_vec();
     let batches: [&[(u8, &[u8])]; 4] = [
-        &[(kind::BLOB, b"0123456789abcdef0123456789abcdef payload")],
+        &[(Kind::Blob.byte(), b"0123456789abcdef0123456789abcdef payload")],
         &[],
-        &[(kind::FIRST_OPTIONAL + 72, b""), (kind::BLOB, b"short")],
-        &[(kind::BLOB, &[7u8; 33]), (kind::BLOB, &[8u8; 40]), (kind::FIRST_OPTIONAL, &[9u8; 1])],
+        &[(Kind::FIRST_OPTIONAL + 72, b""), (Kind::Blob.byte(), b"short")],
+        &[
+            (Kind::Blob.byte(), &[7u8; 33]),
+            (Kind::Blob.byte(), &[8u8; 40]),
+            (Kind::FIRST_OPTIONAL, &[9u8; 1]),
+        ],
     ];
     for (txid, records) in batches.iter().enumerate() {
         let mut b = BatchBuf::new();

@@ -890,7 +890,7 @@ mod tests {
 
     #[test]
     fn an_archive_chunk_that_is_not_utf8_is_corrupt_content_not_an_index_error() {
-        use crate::record::{self, ArchiveRec, kind};
+        use crate::record::{self, ArchiveRec, Kind};
         use crate::store::core::{RecordOut, Txn};
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), opts()).unwrap();
@@ -914,7 +914,7 @@ mod tests {
             utf16: index.end.utf16,
             lines: index.lines(t.ends_with('\n')),
         };
-        txn.push(RecordOut::history(kind::ARCHIVE, record::encode(&rec).unwrap().into_vec()));
+        txn.push(RecordOut::history(Kind::Archive, record::encode(&rec).unwrap().into_vec()));
         core.append(txn).unwrap();
         assert!(core.manifest_of(&id).unwrap().is_some(), "the archive is chunked");
         let r = store.read_context("o", &id, mid as u64 - 10..mid as u64 + 10, Unit::Bytes);

@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::index::{ARCHIVES, GRANT_ARCHIVE, GRANT_INLINE, InlineText};
 use crate::log::Position;
 use crate::model::ArchiveRef;
-use crate::record::{self, ArchiveRec, kind};
+use crate::record::{self, ArchiveRec, Kind};
 use crate::store::blobs;
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -192,8 +192,8 @@ pub(crate) fn bind_into(core: &Core, txn: &mut Txn, rec: &ArchiveRec, chat: Opti
         return Ok(());
     }
     let payload = record::encode(rec)?.into_vec();
-    if !txn.records.iter().any(|x| x.kind == kind::ARCHIVE && x.payload == payload) {
-        txn.push(RecordOut::history(kind::ARCHIVE, payload));
+    if !txn.records.iter().any(|x| x.kind == Kind::Archive && x.payload == payload) {
+        txn.push(RecordOut::history(Kind::Archive, payload));
     }
     Ok(())
 }

@@ -45,7 +45,7 @@ use crate::estimate::message_tokens;
 use crate::history::{ChatRef, tokens_kept};
 use crate::index::SUMMARIES;
 use crate::model::{Message, Part, ToolContent};
-use crate::record::{self, CheckpointRec, SummaryRec, kind};
+use crate::record::{self, CheckpointRec, Kind, SummaryRec};
 use crate::store::core::{Core, RecordOut, Txn};
 use pool::Calls;
 
@@ -252,7 +252,7 @@ impl Cache<'_> {
     fn put(&mut self, key: BlobId, text: &str) -> Result<()> {
         let (id, _) = self.txn.blob(self.core, text.as_bytes())?;
         let rec = SummaryRec { key: key.0, summarizer: self.summarizer.to_string(), text: id.0 };
-        self.txn.push(RecordOut::history(kind::SUMMARY, record::encode(&rec)?.into_vec()));
+        self.txn.push(RecordOut::history(Kind::Summary, record::encode(&rec)?.into_vec()));
         Ok(())
     }
 }
@@ -659,7 +659,7 @@ pub(crate) fn publish(chat: &ChatRef<'_>, cp: &Checkpoint, durable: bool) -> Res
         segments: cp.segments.iter().map(|s| (s.range.start, s.range.end, s.id.0)).collect(),
         at_ms: crate::history::now_ms(),
     };
-    txn.push(RecordOut::history(kind::CHECKPOINT, record::encode(&rec)?.into_vec()));
+    txn.push(RecordOut::history(Kind::Checkpoint, record::encode(&rec)?.into_vec()));
     let c = core.append(txn)?;
     w.checkpoint = Some(Arc::new(crate::history::Published { rec, summary: cp.summary.as_str().into() }));
     w.last_end = c.end;

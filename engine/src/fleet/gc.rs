@@ -33,8 +33,7 @@ use super::pg::Fleet;
 use crate::blob::BlobId;
 use crate::blob::chunk::Manifest;
 use crate::error::Result;
-use crate::log::format::kind::MANIFEST;
-use crate::record::{self, ArchiveRec, kind};
+use crate::record::{self, ArchiveRec, Kind};
 use crate::store::GcReport;
 use crate::store::core::Core;
 use crate::store::gc::{Holds, closure, holds};
@@ -50,7 +49,7 @@ pub(crate) fn collect(fleet: &Fleet, core: &Core, grace: Duration) -> Result<GcR
     let (records_before, bytes_before) = catalog_size(fleet, &mut c)?;
     (report.records_before, report.log_bytes_before) = (records_before, bytes_before);
     // 1. The records of deleted chats.
-    let kept = [i16::from(kind::CHAT), i16::from(kind::DELETE)];
+    let kept = [i16::from(Kind::Chat), i16::from(Kind::Delete)];
     let dropped = c
         .query(
             "DELETE FROM ut_records r USING ut_batches b, ut_chats ch \
@@ -81,9 +80,11 @@ pub(crate) fn collect(fleet: &Fleet, core: &Core, grace: Duration) -> Result<GcR
     for row in &rows {
         let k: i16 = fleet.col(row, 0)?;
         let payload: &[u8] = fleet.col(row, 1)?;
-        let k = u8::try_from(k).map_err(|_| fleet.bad(format!("record kind {k} out of range")))?;
+        let k = u8::try_from(k).ok().and_then(Kind::of).ok_or_else(|| {
+            fleet.bad(format!("record kind {k} unknown to this build (written by a newer one?)"))
+        })?;
         let bad = |why: String| fleet.bad(format!("a catalog record of kind {k}: {why}"));
-        if k == kind::ARCHIVE {
+        if k == Kind::Archive {
             let a: ArchiveRec = record::decode(payload, "archive").map_err(bad)?;
             archive_index.insert(BlobId(a.id), BlobId(a.index));
         }
@@ -205,7 +206,7 @@ fn sweep_orphans(fleet: &Fleet, c: &mut Conn, group: &[BlobId]) -> Result<u64> {
 /// Every manifest the remote stores: its id → its chunks.
 fn manifests(fleet: &Fleet, c: &mut Conn) -> Result<HashMap<BlobId, Vec<BlobId>>> {
     let rows = c
-        .query("SELECT id FROM ut_blobs WHERE kind = $1", &[&i16::from(MANIFEST)])
+        .query("SELECT id FROM ut_blobs WHERE kind = $1", &[&i16::from(Kind::Manifest)])
         .map_err(|e| fleet.err("list manifests", &e))?;
     let mut out = HashMap::new();
     for row in &rows {

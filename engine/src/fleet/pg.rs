@@ -16,8 +16,7 @@ use super::url::{FleetUrl, show_time};
 use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Conflict, Error, Result};
-use crate::log::format::kind::{BLOB, MANIFEST};
-use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, MsgRec, RevRec, kind};
+use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MsgRec, RevRec};
 use crate::store::core::{Committed, Core, RecordOut, Txn};
 use crate::store::gc::{self, Holds};
 use crate::store::remote::{ChatHead, Remote, WriteLock};
@@ -550,7 +549,9 @@ impl Fleet {
             else {
                 continue;
             };
-            let k = u8::try_from(k).map_err(|_| self.bad(format!("record kind {k} out of range")))?;
+            let k = u8::try_from(k).ok().and_then(Kind::of).ok_or_else(|| {
+                self.bad(format!("record kind {k} unknown to this build (written by a newer one?)"))
+            })?;
             txn.push(RecordOut::history(k, payload));
         }
         if !txn.records.is_empty() {
@@ -590,7 +591,7 @@ impl Fleet {
                 let key = s3.key(&id.to_string());
                 if !s3.exists(&key)? {
                     let mut object = Vec::with_capacity(6 + r.payload.len());
-                    object.push(r.kind);
+                    object.push(r.kind.byte());
                     object.push(r.codec);
                     object.extend_from_slice(&r.raw_len.to_le_bytes());
                     object.extend_from_slice(&r.payload);
@@ -670,7 +671,7 @@ impl Fleet {
             for row in rows {
                 let id = self.blob_id(&row, 0)?;
                 kept.insert(id);
-                if self.col::<i16>(&row, 1)? == i16::from(MANIFEST) {
+                if self.col::<i16>(&row, 1)? == i16::from(Kind::Manifest) {
                     let m = match local_record(core, &id)? {
                         Some(r) => r.payload,
                         None => self.stored(&id)?.map(|s| s.payload).unwrap_or_default(),
@@ -688,7 +689,7 @@ impl Fleet {
                          of it: put it again; nothing was written"
                     )));
                 };
-                if r.kind == MANIFEST {
+                if r.kind == Kind::Manifest {
                     next.extend(
                         Manifest::decode(&r.payload)
                             .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
@@ -728,8 +729,8 @@ impl Fleet {
         }
         for r in txn.records.iter().filter(|r| r.blob.is_none()) {
             let owner = match r.kind {
-                kind::GRANT => record::decode::<GrantRec>(&r.payload, "grant").map(|g| g.owner),
-                kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive").map(|a| a.owner),
+                Kind::Grant => record::decode::<GrantRec>(&r.payload, "grant").map(|g| g.owner),
+                Kind::Archive => record::decode::<ArchiveRec>(&r.payload, "archive").map(|a| a.owner),
                 _ => continue,
             };
             return owner.map(|owner| Stream { chat: 0, owner }).map_err(Error::InvalidArgument);
@@ -921,8 +922,11 @@ pub(super) struct StoredBlob {
 fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
     let Some(loc) = core.index.blob(id)? else { return Ok(None) };
     let r = core.read(loc, crate::blob::Verify::Checksum)?;
+    let kind = Kind::of(r.kind).filter(|k| k.is_blob()).ok_or_else(|| {
+        Error::corrupt(loc.segment, loc.offset, format!("blob {id} is a record of kind {}", r.kind))
+    })?;
     Ok(Some(RecordOut {
-        kind: r.kind,
+        kind,
         codec: r.codec,
         raw_len: r.raw_len,
         payload: r.payload.to_vec(),
@@ -968,7 +972,7 @@ impl After {
     /// be the next revision.
     fn apply(&mut self, r: &RecordOut) -> std::result::Result<Option<u64>, String> {
         match r.kind {
-            kind::MESSAGE | kind::MESSAGE_COMPACT => {
+            Kind::Message | Kind::MessageCompact => {
                 let m: MsgRec = record::message(r.kind, &r.payload)?;
                 if m.revision == self.revision && m.seq >= self.next_seq {
                     if m.seq != self.next_seq {
@@ -983,7 +987,7 @@ impl After {
                 }
                 Ok(Some(m.seq))
             }
-            kind::REVISION => {
+            Kind::Revision => {
                 let v: RevRec = record::decode(&r.payload, "revision")?;
                 if v.revision != self.revision + 1 {
                     return Err(format!("expected revision {}, found {}", self.revision + 1, v.revision));
@@ -992,13 +996,13 @@ impl After {
                 self.next_seq = v.len_after;
                 Ok(None)
             }
-            kind::CHECKPOINT => {
+            Kind::Checkpoint => {
                 let cp: CheckpointRec = record::decode(&r.payload, "checkpoint")?;
                 self.publish = Some(cp.reach);
                 self.publish_base = cp.base_revision;
                 Ok(None)
             }
-            kind::DELETE => {
+            Kind::Delete => {
                 self.deleted = true;
                 Ok(None)
             }
@@ -1075,7 +1079,7 @@ impl Remote for Fleet {
                     // Not locked by a write: a new chat, or a write path that does not lock.
                     let mut c = self.client()?;
                     c.begin("").map_err(|e| self.err("begin", &e))?;
-                    if let Some(r) = txn.records.iter().find(|r| r.kind == kind::CHAT) {
+                    if let Some(r) = txn.records.iter().find(|r| r.kind == Kind::Chat) {
                         let rec: ChatRec =
                             record::decode(&r.payload, "chat").map_err(Error::InvalidArgument)?;
                         if let Err(e) = c.execute(
@@ -1222,8 +1226,9 @@ impl Remote for Fleet {
         if payload.len() < 32 || payload[..32] != id.0 {
             return Err(wrong("the stored record does not carry this id".into()));
         }
-        match k {
-            BLOB => {
+        let kind = Kind::of(k);
+        match kind {
+            Some(Kind::Blob) => {
                 let body = &payload[32..];
                 let content = if codec == codec_flag_none() {
                     std::borrow::Cow::Borrowed(body)
@@ -1236,15 +1241,16 @@ impl Remote for Fleet {
                 }
             }
             // A manifest's id is the whole content's hash, checked when it is reassembled.
-            MANIFEST => {
+            Some(Kind::Manifest) => {
                 Manifest::decode(&payload).map_err(&wrong)?;
             }
-            other => {
-                return Err(wrong(format!("stored as record kind {other}, expected a blob or manifest")));
+            _ => {
+                return Err(wrong(format!("stored as record kind {k}, expected a blob or manifest")));
             }
         }
+        let Some(kind) = kind else { return Ok(false) };
         let mut txn = Txn::default();
-        txn.push(RecordOut { kind: k, codec, raw_len, payload, blob: Some(*id) });
+        txn.push(RecordOut { kind, codec, raw_len, payload, blob: Some(*id) });
         core.append_local(txn)?;
         Ok(true)
     }

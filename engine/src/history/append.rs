@@ -11,7 +11,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::Position;
 use crate::model::*;
-use crate::record::{self, BodyRec, MsgRec, PartRec, PartsRec, StepRec, StepTagRec, kind};
+use crate::record::{self, BodyRec, Kind, MsgRec, PartRec, PartsRec, StepRec, StepTagRec};
 use crate::store::core::{Core, RecordOut, Txn};
 
 pub(super) fn check_message(m: &NewMessage, at: usize) -> Result<()> {
@@ -304,7 +304,7 @@ impl ChatRef<'_> {
                 body,
             };
             let payload = record::compact::encode(&rec, core.opts.compression);
-            let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
+            let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
             pending.push((at, seq, m.role, turn, starts, at_ms));
         }
         if let Some((tag, complete)) = &step {
@@ -318,12 +318,12 @@ impl ChatRef<'_> {
                 seqs: (base..base + messages.len() as u64).collect(),
                 at_ms: now,
             };
-            txn.push(RecordOut::history(kind::STEP, record::encode(&rec)?.into_vec()));
+            txn.push(RecordOut::history(Kind::Step, record::encode(&rec)?.into_vec()));
         }
         let meta_version = w.meta_version + 1;
         if let Some(m) = &timed.meta {
             let rec = super::edit::meta_rec(chat, meta_version, m);
-            txn.push(RecordOut::history(kind::META, record::encode(&rec)?.into_vec()));
+            txn.push(RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()));
         }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));

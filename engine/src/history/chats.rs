@@ -10,7 +10,7 @@ use super::state::{ChatState, SnapInner, Writer, now_ms};
 use crate::error::{Error, Result};
 use crate::index::OWNER_CHATS;
 use crate::model::*;
-use crate::record::{self, ChatRec, DeleteRec, kind};
+use crate::record::{self, ChatRec, DeleteRec, Kind};
 use crate::snapshot::AppendVec;
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -22,10 +22,10 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
     let now = now_ms();
     let mut txn = Txn::default();
     txn.push(RecordOut::history(
-        kind::CHAT,
+        Kind::Chat,
         record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
     ));
-    txn.push(RecordOut::history(kind::META, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
+    txn.push(RecordOut::history(Kind::Meta, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
     let committed = core.append(txn)?;
     let w = empty_writer(meta, now, committed.end);
     chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
@@ -66,11 +66,11 @@ pub(crate) fn create_chat_with(
     rec.at_ms = created;
     let prelude = vec![
         RecordOut::history(
-            kind::CHAT,
+            Kind::Chat,
             record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: created })?
                 .into_vec(),
         ),
-        RecordOut::history(kind::META, record::encode(&rec)?.into_vec()),
+        RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()),
     ];
     let w = empty_writer(meta, created, core.log.written());
     // In memory only once its records are committed: a failed write leaves no chat (its id
@@ -94,7 +94,7 @@ pub(crate) fn delete_chat(
     let (mut w, _fleet) = state.lock_write()?;
     let mut txn = Txn::default();
     txn.push(RecordOut::history(
-        kind::DELETE,
+        Kind::Delete,
         record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
     ));
     let c = core.append(txn)?;

@@ -9,7 +9,7 @@ use super::chat::ChatRef;
 use super::state::{Entry, Writer, now_ms};
 use crate::error::{Error, Result};
 use crate::model::*;
-use crate::record::{self, MetaRec, MsgRec, RevRec, kind};
+use crate::record::{self, Kind, MetaRec, MsgRec, RevRec};
 use crate::snapshot::AppendVec;
 use crate::store::core::{RecordOut, Txn};
 
@@ -42,7 +42,7 @@ impl ChatRef<'_> {
         let at = at_ms.unwrap_or(rec.at_ms);
         rec.at_ms = at;
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(kind::META, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         w.meta = Arc::new(meta);
         w.meta_version = version;
@@ -106,7 +106,7 @@ impl ChatRef<'_> {
             len_after: w.len,
             at_ms: now,
         };
-        txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
         let rec = MsgRec {
             chat: chat.0,
             seq,
@@ -118,7 +118,7 @@ impl ChatRef<'_> {
             body,
         };
         let payload = record::compact::encode(&rec, core.opts.compression);
-        let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
+        let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
         let c = core.append(txn)?;
         let entries = AppendVec::new();
         for i in 0..w.len as usize {
@@ -175,7 +175,7 @@ impl ChatRef<'_> {
             at_ms: now,
         };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
         let c = core.append(txn)?;
         let entries = AppendVec::new();
         for i in 0..from_seq as usize {
@@ -262,7 +262,7 @@ impl ChatRef<'_> {
             at_ms: now,
         };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(kind::PIN, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Pin, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut pins = (*w.pins).clone();
         if on {

@@ -15,7 +15,7 @@ use super::state::Writer;
 use crate::budget::tail::is_cut_point;
 use crate::error::{Error, Result};
 use crate::model::{NewMessage, Part};
-use crate::record::{self, HideRec, RevRec, kind};
+use crate::record::{self, HideRec, Kind, RevRec};
 use crate::store::core::{RecordOut, Txn};
 
 /// What a hide adds to a write: its ranges, the revision the caller read, and whether the
@@ -102,14 +102,14 @@ impl ChatRef<'_> {
             len_after: w.len,
             at_ms: now,
         };
-        txn.push(RecordOut::history(kind::REVISION, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
         let rec =
             HideRec { chat, revision, ranges: ranges.iter().map(|r| (r.start, r.end)).collect(), at_ms: now };
         let payload = record::encode(&rec)?.into_vec();
         if erase == Erase::Yes {
-            txn.push(RecordOut::history(kind::ERASE, payload.clone()));
+            txn.push(RecordOut::history(Kind::Erase, payload.clone()));
         }
-        txn.push(RecordOut::history(kind::HIDE, payload));
+        txn.push(RecordOut::history(Kind::Hide, payload));
         Ok((revision, hidden))
     }
 

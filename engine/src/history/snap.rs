@@ -76,7 +76,8 @@ impl Snapshot {
                 // Read, then cached: a failed read is this call's error, not a `None` forever.
                 None => {
                     let raw = self.inner.core.read(e.loc, crate::blob::Verify::Checksum)?;
-                    let step = crate::record::message_fields(raw.kind, &raw.payload)
+                    let step = crate::record::message_kind(raw.kind)
+                        .and_then(|k| crate::record::message_fields(k, &raw.payload))
                         .map_err(|why| Error::corrupt(e.loc.segment, e.loc.offset, why))?
                         .step
                         .map(std::sync::Arc::new);

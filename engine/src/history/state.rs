@@ -263,7 +263,7 @@ pub(crate) fn read_message(core: &Core, chat: ChatId, loc: Location) -> Result<M
         Some(rec) => rec,
         None => {
             let raw = core.read(loc, Verify::Checksum)?;
-            record::message(raw.kind, &raw.payload).map_err(corrupt)?
+            record::message_kind(raw.kind).and_then(|k| record::message(k, &raw.payload)).map_err(corrupt)?
         }
     };
     if rec.chat != chat.0 {

@@ -10,9 +10,10 @@ use super::{
     is_grant, redb_err,
 };
 use crate::blob::BlobId;
-use crate::error::Result;
-use crate::log::format::{BatchRef, kind};
+use crate::error::{Error, Result};
+use crate::log::format::BatchRef;
 use crate::log::{Location, Position};
+use crate::record::Kind;
 use crate::record::MsgRec;
 
 impl Index {
@@ -99,8 +100,9 @@ pub(super) fn write_meta(tx: &redb::WriteTransaction, a: Applied) -> Result<()> 
 }
 
 /// The index entries a batch produces: each blob record's id and location, and a copy of
-/// every history record to apply.
-pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> BatchEntries {
+/// every history record to apply. A record of a required kind this build does not know is
+/// `Error::Corrupt` (the store was written by a newer build); optional kinds are skipped.
+pub(crate) fn entries_of(segment: u64, batch: &BatchRef<'_>) -> Result<BatchEntries> {
     entries_keeping(segment, batch, None)
 }
 
@@ -113,25 +115,42 @@ pub(crate) fn entries_keeping(
     segment: u64,
     batch: &BatchRef<'_>,
     mut decoded: Option<&mut Vec<(Location, MsgRec)>>,
-) -> BatchEntries {
+) -> Result<BatchEntries> {
     let mut out = BatchEntries::default();
+    let mut known = Vec::with_capacity(batch.records.len());
+    for r in &batch.records {
+        match Kind::of(r.kind) {
+            Some(k) => known.push((k, r)),
+            None if Kind::is_optional(r.kind) => {}
+            None => {
+                return Err(Error::corrupt(
+                    segment,
+                    r.offset,
+                    format!(
+                        "unknown required record kind {}: written by a newer build of Undertext?",
+                        r.kind
+                    ),
+                ));
+            }
+        }
+    }
     // Only a batch holding a grant needs its chats (decoding them costs a little).
-    let chats = if batch.records.iter().any(|r| is_grant(r.kind)) {
-        batch_chats(batch.records.iter().map(|r| (r.kind, r.payload)))
+    let chats = if known.iter().any(|(k, _)| is_grant(*k)) {
+        batch_chats(known.iter().map(|(k, r)| (*k, r.payload)))
     } else {
         Vec::new()
     };
-    for r in &batch.records {
+    for (kind, r) in known {
         let loc = Location { segment, offset: r.offset, len: r.payload.len() as u32 };
-        if r.kind == kind::BLOB || r.kind == kind::MANIFEST {
+        if kind.is_blob() {
             if r.payload.len() >= 32 {
                 let mut id = [0u8; 32];
                 id.copy_from_slice(&r.payload[..32]);
                 out.blobs.push((BlobId(id), loc));
             }
-        } else if r.kind < kind::FIRST_OPTIONAL {
-            let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
-            let texts = match listing_and_record(r.kind, r.payload, decoded.is_some()) {
+        } else {
+            let chats = if is_grant(kind) { chats.clone() } else { Vec::new() };
+            let texts = match listing_and_record(kind, r.payload, decoded.is_some()) {
                 Some((listing, rec)) => {
                     if let (Some(out), Some(rec)) = (decoded.as_deref_mut(), rec) {
                         out.push((loc, rec));
@@ -143,16 +162,16 @@ pub(crate) fn entries_keeping(
             // A listed message is applied from its listing: with `decoded` (a read-only
             // refresh, which applies straight to redb) its bytes are not copied.
             let payload = if decoded.is_some() && texts.is_some() { Vec::new() } else { r.payload.to_vec() };
-            out.records.push(PendingRecord { kind: r.kind, loc, payload, chats, texts });
+            out.records.push(PendingRecord { kind, loc, payload, chats, texts });
         }
     }
-    out
+    Ok(out)
 }
 
 /// True when applying `records` may remove a grant (a chat's deletion takes the grants
 /// bound to it).
 fn revokes(records: &[PendingRecord]) -> bool {
-    records.iter().any(|r| r.kind == crate::record::kind::DELETE)
+    records.iter().any(|r| r.kind == Kind::Delete)
 }
 
 pub(super) fn apply_entries(
@@ -191,4 +210,40 @@ fn apply_parts<'a>(
         h.finish()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entries_of;
+    use crate::error::Error;
+    use crate::log::format::{BatchBuf, RecordSpec, decode_batch};
+    use crate::record::Kind;
+
+    fn sealed(records: &[(u8, &[u8])]) -> Vec<u8> {
+        let mut b = BatchBuf::new();
+        for (kind, p) in records {
+            let spec = RecordSpec { kind: *kind, codec: 0, raw_len: p.len() as u32, parts: &[p] };
+            b.push(spec).unwrap_or_else(|e| panic!("{e}"));
+        }
+        b.finish().seal(1).to_vec()
+    }
+
+    #[test]
+    fn a_required_kind_this_build_does_not_know_is_refused_and_an_optional_one_skipped() {
+        let blob = [7u8; 40];
+        for unknown in [0u8, Kind::ALL.len() as u8 + 1, Kind::FIRST_OPTIONAL - 1] {
+            let bytes = sealed(&[(Kind::Blob.byte(), &blob), (unknown, b"x")]);
+            let batch = decode_batch(&bytes, 0).unwrap_or_else(|e| panic!("{e:?}"));
+            match entries_of(3, &batch) {
+                Err(Error::Corrupt { reason, .. }) => {
+                    assert!(reason.contains(&format!("unknown required record kind {unknown}")), "{reason}")
+                }
+                other => panic!("kind {unknown}: expected Corrupt, found {other:?}"),
+            }
+        }
+        let bytes = sealed(&[(Kind::Blob.byte(), &blob), (Kind::FIRST_OPTIONAL + 5, b"x")]);
+        let batch = decode_batch(&bytes, 0).unwrap_or_else(|e| panic!("{e:?}"));
+        let entries = entries_of(3, &batch).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((entries.blobs.len(), entries.records.len()), (1, 0));
+    }
 }

@@ -8,10 +8,11 @@ use super::blob_row::{self, BLOBS, GRANTS};
 use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
+use crate::record::Kind;
 use crate::record::compact::{Reader, varint};
 use crate::record::{
     self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, HideRec, MessageTexts,
-    MetaRec, PinRec, RevRec, StepRec, SummaryRec, UsageRec, kind,
+    MetaRec, PinRec, RevRec, StepRec, SummaryRec, UsageRec,
 };
 
 type Loc = (u64, u64, u32);
@@ -63,7 +64,7 @@ pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool
 /// deletion; see [`HideRec`]).
 pub(crate) const HIDDEN: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("hidden");
 /// (chat, revision, start) -> end: the ranges of seqs erased at each revision (see
-/// `record::kind::ERASE`).
+/// `Kind::Erase`).
 pub(crate) const ERASED: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("erased");
 /// (chat, version) -> metadata record location.
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
@@ -378,7 +379,7 @@ impl<'t> HistoryIndex<'t> {
     /// Applies one history record.
     pub(crate) fn apply(&mut self, r: &PendingRecord) -> Result<()> {
         match r.kind {
-            kind::CHAT => {
+            Kind::Chat => {
                 let c: ChatRec = record::decode(&r.payload, "chat").map_err(|e| bad(r, e))?;
                 let row = ChatRow {
                     owner: c.owner,
@@ -395,7 +396,7 @@ impl<'t> HistoryIndex<'t> {
                     self.meta.insert("next_chat", c.chat + 1).map_err(redb_err)?;
                 }
             }
-            kind::META => {
+            Kind::Meta => {
                 let m: MetaRec = record::decode(&r.payload, "metadata").map_err(|e| bad(r, e))?;
                 self.metas.insert((m.chat, m.version), loc(r.loc)).map_err(redb_err)?;
                 let row = self.row(m.chat, r)?;
@@ -407,7 +408,7 @@ impl<'t> HistoryIndex<'t> {
                     self.set_lookup(m.chat, &owner, &lookup_fields(&m))?;
                 }
             }
-            kind::MESSAGE | kind::MESSAGE_COMPACT => {
+            Kind::Message | Kind::MessageCompact => {
                 // Listed when the record was made (or replayed); a record made without its
                 // listing is read here (header fields only: an rkyv record is read in place).
                 let read;
@@ -438,7 +439,7 @@ impl<'t> HistoryIndex<'t> {
                 row.len = row.len.max(seq + 1);
                 row.last_ms = row.last_ms.max(at_ms);
             }
-            kind::REVISION => {
+            Kind::Revision => {
                 let v: RevRec = record::decode(&r.payload, "revision").map_err(|e| bad(r, e))?;
                 let value = (v.seq, v.len_before, v.len_after, v.truncate);
                 self.revisions.insert((v.chat, v.revision), value).map_err(redb_err)?;
@@ -447,7 +448,7 @@ impl<'t> HistoryIndex<'t> {
                 row.len = v.len_after;
                 row.last_ms = row.last_ms.max(v.at_ms);
             }
-            kind::HIDE => {
+            Kind::Hide => {
                 let h: HideRec = record::decode(&r.payload, "hide").map_err(|e| bad(r, e))?;
                 for &(start, end) in &h.ranges {
                     self.hidden.insert((h.chat, h.revision, start), end).map_err(redb_err)?;
@@ -455,28 +456,28 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(h.chat, r)?;
                 row.last_ms = row.last_ms.max(h.at_ms);
             }
-            kind::ERASE => {
+            Kind::Erase => {
                 let h: HideRec = record::decode(&r.payload, "erase").map_err(|e| bad(r, e))?;
                 for &(start, end) in &h.ranges {
                     self.erased.insert((h.chat, h.revision, start), end).map_err(redb_err)?;
                 }
             }
-            kind::STEP => {
+            Kind::Step => {
                 let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;
                 self.steps
                     .insert((s.chat, s.turn, r.loc.segment, r.loc.offset), r.loc.len)
                     .map_err(redb_err)?;
             }
-            kind::ARCHIVE => {
+            Kind::Archive => {
                 let a: ArchiveRec = record::decode(&r.payload, "archive").map_err(|e| bad(r, e))?;
                 self.archives.insert((a.owner.as_str(), a.id), r.payload.as_slice()).map_err(redb_err)?;
                 self.grant(&a.owner, a.id, GRANT_ARCHIVE, r)?;
             }
-            kind::GRANT => {
+            Kind::Grant => {
                 let g: GrantRec = record::decode(&r.payload, "grant").map_err(|e| bad(r, e))?;
                 self.grant(&g.owner, g.id, GRANT_BLOB, r)?;
             }
-            kind::PIN => {
+            Kind::Pin => {
                 let p: PinRec = record::decode(&r.payload, "pin").map_err(|e| bad(r, e))?;
                 let key = (p.chat, p.id, p.unit, p.start, p.end);
                 if p.pinned {
@@ -487,11 +488,11 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(p.chat, r)?;
                 row.last_ms = row.last_ms.max(p.at_ms);
             }
-            kind::USAGE => {
+            Kind::Usage => {
                 let u: UsageRec = record::decode(&r.payload, "usage").map_err(|e| bad(r, e))?;
                 self.calib.insert((u.chat, u.model.as_str()), u.factor.to_bits()).map_err(redb_err)?;
             }
-            kind::COMPACTION => {
+            Kind::Compaction => {
                 let c: CompactionRec = record::decode(&r.payload, "compaction").map_err(|e| bad(r, e))?;
                 self.compactions
                     .insert((c.chat, r.loc.segment, r.loc.offset), r.loc.len)
@@ -499,21 +500,23 @@ impl<'t> HistoryIndex<'t> {
                 let row = self.row(c.chat, r)?;
                 row.last_ms = row.last_ms.max(c.at_ms);
             }
-            kind::SUMMARY => {
+            Kind::Summary => {
                 let s: SummaryRec = record::decode(&r.payload, "summary").map_err(|e| bad(r, e))?;
                 self.summaries.insert((s.key, s.summarizer.as_str()), s.text).map_err(redb_err)?;
             }
-            kind::CHECKPOINT => {
+            Kind::Checkpoint => {
                 let c: CheckpointRec = record::decode(&r.payload, "checkpoint").map_err(|e| bad(r, e))?;
                 self.checkpoints.insert(c.chat, loc(r.loc)).map_err(redb_err)?;
                 let row = self.row(c.chat, r)?;
                 row.last_ms = row.last_ms.max(c.at_ms);
             }
-            kind::DELETE => {
+            Kind::Delete => {
                 let d: DeleteRec = record::decode(&r.payload, "delete").map_err(|e| bad(r, e))?;
                 self.delete_chat(d.chat, r)?;
             }
-            other => return Err(bad(r, format!("unknown required record kind {other}"))),
+            Kind::Blob | Kind::Manifest => {
+                return Err(bad(r, format!("record kind {} is a blob's, not history", r.kind)));
+            }
         }
         Ok(())
     }
@@ -595,33 +598,33 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
 
 /// The chat a history record belongs to (`None`: it belongs to the store as a whole: blobs,
 /// manifests, archive and blob grants, summaries).
-pub(crate) fn chat_of(k: u8, p: &[u8]) -> std::result::Result<Option<u64>, String> {
+pub(crate) fn chat_of(k: Kind, p: &[u8]) -> std::result::Result<Option<u64>, String> {
     Ok(Some(match k {
-        kind::CHAT => record::decode::<ChatRec>(p, "chat")?.chat,
-        kind::META => record::decode::<MetaRec>(p, "metadata")?.chat,
-        kind::MESSAGE | kind::MESSAGE_COMPACT => record::message_fields(k, p)?.chat,
-        kind::REVISION => record::decode::<RevRec>(p, "revision")?.chat,
-        kind::HIDE => record::decode::<HideRec>(p, "hide")?.chat,
-        kind::ERASE => record::decode::<HideRec>(p, "erase")?.chat,
-        kind::STEP => record::decode::<StepRec>(p, "step")?.chat,
-        kind::PIN => record::decode::<PinRec>(p, "pin")?.chat,
-        kind::USAGE => record::decode::<UsageRec>(p, "usage")?.chat,
-        kind::COMPACTION => record::decode::<CompactionRec>(p, "compaction")?.chat,
-        kind::CHECKPOINT => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
-        kind::DELETE => record::decode::<DeleteRec>(p, "delete")?.chat,
-        _ => return Ok(None),
+        Kind::Chat => record::decode::<ChatRec>(p, "chat")?.chat,
+        Kind::Meta => record::decode::<MetaRec>(p, "metadata")?.chat,
+        Kind::Message | Kind::MessageCompact => record::message_fields(k, p)?.chat,
+        Kind::Revision => record::decode::<RevRec>(p, "revision")?.chat,
+        Kind::Hide => record::decode::<HideRec>(p, "hide")?.chat,
+        Kind::Erase => record::decode::<HideRec>(p, "erase")?.chat,
+        Kind::Step => record::decode::<StepRec>(p, "step")?.chat,
+        Kind::Pin => record::decode::<PinRec>(p, "pin")?.chat,
+        Kind::Usage => record::decode::<UsageRec>(p, "usage")?.chat,
+        Kind::Compaction => record::decode::<CompactionRec>(p, "compaction")?.chat,
+        Kind::Checkpoint => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
+        Kind::Delete => record::decode::<DeleteRec>(p, "delete")?.chat,
+        Kind::Blob | Kind::Manifest | Kind::Archive | Kind::Grant | Kind::Summary => return Ok(None),
     }))
 }
 
 /// True for the kinds that grant a blob to an owner.
-pub(crate) fn is_grant(k: u8) -> bool {
-    k == kind::ARCHIVE || k == kind::GRANT
+pub(crate) fn is_grant(k: Kind) -> bool {
+    matches!(k, Kind::Archive | Kind::Grant)
 }
 
 /// The chats a grant in a batch of these records is bound to: every chat whose records share
 /// the batch (none: the grant is the owner's own). Records that do not decode are skipped
 /// here (the history index reports them when it applies them).
-pub(crate) fn batch_chats<'a>(records: impl Iterator<Item = (u8, &'a [u8])>) -> Vec<u64> {
+pub(crate) fn batch_chats<'a>(records: impl Iterator<Item = (Kind, &'a [u8])>) -> Vec<u64> {
     let mut chats: Vec<u64> = records.filter_map(|(k, p)| chat_of(k, p).ok().flatten()).collect();
     chats.sort_unstable();
     chats.dedup();

@@ -6,7 +6,7 @@ use super::pending_texts::{PendingPlaces, PendingTexts};
 use super::{Applied, BatchEntries, GRANT_ARCHIVE, PendingRecord};
 use crate::blob::BlobId;
 use crate::log::{Location, Position};
-use crate::record::{self, ArchiveRec, GrantRec, kind};
+use crate::record::{self, ArchiveRec, GrantRec, Kind};
 
 /// Two generations: `active` takes new entries; `flushing` holds the blob entries being
 /// committed to redb, still visible to readers until the commit is done. History records
@@ -171,7 +171,7 @@ impl Memtable {
     /// True when a chat's deletion waits for redb: until it is applied, a pending grant
     /// bound to another chat may be one it revokes.
     pub(crate) fn deleting(&self) -> bool {
-        self.records.iter().chain(&self.flushing_records).any(|r| r.kind == kind::DELETE)
+        self.records.iter().chain(&self.flushing_records).any(|r| r.kind == Kind::Delete)
     }
 
     /// Marks the start of a durable flush.
@@ -195,10 +195,10 @@ impl Memtable {
 /// reports that one when it applies it).
 fn grant_of(r: &PendingRecord) -> Option<(String, [u8; 32], u8, Option<ArchiveRec>)> {
     match r.kind {
-        kind::ARCHIVE => record::decode::<ArchiveRec>(&r.payload, "archive")
+        Kind::Archive => record::decode::<ArchiveRec>(&r.payload, "archive")
             .ok()
             .map(|a| (a.owner.clone(), a.id, GRANT_ARCHIVE, Some(a))),
-        kind::GRANT => record::decode::<GrantRec>(&r.payload, "grant")
+        Kind::Grant => record::decode::<GrantRec>(&r.payload, "grant")
             .ok()
             .map(|g| (g.owner, g.id, super::history::GRANT_BLOB, None)),
         _ => None,

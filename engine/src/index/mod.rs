@@ -33,6 +33,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::io::Journal;
 use crate::log::{Location, Position};
+use crate::record::Kind;
 use blob_row::BLOBS;
 pub(crate) use blob_row::Held;
 pub(crate) use flush::{entries_keeping, entries_of};
@@ -117,7 +118,7 @@ pub(crate) struct BatchEntries {
 /// A non-blob record waiting to be applied to redb.
 #[derive(Debug, Clone)]
 pub(crate) struct PendingRecord {
-    pub kind: u8,
+    pub kind: Kind,
     pub loc: Location,
     pub payload: Vec<u8>,
     /// For a grant (archive or blob grant record): the chats whose records share its batch,

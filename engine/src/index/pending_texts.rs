@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use super::history::MsgKey;
 use super::{InlineText, PendingRecord};
 use crate::log::Location;
-use crate::record::{self, ChatRec, DeleteRec, MessageTexts, MsgRec, kind};
+use crate::record::{self, ChatRec, DeleteRec, Kind, MessageTexts, MsgRec};
 
 /// What a message record once decoded gives the index: its (chat, seq, revision), the
 /// header fields its `messages` row keeps, and where its inline texts are.
@@ -26,15 +26,15 @@ pub(crate) struct Listing {
 
 /// A message record's [`Listing`], from one decode of it; `None` for another kind, or a
 /// message that does not decode (the history index reports that one when it applies it).
-pub(crate) fn texts_of(k: u8, payload: &[u8]) -> Option<Listing> {
+pub(crate) fn texts_of(k: Kind, payload: &[u8]) -> Option<Listing> {
     listing_and_record(k, payload, false).map(|(l, _)| l)
 }
 
 /// [`texts_of`], and the record as that one decode gave it (a compact record's; `None` for
 /// an rkyv record, which is validated in place, not decoded). With `defer`, a compact
 /// record's texts are not hashed ([`MessageTexts::Deferred`]: see `index/aside_texts.rs`).
-pub(crate) fn listing_and_record(k: u8, payload: &[u8], defer: bool) -> Option<(Listing, Option<MsgRec>)> {
-    if k != kind::MESSAGE && k != kind::MESSAGE_COMPACT {
+pub(crate) fn listing_and_record(k: Kind, payload: &[u8], defer: bool) -> Option<(Listing, Option<MsgRec>)> {
+    if !k.is_message() {
         return None;
     }
     let ((key, head), texts, rec) = record::message_key_texts(k, payload, defer).ok()?;
@@ -72,7 +72,7 @@ impl PendingTexts {
     /// Files a pending record (called under the memtable's lock: nothing here hashes).
     pub(crate) fn add(&mut self, r: &PendingRecord) {
         match r.kind {
-            kind::MESSAGE | kind::MESSAGE_COMPACT => match &r.texts {
+            Kind::Message | Kind::MessageCompact => match &r.texts {
                 Some(Listing { key: (chat, seq, revision), texts: MessageTexts::Listed(texts), .. }) => {
                     for &(part, id) in texts {
                         let at = InlineText { chat: *chat, seq: *seq, revision: *revision, part, loc: r.loc };
@@ -85,12 +85,12 @@ impl PendingTexts {
                 // Only a read-only refresh defers texts, and it applies straight to redb.
                 Some(Listing { texts: MessageTexts::Deferred, .. }) | None => {}
             },
-            kind::CHAT => {
+            Kind::Chat => {
                 if let Ok(c) = record::decode::<ChatRec>(&r.payload, "chat") {
                     self.owners.insert(c.chat, c.owner);
                 }
             }
-            kind::DELETE => {
+            Kind::Delete => {
                 if let Ok(d) = record::decode::<DeleteRec>(&r.payload, "delete") {
                     self.deleted.push(d.chat);
                 }

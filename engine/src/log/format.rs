@@ -22,18 +22,6 @@ pub const MAX_RECORD_LEN: usize = 1 << 30;
 /// Largest body of one batch (2 GiB), so that lengths fit the `u32` fields with room to spare.
 pub const MAX_BATCH_BODY: usize = 1 << 31;
 
-/// Record kinds. Kinds below 128 are *required*: a reader that does not know one must
-/// refuse the segment. Kinds from 128 up are *optional* and may be skipped by old readers.
-pub mod kind {
-    /// A content-addressed blob: 32-byte BLAKE3 id, then the (possibly compressed) body.
-    pub const BLOB: u8 = 1;
-    /// A chunked blob: its 32-byte id, then the list of its chunks (see
-    /// `blob::chunk::Manifest`). Kinds 2–12 are history records.
-    pub const MANIFEST: u8 = 13;
-    /// First optional kind.
-    pub const FIRST_OPTIONAL: u8 = 128;
-}
-
 /// Rounds `n` up to the frame alignment (saturating at the largest aligned `usize`).
 pub const fn align_up(n: usize) -> usize {
     n.saturating_add(ALIGN - 1) & !(ALIGN - 1)
@@ -130,7 +118,7 @@ pub fn decode_segment_header(bytes: &[u8], segment: u64) -> Result<(), SegmentHe
 /// One record to be written: its kind, codec flag, uncompressed length and stored bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct RecordSpec<'a> {
-    /// Record kind (see [`kind`]).
+    /// Record kind: its byte (`record::Kind` names them; FORMAT.md, "Record kinds").
     pub kind: u8,
     /// Codec of the compressible part of the payload (0 = none).
     pub codec: u8,

@@ -356,7 +356,7 @@ mod tests {
         assert!(super::super::is_feedback(back.role));
         assert_eq!(super::super::role_of(back.role).unwrap(), Role::User);
         let fields = super::super::message_fields(
-            crate::record::kind::MESSAGE_COMPACT,
+            super::super::Kind::MessageCompact,
             &encode(&rec, Compression::None),
         );
         assert_eq!(fields.unwrap().role, Role::User);

@@ -11,30 +11,9 @@ use crate::model::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolCo
 
 pub(crate) mod compact;
 
-/// Record kinds of history (see `engine/FORMAT.md`).
-pub(crate) mod kind {
-    pub const CHAT: u8 = 2;
-    pub const META: u8 = 3;
-    pub const MESSAGE: u8 = 4;
-    pub const REVISION: u8 = 5;
-    pub const STEP: u8 = 6;
-    pub const ARCHIVE: u8 = 7;
-    pub const PIN: u8 = 8;
-    pub const USAGE: u8 = 9;
-    pub const COMPACTION: u8 = 10;
-    pub const SUMMARY: u8 = 11;
-    pub const CHECKPOINT: u8 = 12;
-    /// Kind 13 is the blob manifest (`log::format::kind::MANIFEST`).
-    pub const DELETE: u8 = 14;
-    pub const GRANT: u8 = 15;
-    pub const HIDE: u8 = 16;
-    /// A message version in the compact encoding (`record::compact`); written since issue 19.
-    /// Kind 4 (rkyv) is still read.
-    pub const MESSAGE_COMPACT: u8 = 17;
-    /// Erasure (issue 34): a `HideRec` payload whose ranges `gc` erases (see FORMAT.md,
-    /// "Erased messages"). Always in the batch of a `HIDE` record of the same ranges.
-    pub const ERASE: u8 = 18;
-}
+pub(crate) mod kind;
+
+pub use kind::Kind;
 
 /// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.
 /// Like an archive grant, it is bound to the chats whose records share its batch, and is the
@@ -394,13 +373,19 @@ pub(crate) fn status_of(complete: bool) -> StepStatus {
     if complete { StepStatus::Complete } else { StepStatus::Interrupted }
 }
 
-/// A message record of either encoding (`k`: [`kind::MESSAGE`] or
-/// [`kind::MESSAGE_COMPACT`]), decoded.
-pub(crate) fn message(k: u8, payload: &[u8]) -> std::result::Result<MsgRec, String> {
+/// The kind of a record read where a message version must be (`byte`: its header's kind
+/// byte), or why it is not one.
+pub(crate) fn message_kind(byte: u8) -> std::result::Result<Kind, String> {
+    Kind::of(byte).filter(|k| k.is_message()).ok_or_else(|| format!("record kind {byte} is not a message"))
+}
+
+/// A message record of either encoding (`k`: [`Kind::Message`] or
+/// [`Kind::MessageCompact`]), decoded.
+pub(crate) fn message(k: Kind, payload: &[u8]) -> std::result::Result<MsgRec, String> {
     match k {
-        kind::MESSAGE_COMPACT => compact::decode(payload),
-        kind::MESSAGE => decode(payload, "message"),
-        other => Err(format!("record kind {other} is not a message")),
+        Kind::MessageCompact => compact::decode(payload),
+        Kind::Message => decode(payload, "message"),
+        other => Err(format!("record kind {} is not a message", other.byte())),
     }
 }
 
@@ -418,8 +403,8 @@ fn fields_of(rec: &MsgRec) -> std::result::Result<MsgFields, String> {
 
 /// Reads a message record's header fields (an rkyv one validated in place, without decoding
 /// its parts).
-pub(crate) fn message_fields(k: u8, bytes: &[u8]) -> std::result::Result<MsgFields, String> {
-    if k != kind::MESSAGE {
+pub(crate) fn message_fields(k: Kind, bytes: &[u8]) -> std::result::Result<MsgFields, String> {
+    if k != Kind::Message {
         return fields_of(&message(k, bytes)?);
     }
     let buf = aligned(bytes);
@@ -440,25 +425,28 @@ pub(crate) fn message_fields(k: u8, bytes: &[u8]) -> std::result::Result<MsgFiel
     })
 }
 
-/// Checks that a history record of `kind` decodes (for `Store::check`).
-pub(crate) fn check(k: u8, payload: &[u8]) -> std::result::Result<(), String> {
+/// Checks that a history record of kind byte `byte` decodes (for `Store::check`).
+pub(crate) fn check(byte: u8, payload: &[u8]) -> std::result::Result<(), String> {
+    let Some(k) = Kind::of(byte) else {
+        return Err(format!("unknown required record kind {byte}"));
+    };
     match k {
-        kind::CHAT => decode::<ChatRec>(payload, "chat").map(drop),
-        kind::META => decode::<MetaRec>(payload, "metadata").map(drop),
-        kind::MESSAGE | kind::MESSAGE_COMPACT => message(k, payload).map(drop),
-        kind::REVISION => decode::<RevRec>(payload, "revision").map(drop),
-        kind::STEP => decode::<StepRec>(payload, "step").map(drop),
-        kind::ARCHIVE => decode::<ArchiveRec>(payload, "archive").map(drop),
-        kind::PIN => decode::<PinRec>(payload, "pin").map(drop),
-        kind::USAGE => decode::<UsageRec>(payload, "usage").map(drop),
-        kind::COMPACTION => decode::<CompactionRec>(payload, "compaction").map(drop),
-        kind::SUMMARY => decode::<SummaryRec>(payload, "summary").map(drop),
-        kind::CHECKPOINT => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
-        kind::DELETE => decode::<DeleteRec>(payload, "delete").map(drop),
-        kind::GRANT => decode::<GrantRec>(payload, "grant").map(drop),
-        kind::HIDE => decode::<HideRec>(payload, "hide").map(drop),
-        kind::ERASE => decode::<HideRec>(payload, "erase").map(drop),
-        other => Err(format!("unknown required record kind {other}")),
+        Kind::Chat => decode::<ChatRec>(payload, "chat").map(drop),
+        Kind::Meta => decode::<MetaRec>(payload, "metadata").map(drop),
+        Kind::Message | Kind::MessageCompact => message(k, payload).map(drop),
+        Kind::Revision => decode::<RevRec>(payload, "revision").map(drop),
+        Kind::Step => decode::<StepRec>(payload, "step").map(drop),
+        Kind::Archive => decode::<ArchiveRec>(payload, "archive").map(drop),
+        Kind::Pin => decode::<PinRec>(payload, "pin").map(drop),
+        Kind::Usage => decode::<UsageRec>(payload, "usage").map(drop),
+        Kind::Compaction => decode::<CompactionRec>(payload, "compaction").map(drop),
+        Kind::Summary => decode::<SummaryRec>(payload, "summary").map(drop),
+        Kind::Checkpoint => decode::<CheckpointRec>(payload, "checkpoint").map(drop),
+        Kind::Delete => decode::<DeleteRec>(payload, "delete").map(drop),
+        Kind::Grant => decode::<GrantRec>(payload, "grant").map(drop),
+        Kind::Hide => decode::<HideRec>(payload, "hide").map(drop),
+        Kind::Erase => decode::<HideRec>(payload, "erase").map(drop),
+        Kind::Blob | Kind::Manifest => Err(format!("record kind {byte} is a blob's, not history")),
     }
 }
 
@@ -493,8 +481,8 @@ pub(crate) enum MessageTexts {
 /// table. Empty texts are left out, and so are the text parts of other roles, which no view
 /// previews (index layout 6: a LangGraph saver's records are system texts, and their rows
 /// were 46 % of its index).
-pub(crate) fn message_texts(k: u8, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
-    if k != kind::MESSAGE {
+pub(crate) fn message_texts(k: Kind, bytes: &[u8]) -> std::result::Result<MessageTexts, String> {
+    if k != Kind::Message {
         return Ok(decoded_texts(&message(k, bytes)?));
     }
     let buf = aligned(bytes);
@@ -555,11 +543,11 @@ pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
 /// With `defer`, a compact record's inline texts are not hashed: [`MessageTexts::Deferred`]
 /// when it holds any (an rkyv record's are listed all the same).
 pub(crate) fn message_key_texts(
-    k: u8,
+    k: Kind,
     bytes: &[u8],
     defer: bool,
 ) -> std::result::Result<(MsgKeyHead, MessageTexts, Option<MsgRec>), String> {
-    if k != kind::MESSAGE {
+    if k != Kind::Message {
         let rec = message(k, bytes)?;
         let role = role_of(rec.role)?;
         let head = (role.code(), rec.turn, rec.at_ms, rec.step.is_some());
@@ -614,7 +602,8 @@ pub(crate) fn message_part_text(
     body: impl FnOnce(&[u8; 32]) -> Result<crate::blob::Blob>,
 ) -> Result<Option<String>> {
     let bad = |e: String| Error::index_msg(format!("an inline text's message: {e}"));
-    if k != kind::MESSAGE {
+    let k = message_kind(k).map_err(bad)?;
+    if k != Kind::Message {
         let parts = match message(k, bytes).map_err(bad)?.body {
             BodyRec::Inline(parts) => parts,
             BodyRec::Blob(id) => {
@@ -707,7 +696,7 @@ mod tests {
             };
             let rkyv = encode(&rec).unwrap();
             let compact = compact::encode(&rec, crate::blob::Compression::default());
-            for (k, bytes) in [(kind::MESSAGE, &rkyv[..]), (kind::MESSAGE_COMPACT, &compact[..])] {
+            for (k, bytes) in [(Kind::Message, &rkyv[..]), (Kind::MessageCompact, &compact[..])] {
                 assert_eq!(
                     message_texts(k, bytes).unwrap(),
                     MessageTexts::Listed(want.clone()),
@@ -715,7 +704,7 @@ mod tests {
                 );
                 assert_eq!(message_fields(k, bytes).unwrap().role, role);
                 // Any inline text part is still read back by its index, listed or not.
-                let text = message_part_text(k, bytes, 0, |_| unreachable!()).unwrap();
+                let text = message_part_text(k.byte(), bytes, 0, |_| unreachable!()).unwrap();
                 assert_eq!(text.as_deref(), Some("a text"));
             }
         }

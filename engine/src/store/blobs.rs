@@ -16,7 +16,7 @@ use super::core::{Core, RecordOut, Txn, not_found};
 use crate::blob::{Blob, BlobId, Verify};
 use crate::error::Result;
 pub(crate) use crate::index::Held;
-use crate::record::{self, GrantRec, kind};
+use crate::record::{self, GrantRec, Kind};
 
 pub use super::core::MAX_BLOB_LEN;
 
@@ -146,8 +146,8 @@ pub(crate) fn grant_into(
         return Ok(());
     }
     let payload = record::encode(&GrantRec { owner: owner.to_string(), id: id.0 })?.into_vec();
-    if !txn.records.iter().any(|r| r.kind == kind::GRANT && r.payload == payload) {
-        txn.push(RecordOut::history(kind::GRANT, payload));
+    if !txn.records.iter().any(|r| r.kind == Kind::Grant && r.payload == payload) {
+        txn.push(RecordOut::history(Kind::Grant, payload));
     }
     Ok(())
 }

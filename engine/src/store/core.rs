@@ -12,11 +12,12 @@ use crate::blob::chunk::{Base, Manifest, cut_points};
 use crate::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
 use crate::error::{Error, Result};
 use crate::index::{BatchEntries, Index, PendingRecord};
-use crate::log::format::{self, BatchBuf, RecordSpec, kind};
+use crate::log::format::{self, BatchBuf, RecordSpec};
 use crate::log::reader::{LogReader, RawRecord};
 use crate::log::writer::LogWriter;
 use crate::log::{Location, Position};
 use crate::options::Options;
+use crate::record::Kind;
 
 /// Largest blob stored as one record (1 GiB minus the id).
 pub const MAX_BLOB_LEN: usize = format::MAX_RECORD_LEN - 32;
@@ -53,7 +54,7 @@ pub(crate) struct Core {
 /// One record of a transaction being built.
 #[derive(Debug)]
 pub(crate) struct RecordOut {
-    pub kind: u8,
+    pub kind: Kind,
     pub codec: u8,
     pub raw_len: u32,
     /// The stored payload (for a blob: id then stored body).
@@ -64,7 +65,7 @@ pub(crate) struct RecordOut {
 
 impl RecordOut {
     /// A history (non-blob) record.
-    pub(crate) fn history(kind: u8, payload: Vec<u8>) -> RecordOut {
+    pub(crate) fn history(kind: Kind, payload: Vec<u8>) -> RecordOut {
         RecordOut { kind, codec: 0, raw_len: payload.len() as u32, payload, blob: None }
     }
 }
@@ -225,7 +226,7 @@ impl Txn {
         let payload = m.encode();
         self.blobs.insert(id);
         self.records.push(RecordOut {
-            kind: kind::MANIFEST,
+            kind: Kind::Manifest,
             codec: codec_flag_none(),
             raw_len: payload.len() as u32,
             payload,
@@ -273,7 +274,7 @@ impl Txn {
         payload.extend_from_slice(body);
         self.blobs.insert(id);
         self.records.push(RecordOut {
-            kind: kind::BLOB,
+            kind: Kind::Blob,
             codec,
             raw_len: content.len() as u32,
             payload,
@@ -342,7 +343,8 @@ impl Core {
         let mut batch = BatchBuf::new();
         let mut rels = Vec::with_capacity(txn.records.len());
         for r in &txn.records {
-            let spec = RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[&r.payload] };
+            let spec =
+                RecordSpec { kind: r.kind.byte(), codec: r.codec, raw_len: r.raw_len, parts: &[&r.payload] };
             rels.push(batch.push(spec).map_err(Error::InvalidArgument)?);
         }
         let frame = batch.finish();
@@ -568,7 +570,7 @@ impl Core {
     pub(crate) fn blob_len(&self, id: &BlobId) -> Result<u64> {
         let loc = self.blob_loc(id)?.ok_or_else(|| not_found(id))?;
         let rec = self.read(loc, Verify::Checksum)?;
-        if rec.kind == kind::MANIFEST {
+        if rec.kind == Kind::Manifest {
             let m = Manifest::decode(&rec.payload).map_err(|e| Error::corrupt(loc.segment, loc.offset, e))?;
             return Ok(m.len());
         }
@@ -580,7 +582,7 @@ impl Core {
     pub(crate) fn manifest_of(&self, id: &BlobId) -> Result<Option<Manifest>> {
         let loc = self.blob_loc(id)?.ok_or_else(|| not_found(id))?;
         let rec = self.read(loc, Verify::Checksum)?;
-        if rec.kind != kind::MANIFEST {
+        if rec.kind != Kind::Manifest {
             return Ok(None);
         }
         match self.record_at(loc, rec, id, Verify::Checksum, 0)? {
@@ -641,7 +643,7 @@ impl Core {
         depth: u8,
     ) -> Result<Stored> {
         let corrupt = |why: String| Error::corrupt(loc.segment, loc.offset, why);
-        if (rec.kind != kind::BLOB && rec.kind != kind::MANIFEST) || rec.payload.len() < 32 {
+        if (rec.kind != Kind::Blob && rec.kind != Kind::Manifest) || rec.payload.len() < 32 {
             return Err(corrupt(format!(
                 "expected a blob or manifest record, found kind {} of {} bytes",
                 rec.kind,
@@ -653,7 +655,7 @@ impl Core {
             found.copy_from_slice(&rec.payload[..32]);
             return Err(corrupt(format!("record holds blob {}, index says {id}", BlobId(found))));
         }
-        if rec.kind == kind::MANIFEST {
+        if rec.kind == Kind::Manifest {
             if depth >= MAX_MANIFEST_DEPTH {
                 return Err(corrupt(format!("manifest of blob {id} nests deeper than {MAX_MANIFEST_DEPTH}")));
             }
@@ -697,7 +699,7 @@ impl Core {
             )));
         };
         let rec = self.read(loc, Verify::Checksum)?;
-        if rec.kind != kind::MANIFEST {
+        if rec.kind != Kind::Manifest {
             return Err(Error::InvalidArgument(format!(
                 "delta manifest of {}: its base {} is kind {}, expected a manifest",
                 m.id, base.id, rec.kind

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use crate::blob::BlobId;
-use crate::record::{self, CheckpointRec, CompactionRec, HideRec, MsgRec, PinRec, SummaryRec, kind};
+use crate::record::{self, CheckpointRec, CompactionRec, HideRec, Kind, MsgRec, PinRec, SummaryRec};
 
 /// A checkpoint as the first pass saw it: (chat, base revision, reach, segments as
 /// (from, to, id), root).
@@ -68,14 +68,14 @@ impl Erasures {
     }
 
     /// First pass: an `erase` or `checkpoint` record.
-    pub(crate) fn note(&mut self, k: u8, payload: &[u8]) -> Result<(), String> {
+    pub(crate) fn note(&mut self, k: Kind, payload: &[u8]) -> Result<(), String> {
         match k {
-            kind::ERASE => {
+            Kind::Erase => {
                 let h: HideRec = record::decode(payload, "erase")?;
                 let list = self.by_chat.entry(h.chat).or_default();
                 list.extend(h.ranges.iter().map(|&(s, e)| (s..e, h.revision)));
             }
-            kind::CHECKPOINT => {
+            Kind::Checkpoint => {
                 let c: CheckpointRec = record::decode(payload, "checkpoint")?;
                 self.checkpoints.push((c.chat, c.base_revision, c.reach, c.segments, c.root));
             }
@@ -144,10 +144,10 @@ impl Erasures {
 
     /// True when the summaries of a batch holding these `(kind, payload)` records are
     /// derived from erased content (one of them is keyed by a tainted key).
-    pub(crate) fn batch_tainted<'a>(&self, mut records: impl Iterator<Item = (u8, &'a [u8])>) -> bool {
+    pub(crate) fn batch_tainted<'a>(&self, mut records: impl Iterator<Item = (Kind, &'a [u8])>) -> bool {
         !self.tainted.is_empty()
             && records.any(|(k, p)| {
-                k == kind::SUMMARY
+                k == Kind::Summary
                     && record::decode::<SummaryRec>(p, "summary").is_ok_and(|s| self.tainted.contains(&s.key))
             })
     }
@@ -156,17 +156,17 @@ impl Erasures {
     /// summaries are `tainted` or not.
     pub(crate) fn fate(
         &self,
-        k: u8,
+        k: Kind,
         payload: &[u8],
         chat: Option<u64>,
         tainted: bool,
     ) -> Result<Fate, String> {
-        if k == kind::SUMMARY {
+        if k == Kind::Summary {
             return Ok(if tainted { Fate::Drop } else { Fate::Keep });
         }
         let Some(chat) = chat.filter(|c| self.touches(*c)) else { return Ok(Fate::Keep) };
         let dropped = match k {
-            kind::MESSAGE | kind::MESSAGE_COMPACT => {
+            Kind::Message | Kind::MessageCompact => {
                 let f = record::message_fields(k, payload)?;
                 // A tombstone (an earlier collection's) stays as it is.
                 if self.is_erased(chat, f.seq, f.revision) && !is_tombstone(k, payload)? {
@@ -174,20 +174,32 @@ impl Erasures {
                 }
                 false
             }
-            kind::CHECKPOINT => {
+            Kind::Checkpoint => {
                 let c: CheckpointRec = record::decode(payload, "checkpoint")?;
                 self.covers(chat, &(0..c.reach), c.base_revision + 1)
             }
-            kind::COMPACTION => {
+            Kind::Compaction => {
                 let c: CompactionRec = record::decode(payload, "compaction")?;
                 c.trims.iter().any(|(s, _)| self.covers(chat, &(*s..s + 1), c.revision))
                     || c.squishes.iter().any(|(f, t, _)| self.covers(chat, &(*f..t + 1), c.revision))
             }
-            kind::PIN => {
+            Kind::Pin => {
                 let p: PinRec = record::decode(payload, "pin")?;
                 self.orphaned(&[chat], &BlobId(p.id))
             }
-            _ => false,
+            Kind::Chat
+            | Kind::Meta
+            | Kind::Revision
+            | Kind::Step
+            | Kind::Usage
+            | Kind::Summary
+            | Kind::Delete
+            | Kind::Hide
+            | Kind::Erase
+            | Kind::Archive
+            | Kind::Grant
+            | Kind::Blob
+            | Kind::Manifest => false,
         };
         Ok(if dropped { Fate::Drop } else { Fate::Keep })
     }
@@ -202,14 +214,14 @@ impl Erasures {
 }
 
 /// True when a message record holds no content (a tombstone, or a message without parts).
-fn is_tombstone(k: u8, payload: &[u8]) -> Result<bool, String> {
+fn is_tombstone(k: Kind, payload: &[u8]) -> Result<bool, String> {
     Ok(matches!(record::message(k, payload)?.body, record::BodyRec::Inline(p) if p.is_empty()))
 }
 
 /// The tombstone of an erased message version: the same record without its content, in
 /// the compact encoding.
 pub(crate) fn tombstone(
-    k: u8,
+    k: Kind,
     payload: &[u8],
     compression: crate::blob::Compression,
 ) -> Result<Vec<u8>, String> {
@@ -224,7 +236,7 @@ mod tests {
 
     fn erase(e: &mut Erasures, chat: u64, revision: u64, ranges: Vec<(u64, u64)>) {
         let rec = HideRec { chat, revision, ranges, at_ms: 0 };
-        e.note(kind::ERASE, &record::encode(&rec).unwrap()).unwrap();
+        e.note(Kind::Erase, &record::encode(&rec).unwrap()).unwrap();
     }
 
     #[test]

@@ -29,13 +29,14 @@ use crate::blob::chunk::Manifest;
 use crate::error::{Error, Result};
 use crate::index::INDEX_FILE;
 use crate::io;
-use crate::log::format::{self, BatchBuf, RecordRef, RecordSpec, kind};
+use crate::log::format::{self, BatchBuf, RecordRef, RecordSpec};
 use crate::log::scan::{ScanEnd, walk_batches};
 use crate::log::{list_segments, log_dir, segment_path};
 use crate::options::Options;
+use crate::record::Kind;
 use crate::record::{
     self, ArchiveRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, PartRec, PartsRec, PinRec,
-    SummaryRec, kind as hkind,
+    SummaryRec,
 };
 
 const NEW_DIR: &str = "gc.new";
@@ -65,7 +66,14 @@ pub struct GcReport {
 
 /// Where a record belongs: a chat, or the store as a whole.
 fn chat_of(r: &RecordRef<'_>) -> std::result::Result<Option<u64>, String> {
-    crate::index::chat_of(r.kind, r.payload)
+    Kind::of(r.kind).map_or(Ok(None), |k| crate::index::chat_of(k, r.payload))
+}
+
+/// The known records of a batch with their kinds (an optional kind this build does not
+/// know is copied as it is and holds nothing; open refuses a store with an unknown
+/// required kind).
+fn known<'a>(records: &'a [RecordRef<'a>]) -> impl Iterator<Item = (Kind, &'a [u8])> + Clone + 'a {
+    records.iter().filter_map(|r| Some((Kind::of(r.kind)?, r.payload)))
 }
 
 /// Whether a grant in a batch bound to `chats` stays: the owner's own (no chat), or bound to
@@ -76,8 +84,8 @@ fn grant_stays(chats: &[u64], deleted: &HashSet<u64>) -> bool {
 
 /// The chats a grant in this batch is bound to.
 fn chats_of_batch(records: &[RecordRef<'_>]) -> Vec<u64> {
-    if records.iter().any(|r| crate::index::is_grant(r.kind)) {
-        crate::index::batch_chats(records.iter().map(|r| (r.kind, r.payload)))
+    if known(records).any(|(k, _)| crate::index::is_grant(k)) {
+        crate::index::batch_chats(known(records))
     } else {
         Vec::new()
     }
@@ -147,16 +155,16 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
     each_record(core, &segments, written, |n, r| {
         report.records_before += 1;
         let bad = |e: String| Error::corrupt(n, r.offset, e);
-        match r.kind {
-            hkind::DELETE => {
+        match Kind::of(r.kind) {
+            Some(Kind::Delete) => {
                 deleted.insert(record::decode::<DeleteRec>(r.payload, "delete").map_err(bad)?.chat);
             }
-            hkind::ERASE | hkind::CHECKPOINT => erasures.note(r.kind, r.payload).map_err(bad)?,
-            hkind::ARCHIVE => {
+            Some(k @ (Kind::Erase | Kind::Checkpoint)) => erasures.note(k, r.payload).map_err(bad)?,
+            Some(Kind::Archive) => {
                 let a: ArchiveRec = record::decode(r.payload, "archive").map_err(bad)?;
                 archive_index.insert(BlobId(a.id), BlobId(a.index));
             }
-            kind::MANIFEST => {
+            Some(Kind::Manifest) => {
                 let m = Manifest::decode(r.payload).map_err(bad)?;
                 manifests.insert(m.id, m.refs().collect());
             }
@@ -168,16 +176,14 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
     // Pass 1b (only with erasures): what the versions of chats with erasures reference.
     if !erasures.is_empty() {
         each_record(core, &segments, written, |n, r| {
-            if !matches!(r.kind, hkind::MESSAGE | hkind::MESSAGE_COMPACT) {
-                return Ok(());
-            }
+            let Some(kind) = Kind::of(r.kind).filter(|k| k.is_message()) else { return Ok(()) };
             let bad = |e: String| Error::corrupt(n, r.offset, e);
-            let f = record::message_fields(r.kind, r.payload).map_err(bad)?;
+            let f = record::message_fields(kind, r.payload).map_err(bad)?;
             if deleted.contains(&f.chat) || !erasures.touches(f.chat) {
                 return Ok(());
             }
             let mut body = |id: &BlobId| core.get_blob(id, core.opts.verify).map(Some);
-            let Some(Holds::Refs(refs)) = holds(r.kind, r.payload, &bad, &mut body)? else { return Ok(()) };
+            let Some(Holds::Refs(refs)) = holds(kind, r.payload, &bad, &mut body)? else { return Ok(()) };
             erasures.note_version(f.chat, f.seq, f.revision, refs);
             Ok(())
         })?;
@@ -205,15 +211,16 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
         let (chats, tainted) = gone.batch(records);
         for r in records {
             let bad = |e: String| Error::corrupt(n, r.offset, e);
-            let fate = match r.kind {
-                kind::BLOB | kind::MANIFEST => {
+            let kind = Kind::of(r.kind);
+            let fate = match kind {
+                Some(Kind::Blob | Kind::Manifest) => {
                     let id = blob_id(r).ok_or_else(|| bad("blob record shorter than its id".into()))?;
                     if !dead.contains(&id) && out.first_copy(id) { Fate::Keep } else { Fate::Drop }
                 }
                 _ => gone.fate(n, r, &chats, tainted)?,
             };
             if fate == Fate::Drop {
-                report.blobs_removed += matches!(r.kind, kind::BLOB | kind::MANIFEST) as u64;
+                report.blobs_removed += kind.is_some_and(Kind::is_blob) as u64;
                 if let Some(c) = chat_of(r).map_err(bad)?.filter(|c| deleted.contains(c)) {
                     emptied.insert(c);
                 }
@@ -223,9 +230,12 @@ fn copy_live(core: &Core, to: &Path, segment_size: u64) -> Result<GcReport> {
             let stone;
             let spec = if fate == Fate::Tombstone {
                 report.erased_versions += 1;
-                stone = erase::tombstone(r.kind, r.payload, core.opts.compression).map_err(bad)?;
+                let Some(kind) = kind else {
+                    return Err(bad("an unknown record kind has no tombstone".into()));
+                };
+                stone = erase::tombstone(kind, r.payload, core.opts.compression).map_err(bad)?;
                 let raw_len = u32::try_from(stone.len()).map_err(|_| bad("a tombstone over 4 GiB".into()))?;
-                RecordSpec { kind: hkind::MESSAGE_COMPACT, codec: 0, raw_len, parts: &[&stone] }
+                RecordSpec { kind: Kind::MessageCompact.byte(), codec: 0, raw_len, parts: &[&stone] }
             } else {
                 RecordSpec { kind: r.kind, codec: r.codec, raw_len: r.raw_len, parts: &[r.payload] }
             };
@@ -257,14 +267,14 @@ pub(crate) enum Holds {
 /// bytes (`Ok(None)`: only the body itself is counted). `bad` makes the error of a record
 /// that does not decode. Shared by this module and fleet mode's collection.
 pub(crate) fn holds(
-    kind: u8,
+    kind: Kind,
     payload: &[u8],
     bad: &dyn Fn(String) -> Error,
     body: &mut dyn FnMut(&BlobId) -> Result<Option<crate::blob::Blob>>,
 ) -> Result<Option<Holds>> {
     let mut refs = Vec::new();
     match kind {
-        hkind::MESSAGE | hkind::MESSAGE_COMPACT => match record::message(kind, payload).map_err(bad)?.body {
+        Kind::Message | Kind::MessageCompact => match record::message(kind, payload).map_err(bad)?.body {
             record::BodyRec::Inline(parts) => part_refs(&parts, &mut refs),
             record::BodyRec::Blob(id) => {
                 refs.push(BlobId(id));
@@ -274,26 +284,35 @@ pub(crate) fn holds(
                 }
             }
         },
-        hkind::PIN => refs.push(BlobId(record::decode::<PinRec>(payload, "pin").map_err(bad)?.id)),
-        hkind::COMPACTION => {
+        Kind::Pin => refs.push(BlobId(record::decode::<PinRec>(payload, "pin").map_err(bad)?.id)),
+        Kind::Compaction => {
             let c: CompactionRec = record::decode(payload, "compaction").map_err(bad)?;
             refs.extend(c.trims.iter().map(|t| BlobId(t.1)));
         }
-        hkind::CHECKPOINT => {
+        Kind::Checkpoint => {
             refs.push(BlobId(record::decode::<CheckpointRec>(payload, "checkpoint").map_err(bad)?.summary));
         }
-        hkind::SUMMARY => {
+        Kind::Summary => {
             refs.push(BlobId(record::decode::<SummaryRec>(payload, "summary").map_err(bad)?.text));
         }
-        hkind::ARCHIVE => {
+        Kind::Archive => {
             let a: ArchiveRec = record::decode(payload, "archive").map_err(bad)?;
             return Ok(Some(Holds::Grant(vec![BlobId(a.id), BlobId(a.index)])));
         }
-        hkind::GRANT => {
+        Kind::Grant => {
             let g: GrantRec = record::decode(payload, "grant").map_err(bad)?;
             return Ok(Some(Holds::Grant(vec![BlobId(g.id)])));
         }
-        _ => return Ok(None),
+        Kind::Chat
+        | Kind::Meta
+        | Kind::Revision
+        | Kind::Step
+        | Kind::Usage
+        | Kind::Delete
+        | Kind::Hide
+        | Kind::Erase
+        | Kind::Blob
+        | Kind::Manifest => return Ok(None),
     }
     Ok(Some(Holds::Refs(refs)))
 }
@@ -308,16 +327,17 @@ impl Gone<'_> {
     /// The chats a batch's grants are bound to, and whether its summaries are derived from
     /// erased content.
     fn batch(&self, records: &[RecordRef<'_>]) -> (Vec<u64>, bool) {
-        let tainted = self.erasures.batch_tainted(records.iter().map(|r| (r.kind, r.payload)));
+        let tainted = self.erasures.batch_tainted(known(records));
         (chats_of_batch(records), tainted)
     }
 
     /// What becomes of history record `r` (not a blob or manifest) of segment `n`.
     fn fate(&self, n: u64, r: &RecordRef<'_>, chats: &[u64], tainted: bool) -> Result<Fate> {
         let bad = |e: String| Error::corrupt(n, r.offset, e);
-        match r.kind {
-            hkind::ARCHIVE | hkind::GRANT => {
-                let granted = if r.kind == hkind::GRANT {
+        let Some(kind) = Kind::of(r.kind) else { return Ok(Fate::Keep) };
+        match kind {
+            Kind::Archive | Kind::Grant => {
+                let granted = if kind == Kind::Grant {
                     record::decode::<GrantRec>(r.payload, "grant").map_err(bad)?.id
                 } else {
                     record::decode::<ArchiveRec>(r.payload, "archive").map_err(bad)?.id
@@ -326,10 +346,10 @@ impl Gone<'_> {
                     grant_stays(chats, self.deleted) && !self.erasures.orphaned(chats, &BlobId(granted));
                 Ok(if stays { Fate::Keep } else { Fate::Drop })
             }
-            hkind::CHAT | hkind::DELETE => Ok(Fate::Keep),
+            Kind::Chat | Kind::Delete => Ok(Fate::Keep),
             _ => match chat_of(r).map_err(bad)? {
                 Some(c) if self.deleted.contains(&c) => Ok(Fate::Drop),
-                chat => self.erasures.fate(r.kind, r.payload, chat, tainted).map_err(bad),
+                chat => self.erasures.fate(kind, r.payload, chat, tainted).map_err(bad),
             },
         }
     }
@@ -349,7 +369,8 @@ fn reach(
     let bad = |e: String| Error::corrupt(n, r.offset, e);
     let mut body = |id: &BlobId| core.get_blob(id, core.opts.verify).map(Some);
     let into = if fate == Fate::Keep { live } else { dead };
-    let mut refs = match holds(r.kind, r.payload, &bad, &mut body)? {
+    let Some(kind) = Kind::of(r.kind) else { return Ok(()) };
+    let mut refs = match holds(kind, r.payload, &bad, &mut body)? {
         None => return Ok(()),
         // A grant holds its blob (an archive grant, the offset index too) while it stays.
         Some(Holds::Grant(ids)) => {

@@ -8,9 +8,10 @@ use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Error, Result};
 use crate::index::{self, Applied};
-use crate::log::format::{self, RecordRef, kind};
+use crate::log::format::{self, RecordRef};
 use crate::log::scan::{ScanEnd, verify_segment, walk_batches};
 use crate::log::{Position, list_segments, log_dir, segment_path};
+use crate::record::Kind;
 
 /// One damaged frame found by [`Store::check`](crate::Store::check).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,7 +154,7 @@ fn log_entries(core: &Core, written: Position) -> Result<(Vec<index::BatchEntrie
             if n == written.segment {
                 last_batch = b.offset;
             }
-            entries.push(index::entries_of(n, b));
+            entries.push(index::entries_of(n, b)?);
             Ok::<(), Error>(())
         })?;
         if let ScanEnd::Damaged { offset, reason, .. } = how {
@@ -179,7 +180,7 @@ pub(crate) fn check(core: &Core) -> Result<CheckReport> {
         let mut blobs = 0u64;
         let seg = verify_segment(&bytes, n, |r| {
             let why = check_record(core, r)?;
-            if why.is_none() && (r.kind == kind::BLOB || r.kind == kind::MANIFEST) {
+            if why.is_none() && (r.kind == Kind::Blob || r.kind == Kind::Manifest) {
                 blobs += 1;
             }
             why
@@ -228,13 +229,13 @@ fn check_index(core: &Core) -> Result<Vec<String>> {
 
 /// Extra checks of one valid record; `Some(reason)` when it is wrong.
 fn check_record(core: &Core, r: &RecordRef<'_>) -> Option<Option<String>> {
-    if r.kind >= kind::FIRST_OPTIONAL {
+    if r.kind >= Kind::FIRST_OPTIONAL {
         return Some(None);
     }
-    if r.kind == kind::MANIFEST {
+    if r.kind == Kind::Manifest {
         return Some(check_manifest(core, r.payload));
     }
-    if r.kind != kind::BLOB {
+    if r.kind != Kind::Blob {
         return Some(crate::record::check(r.kind, r.payload).err());
     }
     if r.payload.len() < 32 {

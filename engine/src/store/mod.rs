@@ -180,7 +180,7 @@ fn replay(
 ) -> Result<(Recovered, Replayed), RecoverError> {
     let mut replayed = Vec::new();
     let rec = recover(logd, from, from_batch, layout, |seg, b: &format::BatchRef<'_>| {
-        replayed.push(index::entries_of(seg, b));
+        replayed.push(index::entries_of(seg, b)?);
         Ok(())
     })?;
     Ok((rec, replayed))

@@ -33,7 +33,7 @@ use crate::log::{
     Durability, Layout, Location, Position, fill_listing_gaps, list_segments, log_dir, segment_path,
 };
 use crate::options::Options;
-use crate::record::{self, MsgRec, kind};
+use crate::record::{self, Kind, MsgRec};
 
 /// What a [`Store::refresh`](crate::Store::refresh) brought in.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -103,7 +103,7 @@ fn changes_of(entries: &[BatchEntries]) -> Vec<(u64, ChatChange)> {
                 }
                 _ => *c = ChatChange::Changed,
             }
-        } else if r.kind != kind::STEP
+        } else if r.kind != Kind::Step
             && let Ok(Some(chat)) = index::chat_of(r.kind, &r.payload)
         {
             out.insert(chat, ChatChange::Changed);
@@ -286,7 +286,7 @@ impl Follower {
                     }
                     st.next_txid = Some(b.txid + 1);
                     st.last_batch = b.offset;
-                    entries.push(index::entries_keeping(n, b, keep.then_some(&mut decoded)));
+                    entries.push(index::entries_keeping(n, b, keep.then_some(&mut decoded))?);
                     batches += 1;
                     Ok::<(), Error>(())
                 })?;
@@ -471,7 +471,7 @@ pub(crate) fn list_deferred_texts(core: &core::Core) {
     }
     core.index.list_deferred_texts(&|loc| {
         let raw = core.read(loc, crate::blob::Verify::Checksum)?;
-        match record::message_texts(raw.kind, &raw.payload) {
+        match record::message_kind(raw.kind).and_then(|k| record::message_texts(k, &raw.payload)) {
             Ok(record::MessageTexts::Listed(texts)) => Ok(texts),
             Ok(_) => Ok(Vec::new()),
             Err(why) => Err(Error::corrupt(loc.segment, loc.offset, why)),

@@ -21,7 +21,7 @@ use crate::history::ChatRef;
 use crate::history::view_memo::ViewMemo;
 use crate::history::{now_ms, tokens_kept};
 use crate::model::{ArchiveRef, IndexLine, Message, Part, Role, ToolContent};
-use crate::record::{self, CompactionRec, UsageRec, kind};
+use crate::record::{self, CompactionRec, Kind, UsageRec};
 use crate::store::core::{RecordOut, Txn};
 use crate::worker::Slot;
 
@@ -711,7 +711,7 @@ impl ChatView<'_> {
         let now = now_ms();
         let rec = UsageRec { chat: self.chat.id().0, model: model.clone(), factor: new, at_ms: now };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(kind::USAGE, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Usage, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut cal = (*w.calibration).clone();
         cal.insert(model, new);
@@ -858,7 +858,7 @@ impl ChatView<'_> {
         }
         let rec =
             CompactionRec { chat: self.chat.id().0, revision: w.revision, trims, squishes, at_ms: now_ms() };
-        txn.push(RecordOut::history(kind::COMPACTION, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::history(Kind::Compaction, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut list = (*w.compactions).clone();
         list.push(rec);
