@@ -27,6 +27,7 @@ else:
         ("langgraph", {"langgraph", "langchain_core"}, "undertext[langgraph]"),
         ("agents", {"agents"}, "undertext[agents]"),
         ("claude", {"claude_agent_sdk"}, "undertext[claude]"),
+        ("langgraph_store", {"langgraph"}, "undertext[langgraph]"),
         ("langchain", {"langchain_core"}, "undertext[langchain]"),
     ],
 )
