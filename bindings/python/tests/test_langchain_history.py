@@ -49,6 +49,7 @@ def every_kind() -> list[BaseMessage]:
         FunctionMessage("42", name="f"),
         ChatMessage("free-form role", role="critic"),
         AIMessage("a lone surrogate \ud800 survives"),
+        ToolMessage("long output " * 20_000, tool_call_id="call-2"),  # past the archive threshold
     ]
 
 
@@ -155,7 +156,7 @@ def test_every_kind_of_message_comes_back_equal_after_a_reopen(tmp_path: Path) -
         # The engine chat reads as a conversation: roles follow the LangChain types.
         chat = history.store.chat(history.owner, history.chat_id)
         assert [m.role for m in chat.messages()] == [
-            "system", "user", "user", "assistant", "tool", "tool", "assistant", "assistant",
+            "system", "user", "user", "assistant", "tool", "tool", "assistant", "assistant", "tool",
         ]
 
 

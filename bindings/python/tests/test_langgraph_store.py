@@ -36,6 +36,7 @@ def test_items_survive_a_reopen(tmp_path: Path) -> None:
         memories.put(("users", "alice"), "food", {"likes": "coffee", "n": 1})
         memories.put(("users", "alice"), "pet", {"kind": "cat"})
         memories.put(("users", "bob"), "food", {"likes": "tea"})
+        memories.put(("users", "bob"), "notes", {"text": "long notes " * 20_000})  # a chunked blob
         memories.delete(("users", "alice"), "pet")
         first = memories.get(("users", "alice"), "food")
         memories.put(("users", "alice"), "food", {"likes": "espresso", "n": 2})
@@ -46,6 +47,8 @@ def test_items_survive_a_reopen(tmp_path: Path) -> None:
         assert item.created_at == first.created_at and item.updated_at > first.updated_at
         assert isinstance(item.created_at, datetime) and item.created_at.tzinfo is not None
         assert memories.get(("users", "alice"), "pet") is None
+        notes = memories.get(("users", "bob"), "notes")
+        assert notes is not None and notes.value == {"text": "long notes " * 20_000}
         assert memories.list_namespaces() == [("users", "alice"), ("users", "bob")]
         assert [i.key for i in memories.search(("users",), query="espresso")][:1] == ["food"]
 
