@@ -27,6 +27,8 @@ else:
         ("langgraph", {"langgraph", "langchain_core"}, "undertext[langgraph]"),
         ("agents", {"agents"}, "undertext[agents]"),
         ("claude", {"claude_agent_sdk"}, "undertext[claude]"),
+        ("langgraph_store", {"langgraph"}, "undertext[langgraph]"),
+        ("langchain", {"langchain_core"}, "undertext[langchain]"),
     ],
 )
 def test_an_integration_without_its_package_names_the_extra_to_install(module, blocked, extra):

@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import tempfile
-import threading
 from collections.abc import Awaitable, Iterator
-from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional
 
 import undertext
+
+from ._holder import PathLike, StoreHolder, temporary_store
+from ._per_owner import shared
+from ._session_chats import SessionChats, lock_for
 
 try:  # the SDK's helper that finishes a mutation even if the caller is cancelled
     from agents.memory.session import _await_mutation
@@ -54,70 +53,23 @@ try:
 except ImportError:  # pragma: no cover - older SDKs
     _CompactionSnapshot = None  # type: ignore[assignment,misc]
 
+from ._extras import needs_extra
+
 try:
     from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 except ImportError as e:  # pragma: no cover - exercised without the SDK installed
-    raise ImportError(
-        "undertext.agents needs the OpenAI Agents SDK: pip install 'undertext[agents]' "
-        f"(or pip install openai-agents): {e}"
-    ) from e
+    raise needs_extra("agents", "the OpenAI Agents SDK", "agents", "openai-agents", e) from e
 
 __all__ = ["UndertextSession"]
 
 #: ``extra`` key marking a chat as an Agents SDK session.
 SESSION_KEY = "undertext.agents"
 
-_LOCKS: dict[tuple[str, str], threading.RLock] = {}
-_LOCKS_GUARD = threading.Lock()
 
+class _Sessions(SessionChats):
+    """The Agents SDK session chats of one owner in one open store."""
 
-class _Sessions:
-    """The session chats of one owner in one open store: session id to chat id, each found
-    once by an index lookup (``Store.find_chats`` by title) and shared by every session
-    object of the process; the owner's chats are never scanned."""
-
-    _all: dict[tuple[int, str], _Sessions] = {}
-    _guard = threading.Lock()
-
-    def __init__(self, store: Any, owner: str) -> None:
-        self.store = store  # held: the id in the key cannot be reused while this lives
-        self.owner = owner
-        self.lock = threading.Lock()
-        self.ids: dict[str, str] = {}
-
-    @classmethod
-    def of(cls, store: Any, owner: str) -> _Sessions:
-        with cls._guard:
-            for k in [k for k, s in cls._all.items() if s.store.closed]:
-                del cls._all[k]
-            s = cls._all.get((id(store), owner))
-            if s is None:
-                s = cls._all[(id(store), owner)] = _Sessions(store, owner)
-            return s
-
-    def chat(self, session_id: str) -> Any:
-        with self.lock:
-            chat_id = self.ids.get(session_id)
-            if chat_id is None:
-                # Newest activity first: if several chats have the title, the first wins.
-                found = self.store.find_chats(self.owner, title=session_id, extra={SESSION_KEY: "1"})
-                if found:
-                    chat_id = self.ids[session_id] = found[0].id
-            if chat_id is None:
-                chat = self.store.create_chat(self.owner, title=session_id, extra={SESSION_KEY: "1"})
-                self.ids[session_id] = chat.id
-                return chat
-        return self.store.chat(self.owner, chat_id)
-
-
-def _lock_for(store: Any, chat_id: str) -> threading.RLock:
-    """One lock per chat per process, shared by every session object on it."""
-    key = (str(store.path), chat_id)
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(key)
-        if lock is None:
-            lock = _LOCKS[key] = threading.RLock()
-        return lock
+    MARK = SESSION_KEY
 
 
 def _role_of(item: Any) -> str:
@@ -170,7 +122,7 @@ class _Walk:
                 return
 
 
-class UndertextSession:
+class UndertextSession(StoreHolder):
     """Agents SDK session stored in an Undertext store.
 
     Args:
@@ -208,25 +160,17 @@ class UndertextSession:
         self.session_settings = (
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
-        self._owns_store = False
         self._closed = False
-        self._temporary = False
-        self._temp_dir: Optional[str] = None
-        if isinstance(store, (str, os.PathLike)):
-            store = undertext.Store.open(store)
-            self._owns_store = True
-        elif not hasattr(store, "create_chat"):
-            raise TypeError(f"store: expected an open undertext.Store or a path, found {type(store).__name__}")
-        self.store = store
+        self._hold(store)
         self.owner = owner
-        self._chat = _Sessions.of(store, owner).chat(session_id)
-        self._lock = _lock_for(store, self._chat.id)
+        self._chat = shared(_Sessions, self.store, owner).chat(session_id)
+        self._lock = lock_for(self.store, self._chat.id)
 
     @classmethod
     def open(
         cls,
         session_id: str,
-        path: Union[str, "os.PathLike[str]"],
+        path: PathLike,
         *,
         owner: str = "openai-agents",
         session_settings: Optional[Any] = None,
@@ -234,44 +178,28 @@ class UndertextSession:
     ) -> UndertextSession:
         """A session over a store opened (or created) at ``path`` with ``store_options``
         (those of ``undertext.Store.open``), owned by the session."""
-        session = cls(
-            session_id, undertext.Store.open(path, **store_options), owner=owner, session_settings=session_settings
-        )
-        session._owns_store = True
-        return session
+        store = undertext.Store.open(path, **store_options)
+        return cls(session_id, store, owner=owner, session_settings=session_settings)._adopt()
 
     @classmethod
-    def temporary(cls, session_id: str, **kwargs: Any) -> UndertextSession:
+    def temporary(
+        cls,
+        session_id: str,
+        *,
+        owner: str = "openai-agents",
+        session_settings: Optional[Any] = None,
+        **store_options: Any,
+    ) -> UndertextSession:
         """A session over a new store in a temporary directory, removed by ``close()``."""
-        d = tempfile.mkdtemp(prefix="undertext-")
-        session = cls.open(session_id, Path(d) / "store", **kwargs)
-        session._temp_dir = d
-        session._temporary = True
-        session.store._removed_on_close()
-        return session
+        store, d = temporary_store(store_options)
+        return cls(session_id, store, owner=owner, session_settings=session_settings)._adopt(d)
 
     def close(self) -> None:
         """Closes the store if this session opened it (and removes it if temporary). Every
         later call raises ``undertext.Closed`` (a ``RuntimeError``, as ``SQLiteSession``
         raises), ``add_items([])`` included."""
         self._closed = True
-        if self._owns_store:
-            self.store.close()
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
-
-    def __enter__(self) -> UndertextSession:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> UndertextSession:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await asyncio.to_thread(self.close)
+        super().close()
 
     # -- synchronous core ---------------------------------------------------------------------
 

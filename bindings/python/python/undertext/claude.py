@@ -37,13 +37,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import os
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar, Union
+
+from ._extras import needs_extra
 
 try:
     from claude_agent_sdk import SessionStore, fold_session_summary
@@ -55,14 +53,14 @@ try:
         SessionSummaryEntry,
     )
 except ImportError as e:  # pragma: no cover - exercised without the SDK installed
-    raise ImportError(
-        "undertext.claude needs the Claude Agent SDK: pip install 'undertext[claude]' "
-        f"(or pip install claude-agent-sdk): {e}"
-    ) from e
+    raise needs_extra("claude", "the Claude Agent SDK", "claude", "claude-agent-sdk", e) from e
 
 import undertext
 
+from ._holder import PathLike, StoreHolder, temporary_store
+from ._json_text import json_text
 from ._native import import_transcript_bytes
+from ._per_owner import shared
 
 _T = TypeVar("_T")
 
@@ -106,15 +104,6 @@ def _role_of(entry: Any) -> str:
     return t if t in ("user", "assistant") else "system"
 
 
-def _text_of(entry: Any) -> str:
-    text = json.dumps(entry, ensure_ascii=False, separators=(",", ":"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: keep it as a JSON escape
-        text = json.dumps(entry, separators=(",", ":"))
-    return text
-
-
 class _Transcript:
     """What this process knows of one key's chat."""
 
@@ -135,11 +124,8 @@ class _Index:
     """The transcript chats of one owner in one open store, shared by every session store
     on them in the process (one read of the owner's chats)."""
 
-    _all: dict[tuple[int, str], _Index] = {}
-    _guard = threading.Lock()
-
     def __init__(self, store: Any, owner: str) -> None:
-        self.store = store  # held: the id in the key cannot be reused while this lives
+        self.store = store
         self.lock = threading.Lock()
         self.keys: dict[_Key, _Transcript] = {}
         for info in store.find_chats(owner, extra={MARK: "1"}):  # an index lookup
@@ -155,18 +141,9 @@ class _Index:
                 t.mtime = info.last_activity_ms
             self.keys[(extra[PROJECT], info.title, extra[SUBPATH])] = t
 
-    @classmethod
-    def of(cls, store: Any, owner: str) -> _Index:
-        with cls._guard:
-            for k in [k for k, ix in cls._all.items() if ix.store.closed]:
-                del cls._all[k]
-            ix = cls._all.get((id(store), owner))
-            if ix is None:
-                ix = cls._all[(id(store), owner)] = _Index(store, owner)
-            return ix
 
 
-class UndertextSessionStore(SessionStore):
+class UndertextSessionStore(StoreHolder, SessionStore):
     """Claude Agent SDK ``SessionStore`` storing transcripts in an Undertext store.
 
     Args:
@@ -188,65 +165,32 @@ class UndertextSessionStore(SessionStore):
 
     def __init__(
         self,
-        store: Union[Any, str, "os.PathLike[str]"],
+        store: Union[Any, PathLike],
         *,
         owner: str = "claude-agent-sdk",
         chat_owner: Optional[str] = None,
     ) -> None:
-        self._owns_store = False
-        self._temp_dir: Optional[str] = None
-        if isinstance(store, (str, os.PathLike)):
-            store = undertext.Store.open(store)
-            self._owns_store = True
-        elif not hasattr(store, "create_chat"):
-            raise TypeError(
-                f"store: expected an open undertext.Store or a path, found {type(store).__name__}"
-            )
-        self.store = store
+        self._hold(store)
         self.owner = owner
         self.chat_owner = owner + ":chats" if chat_owner is None else chat_owner
-        self._index = _Index.of(store, owner)
+        self._index = shared(_Index, self.store, owner)
         self._last_mtime = 0
 
     @classmethod
-    def open(
-        cls, path: Union[str, "os.PathLike[str]"], *, owner: str = "claude-agent-sdk", **store_options: Any
-    ) -> UndertextSessionStore:
+    def open(cls, path: PathLike, *, owner: str = "claude-agent-sdk", **store_options: Any) -> UndertextSessionStore:
         """Opens (or creates) a store at ``path`` with ``store_options`` (those of
         ``undertext.Store.open``), owned by the returned session store."""
-        ss = cls(undertext.Store.open(path, **store_options), owner=owner)
-        ss._owns_store = True
-        return ss
+        return cls(undertext.Store.open(path, **store_options), owner=owner)._adopt()
 
     @classmethod
     def temporary(cls, *, owner: str = "claude-agent-sdk", **store_options: Any) -> UndertextSessionStore:
         """A session store over a new store in a temporary directory, removed by
         ``close()`` (for tests)."""
-        d = tempfile.mkdtemp(prefix="undertext-")
-        ss = cls.open(Path(d) / "store", owner=owner, **store_options)
-        ss._temp_dir = d
-        ss.store._removed_on_close()
-        return ss
-
-    def close(self) -> None:
-        """Closes the store if this object opened it (and removes it if temporary)."""
-        if self._owns_store:
-            self.store.close()
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
-
-    def __enter__(self) -> UndertextSessionStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> UndertextSessionStore:
-        return self
+        store, d = temporary_store(store_options)
+        return cls(store, owner=owner)._adopt(d)
 
     async def __aexit__(self, *exc: object) -> None:
-        await _to_thread(self.close)
+        await _to_thread(self.close)  # anyio's runner: under trio too
 
     # -- synchronous core -----------------------------------------------------------------
 
@@ -301,7 +245,7 @@ class UndertextSessionStore(SessionStore):
             if not fresh:
                 t.uuids = uuids
                 return
-            messages = [{"role": _role_of(e), "content": _text_of(e)} for e in fresh]
+            messages = [{"role": _role_of(e), "content": json_text(e)} for e in fresh]
             if k[2]:
                 chat.append_batch(messages)  # subagent transcripts have no summary
                 t.uuids = uuids | added

@@ -119,14 +119,12 @@ import itertools
 import json
 import math
 import operator
-import os
 import random
-import shutil
-import tempfile
 import threading
-from pathlib import Path
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional
+
+from ._extras import needs_extra
 
 try:
     from langchain_core.runnables import RunnableConfig
@@ -144,13 +142,12 @@ try:
     from langgraph.checkpoint.serde.base import SerializerProtocol
     from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 except ImportError as e:  # pragma: no cover - exercised without LangGraph installed
-    raise ImportError(
-        "undertext.langgraph needs LangGraph's checkpoint package: pip install 'undertext[langgraph]' "
-        f"(or pip install langgraph-checkpoint): {e}"
-    ) from e
+    raise needs_extra("langgraph", "LangGraph's checkpoint package", "langgraph", "langgraph-checkpoint", e) from e
 
 import undertext
 from undertext import _lcmessages
+from undertext._holder import PathLike, StoreHolder, temporary_store
+from undertext._per_owner import shared
 
 __all__ = ["LazyChannelValues", "UnloadedChannelValue", "UndertextSaver"]
 
@@ -1299,11 +1296,8 @@ class _Registry:
     used (an index lookup by title, ``Store.find_chats``); only a listing across threads
     reads every chat of the owner, once."""
 
-    _all: dict[tuple[int, str], _Registry] = {}
-    _guard = threading.Lock()
-
     def __init__(self, store: Any, owner: str) -> None:
-        self.store = store  # held: the id in the key cannot be reused while this lives
+        self.store = store
         self.owner = owner
         self.lock = threading.RLock()
         self.lanes: dict[tuple[str, str], _Lane] = {}
@@ -1337,16 +1331,6 @@ class _Registry:
         stored = [b for b in blob_ids if b != EMPTY_BLOB]
         got = dict(zip(stored, self.store.get_blobs(self.owner, stored))) if stored else {}
         return [got.get(b, b"") for b in blob_ids]
-
-    @classmethod
-    def of(cls, store: Any, owner: str) -> _Registry:
-        with cls._guard:
-            for key in [k for k, r in cls._all.items() if r.store.closed]:
-                del cls._all[key]
-            reg = cls._all.get((id(store), owner))
-            if reg is None:
-                reg = cls._all[(id(store), owner)] = _Registry(store, owner)
-            return reg
 
     def lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:
         with self.lock:
@@ -1393,7 +1377,7 @@ def _values_loaded(t: CheckpointTuple) -> CheckpointTuple:
     return t
 
 
-class UndertextSaver(BaseCheckpointSaver[str]):
+class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver storing checkpoints in an Undertext store.
 
     Args:
@@ -1443,22 +1427,15 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         # The bytes of the item blobs this saver stored lately (what a read of the latest
         # state decodes first), so that reading them back needs no store read.
         self._item_bytes = _Bytes(32 << 20)
-        self._owns_store = False
-        self._temp_dir: Optional[str] = None
-        if isinstance(store, (str, os.PathLike)):
-            store = undertext.Store.open(store)
-            self._owns_store = True
-        elif not hasattr(store, "create_chat"):
-            raise TypeError(f"store: expected an open undertext.Store or a path, found {type(store).__name__}")
-        self.store = store
+        self._hold(store)
         self.owner = owner
         self.lazy = lazy
-        self._registry = _Registry.of(store, owner)
+        self._registry = shared(_Registry, self.store, owner)
 
     @classmethod
     def open(
         cls,
-        path: str | os.PathLike[str],
+        path: PathLike,
         *,
         owner: str = "langgraph",
         serde: Optional[SerializerProtocol] = None,
@@ -1469,9 +1446,7 @@ class UndertextSaver(BaseCheckpointSaver[str]):
         """Opens (or creates) a store at ``path`` with ``store_options`` (those of
         ``undertext.Store.open``: ``durability=``, ...), owned by the returned saver."""
         store = undertext.Store.open(path, **store_options)
-        saver = cls(store, owner=owner, serde=serde, lazy=lazy, item_lists=item_lists)
-        saver._owns_store = True
-        return saver
+        return cls(store, owner=owner, serde=serde, lazy=lazy, item_lists=item_lists)._adopt()
 
     @classmethod
     def temporary(
@@ -1485,33 +1460,8 @@ class UndertextSaver(BaseCheckpointSaver[str]):
     ) -> UndertextSaver:
         """A saver over a new store in a temporary directory, removed by ``close()``
         (for tests: the in-memory saver's use, with the real engine)."""
-        d = tempfile.mkdtemp(prefix="undertext-")
-        saver = cls.open(
-            Path(d) / "store", owner=owner, serde=serde, lazy=lazy, item_lists=item_lists, **store_options
-        )
-        saver._temp_dir = d
-        saver.store._removed_on_close()
-        return saver
-
-    def close(self) -> None:
-        """Closes the store if this saver opened it (and removes it if temporary)."""
-        if self._owns_store:
-            self.store.close()
-        if self._temp_dir is not None:
-            shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
-
-    def __enter__(self) -> UndertextSaver:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-    async def __aenter__(self) -> UndertextSaver:
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await asyncio.to_thread(self.close)
+        store, d = temporary_store(store_options)
+        return cls(store, owner=owner, serde=serde, lazy=lazy, item_lists=item_lists)._adopt(d)
 
     # -- lanes ---------------------------------------------------------------------------
 

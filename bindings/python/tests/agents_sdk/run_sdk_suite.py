@@ -22,24 +22,14 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
-
-def extract(sdist: Path, into: Path) -> Path:
-    with tarfile.open(sdist) as tar:
-        try:
-            tar.extractall(into, filter="data")
-        except TypeError:  # Python < 3.12 without the filter argument
-            tar.extractall(into)
-    roots = [p for p in into.iterdir() if p.is_dir()]
-    if len(roots) != 1:
-        raise SystemExit(f"expected one top directory in {sdist}, found {[p.name for p in roots]}")
-    return roots[0]
+from sdist import extract  # noqa: E402 (tests/sdist.py, once the path is set)
 
 
 def files_using_simple_session(root: Path) -> list[str]:
