@@ -5,7 +5,7 @@
 #![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the bench")]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::archive::ArchiveText;
+use undertext::ArchiveText;
 use undertext::{Options, Store, Unit};
 use undertext_benches::{Rng, bench_tempdir, multibyte_text};
 

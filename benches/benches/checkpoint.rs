@@ -7,8 +7,8 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{ChatMeta, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive};
 use undertext_benches::{FloorWriter, bench_tempdir, random_bytes};
 
 fn pct(mut v: Vec<Duration>, q: f64) -> Duration {

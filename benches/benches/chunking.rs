@@ -38,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use undertext::blob::chunk::cut_points;
+use undertext::internals::cut_points;
 use undertext::{BlobId, Compression, Durability, Options, Store};
 use undertext_benches::{Rng, bench_tempdir};
 

@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::Budget;
 use undertext::{ChatMeta, NewMessage, Options, Part, Role, Store};
+use undertext::{CheckpointOptions, Extractive};
+use undertext::{HardLinePolicy, WorkerOptions};
 use undertext_benches::{Rng, bench_tempdir};
 
 fn output(k: u64, n: usize) -> String {

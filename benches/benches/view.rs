@@ -5,7 +5,7 @@
 #![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the bench")]
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use undertext::budget::{Budget, Estimator, Heuristic};
+use undertext::{Budget, Estimator, Heuristic};
 use undertext::{ChatMeta, NewMessage, Options, Store};
 use undertext_benches::{Rng, bench_tempdir};
 
@@ -86,7 +86,7 @@ fn view(c: &mut Criterion) {
 /// view is the summary plus a few messages. SQLite builds the same view: the summary row and
 /// the messages from the reach, decoded.
 fn view_with_checkpoint(c: &mut Criterion) {
-    use undertext::checkpoint::{CheckpointOptions, Extractive};
+    use undertext::{CheckpointOptions, Extractive};
     let dir = bench_tempdir().unwrap();
     let store = Store::open(dir.path().join("u"), Options::default()).unwrap();
     let chat = store.chat("b", store.create_chat("b", ChatMeta::default()).unwrap()).unwrap();

@@ -165,7 +165,7 @@ pub struct ReplayArgs {
     pub summarizer_ms: u64,
     /// Summarizer calls the worker makes at once (segments of a job summarized side by
     /// side); at least 1. Default: the worker's.
-    #[arg(long, default_value_t = undertext::worker::WorkerOptions::default().threads, value_name = "N", value_parser = at_least_one)]
+    #[arg(long, default_value_t = undertext::WorkerOptions::default().threads, value_name = "N", value_parser = at_least_one)]
     pub summarizer_threads: usize,
     /// At the hard line with no checkpoint prepared, a view waits up to this many
     /// milliseconds for the worker's job (the library's default policy waits 30 s); 0: the

@@ -22,9 +22,9 @@ use crate::replay::{
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
-use undertext::budget::Budget;
-use undertext::checkpoint::Checkpoint;
-use undertext::worker::Worker;
+use undertext::Budget;
+use undertext::Checkpoint;
+use undertext::Worker;
 use undertext::{
     Chat, ChatId, ChatMeta, Durability, Message, NewMessage, Options, Part, Role, Snapshot, Store,
     ToolContent, Unit,
@@ -169,7 +169,7 @@ pub struct Analysis {
     /// The model view of the replayed chat after its last message (what the next model
     /// call would be sent under the guard, a published checkpoint's summary included), from
     /// a [`Replay`]; `None` for the chart's series alone ([`Charting`]).
-    pub view: Option<undertext::budget::View>,
+    pub view: Option<undertext::View>,
 }
 
 /// The chart of chat `id` of `owner` (read from `store`, which is not written): its series

@@ -16,14 +16,14 @@ use crate::replay::cost::{self, Price};
 use crate::replay::{Baselines, ViewPricer, full_tokens};
 use serde_json::json;
 use undertext::approval::{ApprovalPatterns, pending_in_text};
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::import::{self, Format, inventory};
-use undertext::worker::{HardLinePolicy, WorkerOptions};
 use undertext::{
     ArchiveRef, BlobId, ChatMeta, Durability, Message, NewMessage, Part, Role, StepStatus, Store,
     ToolContent, Unit,
 };
+use undertext::{Budget, Decision};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
+use undertext::{HardLinePolicy, WorkerOptions};
 
 use super::args::DemoArgs;
 use super::out::{self, bytes, num};

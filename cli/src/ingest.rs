@@ -8,8 +8,8 @@ use crate::replay::cost::{Price, Tally};
 use crate::replay::{ReplayOptions, ReplayRow, Waits, replay_session, start_worker};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
+use undertext::HardLinePolicy;
 use undertext::import::{self, Format, Problem, Session};
-use undertext::worker::HardLinePolicy;
 use undertext::{Durability, Options, Store};
 
 use super::args::{ImportArgs, ReplayArgs};

@@ -3,9 +3,9 @@
 use std::io::Write;
 
 use serde_json::{Value, json};
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{BlobId, Durability, Page, Unit};
+use undertext::{Budget, Decision};
+use undertext::{CheckpointOptions, Extractive};
 
 use super::args::{ArchiveArgs, ChatsArgs, ReadArgs, SearchArgs, ShowArgs, ViewArgs};
 use super::out::{self, num};

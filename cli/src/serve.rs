@@ -40,8 +40,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use undertext::budget::{Budget, Decision};
 use undertext::{BlobId, ChatId, Error, Message, Part, Store, ToolContent, Unit};
+use undertext::{Budget, Decision};
 
 use super::args::ServeArgs;
 use super::chart::{self, Analysis, Prices};
@@ -828,7 +828,7 @@ fn message_link(chat: ChatId, seq: u64) -> String {
 
 /// The "Left out" section of the model view: the ranges sent as summaries, the results sent
 /// as previews with the archive ids `read_context` reads them by, the tokens left out.
-fn left_out(b: &mut String, chat: ChatId, o: &undertext::budget::Omitted) {
+fn left_out(b: &mut String, chat: ChatId, o: &undertext::Omitted) {
     b.push_str("<section class=\"left-out\" id=\"left-out\"><h2>Left out</h2>");
     if o.is_empty() {
         b.push_str("<p>Nothing: the view sends every message whole.</p></section>");
@@ -1484,7 +1484,7 @@ fn checkpoints(app: &App, id: &str, q: &BTreeMap<String, String>) -> Result<Page
     );
     // The tree: segments, then merges of FAN_IN at a time (the default checkpoint options),
     // a lone last child carried up unmerged.
-    let fan_in = undertext::checkpoint::CheckpointOptions::default().fan_in.max(2);
+    let fan_in = undertext::CheckpointOptions::default().fan_in.max(2);
     let mut level: Vec<String> = cp
         .segments
         .iter()

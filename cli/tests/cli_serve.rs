@@ -716,7 +716,7 @@ fn the_checkpoint_a_harness_published_is_on_the_checkpoints_page_with_its_summar
         let chat = s.chat("local", id).unwrap();
         let published = chat.published_checkpoint().expect("the demo published a checkpoint");
         // Under the soft line of a huge window: a view that previews nothing, writes nothing.
-        let v = chat.view(&undertext::budget::Budget::new(100_000_000, 0)).unwrap();
+        let v = chat.view(&undertext::Budget::new(100_000_000, 0)).unwrap();
         let summary = v
             .messages()
             .iter()
@@ -873,8 +873,8 @@ fn every_part_store() -> (tempfile::TempDir, PathBuf, String, String, String, St
         chat.append(NewMessage::user(format!("question {i}"))).unwrap();
         chat.append(NewMessage::assistant(format!("answer {i}"))).unwrap();
     }
-    let opts = undertext::checkpoint::CheckpointOptions::default();
-    let cp = chat.build_checkpoint(&undertext::checkpoint::Extractive::default(), &opts).unwrap();
+    let opts = undertext::CheckpointOptions::default();
+    let cp = chat.build_checkpoint(&undertext::Extractive::default(), &opts).unwrap();
     chat.publish_checkpoint(&cp).unwrap();
     drop(chat);
     s.close().unwrap();

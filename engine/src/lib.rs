@@ -18,67 +18,83 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
+// The floors (docs/DESIGN.md), private: every public type is named once, at the root, below.
 mod api;
+mod archive;
+mod blob;
+mod budget;
+mod checkpoint;
+mod error;
+mod estimate;
+mod history;
+mod index;
+mod io;
+mod model;
+mod options;
+mod record;
+mod search;
+mod store;
+mod view;
+mod worker;
+
+// Public modules that are a concept of their own.
 pub mod approval;
-pub mod archive;
-pub mod blob;
-pub mod budget;
-pub mod checkpoint;
 pub mod compaction;
-pub mod error;
-pub mod estimate;
 /// Fleet mode: the same API on PostgreSQL (feature `fleet`; docs/FLEET.md).
 #[cfg(feature = "fleet")]
 pub mod fleet;
-pub mod history;
 pub mod import;
-mod index;
-mod io;
 pub mod json;
-pub mod log;
-pub mod model;
-pub mod options;
 pub mod recall;
-pub(crate) mod record;
-pub mod search;
+
+// For fuzz targets, loom models, benches and the command line's simulator: not a stable API.
+#[doc(hidden)]
+pub mod log;
 /// The lock-free snapshot cells, public for their loom models and benches only.
 #[doc(hidden)]
 pub mod snapshot;
-mod store;
-mod view;
-pub mod worker;
 
 pub use api::{Chat, Store};
-pub use archive::Unit;
+pub use archive::ArchiveText;
 pub use blob::{Blob, BlobId, Compression, Verify};
-pub use error::{Error, Result};
-pub use history::{
-    ArchiveRef, Attempt, ChatId, ChatMeta, ChatPage, ChatSummary, Message, MessageHeader, MetaField,
-    NewMessage, OwnerStats, Page, PageCursor, Part, Pin, Role, Snapshot, Step, StepStatus, StepTag,
-    ToolContent,
+pub use budget::{Budget, Decision, Omitted, View, ViewMessage};
+pub use checkpoint::{
+    BuildStats, Checkpoint, CheckpointOptions, Extractive, FnSummarizer, SegmentInfo, Summarizer,
 };
+pub use error::{Conflict, DisplayPath, Error, LintProblem, Result};
+#[cfg(feature = "tiktoken")]
+pub use estimate::Tiktoken;
+pub use estimate::{Estimator, Heuristic};
+pub use history::{OwnerStats, Snapshot};
 /// Fault injection for tests: see the module documentation. Only with the cargo feature
 /// `fault-injection`; a normal build has no fault hooks at all.
 #[cfg(feature = "fault-injection")]
 pub use io::fault;
-pub use options::{Durability, Options};
-/// The log's record kinds, for the fuzz targets and corpus tests that craft segments.
-#[doc(hidden)]
-pub use record::Kind as RecordKind;
+pub use model::{
+    ArchiveRef, Attempt, ChatId, ChatMeta, ChatPage, ChatSummary, IndexLine, MAX_OWNER_LEN, Message,
+    MessageHeader, MetaField, NewMessage, Page, PageCursor, Part, Pin, Role, Step, StepStatus, StepTag,
+    ToolContent, Unit,
+};
+pub use options::{DEFAULT_MARKER, Durability, Options};
 pub use search::{HitField, SearchHit, SearchScope};
 pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
+pub use worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
 
-/// What the command line's replay simulator (`undertext_cli::replay::series`) computes exactly
-/// as the engine does: token estimates, previews, checkpoint segments, the protected tail,
-/// pending approvals and the view's handle line. Not a stable API.
+/// What the command line's replay simulator (`undertext_cli::replay::series`), the benches and
+/// the fuzz targets use of the engine's insides: token estimates, previews, checkpoint
+/// segments, the protected tail, pending approvals, the view's handle line, the worker's start
+/// line, content-defined chunking and the record kinds. Not a stable API.
 #[doc(hidden)]
-pub mod sim {
+pub mod internals {
     pub use crate::approval::first_pending_by;
     pub use crate::archive::{derived_of, preview_inline, preview_of};
+    pub use crate::blob::chunk::{MAX_AVG, MIN_AVG, cut_points};
     pub use crate::budget::tail::{cut_at_or_before, protected_from};
     pub use crate::checkpoint::segments;
     pub use crate::estimate::{RESULT_OVERHEAD, message_tokens, part_tokens};
+    pub use crate::record::Kind;
     pub use crate::view::handles::line_text;
+    pub use crate::worker::{due, start_line};
 }
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use undertext::checkpoint::CheckpointOptions;
+use undertext::CheckpointOptions;
 
 use crate::args;
 use crate::buf::Buf;

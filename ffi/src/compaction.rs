@@ -2,7 +2,8 @@
 //! squishes, given as JSON) checked by the linter and recorded.
 
 use serde_json::{Value, json};
-use undertext::compaction::{LintProblem, Plan, tool};
+use undertext::LintProblem;
+use undertext::compaction::{Plan, tool};
 
 use crate::args::{self, Str};
 use crate::buf::Buf;

@@ -12,9 +12,9 @@
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
-use undertext::budget::View;
-use undertext::checkpoint::Checkpoint;
-use undertext::worker::Worker;
+use undertext::Checkpoint;
+use undertext::View;
+use undertext::Worker;
 use undertext::{Chat, Snapshot, Store};
 
 use crate::status::{FfiError, FfiResult, UNDERTEXT_BAD_HANDLE, UNDERTEXT_STALE_HANDLE};

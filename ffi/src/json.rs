@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 use undertext::Message;
-use undertext::budget::ViewMessage;
+use undertext::ViewMessage;
 pub(crate) use undertext::json::{
     attempts_json as attempts, chat_page_json as chat_page, message_json as message, meta_json as meta,
 };

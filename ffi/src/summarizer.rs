@@ -9,8 +9,8 @@ use std::ffi::c_void;
 use std::sync::{Arc, LazyLock};
 
 use parking_lot::Mutex;
-use undertext::checkpoint::{Extractive, Summarizer};
 use undertext::{Error, Message};
+use undertext::{Extractive, Summarizer};
 
 use crate::args::{self, Str};
 use crate::guard::call;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision};
+use undertext::{Budget, Decision};
 
 use crate::args::{self, Str};
 use crate::buf::Buf;

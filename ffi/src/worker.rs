@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::{HardLinePolicy, WorkerOptions};
 
 use crate::args::{self};
 use crate::buf::Buf;

@@ -17,8 +17,9 @@
 //! `tests/tests/fuzz_corpus_reliability.rs`, which includes this file with `#[path]`. Use only
 //! `std` and `undertext` here.
 
-use undertext::budget::Heuristic;
-use undertext::compaction::{LintProblem, Plan, Squish, lint};
+use undertext::Heuristic;
+use undertext::LintProblem;
+use undertext::compaction::{Plan, Squish, lint};
 use undertext::{Message, Part, Role, ToolContent};
 
 /// The rules `lint` may report.

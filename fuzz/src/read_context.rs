@@ -30,7 +30,7 @@
 
 use std::ops::Range;
 
-use undertext::archive::ArchiveText;
+use undertext::ArchiveText;
 use undertext::{Error, Unit};
 
 /// Largest text built from an input (after repetition).

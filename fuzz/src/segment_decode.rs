@@ -7,7 +7,7 @@
 //! `segment_decode_corpus_replays_without_panic` in `tests/tests/fuzz_corpus.rs`, which
 //! includes this file with `#[path]`. Use only `std` and `undertext` here.
 
-use undertext::RecordKind as Kind;
+use undertext::internals::Kind;
 use undertext::log::format::{
     self, ALIGN, BATCH_HEADER_LEN, BATCH_MAGIC, BatchRef, FrameError, RECORD_HEADER_LEN, RecordRef,
     SEGMENT_HEADER_LEN, align_up, decode_batch, decode_batch_header, decode_record_at, decode_segment_header,

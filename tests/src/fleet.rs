@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
 use std::time::Duration;
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::{ChatId, ChatMeta, Durability, NewMessage, Options, Part, Store};
 
 use crate::child::{Ready, spawn_until_ready};

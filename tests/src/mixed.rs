@@ -13,8 +13,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use undertext::checkpoint::{CheckpointOptions, FnSummarizer};
 use undertext::{BlobId, ChatId, ChatMeta, Error, NewMessage, Page, Part, Role, StepStatus, Store, Unit};
+use undertext::{CheckpointOptions, FnSummarizer};
 
 use crate::{Rng, content};
 
@@ -449,7 +449,7 @@ pub fn run(
                 let Ok(c) = store.chat(OWNER, id) else { continue };
                 let before = c.published_checkpoint();
                 report(Event::Begin(i, Some(Effect::MayPublish { chat: id.0 })));
-                let r = c.view(&undertext::budget::Budget::new(6000, 1000)).map(|_| {
+                let r = c.view(&undertext::Budget::new(6000, 1000)).map(|_| {
                     let after = c.published_checkpoint();
                     match after {
                         Some((base, reach)) if after != before => {

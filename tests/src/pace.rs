@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use undertext::Store;
-use undertext::checkpoint::{Extractive, FnSummarizer, Summarizer};
+use undertext::{Extractive, FnSummarizer, Summarizer};
 
 /// The tickets of the current model step (see the module's documentation).
 #[derive(Debug, Default)]
@@ -58,7 +58,7 @@ impl Pace {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use undertext::checkpoint::Extractive;
+    /// use undertext::Extractive;
     /// let pace = undertext_tests::pace::Pace::new();
     /// let s = pace.pacing(Arc::new(Extractive::default()));
     /// assert_eq!(s.id(), "paced");

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use serde_json::Value;
-use undertext::budget::{Budget, Estimator, View};
+use undertext::{Budget, Estimator, View};
 use undertext::{Part, ToolContent};
 
 /// An estimator of one token per character and no overhead: expectations can be computed

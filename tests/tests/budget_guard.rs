@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision};
+use undertext::{Budget, Decision};
 use undertext::{Chat, ChatMeta, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 
 use undertext_tests::views::Chars;

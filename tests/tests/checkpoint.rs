@@ -7,10 +7,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::error::Conflict;
+use undertext::Budget;
+use undertext::Conflict;
 use undertext::{Chat, ChatMeta, Error, Message, NewMessage, Options, Part, Role, Store};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
 
 /// Counts calls, and summarizes like `Extractive`.
 #[derive(Default)]

@@ -10,8 +10,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{ChatMeta, Durability, Error, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive};
 use undertext_tests::Rng;
 
 #[test]

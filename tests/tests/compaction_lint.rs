@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::compaction::{Plan, Squish};
 use undertext::{Chat, ChatMeta, Error, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 
@@ -168,8 +168,8 @@ fn long_loop(store: &Store, pairs: usize) -> Chat {
 
 #[test]
 fn the_nudge_of_a_700_message_chat_stays_under_its_bound_and_says_what_it_left_out() {
-    use undertext::budget::{Estimator, Heuristic};
     use undertext::compaction::tool;
+    use undertext::{Estimator, Heuristic};
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let c = long_loop(&store, 350);

@@ -13,12 +13,12 @@
 
 use std::path::Path;
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
+use undertext::Budget;
 use undertext::{
     BlobId, Chat, ChatMeta, Compression, Error, NewMessage, Options, Part, Role, SearchScope, Store,
     ToolContent, Unit,
 };
+use undertext::{CheckpointOptions, Extractive};
 
 fn opts() -> Options {
     Options::default().compression(Compression::None)

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use undertext::budget::{Estimator, Heuristic, Tiktoken};
+use undertext::{Estimator, Heuristic, Tiktoken};
 use undertext_tests::transcripts::tool_results;
 
 fn transcripts() -> std::path::PathBuf {

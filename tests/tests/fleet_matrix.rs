@@ -11,10 +11,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 #![allow(clippy::single_range_in_vec_init, reason = "a list of hidden ranges may hold one range")]
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::error::Conflict;
+use undertext::Budget;
+use undertext::Conflict;
 use undertext::{BlobId, ChatMeta, Durability, Error, NewMessage, Options, Page, Part, Role, Store, Unit};
+use undertext::{CheckpointOptions, Extractive};
 
 /// A store of one backend; the embedded one's directory lives as long as it.
 struct Backend {

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::{Error, NewMessage, Options, Store};
 use undertext_tests::child::fork_and_run;
 

@@ -19,7 +19,7 @@ mod read_context;
 #[path = "../../fuzz/src/segment_decode.rs"]
 mod segment_decode;
 
-use undertext::RecordKind as Kind;
+use undertext::internals::Kind;
 use undertext::log::format::{BatchBuf, RecordSpec, SEGMENT_HEADER_LEN, encode_segment_header};
 use undertext::{Compression, Durability, Options, Store};
 use undertext_tests::{Rng, files_in, fuzz_dir, replay_corpus, segment_files};

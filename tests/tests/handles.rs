@@ -9,9 +9,9 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, View};
-use undertext::checkpoint::Extractive;
-use undertext::worker::WorkerOptions;
+use undertext::Extractive;
+use undertext::WorkerOptions;
+use undertext::{Budget, View};
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 use undertext_tests::{Rng, seed};
 

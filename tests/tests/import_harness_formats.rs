@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::import::{self, Format, Session};
 use undertext::{Durability, Options, Part, Role, Store, ToolContent, Unit};
 
@@ -333,7 +333,7 @@ fn every_fixture_imports_with_its_counts_reads_back_byte_exact_and_renders_with_
         for window in (300..3_000).step_by(100) {
             if let Ok(view) = chat.view(&Budget::new(window, 200)) {
                 pairs_intact(&view.to_openai_json(), &view.to_anthropic_json());
-                guarded += usize::from(!matches!(view.decision(), undertext::budget::Decision::Fits));
+                guarded += usize::from(!matches!(view.decision(), undertext::Decision::Fits));
             }
         }
         assert!(guarded > 0, "{rel}: no window between 300 and 3,000 tokens made the guard act");

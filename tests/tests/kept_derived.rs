@@ -12,9 +12,9 @@
 
 use std::time::Duration;
 
-use undertext::budget::Budget;
+use undertext::Budget;
+use undertext::Worker;
 use undertext::import::{self, Format};
-use undertext::worker::Worker;
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
 use undertext_cli::replay::{ReplayOptions, start_worker};
 use undertext_tests::{Rng, seed, transcripts};
@@ -81,13 +81,12 @@ impl Pair {
         assert!(self.again.store.wait_worker_idle(Duration::from_secs(60)), "{what}: the worker is stuck");
         let at = format!("{what}, step {} (seq {})", self.steps, self.kept.chat.len());
         if a.messages() != b.messages() {
-            let short = |v: &undertext::budget::View| {
+            let short = |v: &undertext::View| {
                 v.messages().iter().map(|m| format!("{:?} {} tokens", m.seqs, m.tokens)).collect::<Vec<_>>()
             };
             let i = a.messages().iter().zip(b.messages()).position(|(x, y)| x != y);
-            let cut = |m: Option<&undertext::budget::ViewMessage>| {
-                format!("{m:?}").chars().take(1_500).collect::<String>()
-            };
+            let cut =
+                |m: Option<&undertext::ViewMessage>| format!("{m:?}").chars().take(1_500).collect::<String>();
             let state = |s: &Side| {
                 let p = s.chat.prepared().map(|p| (p.base_revision, p.reach));
                 let errors = s.worker.as_ref().map(Worker::errors);
@@ -118,7 +117,7 @@ impl Pair {
         );
         self.steps += 1;
         self.swaps += u64::from(a.swap().is_some());
-        self.compacted += u64::from(matches!(a.decision(), undertext::budget::Decision::Compacted { .. }));
+        self.compacted += u64::from(matches!(a.decision(), undertext::Decision::Compacted { .. }));
     }
 
     fn append(&self, m: &NewMessage) {
@@ -245,7 +244,7 @@ fn every_shared_transcript_replays_to_the_same_views_and_checkpoints_with_kept_d
 #[derive(Debug, Default)]
 struct Counting(std::sync::atomic::AtomicU64);
 
-impl undertext::budget::Estimator for Counting {
+impl undertext::Estimator for Counting {
     fn id(&self) -> &str {
         "counting"
     }

@@ -8,10 +8,10 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision, Heuristic};
-use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::{Budget, Decision, Heuristic};
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
+use undertext::{CheckpointOptions, Extractive};
+use undertext::{HardLinePolicy, WorkerOptions};
 use undertext_tests::pace::Pace;
 use undertext_tests::views::{anthropic_problems, estimate_of_sent, openai_problems};
 use undertext_tests::{Rng, seed};
@@ -65,11 +65,11 @@ fn step(chat: &Chat, rng: &mut Rng, k: u64) {
     }
 }
 
-fn task_is_verbatim(v: &undertext::budget::View) -> bool {
+fn task_is_verbatim(v: &undertext::View) -> bool {
     v.messages().iter().any(|m| m.role == Role::User && m.parts == vec![Part::Text(TASK.into())])
 }
 
-fn assert_valid(v: &undertext::budget::View, b: &Budget, what: &str) {
+fn assert_valid(v: &undertext::View, b: &Budget, what: &str) {
     let e = Heuristic;
     assert_eq!(openai_problems(v), Vec::<String>::new(), "{what}: not a valid OpenAI request");
     assert_eq!(anthropic_problems(v), Vec::<String>::new(), "{what}: not a valid Anthropic request");

@@ -7,9 +7,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 #![allow(clippy::single_range_in_vec_init, reason = "hide takes a list of ranges; a list of one is meant")]
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
+use undertext::Budget;
 use undertext::{Chat, ChatId, ChatMeta, Error, NewMessage, Part, Role, StepStatus, Store};
+use undertext::{CheckpointOptions, Extractive};
 use undertext_tests::read_only::{
     collect_after_deleting, message_text, small, writer_then_reader, writer_with_two_chats,
 };

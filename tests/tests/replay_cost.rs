@@ -8,8 +8,8 @@
 
 use std::time::Duration;
 
+use undertext::HardLinePolicy;
 use undertext::import::Session;
-use undertext::worker::HardLinePolicy;
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent};
 use undertext_cli::replay::cost::Price;
 use undertext_cli::replay::{ReplayOptions, ReplayRow, replay_session, session_of_chat, start_worker};

@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 #![allow(clippy::single_range_in_vec_init, reason = "a list of hidden ranges may hold one range")]
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::error::Conflict;
+use undertext::Budget;
+use undertext::Conflict;
 use undertext::{Chat, ChatMeta, Error, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
+use undertext::{CheckpointOptions, Extractive};
 
 fn chat(store: &Store) -> Chat {
     store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap()

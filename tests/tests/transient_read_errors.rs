@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::fault::{self, FaultKind};
 use undertext::{ChatId, ChatMeta, Error, NewMessage, Options, StepStatus, StepTag, Store};
 

@@ -11,11 +11,11 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision, View};
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{
     BlobId, Chat, ChatMeta, Error, NewMessage, Options, Page, Part, Role, Store, ToolContent, Unit,
 };
+use undertext::{Budget, Decision, View};
+use undertext::{CheckpointOptions, Extractive};
 
 use undertext_tests::views::Chars;
 

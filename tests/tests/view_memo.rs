@@ -4,10 +4,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive};
+use undertext::Budget;
 use undertext::compaction::Plan;
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
+use undertext::{CheckpointOptions, Extractive};
 use undertext_tests::{Rng, seed};
 
 fn assert_same_as_rebuilt(chat: &Chat, b: &Budget, what: &str) {

@@ -8,7 +8,7 @@
 
 use std::collections::HashSet;
 
-use undertext::budget::{Budget, Decision};
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store, ToolContent, Unit};
 use undertext_tests::{Rng, seed};
 
@@ -103,7 +103,7 @@ fn views_of_seeded_histories_keep_pairs_pins_recent_turns_and_a_way_back() {
             }
             // The tail before its last step is previewed only when the view would be over
             // the hard line without those previews.
-            let e = undertext::budget::Heuristic;
+            let e = undertext::Heuristic;
             let restored: u64 = v
                 .messages()
                 .iter()

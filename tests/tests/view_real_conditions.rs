@@ -14,10 +14,10 @@
 
 use std::sync::Arc;
 
-use undertext::budget::{Budget, Decision, View, ViewMessage};
-use undertext::checkpoint::{CheckpointOptions, Extractive};
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::{Budget, Decision, View, ViewMessage};
 use undertext::{Chat, ChatMeta, Durability, NewMessage, Options, Part, Role, Store};
+use undertext::{CheckpointOptions, Extractive};
+use undertext::{HardLinePolicy, WorkerOptions};
 use undertext_tests::{Rng, seed};
 
 const TASK: &str = "Find why the nightly build of the parser fails and fix it; run the whole suite after.";

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Error, Message, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
+use undertext::{HardLinePolicy, WorkerOptions};
 use undertext_tests::pace::Pace;
 use undertext_tests::steps::read_step;
 

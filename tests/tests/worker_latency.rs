@@ -13,10 +13,11 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
 
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::worker::{HardLinePolicy, WorkerOptions, start_line};
+use undertext::internals::start_line;
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Message, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
+use undertext::{HardLinePolicy, WorkerOptions};
 use undertext_tests::steps::read_step;
 
 /// The extractive summarizer (summaries cut to 600 chars), sleeping `sleep` a call and
@@ -152,7 +153,7 @@ fn a_job_summarizes_segments_at_once_within_the_bound() {
 /// Drives a tool loop with a view per step, the worker idle before the next (the model's
 /// time is long enough). Returns, for each job (in order), its stats and whether a
 /// checkpoint had been published (swapped in) before it, and its segments.
-fn loop_with_swaps(threads: usize, steps: usize) -> Vec<(undertext::checkpoint::BuildStats, bool, usize)> {
+fn loop_with_swaps(threads: usize, steps: usize) -> Vec<(undertext::BuildStats, bool, usize)> {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let chat = open_chat(&store);
@@ -326,7 +327,7 @@ fn the_measured_summarizer_moves_the_start_line_before_the_soft_line() {
     let m = worker.measured();
     let job = m.expected_job().expect("a job was measured");
     // A step of this loop is about 400 tokens; a model step as long as one call.
-    let outlook = undertext::worker::Outlook { growth_per_step: 400.0, step: m.per_call.unwrap(), job };
+    let outlook = undertext::Outlook { growth_per_step: 400.0, step: m.per_call.unwrap(), job };
     let soft = budget.usable() * 2 / 3;
     let line = start_line(soft, budget.hard_limit(), Some(&outlook), 1.5);
     eprintln!("measured {m:?}: start line {line} (soft {soft}, hard {})", budget.hard_limit());

@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::Extractive;
-use undertext::worker::{HardLinePolicy, WorkerOptions};
+use undertext::Extractive;
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Part, Role, Store};
+use undertext::{HardLinePolicy, WorkerOptions};
 
 fn one_huge_step(store: &Store) -> undertext::Chat {
     let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::{ChatMeta, Durability, NewMessage, Options, Store};
 use undertext_benches::Result;
 

@@ -7,8 +7,8 @@
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{ChatMeta, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive};
 
 /// A `stat` of a path that does not exist: a marker in the trace that nothing else makes.
 fn mark(what: &str) {

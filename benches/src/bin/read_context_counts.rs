@@ -24,7 +24,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use undertext::archive::ArchiveText;
+use undertext::ArchiveText;
 use undertext::{BlobId, Options, Store, Unit};
 use undertext_benches::{Rng, bench_tempdir, multibyte_text};
 

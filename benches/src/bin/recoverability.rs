@@ -22,10 +22,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use undertext::budget::Budget;
-use undertext::checkpoint::Extractive;
+use undertext::Budget;
+use undertext::Extractive;
+use undertext::WorkerOptions;
 use undertext::import::{self, Format};
-use undertext::worker::WorkerOptions;
 use undertext::{ChatMeta, Durability, Options, Part, Role, SearchScope, Store, ToolContent, Unit};
 
 fn fact_of(text: &str) -> Option<String> {

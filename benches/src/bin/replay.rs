@@ -52,7 +52,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use undertext::budget::{Budget, Decision};
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Durability, NewMessage, Options, Role, Store};
 use undertext_benches::{Result, bench_tempdir};
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyRange};
-use undertext::checkpoint::CheckpointOptions;
+use undertext::CheckpointOptions;
 use undertext::compaction::{Plan, Squish};
 use undertext::{Chat, ChatId, StepStatus};
 
@@ -482,7 +482,7 @@ impl PyChat {
     ) -> PyResult<PyCheckpoint> {
         let s = match summarizer {
             Some(s) => crate::worker::summarizer_of(s)?.0,
-            None => std::sync::Arc::new(undertext::checkpoint::Extractive::default()),
+            None => std::sync::Arc::new(undertext::Extractive::default()),
         };
         let opts = CheckpointOptions { segment_tokens, fan_in, ..CheckpointOptions::default() };
         crate::worker::clear_raised();

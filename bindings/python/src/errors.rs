@@ -8,8 +8,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use undertext::Conflict;
 use undertext::Error;
-use undertext::error::Conflict;
 
 /// Runs `f` with the GIL released and turns its error, or a panic, into a Python exception.
 pub(crate) fn run<T, F>(py: Python<'_>, f: F) -> PyResult<T>

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use undertext::budget::IndexLine;
+use undertext::IndexLine;
 use undertext::{ArchiveRef, Attempt, ChatMeta, ChatSummary, Message, Part, Pin, Step, StepStatus};
 
 use crate::convert::{parse_archive_id, parts_out, role_of, unit_of};

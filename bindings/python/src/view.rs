@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use undertext::budget::{Budget, Decision, View};
-use undertext::checkpoint::Checkpoint;
+use undertext::Checkpoint;
+use undertext::{Budget, Decision, View};
 
 use crate::convert::{Text, parts_out};
 use crate::errors::{exception, invalid};

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::worker::{HardLinePolicy, Worker, WorkerOptions};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
 use undertext::{Error, Message};
+use undertext::{HardLinePolicy, Worker, WorkerOptions};
 
 use crate::errors::{invalid, run_plain};
 use crate::types::PyMessage;

@@ -41,12 +41,12 @@ use std::time::{Duration, Instant};
 use cost::{Call, Naive, PrefixCache, Sent, Tally, message_id};
 use undertext::Store;
 use undertext::Unit;
-use undertext::budget::{Budget, Decision};
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
 use undertext::import::Session;
-use undertext::worker::{HardLinePolicy, Worker, WorkerOptions};
+use undertext::{Budget, Decision};
 use undertext::{ChatMeta, Message, Part, Role, ToolContent};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
 use undertext::{Error, Result};
+use undertext::{HardLinePolicy, Worker, WorkerOptions};
 
 /// Settings of a replay.
 #[derive(Debug, Clone, PartialEq)]
@@ -288,7 +288,7 @@ pub struct ViewPricer {
     cache: PrefixCache,
     /// The previous view and its identities: a message equal to the previous view's at the
     /// same place keeps its identity without hashing it again.
-    prev: Option<(undertext::budget::View, Vec<u64>)>,
+    prev: Option<(undertext::View, Vec<u64>)>,
 }
 
 impl ViewPricer {
@@ -298,7 +298,7 @@ impl ViewPricer {
     }
 
     /// Prices `v` as the next request of the chat.
-    pub fn call(&mut self, v: &undertext::budget::View) -> Call {
+    pub fn call(&mut self, v: &undertext::View) -> Call {
         let msgs = v.messages();
         let mut ids = Vec::with_capacity(msgs.len());
         for (i, m) in msgs.iter().enumerate() {
@@ -460,7 +460,7 @@ pub fn replay_session(
                 Decision::Fits => row.peak_tokens = row.peak_tokens.max(v.estimate()),
             }
         }
-        let tokens = undertext::sim::message_tokens(&*estimator, &m.parts);
+        let tokens = undertext::internals::message_tokens(&*estimator, &m.parts);
         everything += tokens;
         baselines.push(m.role, &m.parts, tokens);
         chat.append(m.clone())?;
@@ -527,5 +527,5 @@ pub fn session_of_chat(store: &Store, owner: &str, id: undertext::ChatId) -> Res
 /// Tokens of a message in full (archived tool results at their whole text), by the store's
 /// estimator: what resending it costs without previews or checkpoints.
 pub fn full_tokens(store: &Store, m: &undertext::NewMessage) -> u64 {
-    undertext::sim::message_tokens(&*store.options().estimator, &m.parts)
+    undertext::internals::message_tokens(&*store.options().estimator, &m.parts)
 }

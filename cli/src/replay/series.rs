@@ -4,7 +4,7 @@
 //!
 //! The replay the chart draws appends a chat's messages, in order, to a new chat of a scratch
 //! store with default options and a worker (extractive summarizer, [`ReplayOptions`]'s
-//! budget and segments, [`HardLinePolicy::Refuse`](undertext::worker::HardLinePolicy)); before
+//! budget and segments, [`HardLinePolicy::Refuse`](undertext::HardLinePolicy)); before
 //! each assistant message it takes the view and waits for the job that view asked for. Such a
 //! chat only grows: no edits, compactions, pins, calibration or recorded attempts. So every
 //! figure of a step is a function of the messages alone, and [`Series`] computes it with the
@@ -30,16 +30,16 @@ use std::sync::Arc;
 
 use super::cost::{PrefixCache, Sent};
 use super::{ReplayOptions, StepPoint};
+use undertext::BlobId;
+use undertext::Budget;
+use undertext::Estimator;
 use undertext::Options;
 use undertext::Result;
 use undertext::approval::{ApprovalPatterns, pending_in_text};
-use undertext::blob::BlobId;
-use undertext::budget::Budget;
-use undertext::checkpoint::{CheckpointOptions, Extractive, Summarizer};
-use undertext::estimate::Estimator;
-use undertext::sim::first_pending_by;
-use undertext::sim::{RESULT_OVERHEAD, message_tokens, part_tokens};
+use undertext::internals::first_pending_by;
+use undertext::internals::{RESULT_OVERHEAD, message_tokens, part_tokens};
 use undertext::{ArchiveRef, Message, NewMessage, Part, Role, ToolContent};
+use undertext::{CheckpointOptions, Extractive, Summarizer};
 
 /// Complete groups a refresh carries to the last merge (as `checkpoint::build_with`).
 const CARRY_GROUPS: usize = 2;
@@ -249,8 +249,12 @@ impl Series {
         let o = &self.store;
         let patterns = &self.patterns;
         self.archives.entry(id).or_insert_with(|| {
-            let (reference, preview, guard) =
-                undertext::sim::derived_of(text, o.preview_chars, o.guard_preview_chars, &o.preview_marker);
+            let (reference, preview, guard) = undertext::internals::derived_of(
+                text,
+                o.preview_chars,
+                o.guard_preview_chars,
+                &o.preview_marker,
+            );
             let e = &o.estimator;
             Archived {
                 tokens: e.text_tokens(text),
@@ -329,9 +333,9 @@ impl Series {
         let len = self.msgs.len();
         let base = self.published.as_ref().map_or(0, |p| p.reach as usize);
         let msgs = &self.msgs[base..];
-        let prot =
-            base + undertext::sim::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
-        let last_step = base + undertext::sim::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
+        let prot = base
+            + undertext::internals::protected_from(msgs, |i| self.tokens[base + i], budget.protect_limit());
+        let last_step = base + undertext::internals::cut_at_or_before(msgs, msgs.len().saturating_sub(1));
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         // The request, message by message, for the cache model: a stored message is named by
         // its seq (and below, the parts the guard previewed), a task message previewed under
@@ -440,7 +444,7 @@ impl Series {
                 let o = &self.store;
                 let new = match &self.msgs[seq].parts[part] {
                     Part::ToolResult { content: ToolContent::Text(t), .. } => o.estimator.text_tokens(
-                        &undertext::sim::preview_inline(t, o.guard_preview_chars, &o.preview_marker).1,
+                        &undertext::internals::preview_inline(t, o.guard_preview_chars, &o.preview_marker).1,
                     ),
                     _ => old,
                 };
@@ -490,7 +494,7 @@ impl Series {
         for p in &mut parts {
             if let Part::Text(t) = p {
                 let id = BlobId::of(t.as_bytes());
-                *t = undertext::sim::preview_of(t, &id, o.preview_chars, &o.preview_marker);
+                *t = undertext::internals::preview_of(t, &id, o.preview_chars, &o.preview_marker);
             }
         }
         let t = message_tokens(self.e(), &parts);
@@ -505,10 +509,11 @@ impl Series {
     fn build(&self) -> Option<u64> {
         let msgs = &self.msgs;
         let tokens = &self.tokens;
-        let mut cut = undertext::sim::protected_from(msgs, |i| tokens[i], self.budget.protect_limit()) as u64;
+        let mut cut =
+            undertext::internals::protected_from(msgs, |i| tokens[i], self.budget.protect_limit()) as u64;
         let pending = &self.pending;
         if let Some((seq, _)) = first_pending_by(msgs, &mut |m: &Message| pending[m.seq as usize].clone()) {
-            cut = cut.min(undertext::sim::cut_at_or_before(msgs, seq as usize) as u64);
+            cut = cut.min(undertext::internals::cut_at_or_before(msgs, seq as usize) as u64);
         }
         (cut > 0).then_some(cut)
     }
@@ -533,8 +538,11 @@ impl Series {
     fn checkpoint_to(&mut self, reach: u64) -> Cp {
         let settled = &self.msgs[..reach as usize];
         let tokens = &self.tokens;
-        let ranges =
-            undertext::sim::segments(settled, |m| tokens[m.seq as usize], self.checkpoint.segment_tokens);
+        let ranges = undertext::internals::segments(
+            settled,
+            |m| tokens[m.seq as usize],
+            self.checkpoint.segment_tokens,
+        );
         // The worker's tree (`checkpoint::build_with`): each level's complete groups of
         // `fan_in` merge into the level above; what a level leaves over is carried to the last
         // merge, and in a refresh (a node of the level was cached) so are the last complete
@@ -585,7 +593,7 @@ impl Series {
                 }
             }
         }
-        let line = undertext::sim::line_text(SCRATCH_CHAT, reach, &archived);
+        let line = undertext::internals::line_text(SCRATCH_CHAT, reach, &archived);
         let message = Part::Summary(format!("{line}\n{summary}"));
         Cp { reach, summary_tokens: e.text_tokens(&summary), message_tokens: message_tokens(e, &[message]) }
     }

@@ -21,7 +21,6 @@ pub(crate) use cache::ArchiveCache;
 pub(crate) use cache::{load_whole as load, read_context};
 
 pub use offsets::Unit;
-pub use preview::DEFAULT_MARKER;
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -41,7 +40,7 @@ use crate::store::core::{Core, RecordOut, Txn};
 /// memory and for the fuzz target that checks it against naive slicing.
 ///
 /// ```
-/// use undertext::archive::ArchiveText;
+/// use undertext::ArchiveText;
 /// use undertext::Unit;
 /// let t = ArchiveText::new("a😀b\nsecond line\n".into());
 /// assert_eq!(t.read(1..2, Unit::Chars)?, "😀");

@@ -3,8 +3,8 @@
 //! gives the total length and says how to read more.
 
 use super::offsets::OffsetIndex;
-
-pub use crate::options::DEFAULT_MARKER;
+#[cfg(test)]
+use crate::options::DEFAULT_MARKER;
 
 fn fill(template: &str, id: &str, total_chars: u64, total_lines: u64, shown: &str, omitted: u64) -> String {
     template

@@ -49,7 +49,7 @@ const DELTA: u32 = 1 << 31;
 /// growing list costs about what it grew, not an average chunk per version).
 ///
 /// ```
-/// use undertext::blob::chunk::cut_points;
+/// use undertext::internals::cut_points;
 /// let data: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
 /// let cuts = cut_points(&data, 16 << 10);
 /// assert_eq!(cuts.first().map(|r| r.start), Some(0));

@@ -11,21 +11,14 @@ mod render;
 pub(crate) mod tail;
 pub(crate) mod view;
 
-#[cfg(feature = "tiktoken")]
-pub use crate::estimate::Tiktoken;
-pub use crate::estimate::{Estimator, Heuristic};
 pub use crate::model::IndexLine;
-/// Token estimation (moved to the crate's `estimate` module; kept here for old paths).
-pub mod estimate {
-    pub use crate::estimate::*;
-}
 pub use view::{Decision, Omitted, View, ViewMessage};
 
 /// The token budget of one model call. Fractions are of the usable input,
 /// `window − reserve_output`.
 ///
 /// ```
-/// use undertext::budget::Budget;
+/// use undertext::Budget;
 /// let b = Budget::new(200_000, 8_000);
 /// assert_eq!(b.usable(), 192_000);
 /// assert_eq!(b.soft_limit(), 134_400);
@@ -114,7 +107,7 @@ impl Budget {
     /// Tokens the protected tail may hold (see [`Budget::protect_max_tokens`]).
     ///
     /// ```
-    /// use undertext::budget::Budget;
+    /// use undertext::Budget;
     /// assert_eq!(Budget::new(32_000, 4_000).protect_limit(), 7_000);
     /// ```
     pub fn protect_limit(&self) -> u64 {
@@ -130,7 +123,7 @@ impl Budget {
     /// The least a cut must save under the hard line (see [`Budget::min_cut_tokens`]).
     ///
     /// ```
-    /// use undertext::budget::Budget;
+    /// use undertext::Budget;
     /// assert_eq!(Budget::new(32_000, 4_000).min_cut(), 2_800);
     /// ```
     pub fn min_cut(&self) -> u64 {

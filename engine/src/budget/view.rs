@@ -134,7 +134,7 @@ impl Omitted {
     /// nothing is): the ranges and how many results are previews, with the tools' names.
     ///
     /// ```
-    /// use undertext::budget::Omitted;
+    /// use undertext::Omitted;
     /// let o = Omitted { ranges: vec![0..40], results: vec![], tokens: 9_000 };
     /// assert!(o.note().contains("messages 0..40"));
     /// assert!(Omitted::default().note().is_empty());
@@ -235,7 +235,7 @@ impl View {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let store = undertext::Store::open(dir.path(), Default::default())?;
     /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
-    /// use undertext::{NewMessage, budget::Budget};
+    /// use undertext::{Budget, NewMessage};
     /// let budget = Budget::new(32_000, 4_000);
     /// chat.append(NewMessage::user("fix the build"))?;
     /// let first = chat.view(&budget)?;

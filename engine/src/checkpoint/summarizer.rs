@@ -20,7 +20,7 @@ pub trait Summarizer: Send + Sync {
 /// prefixed by its seq and role; merges keep each part's first lines within a budget.
 ///
 /// ```
-/// use undertext::checkpoint::{Extractive, Summarizer};
+/// use undertext::{Extractive, Summarizer};
 /// let s = Extractive::default();
 /// let merged = s.merge(&["a\nb".into(), "c".into()]).unwrap();
 /// assert!(merged.contains('a') && merged.contains('c'));
@@ -81,7 +81,7 @@ impl Summarizer for Extractive {
 /// A [`Summarizer`] made of two closures — the way a harness plugs in a model from Rust.
 ///
 /// ```
-/// use undertext::checkpoint::{FnSummarizer, Summarizer};
+/// use undertext::{FnSummarizer, Summarizer};
 /// let s = FnSummarizer::new(
 ///     "my-model-v1",
 ///     |msgs| Ok(format!("{} messages", msgs.len())),

@@ -32,7 +32,7 @@ pub struct Squish {
     pub rewrite: String,
 }
 
-pub use crate::error::LintProblem;
+use crate::error::LintProblem;
 
 fn has_result(m: &Message) -> bool {
     m.parts.iter().any(|p| matches!(p, Part::ToolResult { .. }))

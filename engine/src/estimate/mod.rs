@@ -33,7 +33,7 @@ pub trait Estimator: Debug + Send + Sync {
 /// [`Chat::report_usage`](crate::Chat::report_usage) corrects the rest per chat and model.
 ///
 /// ```
-/// use undertext::budget::{Estimator, Heuristic};
+/// use undertext::{Estimator, Heuristic};
 /// let h = Heuristic::default();
 /// assert!(h.text_tokens("hello world") >= 2);
 /// assert_eq!(h.text_tokens(""), 0);

@@ -15,7 +15,8 @@ use crate::budget::view::{
     Candidate, Decision, Omitted, Stable, View, ViewMessage, guard, message_tokens, preview_cells, preview60,
 };
 use crate::checkpoint;
-use crate::compaction::{LintProblem, Plan, lint};
+use crate::compaction::{Plan, lint};
+use crate::error::LintProblem;
 use crate::error::{Error, Result};
 use crate::history::ChatRef;
 use crate::history::view_memo::ViewMemo;

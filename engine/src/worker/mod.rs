@@ -94,7 +94,7 @@ pub enum HardLinePolicy {
 /// Settings of the worker.
 ///
 /// ```
-/// use undertext::worker::WorkerOptions;
+/// use undertext::WorkerOptions;
 /// // A model summarizer that may be called from two threads at once: a job summarizes two
 /// // segments at a time, and starts early enough for the summarizer's measured time.
 /// let opts = WorkerOptions { threads: 2, ..WorkerOptions::default() };
@@ -128,7 +128,7 @@ pub struct WorkerOptions {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use undertext::worker::WorkerOptions;
+    /// use undertext::WorkerOptions;
     /// let opts = WorkerOptions { threads: 4, call_time: Some(Duration::from_secs(2)), ..WorkerOptions::default() };
     /// assert!(opts.adaptive);
     /// ```
@@ -510,7 +510,7 @@ impl Worker {
     /// line plans with.
     ///
     /// ```
-    /// use undertext::worker::Measured;
+    /// use undertext::Measured;
     /// let m = Measured {
     ///     per_call: Some(std::time::Duration::from_secs(2)),
     ///     rounds_per_job: Some(2.0),

@@ -28,7 +28,8 @@ pub struct Outlook {
 ///
 /// ```
 /// use std::time::Duration;
-/// use undertext::worker::{Outlook, start_line};
+/// use undertext::{Outlook};
+/// use undertext::internals::{start_line};
 /// // 300 tokens a step, a step a second, a job of 9 calls of 2 s: 18 s, 27 with a 1.5
 /// // margin, so the job starts 28 steps (8,400 tokens) before the hard line.
 /// let o = Outlook { growth_per_step: 300.0, step: Duration::from_secs(1), job: Duration::from_secs(18) };

@@ -20,7 +20,7 @@
 
 #![allow(clippy::print_stdout, reason = "the child reports on stdout")]
 
-use undertext::budget::Budget;
+use undertext::Budget;
 use undertext::{Durability, Error, Options, Page, Part, Store, ToolContent, Unit};
 
 fn opts() -> Options {

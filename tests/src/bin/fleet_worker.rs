@@ -17,8 +17,8 @@
 use std::io::Write;
 use std::time::Duration;
 
-use undertext::checkpoint::{CheckpointOptions, Extractive};
 use undertext::{ChatId, ChatMeta, Durability, Error, NewMessage, Options, Store};
+use undertext::{CheckpointOptions, Extractive};
 use undertext_tests::Rng;
 
 fn main() {

@@ -10,8 +10,8 @@
 use std::io::Write;
 use std::sync::Arc;
 
-use undertext::checkpoint::FnSummarizer;
-use undertext::worker::WorkerOptions;
+use undertext::FnSummarizer;
+use undertext::WorkerOptions;
 use undertext_tests::child::open_or_exit;
 use undertext_tests::mixed::{actions, run};
 
