@@ -15,7 +15,7 @@
 //! * `cold_load_1000` — open a 1,000-message chat that is not in memory and decode every
 //!   message, against SQLite `SELECT … WHERE chat = ? ORDER BY seq` with the JSON body
 //!   decoded; once with 2 KB of random letters per message (`cold_load_1000_messages`, the
-//!   row since session 5) and once with 2 KB pieces of the shared transcripts' texts
+//!   original row) and once with 2 KB pieces of the shared transcripts' texts
 //!   (`cold_load_1000_real_messages`).
 
 #![expect(clippy::unwrap_used, reason = "bench harness: failure should abort the bench")]

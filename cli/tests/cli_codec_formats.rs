@@ -6,9 +6,9 @@
 //! (`spotter/short.jsonl` and a sub-agent's `agent-acompact-70d8e7.jsonl`), each with what its
 //! build's `show --json` printed beside it (`NAME.show.json`):
 //! * `tests/fixtures/store-disk19-codec3`: codec 3 (dictionary 1, raw content), written by the
-//!   CLI of the `disk19` branch (issue 19, session 7);
+//!   CLI of the first build with dictionaries (issue 19);
 //! * `tests/fixtures/store-s9-codec4`: codec 4 (dictionary 2: the same content with entropy
-//!   tables), written by the CLI of session 9 (issue 18).
+//!   tables), written by the CLI of the build that added them (issue 18).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
 
