@@ -11,6 +11,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::Position;
 use crate::model::*;
+use crate::record::append_key::AppendKeyRec;
 use crate::record::{self, BodyRec, MsgRec, PartRec, PartsRec, StepRec, StepTagRec, kind};
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -145,10 +146,13 @@ struct Timed<'a> {
     prelude: Vec<RecordOut>,
     /// The chat's new metadata, written after the messages in the same transaction.
     meta: Option<ChatMeta>,
+    /// The append's idempotency key: an append to the chat with the same key made before
+    /// is returned instead (see [`ChatRef::append_batch_idempotent`]).
+    key: Option<&'a str>,
 }
 
 impl Timed<'_> {
-    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None };
+    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None, key: None };
 }
 
 impl ChatRef<'_> {
@@ -171,6 +175,23 @@ impl ChatRef<'_> {
             .map(|(_, r, _)| r)
     }
 
+    /// The work of `Chat::append_batch_idempotent` (documented there): under the chat's
+    /// write lock (in fleet mode, once the replica holds every batch committed for the chat,
+    /// so also one whose commit's answer was lost), an append-key record of the chat with
+    /// `key` gives the seqs it took, and nothing is written; else the messages are appended
+    /// with such a record in their batch.
+    pub(crate) fn append_batch_idempotent(&self, messages: Vec<NewMessage>, key: &str) -> Result<Range<u64>> {
+        if key.is_empty() || key.len() > record::append_key::MAX_KEY {
+            return Err(Error::InvalidArgument(format!(
+                "idempotency key: expected 1 to {} bytes, found {}",
+                record::append_key::MAX_KEY,
+                key.len()
+            )));
+        }
+        self.append_inner(&[], messages, None, None, Timed { key: Some(key), ..Timed::NOW })
+            .map(|(_, r, _)| r)
+    }
+
     /// The work of `Chat::append_batch_with_meta` (documented there).
     pub(crate) fn append_batch_with_meta(
         &self,
@@ -189,7 +210,8 @@ impl ChatRef<'_> {
         at_ms: Option<&[u64]>,
         prelude: Vec<RecordOut>,
     ) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude, meta: None }).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude, ..Timed::NOW })
+            .map(|(_, r, _)| r)
     }
 
     /// The work of `Chat::append_with_blobs` (documented there).
@@ -272,6 +294,24 @@ impl ChatRef<'_> {
                 w.last_turn, tag.turn
             )));
         }
+        if let Some(key) = timed.key
+            && let Some((first, count)) = core.index.append_key(chat.0, key)?
+        {
+            if count != messages.len() as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "idempotency key {key:?}: it was used for an append of {count} message(s) to chat {} \
+                     (seqs {first}..{}), this one has {}; nothing was written",
+                    chat.0,
+                    first + count,
+                    messages.len()
+                )));
+            }
+            // The first append's own promise: durable before it is acknowledged.
+            let (end, revision) = (w.last_end, w.revision);
+            drop(w);
+            core.wait_durable(end)?;
+            return Ok((ids, first..first + count, revision));
+        }
         let now = now_ms();
         let (revision, hidden) = match hide {
             Some(h) => {
@@ -306,6 +346,15 @@ impl ChatRef<'_> {
             let payload = record::compact::encode(&rec, core.opts.compression);
             let at = txn.push(RecordOut::history(kind::MESSAGE_COMPACT, payload));
             pending.push((at, seq, m.role, turn, starts, at_ms));
+        }
+        if let Some(key) = timed.key {
+            let rec = AppendKeyRec {
+                chat: chat.0,
+                first: base,
+                count: messages.len() as u64,
+                key: key.to_string(),
+            };
+            txn.push(RecordOut::history(kind::APPEND_KEY, rec.encode()));
         }
         if let Some((tag, complete)) = &step {
             let rec = StepRec {

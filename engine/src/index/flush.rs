@@ -129,7 +129,7 @@ pub(crate) fn entries_keeping(
                 id.copy_from_slice(&r.payload[..32]);
                 out.blobs.push((BlobId(id), loc));
             }
-        } else if r.kind < kind::FIRST_OPTIONAL {
+        } else if r.kind < kind::FIRST_OPTIONAL || r.kind == crate::record::kind::APPEND_KEY {
             let chats = if is_grant(r.kind) { chats.clone() } else { Vec::new() };
             let texts = match listing_and_record(r.kind, r.payload, decoded.is_some()) {
                 Some((listing, rec)) => {

@@ -9,6 +9,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::model::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 
+pub(crate) mod append_key;
 pub(crate) mod compact;
 
 /// Record kinds of history (see `engine/FORMAT.md`).
@@ -34,6 +35,9 @@ pub(crate) mod kind {
     /// Erasure (issue 34): a `HideRec` payload whose ranges `gc` erases (see FORMAT.md,
     /// "Erased messages"). Always in the batch of a `HIDE` record of the same ranges.
     pub const ERASE: u8 = 18;
+    /// An append made with an idempotency key: the chat, the key and the seqs it took
+    /// (`record::append_key`). Optional (an older build skips it); written since issue 35.
+    pub const APPEND_KEY: u8 = 128;
 }
 
 /// An owner was granted a blob: it stored it (`put_blob`, or with an append), or attached it.

@@ -228,6 +228,9 @@ fn check_index(core: &Core) -> Result<Vec<String>> {
 
 /// Extra checks of one valid record; `Some(reason)` when it is wrong.
 fn check_record(core: &Core, r: &RecordRef<'_>) -> Option<Option<String>> {
+    if r.kind == crate::record::kind::APPEND_KEY {
+        return Some(crate::record::append_key::AppendKeyRec::decode(r.payload).err());
+    }
     if r.kind >= kind::FIRST_OPTIONAL {
         return Some(None);
     }
