@@ -124,13 +124,28 @@ fn proxied(url: &str) -> (String, Arc<Wire>) {
 
 const N: u64 = 10;
 
+/// What a test here starts from: the URL through a new proxy, its counts, a store on it, a
+/// new owner `tag`-… and a chat of it; `None` without a server.
+struct Wired {
+    url: String,
+    wire: Arc<Wire>,
+    store: Store,
+    owner: String,
+    id: undertext::ChatId,
+}
+
+fn wired(tag: &str) -> Option<Wired> {
+    let (url, wire) = proxied(&fleet_url()?);
+    let store = Store::open(&url, opts()).unwrap();
+    let owner = owner(tag);
+    let id = store.create_chat(&owner, Default::default()).unwrap();
+    Some(Wired { url, wire, store, owner, id })
+}
+
 #[test]
 fn an_append_on_a_held_chat_is_three_round_trips_and_one_transaction() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    let Some(Wired { wire, store, owner: o, id, .. }) = wired("wire") else { return };
+    let chat = store.chat(&o, id).unwrap();
     // The first appends prepare the statements on the connection.
     for i in 0..3 {
         chat.append(NewMessage::user(format!("warm {i}"))).unwrap();
@@ -147,11 +162,7 @@ fn an_append_on_a_held_chat_is_three_round_trips_and_one_transaction() {
 
 #[test]
 fn opening_the_chat_then_appending_is_four_round_trips() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let id = store.create_chat(&o, Default::default()).unwrap();
+    let Some(Wired { wire, store, owner: o, id, .. }) = wired("wire") else { return };
     for i in 0..3 {
         store.chat(&o, id).unwrap().append(NewMessage::user(format!("warm {i}"))).unwrap();
     }
@@ -166,11 +177,8 @@ fn opening_the_chat_then_appending_is_four_round_trips() {
 
 #[test]
 fn an_append_carrying_a_new_blob_commits_once() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    let Some(Wired { url, wire, store, owner: o, id }) = wired("wire") else { return };
+    let chat = store.chat(&o, id).unwrap();
     let fresh = |i: u64| format!("attachment {i} of {o} ").repeat(50).into_bytes();
     for i in 0..3 {
         chat.append_with_blobs(&[&fresh(i)], vec![NewMessage::user(format!("warm {i}"))]).unwrap();
@@ -194,11 +202,7 @@ fn an_append_carrying_a_new_blob_commits_once() {
 
 #[test]
 fn a_commit_whose_answer_was_lost_is_found_by_a_retry_with_the_same_idempotency_key() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("lost");
-    let id = store.create_chat(&o, Default::default()).unwrap();
+    let Some(Wired { url, wire, store, owner: o, id }) = wired("lost") else { return };
     let chat = store.chat(&o, id).unwrap();
     chat.append(NewMessage::user("deploy it")).unwrap();
     let reply = || NewMessage::assistant("deployed to 3 hosts");

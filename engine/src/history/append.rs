@@ -449,6 +449,35 @@ mod tests {
     }
 
     #[test]
+    fn append_keys_are_found_pending_and_flushed_pass_check_survive_a_rebuild_and_go_with_their_chat() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        let gone = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        // In the memtable (no flush for an hour), then in redb.
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        gone.append_idempotent(NewMessage::user("b"), "k1").unwrap();
+        store.sync().unwrap();
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_batch_idempotent(vec![NewMessage::user("c"); 2], "k2").unwrap(), 1..3);
+        let report = store.check().unwrap();
+        assert!(report.is_ok(), "{report:?}");
+        store.rebuild_index().unwrap();
+        assert_eq!(chat.append_batch_idempotent(vec![NewMessage::user("c"); 2], "k2").unwrap(), 1..3);
+        assert_eq!(chat.len(), 3);
+        store.delete_chat("o", gone.id()).unwrap();
+        let id = chat.id();
+        drop((chat, gone, store));
+        Store::gc(dir.path(), held_back()).unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        assert!(store.check().unwrap().is_ok());
+        let chat = store.chat("o", id).unwrap();
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_idempotent(NewMessage::user("d"), "k3").unwrap(), 3);
+    }
+
+    #[test]
     fn appends_find_pending_grants_and_miss_absent_ones_without_flushing_the_index() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path(), held_back()).unwrap();
