@@ -628,6 +628,7 @@ fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_cer
     let text = e.to_string();
     assert!(matches!(e, Error::Backend { .. }), "{text}");
     assert!(text.contains("certificate"), "the error names the certificate problem: {text}");
+    assert!(!text.contains("tries"), "a certificate that does not verify is not tried again: {text}");
     let never = undertext::BlobId::of(&other);
     assert!(!dir.join("t").join(never.to_string()).exists(), "nothing uploaded without trust");
 

@@ -524,16 +524,21 @@ fn exchange(
     head_only: bool,
 ) -> std::result::Result<Response, Failure> {
     let sent = |e: std::io::Error| {
-        let why = format!("send: {e}");
         // A certificate the client does not trust shows at the first write (the handshake).
-        let tls = e.kind() == std::io::ErrorKind::InvalidData
-            && e.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
-        Failure { retry: !tls, nothing_received: !tls, why }
+        let tls = tls_refusal(&e);
+        Failure { retry: !tls, nothing_received: !tls, why: format!("send: {e}") }
     };
     s.write_all(head).map_err(sent)?;
     s.write_all(body).map_err(sent)?;
     s.flush().map_err(sent)?;
     read_response(s, head_only)
+}
+
+/// True for TLS's own refusal (a certificate that does not verify, a protocol alert), which
+/// another try would meet again.
+fn tls_refusal(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidData
+        && e.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
 }
 
 /// Reads bytes from `s` onto `buf`; 0 at the end of the stream (a TLS session's end without
@@ -552,7 +557,7 @@ fn fill(s: &mut (impl Read + ?Sized), buf: &mut Vec<u8>) -> std::result::Result<
             Err(e) => {
                 return Err(Failure {
                     why: format!("receive: {e} ({} bytes of a response received)", buf.len()),
-                    retry: true,
+                    retry: !tls_refusal(&e),
                     nothing_received: buf.is_empty()
                         && matches!(
                             e.kind(),
