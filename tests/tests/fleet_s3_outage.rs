@@ -267,7 +267,7 @@ fn gc_with_s3_down_fails_clearly_loses_nothing_and_completes_once_s3_is_back() {
 
     // 1. S3 down before gc: it fails reading what records reference, and deletes nothing.
     servers.s3("s3-stop");
-    let err = Store::gc(&servers.url_at(&servers.endpoint(), quick), opts()).unwrap_err();
+    let err = Store::gc(servers.url_at(&servers.endpoint(), quick), opts()).unwrap_err();
     servers.s3("s3-start");
     eprintln!("S3 down before gc: {err}");
     let Error::Backend { reason, .. } = &err else { panic!("expected Error::Backend, found {err:?}") };
@@ -284,7 +284,7 @@ fn gc_with_s3_down_fails_clearly_loses_nothing_and_completes_once_s3_is_back() {
     let proxy = Arc::new(Proxy::default());
     let at = proxy.start(servers.endpoint(), servers.clone());
     proxy.stop_at_delete.store(2, Ordering::SeqCst);
-    let err = Store::gc(&servers.url_at(&at, quick), opts()).unwrap_err();
+    let err = Store::gc(servers.url_at(&at, quick), opts()).unwrap_err();
     eprintln!("S3 down mid-sweep: {err}");
     // The client may give up before the stop's script has returned.
     let waited = std::time::Instant::now();
@@ -320,7 +320,7 @@ fn gc_with_s3_down_fails_clearly_loses_nothing_and_completes_once_s3_is_back() {
     assert_eq!(&reader.get_blob(&o, &granted_id).unwrap()[..], &granted[..]);
 
     // 3. S3 back: gc completes, and the three doomed blobs go (rows and objects).
-    let report = Store::gc(&servers.url_at(&servers.endpoint(), quick), opts()).unwrap();
+    let report = Store::gc(servers.url_at(&servers.endpoint(), quick), opts()).unwrap();
     assert!(report.blobs_removed >= 3, "{report:?}");
     let rows = ids(&mut pg);
     assert!(doomed.iter().all(|id| !rows.contains(id) && !servers.object(id).exists()), "{report:?}");
