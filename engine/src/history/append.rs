@@ -475,6 +475,9 @@ mod tests {
         let chat = store.chat("o", id).unwrap();
         assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
         assert_eq!(chat.append_idempotent(NewMessage::user("d"), "k3").unwrap(), 3);
+        // A reader follows a log holding append keys.
+        let reader = Store::open_read_only_with(dir.path(), held_back()).unwrap();
+        assert_eq!(reader.chat("o", id).unwrap().len(), 4);
     }
 
     #[test]
