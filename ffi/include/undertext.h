@@ -1201,6 +1201,22 @@ undertext_status_t undertext_chat_append_batch(undertext_chat_t chat,
                                                uint64_t *out_start,
                                                uint64_t *out_end);
 
+// Appends `n` messages in one transaction with idempotency key `key` (1 to 256 bytes): when
+// an append with the same key was made to this chat before, nothing is written and its seqs
+// are given. A caller unsure whether an append went through (an error after it was sent, a
+// crash) calls again with the same key and gets one copy. A used key with another number of
+// messages is `UNDERTEXT_INVALID_ARGUMENT`. Their seqs are `*out_start .. *out_end`.
+//
+// # Safety
+// `messages` points to `n` valid messages (NULL only when `n` is 0); `key` is a valid string
+// argument; the out-pointers are NULL or writable.
+undertext_status_t undertext_chat_append_idempotent(undertext_chat_t chat,
+                                                    const undertext_message_t *messages,
+                                                    size_t n,
+                                                    undertext_str_t key,
+                                                    uint64_t *out_start,
+                                                    uint64_t *out_end);
+
 // Replaces message `seq` if the chat is still at `expected_revision`
 // (`UNDERTEXT_STALE_REVISION` otherwise); the new revision in `*out_revision`. The old
 // version stays readable through `undertext_chat_snapshot_at`.

@@ -277,6 +277,23 @@ pub unsafe extern "C" fn undertext_chat_append_batch(
     out_start: *mut u64,
     out_end: *mut u64,
 ) -> Status {
+    // SAFETY: forwarded contract of this function.
+    unsafe { append_batch_keyed(chat, messages, n, None, out_start, out_end) }
+}
+
+/// The work of `undertext_chat_append_batch` and, with a key, of
+/// `undertext_chat_append_idempotent`.
+///
+/// # Safety
+/// As `undertext_chat_append_idempotent`'s arguments.
+unsafe fn append_batch_keyed(
+    chat: ChatHandle,
+    messages: *const MessageIn,
+    n: usize,
+    key: Option<Str>,
+    out_start: *mut u64,
+    out_end: *mut u64,
+) -> Status {
     call(|| {
         // SAFETY: forwarded contract of this function, for each argument.
         let (ms, start, end) = unsafe {
@@ -286,12 +303,39 @@ pub unsafe extern "C" fn undertext_chat_append_batch(
                 args::output(out_end, "out_end")?,
             )
         };
+        // SAFETY: forwarded contract of this function.
+        let key = key.map(|k| unsafe { args::text(k, "key") }).transpose()?;
         let c = chat_for(chat, &ms.iter().collect::<Vec<_>>())?;
-        let r = c.append_batch(ms)?;
+        let r = match key {
+            Some(k) => c.append_batch_idempotent(ms, k)?,
+            None => c.append_batch(ms)?,
+        };
         start.set(r.start);
         end.set(r.end);
         Ok(())
     })
+}
+
+/// Appends `n` messages in one transaction with idempotency key `key` (1 to 256 bytes): when
+/// an append with the same key was made to this chat before, nothing is written and its seqs
+/// are given. A caller unsure whether an append went through (an error after it was sent, a
+/// crash) calls again with the same key and gets one copy. A used key with another number of
+/// messages is `UNDERTEXT_INVALID_ARGUMENT`. Their seqs are `*out_start .. *out_end`.
+///
+/// # Safety
+/// `messages` points to `n` valid messages (NULL only when `n` is 0); `key` is a valid string
+/// argument; the out-pointers are NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn undertext_chat_append_idempotent(
+    chat: ChatHandle,
+    messages: *const MessageIn,
+    n: usize,
+    key: Str,
+    out_start: *mut u64,
+    out_end: *mut u64,
+) -> Status {
+    // SAFETY: forwarded contract of this function.
+    unsafe { append_batch_keyed(chat, messages, n, Some(key), out_start, out_end) }
 }
 
 /// Replaces message `seq` if the chat is still at `expected_revision`

@@ -335,6 +335,23 @@ static void messages_batches_edits_and_steps(void) {
         undertext_chat_record_step(c, 2, S(""), 0, UNDERTEXT_STEP_COMPLETE, &mwhole, 1, &start, &end));
   FAILS(UNDERTEXT_INVALID_UTF8, "stream_id",
         undertext_chat_record_step(c, 2, bad_utf8(), 0, UNDERTEXT_STEP_COMPLETE, &mwhole, 1, &start, &end));
+
+  /* An append with an idempotency key, retried: one copy, the same seqs. */
+  undertext_chat_info_t before;
+  OK(undertext_chat_info(c, &before));
+  OK(undertext_chat_append_idempotent(c, &mwhole, 1, S("turn-2/reply"), &start, &end));
+  CHECK(start == before.len && end == before.len + 1);
+  uint64_t again_start = 0, again_end = 0;
+  OK(undertext_chat_append_idempotent(c, &mwhole, 1, S("turn-2/reply"), &again_start, &again_end));
+  CHECK(again_start == start && again_end == end);
+  undertext_message_t two[2] = {mwhole, mwhole};
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "1 message(s)",
+        undertext_chat_append_idempotent(c, two, 2, S("turn-2/reply"), &start, &end));
+  FAILS(UNDERTEXT_INVALID_ARGUMENT, "idempotency key", undertext_chat_append_idempotent(c, &mwhole, 1, S(""), &start, &end));
+  FAILS(UNDERTEXT_INVALID_UTF8, "key", undertext_chat_append_idempotent(c, &mwhole, 1, bad_utf8(), &start, &end));
+  undertext_chat_info_t after;
+  OK(undertext_chat_info(c, &after));
+  CHECK(after.len == before.len + 1);
   OK(undertext_store_close(s));
   remove_dir(dir);
 }

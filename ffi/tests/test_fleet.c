@@ -222,6 +222,35 @@ static void another_owners_blob_and_chat_are_refused_across_stores(const char *u
   OK(undertext_store_close(a));
 }
 
+/* A retry of an append with its idempotency key, from the other process: one copy. */
+static void a_keyed_append_retried_by_another_process_is_written_once(const char *url) {
+  char owner[96];
+  unique_owner(owner, sizeof owner, "c-idem");
+  undertext_store_t a = open_fleet(url);
+  undertext_store_t b = open_fleet(url);
+  uint64_t id = 0, start = 0, end = 0;
+  undertext_chat_t ca = new_chat(a, owner, &id);
+  undertext_part_t p;
+  memset(&p, 0, sizeof p);
+  p.kind = UNDERTEXT_PART_TEXT;
+  p.text = S("tests pass");
+  undertext_message_t m = {UNDERTEXT_ROLE_ASSISTANT, &p, 1};
+  OK(undertext_chat_append_idempotent(ca, &m, 1, S("req-42"), &start, &end));
+  CHECK(start == 0 && end == 1);
+  undertext_chat_t cb = {0};
+  OK(undertext_chat_open(b, S(owner), id, &cb));
+  uint64_t again_start = 9, again_end = 9;
+  OK(undertext_chat_append_idempotent(cb, &m, 1, S("req-42"), &again_start, &again_end));
+  CHECK(again_start == 0 && again_end == 1);
+  undertext_chat_info_t info;
+  OK(undertext_chat_info(cb, &info));
+  CHECK(info.len == 1);
+  OK(undertext_chat_close(ca));
+  OK(undertext_chat_close(cb));
+  OK(undertext_store_close(a));
+  OK(undertext_store_close(b));
+}
+
 int main(void) {
   const char *url = getenv("UNDERTEXT_FLEET_URL");
   if (url == NULL || *url == 0) {
@@ -237,5 +266,6 @@ int main(void) {
   another_process_sees_appends_views_them_and_reads_the_archive(url);
   a_stale_publication_is_the_same_conflict_as_embedded(url);
   another_owners_blob_and_chat_are_refused_across_stores(url);
+  a_keyed_append_retried_by_another_process_is_written_once(url);
   return finish("test_fleet");
 }

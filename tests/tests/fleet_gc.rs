@@ -6,9 +6,12 @@
 //! object without a row goes once older than the grace period; one not named by a blob id
 //! stays.
 //!
+//! A catalog larger than a page of the collection's reads (500 rows) and than a sweep's
+//! group: every page is marked, every group swept.
+//!
 //! A file of its own: the test tells the blobs each step stored by the rows that appeared,
 //! so no other test may write to the server meanwhile (cargo runs test binaries one after
-//! another). Needs `UNDERTEXT_FLEET_URL` (and `UNDERTEXT_FLEET_S3` for the S3 half):
+//! another; the tests here take turns). Needs `UNDERTEXT_FLEET_URL` (and `UNDERTEXT_FLEET_S3` for the S3 half):
 //! `scripts/test-fleet` sets them.
 
 #![cfg(feature = "fleet")]
@@ -170,17 +173,70 @@ fn collect_one(name: &str, url: &str, pg: &mut postgres::Client, bucket: Option<
     assert_eq!(texts(&reader, &o, live), vec![live_text], "{name}");
 }
 
+/// `url` with blobs in S3 (`UNDERTEXT_FLEET_S3`), when the run has an S3 server.
+fn s3_url(url: &str) -> Option<String> {
+    let params = std::env::var("UNDERTEXT_FLEET_S3").ok().filter(|p| !p.is_empty())?;
+    Some(format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' }))
+}
+
+/// One test at a time: each tells its blobs by the rows that appeared.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn fleet_gc_deletes_old_unreferenced_blobs_keeps_fresh_and_referenced_ones_in_postgres_and_s3() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
     let Some(url) = fleet_url() else { return };
     let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     collect_one("fleet", &url, &mut pg, None);
-    match std::env::var("UNDERTEXT_FLEET_S3").ok().filter(|p| !p.is_empty()) {
-        Some(params) => {
+    match s3_url(&url) {
+        Some(s3) => {
             let bucket = PathBuf::from(std::env::var("UNDERTEXT_FLEET_S3_DIR").unwrap());
-            let s3 = format!("{url}{}{params}", if url.contains('?') { '&' } else { '?' });
             collect_one("fleet+s3", &s3, &mut pg, Some(bucket));
         }
         None => eprintln!("S3 half skipped: UNDERTEXT_FLEET_S3 is not set"),
     }
+}
+
+#[test]
+fn fleet_gc_reads_a_catalog_larger_than_its_pages_and_sweeps_it_in_groups() {
+    let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(url) = fleet_url() else { return };
+    let mut pg = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let before = rows(&mut pg);
+    let store = Store::open(&url, opts()).unwrap();
+    let o = owner("pages");
+    // 1,200 records in one batch (three pages of the mark), the last one a long message whose
+    // body is a blob: only the mark of the third page keeps it.
+    let id = store.create_chat(&o, ChatMeta::default()).unwrap();
+    let last = long_text("last page");
+    let mut batch: Vec<NewMessage> =
+        (0..1199).map(|i| NewMessage::user(format!("{o} message {i}"))).collect();
+    batch.push(NewMessage::assistant(last.clone()));
+    store.chat(&o, id).unwrap().append_batch(batch).unwrap();
+    // 1,100 old rows nothing references (three pages of the sweep's listing, three groups).
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let mut rng = Rng::new(nanos as u64);
+    let unreferenced: Vec<Vec<u8>> = (0..1100).map(|_| rng.bytes(32)).collect();
+    pg.execute(
+        "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+         SELECT i, 1, 0, 0, '\\x00'::bytea FROM unnest($1::bytea[]) AS i",
+        &[&unreferenced],
+    )
+    .unwrap();
+    let ours: Vec<Vec<u8>> = rows(&mut pg).difference(&before).cloned().collect();
+    pg.execute("UPDATE ut_blobs SET stored_at = now() - interval '2 hours' WHERE id = ANY($1)", &[&ours])
+        .unwrap();
+
+    // With the bucket when the run has one: message bodies stored there are read to be marked.
+    let gc_url = s3_url(&url).unwrap_or_else(|| url.clone());
+    let report = Store::gc(&gc_url, opts()).unwrap();
+    assert!(report.blobs_removed >= 1100, "{report:?}");
+    let after = rows(&mut pg);
+    assert!(unreferenced.iter().all(|id| !after.contains(id)), "every unreferenced row went");
+    let kept: Vec<&Vec<u8>> = ours.iter().filter(|id| !unreferenced.contains(id)).collect();
+    assert!(!kept.is_empty() && kept.iter().all(|id| after.contains(*id)), "the last page's body blob stays");
+    let reader = Store::open(&url, opts()).unwrap();
+    let chat = reader.chat(&o, id).unwrap();
+    assert_eq!(chat.len(), 1200);
+    assert_eq!(chat.get(1199).unwrap().parts, vec![Part::Text(last)]);
 }

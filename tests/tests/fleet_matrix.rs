@@ -301,6 +301,57 @@ fn steps_and_attempts_come_back_in_order() {
     }
 }
 
+#[test]
+fn an_append_retried_with_its_idempotency_key_is_one_message_at_one_seq() {
+    for Backend { name, store, _dir } in backends() {
+        let o = owner("idem");
+        let chat = store.chat(&o, store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        chat.append(NewMessage::user("run the tests")).unwrap();
+        let done = NewMessage::assistant("all 40 pass");
+        let seq = chat.append_idempotent(done.clone(), "call-1").unwrap();
+        assert_eq!(seq, 1, "{name}");
+        assert_eq!(
+            chat.append_idempotent(done.clone(), "call-1").unwrap(),
+            seq,
+            "{name}: the same key again"
+        );
+        let two = || vec![NewMessage::user("and lint"), NewMessage::assistant("clean")];
+        let seqs = chat.append_batch_idempotent(two(), "call-2").unwrap();
+        assert_eq!(seqs, 2..4, "{name}");
+        assert_eq!(chat.append_batch_idempotent(two(), "call-2").unwrap(), seqs, "{name}");
+        // A key belongs to its chat: another chat may use it.
+        let other = store.chat(&o, store.create_chat(&o, ChatMeta::default()).unwrap()).unwrap();
+        assert_eq!(other.append_idempotent(done.clone(), "call-1").unwrap(), 0, "{name}");
+        // A used key with another number of messages, and an empty key, write nothing.
+        let wrong = chat.append_batch_idempotent(vec![NewMessage::user("x")], "call-2");
+        assert!(
+            matches!(&wrong, Err(Error::InvalidArgument(m)) if m.contains("2 message(s)")),
+            "{name}: {wrong:?}"
+        );
+        let empty = chat.append_idempotent(NewMessage::user("x"), "");
+        assert!(matches!(empty, Err(Error::InvalidArgument(_))), "{name}: {empty:?}");
+        assert_eq!(chat.len(), 4, "{name}");
+        assert_eq!(chat.get(1).unwrap().parts, vec![Part::Text("all 40 pass".into())], "{name}");
+        // A later open finds the keys (embedded: the store closed and opened again, its index
+        // replayed from the log; fleet: a new handle).
+        let id = chat.id();
+        let (store, chat) = match &_dir {
+            Some(dir) => {
+                drop((chat, other, store));
+                let store = Store::open(dir.path(), opts()).unwrap();
+                let chat = store.chat(&o, id).unwrap();
+                (store, chat)
+            }
+            None => (store.clone(), store.chat(&o, id).unwrap()),
+        };
+        assert_eq!(chat.append_idempotent(done, "call-1").unwrap(), 1, "{name}: after an open");
+        assert_eq!(chat.append_batch_idempotent(two(), "call-2").unwrap(), 2..4, "{name}: after an open");
+        assert_eq!(chat.append_idempotent(NewMessage::user("new"), "call-3").unwrap(), 4, "{name}");
+        assert_eq!(chat.len(), 5, "{name}");
+        drop(store);
+    }
+}
+
 /// Two fleet stores on the same server, as two processes would have.
 fn two_fleet_stores() -> Option<(Store, Store)> {
     let url = fleet_url()?;
@@ -337,6 +388,33 @@ fn fleet_a_second_process_sees_commits_at_its_next_read_and_appends_stay_dense()
     // A deletion through one is NotFound through the other.
     b.delete_chat(&o, id).unwrap();
     assert!(matches!(a.chat(&o, id), Err(Error::NotFound { .. })));
+}
+
+#[test]
+fn fleet_an_append_key_is_seen_by_every_process_and_racing_retries_write_once() {
+    let Some((a, b)) = two_fleet_stores() else { return };
+    let o = owner("idem");
+    let id = a.create_chat(&o, ChatMeta::default()).unwrap();
+    let (ca, cb) = (a.chat(&o, id).unwrap(), b.chat(&o, id).unwrap());
+    let seq = ca.append_idempotent(NewMessage::user("once"), "turn-1").unwrap();
+    // The other process retries the same append: its handle had not seen it.
+    assert_eq!(cb.append_idempotent(NewMessage::user("once"), "turn-1").unwrap(), seq);
+    // Both retry the next one at the same time, many times over: one message.
+    std::thread::scope(|s| {
+        for c in [&ca, &cb, &ca, &cb] {
+            s.spawn(move || {
+                for _ in 0..5 {
+                    assert_eq!(
+                        c.append_idempotent(NewMessage::assistant("twice?"), "turn-2").unwrap(),
+                        seq + 1
+                    );
+                }
+            });
+        }
+    });
+    let fresh = a.chat(&o, id).unwrap();
+    assert_eq!(fresh.len(), seq + 2);
+    assert_eq!(b.chat(&o, id).unwrap().len(), seq + 2);
 }
 
 #[test]
@@ -550,6 +628,7 @@ fn fleet_s3_over_https_stores_and_reads_through_tls_and_refuses_an_untrusted_cer
     let text = e.to_string();
     assert!(matches!(e, Error::Backend { .. }), "{text}");
     assert!(text.contains("certificate"), "the error names the certificate problem: {text}");
+    assert!(!text.contains("tries"), "a certificate that does not verify is not tried again: {text}");
     let never = undertext::BlobId::of(&other);
     assert!(!dir.join("t").join(never.to_string()).exists(), "nothing uploaded without trust");
 

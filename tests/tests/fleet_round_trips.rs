@@ -2,6 +2,9 @@
 //! that reads the protocol's framing: round trips (each `Sync` or simple `Query` the client
 //! sends is one request it waits on) and transactions (each `ReadyForQuery` the server sends
 //! with status idle ends one). Load-independent: the counts are the same on any machine.
+//!
+//! The same proxy loses the answer to a `COMMIT` on request (the server commits; the client
+//! sees its connection end): what a retry with an idempotency key does then.
 
 #![cfg(feature = "fleet")]
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed step fails the test")]
@@ -9,7 +12,7 @@
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use undertext::{NewMessage, Store};
 use undertext_tests::fleet::{fleet_url, opts, owner};
@@ -19,6 +22,11 @@ use undertext_tests::fleet::{fleet_url, opts, owner};
 struct Wire {
     requests: AtomicU64,
     transactions: AtomicU64,
+    /// Armed: the next simple-query `COMMIT` goes to the server, and its answer is dropped
+    /// and the client's connection closed once the server is ready again (committed).
+    lose_next_commit: AtomicBool,
+    /// A `COMMIT` went through whose answer is being dropped.
+    losing: AtomicBool,
 }
 
 impl Wire {
@@ -55,6 +63,9 @@ fn client_to_server(mut from: TcpStream, mut to: TcpStream, wire: Arc<Wire>) {
         if m[0] == b'S' || m[0] == b'Q' {
             wire.requests.fetch_add(1, Ordering::SeqCst);
         }
+        if m[0] == b'Q' && &m[5..] == b"COMMIT\0" && wire.lose_next_commit.swap(false, Ordering::SeqCst) {
+            wire.losing.store(true, Ordering::SeqCst);
+        }
         if to.write_all(&m).is_err() {
             return;
         }
@@ -68,6 +79,17 @@ fn server_to_client(mut from: TcpStream, mut to: TcpStream, wire: Arc<Wire>) {
     while let Some(m) = message(&mut from) {
         if m[0] == b'Z' && m.get(5) == Some(&b'I') {
             wire.transactions.fetch_add(1, Ordering::SeqCst);
+        }
+        if wire.losing.load(Ordering::SeqCst) {
+            // The commit's answer: dropped; at ReadyForQuery (the server committed) the
+            // client's connection ends.
+            if m[0] == b'Z' {
+                wire.losing.store(false, Ordering::SeqCst);
+                let _ = to.shutdown(std::net::Shutdown::Both);
+                let _ = from.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+            continue;
         }
         if to.write_all(&m).is_err() {
             return;
@@ -102,13 +124,28 @@ fn proxied(url: &str) -> (String, Arc<Wire>) {
 
 const N: u64 = 10;
 
+/// What a test here starts from: the URL through a new proxy, its counts, a store on it, a
+/// new owner `tag`-… and a chat of it; `None` without a server.
+struct Wired {
+    url: String,
+    wire: Arc<Wire>,
+    store: Store,
+    owner: String,
+    id: undertext::ChatId,
+}
+
+fn wired(tag: &str) -> Option<Wired> {
+    let (url, wire) = proxied(&fleet_url()?);
+    let store = Store::open(&url, opts()).unwrap();
+    let owner = owner(tag);
+    let id = store.create_chat(&owner, Default::default()).unwrap();
+    Some(Wired { url, wire, store, owner, id })
+}
+
 #[test]
 fn an_append_on_a_held_chat_is_three_round_trips_and_one_transaction() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    let Some(Wired { wire, store, owner: o, id, .. }) = wired("wire") else { return };
+    let chat = store.chat(&o, id).unwrap();
     // The first appends prepare the statements on the connection.
     for i in 0..3 {
         chat.append(NewMessage::user(format!("warm {i}"))).unwrap();
@@ -125,11 +162,7 @@ fn an_append_on_a_held_chat_is_three_round_trips_and_one_transaction() {
 
 #[test]
 fn opening_the_chat_then_appending_is_four_round_trips() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let id = store.create_chat(&o, Default::default()).unwrap();
+    let Some(Wired { wire, store, owner: o, id, .. }) = wired("wire") else { return };
     for i in 0..3 {
         store.chat(&o, id).unwrap().append(NewMessage::user(format!("warm {i}"))).unwrap();
     }
@@ -144,11 +177,8 @@ fn opening_the_chat_then_appending_is_four_round_trips() {
 
 #[test]
 fn an_append_carrying_a_new_blob_commits_once() {
-    let Some(url) = fleet_url() else { return };
-    let (url, wire) = proxied(&url);
-    let store = Store::open(&url, opts()).unwrap();
-    let o = owner("wire");
-    let chat = store.chat(&o, store.create_chat(&o, Default::default()).unwrap()).unwrap();
+    let Some(Wired { url, wire, store, owner: o, id }) = wired("wire") else { return };
+    let chat = store.chat(&o, id).unwrap();
     let fresh = |i: u64| format!("attachment {i} of {o} ").repeat(50).into_bytes();
     for i in 0..3 {
         chat.append_with_blobs(&[&fresh(i)], vec![NewMessage::user(format!("warm {i}"))]).unwrap();
@@ -168,4 +198,28 @@ fn an_append_carrying_a_new_blob_commits_once() {
     for (id, bytes) in stored {
         assert_eq!(&other.get_blob(&o, &id).unwrap()[..], &bytes[..], "blob {id} read from another store");
     }
+}
+
+#[test]
+fn a_commit_whose_answer_was_lost_is_found_by_a_retry_with_the_same_idempotency_key() {
+    let Some(Wired { url, wire, store, owner: o, id }) = wired("lost") else { return };
+    let chat = store.chat(&o, id).unwrap();
+    chat.append(NewMessage::user("deploy it")).unwrap();
+    let reply = || NewMessage::assistant("deployed to 3 hosts");
+    wire.lose_next_commit.store(true, Ordering::SeqCst);
+    let lost = chat.append_idempotent(reply(), "step-7");
+    assert!(
+        matches!(&lost, Err(undertext::Error::Backend { reason, .. }) if reason.contains("commit")),
+        "{lost:?}"
+    );
+    // The harness cannot tell: it retries with the same key, and gets the seq the commit took.
+    assert_eq!(chat.append_idempotent(reply(), "step-7").unwrap(), 1);
+    assert_eq!(chat.len(), 2);
+    let fresh = Store::open(&url, opts()).unwrap();
+    assert_eq!(fresh.chat(&o, id).unwrap().len(), 2, "one message, read by another process");
+    // Without a key the same retry stores the message twice (what the soak saw).
+    wire.lose_next_commit.store(true, Ordering::SeqCst);
+    assert!(chat.append(reply()).is_err());
+    assert_eq!(chat.append(reply()).unwrap(), 3);
+    assert_eq!(fresh.chat(&o, id).unwrap().len(), 4);
 }

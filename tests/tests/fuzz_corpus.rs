@@ -113,7 +113,7 @@ fn crafted_segment() -> Vec<u8> {
         &[
             (Kind::Blob.byte(), &[7u8; 33]),
             (Kind::Blob.byte(), &[8u8; 40]),
-            (Kind::FIRST_OPTIONAL, &[9u8; 1]),
+            (Kind::FIRST_OPTIONAL + 1, &[9u8; 1]),
         ],
     ];
     for (txid, records) in batches.iter().enumerate() {

@@ -126,16 +126,23 @@ impl PyChat {
 
     /// Appends one message (a dict) and returns its seq. Durable when this returns (per
     /// the store's durability). Tool results over the archive threshold are archived and
-    /// replaced by a preview.
-    fn append(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<u64> {
+    /// replaced by a preview. With `key` (an idempotency key, 1 to 256 bytes), an append with
+    /// the same key made to this chat before is returned instead, and nothing is written.
+    #[pyo3(signature = (message, *, key=None))]
+    fn append(&self, py: Python<'_>, message: &Bound<'_, PyAny>, key: Option<Text>) -> PyResult<u64> {
         let m = message_in(py, message)?;
-        self.with(py, move |c| c.append(m))
+        self.with(py, move |c| match key {
+            Some(k) => c.append_idempotent(m, &k.0),
+            None => c.append(m),
+        })
     }
 
     /// Appends messages in one transaction; returns the `range` of their seqs. With any of
     /// `title`, `model`, `draft`, `extra` given, the metadata changes as `set_meta` changes it,
-    /// in the same transaction (one log sync for both).
-    #[pyo3(signature = (messages, *, title=None, model=None, draft=None, extra=None))]
+    /// in the same transaction (one log sync for both). With `key`, as `append`'s (not with
+    /// a metadata change).
+    #[pyo3(signature = (messages, *, title=None, model=None, draft=None, extra=None, key=None))]
+    #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn append_batch<'py>(
         &self,
         py: Python<'py>,
@@ -144,10 +151,20 @@ impl PyChat {
         model: Option<Text>,
         draft: Option<Text>,
         extra: Option<BTreeMap<Text, Text>>,
+        key: Option<Text>,
     ) -> PyResult<Bound<'py, PyRange>> {
         let ms = messages_in(py, messages)?;
         let changes = title.is_some() || model.is_some() || draft.is_some() || extra.is_some();
         let r = self.with(py, move |c| {
+            if let Some(k) = key {
+                if changes {
+                    return Err(undertext::Error::InvalidArgument(
+                        "append_batch: key= is not taken with a metadata change (title, model, draft, extra)"
+                            .into(),
+                    ));
+                }
+                return c.append_batch_idempotent(ms, &k.0);
+            }
             if !changes {
                 return c.append_batch(ms);
             }

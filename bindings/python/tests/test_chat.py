@@ -73,6 +73,20 @@ def test_append_batch_returns_the_range_of_seqs(chat):
     assert [m.text for m in chat.messages()][0] == "first"
 
 
+def test_an_append_retried_with_its_key_is_one_message_at_one_seq(chat):
+    chat.append(undertext.user("deploy"))
+    assert chat.append(undertext.assistant("done"), key="req-1") == 1
+    assert chat.append(undertext.assistant("done"), key="req-1") == 1  # the retry: nothing written
+    two = [undertext.user("and roll back"), undertext.assistant("rolled back")]
+    assert chat.append_batch(two, key="req-2") == range(2, 4)
+    assert chat.append_batch(two, key="req-2") == range(2, 4)
+    with pytest.raises(undertext.InvalidArgument, match="2 message"):
+        chat.append(undertext.user("x"), key="req-2")
+    with pytest.raises(undertext.InvalidArgument, match="metadata"):
+        chat.append_batch(two, key="req-3", title="t")
+    assert len(chat) == 4 and [m.text for m in chat][1:] == ["done", "and roll back", "rolled back"]
+
+
 def test_arbitrary_text_survives_exactly(chat):
     texts = ["", "line\nbreak\r\n", "\x00nul inside", "😀" * 1000, json.dumps({"k": [1, 2, {"deep": "é"}]}), "x" * 200_000]
     for t in texts:

@@ -146,3 +146,15 @@ def test_a_cached_view_of_a_held_chat_makes_no_round_trip(two, owner):
         assert len(chat.view(budget)) == 40, "a held chat's view does not ask PostgreSQL"
     chat.refresh()
     assert len(chat.view(budget)) == 41
+
+
+def test_a_keyed_append_retried_by_another_process_is_written_once(two, owner):
+    a, b = two
+    o = owner("idem")
+    chat = a.create_chat(o)
+    assert chat.append(undertext.assistant("tests pass"), key="req-42") == 0
+    # The other process retries (it never learned of the first's outcome): one copy.
+    assert b.chat(o, chat.id).append(undertext.assistant("tests pass"), key="req-42") == 0
+    assert b.chat(o, chat.id).append_batch([undertext.user("next")], key="req-43") == range(1, 2)
+    assert a.chat(o, chat.id).append_batch([undertext.user("next")], key="req-43") == range(1, 2)
+    assert len(a.chat(o, chat.id)) == 2 and len(b.chat(o, chat.id)) == 2

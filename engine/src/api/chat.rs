@@ -98,6 +98,41 @@ impl Chat {
         self.chat().append(message)
     }
 
+    /// Appends one message unless an append with the same idempotency `key` (1 to 256 bytes,
+    /// any the harness chooses: a request id, a hash of its turn) was made to this chat
+    /// before: then nothing is written and that append's seq is returned. A harness that does
+    /// not know whether an append went through (an error after the commit was sent, a crash
+    /// before the answer) calls again with the same key and gets one message, at one seq.
+    ///
+    /// The key is kept in the log with the append (a record beside its messages: engine/FORMAT.md,
+    /// "Append keys") for as long as the chat exists; in fleet mode it is shared by every
+    /// process, and a retry after a commit whose answer was lost finds it. A key given again
+    /// with another number of messages is [`Error::InvalidArgument`](crate::Error::InvalidArgument)
+    /// (the messages themselves are not compared).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// # let chat = store.chat("a", store.create_chat("a", Default::default())?)?;
+    /// use undertext::NewMessage;
+    /// assert_eq!(chat.append_idempotent(NewMessage::user("hi"), "req-1")?, 0);
+    /// // The answer was lost: the same call again.
+    /// assert_eq!(chat.append_idempotent(NewMessage::user("hi"), "req-1")?, 0);
+    /// assert_eq!(chat.append_idempotent(NewMessage::user("next"), "req-2")?, 1);
+    /// assert_eq!(chat.len(), 2);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn append_idempotent(&self, message: NewMessage, key: &str) -> Result<u64> {
+        self.append_batch_idempotent(vec![message], key).map(|r| r.start)
+    }
+
+    /// [`Chat::append_batch`] with an idempotency key, as [`Chat::append_idempotent`]: the
+    /// same key again returns the seqs of the first append and writes nothing.
+    pub fn append_batch_idempotent(&self, messages: Vec<NewMessage>, key: &str) -> Result<Range<u64>> {
+        self.store.same_process()?;
+        self.chat().append_batch_idempotent(messages, key)
+    }
+
     /// [`Chat::append_batch`] and [`Chat::set_meta`] in one transaction, made durable by one
     /// log sync: after a crash both happened or neither (a harness that keeps a summary of
     /// the transcript in the metadata writes both at the cost of one). The new metadata

@@ -49,6 +49,7 @@ macro_rules! params {
 params!(
     bool => Type::BOOL,
     i16 => Type::INT2,
+    i32 => Type::INT4,
     i64 => Type::INT8,
     f64 => Type::FLOAT8,
     String => Type::TEXT,

@@ -23,7 +23,7 @@ use crate::store::Kernel;
 use crate::store::remote::Remote;
 
 pub(crate) use pg::Fleet;
-pub use s3::S3Url;
+pub use s3::{S3Retry, S3Url};
 pub use tls::SslMode;
 pub use url::FleetUrl;
 

@@ -3,8 +3,23 @@
 //! endpoints: rustls with its `ring` provider, Mozilla's roots from `webpki-roots` plus a PEM
 //! bundle named by `s3_ca=` or `AWS_CA_BUNDLE`), signed with AWS Signature Version 4 (`hmac` +
 //! `sha2`, already in the tree through the PostgreSQL client).
-//! Only `HEAD`, `PUT` and `GET` of one object are needed: a blob's key is the prefix followed by
-//! the BLAKE3 hex of its content, so a put is idempotent and needs no conditional write.
+//! Only `HEAD`, `PUT`, `GET` and `DELETE` of one object (and a listing, for `gc`) are needed:
+//! a blob's key is the prefix followed by the BLAKE3 hex of its content, so a put is idempotent
+//! and needs no conditional write.
+//!
+//! **Connections and retries.** A client keeps up to [`IDLE_MAX`] connections open between
+//! requests (HTTP/1.1 keep-alive; one idle longer than [`IDLE_FOR`] is closed rather than
+//! reused), so a run of uploads or reads pays one TCP (and TLS) handshake, not one per
+//! request. Every request this client makes is idempotent (a content-addressed key's body
+//! never changes; deleting a missing object succeeds), so a request that fails on the way —
+//! no connection, a connection closed or reset before a whole response, a response that does
+//! not parse, or HTTP 408, 429, 500, 502, 503 or 504 — is sent again, at most `s3_retries`
+//! times in all (default 5), after waits growing fourfold from `s3_backoff` (default 50 ms)
+//! up to `s3_backoff_max` (default 2 s), each shortened by up to a quarter at random so that
+//! processes that failed together do not retry together. A kept connection that the server
+//! closed while it was idle (nothing received) is replaced at once, without counting a try.
+//! The last failure is an [`Error::Backend`] that names the endpoint, the request, what was
+//! received and how many tries were made. A certificate that does not verify is not retried.
 //!
 //! An object's bytes (engine/FORMAT.md, "Fleet mode"): `kind` (u8), `codec` (u8), `raw_len`
 //! (u32, little-endian), then the blob record's payload (the 32-byte id, then the body, stored
@@ -14,9 +29,10 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, KeyInit, Mac};
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -40,6 +56,26 @@ pub struct S3Url {
     /// A PEM file of certificate authorities trusted besides Mozilla's for an `https://`
     /// endpoint (`s3_ca=`, else `AWS_CA_BUNDLE`).
     pub ca_file: Option<PathBuf>,
+    /// How a failed request is tried again (`s3_retries=`, `s3_backoff=`, `s3_backoff_max=`).
+    pub retry: S3Retry,
+}
+
+/// How the S3 client tries a failed request again (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct S3Retry {
+    /// Tries in all, the first included (`s3_retries=`, default 5; 1: no retry).
+    pub tries: u32,
+    /// The wait before the second try (`s3_backoff=`, default 50 ms); each next wait is four
+    /// times the last.
+    pub backoff: Duration,
+    /// The longest wait (`s3_backoff_max=`, default 2 s).
+    pub backoff_max: Duration,
+}
+
+impl Default for S3Retry {
+    fn default() -> S3Retry {
+        S3Retry { tries: 5, backoff: Duration::from_millis(50), backoff_max: Duration::from_secs(2) }
+    }
 }
 
 impl S3Url {
@@ -58,6 +94,7 @@ impl S3Url {
             access_key: None,
             secret_key: None,
             ca_file: None,
+            retry: S3Retry::default(),
         })
     }
 }
@@ -80,6 +117,9 @@ pub(crate) struct S3 {
     access_key: String,
     secret_key: String,
     transport: Transport,
+    retry: S3Retry,
+    /// Connections kept for the next requests (at most [`IDLE_MAX`]).
+    idle: Mutex<Vec<Link>>,
     /// `s3://bucket/prefix at http://host`, for messages.
     pub(crate) shown: String,
 }
@@ -147,6 +187,8 @@ impl S3 {
             access_key,
             secret_key,
             transport,
+            retry: u.retry,
+            idle: Mutex::new(Vec::new()),
         })
     }
 
@@ -164,72 +206,65 @@ impl S3 {
         Error::Backend { url: self.shown.clone(), reason: format!("{what} {key}: {why}") }
     }
 
+    /// A final answer's status that the caller does not expect, with the start of its body
+    /// (S3's XML error names the cause).
+    fn status(&self, what: &str, key: &str, status: u16, body: &[u8]) -> Error {
+        self.fail(what, key, format!("HTTP status {status}: {}", excerpt(body)))
+    }
+
     /// True when the object exists.
     pub(crate) fn exists(&self, key: &str) -> Result<bool> {
-        let (status, _) = self.request("HEAD", key, &[]).map_err(|e| self.fail("HEAD", key, e))?;
-        match status {
-            200 => Ok(true),
-            404 => Ok(false),
-            s => Err(self.fail("HEAD", key, format!("HTTP status {s}"))),
+        match self.call("HEAD", key, &[], &[])? {
+            (200, _) => Ok(true),
+            (404, _) => Ok(false),
+            (s, body) => Err(self.status("HEAD", key, s, &body)),
         }
     }
 
     /// Stores `body` at `key`.
     pub(crate) fn put(&self, key: &str, body: &[u8]) -> Result<()> {
-        let (status, answer) = self.request("PUT", key, body).map_err(|e| self.fail("PUT", key, e))?;
-        if status == 200 {
-            return Ok(());
+        match self.call("PUT", key, &[], body)? {
+            (200, _) => Ok(()),
+            (s, answer) => Err(self.status("PUT", key, s, &answer)),
         }
-        Err(self.fail("PUT", key, format!("HTTP status {status}: {}", String::from_utf8_lossy(&answer))))
     }
 
     /// Deletes the object at `key` (deleting a missing object succeeds, as S3 answers).
     pub(crate) fn delete(&self, key: &str) -> Result<()> {
-        let (status, answer) = self.request("DELETE", key, &[]).map_err(|e| self.fail("DELETE", key, e))?;
-        match status {
-            200 | 204 | 404 => Ok(()),
-            s => Err(self.fail(
-                "DELETE",
-                key,
-                format!("HTTP status {s}: {}", String::from_utf8_lossy(&answer)),
-            )),
+        match self.call("DELETE", key, &[], &[])? {
+            (200 | 204 | 404, _) => Ok(()),
+            (s, answer) => Err(self.status("DELETE", key, s, &answer)),
         }
     }
 
     /// The object at `key`, or `None` when there is none.
     pub(crate) fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let (status, body) = self.request("GET", key, &[]).map_err(|e| self.fail("GET", key, e))?;
-        match status {
-            200 => Ok(Some(body)),
-            404 => Ok(None),
-            s => Err(self.fail("GET", key, format!("HTTP status {s}: {}", String::from_utf8_lossy(&body)))),
+        match self.call("GET", key, &[], &[])? {
+            (200, body) => Ok(Some(body)),
+            (404, _) => Ok(None),
+            (s, body) => Err(self.status("GET", key, s, &body)),
         }
     }
 
     /// Every object under the prefix, as (key, last modified in seconds since the epoch),
-    /// in pages of up to 1,000 (ListObjectsV2).
-    pub(crate) fn list(&self) -> Result<Vec<(String, u64)>> {
-        let mut out = Vec::new();
+    /// given to `each` a page of up to 1,000 at a time (ListObjectsV2), so that a bucket of
+    /// any size is listed in bounded memory.
+    pub(crate) fn list(&self, mut each: impl FnMut(Vec<(String, u64)>) -> Result<()>) -> Result<()> {
         let mut token: Option<String> = None;
         loop {
             let mut query = vec![("list-type", "2"), ("prefix", self.prefix.as_str())];
             if let Some(t) = &token {
                 query.push(("continuation-token", t.as_str()));
             }
-            let (status, body) =
-                self.request_with("GET", "", &query, &[]).map_err(|e| self.fail("LIST", &self.prefix, e))?;
-            if status != 200 {
-                return Err(self.fail(
-                    "LIST",
-                    &self.prefix,
-                    format!("HTTP status {status}: {}", String::from_utf8_lossy(&body)),
-                ));
-            }
+            let body = match self.call_with("LIST", "GET", "", &query, &[])? {
+                (200, body) => body,
+                (s, body) => return Err(self.status("LIST", &self.prefix, s, &body)),
+            };
             let page = ListPage::parse(&body).map_err(|why| self.fail("LIST", &self.prefix, why))?;
-            out.extend(page.objects);
+            each(page.objects)?;
             match page.next {
                 Some(t) if page.truncated => token = Some(t),
-                _ => return Ok(out),
+                _ => return Ok(()),
             }
         }
     }
@@ -239,20 +274,147 @@ impl S3 {
         &self.prefix
     }
 
-    /// One signed request; the status and the body.
-    fn request(&self, method: &str, key: &str, body: &[u8]) -> std::result::Result<(u16, Vec<u8>), String> {
-        self.request_with(method, key, &[], body)
+    /// One request on object `key`, retried as the module says; the final status and body.
+    fn call(&self, method: &str, key: &str, query: &[(&str, &str)], body: &[u8]) -> Result<(u16, Vec<u8>)> {
+        self.call_with(method, method, key, query, body)
     }
 
-    /// One signed request with query parameters `query` (a bucket request when `key` is
-    /// empty); the status and the body.
-    fn request_with(
+    /// One request (a bucket request when `key` is empty), named `what` in messages, sent
+    /// until it gets an answer that is not worth retrying or its tries are spent (then an
+    /// error naming the last failure and the tries).
+    fn call_with(
+        &self,
+        what: &str,
+        method: &str,
+        key: &str,
+        query: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<(u16, Vec<u8>)> {
+        let started = Instant::now();
+        let tries = self.retry.tries.max(1);
+        let mut wait = self.retry.backoff;
+        let mut attempt = 1;
+        loop {
+            let why = match self.once(method, key, query, body) {
+                Ok((status, answer)) if !retried_status(status) => return Ok((status, answer)),
+                Ok((status, answer)) => Failure::retry(format!("HTTP status {status}: {}", excerpt(&answer))),
+                Err(f) => f,
+            };
+            if !why.retry || attempt >= tries {
+                let spent = if attempt > 1 {
+                    let took = started.elapsed();
+                    let took = if took < Duration::from_secs(10) {
+                        format!("{} ms", took.as_millis())
+                    } else {
+                        format!("{:.1} s", took.as_secs_f64())
+                    };
+                    format!(" (after {attempt} tries in {took}; s3_retries={tries})")
+                } else if why.retry {
+                    format!(" (s3_retries={tries})")
+                } else {
+                    String::new()
+                };
+                return Err(self.fail(
+                    what,
+                    if key.is_empty() { &self.prefix } else { key },
+                    why.why + &spent,
+                ));
+            }
+            tracing::debug!(endpoint = %self.shown, what, key, attempt, error = %why.why, "S3 request retried");
+            std::thread::sleep(jittered(wait));
+            wait = (wait * 4).min(self.retry.backoff_max.max(self.retry.backoff));
+            attempt += 1;
+        }
+    }
+
+    /// One try of a request: on a kept connection when one is idle (one the server closed
+    /// meanwhile, with nothing received, is replaced by a new one at once), else on a new
+    /// one; the connection is kept afterwards when the response allows it.
+    fn once(
         &self,
         method: &str,
         key: &str,
         query: &[(&str, &str)],
         body: &[u8],
-    ) -> std::result::Result<(u16, Vec<u8>), String> {
+    ) -> std::result::Result<(u16, Vec<u8>), Failure> {
+        let head = self.signed_head(method, key, query, body);
+        loop {
+            let (mut link, kept) = match self.take_idle() {
+                Some(l) => (l, true),
+                None => (self.connect()?, false),
+            };
+            match exchange(&mut *link.stream, head.as_bytes(), body, method == "HEAD") {
+                Ok(r) => {
+                    if r.keep {
+                        self.give_back(link);
+                    }
+                    return Ok((r.status, r.body));
+                }
+                Err(f) if kept && f.nothing_received => continue,
+                Err(f) => return Err(f),
+            }
+        }
+    }
+
+    /// An idle kept connection, if one was used recently enough.
+    fn take_idle(&self) -> Option<Link> {
+        let mut idle = self.idle.lock();
+        while let Some(l) = idle.pop() {
+            if l.since.elapsed() < IDLE_FOR {
+                return Some(l);
+            }
+        }
+        None
+    }
+
+    /// Keeps `link` for the next request (up to [`IDLE_MAX`]; the rest are closed).
+    fn give_back(&self, mut link: Link) {
+        link.since = Instant::now();
+        let mut idle = self.idle.lock();
+        if idle.len() < IDLE_MAX {
+            idle.push(link);
+        }
+    }
+
+    /// A new connection to the endpoint: every address its name resolves to, in order, until
+    /// one answers ("localhost" is often ::1 first while a server listens on 127.0.0.1 only);
+    /// through TLS for an `https://` endpoint.
+    fn connect(&self) -> std::result::Result<Link, Failure> {
+        let addrs: Vec<_> = self
+            .host
+            .to_socket_addrs()
+            .map_err(|e| Failure::retry(format!("resolve {}: {e}", self.host)))?
+            .collect();
+        let mut last = format!("resolve {}: no address", self.host);
+        let mut stream = None;
+        for addr in &addrs {
+            match TcpStream::connect_timeout(addr, Duration::from_secs(10)) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = format!("connect to {addr}: {e}"),
+            }
+        }
+        let Some(s) = stream else { return Err(Failure::retry(last)) };
+        let setup = |e: std::io::Error| Failure::retry(format!("set up the connection: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(60))).map_err(setup)?;
+        s.set_write_timeout(Some(Duration::from_secs(60))).map_err(setup)?;
+        s.set_nodelay(true).map_err(setup)?;
+        let stream: Box<dyn ReadWrite + Send> = match &self.transport {
+            Transport::Http => Box::new(s),
+            Transport::Https(config, name) => {
+                let conn = rustls::ClientConnection::new(config.clone(), name.clone())
+                    .map_err(|e| Failure::fatal(format!("TLS: {e}")))?;
+                Box::new(rustls::StreamOwned::new(conn, s))
+            }
+        };
+        Ok(Link { stream, since: Instant::now() })
+    }
+
+    /// The head of a signed request (AWS Signature Version 4) of `method` on `key` (the
+    /// bucket when empty) with query parameters `query`.
+    fn signed_head(&self, method: &str, key: &str, query: &[(&str, &str)], body: &[u8]) -> String {
         let path = if key.is_empty() {
             format!("/{}", uri_encode(&self.bucket))
         } else {
@@ -279,65 +441,275 @@ impl S3 {
             k = hmac(&k, part.as_bytes());
         }
         let signature = hex(&hmac(&k, to_sign.as_bytes()));
-        let head = format!(
+        format!(
             "{method} {target} HTTP/1.1\r\nHost: {host}\r\nx-amz-date: {stamp}\r\nx-amz-content-sha256: {payload_hash}\r\n\
              Authorization: AWS4-HMAC-SHA256 Credential={ak}/{scope}, SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}\r\n\
-             Content-Length: {len}\r\nConnection: close\r\n\r\n",
+             Content-Length: {len}\r\n\r\n",
             host = self.host,
             ak = self.access_key,
             len = body.len(),
-        );
-        // Every address the name resolves to, in order, until one answers ("localhost" is
-        // often ::1 first while a server listens on 127.0.0.1 only).
-        let addrs: Vec<_> =
-            self.host.to_socket_addrs().map_err(|e| format!("resolve {}: {e}", self.host))?.collect();
-        let mut last = format!("resolve {}: no address", self.host);
-        let mut stream = None;
-        for addr in &addrs {
-            match TcpStream::connect_timeout(addr, Duration::from_secs(10)) {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = format!("connect to {addr}: {e}"),
-            }
-        }
-        let Some(mut s) = stream else { return Err(last) };
-        s.set_read_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-        s.set_write_timeout(Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
-        let mut answer = Vec::new();
-        match &self.transport {
-            Transport::Http => exchange(&mut s, head.as_bytes(), body, &mut answer, false)?,
-            Transport::Https(config, name) => {
-                let conn = rustls::ClientConnection::new(config.clone(), name.clone())
-                    .map_err(|e| format!("TLS: {e}"))?;
-                let mut tls = rustls::StreamOwned::new(conn, s);
-                // A server that closes without TLS's close_notify after a whole response
-                // (many do with `Connection: close`) loses nothing: rustls says
-                // `UnexpectedEof`, and the response's own length is checked below.
-                exchange(&mut tls, head.as_bytes(), body, &mut answer, true)?;
-            }
-        }
-        parse_response(&answer, method == "HEAD")
+        )
     }
 }
 
-/// Sends `head` and `body` on `s` and reads the response to the end (the connection closes);
-/// with `eof_ends`, an end without a clean close (`UnexpectedEof`) ends it too.
+/// Connections kept idle per client, at most.
+pub(crate) const IDLE_MAX: usize = 4;
+
+/// How long a connection may sit idle and still be reused (servers close idle keep-alive
+/// connections after some seconds; AWS after about 20).
+pub(crate) const IDLE_FOR: Duration = Duration::from_secs(15);
+
+/// A connection to the endpoint, plain or TLS, and since when it is idle.
+struct Link {
+    stream: Box<dyn ReadWrite + Send>,
+    since: Instant,
+}
+
+/// Why one try of a request failed.
+#[derive(Debug)]
+struct Failure {
+    why: String,
+    /// Worth another try (the network, the server's state), not a refusal that would repeat.
+    retry: bool,
+    /// The connection ended before any byte of a response: on a kept connection, the server
+    /// closed it while it was idle.
+    nothing_received: bool,
+}
+
+impl Failure {
+    fn retry(why: String) -> Failure {
+        Failure { why, retry: true, nothing_received: false }
+    }
+
+    fn fatal(why: String) -> Failure {
+        Failure { why, retry: false, nothing_received: false }
+    }
+}
+
+/// Statuses worth another try: a timeout, throttling (S3's `SlowDown` is 503), a server error.
+fn retried_status(status: u16) -> bool {
+    matches!(status, 408 | 429 | 500 | 502 | 503 | 504)
+}
+
+/// `d` less up to a quarter of it, at random (the clock's nanoseconds are random enough to
+/// keep processes that failed together from retrying together).
+fn jittered(d: Duration) -> Duration {
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |t| t.subsec_nanos());
+    d.saturating_sub(d / 4 * (nanos % 1024) / 1024)
+}
+
+/// The start of what a server sent, for a message: printable ASCII as it is, the rest
+/// escaped, at most 200 bytes.
+fn excerpt(b: &[u8]) -> String {
+    let shown: String =
+        b.iter().take(200).flat_map(|&c| std::ascii::escape_default(c)).map(char::from).collect();
+    if b.len() > 200 { format!("\"{shown}…\" ({} bytes)", b.len()) } else { format!("\"{shown}\"") }
+}
+
+/// A response as read from a kept connection.
+#[derive(Debug, PartialEq, Eq)]
+struct Response {
+    status: u16,
+    body: Vec<u8>,
+    /// The connection may carry the next request (the body was delimited, nothing followed
+    /// it, and the server did not say `Connection: close`).
+    keep: bool,
+}
+
+/// Sends `head` and `body` on `s` and reads one response (a `HEAD` request's has no body).
 fn exchange(
-    s: &mut impl ReadWrite,
+    s: &mut (impl Read + Write + ?Sized),
     head: &[u8],
     body: &[u8],
-    answer: &mut Vec<u8>,
-    eof_ends: bool,
-) -> std::result::Result<(), String> {
-    s.write_all(head).map_err(|e| format!("send: {e}"))?;
-    s.write_all(body).map_err(|e| format!("send: {e}"))?;
-    s.flush().map_err(|e| format!("send: {e}"))?;
-    match s.read_to_end(answer) {
-        Ok(_) => Ok(()),
-        Err(e) if eof_ends && e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(()),
-        Err(e) => Err(format!("receive: {e}")),
+    head_only: bool,
+) -> std::result::Result<Response, Failure> {
+    let sent = |e: std::io::Error| {
+        // A certificate the client does not trust shows at the first write (the handshake).
+        let tls = tls_refusal(&e);
+        Failure { retry: !tls, nothing_received: !tls, why: format!("send: {e}") }
+    };
+    s.write_all(head).map_err(sent)?;
+    s.write_all(body).map_err(sent)?;
+    s.flush().map_err(sent)?;
+    read_response(s, head_only)
+}
+
+/// True for TLS's own refusal (a certificate that does not verify, a protocol alert), which
+/// another try would meet again.
+fn tls_refusal(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidData
+        && e.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
+/// Reads bytes from `s` onto `buf`; 0 at the end of the stream (a TLS session's end without
+/// its close_notify included: many servers end so after a whole response, whose own length
+/// is checked).
+fn fill(s: &mut (impl Read + ?Sized), buf: &mut Vec<u8>) -> std::result::Result<usize, Failure> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Ok(n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(0),
+            Err(e) => {
+                return Err(Failure {
+                    why: format!("receive: {e} ({} bytes of a response received)", buf.len()),
+                    retry: !tls_refusal(&e),
+                    nothing_received: buf.is_empty()
+                        && matches!(
+                            e.kind(),
+                            std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::ConnectionAborted
+                        ),
+                });
+            }
+        }
+    }
+}
+
+/// Largest response head read.
+const MAX_HEAD: usize = 64 * 1024;
+
+/// Reads one HTTP/1.1 response from `s`: its head, then its body as the head delimits it
+/// (`Content-Length`, chunked, or to the end of the connection, which is then not kept).
+fn read_response(s: &mut (impl Read + ?Sized), head_only: bool) -> std::result::Result<Response, Failure> {
+    let mut buf = Vec::new();
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p;
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(Failure::retry(format!(
+                "a response head longer than {MAX_HEAD} bytes: {}",
+                excerpt(&buf)
+            )));
+        }
+        if fill(s, &mut buf)? == 0 {
+            return Err(if buf.is_empty() {
+                Failure {
+                    why: "the connection closed before a response (0 bytes received)".into(),
+                    retry: true,
+                    nothing_received: true,
+                }
+            } else {
+                Failure::retry(format!(
+                    "a response without a header end: the connection closed after {} bytes: {}",
+                    buf.len(),
+                    excerpt(&buf)
+                ))
+            });
+        }
+    };
+    let head = Head::parse(&buf[..end]).map_err(|why| Failure::retry(format!("{why}: {}", excerpt(&buf))))?;
+    let mut rest = buf.split_off(end + 4);
+    let no_body = head_only || head.status / 100 == 1 || head.status == 204 || head.status == 304;
+    let mut keep = !head.close;
+    let body = if no_body {
+        keep &= rest.is_empty();
+        Vec::new()
+    } else if head.chunked {
+        let (body, used) = loop {
+            match dechunk(&rest)
+                .map_err(|why| Failure::retry(format!("HTTP status {}: {why}", head.status)))?
+            {
+                Some(done) => break done,
+                None if fill(s, &mut rest)? == 0 => {
+                    return Err(Failure::retry(format!(
+                        "HTTP status {}: a chunked body cut short after {} bytes",
+                        head.status,
+                        rest.len()
+                    )));
+                }
+                None => {}
+            }
+        };
+        keep &= used == rest.len();
+        body
+    } else if let Some(n) = head.length {
+        while rest.len() < n {
+            if fill(s, &mut rest)? == 0 {
+                return Err(Failure::retry(format!(
+                    "HTTP status {}: a body cut short: {} of {n} bytes",
+                    head.status,
+                    rest.len()
+                )));
+            }
+        }
+        keep &= rest.len() == n;
+        rest.truncate(n);
+        rest
+    } else {
+        while fill(s, &mut rest)? > 0 {}
+        keep = false;
+        rest
+    };
+    Ok(Response { status: head.status, body, keep })
+}
+
+/// What a response head says that the client needs.
+struct Head {
+    status: u16,
+    chunked: bool,
+    length: Option<usize>,
+    /// `Connection: close`.
+    close: bool,
+}
+
+impl Head {
+    fn parse(head: &[u8]) -> std::result::Result<Head, String> {
+        let head = std::str::from_utf8(head).map_err(|_| "a response head that is not UTF-8".to_string())?;
+        let mut lines = head.split("\r\n");
+        let status_line = lines.next().unwrap_or("");
+        let status: u16 = status_line
+            .strip_prefix("HTTP/1.")
+            .and_then(|s| s.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| format!("a response status line {status_line:?}"))?;
+        let mut h = Head { status, chunked: false, length: None, close: status_line.starts_with("HTTP/1.0") };
+        for l in lines {
+            if let Some((name, value)) = l.split_once(':') {
+                let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+                if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
+                    h.chunked = true;
+                } else if name == "content-length" {
+                    h.length = Some(value.parse().map_err(|_| format!("a Content-Length {value:?}"))?);
+                } else if name == "connection" {
+                    h.close = value.eq_ignore_ascii_case("close");
+                }
+            }
+        }
+        Ok(h)
+    }
+}
+
+/// The body of a chunked transfer and the bytes of `b` it took, or `None` when `b` does not
+/// hold all of it yet.
+fn dechunk(b: &[u8]) -> std::result::Result<Option<(Vec<u8>, usize)>, String> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let Some(eol) = b[at..].windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+        let size_text = std::str::from_utf8(&b[at..at + eol]).map_err(|_| "a chunk size that is not text")?;
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| format!("a chunk size {size_text:?}"))?;
+        at += eol + 2;
+        if size == 0 {
+            // Trailer lines, if any, then an empty line.
+            loop {
+                let Some(eol) = b[at..].windows(2).position(|w| w == b"\r\n") else { return Ok(None) };
+                at += eol + 2;
+                if eol == 0 {
+                    return Ok(Some((out, at)));
+                }
+            }
+        }
+        if b.len() < at + size + 2 {
+            return Ok(None);
+        }
+        out.extend_from_slice(&b[at..at + size]);
+        at += size + 2;
     }
 }
 
@@ -380,66 +752,6 @@ fn tls_config(ca: Option<&std::path::Path>) -> std::result::Result<Arc<rustls::C
             .with_root_certificates(roots)
             .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-/// The status and body of an HTTP/1.1 response read to the end (the connection closed).
-fn parse_response(answer: &[u8], head_only: bool) -> std::result::Result<(u16, Vec<u8>), String> {
-    let end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("a response without a header end ({} bytes)", answer.len()))?;
-    let head =
-        std::str::from_utf8(&answer[..end]).map_err(|_| "a response header that is not UTF-8".to_string())?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let status: u16 = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| format!("a response status line {status_line:?}"))?;
-    let mut chunked = false;
-    let mut length = None;
-    for l in lines {
-        if let Some((name, value)) = l.split_once(':') {
-            let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-            if name == "transfer-encoding" && value.eq_ignore_ascii_case("chunked") {
-                chunked = true;
-            } else if name == "content-length" {
-                length = value.parse::<usize>().ok();
-            }
-        }
-    }
-    let rest = &answer[end + 4..];
-    if head_only {
-        return Ok((status, Vec::new()));
-    }
-    if chunked {
-        return Ok((status, dechunk(rest)?));
-    }
-    match length {
-        Some(n) if rest.len() < n => Err(format!("a body cut short: {} of {n} bytes", rest.len())),
-        Some(n) => Ok((status, rest[..n].to_vec())),
-        None => Ok((status, rest.to_vec())),
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").ok_or("a chunk size line without its end")?;
-        let size_text = std::str::from_utf8(&b[..eol]).map_err(|_| "a chunk size that is not text")?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .map_err(|_| format!("a chunk size {size_text:?}"))?;
-        b = &b[eol + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        if b.len() < size + 2 {
-            return Err("a chunk cut short".into());
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
-    }
 }
 
 fn hmac(key: &[u8], data: &[u8]) -> Vec<u8> {
@@ -655,12 +967,78 @@ mod tests {
         assert_eq!(query_encode("t/x y=1"), "t%2Fx%20y%3D1");
     }
 
+    /// A stream that gives `data` a few bytes per read, then ends.
+    struct Slow<'a>(&'a [u8]);
+
+    impl Read for Slow<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.0.len().min(buf.len()).min(3);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    fn read(answer: &[u8], head_only: bool) -> std::result::Result<Response, String> {
+        read_response(&mut Slow(answer), head_only).map_err(|f| f.why)
+    }
+
     #[test]
-    fn chunked_bodies_are_joined() {
-        let r = parse_response(
+    fn chunked_bodies_are_joined_across_reads_and_keep_the_connection() {
+        let r = read(
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
             false,
         );
-        assert_eq!(r, Ok((200, b"abcde".to_vec())));
+        assert_eq!(r, Ok(Response { status: 200, body: b"abcde".to_vec(), keep: true }));
+        let r = read(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nx-t: 1\r\n\r\n",
+            false,
+        );
+        assert_eq!(r.map(|r| r.body), Ok(b"abc".to_vec()));
+        let cut = read(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab", false).unwrap_err();
+        assert!(cut.contains("chunked body cut short"), "{cut}");
+    }
+
+    #[test]
+    fn a_body_is_read_by_its_length_and_the_connection_kept_unless_the_server_closes_it() {
+        let r = read(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false);
+        assert_eq!(r, Ok(Response { status: 200, body: b"hello".to_vec(), keep: true }));
+        let r = read(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello", false);
+        assert_eq!(r.map(|r| r.keep), Ok(false));
+        let r = read(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", false);
+        assert_eq!(r, Ok(Response { status: 404, body: Vec::new(), keep: true }));
+        // A HEAD answer's length describes a body that is not sent.
+        let r = read(b"HTTP/1.1 200 OK\r\nContent-Length: 12345\r\n\r\n", true);
+        assert_eq!(r, Ok(Response { status: 200, body: Vec::new(), keep: true }));
+        // Without a length, the body runs to the end of the connection.
+        let r = read(b"HTTP/1.1 200 OK\r\n\r\nall of it", false);
+        assert_eq!(r, Ok(Response { status: 200, body: b"all of it".to_vec(), keep: false }));
+    }
+
+    #[test]
+    fn a_broken_response_says_what_was_received() {
+        let f = read_response(&mut Slow(b""), false).unwrap_err();
+        assert!(f.nothing_received && f.retry, "{f:?}");
+        assert_eq!(f.why, "the connection closed before a response (0 bytes received)");
+        let why = read(b"HTTP/1.1 503 Slow", false).unwrap_err();
+        assert!(
+            why.contains("without a header end")
+                && why.contains("after 17 bytes")
+                && why.contains("503 Slow"),
+            "{why}"
+        );
+        let why = read(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", false).unwrap_err();
+        assert!(why.contains("cut short: 3 of 10 bytes"), "{why}");
+        let why = read(b"SSH-2.0-OpenSSH\r\n\r\n", false).unwrap_err();
+        assert!(why.contains("status line") && why.contains("SSH-2.0"), "{why}");
+        assert_eq!(excerpt(b"a\x00b"), "\"a\\x00b\"");
+    }
+
+    #[test]
+    fn waits_are_jittered_down_by_at_most_a_quarter() {
+        for _ in 0..100 {
+            let d = jittered(Duration::from_millis(800));
+            assert!(d >= Duration::from_millis(600) && d <= Duration::from_millis(800), "{d:?}");
+        }
     }
 }

@@ -5,7 +5,9 @@
 //! * `blobs=s3://bucket/prefix`: blobs in S3-compatible object storage, with `s3_endpoint=`
 //!   (`http://` or `https://`), `s3_region=`, `s3_key=`, `s3_secret=`, `s3_ca=` (each else from
 //!   `AWS_ENDPOINT_URL`, `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-//!   `AWS_CA_BUNDLE`);
+//!   `AWS_CA_BUNDLE`); `s3_retries=N` (default 5: tries of a request in all),
+//!   `s3_backoff=T` (default 50 ms) and `s3_backoff_max=T` (default 2 s): the waits between
+//!   tries (see `s3.rs`);
 //! * `cache=DIR`: where the local replica of each open store is made (default: the system's
 //!   temporary directory); it is removed when the store closes;
 //! * `sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`) and
@@ -110,6 +112,10 @@ impl FleetUrl {
     /// let s3 = s.s3.unwrap();
     /// assert_eq!((s3.bucket.as_str(), s3.prefix.as_str()), ("bkt", "ut/"));
     /// assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+    /// assert_eq!((s3.retry.tries, s3.retry.backoff.as_millis()), (5, 50));
+    /// let r = FleetUrl::parse("postgres://h/db?blobs=s3://b&s3_retries=2&s3_backoff=10ms&s3_backoff_max=1s")?;
+    /// assert_eq!(r.s3.unwrap().retry, undertext::fleet::S3Retry { tries: 2, backoff: std::time::Duration::from_millis(10), backoff_max: std::time::Duration::from_secs(1) });
+    /// assert!(FleetUrl::parse("postgres://h/db?blobs=s3://b&s3_retries=0").is_err());
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn parse(url: &str) -> Result<FleetUrl> {
@@ -125,6 +131,7 @@ impl FleetUrl {
         let mut cache = None;
         let mut s3: Option<S3Url> = None;
         let (mut endpoint, mut region, mut key, mut secret, mut ca) = (None, None, None, None, None);
+        let mut retry = super::s3::S3Retry::default();
         let (mut ssl_mode, mut ssl_root, mut transaction_pooler) = (SslMode::default(), None, false);
         let (mut pool_size, mut pool_timeout) = (DEFAULT_POOL_SIZE, Duration::from_secs(60));
         let mut lock_timeout = Duration::from_secs(60);
@@ -156,6 +163,13 @@ impl FleetUrl {
                 "s3_key" => key = Some(v.to_string()),
                 "s3_secret" => secret = Some(v.to_string()),
                 "s3_ca" => ca = Some(PathBuf::from(v)),
+                "s3_retries" => {
+                    retry.tries = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        bad(format!("s3_retries={v}: expected the tries of a request in all, 1 or more"))
+                    })?;
+                }
+                "s3_backoff" => retry.backoff = time(k, v)?,
+                "s3_backoff_max" => retry.backoff_max = time(k, v)?,
                 "sslmode" => {
                     ssl_mode = SslMode::parse(v).ok_or_else(|| {
                         bad(format!(
@@ -202,8 +216,8 @@ impl FleetUrl {
             }
         }
         if let Some(u) = &mut s3 {
-            (u.endpoint, u.region, u.access_key, u.secret_key, u.ca_file) =
-                (endpoint, region, key, secret, ca);
+            (u.endpoint, u.region, u.access_key, u.secret_key, u.ca_file, u.retry) =
+                (endpoint, region, key, secret, ca, retry);
         }
         let postgres = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
         Ok(FleetUrl {

@@ -11,6 +11,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::log::Position;
 use crate::model::*;
+use crate::record::append_key::AppendKeyRec;
 use crate::record::{self, BodyRec, Kind, MsgRec, PartRec, PartsRec, StepRec, StepTagRec};
 use crate::store::core::{Core, RecordOut, Txn};
 
@@ -145,10 +146,13 @@ struct Timed<'a> {
     prelude: Vec<RecordOut>,
     /// The chat's new metadata, written after the messages in the same transaction.
     meta: Option<ChatMeta>,
+    /// The append's idempotency key: an append to the chat with the same key made before
+    /// is returned instead (see [`ChatRef::append_batch_idempotent`]).
+    key: Option<&'a str>,
 }
 
 impl Timed<'_> {
-    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None };
+    const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None, key: None };
 }
 
 impl ChatRef<'_> {
@@ -171,6 +175,23 @@ impl ChatRef<'_> {
             .map(|(_, r, _)| r)
     }
 
+    /// The work of `Chat::append_batch_idempotent` (documented there): under the chat's
+    /// write lock (in fleet mode, once the replica holds every batch committed for the chat,
+    /// so also one whose commit's answer was lost), an append-key record of the chat with
+    /// `key` gives the seqs it took, and nothing is written; else the messages are appended
+    /// with such a record in their batch.
+    pub(crate) fn append_batch_idempotent(&self, messages: Vec<NewMessage>, key: &str) -> Result<Range<u64>> {
+        if key.is_empty() || key.len() > record::append_key::MAX_KEY {
+            return Err(Error::InvalidArgument(format!(
+                "idempotency key: expected 1 to {} bytes, found {}",
+                record::append_key::MAX_KEY,
+                key.len()
+            )));
+        }
+        self.append_inner(&[], messages, None, None, Timed { key: Some(key), ..Timed::NOW })
+            .map(|(_, r, _)| r)
+    }
+
     /// The work of `Chat::append_batch_with_meta` (documented there).
     pub(crate) fn append_batch_with_meta(
         &self,
@@ -189,7 +210,8 @@ impl ChatRef<'_> {
         at_ms: Option<&[u64]>,
         prelude: Vec<RecordOut>,
     ) -> Result<Range<u64>> {
-        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude, meta: None }).map(|(_, r, _)| r)
+        self.append_inner(&[], messages, None, None, Timed { at_ms, prelude, ..Timed::NOW })
+            .map(|(_, r, _)| r)
     }
 
     /// The work of `Chat::append_with_blobs` (documented there).
@@ -272,6 +294,24 @@ impl ChatRef<'_> {
                 w.last_turn, tag.turn
             )));
         }
+        if let Some(key) = timed.key
+            && let Some((first, count)) = core.index.append_key(chat.0, key)?
+        {
+            if count != messages.len() as u64 {
+                return Err(Error::InvalidArgument(format!(
+                    "idempotency key {key:?}: it was used for an append of {count} message(s) to chat {} \
+                     (seqs {first}..{}), this one has {}; nothing was written",
+                    chat.0,
+                    first + count,
+                    messages.len()
+                )));
+            }
+            // The first append's own promise: durable before it is acknowledged.
+            let (end, revision) = (w.last_end, w.revision);
+            drop(w);
+            core.wait_durable(end)?;
+            return Ok((ids, first..first + count, revision));
+        }
         let now = now_ms();
         let (revision, hidden) = match hide {
             Some(h) => {
@@ -306,6 +346,15 @@ impl ChatRef<'_> {
             let payload = record::compact::encode(&rec, core.opts.compression);
             let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
             pending.push((at, seq, m.role, turn, starts, at_ms));
+        }
+        if let Some(key) = timed.key {
+            let rec = AppendKeyRec {
+                chat: chat.0,
+                first: base,
+                count: messages.len() as u64,
+                key: key.to_string(),
+            };
+            txn.push(RecordOut::history(Kind::AppendKey, rec.encode()));
         }
         if let Some((tag, complete)) = &step {
             let rec = StepRec {
@@ -397,6 +446,38 @@ mod tests {
     fn held_back() -> Options {
         // No background flush during the test: what reaches redb is what a call flushed.
         Options::default().durability(Durability::None).index_flush_interval(Duration::from_secs(3600))
+    }
+
+    #[test]
+    fn append_keys_are_found_pending_and_flushed_pass_check_survive_a_rebuild_and_go_with_their_chat() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        let gone = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+        // In the memtable (no flush for an hour), then in redb.
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        gone.append_idempotent(NewMessage::user("b"), "k1").unwrap();
+        store.sync().unwrap();
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_batch_idempotent(vec![NewMessage::user("c"); 2], "k2").unwrap(), 1..3);
+        let report = store.check().unwrap();
+        assert!(report.is_ok(), "{report:?}");
+        store.rebuild_index().unwrap();
+        assert_eq!(chat.append_batch_idempotent(vec![NewMessage::user("c"); 2], "k2").unwrap(), 1..3);
+        assert_eq!(chat.len(), 3);
+        store.delete_chat("o", gone.id()).unwrap();
+        let id = chat.id();
+        drop((chat, gone, store));
+        Store::gc(dir.path(), held_back()).unwrap();
+        let store = Store::open(dir.path(), held_back()).unwrap();
+        assert!(store.check().unwrap().is_ok());
+        let chat = store.chat("o", id).unwrap();
+        assert_eq!(chat.append_idempotent(NewMessage::user("a"), "k1").unwrap(), 0);
+        assert_eq!(chat.append_idempotent(NewMessage::user("d"), "k3").unwrap(), 3);
+        // A reader follows a log holding append keys.
+        let reader = Store::open_read_only_with(dir.path(), held_back()).unwrap();
+        assert_eq!(reader.chat("o", id).unwrap().len(), 4);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use super::{META, PendingRecord, redb_err};
 use crate::error::{Error, Result};
 use crate::log::Location;
 use crate::record::Kind;
+use crate::record::append_key::AppendKeyRec;
 use crate::record::compact::{Reader, varint};
 use crate::record::{
     self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, HideRec, MessageTexts,
@@ -66,6 +67,10 @@ pub(crate) const HIDDEN: TableDefinition<'_, (u64, u64, u64), u64> = TableDefini
 /// (chat, revision, start) -> end: the ranges of seqs erased at each revision (see
 /// `Kind::Erase`).
 pub(crate) const ERASED: TableDefinition<'_, (u64, u64, u64), u64> = TableDefinition::new("erased");
+/// (chat, key) -> (first seq, count): the appends made with an idempotency key (see
+/// `record::append_key`).
+pub(crate) const APPEND_KEYS: TableDefinition<'_, (u64, &str), (u64, u64)> =
+    TableDefinition::new("append_keys");
 /// (chat, version) -> metadata record location.
 pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
@@ -154,6 +159,16 @@ pub(crate) fn find_chats(
     Ok(out)
 }
 
+/// The seqs (first, count) the append made to `chat` with idempotency key `key` took, if
+/// redb holds one.
+pub(crate) fn append_key(tx: &redb::ReadTransaction, chat: u64, key: &str) -> Result<Option<(u64, u64)>> {
+    match tx.open_table(APPEND_KEYS) {
+        Ok(t) => Ok(t.get((chat, key)).map_err(redb_err)?.map(|g| g.value())),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(redb_err(e)),
+    }
+}
+
 /// Every chat the index holds (deleted ones are gone from `chats`): (chat, owner, len,
 /// revision), in chat order. For the background search indexer, which catches up the chats
 /// whose length or revision moved.
@@ -218,6 +233,7 @@ pub(crate) struct HistoryIndex<'t> {
     revisions: redb::Table<'t, (u64, u64), (u64, u64, u64, bool)>,
     hidden: redb::Table<'t, (u64, u64, u64), u64>,
     erased: redb::Table<'t, (u64, u64, u64), u64>,
+    append_keys: redb::Table<'t, (u64, &'static str), (u64, u64)>,
     metas: redb::Table<'t, (u64, u64), Loc>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
@@ -246,6 +262,7 @@ impl<'t> HistoryIndex<'t> {
             revisions: tx.open_table(REVISIONS).map_err(redb_err)?,
             hidden: tx.open_table(HIDDEN).map_err(redb_err)?,
             erased: tx.open_table(ERASED).map_err(redb_err)?,
+            append_keys: tx.open_table(APPEND_KEYS).map_err(redb_err)?,
             metas: tx.open_table(METAS).map_err(redb_err)?,
             steps: tx.open_table(STEPS).map_err(redb_err)?,
             archives: tx.open_table(ARCHIVES).map_err(redb_err)?,
@@ -342,6 +359,9 @@ impl<'t> HistoryIndex<'t> {
         self.revisions.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
         self.hidden.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.erased.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        self.append_keys
+            .retain_in((chat, "")..(chat.saturating_add(1), ""), |_, _| false)
+            .map_err(redb_err)?;
         self.metas.retain_in((chat, 0)..=(chat, m), |_, _| false).map_err(redb_err)?;
         self.steps.retain_in((chat, 0, 0, 0)..=(chat, m, m, m), |_, _| false).map_err(redb_err)?;
         self.pins
@@ -462,6 +482,10 @@ impl<'t> HistoryIndex<'t> {
                     self.erased.insert((h.chat, h.revision, start), end).map_err(redb_err)?;
                 }
             }
+            Kind::AppendKey => {
+                let k = AppendKeyRec::decode(&r.payload).map_err(|e| bad(r, e))?;
+                self.append_keys.insert((k.chat, k.key.as_str()), (k.first, k.count)).map_err(redb_err)?;
+            }
             Kind::Step => {
                 let s: StepRec = record::decode(&r.payload, "step").map_err(|e| bad(r, e))?;
                 self.steps
@@ -552,6 +576,7 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, REVISIONS, out)?;
     diff_table(ours, theirs, HIDDEN, out)?;
     diff_table(ours, theirs, ERASED, out)?;
+    diff_table(ours, theirs, APPEND_KEYS, out)?;
     diff_table(ours, theirs, METAS, out)?;
     diff_table(ours, theirs, STEPS, out)?;
     diff_table(ours, theirs, ARCHIVES, out)?;
@@ -577,6 +602,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(REVISIONS).map_err(redb_err)?;
     tx.delete_table(HIDDEN).map_err(redb_err)?;
     tx.delete_table(ERASED).map_err(redb_err)?;
+    tx.delete_table(APPEND_KEYS).map_err(redb_err)?;
     tx.delete_table(METAS).map_err(redb_err)?;
     tx.delete_table(STEPS).map_err(redb_err)?;
     tx.delete_table(ARCHIVES).map_err(redb_err)?;
@@ -612,6 +638,7 @@ pub(crate) fn chat_of(k: Kind, p: &[u8]) -> std::result::Result<Option<u64>, Str
         Kind::Compaction => record::decode::<CompactionRec>(p, "compaction")?.chat,
         Kind::Checkpoint => record::decode::<CheckpointRec>(p, "checkpoint")?.chat,
         Kind::Delete => record::decode::<DeleteRec>(p, "delete")?.chat,
+        Kind::AppendKey => AppendKeyRec::decode(p)?.chat,
         Kind::Blob | Kind::Manifest | Kind::Archive | Kind::Grant | Kind::Summary => return Ok(None),
     }))
 }

@@ -73,6 +73,15 @@ impl Index {
         list_body_texts_in(|| self.db.read(), body)
     }
 
+    /// The seqs (first, count) the append to `chat` with idempotency key `key` took: the
+    /// memtable first, then redb.
+    pub(crate) fn append_key(&self, chat: u64, key: &str) -> Result<Option<(u64, u64)>> {
+        if let Some(found) = self.mem.read().pending_append_key(chat, key) {
+            return Ok(Some(found));
+        }
+        history::append_key(&self.read()?, chat, key)
+    }
+
     /// Looks a blob up: memtable first, then redb.
     pub(crate) fn blob(&self, id: &BlobId) -> Result<Option<Location>> {
         if let Some(loc) = self.mem.read().blob(id) {

@@ -168,6 +168,19 @@ impl Memtable {
         out
     }
 
+    /// The seqs (first, count) of the append to `chat` with idempotency key `key` among the
+    /// records not yet in redb. As for grants, a record leaves the memtable only once redb
+    /// holds it: a key written before this call is found here or, by a redb read begun after
+    /// it, there.
+    pub(crate) fn pending_append_key(&self, chat: u64, key: &str) -> Option<(u64, u64)> {
+        self.flushing_records.iter().chain(&self.records).filter(|r| r.kind == Kind::AppendKey).find_map(
+            |r| {
+                let k = crate::record::append_key::AppendKeyRec::decode(&r.payload).ok()?;
+                (k.chat == chat && k.key == key).then_some((k.first, k.count))
+            },
+        )
+    }
+
     /// True when a chat's deletion waits for redb: until it is applied, a pending grant
     /// bound to another chat may be one it revokes.
     pub(crate) fn deleting(&self) -> bool {

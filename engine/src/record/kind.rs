@@ -5,8 +5,8 @@
 /// A record kind this build knows. The log stores it as the record header's kind byte.
 ///
 /// Bytes below [`Kind::FIRST_OPTIONAL`] are *required*: a reader that does not know one refuses
-/// the segment. Bytes from 128 up are *optional* and skipped by readers that do not know them;
-/// this build defines none.
+/// the segment. Bytes from 128 up are *optional* and skipped by readers that do not know them
+/// (this build knows one: [`Kind::AppendKey`]).
 ///
 /// ```
 /// use undertext::internals::Kind;
@@ -55,11 +55,14 @@ pub enum Kind {
     /// Erasure: a `HideRec` payload whose ranges `gc` erases; always in the batch of a
     /// [`Kind::Hide`] record of the same ranges (FORMAT.md, "Erased messages").
     Erase = 18,
+    /// An append made with an idempotency key: the chat, the key and the seqs it took
+    /// (`record::append_key`). Optional: an older build skips it.
+    AppendKey = 128,
 }
 
 impl Kind {
     /// Every kind, in byte order.
-    pub const ALL: [Kind; 18] = [
+    pub const ALL: [Kind; 19] = [
         Kind::Blob,
         Kind::Chat,
         Kind::Meta,
@@ -78,6 +81,7 @@ impl Kind {
         Kind::Hide,
         Kind::MessageCompact,
         Kind::Erase,
+        Kind::AppendKey,
     ];
 
     /// The first optional kind byte.
@@ -104,6 +108,7 @@ impl Kind {
             16 => Kind::Hide,
             17 => Kind::MessageCompact,
             18 => Kind::Erase,
+            128 => Kind::AppendKey,
             _ => return None,
         })
     }
@@ -161,6 +166,7 @@ mod tests {
         let known = (0..=255u8).filter(|&b| Kind::of(b).is_some()).count();
         assert_eq!(known, Kind::ALL.len());
         assert_eq!(Kind::of(0), None);
-        assert!(Kind::ALL.iter().all(|k| !Kind::is_optional(k.byte())));
+        let optional: Vec<Kind> = Kind::ALL.into_iter().filter(|k| Kind::is_optional(k.byte())).collect();
+        assert_eq!(optional, [Kind::AppendKey]);
     }
 }

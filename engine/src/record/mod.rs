@@ -9,6 +9,7 @@ use crate::blob::BlobId;
 use crate::error::{Error, Result};
 use crate::model::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 
+pub(crate) mod append_key;
 pub(crate) mod compact;
 
 pub(crate) mod kind;
@@ -446,6 +447,7 @@ pub(crate) fn check(byte: u8, payload: &[u8]) -> std::result::Result<(), String>
         Kind::Grant => decode::<GrantRec>(payload, "grant").map(drop),
         Kind::Hide => decode::<HideRec>(payload, "hide").map(drop),
         Kind::Erase => decode::<HideRec>(payload, "erase").map(drop),
+        Kind::AppendKey => append_key::AppendKeyRec::decode(payload).map(drop),
         Kind::Blob | Kind::Manifest => Err(format!("record kind {byte} is a blob's, not history")),
     }
 }

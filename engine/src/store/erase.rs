@@ -198,6 +198,7 @@ impl Erasures {
             | Kind::Erase
             | Kind::Archive
             | Kind::Grant
+            | Kind::AppendKey
             | Kind::Blob
             | Kind::Manifest => false,
         };

@@ -311,6 +311,7 @@ pub(crate) fn holds(
         | Kind::Delete
         | Kind::Hide
         | Kind::Erase
+        | Kind::AppendKey
         | Kind::Blob
         | Kind::Manifest => return Ok(None),
     }

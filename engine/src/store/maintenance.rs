@@ -229,6 +229,9 @@ fn check_index(core: &Core) -> Result<Vec<String>> {
 
 /// Extra checks of one valid record; `Some(reason)` when it is wrong.
 fn check_record(core: &Core, r: &RecordRef<'_>) -> Option<Option<String>> {
+    if r.kind == Kind::AppendKey {
+        return Some(crate::record::append_key::AppendKeyRec::decode(r.payload).err());
+    }
     if r.kind >= Kind::FIRST_OPTIONAL {
         return Some(None);
     }

@@ -213,7 +213,10 @@ class Chat:
         extra: Optional[Mapping[str, str]] = None,
     ) -> int: ...
     def meta_at(self, version: int) -> "ChatMeta": ...
-    def append(self, message: MessageDict) -> int: ...
+    def append(self, message: MessageDict, *, key: Optional[str] = None) -> int:
+        """Appends one message; returns its seq. With ``key`` (an idempotency key, 1 to 256
+        bytes), an append with the same key made to this chat before is returned instead and
+        nothing is written: a retry after an error whose outcome is unknown stores one copy."""
     def append_batch(
         self,
         messages: Sequence[MessageDict],
@@ -222,9 +225,11 @@ class Chat:
         model: Optional[str] = None,
         draft: Optional[str] = None,
         extra: Optional[Mapping[str, str]] = None,
+        key: Optional[str] = None,
     ) -> range:
         """Appends ``messages`` in one transaction; returns their seqs. With any metadata field
-        given, the metadata changes (as ``set_meta``) in the same transaction: one log sync."""
+        given, the metadata changes (as ``set_meta``) in the same transaction: one log sync.
+        With ``key``, as ``append``'s (not together with a metadata field)."""
     def append_with_blobs(self, blobs: Sequence[bytes], messages: Sequence[MessageDict]) -> Tuple[List[str], range]:
         """Stores ``blobs`` and appends ``messages`` (which may attach them) in one transaction.
 
