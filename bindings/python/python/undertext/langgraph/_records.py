@@ -289,15 +289,22 @@ def _stored(rec: dict[str, Any], attach: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _list_entry(e: dict[str, Any], blob: Callable[[Any], Any]) -> dict[str, Any]:
+    """An item list's entry without its items, each blob named by ``blob`` (the other
+    format's name: ``_entry_out``'s ``ref``, ``_entry_in``'s ``deref``)."""
+    out = {key: e[key] for key in ("b", "k", "d") if key in e}
+    if "m" in e:
+        out["m"] = blob(e["m"])
+        if "mb" in e:
+            out["mb"] = [blob(b) for b in e["mb"]]
+    return out
+
+
 def _entry_out(e: Any, ref: Callable[[str], Any]) -> Any:
     """A channel entry in format 2: ``[blob, head]`` (``[blob, head, type]``), or an item
     list ``{"b": base seq, "k": kept, "i": [item blobs]}``."""
     if type(e) is dict:
-        out = {key: e[key] for key in ("b", "k", "d") if key in e}
-        if "m" in e:
-            out["m"] = ref(e["m"])
-            if "mb" in e:
-                out["mb"] = [ref(b) for b in e["mb"]]
+        out = _list_entry(e, ref)
         if e.get("i"):
             out["i"] = [ref(b) for b in e["i"]]
         return out
@@ -307,11 +314,7 @@ def _entry_out(e: Any, ref: Callable[[str], Any]) -> Any:
 
 def _entry_in(e: Any, deref: Callable[[Any], str]) -> Any:
     if type(e) is dict:
-        out = {key: e[key] for key in ("b", "k", "d") if key in e}
-        if "m" in e:
-            out["m"] = deref(e["m"])
-            if "mb" in e:
-                out["mb"] = [deref(r) for r in e["mb"]]
+        out = _list_entry(e, deref)
         out["i"] = [deref(r) for r in e.get("i", ())]
         return out
     return [e[2] if len(e) > 2 else _DEFAULT_TYPE, deref(e[0]), e[1]]
