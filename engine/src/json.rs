@@ -2,12 +2,13 @@
 //! speaks: the CLI's `--json` output, the C ABI's buffers and Python's dicts have the same
 //! keys and shapes, documented here once.
 //!
-//! Shapes (keys in this order; `null` where a field is absent):
+//! Shapes (keys in this order where a front-end keeps one, as Python's dicts do; `serde_json`
+//! sorts an object's keys; `null` where a field is absent):
 //! - archive reference: `{"id": hex, "bytes", "chars", "utf16_units", "lines"}`
 //! - part: `{"type": "text", "text"}`, `{"type": "summary", "text"}`,
 //!   `{"type": "tool_call", "id", "name", "args"}` (`args`: JSON text),
-//!   `{"type": "tool_result", "call_id", "is_error", "text"}` plus `"archive"` when the text
-//!   is a preview of an archived output,
+//!   `{"type": "tool_result", "call_id", "text", "is_error"}`, with `"archive"` after `"text"`
+//!   when the text is a preview of an archived output,
 //!   `{"type": "approval_request", "id", "call_id", "prompt"}`,
 //!   `{"type": "approval_response", "id", "approved", "reason"}`,
 //!   `{"type": "attachment", "mime", "blob": hex}`
@@ -23,7 +24,10 @@
 //!   `"feedback": true` (optional) marks harness feedback
 //!
 //! [`part_from_json`] and [`new_message_from_json`] read what the encoders write, so a part
-//! survives a round trip through any front-end.
+//! survives a round trip through any front-end. A front-end with objects of its own (the
+//! Python bindings' dicts) speaks the same part shapes without going through [`Value`]: it
+//! writes the fields [`part_fields`] hands out, and reads a part with [`part_from`] through a
+//! [`PartSource`] of its objects (with its own error messages and input conveniences).
 //!
 //! ```
 //! use undertext::{json, Part, ToolContent};
@@ -35,6 +39,8 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
+use std::convert::Infallible;
+
 use serde_json::{Map, Value, json};
 
 use crate::blob::BlobId;
@@ -44,38 +50,124 @@ use crate::model::{
     ArchiveRef, Attempt, ChatMeta, ChatPage, Message, NewMessage, Part, Role, StepStatus, ToolContent,
 };
 
+/// The value of one field of an object [`part_fields`] or [`archive_ref_fields`] describes,
+/// borrowed from the part.
+#[derive(Debug, Clone, Copy)]
+pub enum Field<'a> {
+    /// A string.
+    Str(&'a str),
+    /// A string, or `null`.
+    OptStr(Option<&'a str>),
+    /// `true` or `false`.
+    Bool(bool),
+    /// A non-negative integer.
+    Count(u64),
+    /// A blob id, written as its 64 hex digits.
+    Blob(&'a BlobId),
+    /// An archive reference: an object of the fields [`archive_ref_fields`] gives.
+    Archive(&'a ArchiveRef),
+}
+
+/// Calls `field` with each field of `a`'s object, in order: `id`, `bytes`, `chars`,
+/// `utf16_units`, `lines`. [`archive_ref_json`] is the JSON object of them.
+pub fn archive_ref_fields<'a, E>(
+    a: &'a ArchiveRef,
+    mut field: impl FnMut(&'static str, Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    field("id", Field::Blob(&a.id))?;
+    field("bytes", Field::Count(a.bytes))?;
+    field("chars", Field::Count(a.chars))?;
+    field("utf16_units", Field::Count(a.utf16_units))?;
+    field("lines", Field::Count(a.lines))
+}
+
+/// Calls `field` with each field of `p`'s object, in order, `"type"` first (the module doc
+/// lists every shape). [`part_json`] is the JSON object of them; the Python bindings build
+/// their dicts from them.
+pub fn part_fields<'a, E>(
+    p: &'a Part,
+    mut field: impl FnMut(&'static str, Field<'a>) -> Result<(), E>,
+) -> Result<(), E> {
+    match p {
+        Part::Text(t) => {
+            field("type", Field::Str("text"))?;
+            field("text", Field::Str(t))
+        }
+        Part::Summary(t) => {
+            field("type", Field::Str("summary"))?;
+            field("text", Field::Str(t))
+        }
+        Part::ToolCall { id, name, args } => {
+            field("type", Field::Str("tool_call"))?;
+            field("id", Field::Str(id))?;
+            field("name", Field::Str(name))?;
+            field("args", Field::Str(args))
+        }
+        Part::ToolResult { call_id, content, is_error } => {
+            field("type", Field::Str("tool_result"))?;
+            field("call_id", Field::Str(call_id))?;
+            match content {
+                ToolContent::Text(t) => field("text", Field::Str(t))?,
+                ToolContent::Archived { archive, preview } => {
+                    field("text", Field::Str(preview))?;
+                    field("archive", Field::Archive(archive))?;
+                }
+            }
+            field("is_error", Field::Bool(*is_error))
+        }
+        Part::ApprovalRequest { id, call_id, prompt } => {
+            field("type", Field::Str("approval_request"))?;
+            field("id", Field::Str(id))?;
+            field("call_id", Field::OptStr(call_id.as_deref()))?;
+            field("prompt", Field::Str(prompt))
+        }
+        Part::ApprovalResponse { id, approved, reason } => {
+            field("type", Field::Str("approval_response"))?;
+            field("id", Field::Str(id))?;
+            field("approved", Field::Bool(*approved))?;
+            field("reason", Field::OptStr(reason.as_deref()))
+        }
+        Part::Attachment { mime, blob } => {
+            field("type", Field::Str("attachment"))?;
+            field("mime", Field::Str(mime))?;
+            field("blob", Field::Blob(blob))
+        }
+    }
+}
+
+fn field_json(f: Field<'_>) -> Value {
+    match f {
+        Field::Str(s) => Value::from(s),
+        Field::OptStr(s) => s.map_or(Value::Null, Value::from),
+        Field::Bool(b) => Value::Bool(b),
+        Field::Count(n) => Value::from(n),
+        Field::Blob(id) => Value::String(id.to_string()),
+        Field::Archive(a) => archive_ref_json(a),
+    }
+}
+
+/// What puts each field it is called with into `o`.
+fn into_object(
+    o: &mut Map<String, Value>,
+) -> impl FnMut(&'static str, Field<'_>) -> Result<(), Infallible> + '_ {
+    |key, f| {
+        o.insert(key.into(), field_json(f));
+        Ok(())
+    }
+}
+
 /// `{"id": hex, "bytes", "chars", "utf16_units", "lines"}`.
 pub fn archive_ref_json(a: &ArchiveRef) -> Value {
-    json!({"id": a.id.to_string(), "bytes": a.bytes, "chars": a.chars, "utf16_units": a.utf16_units, "lines": a.lines})
+    let mut o = Map::new();
+    let Ok(()) = archive_ref_fields(a, into_object(&mut o));
+    Value::Object(o)
 }
 
 /// One part (see the module doc for every shape).
 pub fn part_json(p: &Part) -> Value {
-    match p {
-        Part::Text(t) => json!({"type": "text", "text": t}),
-        Part::Summary(t) => json!({"type": "summary", "text": t}),
-        Part::ToolCall { id, name, args } => {
-            json!({"type": "tool_call", "id": id, "name": name, "args": args})
-        }
-        Part::ToolResult { call_id, content: ToolContent::Text(t), is_error } => {
-            json!({"type": "tool_result", "call_id": call_id, "is_error": is_error, "text": t})
-        }
-        Part::ToolResult { call_id, content: ToolContent::Archived { archive, preview }, is_error } => {
-            json!({
-                "type": "tool_result", "call_id": call_id, "is_error": is_error, "text": preview,
-                "archive": archive_ref_json(archive),
-            })
-        }
-        Part::ApprovalRequest { id, call_id, prompt } => {
-            json!({"type": "approval_request", "id": id, "call_id": call_id, "prompt": prompt})
-        }
-        Part::ApprovalResponse { id, approved, reason } => {
-            json!({"type": "approval_response", "id": id, "approved": approved, "reason": reason})
-        }
-        Part::Attachment { mime, blob } => {
-            json!({"type": "attachment", "mime": mime, "blob": blob.to_string()})
-        }
-    }
+    let mut o = Map::new();
+    let Ok(()) = part_fields(p, into_object(&mut o));
+    Value::Object(o)
 }
 
 /// A list of parts.
@@ -202,55 +294,120 @@ pub fn archive_ref_from_json(v: &Value) -> Result<ArchiveRef> {
     })
 }
 
+/// Where [`part_from`] reads the fields of a part, each by its key in [`part_json`]'s shape:
+/// a JSON object for [`part_from_json`]; the Python bindings' dicts for theirs (each source
+/// with its own error messages and input conveniences).
+pub trait PartSource {
+    /// A missing or malformed field.
+    type Error;
+    /// A string.
+    fn string(&mut self, key: &'static str) -> std::result::Result<String, Self::Error>;
+    /// A string, or none when absent (or null).
+    fn opt_string(&mut self, key: &'static str) -> std::result::Result<Option<String>, Self::Error>;
+    /// `true` or `false`; `default` when absent (None: the field is required).
+    fn boolean(&mut self, key: &'static str, default: Option<bool>)
+    -> std::result::Result<bool, Self::Error>;
+    /// A tool call's arguments, as JSON text.
+    fn args(&mut self, key: &'static str) -> std::result::Result<String, Self::Error>;
+    /// A blob id.
+    fn blob(&mut self, key: &'static str) -> std::result::Result<BlobId, Self::Error>;
+    /// An archive reference, or none when absent (or null).
+    fn archive(&mut self, key: &'static str) -> std::result::Result<Option<ArchiveRef>, Self::Error>;
+    /// The error for a part type that is none of the seven.
+    fn unknown_type(&mut self, ty: &str) -> Self::Error;
+}
+
+/// The part of type `ty` (its `"type"`) whose other fields `source` reads, in the order of
+/// [`part_fields`] (the module doc lists every shape).
+pub fn part_from<S: PartSource>(ty: &str, source: &mut S) -> std::result::Result<Part, S::Error> {
+    let s = source;
+    Ok(match ty {
+        "text" => Part::Text(s.string("text")?),
+        "summary" => Part::Summary(s.string("text")?),
+        "tool_call" => Part::ToolCall { id: s.string("id")?, name: s.string("name")?, args: s.args("args")? },
+        "tool_result" => {
+            let text = s.string("text")?;
+            let content = match s.archive("archive")? {
+                None => ToolContent::Text(text),
+                Some(archive) => ToolContent::Archived { archive, preview: text },
+            };
+            Part::ToolResult {
+                call_id: s.string("call_id")?,
+                content,
+                is_error: s.boolean("is_error", Some(false))?,
+            }
+        }
+        "approval_request" => Part::ApprovalRequest {
+            id: s.string("id")?,
+            call_id: s.opt_string("call_id")?,
+            prompt: s.string("prompt")?,
+        },
+        "approval_response" => Part::ApprovalResponse {
+            id: s.string("id")?,
+            approved: s.boolean("approved", None)?,
+            reason: s.opt_string("reason")?,
+        },
+        "attachment" => Part::Attachment { mime: s.string("mime")?, blob: s.blob("blob")? },
+        other => return Err(s.unknown_type(other)),
+    })
+}
+
+/// A part's fields in a JSON object; `what` names the part in errors.
+struct JsonPart<'a> {
+    o: &'a Map<String, Value>,
+    what: String,
+}
+
+impl PartSource for JsonPart<'_> {
+    type Error = Error;
+
+    fn string(&mut self, key: &'static str) -> Result<String> {
+        string(self.o, key, &self.what)
+    }
+
+    fn opt_string(&mut self, key: &'static str) -> Result<Option<String>> {
+        opt_string(self.o, key, &self.what)
+    }
+
+    fn boolean(&mut self, key: &'static str, default: Option<bool>) -> Result<bool> {
+        boolean(self.o, key, &self.what, default)
+    }
+
+    /// JSON text, or any other JSON value (stored as its text); absent or null: `{}`.
+    fn args(&mut self, key: &'static str) -> Result<String> {
+        Ok(match self.o.get(key) {
+            Some(Value::String(s)) => s.clone(),
+            None | Some(Value::Null) => "{}".to_string(),
+            Some(other) => other.to_string(),
+        })
+    }
+
+    fn blob(&mut self, key: &'static str) -> Result<BlobId> {
+        blob_id(self.o, key, &self.what)
+    }
+
+    fn archive(&mut self, key: &'static str) -> Result<Option<ArchiveRef>> {
+        match self.o.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(a) => archive_ref_from_json(a).map(Some),
+        }
+    }
+
+    fn unknown_type(&mut self, ty: &str) -> Error {
+        bad(
+            "part.type",
+            "text, summary, tool_call, tool_result, approval_request, approval_response or attachment",
+            &Value::String(ty.to_string()),
+        )
+    }
+}
+
 /// A part from [`part_json`]'s shape. `is_error` may be left out (false); `args` may be a
 /// JSON value instead of JSON text (it is stored as its text).
 pub fn part_from_json(v: &Value) -> Result<Part> {
     let o = obj(v, "part")?;
     let ty = string(o, "type", "part")?;
-    let what = format!("part of type {ty:?}");
-    let what = what.as_str();
-    Ok(match ty.as_str() {
-        "text" => Part::Text(string(o, "text", what)?),
-        "summary" => Part::Summary(string(o, "text", what)?),
-        "tool_call" => {
-            let args = match o.get("args") {
-                Some(Value::String(s)) => s.clone(),
-                None | Some(Value::Null) => "{}".to_string(),
-                Some(other) => other.to_string(),
-            };
-            Part::ToolCall { id: string(o, "id", what)?, name: string(o, "name", what)?, args }
-        }
-        "tool_result" => {
-            let text = string(o, "text", what)?;
-            let content = match o.get("archive") {
-                None | Some(Value::Null) => ToolContent::Text(text),
-                Some(a) => ToolContent::Archived { archive: archive_ref_from_json(a)?, preview: text },
-            };
-            Part::ToolResult {
-                call_id: string(o, "call_id", what)?,
-                content,
-                is_error: boolean(o, "is_error", what, Some(false))?,
-            }
-        }
-        "approval_request" => Part::ApprovalRequest {
-            id: string(o, "id", what)?,
-            call_id: opt_string(o, "call_id", what)?,
-            prompt: string(o, "prompt", what)?,
-        },
-        "approval_response" => Part::ApprovalResponse {
-            id: string(o, "id", what)?,
-            approved: boolean(o, "approved", what, None)?,
-            reason: opt_string(o, "reason", what)?,
-        },
-        "attachment" => Part::Attachment { mime: string(o, "mime", what)?, blob: blob_id(o, "blob", what)? },
-        _ => {
-            return Err(bad(
-                "part.type",
-                "text, summary, tool_call, tool_result, approval_request, approval_response or attachment",
-                &Value::String(ty),
-            ));
-        }
-    })
+    part_from(&ty, &mut JsonPart { o, what: format!("part of type {ty:?}") })
 }
 
 /// A message to append: `{"role", "parts": [...]}` or `{"role", "text"}`, with
@@ -314,6 +471,44 @@ mod tests {
             let text = part_json(&p).to_string();
             let back: Value = serde_json::from_str(&text).expect("valid JSON");
             assert_eq!(part_from_json(&back).expect("decodes"), p, "{text}");
+        }
+    }
+
+    #[test]
+    fn parts_have_the_documented_json_shapes() {
+        let a = archive();
+        let hex = a.id.to_string();
+        let archived = &every_part()[4];
+        assert_eq!(
+            part_json(archived),
+            json!({"type": "tool_result", "call_id": "c2", "is_error": false, "text": "long…",
+                   "archive": {"id": hex, "bytes": 11, "chars": 11, "utf16_units": 11, "lines": 1}})
+        );
+        assert_eq!(
+            part_json(&every_part()[6]),
+            json!({"type": "approval_request", "id": "a2", "call_id": null, "prompt": "go?"})
+        );
+        assert_eq!(
+            part_json(&every_part()[9]),
+            json!({"type": "attachment", "mime": "image/png", "blob": BlobId::of(b"png").to_string()})
+        );
+    }
+
+    #[test]
+    fn a_part_s_fields_are_its_json_keys_type_first() {
+        for p in every_part() {
+            let mut keys = Vec::new();
+            let Ok(()) = part_fields(&p, |key, _| -> Result<(), Infallible> {
+                keys.push(key);
+                Ok(())
+            });
+            assert_eq!(keys[0], "type");
+            let mut sorted = keys.clone();
+            sorted.sort_unstable();
+            let json = part_json(&p);
+            let json_keys: Vec<&str> =
+                json.as_object().expect("an object").keys().map(String::as_str).collect();
+            assert_eq!(sorted, json_keys, "{p:?}");
         }
     }
 

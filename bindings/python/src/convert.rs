@@ -1,29 +1,32 @@
 //! Messages and parts between Python dicts and engine types; units and ids from strings.
 //!
 //! A part is a dict with a `"type"` (`text`, `tool_call`, `tool_result`, `approval_request`,
-//! `approval_response`, `attachment`, `summary`); a message is `{"role", "content"}` or
-//! `{"role", "parts"}`. What comes out has the same shape as what goes in.
+//! `approval_response`, `attachment`, `summary`) in the engine's one JSON shape of parts,
+//! `undertext::json`: a part's dict is built from the fields `json::part_fields` hands out
+//! (keys in its order), and read by `json::part_from` through [`DictPart`], which gives the
+//! engine's decoder each field it asks for. What stays Python's is how a field is read:
+//! Python's error messages (`expected key "text", found none`, where a lone surrogate is),
+//! and the input conveniences: a tool call's `args` may be any JSON-able object
+//! (`json.dumps`ed), an archive or a blob may be an `ArchiveRef`, an archive may be its id
+//! alone (the sizes are the store's), and a tool result's text may come as `"content"`, its
+//! older key (never written). A message is `{"role", "content"}` or `{"role", "parts"}`
+//! (`"content"` where the engine's JSON says `"text"`; `"parts"` wins when both are there).
+//! What comes out has the same shape as what goes in. Search hits go through the engine's
+//! JSON values ([`json_out`], [`flat_json_in`]).
 
+use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
-use undertext::{ArchiveRef, BlobId, NewMessage, Part, Role, ToolContent, Unit};
+use undertext::json::{self, Field};
+use undertext::{ArchiveRef, BlobId, NewMessage, Part, Role, Unit};
 
 use crate::errors::invalid;
 use crate::types::PyArchiveRef;
 
-/// A role from its lowercase name.
+/// A role from its lowercase name (the engine's parser, Python's message).
 pub(crate) fn role_of(py: Python<'_>, s: &str) -> PyResult<Role> {
-    Ok(match s {
-        "system" => Role::System,
-        "user" => Role::User,
-        "assistant" => Role::Assistant,
-        "tool" => Role::Tool,
-        other => {
-            return Err(invalid(
-                py,
-                format!("role: expected \"system\", \"user\", \"assistant\" or \"tool\", found {other:?}"),
-            ));
-        }
+    s.parse::<Role>().map_err(|_| {
+        invalid(py, format!("role: expected \"system\", \"user\", \"assistant\" or \"tool\", found {s:?}"))
     })
 }
 
@@ -172,7 +175,11 @@ pub(crate) fn utf8(py: Python<'_>, v: &Bound<'_, PyAny>, ctx: &str, name: &str) 
 }
 
 fn req<'py>(py: Python<'py>, d: &Bound<'py, PyDict>, key: &str, what: &str) -> PyResult<Bound<'py, PyAny>> {
-    d.get_item(key)?.ok_or_else(|| invalid(py, format!("{what}: expected key {key:?}, found none")))
+    d.get_item(key)?.ok_or_else(|| missing(py, key, what))
+}
+
+fn missing(py: Python<'_>, key: &str, what: &str) -> PyErr {
+    invalid(py, format!("{what}: expected key {key:?}, found none"))
 }
 
 fn req_str(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyResult<String> {
@@ -193,13 +200,17 @@ fn opt_str(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyRe
     }
 }
 
+/// `d[key]` as a bool, False when absent.
 fn opt_bool(py: Python<'_>, d: &Bound<'_, PyDict>, key: &str, what: &str) -> PyResult<bool> {
     match d.get_item(key)? {
         None => Ok(false),
-        Some(v) => v.extract::<bool>().map_err(|_| {
-            invalid(py, format!("{what}: expected {key:?} to be a bool, found {}", type_name(&v)))
-        }),
+        Some(v) => bool_of(py, &v, key, what),
     }
+}
+
+fn bool_of(py: Python<'_>, v: &Bound<'_, PyAny>, key: &str, what: &str) -> PyResult<bool> {
+    v.extract::<bool>()
+        .map_err(|_| invalid(py, format!("{what}: expected {key:?} to be a bool, found {}", type_name(v))))
 }
 
 /// JSON text of `v`: a str is taken as JSON text already, anything else is `json.dumps`ed.
@@ -225,73 +236,83 @@ fn tool_result_text(py: Python<'_>, d: &Bound<'_, PyDict>, what: &str) -> PyResu
     }
 }
 
-/// A part from its dict.
+/// A part from its dict: `json::part_from` reads it through [`DictPart`].
 pub(crate) fn part_in(py: Python<'_>, obj: &Bound<'_, PyAny>, at: usize) -> PyResult<Part> {
     let what = format!("part {at}");
     let d = obj.cast::<PyDict>().map_err(|_| {
         invalid(py, format!("{what}: expected a dict with a \"type\", found {}", type_name(obj)))
     })?;
-    let kind = req_str(py, d, "type", &what)?;
-    Ok(match kind.as_str() {
-        "text" => Part::Text(req_str(py, d, "text", &what)?),
-        "summary" => Part::Summary(req_str(py, d, "text", &what)?),
-        "tool_call" => Part::ToolCall {
-            id: req_str(py, d, "id", &what)?,
-            name: req_str(py, d, "name", &what)?,
-            args: json_text(py, &req(py, d, "args", &what)?)?,
-        },
-        "tool_result" => {
-            let text = tool_result_text(py, d, &what)?;
-            let content = match d.get_item("archive")? {
-                Some(a) if !a.is_none() => {
-                    let id = match a.cast::<PyDict>() {
-                        Ok(ad) => archive_id(py, &req(py, ad, "id", &what)?)?,
-                        Err(_) => archive_id(py, &a)?,
-                    };
-                    // The sizes are taken from the store on append, never from the caller.
-                    let archive = ArchiveRef { id, bytes: 0, chars: 0, utf16_units: 0, lines: 0 };
-                    ToolContent::Archived { archive, preview: text }
-                }
-                _ => ToolContent::Text(text),
-            };
-            Part::ToolResult {
-                call_id: req_str(py, d, "call_id", &what)?,
-                content,
-                is_error: opt_bool(py, d, "is_error", &what)?,
-            }
+    let ty = req_str(py, d, "type", &what)?;
+    json::part_from(&ty, &mut DictPart { py, d, what: &what, tool_result: ty == "tool_result" })
+}
+
+/// A part's dict as the engine's decoder reads it (`json::part_from`): each field it asks for,
+/// with Python's messages and input conveniences (the module doc lists them).
+struct DictPart<'a, 'py> {
+    py: Python<'py>,
+    d: &'a Bound<'py, PyDict>,
+    /// `part {at}`: where, in errors.
+    what: &'a str,
+    /// A tool result: its `"text"` may come as `"content"`.
+    tool_result: bool,
+}
+
+impl json::PartSource for DictPart<'_, '_> {
+    type Error = PyErr;
+
+    fn string(&mut self, key: &'static str) -> PyResult<String> {
+        if self.tool_result && key == "text" {
+            return tool_result_text(self.py, self.d, self.what);
         }
-        "approval_request" => Part::ApprovalRequest {
-            id: req_str(py, d, "id", &what)?,
-            call_id: opt_str(py, d, "call_id", &what)?,
-            prompt: req_str(py, d, "prompt", &what)?,
-        },
-        "approval_response" => Part::ApprovalResponse {
-            id: req_str(py, d, "id", &what)?,
-            approved: {
-                let v = req(py, d, "approved", &what)?;
-                v.extract::<bool>().map_err(|_| {
-                    invalid(
-                        py,
-                        format!("{what}: expected \"approved\" to be a bool, found {}", type_name(&v)),
-                    )
-                })?
-            },
-            reason: opt_str(py, d, "reason", &what)?,
-        },
-        "attachment" => Part::Attachment {
-            mime: req_str(py, d, "mime", &what)?,
-            blob: blob_id(py, &req(py, d, "blob", &what)?)?,
-        },
-        other => {
-            return Err(invalid(
-                py,
-                format!(
-                    "{what}: expected type text, tool_call, tool_result, approval_request, \
-                     approval_response, attachment or summary, found {other:?}"
-                ),
-            ));
+        req_str(self.py, self.d, key, self.what)
+    }
+
+    fn opt_string(&mut self, key: &'static str) -> PyResult<Option<String>> {
+        opt_str(self.py, self.d, key, self.what)
+    }
+
+    fn boolean(&mut self, key: &'static str, default: Option<bool>) -> PyResult<bool> {
+        match (self.d.get_item(key)?, default) {
+            (Some(v), _) => bool_of(self.py, &v, key, self.what),
+            (None, Some(default)) => Ok(default),
+            (None, None) => Err(missing(self.py, key, self.what)),
         }
-    })
+    }
+
+    /// JSON text as it is, or any other object `json.dumps`ed.
+    fn args(&mut self, key: &'static str) -> PyResult<String> {
+        json_text(self.py, &req(self.py, self.d, key, self.what)?)
+    }
+
+    /// 64 hex digits, or an `ArchiveRef`.
+    fn blob(&mut self, key: &'static str) -> PyResult<BlobId> {
+        blob_id(self.py, &req(self.py, self.d, key, self.what)?)
+    }
+
+    /// An archive's dict (only its `"id"` is read), id or `ArchiveRef`; absent or None: none.
+    fn archive(&mut self, key: &'static str) -> PyResult<Option<ArchiveRef>> {
+        let Some(a) = self.d.get_item(key)? else { return Ok(None) };
+        if a.is_none() {
+            return Ok(None);
+        }
+        let id = match a.cast::<PyDict>() {
+            Ok(ad) => archive_id(self.py, &req(self.py, ad, "id", self.what)?)?,
+            Err(_) => archive_id(self.py, &a)?,
+        };
+        // The sizes are taken from the store on append, never from the caller.
+        Ok(Some(ArchiveRef { id, bytes: 0, chars: 0, utf16_units: 0, lines: 0 }))
+    }
+
+    fn unknown_type(&mut self, ty: &str) -> PyErr {
+        invalid(
+            self.py,
+            format!(
+                "{}: expected type text, tool_call, tool_result, approval_request, \
+                 approval_response, attachment or summary, found {ty:?}",
+                self.what
+            ),
+        )
+    }
 }
 
 /// A message from its dict: `{"role", "content": str}` or `{"role", "parts": [...]}`, with
@@ -371,65 +392,29 @@ pub(crate) fn seq_ranges(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<Vec
     Ok(out)
 }
 
-/// The dict of an archive reference.
-pub(crate) fn archive_dict<'py>(py: Python<'py>, a: &ArchiveRef) -> PyResult<Bound<'py, PyDict>> {
+/// A field of `json::part_fields` or `json::archive_ref_fields` as a Python value.
+fn field_out<'py>(py: Python<'py>, f: Field<'_>) -> PyResult<Bound<'py, PyAny>> {
+    match f {
+        Field::Str(s) => s.into_bound_py_any(py),
+        Field::OptStr(s) => s.into_bound_py_any(py),
+        Field::Bool(b) => b.into_bound_py_any(py),
+        Field::Count(n) => n.into_bound_py_any(py),
+        Field::Blob(id) => id.to_string().into_bound_py_any(py),
+        Field::Archive(a) => Ok(archive_dict(py, a)?.into_any()),
+    }
+}
+
+/// The dict of an archive reference: `json::archive_ref_fields`.
+fn archive_dict<'py>(py: Python<'py>, a: &ArchiveRef) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("id", a.id.to_string())?;
-    d.set_item("bytes", a.bytes)?;
-    d.set_item("chars", a.chars)?;
-    d.set_item("utf16_units", a.utf16_units)?;
-    d.set_item("lines", a.lines)?;
+    json::archive_ref_fields(a, |key, f| d.set_item(key, field_out(py, f)?))?;
     Ok(d)
 }
 
-/// The dict of a part.
+/// The dict of a part: `json::part_fields`, keys in their order.
 pub(crate) fn part_out<'py>(py: Python<'py>, p: &Part) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    match p {
-        Part::Text(t) => {
-            d.set_item("type", "text")?;
-            d.set_item("text", t)?;
-        }
-        Part::Summary(t) => {
-            d.set_item("type", "summary")?;
-            d.set_item("text", t)?;
-        }
-        Part::ToolCall { id, name, args } => {
-            d.set_item("type", "tool_call")?;
-            d.set_item("id", id)?;
-            d.set_item("name", name)?;
-            d.set_item("args", args)?;
-        }
-        Part::ToolResult { call_id, content, is_error } => {
-            d.set_item("type", "tool_result")?;
-            d.set_item("call_id", call_id)?;
-            match content {
-                ToolContent::Text(t) => d.set_item("text", t)?,
-                ToolContent::Archived { archive, preview } => {
-                    d.set_item("text", preview)?;
-                    d.set_item("archive", archive_dict(py, archive)?)?;
-                }
-            }
-            d.set_item("is_error", *is_error)?;
-        }
-        Part::ApprovalRequest { id, call_id, prompt } => {
-            d.set_item("type", "approval_request")?;
-            d.set_item("id", id)?;
-            d.set_item("call_id", call_id.as_deref())?;
-            d.set_item("prompt", prompt)?;
-        }
-        Part::ApprovalResponse { id, approved, reason } => {
-            d.set_item("type", "approval_response")?;
-            d.set_item("id", id)?;
-            d.set_item("approved", *approved)?;
-            d.set_item("reason", reason.as_deref())?;
-        }
-        Part::Attachment { mime, blob } => {
-            d.set_item("type", "attachment")?;
-            d.set_item("mime", mime)?;
-            d.set_item("blob", blob.to_string())?;
-        }
-    }
+    json::part_fields(p, |key, f| d.set_item(key, field_out(py, f)?))?;
     Ok(d)
 }
 

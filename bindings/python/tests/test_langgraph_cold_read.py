@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 import undertext
-import undertext.langgraph as ul
+from undertext.langgraph import _lanes, _records
 from undertext.langgraph import UndertextSaver
 
 
@@ -39,25 +39,25 @@ def test_a_reopened_read_of_a_long_list_decodes_at_most_two_batches_of_records(t
     path = tmp_path / "store"
     msgs = grow(path, 150)
     decoded = []
-    real = ul._decode
+    real = _lanes._decode
 
     def counting(m: Any) -> Any:
         decoded.append(m.seq)
         return real(m)
 
-    monkeypatch.setattr(ul, "_decode", counting)
+    monkeypatch.setattr(_lanes, "_decode", counting)
     with UndertextSaver.open(path) as saver:
         got = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
         assert got is not None
         assert got.checkpoint["channel_values"]["messages"] == msgs
     # The newest batch (_BATCH records) finds the checkpoint; the list's chain reaches a
     # manifest within SNAPSHOT_LINKS links: no more than the batch below is read.
-    assert len(decoded) <= 2 * ul._BATCH, f"{len(decoded)} records decoded of 150"
+    assert len(decoded) <= 2 * _lanes._BATCH, f"{len(decoded)} records decoded of 150"
 
 
 def test_a_manifest_chain_is_read_in_one_engine_call(tmp_path: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr(ul, "SNAPSHOT_LINKS", 4)
-    monkeypatch.setattr(ul, "MANIFEST_CHAIN", 8)
+    monkeypatch.setattr(_records, "SNAPSHOT_LINKS", 4)
+    monkeypatch.setattr(_records, "MANIFEST_CHAIN", 8)
     path = tmp_path / "store"
     msgs = grow(path, 30)
     calls: list[int] = []

@@ -35,8 +35,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import undertext
-import undertext.langgraph
-from undertext.langgraph import UndertextSaver
+from undertext.langgraph import UndertextSaver, _records
 
 SEQUENCES = int(os.environ.get("UNDERTEXT_COMPARE_SEQUENCES", "60"))
 LANES = [("t1", ""), ("t1", "inner"), ("t2", "")]
@@ -296,7 +295,7 @@ def test_random_operations_with_reopens_answer_like_sqlite_and_in_memory_savers(
     tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Odd seeds: an item list's chain is cut by a manifest every 3 links.
-    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 3 if seed % 2 else 256)
+    monkeypatch.setattr(_records, "SNAPSHOT_LINKS", 3 if seed % 2 else 256)
     savers = Savers(tmp_path)
     try:
         seq = Sequence(seed, savers)

@@ -332,11 +332,11 @@ def test_gc_keeps_the_items_of_a_list_copied_from_a_pruned_thread(tmp_path: Path
 
 
 def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Path, monkeypatch: Any) -> None:
-    import undertext.langgraph
+    from undertext.langgraph import _records
 
-    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
+    monkeypatch.setattr(_records, "SNAPSHOT_LINKS", 4)
     # (And checkpoint records patched from their parent's: whole every 4 too.)
-    monkeypatch.setattr(undertext.langgraph, "PATCH_LINKS", 4)
+    monkeypatch.setattr(_records, "PATCH_LINKS", 4)
     path = tmp_path / "store"
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
@@ -368,11 +368,11 @@ def test_a_long_chain_is_cut_by_a_manifest_and_reads_after_a_reopen(tmp_path: Pa
 def test_a_manifest_after_the_first_holds_only_what_it_adds_and_a_chain_survives_gc(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    import undertext.langgraph
+    from undertext.langgraph import _records
 
     # A manifest every 4 links; at most 2 deltas in a chain, then a whole manifest again.
-    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", 4)
-    monkeypatch.setattr(undertext.langgraph, "MANIFEST_CHAIN", 2)
+    monkeypatch.setattr(_records, "SNAPSHOT_LINKS", 4)
+    monkeypatch.setattr(_records, "MANIFEST_CHAIN", 2)
     path = tmp_path / "store"
     with undertext.Store.open(path) as store:
         saver = UndertextSaver(store)
@@ -471,9 +471,9 @@ def put_chain(saver: UndertextSaver, thread: str, metadatas: list[dict[str, Any]
 def test_a_checkpoint_record_is_a_patch_of_its_parents_and_reads_whole_after_a_reopen(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    import undertext.langgraph
+    from undertext.langgraph import _records
 
-    monkeypatch.setattr(undertext.langgraph, "PATCH_LINKS", 4)
+    monkeypatch.setattr(_records, "PATCH_LINKS", 4)
     path = tmp_path / "store"
     mds = [{"source": "loop", "step": i, "parents": {}} for i in range(7)]
     with undertext.Store.open(path) as store:

@@ -137,10 +137,10 @@ def test_item_lists_of_a_graph_survive_copy_thread_prune_reopen_and_edits(
 ) -> None:
     from langchain_core.messages import HumanMessage
 
-    import undertext.langgraph
+    from undertext.langgraph import _records
 
     # 4: every fourth checkpoint names its kept list by a manifest blob.
-    monkeypatch.setattr(undertext.langgraph, "SNAPSHOT_LINKS", links)
+    monkeypatch.setattr(_records, "SNAPSHOT_LINKS", links)
     from langgraph.checkpoint.memory import InMemorySaver
 
     ref = build_loop().compile(checkpointer=InMemorySaver())

@@ -1,8 +1,9 @@
-"""UndertextSaver decodes the LangChain messages of item lists itself (``undertext._lcmessages``):
-what it builds must be exactly what LangGraph's ``JsonPlusSerializer.loads_typed`` builds
-(same classes, field values, types, dict key orders and pydantic state) for every shape a
-message can take, falling back to the serializer for anything it does not build; and a
-read after a reopen must not go through the serializer's per-message hook."""
+"""UndertextSaver decodes the LangChain messages of item lists itself
+(``undertext.langgraph._langchain_decode``): what it builds must be exactly what LangGraph's
+``JsonPlusSerializer.loads_typed`` builds (same classes, field values, types, dict key orders
+and pydantic state) for every shape a message can take, falling back to the serializer for
+anything it does not build; and a read after a reopen must not go through the serializer's
+per-message hook."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel
 
-from undertext import _lcmessages
+from undertext.langgraph import _caches, _langchain_decode
 from undertext.langgraph import UndertextSaver
 
 TEXTS = ["", "plain", "ünïcödé ✓", "日本語のテキスト", "emoji 🦀🐍", "line\nbreak\ttab", "x" * 2000, "\u0000nul"]
@@ -222,8 +223,8 @@ def test_items_decoded_by_the_saver_equal_the_serializers_for_every_message_shap
             for d, e in zip(datas, expected):
                 same(saver._decode_items([d]), [e])
                 try:
-                    got = _lcmessages.decode(d)
-                except _lcmessages.NotPlain:
+                    got = _langchain_decode.decode(d)
+                except _langchain_decode.NotPlain:
                     continue
                 same(got, [e])
                 built += 1
@@ -247,11 +248,11 @@ def test_canonical_messages_are_built_without_the_serializer() -> None:
     ]
     for m in msgs:
         data = serde.dumps_typed([m])[1]
-        same(_lcmessages.decode(data), serde.loads_typed(("msgpack", data)))
-        assert _lcmessages.decode(data) == [m]
+        same(_langchain_decode.decode(data), serde.loads_typed(("msgpack", data)))
+        assert _langchain_decode.decode(data) == [m]
     for odd in (AIMessageChunk(content="c"), Custom(), datetime.date(2026, 1, 1)):
-        with pytest.raises(_lcmessages.NotPlain):
-            _lcmessages.decode(serde.dumps_typed([odd])[1])
+        with pytest.raises(_langchain_decode.NotPlain):
+            _langchain_decode.decode(serde.dumps_typed([odd])[1])
 
 
 def test_a_serializer_other_than_langgraphs_own_decodes_every_item() -> None:
@@ -322,43 +323,41 @@ def containers(x: Any, out: list[int]) -> list[int]:
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
 def test_the_native_decoder_builds_what_the_python_path_builds_or_leaves_the_item_to_it() -> None:
     serde = JsonPlusSerializer()
-    assert _lcmessages.available() and _lcmessages._native_decode is not None
+    assert _langchain_decode.available() and _langchain_decode._native_decode is not None
     rng = random.Random(1919)
     native = 0
     for _ in range(60):
         items = [rand_message(rng) for _ in range(rng.randrange(1, 12))]
         datas = [serde.dumps_typed([x])[1] for x in items] + [crafted(rng) for _ in range(rng.randrange(3))]
-        got = _lcmessages._native_decode(datas, _lcmessages._native_table(), _lcmessages._usage_known, _lcmessages.NOT_PLAIN)
+        got = _langchain_decode._native_decode(datas, _langchain_decode._native_table(), _langchain_decode._usage_known, _langchain_decode.NOT_PLAIN)
         for d, g in zip(datas, got):
-            if g is _lcmessages.NOT_PLAIN:
+            if g is _langchain_decode.NOT_PLAIN:
                 continue  # the Python path decides, as before
             native += 1
-            same(g, _lcmessages._decode_py(d))
+            same(g, _langchain_decode._decode_py(d))
             same(g, serde.loads_typed(("msgpack", d)))
     assert native > 200, native  # the native decoder builds most messages itself
 
 
 def test_the_native_decoder_refuses_bad_or_trailing_msgpack_instead_of_guessing() -> None:
     good = JsonPlusSerializer().dumps_typed([HumanMessage(content="hi", id="h")])[1]
-    table = _lcmessages._native_table() if _lcmessages.available() else []
+    table = _langchain_decode._native_table() if _langchain_decode.available() else []
     odd = [good + b"\xc0", good[:-1], b"\xc1", b"\x81\x01\x02", b"\x82\xa1a\x01\xa1a\x02", b"\xd4\x01\x00"]
-    got = _lcmessages._native_decode([good, *odd], table, _lcmessages._usage_known, _lcmessages.NOT_PLAIN)
+    got = _langchain_decode._native_decode([good, *odd], table, _langchain_decode._usage_known, _langchain_decode.NOT_PLAIN)
     same(got[0], JsonPlusSerializer().loads_typed(("msgpack", good)))
-    assert all(g is _lcmessages.NOT_PLAIN for g in got[1:])
+    assert all(g is _langchain_decode.NOT_PLAIN for g in got[1:])
 
 
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")
 def test_native_copies_of_cached_items_equal_their_originals_and_share_no_container() -> None:
-    from undertext import langgraph as ulg
-
     serde = JsonPlusSerializer()
     rng = random.Random(7)
     items = [serde.loads_typed(serde.dumps_typed([rand_message(rng)]))[0] for _ in range(300)]
-    copies = ulg._fresh_many(items)
+    copies = _caches._fresh_many(items)
     assert len(copies) == len(items)
     for original, copy in zip(items, copies):
         same(copy, original)
-        same(copy, ulg._fresh(original))
+        same(copy, _caches._fresh(original))
         if not isinstance(original, (str, int, float, bool, bytes, type(None))):
             assert copy is not original
         assert not set(containers(copy, [])) & set(containers(original, []))
@@ -366,8 +365,6 @@ def test_native_copies_of_cached_items_equal_their_originals_and_share_no_contai
 
 def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it() -> None:
     import gc
-
-    from undertext import langgraph as ulg
 
     seen: list[bool] = []
 
@@ -381,9 +378,9 @@ def test_the_native_calls_leave_the_garbage_collectors_switch_as_they_found_it()
     try:
         for on in (True, False):
             (gc.enable if on else gc.disable)()
-            n = _lcmessages.NATIVE_MIN  # enough for the native calls
-            _lcmessages.decode_each([data] * n)
-            ulg._fresh_many([AIMessage(content="a", id="a")] * n + [Noted()])
+            n = _langchain_decode.NATIVE_MIN  # enough for the native calls
+            _langchain_decode.decode_each([data] * n)
+            _caches._fresh_many([AIMessage(content="a", id="a")] * n + [Noted()])
             assert gc.isenabled() is on
             assert seen == [on]
             seen.clear()

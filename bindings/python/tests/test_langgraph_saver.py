@@ -20,7 +20,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.types import ERROR
 
 import undertext
-from undertext.langgraph import _BATCH, UndertextSaver
+from undertext.langgraph import UndertextSaver
+from undertext.langgraph._lanes import _BATCH
 
 
 def cfg(thread: str, checkpoint_id: str | None = None, ns: str = "") -> dict[str, Any]:

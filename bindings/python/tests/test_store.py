@@ -354,3 +354,10 @@ def test_the_installed_package_ships_the_api_reference_its_docstring_names():
     assert "API.md" in undertext.__doc__
     api = importlib.resources.files("undertext").joinpath("API.md").read_text(encoding="utf-8")
     assert "Store.open" in api and "read_context" in api and len(api) > 10_000
+
+
+def test_the_installed_package_ships_the_langgraph_saver_s_record_format():
+    import importlib.resources
+
+    spec = (importlib.resources.files("undertext") / "langgraph" / "FORMAT.md").read_text(encoding="utf-8")
+    assert "## Records (format 2)" in spec and "SNAPSHOT_LINKS" in spec

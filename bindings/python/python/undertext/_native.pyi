@@ -61,11 +61,12 @@ def _decode_lc_messages(
     usage_known: bool,
     fail: Any,
 ) -> List[Any]:
-    """Private (``undertext._lcmessages.decode_each``): each msgpack document of ``datas``
-    decoded with LangChain messages built natively, ``fail`` for each one left to Python."""
+    """Private (``undertext.langgraph._langchain_decode.decode_each``): each msgpack document
+    of ``datas`` decoded with LangChain messages built natively, ``fail`` for each one left
+    to Python."""
 
 def _fresh_items(items: Sequence[Any], pydantic_deepcopy: Any, fallback: Callable[[Any], Any]) -> List[Any]:
-    """Private (``undertext.langgraph._fresh_many``): ``langgraph._fresh`` of each item."""
+    """Private (``undertext.langgraph._caches._fresh_many``): ``_fresh`` of each item."""
 
 class Store:
     """An open Undertext store: one directory, one process at a time."""

@@ -1,16 +1,20 @@
 //! LangChain messages decoded from LangGraph's msgpack in native code: the native half of
-//! `undertext._lcmessages` (read its docstring first).
+//! `undertext.langgraph._langchain_decode` (read its docstring first).
 //!
 //! `_decode_lc_messages(datas, table, usage_known, fail)` decodes each msgpack document of
-//! `datas` into the Python value `ormsgpack.unpackb(data, ext_hook=_lcmessages._ext_hook,
+//! `datas` into the Python value `ormsgpack.unpackb(data, ext_hook=_langchain_decode._ext_hook,
 //! option=OPT_NON_STR_KEYS)` gives, building each listed LangChain message (extension 5)
-//! the way `_lcmessages._ext_hook` does, with the same checks, and puts `fail` in place of
+//! the way `_langchain_decode._ext_hook` does, with the same checks, and puts `fail` in place of
 //! a document it does not build itself: any other extension, a class not in `table`, a
 //! field set or value the checks refuse, a map key that is not a str, a key twice in a map,
 //! bad msgpack, trailing bytes. The caller decodes those with the Python path, which
 //! decides as before (`NotPlain`, then the serializer), so a refusal here costs time, never
 //! a different answer. What it saves: a Python call, a nested `unpackb` and the checks in
 //! Python per message (2.6 ms of a cold 601-message read; issue 19).
+//!
+//! `_fresh_items(items, pydantic_deepcopy, fallback)` copies decoded values, such messages
+//! included, the way `undertext.langgraph._caches._fresh` does: the saver's caches hand out
+//! copies of the items they keep.
 
 use std::collections::HashMap;
 
@@ -27,7 +31,7 @@ const MAX_DEPTH: usize = 256;
 /// field names).
 const KEY_CACHE_LEN: usize = 32;
 
-/// Which of `_lcmessages._EXTRA`'s checks a class gets.
+/// Which of `_langchain_decode._EXTRA`'s checks a class gets.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Human,
@@ -137,12 +141,12 @@ impl<'py> Strs<'py> {
     }
 }
 
-/// A row of the table `_lcmessages` passes: module, class name, class, fields, kind.
+/// A row of the table `_langchain_decode` passes: module, class name, class, fields, kind.
 type TableRow<'py> = (String, String, Bound<'py, PyType>, Vec<Bound<'py, PyString>>, String);
 
 /// The decoded documents of `datas`, `fail` for each one not built here (see the module
 /// docstring). `table`: `[(module, class name, class, fields, kind), ...]`, the classes
-/// `_lcmessages` checked in this process; `usage_known`: its `_usage_known`.
+/// `_langchain_decode` checked in this process; `usage_known`: its `_usage_known`.
 #[pyfunction]
 #[pyo3(name = "_decode_lc_messages")]
 pub(crate) fn decode_lc_messages<'py>(
@@ -363,7 +367,7 @@ impl<'a> Dec<'a> {
     }
 
     /// Extension 5 holding `[module, class, fields, method]` of a listed class with fields
-    /// the checks accept: the message, as `_lcmessages._ext_hook` builds it.
+    /// the checks accept: the message, as `_langchain_decode._ext_hook` builds it.
     fn ext<'py>(&mut self, ctx: &mut Ctx<'py>, n: usize, depth: usize) -> Got<Bound<'py, PyAny>> {
         let code = i8::from_be_bytes(self.be()?);
         let payload = self.take(n)?;
@@ -451,7 +455,7 @@ fn str_is(v: &Bound<'_, PyAny>, s: &str) -> Got<bool> {
     Ok(is_str(v) && v.eq(s)?)
 }
 
-/// `_lcmessages._common`.
+/// `_langchain_decode._common`.
 fn common(ctx: &Ctx<'_>, d: &Bound<'_, PyDict>, kind: Kind) -> Got<bool> {
     let s = &ctx.s;
     let c = item(d, &s.content)?;
@@ -468,7 +472,7 @@ fn common(ctx: &Ctx<'_>, d: &Bound<'_, PyDict>, kind: Kind) -> Got<bool> {
         && opt_str(&item(d, &s.id)?))
 }
 
-/// `_lcmessages._tool_call`.
+/// `_langchain_decode._tool_call`.
 fn tool_call(ctx: &Ctx<'_>, tc: &Bound<'_, PyAny>) -> Got<bool> {
     let Ok(tc) = tc.cast_exact::<PyDict>() else { return Ok(false) };
     let s = &ctx.s;
@@ -488,7 +492,7 @@ fn tool_call(ctx: &Ctx<'_>, tc: &Bound<'_, PyAny>) -> Got<bool> {
         && str_is(&item(tc, &s.type_)?, "tool_call")?)
 }
 
-/// `_lcmessages._ai`.
+/// `_langchain_decode._ai`.
 fn ai(ctx: &Ctx<'_>, d: &Bound<'_, PyDict>) -> Got<bool> {
     let s = &ctx.s;
     let calls = item(d, &s.tool_calls)?;
@@ -518,7 +522,7 @@ fn ai(ctx: &Ctx<'_>, d: &Bound<'_, PyDict>) -> Got<bool> {
     Ok(true)
 }
 
-/// `_lcmessages._tool`.
+/// `_langchain_decode._tool`.
 fn tool(ctx: &Ctx<'_>, d: &Bound<'_, PyDict>) -> Got<bool> {
     let s = &ctx.s;
     let status = item(d, &s.status)?;
@@ -530,7 +534,7 @@ const USAGE: [&str; 5] =
 const INPUT_DETAILS: [&str; 3] = ["audio", "cache_creation", "cache_read"];
 const OUTPUT_DETAILS: [&str; 2] = ["audio", "reasoning"];
 
-/// `_lcmessages._usage`: the three counts first, in order, then either details dict (in
+/// `_langchain_decode._usage`: the three counts first, in order, then either details dict (in
 /// order), no other key, every count an int.
 fn usage(u: &Bound<'_, PyAny>) -> Got<bool> {
     let Ok(u) = u.cast_exact::<PyDict>() else { return Ok(false) };
@@ -569,7 +573,7 @@ fn usage(u: &Bound<'_, PyAny>) -> Got<bool> {
     Ok(true)
 }
 
-/// `_lcmessages._ordered_ints`: a dict whose keys come in `order`'s order (any subset),
+/// `_langchain_decode._ordered_ints`: a dict whose keys come in `order`'s order (any subset),
 /// each value an int (not a bool).
 fn ordered_ints(d: &Bound<'_, PyAny>, order: &[&str]) -> Got<bool> {
     let Ok(d) = d.cast_exact::<PyDict>() else { return Ok(false) };
@@ -587,7 +591,7 @@ fn ordered_ints(d: &Bound<'_, PyAny>, order: &[&str]) -> Got<bool> {
     Ok(true)
 }
 
-/// `langgraph._fresh` of each of `items`, in native code: a deep copy as decoding the bytes
+/// `langgraph._caches._fresh` of each of `items`, in native code: a deep copy as decoding the bytes
 /// again would give it. Exact dicts and lists are copied (an empty one made new), str, int,
 /// float, bool, None and bytes shared, a pydantic model whose `__deepcopy__` is
 /// `pydantic_deepcopy` (LangChain's messages) made anew with copies of its `__dict__`,
@@ -708,7 +712,7 @@ impl<'py> Fresh<'py> {
         Ok(m)
     }
 
-    /// `langgraph._fresh_dict`: `d.copy()` (its table copied whole, as `dict.copy` does),
+    /// `langgraph._caches._fresh_dict`: `d.copy()` (its table copied whole, as `dict.copy` does),
     /// then each value that is not a scalar replaced by its copy.
     fn dict(&mut self, d: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyDict>> {
         let out = d.copy()?;

@@ -323,7 +323,7 @@ NATIVE_MIN = 8
 NOT_PLAIN: Any = object()
 
 _native_decode: Optional[Callable[..., list[Any]]]
-try:  # the same decoding in native code (``bindings/python/src/lcmessages.rs``)
+try:  # the same decoding in native code (``bindings/python/src/langchain_decode.rs``)
     from undertext._native import _decode_lc_messages
 
     _native_decode = _decode_lc_messages
