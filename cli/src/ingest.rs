@@ -63,6 +63,10 @@ fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<Inputs> {
     let pb = bar(walk.files.len() as u64, "reading", folders);
     let mut inp = Inputs { sessions: Vec::new(), problems: walk.problems, bytes_in: 0, files: Vec::new() };
     for f in &walk.files {
+        // Ctrl-C (`import` catches it) stops the reading too: nothing is written yet.
+        if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
+        }
         pb.set_message(f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
         let parsed = if f.is_dir() {
             import::parse_file(f, format)
@@ -148,8 +152,18 @@ fn catch_interrupt() {
 
 /// `import PATH…`.
 pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
+    catch_interrupt();
     let Inputs { sessions, problems, bytes_in, files: rows } = parse_all(&a.paths, &a.format)?;
     let files = rows.len();
+    if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        if a.json {
+            out::print_json(&json!({
+                "interrupted": true, "phase": "reading", "files_read": files, "sessions_done": 0,
+            }))?;
+        }
+        eprintln!("interrupted while reading the transcripts ({files} files read): nothing imported");
+        return Err(CliError("import interrupted (Ctrl-C)".into()));
+    }
     if sessions.is_empty() && !problems.is_empty() {
         return report_problems(&problems, false);
     }
@@ -158,7 +172,6 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
     let store = out::open(cli, true, Durability::None)?;
     // Progress on a terminal only (indicatif draws nothing when stderr is not one).
     let pb = bar(sessions.len() as u64, "importing", !a.json && std::io::stderr().is_terminal());
-    catch_interrupt();
     let mut done = 0u64;
     let r = import::import_sessions_until(
         &store,
@@ -213,7 +226,7 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
             "messages_replaced": r.messages_replaced, "messages": r.messages, "tool_results": r.tool_results,
             "archived": r.archived, "linked": r.linked,
             "compactions": r.compactions, "compactions_refused": r.compactions_refused,
-            "interrupted": r.interrupted, "sessions_done": done,
+            "interrupted": r.interrupted, "phase": "importing", "sessions_done": done,
             "per_file": per_file,
             "log_bytes": st.log_bytes, "index_bytes": st.index_bytes,
             "per_format": per_format,

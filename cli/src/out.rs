@@ -126,7 +126,9 @@ fn chat_name(s: &str) -> CliResult<ChatName> {
 
 /// Finds the chat of `owner` imported from session `name`: its import key exactly
 /// (`claude-code:<session id>`), or a key of a format that ends with it (`<format>:<name>`:
-/// the session id of Claude Code, Codex, OpenHands SDK; `mini-swe-agent:<instance id>:…`).
+/// the session id of Claude Code, Codex, OpenHands SDK; `mini-swe-agent:<instance id>:…`), or
+/// an OpenHands evaluation log's instance id (the folder under `llm_completions/` it was read
+/// from, kept in the chat's `import.source`).
 fn chat_of_session(store: &Store, owner: &str, name: &str) -> CliResult<ChatId> {
     if let Some((id, _)) = undertext::import::imported_chat(store, owner, name)? {
         return Ok(id);
@@ -145,6 +147,9 @@ fn chat_of_session(store: &Store, owner: &str, name: &str) -> CliResult<ChatId> 
             all.iter().filter(|(k, _)| k.split(':').nth(1) == Some(name)).collect();
         keys.sort();
         found = keys.into_iter().map(|(k, (id, _))| (*id, k.clone())).collect();
+        if found.is_empty() {
+            found = openhands_instance(store, owner, name, &all)?;
+        }
     }
     match found.as_slice() {
         [(id, _)] => Ok(*id),
@@ -158,6 +163,27 @@ fn chat_of_session(store: &Store, owner: &str, name: &str) -> CliResult<ChatId> 
             many.iter().map(|(id, k)| format!("{id} ({k})")).collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+/// The OpenHands evaluation chats of `owner` read from `llm_completions/<instance>/…` (their
+/// keys hash the file: the instance id is only in the source path).
+fn openhands_instance(
+    store: &Store,
+    owner: &str,
+    instance: &str,
+    imported: &std::collections::HashMap<String, (ChatId, u64)>,
+) -> CliResult<Vec<(ChatId, String)>> {
+    let mut found = Vec::new();
+    for (key, (id, _)) in imported.iter().filter(|(k, _)| k.starts_with("openhands:")) {
+        let meta = store.chat(owner, *id)?.meta();
+        let Some(source) = meta.extra.get(undertext::import::SOURCE) else { continue };
+        let parts: Vec<&str> = source.split(['/', '\\']).collect();
+        if parts.windows(2).any(|w| w[0] == "llm_completions" && w[1] == instance) {
+            found.push((*id, key.clone()));
+        }
+    }
+    found.sort();
+    Ok(found)
 }
 
 /// Opens chat `s` of the owner: a chat id, or the session id / import key it was imported

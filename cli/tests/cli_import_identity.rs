@@ -75,6 +75,11 @@ fn an_openhands_chat_is_titled_by_its_task_and_the_chats_list_keeps_one_line_per
         .map(|c| c["title"].as_str().unwrap().to_string())
         .unwrap();
     assert_eq!(eval_title, "Widget.resize() ignores the height argument. Fix it.");
+    // An evaluation log is found by its instance id (the folder under llm_completions/).
+    let o = run(&store, &["show", "--json", "acme__widgets-3"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shown: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(shown["chats"][0]["title"], "Widget.resize() ignores the height argument. Fix it.", "{shown}");
     let o = common::run_env(&store, &["chats"], &[("COLUMNS", "80")]);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
