@@ -133,6 +133,12 @@ fn everything_a_view_leaves_out_comes_back_by_a_handle_its_text_names() {
             }
             let text = seen(&v);
             let o = v.omitted();
+            // A view of the unchanged chat (its summarized ranges remembered) leaves out the same.
+            let again = chat.view(&b).unwrap();
+            if again.messages().iter().map(|m| m.seqs.clone()).eq(v.messages().iter().map(|m| m.seqs.clone()))
+            {
+                assert_eq!(again.omitted(), o, "history {h} step {k}: the same view, the same omissions");
+            }
             // Every result not sent whole in the view is reachable.
             for (seq, original) in &results {
                 let whole = v.messages().iter().any(|m| {

@@ -132,6 +132,10 @@ pub(crate) struct ChatState {
     /// The handles line of the published checkpoint, made once per checkpoint: (reach, base
     /// revision, text) (see `view::handles`).
     pub handles: Mutex<Option<(u64, u64, Arc<str>)>>,
+    /// What the last view left out by summarizing, for the next view of the same shape:
+    /// (revision, the view's seq ranges) → (the summarized ranges, their raw tokens).
+    #[expect(clippy::type_complexity, reason = "a key and a value, named in the comment")]
+    pub summarized: Mutex<Option<(u64, Vec<std::ops::Range<u64>>, (Vec<std::ops::Range<u64>>, u64))>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
@@ -156,6 +160,7 @@ impl ChatState {
             cut: Mutex::new(Default::default()),
             last_request: Mutex::new(Default::default()),
             handles: Mutex::new(None),
+            summarized: Mutex::new(None),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),

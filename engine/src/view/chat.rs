@@ -118,23 +118,57 @@ impl ChatView<'_> {
     /// What `view` leaves out of the chat's history as `snap` holds it.
     fn omitted(&self, view: &View, snap: &crate::history::Snapshot) -> Omitted {
         let inner = &snap.inner;
-        let whole: std::collections::HashSet<u64> =
-            view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1).map(|m| m.seqs.start).collect();
-        let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
-        let mut raw_summarized = 0u64;
-        for m in view.messages.iter().filter(|m| m.seqs.end > m.seqs.start + 1) {
-            for seq in m.seqs.clone() {
-                if whole.contains(&seq) || inner.hidden.contains(seq) {
-                    continue;
+        // The summarized ranges depend only on the revision and the view's seqs: a view of
+        // the same shape (an unchanged chat viewed again) reuses the last one's.
+        let shape: Vec<std::ops::Range<u64>> = view.messages.iter().map(|m| m.seqs.clone()).collect();
+        let cached = self
+            .chat
+            .state
+            .summarized
+            .lock()
+            .as_ref()
+            .and_then(|(rev, key, v)| (*rev == inner.revision && *key == shape).then(|| v.clone()));
+        let (ranges, raw_summarized) = match cached {
+            Some(v) => v,
+            None => {
+                // The seqs the view shows whole, sorted: walked beside each summarized range (a view
+                // under a checkpoint summarizes the whole history: no hashing per seq).
+                let mut whole: Vec<u64> = view
+                    .messages
+                    .iter()
+                    .filter(|m| m.seqs.end == m.seqs.start + 1)
+                    .map(|m| m.seqs.start)
+                    .collect();
+                whole.sort_unstable();
+                let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
+                let mut raw_summarized = 0u64;
+                // Tokens are counted lazily: a figure missing now may be there next time.
+                let mut every_count = true;
+                for m in view.messages.iter().filter(|m| m.seqs.end > m.seqs.start + 1) {
+                    let mut w = whole.partition_point(|&s| s < m.seqs.start);
+                    for seq in m.seqs.clone() {
+                        while whole.get(w).is_some_and(|&s| s < seq) {
+                            w += 1;
+                        }
+                        if whole.get(w) == Some(&seq) || inner.hidden.contains(seq) {
+                            continue;
+                        }
+                        let tokens = inner.entries.get(seq as usize).and_then(|e| e.tokens.get().copied());
+                        every_count &= tokens.is_some();
+                        raw_summarized += tokens.unwrap_or(0);
+                        match ranges.last_mut() {
+                            Some(r) if r.end == seq => r.end = seq + 1,
+                            _ => ranges.push(seq..seq + 1),
+                        }
+                    }
                 }
-                raw_summarized +=
-                    inner.entries.get(seq as usize).and_then(|e| e.tokens.get().copied()).unwrap_or(0);
-                match ranges.last_mut() {
-                    Some(r) if r.end == seq => r.end = seq + 1,
-                    _ => ranges.push(seq..seq + 1),
+                if every_count {
+                    *self.chat.state.summarized.lock() =
+                        Some((inner.revision, shape, (ranges.clone(), raw_summarized)));
                 }
+                (ranges, raw_summarized)
             }
-        }
+        };
         let mut results = Vec::new();
         for m in view.messages.iter().filter(|m| m.seqs.end == m.seqs.start + 1) {
             for p in &m.parts {
