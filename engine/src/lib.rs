@@ -82,11 +82,10 @@ pub use worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
 
 /// What the command line's replay simulator (`undertext_cli::replay::series`), the benches and
 /// the fuzz targets use of the engine's insides: token estimates, previews, checkpoint
-/// segments, the protected tail, pending approvals, the view's handle line, the worker's start
+/// segments, the protected tail, the view's handle line, the worker's start
 /// line, content-defined chunking and the record kinds. Not a stable API.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::approval::first_pending_by;
     pub use crate::archive::{derived_of, preview_inline, preview_of};
     pub use crate::blob::chunk::{MAX_AVG, MIN_AVG, cut_points};
     pub use crate::budget::tail::{cut_at_or_before, protected_from};

@@ -179,6 +179,7 @@ pub fn first_pending(
 /// [`first_pending`] with the JSON scan of a message's tool results given by `json` (the
 /// first part holding a pending approval, and the rule's name: what [`pending_in_part`]
 /// finds), so a caller can keep each message's scan instead of scanning its text again.
+/// Not a stable API: for the command line's replay simulator.
 #[doc(hidden)]
 pub fn first_pending_by(
     messages: &[Message],

@@ -89,28 +89,7 @@ impl Kind {
 
     /// The kind of a record header's byte, or `None` for a byte this build does not know.
     pub fn of(byte: u8) -> Option<Kind> {
-        Some(match byte {
-            1 => Kind::Blob,
-            2 => Kind::Chat,
-            3 => Kind::Meta,
-            4 => Kind::Message,
-            5 => Kind::Revision,
-            6 => Kind::Step,
-            7 => Kind::Archive,
-            8 => Kind::Pin,
-            9 => Kind::Usage,
-            10 => Kind::Compaction,
-            11 => Kind::Summary,
-            12 => Kind::Checkpoint,
-            13 => Kind::Manifest,
-            14 => Kind::Delete,
-            15 => Kind::Grant,
-            16 => Kind::Hide,
-            17 => Kind::MessageCompact,
-            18 => Kind::Erase,
-            128 => Kind::AppendKey,
-            _ => return None,
-        })
+        Kind::ALL.into_iter().find(|k| k.byte() == byte)
     }
 
     /// The byte the log stores for this kind.
