@@ -259,3 +259,100 @@ fn search_history_finds_what_left_the_view_and_says_how_to_read_it_back() {
     let bad = store.history_tool_call("o", "search_history", r#"{"chat": "chat-zz", "query": "x"}"#).unwrap();
     assert!(bad.starts_with("error:"), "{bad}");
 }
+
+/// The checkpoint message's first line, as the view sends it.
+fn checkpoint_line(v: &View) -> String {
+    let cp = v.messages().iter().find(|m| m.seqs.end > m.seqs.start + 1).expect("a checkpoint in the view");
+    let text = cp.parts.iter().find_map(|p| if let Part::Summary(t) = p { Some(t.clone()) } else { None });
+    let text = text.expect("the checkpoint message is a summary");
+    text.lines().next().unwrap().to_string()
+}
+
+/// The handles line of a checkpoint reaching `reach`, from every message read whole: what
+/// the line must say however the chat got into memory.
+fn line_from_every_message(chat: &Chat, reach: u64) -> String {
+    let mut archived = Vec::new();
+    for m in chat.snapshot().messages_with_hidden().unwrap().into_iter().filter(|m| m.seq < reach) {
+        for p in &m.parts {
+            if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
+                archived.push((m.seq, archive.id));
+            }
+        }
+    }
+    undertext::internals::line_text(chat.id(), reach, &archived)
+}
+
+/// The handles line reads only the messages that may hold an archived result (issue 38): it
+/// must still name every archived result under the checkpoint, whether the chat was written
+/// in this process or loaded cold from the index, for a result inline in its message, one in
+/// a message whose parts went to a body blob, a message edited to hold one and one edited to
+/// hold none, and hidden messages.
+#[test]
+fn the_checkpoint_line_names_every_archived_result_whether_the_chat_was_written_here_or_loaded_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts =
+        || Options::default().durability(Durability::None).archive_threshold(3_000).inline_body_max(4_000);
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let id = store.create_chat("o", ChatMeta::default()).unwrap();
+    let chat = store.chat("o", id).unwrap();
+    chat.append(NewMessage::user("audit the parser")).unwrap();
+    let mut rng = Rng::new(seed(0x11AD1E5));
+    let result = |call: &str, n: usize, rng: &mut Rng| Part::ToolResult {
+        call_id: call.into(),
+        content: ToolContent::Text(format!("{call} {} ", rng.next_u64()).repeat(n / 24 + 1)),
+        is_error: false,
+    };
+    let mut edited = Vec::new();
+    for k in 0..40u64 {
+        let call = format!("c{k}");
+        chat.append(NewMessage {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall { id: call.clone(), name: "bash".into(), args: "{}".into() }],
+            feedback: false,
+        })
+        .unwrap();
+        let parts = match k % 4 {
+            // One archived result.
+            0 => vec![result(&call, 5_000, &mut rng)],
+            // Small results whose sum goes to a body blob, one of them archived.
+            1 => vec![
+                result(&call, 1_500, &mut rng),
+                result(&call, 1_500, &mut rng),
+                result(&call, 4_000, &mut rng),
+            ],
+            // Small results in a body blob, none archived.
+            2 => vec![result(&call, 2_500, &mut rng), result(&call, 2_500, &mut rng)],
+            // Inline, none archived.
+            _ => vec![result(&call, 200, &mut rng)],
+        };
+        let seq = chat.append(NewMessage { role: Role::Tool, parts, feedback: false }).unwrap();
+        edited.push(seq);
+    }
+    // An archived result edited away, and one edited in where there was none.
+    let rev = chat.snapshot().revision();
+    let small = NewMessage { role: Role::Tool, parts: vec![result("c0", 100, &mut rng)], feedback: false };
+    let rev = chat.edit(edited[0], small, rev).unwrap();
+    let big = NewMessage { role: Role::Tool, parts: vec![result("c3", 6_000, &mut rng)], feedback: false };
+    let rev = chat.edit(edited[3], big, rev).unwrap();
+    chat.hide(&[edited[4] - 1..edited[4] + 1], rev).unwrap();
+    chat.append(NewMessage::user("second turn")).unwrap();
+    chat.append(NewMessage::assistant("ok")).unwrap();
+    chat.append(NewMessage::user("third turn")).unwrap();
+    let cp = chat.build_checkpoint(&Extractive::default(), &Default::default()).unwrap();
+    chat.publish_checkpoint(&cp).unwrap();
+    let expected = line_from_every_message(&chat, cp.reach);
+    assert!(expected.contains("earlier ones") || expected.matches(": ").count() > 8, "{expected}");
+    let b = Budget::new(1_000_000, 0);
+    assert_eq!(checkpoint_line(&chat.view(&b).unwrap()), expected, "written in this process");
+    drop(chat);
+    store.close().unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    let chat = store.chat("o", id).unwrap();
+    assert_eq!(checkpoint_line(&chat.view(&b).unwrap()), expected, "loaded cold from the index");
+    drop(chat);
+    store.close().unwrap();
+    // And from an index rebuilt from the log.
+    Store::rebuild_index_at(dir.path(), opts()).unwrap();
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert_eq!(checkpoint_line(&store.chat("o", id).unwrap().view(&b).unwrap()), expected, "after a rebuild");
+}

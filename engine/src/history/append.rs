@@ -333,6 +333,7 @@ impl ChatRef<'_> {
             turn += starts as u64;
             let seq = base + i as u64;
             let at_ms = timed.at_ms.and_then(|t| t.get(i).copied()).unwrap_or(now);
+            let may_archive = body.may_archive();
             let rec = MsgRec {
                 chat: chat.0,
                 seq,
@@ -345,7 +346,7 @@ impl ChatRef<'_> {
             };
             let payload = record::compact::encode(&rec, core.opts.compression);
             let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
-            pending.push((at, seq, m.role, turn, starts, at_ms));
+            pending.push((at, seq, m.role, turn, starts, at_ms, may_archive));
         }
         if let Some(key) = timed.key {
             let rec = AppendKeyRec {
@@ -376,7 +377,7 @@ impl ChatRef<'_> {
         }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));
-        for (at, seq, role, turn, starts, at_ms) in pending {
+        for (at, seq, role, turn, starts, at_ms, may_archive) in pending {
             let e = Entry {
                 seq,
                 revision,
@@ -386,6 +387,7 @@ impl ChatRef<'_> {
                 at_ms,
                 step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
+                may_archive,
                 tokens: Default::default(),
                 previews: Default::default(),
                 pending_json: Default::default(),

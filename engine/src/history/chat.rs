@@ -166,7 +166,8 @@ impl ChatRef<'_> {
                 let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
                     Error::index_msg(format!("{chat}: message {seq} of revision {} is missing", s.revision))
                 })?;
-                let (segment, offset, len, ..) = crate::index::decode_msg_val(g.value())?;
+                let crate::index::MsgVal { segment, offset, len, .. } =
+                    crate::index::decode_msg_val(g.value())?;
                 msgs.push(read_message(core, chat, Location { segment, offset, len })?);
             }
             let st = Step {

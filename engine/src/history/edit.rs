@@ -117,6 +117,7 @@ impl ChatRef<'_> {
             step: None,
             body,
         };
+        let may_archive = rec.body.may_archive();
         let payload = record::compact::encode(&rec, core.opts.compression);
         let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
         let c = core.append(txn)?;
@@ -130,6 +131,7 @@ impl ChatRef<'_> {
                         at_ms: now,
                         step: std::sync::OnceLock::from(None),
                         loc: c.locations[at],
+                        may_archive,
                         tokens: Default::default(),
                         previews: Default::default(),
                         pending_json: Default::default(),

@@ -140,7 +140,7 @@ fn fill_entries(
     let mut prev_turn = from.checked_sub(1).and_then(|p| out.get(p as usize)).map_or(0, |e| e.turn);
     for (k, val) in vals.into_iter().enumerate() {
         let seq = from + k as u64;
-        let Some((rev, (segment, offset, l, role, turn, at_ms, has_step))) = val else {
+        let Some((rev, MsgVal { segment, offset, len: l, head })) = val else {
             let step = std::sync::OnceLock::new();
             let _ = step.set(None);
             let e = Entry {
@@ -152,6 +152,7 @@ fn fill_entries(
                 at_ms: 0,
                 step,
                 loc: LOST,
+                may_archive: false,
                 tokens: Default::default(),
                 previews: Default::default(),
                 pending_json: Default::default(),
@@ -161,10 +162,11 @@ fn fill_entries(
         };
         // The index took the role from a record it decoded (an unknown role fails there):
         // an unknown one here is damage to the index, which a rebuild repairs.
-        let role = crate::history::Role::from_code(role)
-            .ok_or_else(|| Error::index_msg(format!("{chat}: message {seq} has role code {role}")))?;
+        let role = crate::history::Role::from_code(head.role)
+            .ok_or_else(|| Error::index_msg(format!("{chat}: message {seq} has role code {}", head.role)))?;
+        let (turn, at_ms) = (head.turn, head.at_ms);
         let step = std::sync::OnceLock::new();
-        if !has_step {
+        if !head.has_step {
             let _ = step.set(None);
         }
         let e = Entry {
@@ -176,6 +178,7 @@ fn fill_entries(
             at_ms,
             step,
             loc: Location { segment, offset, len: l },
+            may_archive: head.may_archive,
             tokens: Default::default(),
             previews: Default::default(),
             pending_json: Default::default(),
@@ -438,7 +441,15 @@ mod tests {
         {
             let mut t = tx.open_table(MESSAGES).unwrap();
             for seq in 0..2u64 {
-                let value = crate::index::encode_msg_val((1u64, 64 * seq, 10u32, 1u8, 1u64, 0u64, false));
+                let head = crate::record::MsgHead {
+                    role: 1,
+                    turn: 1,
+                    at_ms: 0,
+                    has_step: false,
+                    may_archive: false,
+                };
+                let value =
+                    crate::index::encode_msg_val(MsgVal { segment: 1, offset: 64 * seq, len: 10, head });
                 t.insert((1u64, seq, 0u64), value.as_slice()).unwrap();
             }
         }

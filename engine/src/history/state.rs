@@ -30,6 +30,9 @@ pub(crate) struct Entry {
     pub step: std::sync::OnceLock<Option<Arc<StepTag>>>,
     /// Where the message record is in the log.
     pub loc: Location,
+    /// Whether the message may hold an archived tool result (see
+    /// [`MsgHead::may_archive`](crate::record::MsgHead::may_archive)).
+    pub may_archive: bool,
     /// The message's token estimate, computed on first use by the store's estimator.
     pub tokens: std::sync::OnceLock<u64>,
     /// The guard's previews of the message's tool results, made on first use (see

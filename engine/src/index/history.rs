@@ -23,24 +23,32 @@ pub(crate) const CHATS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("
 /// (owner, u64::MAX - last activity ms, chat) -> () : an owner's chats, newest first.
 pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> = TableDefinition::new("owner_chats");
 /// A message version in the index: where its record is, and the header fields a cold load
-/// needs without reading the record — (segment, offset, length, role, turn, at_ms, has step).
-pub(crate) type MsgVal = (u64, u64, u32, u8, u64, u64, bool);
+/// needs without reading the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MsgVal {
+    pub segment: u64,
+    pub offset: u64,
+    pub len: u32,
+    /// The record's header fields (role, turn, at_ms, has step, may archive).
+    pub head: record::MsgHead,
+}
 
 /// (chat, seq, revision) -> [`MsgVal`] as [`encode_msg_val`] writes it: every version of
 /// every message.
 pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), &[u8]> = TableDefinition::new("messages");
 
 /// A [`MESSAGES`] value: segment, offset, length, turn and at_ms as varints around one byte
-/// of the role code (low 7 bits) and has-step (high bit): 13–20 bytes where the fixed tuple
-/// took 38 (index layout 7).
-pub(crate) fn encode_msg_val((segment, offset, len, role, turn, at_ms, has_step): MsgVal) -> Vec<u8> {
+/// of the role code (low 6 bits), may-archive (bit 6) and has-step (high bit): 13–20 bytes
+/// where the fixed tuple took 38 (index layout 7; may-archive since layout 8).
+pub(crate) fn encode_msg_val(v: MsgVal) -> Vec<u8> {
     let mut out = Vec::with_capacity(24);
-    varint(&mut out, segment);
-    varint(&mut out, offset);
-    varint(&mut out, u64::from(len));
-    out.push(role & 0x7f | if has_step { 0x80 } else { 0 });
-    varint(&mut out, turn);
-    varint(&mut out, at_ms);
+    varint(&mut out, v.segment);
+    varint(&mut out, v.offset);
+    varint(&mut out, u64::from(v.len));
+    let h = v.head;
+    out.push(h.role & 0x3f | if h.may_archive { 0x40 } else { 0 } | if h.has_step { 0x80 } else { 0 });
+    varint(&mut out, h.turn);
+    varint(&mut out, h.at_ms);
     out
 }
 
@@ -56,7 +64,14 @@ pub(crate) fn decode_msg_val(bytes: &[u8]) -> Result<MsgVal> {
     if !r.0.is_empty() {
         return Err(bad(format!("{} bytes after the value", r.0.len())));
     }
-    Ok((segment, offset, len, flags & 0x7f, turn, at_ms, flags & 0x80 != 0))
+    let head = record::MsgHead {
+        role: flags & 0x3f,
+        turn,
+        at_ms,
+        has_step: flags & 0x80 != 0,
+        may_archive: flags & 0x40 != 0,
+    };
+    Ok(MsgVal { segment, offset, len, head })
 }
 /// (chat, revision) -> (seq, length before, length after, truncate?).
 pub(crate) const REVISIONS: TableDefinition<'_, (u64, u64), (u64, u64, u64, bool)> =
@@ -432,18 +447,19 @@ impl<'t> HistoryIndex<'t> {
                 // Listed when the record was made (or replayed); a record made without its
                 // listing is read here (header fields only: an rkyv record is read in place).
                 let read;
-                let (key, (role, turn, at_ms, has_step), texts) = match &r.texts {
+                let (key, head, texts) = match &r.texts {
                     Some(l) => (l.key, l.head, &l.texts),
                     None => {
                         let m = record::message_fields(r.kind, &r.payload).map_err(|e| bad(r, e))?;
                         read = record::message_texts(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                        let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
+                        let head = record::message_head(r.kind, &r.payload).map_err(|e| bad(r, e))?;
                         ((m.chat, m.seq, m.revision), head, &read)
                     }
                 };
                 let (chat, seq, _) = key;
+                let at_ms = head.at_ms;
                 let (segment, offset, len) = loc(r.loc);
-                let value = encode_msg_val((segment, offset, len, role, turn, at_ms, has_step));
+                let value = encode_msg_val(MsgVal { segment, offset, len, head });
                 self.messages.insert(key, value.as_slice()).map_err(redb_err)?;
                 match texts {
                     MessageTexts::Listed(texts) => {

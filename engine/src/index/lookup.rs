@@ -192,7 +192,7 @@ fn indexed_text(
             continue;
         }
         if let Some(v) = messages.get((chat, seq, revision)).map_err(redb_err)? {
-            let (segment, offset, len, ..) = history::decode_msg_val(v.value())?;
+            let history::MsgVal { segment, offset, len, .. } = history::decode_msg_val(v.value())?;
             let loc = Location { segment, offset, len };
             return Ok(Some(InlineText { chat, seq, revision, part, loc }));
         }

@@ -63,7 +63,10 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// `grants` only for a blob with many grants); a grant bound to a deleted chat stays and no
 /// longer counts; `messages` values are varints (issue 19: two fifths of a LangGraph saver's
 /// index).
-const INDEX_VERSION: u64 = 7;
+/// 8: a `messages` value says whether the message may hold an archived tool result, so that
+/// a checkpoint's handles line reads only those messages (issue 38: a first view read every
+/// message under the checkpoint).
+const INDEX_VERSION: u64 = 8;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";

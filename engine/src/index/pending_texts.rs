@@ -19,8 +19,7 @@ use crate::record::{self, ChatRec, DeleteRec, Kind, MessageTexts, MsgRec};
 #[derive(Debug, Clone)]
 pub(crate) struct Listing {
     pub key: MsgKey,
-    /// (role code, turn, at_ms, whether it has a step tag).
-    pub head: (u8, u64, u64, bool),
+    pub head: record::MsgHead,
     pub texts: MessageTexts,
 }
 

@@ -533,9 +533,63 @@ fn deferred_texts(rec: &MsgRec) -> MessageTexts {
     }
 }
 
-/// What the index keeps of a message record without its parts: (chat, seq, revision),
-/// then (role code, turn, at_ms, whether it has a step tag).
-pub(crate) type MsgKeyHead = ((u64, u64, u64), (u8, u64, u64, bool));
+/// What the index keeps of a message record without its parts, beside its key (chat, seq,
+/// revision).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MsgHead {
+    /// The role code ([`Role::code`]).
+    pub role: u8,
+    pub turn: u64,
+    pub at_ms: u64,
+    /// Whether the message has a step tag.
+    pub has_step: bool,
+    /// Whether the message may hold an archived tool result: it holds one inline, or its
+    /// parts are in a body blob (not read to tell). A message without it holds none.
+    pub may_archive: bool,
+}
+
+/// A message record's key (chat, seq, revision) and [`MsgHead`].
+pub(crate) type MsgKeyHead = ((u64, u64, u64), MsgHead);
+
+impl BodyRec {
+    /// Whether a message of this body may hold an archived tool result (see
+    /// [`MsgHead::may_archive`]).
+    pub(crate) fn may_archive(&self) -> bool {
+        match self {
+            BodyRec::Inline(parts) => parts.iter().any(|p| matches!(p, PartRec::ToolResultArchived { .. })),
+            BodyRec::Blob(_) => true,
+        }
+    }
+}
+
+/// The [`MsgHead`] of a decoded message record.
+fn head_of(rec: &MsgRec) -> std::result::Result<MsgHead, String> {
+    Ok(MsgHead {
+        role: role_of(rec.role)?.code(),
+        turn: rec.turn,
+        at_ms: rec.at_ms,
+        has_step: rec.step.is_some(),
+        may_archive: rec.body.may_archive(),
+    })
+}
+
+/// The [`MsgHead`] of a message record of kind `k` (read in place for an rkyv record).
+pub(crate) fn message_head(k: Kind, bytes: &[u8]) -> std::result::Result<MsgHead, String> {
+    if k != Kind::Message {
+        return head_of(&message(k, bytes)?);
+    }
+    let m = message_fields(k, bytes)?;
+    let buf = aligned(bytes);
+    let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
+        .map_err(|e| format!("message record does not decode: {e}"))?;
+    let may_archive = match &a.body {
+        ArchivedBodyRec::Inline(parts) => {
+            parts.iter().any(|p| matches!(p, ArchivedPartRec::ToolResultArchived { .. }))
+        }
+        ArchivedBodyRec::Blob(_) => true,
+    };
+    Ok(MsgHead { role: m.role.code(), turn: m.turn, at_ms: m.at_ms, has_step: m.step.is_some(), may_archive })
+}
 
 /// A message record's key and header fields and its [`message_texts`], the record decoded
 /// once (a compact record is decompressed once, not once for each); for a compact record,
@@ -551,13 +605,12 @@ pub(crate) fn message_key_texts(
 ) -> std::result::Result<(MsgKeyHead, MessageTexts, Option<MsgRec>), String> {
     if k != Kind::Message {
         let rec = message(k, bytes)?;
-        let role = role_of(rec.role)?;
-        let head = (role.code(), rec.turn, rec.at_ms, rec.step.is_some());
+        let head = head_of(&rec)?;
         let texts = if defer { deferred_texts(&rec) } else { decoded_texts(&rec) };
         return Ok((((rec.chat, rec.seq, rec.revision), head), texts, Some(rec)));
     }
     let m = message_fields(k, bytes)?;
-    let head = (m.role.code(), m.turn, m.at_ms, m.step.is_some());
+    let head = message_head(k, bytes)?;
     Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?, None))
 }
 

@@ -35,11 +35,17 @@ pub(crate) fn checkpoint_line(
     {
         return Ok(text.clone());
     }
+    // Only the messages that may hold an archived result are read (the index and every
+    // append say which): a checkpoint over 100,000 messages reads its few tool results, not
+    // every message (issue 38).
     let mut archived = Vec::new();
-    for m in snap.range_with_hidden(0..reach)? {
-        for p in &m.parts {
+    for seq in 0..reach.min(snap.len()) {
+        if snap.inner.entries.get(seq as usize).is_some_and(|e| !e.may_archive) || snap.is_erased(seq) {
+            continue;
+        }
+        for p in &snap.get(seq)?.parts {
             if let Part::ToolResult { content: ToolContent::Archived { archive, .. }, .. } = p {
-                archived.push((m.seq, archive.id));
+                archived.push((seq, archive.id));
             }
         }
     }
