@@ -334,7 +334,8 @@ fn the_checkpoint_line_names_every_archived_result_whether_the_chat_was_written_
     let rev = chat.edit(edited[0], small, rev).unwrap();
     let big = NewMessage { role: Role::Tool, parts: vec![result("c3", 6_000, &mut rng)], feedback: false };
     let rev = chat.edit(edited[3], big, rev).unwrap();
-    chat.hide(&[edited[4] - 1..edited[4] + 1], rev).unwrap();
+    let pair = edited[4] - 1..edited[4] + 1;
+    chat.hide(std::slice::from_ref(&pair), rev).unwrap();
     chat.append(NewMessage::user("second turn")).unwrap();
     chat.append(NewMessage::assistant("ok")).unwrap();
     chat.append(NewMessage::user("third turn")).unwrap();
