@@ -319,7 +319,7 @@ fn entry_of<'a>(
     m: &Message,
     keep: bool,
 ) -> Option<&'a crate::history::Entry> {
-    snap.inner.entries.get(m.seq as usize).filter(|en| keep && en.revision == m.revision)
+    snap.inner.entry_or_none(m.seq).filter(|en| keep && en.revision == m.revision)
 }
 
 /// A message's token estimate, kept in its history entry once computed (with `keep`).
@@ -596,8 +596,7 @@ fn lost_steps(
     let settled = &msgs[..cut];
     let reach = msgs.get(cut).map_or(snap.len(), |m| m.seq);
     let hidden_here = |m: &Message| {
-        inner.hidden.contains(m.seq)
-            && inner.entries.get(m.seq as usize).is_some_and(|e| e.revision == m.revision)
+        inner.hidden.contains(m.seq) && inner.entry_or_none(m.seq).is_some_and(|e| e.revision == m.revision)
     };
     let present = |m: &Message| {
         let at = msgs.partition_point(|c| c.seq < m.seq);
@@ -683,7 +682,7 @@ pub(crate) fn estimate_after_checkpoint(chat: &ChatRef<'_>) -> Result<u64> {
     let base = inner.checkpoint.as_ref().map_or(0, |p| p.rec.reach).min(inner.len);
     let mut raw = inner.checkpoint.as_ref().map_or(0, |p| e.text_tokens(&p.summary));
     for seq in base..inner.len {
-        let Some(entry) = inner.entries.get(seq as usize) else { continue };
+        let Some(entry) = inner.entry(seq)? else { continue };
         if inner.hidden.contains(seq) {
             continue;
         }

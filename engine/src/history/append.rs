@@ -392,7 +392,7 @@ impl ChatRef<'_> {
                 previews: Default::default(),
                 pending_json: Default::default(),
             };
-            let _ = w.entries.set(seq as usize, e);
+            w.entries.set(seq, e);
         }
         w.hidden = super::hide::hidden_after(&w, hidden);
         w.revision = revision;

@@ -115,7 +115,7 @@ impl ChatRef<'_> {
         })?;
         let entries = entries_at(&tx, self.id(), revision, len, super::load::may_lose(core))?;
         let hidden = super::load::hidden_at(&tx, self.id(), revision)?
-            .with_erased_versions(len, |seq| entries.get(seq as usize).map(|e| e.revision));
+            .with_erased_versions(len, |seq| entries.peek(seq).map(|e| e.revision));
         let hidden = super::load::lost_hidden(hidden, &entries, len);
         let cur = &current.inner;
         Ok(Snapshot {

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use crate::index::OWNER_CHATS;
 use crate::model::*;
 use crate::record::{self, ChatRec, DeleteRec, Kind};
-use crate::snapshot::AppendVec;
 use crate::store::core::{Core, RecordOut, Txn};
 
 /// The work of `Store::create_chat` (documented there).
@@ -27,7 +26,7 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
     ));
     txn.push(RecordOut::history(Kind::Meta, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
     let committed = core.append(txn)?;
-    let w = empty_writer(meta, now, committed.end);
+    let w = empty_writer(id, meta, now, committed.end);
     chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
     core.wait_durable(committed.end)?;
     Ok(id)
@@ -72,7 +71,7 @@ pub(crate) fn create_chat_with(
         ),
         RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()),
     ];
-    let w = empty_writer(meta, created, core.log.written());
+    let w = empty_writer(id, meta, created, core.log.written());
     // In memory only once its records are committed: a failed write leaves no chat (its id
     // is never given to another).
     let state = Arc::new(ChatState::new(core.clone(), id, owner.into(), created, w));
@@ -312,11 +311,11 @@ fn catch_up(chats: &ChatCache, owner: &str) -> Result<()> {
 
 /// The writer state of a chat just created with `meta`, at `at_ms`, whose creation ends at
 /// `end` of the log.
-fn empty_writer(meta: ChatMeta, at_ms: u64, end: crate::log::Position) -> Writer {
+fn empty_writer(id: ChatId, meta: ChatMeta, at_ms: u64, end: crate::log::Position) -> Writer {
     Writer {
         revision: 0,
         len: 0,
-        entries: Arc::new(AppendVec::new()),
+        entries: Arc::new(super::entries::Entries::in_memory(id, 0)),
         last_turn: 0,
         meta: Arc::new(meta),
         meta_version: 1,

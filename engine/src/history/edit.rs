@@ -10,7 +10,6 @@ use super::state::{Entry, Writer, now_ms};
 use crate::error::{Error, Result};
 use crate::model::*;
 use crate::record::{self, Kind, MetaRec, MsgRec, RevRec};
-use crate::snapshot::AppendVec;
 use crate::store::core::{RecordOut, Txn};
 
 pub(super) fn meta_rec(chat: ChatId, version: u64, m: &ChatMeta) -> MetaRec {
@@ -82,7 +81,7 @@ impl ChatRef<'_> {
         }
         let old = w
             .entries
-            .get(seq as usize)
+            .get(&core, seq)?
             .cloned()
             .ok_or_else(|| Error::index_msg(format!("message {seq} missing")))?;
         if w.hidden.erased(seq, old.revision) {
@@ -121,26 +120,27 @@ impl ChatRef<'_> {
         let payload = record::compact::encode(&rec, core.opts.compression);
         let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
         let c = core.append(txn)?;
-        let entries = AppendVec::new();
-        for i in 0..w.len as usize {
-            if let Some(e) = w.entries.get(i) {
-                let e = if i as u64 == seq {
-                    Entry {
-                        revision,
-                        role: message.role,
-                        at_ms: now,
-                        step: std::sync::OnceLock::from(None),
-                        loc: c.locations[at],
-                        may_archive,
-                        tokens: Default::default(),
-                        previews: Default::default(),
-                        pending_json: Default::default(),
-                        ..old.clone()
-                    }
-                } else {
-                    e.clone()
-                };
-                let _ = entries.set(i, e);
+        // The entries in memory go on at the new revision (the others load from the index
+        // as before: an edit changes only `seq`).
+        let entries = w.entries.next_revision(revision, w.len);
+        entries.set(
+            seq,
+            Entry {
+                revision,
+                role: message.role,
+                at_ms: now,
+                step: std::sync::OnceLock::from(None),
+                loc: c.locations[at],
+                may_archive,
+                tokens: Default::default(),
+                previews: Default::default(),
+                pending_json: Default::default(),
+                ..old.clone()
+            },
+        );
+        for i in (0..w.len).filter(|i| *i != seq) {
+            if let Some(e) = w.entries.peek(i) {
+                entries.set(i, e.clone());
             }
         }
         w.entries = Arc::new(entries);
@@ -179,14 +179,16 @@ impl ChatRef<'_> {
         let mut txn = Txn::default();
         txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
         let c = core.append(txn)?;
-        let entries = AppendVec::new();
-        for i in 0..from_seq as usize {
-            if let Some(e) = w.entries.get(i) {
-                let _ = entries.set(i, e.clone());
+        w.last_turn = match from_seq.checked_sub(1) {
+            None => 0,
+            Some(last) => w.entries.get(&core, last)?.map_or(0, |e| e.turn),
+        };
+        let entries = w.entries.next_revision(revision, from_seq);
+        for i in 0..from_seq {
+            if let Some(e) = w.entries.peek(i) {
+                entries.set(i, e.clone());
             }
         }
-        w.last_turn =
-            if from_seq == 0 { 0 } else { entries.get(from_seq as usize - 1).map_or(0, |e| e.turn) };
         w.entries = Arc::new(entries);
         if !w.hidden.is_empty() {
             w.hidden = Arc::new(w.hidden.truncated(from_seq));

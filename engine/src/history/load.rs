@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::entries::Entries;
 use super::hidden::Hidden;
 use super::state::{Entry, Writer};
 use crate::error::{Error, Result};
@@ -13,7 +14,6 @@ use crate::index::{
 use crate::log::{Location, Position};
 use crate::model::{ChatId, ChatMeta, Pin};
 use crate::record::{self, CompactionRec, MetaRec};
-use crate::snapshot::AppendVec;
 use crate::store::core::Core;
 
 fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
@@ -61,8 +61,8 @@ pub(crate) fn entries_at(
     revision: u64,
     len: u64,
     lost: bool,
-) -> Result<AppendVec<Entry>> {
-    let out = AppendVec::new();
+) -> Result<Entries> {
+    let out = Entries::in_memory(chat, revision);
     fill_entries(tx, chat, revision, 0..len, &out, lost)?;
     Ok(out)
 }
@@ -72,11 +72,9 @@ pub(crate) const LOST: Location = Location { segment: u64::MAX, offset: 0, len: 
 
 /// `hidden` with the lost messages of `entries` (`len` long) hidden too, so that views,
 /// checkpoints and the default reads pass over them.
-pub(crate) fn lost_hidden(mut hidden: Hidden, entries: &AppendVec<Entry>, len: u64) -> Hidden {
-    let lost: Vec<std::ops::Range<u64>> = (0..len)
-        .filter(|s| entries.get(*s as usize).is_some_and(|e| e.loc == LOST))
-        .map(|s| s..s + 1)
-        .collect();
+pub(crate) fn lost_hidden(mut hidden: Hidden, entries: &Entries, len: u64) -> Hidden {
+    let lost: Vec<std::ops::Range<u64>> =
+        (0..len).filter(|s| entries.peek(*s).is_some_and(|e| e.loc == LOST)).map(|s| s..s + 1).collect();
     if !lost.is_empty() {
         hidden.add(lost, 0);
     }
@@ -88,20 +86,45 @@ pub(crate) fn may_lose(core: &Core) -> bool {
     core.read_only == Some(crate::store::read_only::ReadOnly::Asked)
 }
 
-/// Sets entries `seqs` of `chat` as of `revision` in `out` (whose entry `seqs.start - 1`,
-/// if any, is set): for each seq the newest version written at or before that revision.
-fn fill_entries(
+/// Sets entries `seqs` of `chat` as of `revision` in `out`: for each seq the newest version
+/// written at or before that revision. The entry before `seqs` tells whether the first one
+/// starts a turn: when `out` does not hold it, it is read from the index too (not set).
+pub(crate) fn fill_entries(
     tx: &redb::ReadTransaction,
     chat: ChatId,
     revision: u64,
     seqs: std::ops::Range<u64>,
-    out: &AppendVec<Entry>,
+    out: &Entries,
     lost: bool,
 ) -> Result<()> {
     let t = match tx.open_table(MESSAGES) {
         Ok(t) => t,
         Err(redb::TableError::TableDoesNotExist(_)) => return Ok(()),
         Err(e) => return Err(redb_err(e)),
+    };
+    let before = seqs.start.checked_sub(1);
+    let mut prev_turn = match before.map(|p| out.peek(p)) {
+        None => 0,
+        Some(Some(e)) => e.turn,
+        Some(None) => {
+            let p = seqs.start - 1;
+            let mut turn = None;
+            for item in t.range((chat.0, p, 0u64)..(chat.0, p + 1, 0u64)).map_err(redb_err)? {
+                let (k, v) = item.map_err(redb_err)?;
+                if k.value().2 <= revision {
+                    turn = Some(decode_msg_val(v.value())?.head.turn);
+                }
+            }
+            match turn {
+                Some(t) => t,
+                None if lost => 0,
+                None => {
+                    return Err(Error::index_msg(format!(
+                        "{chat} revision {revision}: message {p} is missing from the index"
+                    )));
+                }
+            }
+        }
     };
     let from = seqs.start;
     // `seqs.end` comes from the index too, so nothing is sized by it: the vector grows with
@@ -137,7 +160,6 @@ fn fill_entries(
         vals.resize((seqs.end - from) as usize, None);
     }
     // Entries come from the index alone: no record is read until a message is.
-    let mut prev_turn = from.checked_sub(1).and_then(|p| out.get(p as usize)).map_or(0, |e| e.turn);
     for (k, val) in vals.into_iter().enumerate() {
         let seq = from + k as u64;
         let Some((rev, MsgVal { segment, offset, len: l, head })) = val else {
@@ -157,7 +179,7 @@ fn fill_entries(
                 previews: Default::default(),
                 pending_json: Default::default(),
             };
-            let _ = out.set(seq as usize, e);
+            out.set(seq, e);
             continue;
         };
         // The index took the role from a record it decoded (an unknown role fails there):
@@ -184,7 +206,7 @@ fn fill_entries(
             pending_json: Default::default(),
         };
         prev_turn = turn;
-        let _ = out.set(seq as usize, e);
+        out.set(seq, e);
     }
     Ok(())
 }
@@ -215,10 +237,10 @@ pub(crate) fn extended(
         return Ok(None);
     }
     fill_entries(&tx, chat, revision, seqs.clone(), &w.entries, may_lose(core))?;
-    if (seqs.start..seqs.end).any(|s| w.entries.get(s as usize).is_some_and(|e| e.loc == LOST)) {
+    if (seqs.start..seqs.end).any(|s| w.entries.peek(s).is_some_and(|e| e.loc == LOST)) {
         return Ok(None);
     }
-    let last = seqs.end.checked_sub(1).map(|p| w.entries.get(p as usize));
+    let last = seqs.end.checked_sub(1).map(|p| w.entries.peek(p));
     let last_turn = match last {
         Some(Some(e)) => e.turn,
         // No message table at all (damage): the whole load says what is missing.
@@ -400,9 +422,27 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let Some(row) = chat_row(&tx, chat)? else {
         return Ok(None);
     };
-    let entries = entries_at(&tx, chat, row.revision, row.len, may_lose(core))?;
-    let hidden = lost_hidden(hidden_at(&tx, chat, row.revision)?, &entries, row.len);
-    let last_turn = if row.len == 0 { 0 } else { entries.get(row.len as usize - 1).map_or(0, |e| e.turn) };
+    // A salvage loads every entry (to hide the lost ones); otherwise they load a page at a
+    // time when asked for (see `entries.rs`), and only the last page is read here.
+    let (entries, hidden) = if may_lose(core) {
+        let entries = entries_at(&tx, chat, row.revision, row.len, true)?;
+        let hidden = lost_hidden(hidden_at(&tx, chat, row.revision)?, &entries, row.len);
+        (entries, hidden)
+    } else {
+        let entries = Entries::from_index(chat, row.revision, row.len);
+        if let Some(last) = row.len.checked_sub(1) {
+            let start = last - last % crate::snapshot::PAGE as u64;
+            fill_entries(&tx, chat, row.revision, start..row.len, &entries, false)?;
+        }
+        (entries, hidden_at(&tx, chat, row.revision)?)
+    };
+    let last_turn = match row.len.checked_sub(1) {
+        None => 0,
+        Some(last) => entries
+            .peek(last)
+            .map(|e| e.turn)
+            .ok_or_else(|| Error::index_msg(format!("{chat}: message {last} is missing from the index")))?,
+    };
     let meta = read_meta(core, &row)?;
     let pins = pins_of(&tx, chat)?;
     let compactions = compactions_of(core, &tx, chat)?;
@@ -473,6 +513,6 @@ mod tests {
         let tx = db.begin_read().unwrap();
         assert!(matches!(entries_at(&tx, ChatId(1), 0, 3, false), Err(Error::Index { .. })));
         let e = entries_at(&tx, ChatId(1), 0, 2, false).unwrap();
-        assert!(e.get(1).is_some() && e.get(2).is_none());
+        assert!(e.peek(1).is_some() && e.peek(2).is_none());
     }
 }

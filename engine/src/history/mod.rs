@@ -9,6 +9,7 @@ mod cache;
 mod chat;
 mod chats;
 mod edit;
+mod entries;
 mod hidden;
 mod hide;
 mod load;

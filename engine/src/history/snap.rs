@@ -96,9 +96,8 @@ impl Snapshot {
             )));
         }
         self.inner
-            .entries
-            .get(seq as usize)
-            .ok_or_else(|| Error::index_msg(format!("message {seq} missing in memory")))
+            .entry(seq)?
+            .ok_or_else(|| Error::index_msg(format!("message {seq} missing from the index")))
     }
 
     /// Message `seq`. An erased message ([`Chat::erase`](crate::Chat::erase)) is
@@ -251,7 +250,7 @@ pub(crate) fn compactions_in_effect(snap: &super::Snapshot) -> (Vec<u64>, Vec<st
     let unchanged = |r: std::ops::Range<u64>, rev: u64| {
         r.start < r.end
             && r.end <= inner.len
-            && r.clone().all(|s| inner.entries.get(s as usize).is_some_and(|e| e.revision <= rev))
+            && r.clone().all(|s| inner.entry_or_none(s).is_some_and(|e| e.revision <= rev))
     };
     let (mut trims, mut squishes) = (Vec::new(), Vec::new());
     for c in inner.compactions.iter() {

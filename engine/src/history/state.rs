@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::log::{Location, Position};
 use crate::model::{ChatId, ChatMeta, Message, Pin, Role, StepTag};
 use crate::record::{self, BodyRec, CheckpointRec, CompactionRec, MsgRec, PartRec, PartsRec};
-use crate::snapshot::{AppendVec, SnapArc, SnapshotCell};
+use crate::snapshot::{SnapArc, SnapshotCell};
 use crate::store::core::Core;
 use crate::store::remote::{ChatHead, WriteLock};
 
@@ -71,7 +71,7 @@ pub(crate) struct SnapInner {
     pub owner: Arc<str>,
     pub revision: u64,
     pub len: u64,
-    pub entries: Arc<AppendVec<Entry>>,
+    pub entries: Arc<super::entries::Entries>,
     pub meta: Arc<ChatMeta>,
     pub meta_version: u64,
     pub created_ms: u64,
@@ -83,6 +83,24 @@ pub(crate) struct SnapInner {
     /// The hidden messages (soft deletion).
     pub hidden: Arc<Hidden>,
     pub core: Arc<Core>,
+}
+
+impl SnapInner {
+    /// The entry of `seq` at this snapshot's revision, loaded from the index if it is not in
+    /// memory yet (see `entries.rs`); `None` past the chat's messages.
+    pub(crate) fn entry(&self, seq: u64) -> Result<Option<&Entry>> {
+        if seq >= self.len {
+            return Ok(None);
+        }
+        self.entries.get(&self.core, seq)
+    }
+
+    /// [`SnapInner::entry`], an index read that fails taken as no entry: for callers that
+    /// compute again what an entry would have cached (an estimate, a preview), or that read
+    /// the message next (which reports the failure).
+    pub(crate) fn entry_or_none(&self, seq: u64) -> Option<&Entry> {
+        self.entry(seq).ok().flatten()
+    }
 }
 
 /// A published checkpoint held in memory: its record and summary text.
@@ -97,7 +115,7 @@ pub(crate) struct Published {
 pub(crate) struct Writer {
     pub revision: u64,
     pub len: u64,
-    pub entries: Arc<AppendVec<Entry>>,
+    pub entries: Arc<super::entries::Entries>,
     pub last_turn: u64,
     pub meta: Arc<ChatMeta>,
     pub meta_version: u64,
@@ -139,6 +157,10 @@ pub(crate) struct ChatState {
     /// (revision, the view's seq ranges) → (the summarized ranges, their raw tokens).
     #[expect(clippy::type_complexity, reason = "a key and a value, named in the comment")]
     pub summarized: Mutex<Option<(u64, Vec<std::ops::Range<u64>>, (Vec<std::ops::Range<u64>>, u64))>>,
+    /// Whether the published checkpoint still stands for its messages: (revision, reach, base
+    /// revision) → no message below its reach changed since its base (see `view::chat`).
+    #[expect(clippy::type_complexity, reason = "a key and a value, named in the comment")]
+    pub checkpoint_holds: Mutex<Option<((u64, u64, u64), bool)>>,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
@@ -164,6 +186,7 @@ impl ChatState {
             last_request: Mutex::new(Default::default()),
             handles: Mutex::new(None),
             summarized: Mutex::new(None),
+            checkpoint_holds: Mutex::new(None),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),

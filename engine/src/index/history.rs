@@ -118,6 +118,64 @@ pub(crate) const CHAT_INLINE_TEXTS: TableDefinition<'_, (u64, [u8; 32], u64, u64
 /// when a lookup misses: see `Index::list_body_texts`).
 pub(crate) const BODY_TEXTS_TODO: TableDefinition<'_, (u64, u64, u64), [u8; 32]> =
     TableDefinition::new("body_texts_todo");
+/// (chat, seq, revision) -> () : the message versions that may hold an archived tool result
+/// ([`record::MsgHead::may_archive`]), so that a checkpoint's handles line finds them without
+/// an entry for every message it covers (index layout 8).
+pub(crate) const MAY_ARCHIVE: TableDefinition<'_, (u64, u64, u64), ()> = TableDefinition::new("may_archive");
+
+/// Whether a message below `reach` of `chat` has a version written after revision `base`,
+/// up to revision `upto`: an edit of one (the message has a version at that revision; a
+/// hide's revision has none), or a truncation below `reach` (what was appended after it has
+/// later versions). The caller has the chat's writes up to `upto` flushed.
+pub(crate) fn changed_below(
+    tx: &redb::ReadTransaction,
+    chat: u64,
+    reach: u64,
+    base: u64,
+    upto: u64,
+) -> Result<bool> {
+    if base >= upto {
+        return Ok(false);
+    }
+    let revisions = match tx.open_table(REVISIONS) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let messages = tx.open_table(MESSAGES).map_err(redb_err)?;
+    for item in revisions.range((chat, base + 1)..=(chat, upto)).map_err(redb_err)? {
+        let (k, v) = item.map_err(redb_err)?;
+        let rev = k.value().1;
+        let (seq, _, len_after, truncate) = v.value();
+        let changed = if truncate {
+            len_after < reach
+        } else {
+            seq < reach && messages.get((chat, seq, rev)).map_err(redb_err)?.is_some()
+        };
+        if changed {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The seqs below `reach` of `chat` with a version that may hold an archived tool result
+/// (any version: the caller checks the one it reads), ascending, each once.
+pub(crate) fn may_archive_below(tx: &redb::ReadTransaction, chat: u64, reach: u64) -> Result<Vec<u64>> {
+    let t = match tx.open_table(MAY_ARCHIVE) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(redb_err(e)),
+    };
+    let mut out: Vec<u64> = Vec::new();
+    for item in t.range((chat, 0u64, 0u64)..(chat, reach, 0u64)).map_err(redb_err)? {
+        let seq = item.map_err(redb_err)?.0.value().1;
+        if out.last() != Some(&seq) {
+            out.push(seq);
+        }
+    }
+    Ok(out)
+}
 
 /// (chat, archive id, unit, start, end) -> () : pinned pages.
 pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
@@ -257,6 +315,7 @@ pub(crate) struct HistoryIndex<'t> {
     inline_texts: redb::Table<'t, ([u8; 32], u64, u64, u64, u32), ()>,
     chat_inline_texts: redb::Table<'t, (u64, [u8; 32], u64, u64, u32), ()>,
     body_texts_todo: redb::Table<'t, (u64, u64, u64), [u8; 32]>,
+    may_archive: redb::Table<'t, (u64, u64, u64), ()>,
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
     calib: redb::Table<'t, (u64, &'static str), u64>,
     compactions: redb::Table<'t, (u64, u64, u64), u32>,
@@ -286,6 +345,7 @@ impl<'t> HistoryIndex<'t> {
             inline_texts: tx.open_table(INLINE_TEXTS).map_err(redb_err)?,
             chat_inline_texts: tx.open_table(CHAT_INLINE_TEXTS).map_err(redb_err)?,
             body_texts_todo: tx.open_table(BODY_TEXTS_TODO).map_err(redb_err)?,
+            may_archive: tx.open_table(MAY_ARCHIVE).map_err(redb_err)?,
             pins: tx.open_table(PINS).map_err(redb_err)?,
             calib: tx.open_table(CALIB).map_err(redb_err)?,
             compactions: tx.open_table(COMPACTIONS).map_err(redb_err)?,
@@ -386,6 +446,7 @@ impl<'t> HistoryIndex<'t> {
         self.compactions.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.checkpoints.remove(chat).map_err(redb_err)?;
         self.body_texts_todo.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
+        self.may_archive.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         let mut texts = Vec::new();
         let all = (chat, [0u8; 32], 0, 0, 0)..=(chat, [255u8; 32], m, m, u32::MAX);
         for item in self.chat_inline_texts.range(all.clone()).map_err(redb_err)? {
@@ -461,6 +522,9 @@ impl<'t> HistoryIndex<'t> {
                 let (segment, offset, len) = loc(r.loc);
                 let value = encode_msg_val(MsgVal { segment, offset, len, head });
                 self.messages.insert(key, value.as_slice()).map_err(redb_err)?;
+                if head.may_archive {
+                    self.may_archive.insert(key, ()).map_err(redb_err)?;
+                }
                 match texts {
                     MessageTexts::Listed(texts) => {
                         add_texts(&mut self.inline_texts, &mut self.chat_inline_texts, key, texts)?
@@ -600,6 +664,7 @@ pub(crate) fn diff_tables(
     diff_table(ours, theirs, INLINE_TEXTS, out)?;
     diff_table(ours, theirs, CHAT_INLINE_TEXTS, out)?;
     diff_table(ours, theirs, BODY_TEXTS_TODO, out)?;
+    diff_table(ours, theirs, MAY_ARCHIVE, out)?;
     diff_table(ours, theirs, PINS, out)?;
     diff_table(ours, theirs, CALIB, out)?;
     diff_table(ours, theirs, COMPACTIONS, out)?;
@@ -628,6 +693,7 @@ pub(crate) fn delete_tables(tx: &redb::WriteTransaction) -> Result<()> {
     tx.delete_table(INLINE_TEXTS).map_err(redb_err)?;
     tx.delete_table(CHAT_INLINE_TEXTS).map_err(redb_err)?;
     tx.delete_table(BODY_TEXTS_TODO).map_err(redb_err)?;
+    tx.delete_table(MAY_ARCHIVE).map_err(redb_err)?;
     tx.delete_table(PINS).map_err(redb_err)?;
     tx.delete_table(CALIB).map_err(redb_err)?;
     tx.delete_table(COMPACTIONS).map_err(redb_err)?;

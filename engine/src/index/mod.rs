@@ -44,7 +44,9 @@ pub(crate) use history::{
     MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, decode_msg_val,
     is_grant,
 };
-pub(crate) use history::{CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, all_chats, find_chats};
+pub(crate) use history::{
+    CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, all_chats, changed_below, find_chats, may_archive_below,
+};
 pub(crate) use memtable::Memtable;
 pub(crate) use pending_texts::{Listing, texts_of};
 use rebuild::diff_table;
@@ -63,9 +65,9 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// `grants` only for a blob with many grants); a grant bound to a deleted chat stays and no
 /// longer counts; `messages` values are varints (issue 19: two fifths of a LangGraph saver's
 /// index).
-/// 8: a `messages` value says whether the message may hold an archived tool result, so that
-/// a checkpoint's handles line reads only those messages (issue 38: a first view read every
-/// message under the checkpoint).
+/// 8: a `messages` value says whether the message may hold an archived tool result, and
+/// `may_archive` lists those versions, so that a checkpoint's handles line reads only them
+/// (issue 38: a first view read every message under the checkpoint).
 const INDEX_VERSION: u64 = 8;
 
 /// The file name of the index inside the store directory.

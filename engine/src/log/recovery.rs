@@ -138,8 +138,21 @@ pub(crate) fn recover(
     let mut warnings = Vec::new();
     for &n in segments.iter().filter(|&&n| n >= from.segment) {
         let path = segment_path(dir, n);
-        let bytes = read_segment(&path)?;
+        // Of the index's own segment, replay reads the header and what follows the batch the
+        // index ends at: the bytes before it are the index's already (issue 38: an open read
+        // the whole active segment, 20 MB for a 100,000-message chat).
+        let skip_to = match from_batch {
+            Some((batch_start, _)) if n == from.segment => batch_start.min(from.offset),
+            None if n == from.segment => from.offset,
+            _ => 0,
+        };
         let is_last = n == last;
+        let mut bytes = read_segment_from(&path, skip_to)?;
+        if is_last && skip_to > SEGMENT_HEADER_LEN as u64 && format::decode_segment_header(&bytes, n).is_err()
+        {
+            // A torn header: the whole segment says whether it ever held a batch.
+            bytes = read_segment(&path)?;
+        }
         match format::decode_segment_header(&bytes, n) {
             Ok(()) => {}
             Err(SegmentHeaderError::Version(v)) => {
@@ -295,6 +308,42 @@ pub(crate) fn precheck(dir: &Path) -> Result<()> {
     if let Some((_, sealed)) = segments.split_last() {
         for &n in sealed {
             chain.sealed(dir, n)?;
+        }
+    }
+    Ok(())
+}
+
+/// A segment's bytes, read without following a link, except `SEGMENT_HEADER_LEN..skip_to`:
+/// those read as zeros (left unread, and untouched in memory: the zeroed buffer's pages are
+/// not written).
+fn read_segment_from(path: &Path, skip_to: u64) -> Result<Vec<u8>> {
+    if skip_to <= SEGMENT_HEADER_LEN as u64 {
+        return read_segment(path);
+    }
+    let file = io::open_read(path).map_err(|e| Error::io("open", path, e))?;
+    let len = file.metadata().map_err(|e| Error::io("stat", path, e))?.len();
+    let as_usize = |v: u64| {
+        usize::try_from(v)
+            .map_err(|_| Error::io("read", path, std::io::Error::other("segment larger than memory")))
+    };
+    let mut bytes = vec![0u8; as_usize(len)?];
+    let head = as_usize(len.min(SEGMENT_HEADER_LEN as u64))?;
+    read_fully_at(&file, &mut bytes[..head], 0, path)?;
+    let from = as_usize(skip_to.min(len))?;
+    read_fully_at(&file, &mut bytes[from..], from as u64, path)?;
+    Ok(bytes)
+}
+
+/// Fills `buf` from `file` at `offset`; a file that ends sooner leaves the rest zero.
+fn read_fully_at(file: &File, buf: &mut [u8], offset: u64, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], offset + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io("read", path, e)),
         }
     }
     Ok(())

@@ -8,6 +8,7 @@ mod cell;
 mod sync;
 
 pub use append_vec::AppendVec;
+pub(crate) use append_vec::PAGE;
 pub use cell::SnapshotCell;
 /// The `Arc` the cell holds: `std`'s, or loom's under `cfg(loom)`.
 pub(crate) use sync::Arc as SnapArc;

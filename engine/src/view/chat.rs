@@ -153,7 +153,7 @@ impl ChatView<'_> {
                         if whole.get(w) == Some(&seq) || inner.hidden.contains(seq) {
                             continue;
                         }
-                        let tokens = inner.entries.get(seq as usize).and_then(|e| e.tokens.get().copied());
+                        let tokens = inner.entries.peek(seq).and_then(|e| e.tokens.get().copied());
                         every_count &= tokens.is_some();
                         raw_summarized += tokens.unwrap_or(0);
                         match ranges.last_mut() {
@@ -239,9 +239,12 @@ impl ChatView<'_> {
         let unchanged_since = |r: std::ops::Range<u64>, rev: u64| {
             r.end <= inner.len
                 && !inner.hidden.hidden_since(&r, rev)
-                && (r.start..r.end).all(|i| inner.entries.get(i as usize).is_some_and(|e| e.revision <= rev))
+                && (r.start..r.end).all(|i| inner.entry_or_none(i).is_some_and(|e| e.revision <= rev))
         };
-        let cp = inner.checkpoint.as_ref().filter(|p| unchanged_since(0..p.rec.reach, p.rec.base_revision));
+        let cp = match inner.checkpoint.as_ref() {
+            Some(p) if self.checkpoint_holds(snap, p)? => Some(p),
+            _ => None,
+        };
         let base = cp.map_or(0, |p| p.rec.reach);
         let msgs = snap.range_with_hidden(base..inner.len)?;
         let at = |seq: u64| &msgs[(seq - base) as usize];
@@ -259,7 +262,7 @@ impl ChatView<'_> {
         // `Options::keep_derived`).
         let keep = core.opts.keep_derived;
         let cached_tokens = |seq: u64, parts: &[Part]| {
-            let entry = inner.entries.get(seq as usize);
+            let entry = inner.entry_or_none(seq);
             let Ok(t) = tokens_kept::<Infallible>(entry, keep, || Ok(message_tokens(&*e, parts)));
             t
         };
@@ -419,7 +422,7 @@ impl ChatView<'_> {
                     if let Part::ToolResult { content, .. } = p {
                         let pinned_here = matches!(content, ToolContent::Archived { archive, .. } if pinned.contains(&archive.id));
                         if !pinned_here {
-                            let memo = (inner.entries.get(seq as usize))
+                            let memo = (inner.entry_or_none(seq))
                                 .filter(|_| core.opts.keep_derived)
                                 .map(|e| preview_cells(&e.previews, parts.len()));
                             candidates.push(Candidate {
@@ -484,6 +487,36 @@ impl ChatView<'_> {
         Ok(view)
     }
 
+    /// Whether checkpoint `p` still stands for messages `0..reach` at the snapshot's revision:
+    /// none of them was hidden or changed (edited, or truncated and written again) since its
+    /// base revision. The changes are read from the index's revisions, not from an entry of
+    /// every message it covers, and the answer is kept for the revision (appends do not
+    /// change it).
+    fn checkpoint_holds(
+        &self,
+        snap: &crate::history::Snapshot,
+        p: &crate::history::Published,
+    ) -> Result<bool> {
+        let inner = &snap.inner;
+        let (reach, base) = (p.rec.reach, p.rec.base_revision);
+        if reach > inner.len || inner.hidden.hidden_since(&(0..reach), base) {
+            return Ok(false);
+        }
+        let key = (inner.revision, reach, base);
+        let state = &self.chat.state;
+        if let Some((k, holds)) = *state.checkpoint_holds.lock()
+            && k == key
+        {
+            return Ok(holds);
+        }
+        let core = &inner.core;
+        core.ensure_flushed(state.w.lock().last_end)?;
+        let changed =
+            crate::index::changed_below(&core.index.read()?, inner.chat.0, reach, base, inner.revision)?;
+        *state.checkpoint_holds.lock() = Some((key, !changed));
+        Ok(!changed)
+    }
+
     /// The messages before `reach` that a view keeps whole although a checkpoint covers
     /// them: the chat's leading system messages, and the turn-opening user messages of the
     /// first user turn (the loop's task) and of the last two user turns. Found through the snapshot's entries (the turn of an
@@ -495,31 +528,34 @@ impl ChatView<'_> {
         reach: u64,
     ) -> Result<(Vec<Message>, Vec<Message>)> {
         let inner = &snap.inner;
-        let entry = |i: u64| inner.entries.get(i as usize);
+        let entry = |i: u64| inner.entry(i);
         let mut system = Vec::new();
         let mut seq = 0;
         let hidden = |i: u64| inner.hidden.contains(i);
-        while seq < reach && (hidden(seq) || entry(seq).is_some_and(|e| e.role == Role::System)) {
+        while seq < reach && (hidden(seq) || entry(seq)?.is_some_and(|e| e.role == Role::System)) {
             if !hidden(seq) {
                 system.push(snap.get(seq)?);
             }
             seq += 1;
         }
-        let last_turn = inner.len.checked_sub(1).and_then(entry).map_or(0, |e| e.turn);
+        let last_turn = match inner.len.checked_sub(1) {
+            Some(last) => entry(last)?.map_or(0, |e| e.turn),
+            None => 0,
+        };
         // Every user message with text opens a turn, so the turn-opening message of turn t
         // is the first entry whose turn is t (turn 0 is what precedes the first user
         // message, and has none): two binary searches, whatever the chat's length.
-        let first_of = |t: u64| {
+        let first_of = |t: u64| -> Result<u64> {
             let (mut lo, mut hi) = (0u64, inner.len);
             while lo < hi {
                 let mid = lo + (hi - lo) / 2;
-                if entry(mid).is_some_and(|e| e.turn >= t) {
+                if entry(mid)?.is_some_and(|e| e.turn >= t) {
                     hi = mid;
                 } else {
                     lo = mid + 1;
                 }
             }
-            lo
+            Ok(lo)
         };
         let mut task = Vec::new();
         // The loop's task (the message opening the first user turn) and the last two turns'
@@ -527,8 +563,8 @@ impl ChatView<'_> {
         let mut turns = vec![1];
         turns.extend((last_turn.saturating_sub(1).max(2))..=last_turn);
         for t in turns.into_iter().filter(|&t| t <= last_turn) {
-            let s = first_of(t);
-            let opens = entry(s).is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
+            let s = first_of(t)?;
+            let opens = entry(s)?.is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
             if opens && s >= seq && s < reach && !hidden(s) {
                 task.push(snap.get(s)?);
             }
@@ -557,7 +593,7 @@ impl ChatView<'_> {
             // Over a checkpoint the view keeps the task of the last two user turns: an
             // appended message opening a turn changes which, so the view is built again.
             if inner.checkpoint.is_some()
-                && (m.len..inner.len).any(|s| inner.entries.get(s as usize).is_some_and(|e| e.starts_turn))
+                && (m.len..inner.len).any(|s| inner.entry_or_none(s).is_some_and(|e| e.starts_turn))
             {
                 return Ok(None);
             }
@@ -569,7 +605,7 @@ impl ChatView<'_> {
             let mut add = Vec::with_capacity(fresh.len());
             for msg in fresh {
                 let seq = msg.seq;
-                let entry = inner.entries.get(seq as usize);
+                let entry = inner.entry_or_none(seq);
                 let Ok(tokens) =
                     tokens_kept::<Infallible>(entry, keep, || Ok(message_tokens(&*e, &msg.parts)));
                 raw += tokens;
@@ -718,7 +754,7 @@ impl ChatView<'_> {
         let (e, keep) = (self.chat.core().opts.estimator.clone(), self.chat.core().opts.keep_derived);
         let mut raw: u64 = budget.tool_schemas.iter().map(|s| e.text_tokens(s)).sum();
         for seq in 0..inner.len {
-            let Some(entry) = inner.entries.get(seq as usize) else { continue };
+            let Some(entry) = inner.entry(seq)? else { continue };
             if !inner.hidden.contains(seq) {
                 raw += tokens_kept(Some(entry), keep, || {
                     Ok::<_, Error>(message_tokens(&*e, &snap.get(seq)?.parts))

@@ -38,9 +38,13 @@ pub(crate) fn checkpoint_line(
     // Only the messages that may hold an archived result are read (the index and every
     // append say which): a checkpoint over 100,000 messages reads its few tool results, not
     // every message (issue 38).
+    // The index lists the versions that may hold one once it has the chat's writes.
+    let core = &snap.inner.core;
+    core.ensure_flushed(chat.state.w.lock().last_end)?;
+    let candidates = crate::index::may_archive_below(&core.index.read()?, chat.state.id.0, reach)?;
     let mut archived = Vec::new();
-    for seq in 0..reach.min(snap.len()) {
-        if snap.inner.entries.get(seq as usize).is_some_and(|e| !e.may_archive) || snap.is_erased(seq) {
+    for seq in candidates.into_iter().filter(|s| *s < snap.len()) {
+        if snap.inner.entry(seq)?.is_none_or(|e| !e.may_archive) || snap.is_erased(seq) {
             continue;
         }
         for p in &snap.get(seq)?.parts {
