@@ -80,6 +80,17 @@ pub struct Options {
     pub squish_max_tokens: u64,
     /// Memory redb may use to cache index pages. Default 32 MiB.
     pub index_cache_bytes: usize,
+    /// Whether opening the store verifies every page of the index against redb's checksums
+    /// (`Database::check_integrity`), so that no read believes a damaged page (a flipped bit
+    /// in a chat's length or a message's location) and a damaged index is reported at open.
+    /// Default `true`. It costs time linear in the index (about 1.5 ms per MB: 100 ms for an
+    /// index of 100,000 chats; benches/README.md, open). With `false` an open is linear in
+    /// nothing but the log's unindexed tail, and index damage is found by
+    /// [`Store::check`](crate::Store::check) instead (redb still verifies a file it repairs
+    /// after a crash); a read of a damaged page may then return an `Error::Index` or wrong
+    /// header fields (role, turn, time) until the index is rebuilt. Message content is
+    /// checked against its record either way.
+    pub verify_index_on_open: bool,
     /// Message bodies whose parts total at most this many bytes are stored inside the
     /// message record, read in place; larger ones become blobs of their own (compressed,
     /// deduplicated). Default 8 KiB, the archiving threshold: a 2 KB message read from its
@@ -126,6 +137,7 @@ impl Default for Options {
             create_if_missing: true,
             chat_cache_capacity: 128,
             index_cache_bytes: 32 << 20,
+            verify_index_on_open: true,
             max_mapped_segments: 4,
             archive_threshold: 8 << 10,
             estimator: std::sync::Arc::new(crate::estimate::Heuristic),
@@ -278,6 +290,17 @@ impl Options {
     /// Sets [`Options::index_cache_bytes`].
     pub fn index_cache_bytes(mut self, value: usize) -> Options {
         self.index_cache_bytes = value;
+        self
+    }
+
+    /// Sets [`Options::verify_index_on_open`].
+    ///
+    /// ```
+    /// let opts = undertext::Options::default().verify_index_on_open(false);
+    /// assert!(!opts.verify_index_on_open);
+    /// ```
+    pub fn verify_index_on_open(mut self, value: bool) -> Options {
+        self.verify_index_on_open = value;
         self
     }
 

@@ -13,7 +13,8 @@
 //! `many.sqlite` holding the same rows. `run` starts a fresh process per measure and round,
 //! alternating Undertext and SQLite, and prints the medians and ratios: open; open + first view
 //! (Undertext `Chat::view`; SQLite the checkpoint row, the tail from its reach, JSON-decoded);
-//! the memory the open added (RSS); and the bytes on disk per chat.
+//! the memory the open added (RSS); and the bytes on disk per chat. Each Undertext store is
+//! also opened with `Options::verify_index_on_open(false)` (rows "not verified").
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -119,8 +120,11 @@ fn child(what: &str, dir: &Path) -> Result<()> {
     let t = Instant::now();
     let budget = Budget::new(32_000, 0);
     let (opened, viewed) = match what {
-        "long" | "many" => {
-            let store = Store::open(dir.join(what), Options::default().create_if_missing(false))?;
+        "long" | "many" | "long-unverified" | "many-unverified" => {
+            let verify = !what.ends_with("-unverified");
+            let what = what.trim_end_matches("-unverified");
+            let opts = Options::default().create_if_missing(false).verify_index_on_open(verify);
+            let store = Store::open(dir.join(what), opts)?;
             let opened = t.elapsed();
             let id: ChatId = std::fs::read_to_string(dir.join(format!("{what}.id")))?.parse()?;
             let v = store.chat(OWNER, id)?.view(&budget)?;
@@ -183,7 +187,7 @@ fn rss_kib() -> u64 {
 
 fn run(dir: &Path, rounds: usize) -> Result<()> {
     let exe = std::env::current_exe()?;
-    let whats = ["long", "long.sqlite", "many", "many.sqlite"];
+    let whats = ["long", "long.sqlite", "many", "many.sqlite", "long-unverified", "many-unverified"];
     let mut figures: Vec<Vec<[u64; 3]>> = vec![Vec::new(); whats.len()];
     for _ in 0..rounds {
         for (k, what) in whats.iter().enumerate() {
@@ -205,7 +209,12 @@ fn run(dir: &Path, rounds: usize) -> Result<()> {
         v[v.len() / 2] as f64
     };
     println!("medians of {rounds} fresh processes each, interleaved");
-    for (name, u, s) in [("one long chat", 0, 1), ("many one-message chats", 2, 3)] {
+    for (name, u, s) in [
+        ("one long chat", 0, 1),
+        ("many one-message chats", 2, 3),
+        ("one long chat, index not verified at open", 4, 1),
+        ("many one-message chats, index not verified at open", 5, 3),
+    ] {
         println!(
             "{name}: open {:.2} ms vs SQLite {:.2} ms ({:.1}x); open + first view {:.2} ms vs {:.2} ms ({:.2}x); \
              RSS added {:.1} MiB vs {:.1} MiB",

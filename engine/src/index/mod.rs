@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn an_index_error_from_redb_keeps_the_redb_error_as_its_source() {
         let dir = tempfile::tempdir().unwrap();
-        let (index, _) = Index::open(dir.path(), 1 << 20).unwrap();
+        let (index, _) = Index::open(dir.path(), 1 << 20, true).unwrap();
         let loc = Location { segment: 1, offset: 0, len: 3 };
         let entries = BatchEntries { blobs: vec![(BlobId::of(b"abc"), loc)], records: Vec::new() };
         index

@@ -36,6 +36,7 @@ pub(super) fn open_verified(
     path: &Path,
     cache_bytes: usize,
     journal: &Arc<Journal>,
+    verify: bool,
 ) -> Result<(Database, bool)> {
     let create = || -> Result<(Database, u64)> {
         let mut opts = OpenOptions::new();
@@ -61,6 +62,11 @@ pub(super) fn open_verified(
     };
     if len == 0 {
         return Ok((db, true));
+    }
+    if !verify {
+        // `Options::verify_index_on_open` off: redb has verified what it repaired, if it had
+        // to; `Store::check` finds damage elsewhere.
+        return Ok((db, created));
     }
     match guard("verifying the index", || db.check_integrity().map_err(redb_err)) {
         Ok(true) => Ok((db, created)),
@@ -94,12 +100,12 @@ impl Index {
     ///
     /// A write that fails for lack of space (redb repairing an interrupted commit, a layout
     /// change clearing the tables) is returned as [`Error::Io`] of kind `StorageFull`.
-    pub(crate) fn open(store_dir: &Path, cache_bytes: usize) -> Result<(Index, Applied)> {
+    pub(crate) fn open(store_dir: &Path, cache_bytes: usize, verify: bool) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
         let found = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
         let journal = Arc::new(Journal::recording(found));
         let said = |e: Error| no_space_said(&journal.no_space, &path, e);
-        let (db, created) = match open_verified(&path, cache_bytes, &journal) {
+        let (db, created) = match open_verified(&path, cache_bytes, &journal, verify) {
             Ok(x) => x,
             Err(e) => {
                 if journal.no_space.load(Ordering::Relaxed) {

@@ -135,7 +135,7 @@ fn remove_if_present(p: &Path) -> Result<()> {
 
 /// A new index file at `path` holding `batches`, committed durably.
 fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: Applied) -> Result<Database> {
-    let (db, _) = open_verified(path, cache_bytes, &Arc::new(Journal::default()))?;
+    let (db, _) = open_verified(path, cache_bytes, &Arc::new(Journal::default()), true)?;
     let mut tx = db.begin_write().map_err(redb_err)?;
     tx.set_quick_repair(true);
     apply_batches(&tx, batches)?;

@@ -26,6 +26,10 @@ pub(crate) struct Recovered {
     /// What recovery repaired, one line each (a torn tail cut, a torn segment header
     /// rewritten), for [`crate::Store::open_warnings`].
     pub warnings: Vec<String>,
+    /// The size to preallocate the last segment to before the first write (0: none). An
+    /// open does not write the zeros itself: a process that only reads never pays for them
+    /// (issue 38).
+    pub prealloc_to: u64,
 }
 
 /// Why replay could not start from the requested position.
@@ -115,6 +119,7 @@ pub(crate) fn recover(
             next_txid: 0,
             last_batch: 0,
             warnings: Vec::new(),
+            prealloc_to: 0,
         });
     };
     if from.segment > last {
@@ -192,6 +197,7 @@ pub(crate) fn recover(
                     next_txid,
                     last_batch: 0,
                     warnings,
+                    prealloc_to: 0,
                 });
             }
             Err(e) => return Err(Error::corrupt(n, 0, format!("segment header: {e}")).into()),
@@ -271,28 +277,11 @@ pub(crate) fn recover(
     // batch, or their absence, read the same): the first commit's `fdatasync` writes them
     // down. An open that waited for them paid 8–14 ms (issue 19's reopen).
     io::sync_data(&file, &path).map_err(|e| Error::io("fdatasync", &path, e))?;
-    // A closed store's last segment was cut to its data: preallocate again, at most
-    // OPEN_PREALLOC bytes (an open of a store in a large segment writes no more zeros).
-    let want = layout.prealloc(last).min(len.saturating_add(OPEN_PREALLOC));
-    if len < want
-        && let Err(e) = prealloc::zero_fill(&file, len, want, &path)
-    {
-        // Preallocation only speeds appends up: on a full disk the store still opens (reads
-        // need no space; each write then fails on its own). Whatever part of the zeros
-        // landed is cut off again, so an open leaves the file as it found it.
-        io::set_len(&file, len, &path).map_err(|e| Error::io("set_len", &path, e))?;
-        if !is_no_space(&e) {
-            return Err(e.into());
-        }
-        tracing::warn!(segment = last, error = %e, "no space to preallocate the log; appends will extend it");
-        warnings.push(format!(
-            "log segment {last}: no space on the disk to preallocate {} bytes ({e}); the store is readable, \
-             writes fail until space is freed",
-            want - len
-        ));
-    }
-
-    Ok(Recovered { file, segment: last, end, next_txid, last_batch, warnings })
+    // A closed store's last segment was cut to its data: the writer preallocates it again
+    // before its first write, at most OPEN_PREALLOC bytes (an open of a store in a large
+    // segment writes no more zeros; a read-only use of the store writes none).
+    let prealloc_to = layout.prealloc(last).min(len.saturating_add(OPEN_PREALLOC));
+    Ok(Recovered { file, segment: last, end, next_txid, last_batch, warnings, prealloc_to })
 }
 
 /// The checks of a whole log that need no index: segment files numbered without a gap and

@@ -41,6 +41,9 @@ struct WriterState {
     offset: u64,
     next_txid: u64,
     poisoned: Option<String>,
+    /// The size to preallocate the active segment to before the next write (0: none; see
+    /// `Recovered::prealloc_to`).
+    prealloc_to: u64,
 }
 
 #[derive(Debug)]
@@ -60,8 +63,16 @@ pub(crate) struct WriterConfig {
 
 impl LogWriter {
     /// Starts writing at `end` of segment `segment` (already open, header present).
-    /// Everything before `end` is taken as durable (recovery synced it).
-    pub(crate) fn new(cfg: WriterConfig, segment: u64, file: File, end: u64, next_txid: u64) -> Self {
+    /// Everything before `end` is taken as durable (recovery synced it). Before its first
+    /// write the segment is preallocated to `prealloc_to` bytes (0: not).
+    pub(crate) fn new(
+        cfg: WriterConfig,
+        segment: u64,
+        file: File,
+        end: u64,
+        next_txid: u64,
+        prealloc_to: u64,
+    ) -> Self {
         let WriterConfig { dir, layout, durability } = cfg;
         let file = Arc::new(file);
         LogWriter {
@@ -74,6 +85,7 @@ impl LogWriter {
                 offset: end,
                 next_txid,
                 poisoned: None,
+                prealloc_to,
             }),
             sync: Mutex::new(SyncState {
                 synced: Position::new(segment, end),
@@ -108,6 +120,9 @@ impl LogWriter {
         {
             self.roll_over(&mut st)?;
         }
+        if st.prealloc_to > 0 {
+            self.preallocate(&mut st);
+        }
         let txid = st.next_txid;
         let bytes = frame.seal(txid);
         let start = Position::new(st.segment, st.offset);
@@ -140,6 +155,29 @@ impl LogWriter {
             }
         }
         Ok(end)
+    }
+
+    /// Writes the zeros an open left for the first write (see `Recovered::prealloc_to`).
+    /// Preallocation only speeds appends up: on a full disk (or any failure) whatever part
+    /// of the zeros landed is cut off again and the write goes on, extending the file.
+    fn preallocate(&self, st: &mut WriterState) {
+        let (want, path) = (std::mem::take(&mut st.prealloc_to), segment_path(&self.dir, st.segment));
+        let len = match st.file.metadata() {
+            Ok(m) => m.len(),
+            Err(e) => {
+                tracing::warn!(segment = st.segment, error = %e, "stat before preallocating failed; appends extend the log");
+                return;
+            }
+        };
+        if len >= want {
+            return;
+        }
+        if let Err(e) = prealloc::zero_fill(&st.file, len, want, &path) {
+            tracing::warn!(segment = st.segment, error = %e, "preallocating the log failed; appends extend it");
+            if let Err(e) = io::set_len(&st.file, len, &path) {
+                tracing::warn!(segment = st.segment, error = %e, "cutting a partial preallocation failed");
+            }
+        }
     }
 
     /// Seals the active segment (durably) and opens the next one.

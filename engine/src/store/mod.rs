@@ -70,7 +70,7 @@ impl Kernel {
         lock::refuse_odd_entries(&dir)?;
         let logd = log_dir(&dir);
         crate::log::recovery::precheck(&logd)?;
-        let (index, applied) = match Index::open(&dir, opts.index_cache_bytes) {
+        let (index, applied) = match Index::open(&dir, opts.index_cache_bytes, opts.verify_index_on_open) {
             // Opening the index had to write (redb repairing an interrupted commit) and the
             // disk is full: read the log alone.
             Err(e) if crate::log::recovery::is_no_space(&e) => {
@@ -122,7 +122,8 @@ impl Kernel {
         index.mem.write().set_applied(now);
         let cfg = WriterConfig { dir: logd.clone(), layout: layout(&opts), durability: opts.durability };
         let open_warnings = rec.warnings;
-        let log = Arc::new(LogWriter::new(cfg, rec.segment, rec.file, rec.end, now.next_txid));
+        let log =
+            Arc::new(LogWriter::new(cfg, rec.segment, rec.file, rec.end, now.next_txid, rec.prealloc_to));
         let index = Arc::new(index);
         let (tx, rx) = channel();
         let handle = {

@@ -650,6 +650,7 @@ fn open_log_only(
         first,
         applied.position.offset,
         applied.next_txid,
+        0,
     ));
     log.follow(applied.position.segment, tail_file, applied.position.offset, applied.next_txid);
     for w in &warnings {
