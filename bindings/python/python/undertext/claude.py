@@ -104,6 +104,13 @@ def _role_of(entry: Any) -> str:
     return t if t in ("user", "assistant") else "system"
 
 
+def _entry_of(seq: int, entry: Any) -> Any:
+    """A decoded entry; a message without text (one this store did not write) is not JSON."""
+    if entry is None:
+        raise json.JSONDecodeError(f"message {seq} of the transcript's chat has no text", "", 0)
+    return entry
+
+
 class _Transcript:
     """What this process knows of one key's chat."""
 
@@ -214,7 +221,10 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             return t
 
     def _entries(self, t: _Transcript) -> list[Any]:
-        return [json.loads(m.text) for m in self.store.chat(self.owner, t.chat_id).messages()]
+        """Every entry of the transcript, in append order: each message's JSON decoded in
+        native code (``Snapshot.texts``), without ``Message`` objects."""
+        rows = self.store.chat(self.owner, t.chat_id).snapshot().texts(json=True)
+        return [_entry_of(seq, entry) for seq, entry in rows]
 
     def append_sync(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """``append`` without the event loop: one engine transaction (one log sync) for the
@@ -229,8 +239,8 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             uuids = t.uuids
             if uuids is None:
                 uuids = set()
-                for m in chat.messages():
-                    u = json.loads(m.text).get("uuid")
+                for e in self._entries(t):
+                    u = e.get("uuid") if isinstance(e, dict) else None
                     if isinstance(u, str):
                         uuids.add(u)
             added = set()
