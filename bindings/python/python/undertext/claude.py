@@ -59,7 +59,7 @@ import undertext
 
 from ._holder import PathLike, StoreHolder, temporary_store
 from ._json_text import json_text
-from ._native import import_transcript_bytes
+from ._native import import_transcript_bytes, json_loads
 from ._per_owner import shared
 
 _T = TypeVar("_T")
@@ -104,11 +104,11 @@ def _role_of(entry: Any) -> str:
     return t if t in ("user", "assistant") else "system"
 
 
-def _entry_of(seq: int, entry: Any) -> Any:
-    """A decoded entry; a message without text (one this store did not write) is not JSON."""
-    if entry is None:
+def _text_of(seq: int, text: Optional[str]) -> str:
+    """An entry's JSON text; a message without text (one this store did not write) is not JSON."""
+    if text is None:
         raise json.JSONDecodeError(f"message {seq} of the transcript's chat has no text", "", 0)
-    return entry
+    return text
 
 
 class _Transcript:
@@ -221,10 +221,11 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             return t
 
     def _entries(self, t: _Transcript) -> list[Any]:
-        """Every entry of the transcript, in append order: each message's JSON decoded in
-        native code (``Snapshot.texts``), without ``Message`` objects."""
-        rows = self.store.chat(self.owner, t.chat_id).snapshot().texts(json=True)
-        return [_entry_of(seq, entry) for seq, entry in rows]
+        """Every entry of the transcript, in append order: the messages' texts read without
+        ``Message`` objects (``Snapshot.texts``), their JSON decoded in native code."""
+        rows = self.store.chat(self.owner, t.chat_id).snapshot().texts()
+        texts = [_text_of(seq, text) for seq, text in rows]
+        return json_loads(texts)
 
     def append_sync(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """``append`` without the event loop: one engine transaction (one log sync) for the
