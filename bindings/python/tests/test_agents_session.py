@@ -223,6 +223,21 @@ async def test_kept_texts_follow_every_change_of_the_history(store: Any) -> None
     assert await session.get_items() == [item(1)]
 
 
+async def test_a_history_over_the_kept_size_is_read_from_the_store_each_time(store: Any, monkeypatch: Any) -> None:
+    import undertext._kept_texts as kept_texts
+
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(20)])
+    monkeypatch.setattr(kept_texts, "MAX_CHARS", sum(len(json.dumps(item(i), separators=(",", ":"))) for i in range(20)))
+    assert await session.get_items() == [item(i) for i in range(20)]
+    assert session._kept is not None  # at the limit: kept
+    await session.add_items([item(20)])
+    assert await session.get_items(2) == [item(19), item(20)]  # over it: read, not kept
+    assert session._kept is None
+    assert await session.get_items(3) == [item(18), item(19), item(20)]
+    assert await session.get_items() == [item(i) for i in range(21)]
+
+
 async def test_a_caller_changing_the_items_it_got_does_not_change_the_next_read(store: Any) -> None:
     session = UndertextSession("s", store)
     await session.add_items([{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}])

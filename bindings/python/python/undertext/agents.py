@@ -250,12 +250,10 @@ class UndertextSession(StoreHolder):
         kept = self._kept.follow(snap) if self._kept is not None else None
         if kept is None and n is None:
             kept = KeptTexts.read(snap)  # None for a history with markers of an older version
-        if kept is not None and kept.worth_keeping():
-            self._kept = kept
+        if kept is not None:
+            self._kept = kept if kept.worth_keeping() else None
             return json_loads(kept.texts if n is None else kept.texts[-n:])
         self._kept = None
-        if kept is not None:
-            return json_loads(kept.texts)
         rows, _floor = _newest(snap, n, parse=True)  # decoded in native code
         return [item for _seq, item in reversed(rows)]
 
