@@ -2,8 +2,9 @@
 //!
 //! The adapters keep each item (an Agents SDK item, a Claude Code transcript entry) as one
 //! message whose text is the item's JSON; reading them back is `json.loads` of each text.
-//! [`loads`] decodes the engine's `&str` straight into Python objects, without first making
-//! a Python `str` of the whole text. It decodes itself only what it can decode exactly as
+//! [`Loader::loads`] (and `_native.json_loads`, [`json_loads`]) decodes the engine's `&str`
+//! straight into Python objects, without first making a Python `str` of the whole text. It
+//! decodes itself only what it can decode exactly as
 //! `json.loads` does: objects, arrays, strings (every escape, surrogate pairs), `true`,
 //! `false`, `null`, integers within `i64` and floats (Rust's `f64` parsing rounds correctly,
 //! as Python's `float` does). Anything else — invalid JSON, `NaN` or `Infinity`, an integer
