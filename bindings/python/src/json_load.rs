@@ -4,10 +4,9 @@
 //! message whose text is the item's JSON; reading them back is `json.loads` of each text.
 //! [`Loader::loads`] (and `_native.json_loads`, [`json_loads`]) decodes the engine's `&str`
 //! straight into Python objects, without first making a Python `str` of the whole text. It
-//! decodes itself only what it can decode exactly as
-//! `json.loads` does: objects, arrays, strings (every escape, surrogate pairs), `true`,
-//! `false`, `null`, integers within `i64` and floats (Rust's `f64` parsing rounds correctly,
-//! as Python's `float` does). Anything else — invalid JSON, `NaN` or `Infinity`, an integer
+//! decodes itself only what it can decode exactly as `json.loads` does: objects, arrays,
+//! strings (every escape, surrogate pairs), `true`, `false`, `null`, integers within `i64` and
+//! floats (Rust's `f64` parsing rounds correctly, as Python's `float` does). Anything else — invalid JSON, `NaN` or `Infinity`, an integer
 //! outside `i64`, a lone surrogate escape, a raw control character in a string, nesting
 //! deeper than [`MAX_DEPTH`] — goes to Python's `json.loads`, which gives the value or raises
 //! its `JSONDecodeError`: a text refused here costs time, never a different answer.
