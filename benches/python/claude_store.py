@@ -5,9 +5,11 @@ Entries are the real lines of the largest shared Claude Code transcript (the fir
 one ``append`` at a time as the SDK mirrors a live session. Each round writes a fresh store of
 each kind, the kinds one after the other (so a load change hits both alike); then ``load``
 of the whole transcript from a fresh open. Medians of the rounds; the ratio is Undertext over
-the baseline (below 1: Undertext is faster).
+the baseline (below 1: Undertext is faster). ``--loads N`` then times N more loads of each
+kind on one written store, the kinds alternating, each from a fresh open: one load per round
+swings with the machine, these are N samples taken side by side.
 
-Usage: python benches/python/claude_store.py [--entries 1000] [--rounds 5]
+Usage: python benches/python/claude_store.py [--entries 1000] [--rounds 5] [--loads 0]
 """
 
 from __future__ import annotations
@@ -79,10 +81,30 @@ async def round_of(kind: str, root: Path, es: list[dict[str, Any]]) -> tuple[flo
     return append_ms, load_ms
 
 
+async def loads_of(root: Path, es: list[dict[str, Any]], n: int) -> dict[str, list[float]]:
+    """``n`` loads of each kind, alternating (the first kind changes every time), each from
+    a fresh open of the store written once (the JSONL file is read anew each time)."""
+    for kind in ("undertext", "jsonl+fdatasync"):
+        await round_of(kind, root, es)
+    got: dict[str, list[float]] = {"undertext": [], "jsonl+fdatasync": []}
+    kinds = list(got)
+    for i in range(n):
+        for kind in kinds if i % 2 == 0 else kinds[::-1]:
+            store: Any = UndertextSessionStore.open(root / kind) if kind == "undertext" else Jsonl(root / kind)
+            t0 = time.perf_counter()
+            loaded = await store.load(KEY)
+            got[kind].append((time.perf_counter() - t0) * 1000)
+            assert loaded is not None and len(loaded) == len(es)
+            if kind == "undertext":
+                store.close()
+    return got
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--entries", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--loads", type=int, default=0, help="also N loads of each kind, alternating, from fresh opens")
     a = ap.parse_args()
     es = entries(a.entries)
     rows: dict[str, list[tuple[float, float]]] = {"undertext": [], "jsonl+fdatasync": []}
@@ -90,6 +112,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as d:
             for kind in rows:
                 rows[kind].append(asyncio.run(round_of(kind, Path(d), es)))
+    if a.loads:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as d:
+            loads = asyncio.run(loads_of(Path(d), es, a.loads))
     med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in rows.items()}
     print(f"{len(es)} real Claude Code entries, one append each; medians of {a.rounds} rounds")
     print(f"{'store':<18} {'append ms':>10} {'load ms':>9}")
@@ -97,6 +122,9 @@ def main() -> None:
         print(f"{k:<18} {ap_ms:>10.3f} {ld_ms:>9.1f}")
     u, j = med["undertext"], med["jsonl+fdatasync"]
     print(f"ratio (undertext / baseline): append {u[0] / j[0]:.2f}x, load {u[1] / j[1]:.2f}x")
+    if a.loads:
+        lu, lj = (statistics.median(loads[k]) for k in ("undertext", "jsonl+fdatasync"))
+        print(f"load alone, {a.loads} of each alternating from fresh opens: undertext {lu:.1f} ms, jsonl {lj:.1f} ms, {lu / lj:.2f}x")
 
 
 if __name__ == "__main__":

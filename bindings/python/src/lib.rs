@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod held;
 mod import;
+mod json_load;
 mod langchain_decode;
 mod snapshot;
 mod store;
@@ -45,6 +46,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(langchain_decode::decode_lc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(langchain_decode::fresh_items, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
+    m.add_function(wrap_pyfunction!(json_load::json_loads, m)?)?;
     m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

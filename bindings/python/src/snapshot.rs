@@ -4,13 +4,17 @@ use std::collections::VecDeque;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use undertext::{Message, Snapshot};
+use undertext::{Message, Part, Snapshot};
 
 use crate::errors::{invalid, run};
+use crate::json_load::Loader;
 use crate::types::{PyChatMeta, PyMessage, PyPin};
 
 /// Messages read from the engine per batch while iterating.
 const BATCH: u64 = 64;
+
+/// Messages read from the engine per batch by [`PySnapshot::texts`].
+const TEXTS_BATCH: u64 = 256;
 
 /// An immutable state of a chat: it never changes, whatever is written later. Taking one
 /// costs a few atomic operations.
@@ -112,6 +116,60 @@ impl PySnapshot {
         PyMessageIter::new(py, self.snap.clone(), 0, None, false, false)
     }
 
+    /// The messages of `start..end` that are not hidden, newest first with `reverse=True`, at
+    /// most `limit` of them, as `(seq, value)` pairs: the value is the message's text (its
+    /// text parts, concatenated; `Message.text`), or with `json=True` the value
+    /// `json.loads` gives for that text (its `JSONDecodeError` when it is not JSON); `None`
+    /// for a message without a text part (a summary, tool calls). Reads only the messages it
+    /// returns (and the hidden ones among them), and makes no `Message` objects: what an
+    /// adapter keeping one item per message reads its items with.
+    #[pyo3(signature = (start=0, end=None, *, reverse=false, limit=None, json=false))]
+    fn texts<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        end: Option<u64>,
+        reverse: bool,
+        limit: Option<usize>,
+        json: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let len = self.snap.len();
+        let end = end.unwrap_or(len).min(len);
+        if start > end {
+            return Err(invalid(py, format!("range: expected start <= end, found {start}..{end}")));
+        }
+        let out = PyList::empty(py);
+        let mut loader = Loader::new(py);
+        let (mut lo, mut hi) = (start, end);
+        while lo < hi && limit.is_none_or(|l| out.len() < l) {
+            // Live messages are most of a chat: ask for what is still wanted.
+            let want = limit.map_or(TEXTS_BATCH, |l| ((l - out.len()) as u64).min(TEXTS_BATCH));
+            let r = if reverse { hi.saturating_sub(want).max(lo)..hi } else { lo..(lo + want).min(hi) };
+            let snap = self.snap.clone();
+            let rr = r.clone();
+            let ms = run(py, move || snap.range(rr))?;
+            if reverse {
+                hi = r.start;
+            } else {
+                lo = r.end;
+            }
+            let ms: Box<dyn Iterator<Item = &Message>> =
+                if reverse { Box::new(ms.iter().rev()) } else { Box::new(ms.iter()) };
+            for m in ms {
+                if limit.is_some_and(|l| out.len() >= l) {
+                    break;
+                }
+                let value = match text_of(m) {
+                    None => py.None().into_bound(py),
+                    Some(t) if json => loader.loads(&t)?,
+                    Some(t) => pyo3::types::PyString::new(py, &t).into_any(),
+                };
+                out.append((m.seq, value))?;
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether message `seq` is hidden (`Chat.hide`). `IndexError` past the length.
     fn is_hidden(&self, seq: u64) -> PyResult<bool> {
         if seq >= self.snap.len() {
@@ -136,6 +194,23 @@ impl PySnapshot {
             self.snap.revision(),
             self.snap.len()
         )
+    }
+}
+
+/// A message's text parts, concatenated; `None` when it has none.
+fn text_of(m: &Message) -> Option<std::borrow::Cow<'_, str>> {
+    let mut texts = m.parts.iter().filter_map(|p| match p {
+        Part::Text(t) => Some(t.as_str()),
+        _ => None,
+    });
+    let first = texts.next()?;
+    match texts.next() {
+        None => Some(std::borrow::Cow::Borrowed(first)),
+        Some(second) => {
+            let mut s = format!("{first}{second}");
+            s.extend(texts);
+            Some(std::borrow::Cow::Owned(s))
+        }
     }
 }
 

@@ -142,16 +142,22 @@ async def test_get_items_with_a_limit_reads_only_the_newest_messages(store: Any)
     real = chat.snapshot
 
     class CountingSnapshot:
+        """Records the seq of every message the session reads."""
+
         def __init__(self, snap: Any) -> None:
             self.snap = snap
 
         def __len__(self) -> int:
             return len(self.snap)
 
-        def iter(self, start: int, end: int, *, reverse: bool = False) -> Any:
-            for m in self.snap.iter(start, end, reverse=reverse):
-                calls.append(m.seq)
-                yield m
+        @property
+        def revision(self) -> int:
+            return int(self.snap.revision)
+
+        def texts(self, *args: Any, **kwargs: Any) -> Any:
+            rows = self.snap.texts(*args, **kwargs)
+            calls.extend(seq for seq, _v in rows)
+            return rows
 
     class Wrapped:
         def refresh(self) -> None:
@@ -163,6 +169,100 @@ async def test_get_items_with_a_limit_reads_only_the_newest_messages(store: Any)
     session._chat = Wrapped()
     assert await session.get_items(3) == [item(1997), item(1998), item(1999)]
     assert calls == [1999, 1998, 1997]
+    # A full read keeps the texts: the next reads take them and read only what was appended.
+    calls.clear()
+    assert len(await session.get_items()) == 2000
+    assert len(calls) == 2000
+    session._chat = chat
+    await session.add_items([item(2000), item(2001)])
+    session._chat = Wrapped()
+    calls.clear()
+    assert await session.get_items(3) == [item(1999), item(2000), item(2001)]
+    assert calls == [2000, 2001]
+    calls.clear()
+    assert len(await session.get_items()) == 2002
+    assert calls == []
+
+
+async def test_get_items_with_a_limit_is_the_tail_of_get_items_whatever_was_hidden(store: Any) -> None:
+    session = UndertextSession("s", store)
+    other = UndertextSession("s", store)  # another object on the same chat: no kept texts
+    rng = random.Random(7)
+    for step in range(60):
+        op = rng.random()
+        if op < 0.6:
+            await session.add_items([item(step * 10 + j, rng.choice(["user", "assistant"])) for j in range(rng.randint(1, 4))])
+        elif op < 0.8:
+            await session.pop_item()
+        elif op < 0.9:
+            snap = await session._get_compaction_snapshot(3)
+            if snap is not None and snap.items:
+                await snap.replace_suffix(len(snap.items) - 1, [item(-step)])
+        else:
+            await other.add_items([item(10_000 + step)])
+        everything = await session.get_items()
+        assert everything == await other.get_items()
+        for limit in (1, 2, 5, 50):
+            assert await session.get_items(limit) == everything[-limit:]
+            assert await other.get_items(limit) == everything[-limit:]
+
+
+async def test_kept_texts_follow_every_change_of_the_history(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(5)])
+    assert await session.get_items() == [item(i) for i in range(5)]  # kept from here
+    await UndertextSession("s", store).add_items([item(5)])  # an append by another object
+    assert await session.get_items() == [item(i) for i in range(6)]
+    assert await session.pop_item() == item(5)
+    assert await session.get_items() == [item(i) for i in range(5)]
+    session.replace_all_sync([item(9)])
+    assert await session.get_items() == [item(9)]
+    await session.clear_session()
+    assert await session.get_items() == []
+    await session.add_items([item(1)])
+    assert await session.get_items() == [item(1)]
+
+
+async def test_a_history_over_the_kept_size_is_read_from_the_store_each_time(store: Any, monkeypatch: Any) -> None:
+    import undertext._kept_texts as kept_texts
+
+    session = UndertextSession("s", store)
+    await session.add_items([item(i) for i in range(20)])
+    monkeypatch.setattr(kept_texts, "MAX_CHARS", sum(len(json.dumps(item(i), separators=(",", ":"))) for i in range(20)))
+    assert await session.get_items() == [item(i) for i in range(20)]
+    assert session._kept is not None  # at the limit: kept
+    await session.add_items([item(20)])
+    assert await session.get_items(2) == [item(19), item(20)]  # over it: read, not kept
+    assert session._kept is None
+    assert await session.get_items(3) == [item(18), item(19), item(20)]
+    assert await session.get_items() == [item(i) for i in range(21)]
+
+
+async def test_a_caller_changing_the_items_it_got_does_not_change_the_next_read(store: Any) -> None:
+    session = UndertextSession("s", store)
+    await session.add_items([{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}])
+    got = await session.get_items()
+    got[0]["content"][0]["text"] = "changed"
+    got.append({"role": "user", "content": "extra"})
+    assert await session.get_items() == [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]}]
+
+
+async def test_items_read_back_equal_what_json_gives_for_every_kind_of_value(store: Any) -> None:
+    values = [
+        {"n": [0, -1, 2**63 - 1, -(2**63), 2**64, -(2**70), 10**30]},
+        {"f": [0.1, -0.0, 1e300, 2.2250738585072011e-308, 1.5, 3.0]},
+        {"nan": float("nan"), "inf": [float("inf"), float("-inf")]},
+        {"s": "é✓😀 \\u escapes \n \" \\ / \t \b \f \r \u0000 \ud800 lone", "": None, "t": True, "F": False},
+        {"nested": [[[[{"a": [{}]}]]]], "dup": "x"},
+        "a bare string",
+        [1, "two", None],
+    ]
+    session = UndertextSession("s", store)
+    await session.add_items(values)  # type: ignore[arg-type]
+    want = [json.loads(json.dumps(v)) for v in values]
+    for got in (await session.get_items(), await session.get_items(), await session.get_items(len(values))):
+        assert json.dumps(got, sort_keys=True) == json.dumps(want, sort_keys=True)
+        assert [type(x) for x in got] == [type(x) for x in want]
 
 
 async def test_sessions_with_the_same_id_share_history_and_other_ids_do_not(store: Any) -> None:

@@ -55,6 +55,10 @@ def import_transcript_bytes(
     files; ``key``/``parent_key`` replace the session's keys. The report's ``chats`` maps
     each session key to its chat id."""
 
+def json_loads(texts: List[str]) -> List[Any]:
+    """``[json.loads(t) for t in texts]``, decoded in native code (the same values; a text
+    it does not decode itself goes to ``json.loads``, errors included)."""
+
 def _decode_lc_messages(
     datas: Sequence[bytes],
     table: Sequence[Tuple[str, str, type, Sequence[str], str]],
@@ -323,6 +327,19 @@ class Snapshot:
         self, start: int = 0, end: Optional[int] = None, *, reverse: bool = False, hidden: bool = False
     ) -> "MessageIterator": ...
     def __iter__(self) -> "MessageIterator": ...
+    def texts(
+        self,
+        start: int = 0,
+        end: Optional[int] = None,
+        *,
+        reverse: bool = False,
+        limit: Optional[int] = None,
+        json: bool = False,
+    ) -> List[Tuple[int, Any]]:
+        """The live messages of ``start..end`` (newest first with ``reverse=True``), at most
+        ``limit``, as ``(seq, value)``: the message's text, or with ``json=True`` the value
+        ``json.loads`` gives for it; ``None`` for a message without a text part. Reads only
+        the messages it returns and makes no ``Message`` objects."""
     def is_hidden(self, seq: int) -> bool: ...
     @property
     def hidden(self) -> List[Tuple[int, int]]:

@@ -18,7 +18,11 @@ one message whose text is the item's JSON. Every mutation is one engine transact
   history or the new one, nothing in between).
 
 Reads walk the chat's live messages backwards from the newest (the engine skips hidden
-ones), so ``get_items(limit)`` reads about ``limit`` messages however long the history is.
+ones) with ``Snapshot.texts``, so ``get_items(limit)`` reads the ``limit`` newest messages and
+no other, however long the history is; their JSON is decoded in native code into the values
+``json.loads`` gives. The texts of the last ``get_items()`` of the whole history are kept
+(``_kept_texts``, up to ``MAX_CHARS``): while the chat only grows, the next read takes them
+and reads only the messages appended since.
 
 Stores written before the engine could hide messages hold *markers*: a system message with
 one ``summary`` part holding ``{"cut": C, "floor": F}``: every record from seq ``C`` up to
@@ -31,12 +35,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from typing import Any, Callable, Optional
 
 import undertext
 
 from ._holder import PathLike, StoreHolder, temporary_store
+from ._kept_texts import KeptTexts
+from ._native import json_loads
 from ._per_owner import shared
 from ._session_chats import SessionChats, lock_for
 
@@ -97,29 +103,29 @@ def _marker_of(m: Any) -> Optional[dict[str, Any]]:
     return None
 
 
-class _Walk:
-    """Live items of a snapshot, newest first: the engine skips hidden messages, and the
-    walk jumps over what older markers killed. ``floor`` is the largest floor of the markers
-    passed so far."""
-
-    def __init__(self, snap: Any) -> None:
-        self.snap = snap
-        self.floor = 0
-
-    def __iter__(self) -> Iterator[tuple[int, str]]:
-        end = len(self.snap)
-        while end > self.floor:
-            jumped = False
-            for m in self.snap.iter(self.floor, end, reverse=True):
+def _newest(snap: Any, limit: Optional[int], parse: bool) -> tuple[list[tuple[int, Any]], int]:
+    """The newest ``limit`` live items of a snapshot (all when None), newest first, as
+    ``(seq, value)``: the item's JSON text, or with ``parse`` the item. The engine skips hidden
+    messages and reads only the messages returned (``Snapshot.texts``); the walk jumps over what
+    older markers killed. Also returns the largest floor of the markers passed."""
+    out: list[tuple[int, Any]] = []
+    floor = 0
+    end = len(snap)
+    while end > floor and (limit is None or len(out) < limit):
+        want = None if limit is None else limit - len(out)
+        for seq, value in snap.texts(floor, end, reverse=True, limit=want, json=parse):
+            if value is None:  # no text part: a marker of an older version
+                m = snap.get(seq)
                 mark = _marker_of(m)
                 if mark is not None:
-                    self.floor = max(self.floor, int(mark["floor"]))
-                    end = min(m.seq, int(mark["cut"]))
-                    jumped = True
+                    floor = max(floor, int(mark["floor"]))
+                    end = min(seq, int(mark["cut"]))
                     break
-                yield m.seq, m.text
-            if not jumped:
-                return
+                value = json.loads(m.text) if parse else m.text
+            out.append((seq, value))
+        else:
+            break
+    return out, floor
 
 
 class UndertextSession(StoreHolder):
@@ -165,6 +171,8 @@ class UndertextSession(StoreHolder):
         self.owner = owner
         self._chat = shared(_Sessions, self.store, owner).chat(session_id)
         self._lock = lock_for(self.store, self._chat.id)
+        # The texts of the last full read, for the reads that follow (``_kept_texts``).
+        self._kept: Optional[KeptTexts] = None
 
     @classmethod
     def open(
@@ -220,18 +228,15 @@ class UndertextSession(StoreHolder):
         self._chat.refresh()
         return self._chat.snapshot()
 
-    def _live(self, limit: Optional[int]) -> tuple[Any, _Walk, list[tuple[int, str]]]:
-        """Newest ``limit`` live items (all when None), oldest first, with their seqs."""
+    def _live(self, limit: Optional[int]) -> tuple[Any, int, list[tuple[int, str]]]:
+        """Newest ``limit`` live items (all when None) as JSON texts, oldest first, with their
+        seqs; with the snapshot read and the largest floor of the markers passed."""
         snap = self._fresh()
-        walk = _Walk(snap)
-        out: list[tuple[int, str]] = []
-        if limit is None or limit > 0:
-            for seq, text in walk:
-                out.append((seq, text))
-                if limit is not None and len(out) >= limit:
-                    break
+        if limit is not None and limit <= 0:
+            return snap, 0, []
+        out, floor = _newest(snap, limit, parse=False)
         out.reverse()
-        return snap, walk, out
+        return snap, floor, out
 
     def get_items_sync(self, limit: Optional[int] = None) -> list[Any]:
         """``get_items`` without the event loop."""
@@ -239,8 +244,18 @@ class UndertextSession(StoreHolder):
         n = resolve_session_limit(limit, self.session_settings)
         if n is not None and n < 0:
             n = None  # like SQLiteSession: a negative limit is no limit
-        _snap, _walk, rows = self._live(n)
-        return [json.loads(text) for _seq, text in rows]
+        if n == 0:
+            return []
+        snap = self._fresh()
+        kept = self._kept.follow(snap) if self._kept is not None else None
+        if kept is None and n is None:
+            kept = KeptTexts.read(snap)  # None for a history with markers of an older version
+        if kept is not None:
+            self._kept = kept if kept.worth_keeping() else None
+            return json_loads(kept.texts if n is None else kept.texts[-n:])
+        self._kept = None
+        rows, _floor = _newest(snap, n, parse=True)  # decoded in native code
+        return [item for _seq, item in reversed(rows)]
 
     def add_items_sync(self, items: list[Any]) -> None:
         """``add_items`` without the event loop: one transaction."""
@@ -257,8 +272,7 @@ class UndertextSession(StoreHolder):
         self._check_open()
         with self._lock:
             snap = self._fresh()
-            walk = _Walk(snap)
-            for seq, text in walk:
+            for seq, text in _newest(snap, 1, parse=False)[0]:
                 self._chat.erase([(seq, seq + 1)], expected_revision=snap.revision)
                 return json.loads(text)
             return None
@@ -324,7 +338,7 @@ class UndertextSession(StoreHolder):
             return None
 
         def read() -> tuple[list[tuple[int, str]], bool]:
-            _snap, walk, rows = self._live(limit + 1 if limit > 0 else 0)
+            _snap, _floor, rows = self._live(limit + 1 if limit > 0 else 0)
             complete = len(rows) <= limit
             return rows[-limit:] if limit > 0 else [], complete
 
@@ -346,13 +360,12 @@ class UndertextSession(StoreHolder):
         prune_prefix: Optional[Callable[[Any], bool]],
     ) -> bool:
         with self._lock:
-            snap, walk, current = self._live(len(expected))
+            snap, floor, current = self._live(len(expected))
             if current != expected:
                 return False
             cut = expected[0][0]
             # Markers of older versions from the cut on are hidden with the suffix: the floor
-            # they carried is kept by hiding the prefix below it.
-            floor = walk.floor
+            # they carried (``floor``) is kept by hiding the prefix below it.
             if prune_prefix is not None:
                 # The oldest items, while the predicate holds, go below a new floor.
                 _s, _w, everything = self._live(None)

@@ -59,7 +59,7 @@ import undertext
 
 from ._holder import PathLike, StoreHolder, temporary_store
 from ._json_text import json_text
-from ._native import import_transcript_bytes
+from ._native import import_transcript_bytes, json_loads
 from ._per_owner import shared
 
 _T = TypeVar("_T")
@@ -102,6 +102,13 @@ def _key_of(key: Any) -> _Key:
 def _role_of(entry: Any) -> str:
     t = entry.get("type") if isinstance(entry, dict) else None
     return t if t in ("user", "assistant") else "system"
+
+
+def _text_of(seq: int, text: Optional[str]) -> str:
+    """An entry's JSON text; a message without text (one this store did not write) is not JSON."""
+    if text is None:
+        raise json.JSONDecodeError(f"message {seq} of the transcript's chat has no text", "", 0)
+    return text
 
 
 class _Transcript:
@@ -214,7 +221,11 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             return t
 
     def _entries(self, t: _Transcript) -> list[Any]:
-        return [json.loads(m.text) for m in self.store.chat(self.owner, t.chat_id).messages()]
+        """Every entry of the transcript, in append order: the messages' texts read without
+        ``Message`` objects (``Snapshot.texts``), their JSON decoded in native code."""
+        rows = self.store.chat(self.owner, t.chat_id).snapshot().texts()
+        texts = [_text_of(seq, text) for seq, text in rows]
+        return json_loads(texts)
 
     def append_sync(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """``append`` without the event loop: one engine transaction (one log sync) for the
@@ -229,8 +240,8 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             uuids = t.uuids
             if uuids is None:
                 uuids = set()
-                for m in chat.messages():
-                    u = json.loads(m.text).get("uuid")
+                for e in self._entries(t):
+                    u = e.get("uuid") if isinstance(e, dict) else None
                     if isinstance(u, str):
                         uuids.add(u)
             added = set()
