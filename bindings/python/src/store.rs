@@ -182,7 +182,7 @@ impl PyStore {
     /// defaults live in one place.
     #[pyo3(signature = (path, *, durability=None, create_if_missing=None, archive_threshold=None,
         preview_chars=None, segment_size=None, preallocate=None, chat_cache_capacity=None,
-        compression=None, guard_preview_chars=None, inline_body_max=None))]
+        compression=None, guard_preview_chars=None, inline_body_max=None, verify_index_on_open=None))]
     #[expect(clippy::too_many_arguments, reason = "keyword-only options of a Python call")]
     fn open(
         _cls: &Bound<'_, PyType>,
@@ -198,6 +198,7 @@ impl PyStore {
         compression: Option<Text>,
         guard_preview_chars: Option<usize>,
         inline_body_max: Option<usize>,
+        verify_index_on_open: Option<bool>,
     ) -> PyResult<PyStore> {
         let mut opts = Options::default();
         if let Some(d) = durability {
@@ -229,6 +230,9 @@ impl PyStore {
         }
         if let Some(v) = inline_body_max {
             opts = opts.inline_body_max(v);
+        }
+        if let Some(v) = verify_index_on_open {
+            opts = opts.verify_index_on_open(v);
         }
         let store = run(py, move || Store::open(path, opts))?;
         Ok(PyStore::of(store))

@@ -90,11 +90,14 @@ class Store:
         compression: Optional[str] = None,
         guard_preview_chars: Optional[int] = None,
         inline_body_max: Optional[int] = None,
+        verify_index_on_open: Optional[bool] = None,
     ) -> "Store":
         """Opens (or creates) the store in `path`. An option left as None keeps the engine's
         default (durability "group", create_if_missing True, archive_threshold 8192,
         preview_chars 2000, segment_size 64 MiB, preallocate True, chat_cache_capacity 128,
-        compression "zstd", guard_preview_chars 400, inline_body_max 8192)."""
+        compression "zstd", guard_preview_chars 400, inline_body_max 8192,
+        verify_index_on_open True: every index page checked at open; False opens in time
+        independent of the index's size, and `check()` finds index damage instead)."""
         ...
     @classmethod
     def open_read_only(cls, path: Union[str, os.PathLike[str]]) -> "Store": ...
