@@ -49,6 +49,30 @@ impl Entries {
         self.vec.get(usize::try_from(seq).ok()?)
     }
 
+    /// The sum of the token estimates kept by the entries of `range` that are in memory, and
+    /// whether every entry of it is in memory with its estimate. Pages not loaded are
+    /// skipped whole (a checkpoint's range is most of the chat).
+    pub(crate) fn tokens_in_memory(&self, range: std::ops::Range<u64>) -> (u64, bool) {
+        let (mut sum, mut all) = (0u64, true);
+        let mut seq = range.start;
+        while seq < range.end {
+            let page_end = (seq - seq % PAGE as u64 + PAGE as u64).min(range.end);
+            if !self.vec.has_page(usize::try_from(seq).unwrap_or(usize::MAX)) {
+                all = false;
+                seq = page_end;
+                continue;
+            }
+            for s in seq..page_end {
+                match self.peek(s).and_then(|e| e.tokens.get()) {
+                    Some(t) => sum += t,
+                    None => all = false,
+                }
+            }
+            seq = page_end;
+        }
+        (sum, all)
+    }
+
     /// Sets the entry of `seq` (once: a second set is ignored, the first stays).
     pub(crate) fn set(&self, seq: u64, e: Entry) {
         if let Ok(i) = usize::try_from(seq) {

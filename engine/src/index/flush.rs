@@ -26,6 +26,7 @@ impl Index {
         apply_batches(&tx, batches)?;
         write_meta(&tx, applied)?;
         tx.commit().map_err(redb_err)?;
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
         if batches.iter().any(|b| revokes(&b.records)) {
             self.grants_changed();
         }
@@ -85,7 +86,9 @@ impl Index {
         }
         apply_entries(&tx, &entries.blobs, &entries.records)?;
         write_meta(&tx, applied)?;
-        tx.commit().map_err(redb_err)
+        tx.commit().map_err(redb_err)?;
+        self.changed.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 }
 

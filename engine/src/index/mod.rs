@@ -99,6 +99,9 @@ pub(crate) struct Index {
     aside: Mutex<aside_texts::AsideTexts>,
     /// The process that opened the store: a fork child's copy reads and writes nothing.
     opener: crate::io::Opener,
+    /// Set once this open committed anything to redb: a close after none (a process that
+    /// only read) does not count the index's free pages, which walks every page.
+    changed: std::sync::atomic::AtomicBool,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].

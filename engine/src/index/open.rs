@@ -136,6 +136,7 @@ impl Index {
             in_memory: false,
             aside: Default::default(),
             opener: crate::io::Opener::here(),
+            changed: Default::default(),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -181,6 +182,7 @@ impl Index {
             in_memory: true,
             aside: Default::default(),
             opener: crate::io::Opener::here(),
+            changed: Default::default(),
         })
     }
 

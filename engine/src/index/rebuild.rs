@@ -96,6 +96,10 @@ impl Index {
 
     fn compact_if_fragmented_unguarded(&self) -> Result<bool> {
         let _g = self.flush_lock.lock();
+        if !self.changed.load(std::sync::atomic::Ordering::Relaxed) {
+            // Nothing committed since open: the free pages are what the last close left.
+            return Ok(false);
+        }
         let file_len = std::fs::metadata(&self.path).map_err(|e| Error::io("stat", &self.path, e))?.len();
         if file_len > COMPACT_MAX_FILE {
             return Ok(false);

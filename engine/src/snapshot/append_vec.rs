@@ -60,6 +60,12 @@ impl<T> AppendVec<T> {
         page[i & (PAGE - 1)].set(value)
     }
 
+    /// Whether the page holding element `i` exists (some element of it was set).
+    pub fn has_page(&self, i: usize) -> bool {
+        let (k, slot) = locate(i >> PAGE_BITS);
+        self.chunks.get(k).and_then(|c| c.get()).and_then(|c| c.get(slot)).is_some_and(|p| p.get().is_some())
+    }
+
     /// Element `i`, if it was set.
     pub fn get(&self, i: usize) -> Option<&T> {
         let (k, slot) = locate(i >> PAGE_BITS);

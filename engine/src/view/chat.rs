@@ -142,24 +142,36 @@ impl ChatView<'_> {
                 whole.sort_unstable();
                 let mut ranges: Vec<std::ops::Range<u64>> = Vec::new();
                 let mut raw_summarized = 0u64;
-                // Tokens are counted lazily: a figure missing now may be there next time.
+                // Tokens are counted lazily: a figure missing now (or an entry not loaded)
+                // may be there next time.
                 let mut every_count = true;
+                let hidden = inner.hidden.merged();
                 for m in view.messages.iter().filter(|m| m.seqs.end > m.seqs.start + 1) {
-                    let mut w = whole.partition_point(|&s| s < m.seqs.start);
-                    for seq in m.seqs.clone() {
-                        while whole.get(w).is_some_and(|&s| s < seq) {
-                            w += 1;
+                    // The summarized seqs: the message's range less the whole and the hidden
+                    // seqs, as ranges (no walk over every seq: a checkpoint covers the chat).
+                    let mut cuts: Vec<std::ops::Range<u64>> = whole[whole
+                        .partition_point(|&s| s < m.seqs.start)
+                        ..whole.partition_point(|&s| s < m.seqs.end)]
+                        .iter()
+                        .map(|&s| s..s + 1)
+                        .chain(
+                            hidden.iter().filter(|h| h.start < m.seqs.end && h.end > m.seqs.start).cloned(),
+                        )
+                        .collect();
+                    cuts.sort_unstable_by_key(|r| r.start);
+                    let mut at = m.seqs.start;
+                    for cut in cuts.into_iter().chain(std::iter::once(m.seqs.end..m.seqs.end)) {
+                        let part = at..cut.start.min(m.seqs.end);
+                        if !part.is_empty() {
+                            match ranges.last_mut() {
+                                Some(r) if r.end == part.start => r.end = part.end,
+                                _ => ranges.push(part.clone()),
+                            }
+                            let (sum, all) = inner.entries.tokens_in_memory(part);
+                            raw_summarized += sum;
+                            every_count &= all;
                         }
-                        if whole.get(w) == Some(&seq) || inner.hidden.contains(seq) {
-                            continue;
-                        }
-                        let tokens = inner.entries.peek(seq).and_then(|e| e.tokens.get().copied());
-                        every_count &= tokens.is_some();
-                        raw_summarized += tokens.unwrap_or(0);
-                        match ranges.last_mut() {
-                            Some(r) if r.end == seq => r.end = seq + 1,
-                            _ => ranges.push(seq..seq + 1),
-                        }
+                        at = at.max(cut.end);
                     }
                 }
                 if every_count {
