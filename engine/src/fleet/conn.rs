@@ -58,6 +58,7 @@ params!(
     &[i16] => Type::INT2_ARRAY,
     Vec<i16> => Type::INT2_ARRAY,
     Vec<i32> => Type::INT4_ARRAY,
+    Vec<i64> => Type::INT8_ARRAY,
     Vec<Option<i64>> => Type::INT8_ARRAY,
     Vec<&[u8]> => Type::BYTEA_ARRAY,
     Vec<Vec<u8>> => Type::BYTEA_ARRAY,
