@@ -11,7 +11,7 @@ node's ~1.3 KB result). Then ROUNDS rounds, the savers one after the other withi
 ``get_tuple`` of another thread. Medians over rounds.
 
 Usage: python benches/python/fleet_cold.py --url postgres://postgres@127.0.0.1:PORT/postgres
-       [--threads 300] [--pairs 5] [--rounds 7] [--other DIR]
+       [--threads 300] [--pairs 5] [--rounds 7] [--other DIR] [--reuse]
 
 ``--other DIR`` adds a row for ``UndertextSaver`` with ``PYTHONPATH=DIR`` (another build of the
 ``undertext`` package, e.g. the one before a change) on the same database.
@@ -32,7 +32,7 @@ from typing import Any, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from fleet_savers import fresh_db  # noqa: E402
+from fleet_savers import fresh_db, with_db  # noqa: E402
 
 
 def write(kind: str, url: str, threads: int, pairs: int) -> None:
@@ -70,6 +70,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--other", default=None)
+    ap.add_argument("--reuse", action="store_true", help="measure the databases a previous run wrote")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--write", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -94,10 +95,14 @@ def main() -> None:
 
     rows: list[tuple[str, str, str, Optional[str]]] = []
     for kind in ("postgres", "undertext"):
-        db = fresh_db(args.url, f"bench_cold_{kind}")
-        t0 = time.perf_counter()
-        child(kind, db, None, "--write")
-        print(f"{kind}: wrote {args.threads} threads x {args.pairs} pairs in {time.perf_counter() - t0:.1f} s", flush=True)
+        name = f"bench_cold_{kind}"
+        if args.reuse:
+            db = with_db(args.url, name)
+        else:
+            db = fresh_db(args.url, name)
+            t0 = time.perf_counter()
+            child(kind, db, None, "--write")
+            print(f"{kind}: wrote {args.threads} threads x {args.pairs} pairs in {time.perf_counter() - t0:.1f} s", flush=True)
         rows.append((kind, kind, db, None))
     if args.other:
         rows.append(("undertext (other build)", "undertext", rows[1][2], args.other))

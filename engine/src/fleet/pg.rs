@@ -482,26 +482,30 @@ impl Fleet {
                 &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
             )
             .map_err(|e| self.err("read new batches", &e))?;
-        self.apply(core, s, local, &rows, 0)
+        self.apply(core, s, local, rows.iter().map(|r| self.pulled(r, 0)))
     }
 
-    /// Appends to the local log the batches of stream `s` that `rows` carry (columns
-    /// `first`, `first + 1`, `first + 2`: a batch's version, then a record's kind and payload,
-    /// both NULL for a batch without records; in version order, each batch's records in
-    /// order), skipping versions the replica (`local`) already holds; a version that does not
-    /// follow is damage.
-    fn apply<'r>(
+    /// Columns `first`, `first + 1` and `first + 2` of `row`: a batch's version, a record's
+    /// kind and payload.
+    fn pulled(&self, row: &postgres::Row, first: usize) -> Result<Pulled> {
+        Ok((self.num(row, first)?, self.col(row, first + 1)?, self.col(row, first + 2)?))
+    }
+
+    /// Appends to the local log the batches of stream `s` that `rows` carry (a batch's
+    /// version, then a record's kind and payload, both `None` for a batch without records; in
+    /// version order, each batch's records in order), skipping versions the replica (`local`)
+    /// already holds; a version that does not follow is damage.
+    fn apply(
         &self,
         core: &Core,
         s: &Stream,
         local: &mut Local,
-        rows: impl IntoIterator<Item = &'r postgres::Row>,
-        first: usize,
+        rows: impl IntoIterator<Item = Result<Pulled>>,
     ) -> Result<()> {
         let mut txn = Txn::default();
         let mut at = local.applied;
         for row in rows {
-            let version = self.num(row, first)?;
+            let (version, kind, payload) = row?;
             if version <= local.applied {
                 continue;
             }
@@ -522,9 +526,7 @@ impl Fleet {
                 }
                 at = version;
             }
-            let (Some(k), Some(payload)) =
-                (self.col::<Option<i16>>(row, first + 1)?, self.col::<Option<Vec<u8>>>(row, first + 2)?)
-            else {
+            let (Some(k), Some(payload)) = (kind, payload) else {
                 continue;
             };
             let k = u8::try_from(k).ok().and_then(Kind::of).ok_or_else(|| {
@@ -849,16 +851,48 @@ impl Fleet {
     /// Begins a transaction and locks chat `chat`'s row, in one round trip (both statements
     /// in one simple query; the id is a number, written into the text). `None`: no such chat
     /// (the transaction is left open: the caller rolls back).
-    fn begin_locked(&self, c: &mut Conn, chat: u64) -> Result<Option<ChatRow>> {
-        let sql = format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {} FOR UPDATE", chat as i64);
+    fn begin_locked(&self, c: &mut Conn, chat: u64, after: u64) -> Result<Option<(ChatRow, Vec<Pulled>)>> {
+        // The batches after `after` are read by a statement after the lock's: under READ
+        // COMMITTED it sees every commit before the lock was granted, and none can follow
+        // until this transaction ends.
+        let sql = format!(
+            "SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {id} FOR UPDATE; \
+             SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
+             WHERE b.chat = {id} AND b.owner = '' AND b.version > {after} ORDER BY b.version, r.idx",
+            id = chat as i64,
+            after = after as i64,
+        );
         let msgs = c
             .begin(&sql)
             .map_err(|e| self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e))?;
-        let mut rows = msgs.iter().filter_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => Some(r),
-            _ => None,
-        });
-        let Some(r) = rows.next() else { return Ok(None) };
+        let rows: Vec<&postgres::SimpleQueryRow> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        // The chat's row has 5 columns, a batch's rows 3.
+        let Some(r) = rows.iter().find(|r| r.len() == 5) else { return Ok(None) };
+        let mut pulled = Vec::new();
+        for b in rows.iter().filter(|r| r.len() == 3) {
+            let cell = |i: usize| -> Result<Option<&str>> {
+                b.try_get(i).map_err(|e| self.err("read a column", &e))
+            };
+            let version = cell(0)?.and_then(|t| t.parse::<u64>().ok()).ok_or_else(|| {
+                self.bad(format!("chat {chat}: expected a batch version, found {:?}", cell(0)))
+            })?;
+            let kind = cell(1)?
+                .map(|t| t.parse::<i16>().map_err(|_| self.bad(format!("chat {chat}: record kind {t:?}"))))
+                .transpose()?;
+            let payload = cell(2)?
+                .map(|t| {
+                    unhex(t)
+                        .ok_or_else(|| self.bad(format!("chat {chat}: a payload not in bytea's hex form")))
+                })
+                .transpose()?;
+            pulled.push((version, kind, payload));
+        }
         let text = |i: usize| -> Result<&str> {
             r.try_get(i)
                 .map_err(|e| self.err("read a column", &e))?
@@ -881,13 +915,14 @@ impl Fleet {
                 return Err(self.bad(format!("chat {chat}: expected t or f in column 4, found {other:?}")));
             }
         };
-        Ok(Some(ChatRow {
+        let row = ChatRow {
             version: unsigned(0)?,
             revision: unsigned(1)?,
             next_seq: unsigned(2)?,
             published_reach: num(3)?,
             deleted,
-        }))
+        };
+        Ok(Some((row, pulled)))
     }
 }
 
@@ -959,6 +994,20 @@ fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
         payload: r.payload.to_vec(),
         blob: Some(*id),
     }))
+}
+
+/// A pulled record: its batch's version, then its kind and payload (`None` for a batch without
+/// records).
+type Pulled = (u64, Option<i16>, Option<Vec<u8>>);
+
+/// A bytea in PostgreSQL's hex text form (`\\x0a1b…`), as the simple protocol sends it.
+fn unhex(t: &str) -> Option<Vec<u8>> {
+    let h = t.strip_prefix("\\x")?.as_bytes();
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
 }
 
 /// The catalog row of a chat, as locked by a write.
@@ -1209,11 +1258,22 @@ impl Remote for Fleet {
         };
         let mut c = self.client()?;
         let result = (|| {
+            let s = Stream::chat(chat);
+            let local = self.local(&s);
+            let after = local.lock().applied;
             let t = std::time::Instant::now();
-            let Some(row) = self.begin_locked(&mut c, chat)? else { return Ok(None) };
+            let Some((row, batches)) = self.begin_locked(&mut c, chat, after)? else { return Ok(None) };
             phases::add(phases::LOCK, t.elapsed());
             let t = std::time::Instant::now();
-            let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
+            {
+                // What the lock's round trip brought (versions another thread of this process
+                // applied meanwhile are skipped).
+                let mut l = local.lock();
+                if l.applied < row.version && !batches.is_empty() {
+                    self.apply(core, &s, &mut l, batches.into_iter().map(Ok))?;
+                }
+            }
+            let (applied, pulled) = self.catch_up(&mut c, core, &s, row.version)?;
             phases::add(phases::PULL, t.elapsed());
             Ok(Some((row, ChatHead { version: row.version, deleted: row.deleted, pulled, applied })))
         })();
@@ -1299,7 +1359,7 @@ impl Remote for Fleet {
             let batches: Vec<&postgres::Row> =
                 rows[i..j].iter().filter(|r| matches!(r.try_get::<_, Option<i64>>(3), Ok(Some(_)))).collect();
             if l.applied < version && !batches.is_empty() {
-                self.apply(core, &s, &mut l, batches, 3)?;
+                self.apply(core, &s, &mut l, batches.into_iter().map(|r| self.pulled(r, 3)))?;
             }
             out.push((id, ChatHead { version, deleted, pulled: l.pulled, applied: l.applied }));
             i = j;
