@@ -41,7 +41,7 @@ fn a_foreign_append_is_notified_in_commit_order_and_notify_off_sends_none() {
     let o = owner("notify");
     let reader = Store::open(&url, opts()).unwrap();
     let writer = Store::open(&url, opts()).unwrap();
-    let quiet_writer = Store::open(&with_params(&url, "notify=off"), opts()).unwrap();
+    let quiet_writer = Store::open(with_params(&url, "notify=off"), opts()).unwrap();
     let chat = new_chat(&writer, &o);
     let quiet = new_chat(&writer, &o);
     let epoch = listening(&reader, chat);
@@ -72,7 +72,7 @@ fn a_listener_the_server_disconnects_comes_back_in_a_new_epoch() {
     let Some(url) = fleet_url() else { return };
     let o = owner("notify-epoch");
     let app = o.replace('-', "_");
-    let reader = Store::open(&with_params(&url, &format!("application_name={app}")), opts()).unwrap();
+    let reader = Store::open(with_params(&url, &format!("application_name={app}")), opts()).unwrap();
     let writer = Store::open(&url, opts()).unwrap();
     let chat = new_chat(&writer, &o);
     let epoch = listening(&reader, chat);

@@ -92,7 +92,7 @@ fn init_by_the_owner_then_a_role_with_only_dml_rights_works_on_it() {
     grant_dml(&db, &role);
     let o = owner("dml");
     let id = write_one(&app, &o, "written by a role without DDL rights");
-    let other = Store::open(&with_params(&app, "schema=manual"), opts()).unwrap();
+    let other = Store::open(with_params(&app, "schema=manual"), opts()).unwrap();
     let chat = other.chat(&o, id).unwrap();
     assert_eq!(chat.messages().unwrap().len(), 1);
     chat.append(NewMessage::assistant("and answered")).unwrap();
@@ -117,7 +117,7 @@ fn init_by_the_owner_then_a_role_with_only_dml_rights_works_on_it() {
 fn schema_manual_creates_nothing_and_names_init() {
     let Some(url) = fleet_url() else { return };
     let db = fresh_database(&url, "ut-schema-manual");
-    let err = Store::open(&with_params(&db, "schema=manual"), opts()).unwrap_err().to_string();
+    let err = Store::open(with_params(&db, "schema=manual"), opts()).unwrap_err().to_string();
     assert!(err.contains("no Undertext schema") && err.contains("fleet init"), "{err}");
     assert_eq!(psql(&db, "SELECT to_regclass('ut_chats') IS NULL").trim(), "t");
     let (ok, out, _) = cli(&db, &["status"]);
