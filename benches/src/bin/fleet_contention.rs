@@ -14,7 +14,7 @@
 //! one-message appends (a short assistant message), and prints its elapsed time and where
 //! its writes spent their time (`undertext::fleet::write_phases`: the row lock's round trip
 //! and wait, pulling the others' batches, the engine's build, the batch's statement, the
-//! commit, the replica's append; and `held`, the row lock granted to commit done). The parent
+//! commit, the replica's append; and `held`, from the lock and pull done to the commit done). The parent
 //! prints per row the appends per second of all children (all appends over the slowest
 //! child's time; medians over rounds) and the mean time per append of each phase, with the
 //! server's WAL flushes per append (`pg_stat_wal.wal_sync`, several commits can share one).

@@ -111,7 +111,7 @@ pub fn notified(store: &crate::Store, chat: crate::ChatId) -> Option<(u64, u64)>
 /// (phase, nanoseconds, times), phases `lock` (the row lock's round trip and wait), `pull`
 /// (other processes' batches), `build` (the engine between lock and commit), `blobs`,
 /// `write` (the batch's statement), `commit`, `local` (the replica's append) and `held`
-/// (row lock granted to commit done). For benches (benches/README.md, fleet contention).
+/// (lock and pull done to commit done). For benches (benches/README.md, fleet contention).
 #[doc(hidden)]
 pub fn write_phases() -> Vec<(&'static str, u64, u64)> {
     pg::phases::read()

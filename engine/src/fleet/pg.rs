@@ -947,8 +947,8 @@ pub(super) mod phases {
     pub(crate) const COMMIT: usize = 5;
     /// Appending the committed batch to the local replica.
     pub(crate) const LOCAL: usize = 6;
-    /// From the row lock granted to the commit done: the time no other writer of the chat
-    /// can make progress.
+    /// From the lock and the pull done to the commit done: most of the time no other writer
+    /// of the chat can make progress (the rest: the lock's answer on its way, and the pull).
     pub(crate) const HELD: usize = 7;
     pub(crate) const NAMES: [&str; 8] =
         ["lock", "pull", "build", "blobs", "write", "commit", "local", "held"];
