@@ -84,7 +84,7 @@ fn init_by_the_owner_then_a_role_with_only_dml_rights_works_on_it() {
     assert!(ok && out.contains("init: nothing to do"), "{out}");
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2"
+        "1,2,3"
     );
 
     // With DML rights only, the application role works: writes, reads from another
@@ -160,7 +160,8 @@ fn a_database_made_before_versions_opens_and_is_adopted_by_migrate() {
     );
     assert_eq!(
         psql(&db, "SELECT string_agg(version || ':' || note, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1:the catalog (created before ut_schema: adopted),2:change notification (trigger ut_chats_notify, channel ut_chats)"
+        "1:the catalog (created before ut_schema: adopted),2:change notification (trigger ut_chats_notify, channel ut_chats),\
+         3:chat titles in the catalog (ut_chats.title)"
     );
     let (ok, out, _) = cli(&db, &["migrate"]);
     assert!(ok && out.contains("migrate: nothing to do"), "{out}");
@@ -209,6 +210,47 @@ fn opens_racing_on_an_empty_database_create_the_schema_once() {
     }
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2"
+        "1,2,3"
     );
+}
+
+#[test]
+fn version_3_finds_chats_by_title_in_the_catalog_and_says_when_it_cannot() {
+    let Some(url) = fleet_url() else { return };
+    let db = fresh_database(&url, "ut-schema-titles");
+    let store = Store::open(&db, opts()).unwrap();
+    let o = owner("titles");
+    let titled = |t: &str| store.create_chat(&o, ChatMeta { title: t.into(), ..Default::default() }).unwrap();
+    let (a1, b, a2) = (titled("alpha"), titled("beta"), titled("alpha"));
+    let find = |s: &Store, t: &str| undertext::fleet::titled(s, &o, t).unwrap();
+    assert_eq!(find(&store, "alpha"), Some(vec![a1, a2]));
+    assert_eq!(find(&store, "beta"), Some(vec![b]));
+    assert_eq!(find(&store, "gamma"), Some(vec![]));
+    // A title changed by a metadata write (from another store) moves in the catalog; an
+    // append without metadata leaves it.
+    let other = Store::open(&db, opts()).unwrap();
+    let chat = other.chat(&o, b).unwrap();
+    chat.set_meta(ChatMeta { title: "alpha".into(), ..Default::default() }).unwrap();
+    chat.append(NewMessage::user("no metadata here")).unwrap();
+    assert_eq!(find(&store, "alpha"), Some(vec![a1, b, a2]));
+    assert_eq!(find(&store, "beta"), Some(vec![]));
+    // What the catalog says is what find_chats says (from a fresh store: one that holds the
+    // chat in memory answers from that state, not brought up to date by find_chats).
+    let fresh = Store::open(&db, opts()).unwrap();
+    let mut local: Vec<_> =
+        fresh.find_chats(&o, undertext::MetaField::Title, "alpha").unwrap().iter().map(|c| c.id).collect();
+    local.sort();
+    assert_eq!(local, vec![a1, b, a2]);
+
+    // A chat written before version 3 has no title in the catalog: it cannot say.
+    let old = fresh_database(&url, "ut-schema-titles-old");
+    undertext::fleet::migrate_to(&old, 2).unwrap();
+    write_one(&with_params(&old, "schema=manual"), &o, "at version 2");
+    let at2 = Store::open(with_params(&old, "schema=manual"), opts()).unwrap();
+    assert_eq!(undertext::fleet::titled(&at2, &o, "t").unwrap(), None, "a version 2 catalog");
+    drop(at2);
+    let (ok, _, e) = cli(&old, &["migrate"]);
+    assert!(ok, "{e}");
+    let at3 = Store::open(&old, opts()).unwrap();
+    assert_eq!(undertext::fleet::titled(&at3, &o, "t").unwrap(), None, "a chat made before version 3");
 }

@@ -54,6 +54,7 @@ params!(
     f64 => Type::FLOAT8,
     String => Type::TEXT,
     &str => Type::TEXT,
+    Option<String> => Type::TEXT,
     &[u8] => Type::BYTEA,
     &[i16] => Type::INT2_ARRAY,
     Vec<i16> => Type::INT2_ARRAY,

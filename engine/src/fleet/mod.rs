@@ -117,6 +117,16 @@ pub fn write_phases() -> Vec<(&'static str, u64, u64)> {
     pg::phases::read()
 }
 
+/// The chats of `owner` titled `title` in the fleet store `store`, answered by the catalog
+/// (schema version 3) without pulling the owner's chats; `None` when it cannot say (an older
+/// schema, chats written before version 3) or `store` is not a fleet store. For tests and
+/// benches, and what `Store::find_chats` by title should ask first (docs/FLEET.md).
+#[doc(hidden)]
+pub fn titled(store: &crate::Store, owner: &str, title: &str) -> Result<Option<Vec<crate::ChatId>>> {
+    let Some(remote) = store.core().remote() else { return Ok(None) };
+    Ok(remote.titled(owner, title)?.map(|ids| ids.into_iter().map(crate::ChatId).collect()))
+}
+
 /// Migrates the database at `url` to version `to` only (tests make older databases with it).
 #[doc(hidden)]
 pub fn migrate_to(url: &str, to: u32) -> Result<(u32, u32)> {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::conn::{Conn, Slot, Slots};
+use super::conn::{Conn, Param, Slot, Slots};
 
 use super::notify::Notices;
 use super::s3::S3;
@@ -18,7 +18,7 @@ use super::url::{FleetUrl, show_time};
 use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Conflict, Error, Result};
-use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MsgRec, RevRec};
+use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MetaRec, MsgRec, RevRec};
 use crate::store::core::{Committed, Core, RecordOut, Txn};
 use crate::store::gc::{self, Holds};
 use crate::store::remote::{ChatHead, Notified, Remote, WriteLock};
@@ -169,6 +169,31 @@ impl Fleet {
         }
         fleet.put(c);
         Ok(fleet)
+    }
+
+    /// The chats of `owner` titled `title`, from the catalog (schema version 3): `None` when
+    /// the catalog cannot say (an older schema, or a chat of the owner written before
+    /// version 3, whose title it does not hold).
+    fn find_titled(&self, owner: &str, title: &str) -> Result<Option<Vec<u64>>> {
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 3 {
+            return Ok(None);
+        }
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                "SELECT id, title IS NULL FROM ut_chats WHERE owner = $1 AND (title = $2 OR title IS NULL) ORDER BY id",
+                &[&owner, &title],
+            )
+            .map_err(|e| self.err("find chats by title", &e))?;
+        self.put(c);
+        let mut ids = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if self.col::<bool>(r, 1)? {
+                return Ok(None);
+            }
+            ids.push(self.num(r, 0)?);
+        }
+        Ok(Some(ids))
     }
 
     /// Connects to `url` without looking at the schema (the operator's `init` and `migrate`).
@@ -773,25 +798,40 @@ impl Fleet {
             Some(reach) => (reach as i64, after.publish_base as i64),
             None => (-1, 0),
         };
+        let (chat_id, version_i, revision_i, next_seq_i) =
+            (s.chat as i64, version as i64, after.revision as i64, after.next_seq as i64);
+        let mut params: Vec<&dyn Param> = vec![
+            &chat_id,
+            &version_i,
+            &revision_i,
+            &next_seq_i,
+            &after.deleted,
+            &reach,
+            &base,
+            &idx,
+            &kinds,
+            &chats,
+            &seqs,
+            &payloads,
+        ];
+        // Schema version 3: the title the batch's last metadata record gives (schema.rs).
+        let titled = self.schema.load(std::sync::atomic::Ordering::Relaxed) >= 3;
+        let title: Option<String> = match txn.records.iter().rev().find(|r| r.kind == Kind::Meta) {
+            Some(r) if titled => Some(
+                record::decode::<MetaRec>(&r.payload, "metadata")
+                    .map_err(|why| self.bad(format!("chat {}: {why}", s.chat)))?
+                    .title,
+            ),
+            _ => None,
+        };
+        let has_title = title.is_some();
+        if titled {
+            params.push(&has_title);
+            params.push(&title);
+        }
         let done = self.one(
             "write the batch",
-            c.query_opt(
-                WRITE_CHAT_BATCH,
-                &[
-                    &(s.chat as i64),
-                    &(version as i64),
-                    &(after.revision as i64),
-                    &(after.next_seq as i64),
-                    &after.deleted,
-                    &reach,
-                    &base,
-                    &idx,
-                    &kinds,
-                    &chats,
-                    &seqs,
-                    &payloads,
-                ],
-            ),
+            c.query_opt(if titled { WRITE_CHAT_BATCH_TITLED } else { WRITE_CHAT_BATCH }, &params),
         )?;
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
@@ -1126,6 +1166,26 @@ WITH u AS ( \
 ) \
 SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
 
+/// [`WRITE_CHAT_BATCH`] on a schema of version 3 or later: when $13, the chat's title
+/// becomes $14 (the batch carries a metadata record).
+const WRITE_CHAT_BATCH_TITLED: &str = "\
+WITH u AS ( \
+    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
+        deleted = $5::boolean, title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
+        published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
+    WHERE id = $1::bigint AND version = $2::bigint - 1 \
+        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
+    RETURNING id \
+), b AS ( \
+    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
+), r AS ( \
+    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+    SELECT b.id, x.* FROM b, \
+        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
+    RETURNING 1 \
+) \
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
+
 /// An owner's own (or the global) stream's batch in one statement: the owner row $1 moves
 /// to version $2, and the batch and its records are inserted. Returns (rows updated, records
 /// inserted).
@@ -1409,6 +1469,10 @@ impl Remote for Fleet {
         let row = self.one("allocate a chat id", c.query_opt("SELECT nextval('ut_chat_ids')", &[]))?;
         self.put(c);
         self.num(&row, 0)
+    }
+
+    fn titled(&self, owner: &str, title: &str) -> Result<Option<Vec<u64>>> {
+        self.find_titled(owner, title)
     }
 
     fn notified(&self, chat: u64) -> Option<Notified> {

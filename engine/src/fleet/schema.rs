@@ -22,7 +22,7 @@ use super::pg::Fleet;
 use crate::error::{Error, Result};
 
 /// The schema version this build creates and migrates to.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest schema version this build opens (below it, `init` or `migrate` first).
 pub const MIN_USABLE: u32 = 1;
@@ -102,11 +102,21 @@ CREATE TRIGGER ut_chats_notify AFTER INSERT OR UPDATE OF version ON ut_chats
     FOR EACH ROW EXECUTE FUNCTION ut_chats_notify();
 ";
 
+/// Version 3: each chat's title in the catalog (`ut_chats.title`, indexed with the owner),
+/// written by the batch that carries a metadata record, so that a chat is found by title
+/// without pulling the owner's chats (NULL: a chat written before version 3, title unknown).
+/// Builds before it would change titles without writing the column: `compatible_from` 3.
+const V3: &str = "
+ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS title text;
+CREATE INDEX IF NOT EXISTS ut_chats_owner_title ON ut_chats (owner, title);
+";
+
 /// The versions after 0: (version, what it adds, its SQL, the oldest build version that may
 /// still use a database at it).
 const MIGRATIONS: &[(u32, &str, &str, u32)] = &[
     (1, "the catalog", V1, 1),
     (2, "change notification (trigger ut_chats_notify, channel ut_chats)", V2, 1),
+    (3, "chat titles in the catalog (ut_chats.title)", V3, 3),
 ];
 
 /// The version table, created with the first migration a database records.

@@ -88,6 +88,14 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     fn notified(&self, _chat: u64) -> Option<Notified> {
         None
     }
+
+    /// The chats of `owner` titled `title`, answered by the remote without pulling the
+    /// owner's chats: `None` when it cannot say (then [`Remote::catch_up_owner`] and the
+    /// local index answer). `Store::find_chats` by title can pull only these chats
+    /// ([`Remote::catch_up_chat`] each) instead of every chat of the owner.
+    fn titled(&self, _owner: &str, _title: &str) -> Result<Option<Vec<u64>>> {
+        Ok(None)
+    }
 }
 
 /// A chat locked in the remote for a write by this thread; dropping it releases the lock.
