@@ -11,10 +11,10 @@ node's ~1.3 KB result). Then ROUNDS rounds, the savers one after the other withi
 ``get_tuple`` of another thread. Medians over rounds.
 
 Usage: python benches/python/fleet_cold.py --url postgres://postgres@127.0.0.1:PORT/postgres
-       [--threads 300] [--pairs 5] [--rounds 7] [--other DIR] [--reuse]
+       [--threads 300] [--pairs 5] [--rounds 7] [--other NAME=DIR ...] [--reuse]
 
-``--other DIR`` adds a row for ``UndertextSaver`` with ``PYTHONPATH=DIR`` (another build of the
-``undertext`` package, e.g. the one before a change) on the same database.
+``--other NAME=DIR`` (repeatable) adds a row for ``UndertextSaver`` with ``PYTHONPATH=DIR``
+(another build of the ``undertext`` package, e.g. the one before a change) on the same database.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=300)
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--other", default=None)
+    ap.add_argument("--other", action="append", default=[], help="NAME=DIR: one more UndertextSaver row with PYTHONPATH=DIR")
     ap.add_argument("--reuse", action="store_true", help="measure the databases a previous run wrote")
     ap.add_argument("--one", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--write", default=None, help=argparse.SUPPRESS)
@@ -104,8 +104,9 @@ def main() -> None:
             child(kind, db, None, "--write")
             print(f"{kind}: wrote {args.threads} threads x {args.pairs} pairs in {time.perf_counter() - t0:.1f} s", flush=True)
         rows.append((kind, kind, db, None))
-    if args.other:
-        rows.append(("undertext (other build)", "undertext", rows[1][2], args.other))
+    for other in args.other:
+        name, _, d = other.partition("=") if "=" in other else ("other build", "", other)
+        rows.append((f"undertext ({name})", "undertext", rows[1][2], d))
     results: dict[str, list[dict[str, float]]] = {r[0]: [] for r in rows}
     for _ in range(args.rounds):
         for name, kind, db, extra in rows:
