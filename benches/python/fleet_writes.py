@@ -11,6 +11,8 @@ for one ``go`` sent to all at once, and write, each its own chats/threads/sessio
   message and a ~1.3 KB tool result, the two messages of a LangGraph pair below;
 * ``engine-append-shared``: the same, the PROCS processes sharing 8 chats (a random one per
   call: writers of one chat wait for each other's row lock);
+* ``engine-append-one``: the same, the PROCS processes appending to one chat (every append
+  waits for the others' row lock: issue 35's "4 processes appending to one chat");
 * ``lg-undertext`` / ``lg-postgres``: the real graph of ``langgraph_graph.py`` (a model node
   adds an AI message with a tool call, a tool node its ~1.3 KB result; PAIRS pairs, one
   ``invoke`` per process, its own thread) on ``UndertextSaver`` / ``PostgresSaver``: one
@@ -195,6 +197,8 @@ def prepare(row: str, url: str, procs: int) -> list[list[str]]:
         store.close()
         if row == "engine-append-shared":
             return [ids[:8] for _ in range(procs)]
+        if row == "engine-append-one":
+            return [ids[:1] for _ in range(procs)]
         return [ids[2 * p : 2 * p + 2] for p in range(procs)]
     if row == "lg-postgres":
         from langgraph.checkpoint.postgres import PostgresSaver

@@ -73,6 +73,25 @@ pub enum Command {
     Gc(GcArgs),
     /// Delete chats of the owner (their space comes back with `gc`).
     Delete(DeleteArgs),
+    /// Fleet mode's schema on the PostgreSQL URL of --store: `status`, `init`, `migrate`
+    /// (docs/FLEET.md, "Operating it").
+    #[cfg(feature = "fleet")]
+    #[command(subcommand)]
+    Fleet(FleetCommand),
+}
+
+/// `fleet …`.
+#[cfg(feature = "fleet")]
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// The database's schema version, this build's, and whether this build can use it.
+    Status(JsonArg),
+    /// Create Undertext's schema in a database that holds none (as the role of the URL, which
+    /// then owns it); a database that holds one is left as it is.
+    Init(JsonArg),
+    /// Bring the schema up to this build's version (creating it when missing), in one
+    /// transaction, beside running processes.
+    Migrate(JsonArg),
 }
 
 /// `delete`.

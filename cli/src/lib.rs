@@ -119,5 +119,7 @@ fn run(cli: &Cli) -> CliResult {
         Command::Check(a) => store_cmds::check(cli, a),
         Command::Gc(a) => store_cmds::gc(cli, a),
         Command::Delete(a) => store_cmds::delete(cli, a),
+        #[cfg(feature = "fleet")]
+        Command::Fleet(f) => store_cmds::fleet(cli, f),
     }
 }

@@ -219,3 +219,59 @@ pub fn delete(cli: &Cli, a: &DeleteArgs) -> CliResult {
     store.close()?;
     Ok(())
 }
+
+/// `fleet status|init|migrate`: the schema of the fleet database named by `--store`.
+#[cfg(feature = "fleet")]
+pub fn fleet(cli: &Cli, cmd: &crate::args::FleetCommand) -> CliResult {
+    use crate::args::FleetCommand;
+    let url =
+        cli.store.to_str().filter(|u| undertext::fleet::is_fleet_url(std::path::Path::new(u))).ok_or_else(
+            || {
+                CliError(format!(
+                    "fleet: --store {} is not a PostgreSQL URL (expected --store postgres://user@host/db)",
+                    cli.store.display()
+                ))
+            },
+        )?;
+    let (json, done) = match cmd {
+        FleetCommand::Status(a) => (a.json, None),
+        FleetCommand::Init(a) => (a.json, Some(("init", undertext::fleet::init(url)?))),
+        FleetCommand::Migrate(a) => (a.json, Some(("migrate", undertext::fleet::migrate(url)?))),
+    };
+    let s = undertext::fleet::schema_status(url)?;
+    if json {
+        return out::print_json(&json!({
+            "database": s.database, "recorded": s.recorded, "compatible_from": s.compatible_from,
+            "build": s.build, "usable": s.usable(),
+            "before": done.map(|(_, (b, _))| b), "after": done.map(|(_, (_, a))| a),
+        }));
+    }
+    match done {
+        Some((what, (before, after))) if before == after => {
+            println!("{what}: nothing to do: the schema is at version {after}")
+        }
+        Some((what, (0, after))) => println!("{what}: created the schema at version {after}"),
+        Some((what, (before, after))) => {
+            println!("{what}: migrated the schema from version {before} to {after}")
+        }
+        None => {}
+    }
+    let state = if s.database == 0 {
+        "no Undertext schema: run `undertext --store URL fleet init`".to_string()
+    } else if s.database < s.build && s.usable() {
+        format!("usable; `fleet migrate` adds what versions {}..={} bring", s.database + 1, s.build)
+    } else if s.usable() {
+        "usable".to_string()
+    } else if s.database < undertext::fleet::MIN_USABLE {
+        "too old for this build: run `undertext --store URL fleet migrate`".to_string()
+    } else {
+        format!("needs builds of schema version {} or newer: upgrade undertext", s.compatible_from)
+    };
+    println!(
+        "schema: database version {}{}, this build's {}: {state}",
+        s.database,
+        if s.database > 0 && !s.recorded { " (created before versions were recorded)" } else { "" },
+        s.build
+    );
+    Ok(())
+}

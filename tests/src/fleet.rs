@@ -176,3 +176,29 @@ pub fn psql(url: &str, sql: &str) -> String {
     assert!(out.status.success(), "psql {sql}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
+
+/// A new, empty database on the server of `url` (named after `tag`, this process and the
+/// time), and `url` pointing at it (its parameters kept).
+pub fn fresh_database(url: &str, tag: &str) -> String {
+    let name = owner(tag).replace('-', "_").to_lowercase();
+    psql(url, &format!("CREATE DATABASE {name}"));
+    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let root = base.rsplit_once('/').unwrap().0;
+    match query {
+        Some(q) => format!("{root}/{name}?{q}"),
+        None => format!("{root}/{name}"),
+    }
+}
+
+/// `url` with user `role` in place of its own (the test server trusts every local role).
+pub fn as_role(url: &str, role: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap();
+    let (_, host) = rest.split_once('@').unwrap();
+    format!("{scheme}://{role}@{host}")
+}
+
+/// `url` with more parameters.
+pub fn with_params(url: &str, params: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}{params}")
+}

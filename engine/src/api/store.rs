@@ -97,7 +97,7 @@ impl Store {
         self.core()
     }
 
-    fn core(&self) -> &Arc<Core> {
+    pub(crate) fn core(&self) -> &Arc<Core> {
         &self.inner.kernel.core
     }
 

@@ -8,76 +8,23 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::conn::{Conn, Slot, Slots};
+use super::conn::{Conn, Param, Slot, Slots};
 
+use super::notify::Notices;
 use super::s3::S3;
+use super::schema;
 use super::tls::{self, MakeRustls, SslMode};
 use super::url::{FleetUrl, show_time};
 use crate::blob::chunk::Manifest;
 use crate::blob::{BlobId, codec_flag_none, decompress};
 use crate::error::{Conflict, Error, Result};
-use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MsgRec, RevRec};
+use crate::record::{self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MetaRec, MsgRec, RevRec};
 use crate::store::core::{Committed, Core, RecordOut, Txn};
 use crate::store::gc::{self, Holds};
-use crate::store::remote::{ChatHead, Remote, WriteLock};
-
-/// The schema, created at the first open (under an advisory lock, so that processes opening
-/// together do not race). engine/FORMAT.md, "Fleet mode", says what each column means. An open
-/// runs it only when its last object (the `ut_settings` table) is missing (`Fleet::connect`):
-/// a change that adds an object after it must make that check look for the new last one.
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS ut_owners (
-    owner text PRIMARY KEY,
-    version bigint NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS ut_chats (
-    id bigint PRIMARY KEY,
-    owner text NOT NULL,
-    revision bigint NOT NULL DEFAULT 0,
-    next_seq bigint NOT NULL DEFAULT 0,
-    published_reach bigint NOT NULL DEFAULT -1,
-    version bigint NOT NULL DEFAULT 0,
-    deleted boolean NOT NULL DEFAULT false
-);
-CREATE INDEX IF NOT EXISTS ut_chats_owner ON ut_chats (owner);
-CREATE SEQUENCE IF NOT EXISTS ut_chat_ids START 1;
-CREATE TABLE IF NOT EXISTS ut_batches (
-    id bigserial PRIMARY KEY,
-    chat bigint NOT NULL,
-    owner text NOT NULL,
-    version bigint NOT NULL,
-    committed_at timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (chat, owner, version)
-);
-CREATE TABLE IF NOT EXISTS ut_records (
-    batch bigint NOT NULL REFERENCES ut_batches (id),
-    idx integer NOT NULL,
-    kind smallint NOT NULL,
-    chat bigint,
-    seq bigint,
-    payload bytea NOT NULL,
-    PRIMARY KEY (batch, idx)
-);
-CREATE TABLE IF NOT EXISTS ut_blobs (
-    id bytea PRIMARY KEY,
-    kind smallint NOT NULL,
-    codec smallint NOT NULL,
-    raw_len integer NOT NULL,
-    payload bytea NOT NULL,
-    stored_at timestamptz NOT NULL DEFAULT now()
-);
-ALTER TABLE ut_blobs ADD COLUMN IF NOT EXISTS doomed boolean NOT NULL DEFAULT false;
-CREATE TABLE IF NOT EXISTS ut_settings (
-    name text PRIMARY KEY,
-    value text NOT NULL
-);
-";
+use crate::store::remote::{ChatHead, Notified, Remote, WriteLock};
 
 /// The `ut_settings` row naming the bucket and prefix that hold the database's S3 blobs.
 const S3_BLOBS: &str = "s3_blobs";
-
-/// The advisory lock key the schema is created under.
-const SCHEMA_LOCK: i64 = 0x5554_5854_5343_4831;
 
 /// A stream of batches (see `store/remote.rs`): a chat's (owner ""), an owner's own (chat 0),
 /// or the global one (chat 0, owner "").
@@ -118,12 +65,18 @@ pub(crate) struct Fleet {
     streams: Mutex<HashMap<Stream, Arc<Mutex<Local>>>>,
     /// Chats locked by a write in progress: the connection holding the row lock, in a
     /// transaction, and the row as the lock read it (it cannot change until the commit).
-    held: Mutex<HashMap<u64, (Conn, ChatRow)>>,
+    held: Mutex<HashMap<u64, (Conn, ChatRow, std::time::Instant)>>,
     /// The local replica's directory, made for this open and removed when it closes.
     replica: PathBuf,
     /// Blobs in S3-compatible storage (`?blobs=s3://…`); `ut_blobs` then keeps a row without
     /// payload for each.
     pub(super) s3: Option<S3>,
+    /// The schema version the database was at when this store opened (schema.rs).
+    pub(super) schema: std::sync::atomic::AtomicU32,
+    /// Change notification (notify.rs): listened to when `listen` says so.
+    pub(super) notices: Arc<Notices>,
+    /// `notify=on` and a direct connection (a transaction pooler cannot carry a LISTEN).
+    listen: bool,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -201,9 +154,50 @@ impl Fleet {
         Ok(Some(StoredBlob { kind, codec, raw_len, payload, from }))
     }
 
-    /// Connects to `url`, creating the schema if it is missing, and makes an empty directory
-    /// for the local replica.
+    /// Connects to `url`, creating or migrating the schema as `schema=` says (schema.rs), and
+    /// makes an empty directory for the local replica.
     pub(crate) fn connect(url: &FleetUrl) -> Result<Fleet> {
+        let fleet = Fleet::unchecked(url)?;
+        let mut c = fleet.client()?;
+        // The schema's DDL takes table locks even when every object exists (an index's
+        // table, the ALTER's), which writers' transactions would wait on, and it on theirs:
+        // it runs only when the database is older than this build (schema.rs).
+        let version = schema::at_open(&fleet, &mut c, url.schema_mode)?;
+        fleet.schema.store(version, std::sync::atomic::Ordering::Relaxed);
+        if let Some(s3) = &fleet.s3 {
+            fleet.claim_s3_location(&mut c, s3)?;
+        }
+        fleet.put(c);
+        Ok(fleet)
+    }
+
+    /// The chats of `owner` titled `title`, from the catalog (schema version 3): `None` when
+    /// the catalog cannot say (an older schema, or a chat of the owner written before
+    /// version 3, whose title it does not hold).
+    fn find_titled(&self, owner: &str, title: &str) -> Result<Option<Vec<u64>>> {
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 3 {
+            return Ok(None);
+        }
+        let mut c = self.client()?;
+        let rows = c
+            .query(
+                "SELECT id, title IS NULL FROM ut_chats WHERE owner = $1 AND (title = $2 OR title IS NULL) ORDER BY id",
+                &[&owner, &title],
+            )
+            .map_err(|e| self.err("find chats by title", &e))?;
+        self.put(c);
+        let mut ids = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if self.col::<bool>(r, 1)? {
+                return Ok(None);
+            }
+            ids.push(self.num(r, 0)?);
+        }
+        Ok(Some(ids))
+    }
+
+    /// Connects to `url` without looking at the schema (the operator's `init` and `migrate`).
+    pub(super) fn unchecked(url: &FleetUrl) -> Result<Fleet> {
         let mut config: postgres::Config = url.postgres.parse().map_err(|e: postgres::Error| {
             Error::InvalidArgument(format!("fleet URL {}: {}", url.shown, describe(&e)))
         })?;
@@ -234,6 +228,10 @@ impl Fleet {
         for (k, v) in settings {
             begin.push_str(&format!("; SET LOCAL {k} = {v}"));
         }
+        if !url.notify {
+            // Read by the schema's notification trigger (schema.rs, version 2).
+            begin.push_str("; SET LOCAL undertext.notify = off");
+        }
         let s3 = url.s3.as_ref().map(S3::new).transpose()?;
         let replica = make_replica_dir(url)?;
         let fleet = Fleet {
@@ -248,24 +246,10 @@ impl Fleet {
             idle: Mutex::new(Vec::new()),
             streams: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
+            schema: std::sync::atomic::AtomicU32::new(0),
+            notices: Arc::new(Notices::default()),
+            listen: url.notify && !url.transaction_pooler,
         };
-        let mut c = fleet.client()?;
-        // The schema's DDL takes table locks even when every object exists (an index's
-        // table, the ALTER's), which writers' transactions would wait on, and it on theirs:
-        // it runs only when the last object SCHEMA adds is missing.
-        let done = c
-            .simple_query("SELECT 1 WHERE to_regclass('ut_settings') IS NOT NULL")
-            .map_err(|e| fleet.err("read the schema", &e))?;
-        if !done.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
-            c.begin(&format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK})"))
-                .map_err(|e| fleet.err("lock the schema", &e))?;
-            c.batch_execute(SCHEMA).map_err(|e| fleet.err("create the schema", &e))?;
-            c.batch_execute("COMMIT").map_err(|e| fleet.err("commit the schema", &e))?;
-        }
-        if let Some(s3) = &fleet.s3 {
-            fleet.claim_s3_location(&mut c, s3)?;
-        }
-        fleet.put(c);
         Ok(fleet)
     }
 
@@ -523,10 +507,33 @@ impl Fleet {
                 &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
             )
             .map_err(|e| self.err("read new batches", &e))?;
+        self.apply(core, s, local, rows.iter().map(|r| self.pulled(r, 0)))
+    }
+
+    /// Columns `first`, `first + 1` and `first + 2` of `row`: a batch's version, a record's
+    /// kind and payload.
+    fn pulled(&self, row: &postgres::Row, first: usize) -> Result<Pulled> {
+        Ok((self.num(row, first)?, self.col(row, first + 1)?, self.col(row, first + 2)?))
+    }
+
+    /// Appends to the local log the batches of stream `s` that `rows` carry (a batch's
+    /// version, then a record's kind and payload, both `None` for a batch without records; in
+    /// version order, each batch's records in order), skipping versions the replica (`local`)
+    /// already holds; a version that does not follow is damage.
+    fn apply(
+        &self,
+        core: &Core,
+        s: &Stream,
+        local: &mut Local,
+        rows: impl IntoIterator<Item = Result<Pulled>>,
+    ) -> Result<()> {
         let mut txn = Txn::default();
         let mut at = local.applied;
         for row in rows {
-            let version = self.num(&row, 0)?;
+            let (version, kind, payload) = row?;
+            if version <= local.applied {
+                continue;
+            }
             if version != at {
                 if !txn.records.is_empty() {
                     core.append_local(std::mem::take(&mut txn))?;
@@ -544,9 +551,7 @@ impl Fleet {
                 }
                 at = version;
             }
-            let (Some(k), Some(payload)) =
-                (self.col::<Option<i16>>(&row, 1)?, self.col::<Option<Vec<u8>>>(&row, 2)?)
-            else {
+            let (Some(k), Some(payload)) = (kind, payload) else {
                 continue;
             };
             let k = u8::try_from(k).ok().and_then(Kind::of).ok_or_else(|| {
@@ -793,25 +798,40 @@ impl Fleet {
             Some(reach) => (reach as i64, after.publish_base as i64),
             None => (-1, 0),
         };
+        let (chat_id, version_i, revision_i, next_seq_i) =
+            (s.chat as i64, version as i64, after.revision as i64, after.next_seq as i64);
+        let mut params: Vec<&dyn Param> = vec![
+            &chat_id,
+            &version_i,
+            &revision_i,
+            &next_seq_i,
+            &after.deleted,
+            &reach,
+            &base,
+            &idx,
+            &kinds,
+            &chats,
+            &seqs,
+            &payloads,
+        ];
+        // Schema version 3: the title the batch's last metadata record gives (schema.rs).
+        let titled = self.schema.load(std::sync::atomic::Ordering::Relaxed) >= 3;
+        let title: Option<String> = match txn.records.iter().rev().find(|r| r.kind == Kind::Meta) {
+            Some(r) if titled => Some(
+                record::decode::<MetaRec>(&r.payload, "metadata")
+                    .map_err(|why| self.bad(format!("chat {}: {why}", s.chat)))?
+                    .title,
+            ),
+            _ => None,
+        };
+        let has_title = title.is_some();
+        if titled {
+            params.push(&has_title);
+            params.push(&title);
+        }
         let done = self.one(
             "write the batch",
-            c.query_opt(
-                WRITE_CHAT_BATCH,
-                &[
-                    &(s.chat as i64),
-                    &(version as i64),
-                    &(after.revision as i64),
-                    &(after.next_seq as i64),
-                    &after.deleted,
-                    &reach,
-                    &base,
-                    &idx,
-                    &kinds,
-                    &chats,
-                    &seqs,
-                    &payloads,
-                ],
-            ),
+            c.query_opt(if titled { WRITE_CHAT_BATCH_TITLED } else { WRITE_CHAT_BATCH }, &params),
         )?;
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
@@ -855,9 +875,15 @@ impl Fleet {
             )));
         }
         let version = row.version + 1;
+        let t = std::time::Instant::now();
         self.write_batch(c, s, version, &txn, Some(row))?;
+        phases::add(phases::WRITE, t.elapsed());
+        let t = std::time::Instant::now();
         c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
+        phases::add(phases::COMMIT, t.elapsed());
+        let t = std::time::Instant::now();
         let committed = core.append_local(txn)?;
+        phases::add(phases::LOCAL, t.elapsed());
         l.applied = version;
         Ok(committed)
     }
@@ -865,16 +891,48 @@ impl Fleet {
     /// Begins a transaction and locks chat `chat`'s row, in one round trip (both statements
     /// in one simple query; the id is a number, written into the text). `None`: no such chat
     /// (the transaction is left open: the caller rolls back).
-    fn begin_locked(&self, c: &mut Conn, chat: u64) -> Result<Option<ChatRow>> {
-        let sql = format!("SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {} FOR UPDATE", chat as i64);
+    fn begin_locked(&self, c: &mut Conn, chat: u64, after: u64) -> Result<Option<(ChatRow, Vec<Pulled>)>> {
+        // The batches after `after` are read by a statement after the lock's: under READ
+        // COMMITTED it sees every commit before the lock was granted, and none can follow
+        // until this transaction ends.
+        let sql = format!(
+            "SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {id} FOR UPDATE; \
+             SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
+             WHERE b.chat = {id} AND b.owner = '' AND b.version > {after} ORDER BY b.version, r.idx",
+            id = chat as i64,
+            after = after as i64,
+        );
         let msgs = c
             .begin(&sql)
             .map_err(|e| self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e))?;
-        let mut rows = msgs.iter().filter_map(|m| match m {
-            postgres::SimpleQueryMessage::Row(r) => Some(r),
-            _ => None,
-        });
-        let Some(r) = rows.next() else { return Ok(None) };
+        let rows: Vec<&postgres::SimpleQueryRow> = msgs
+            .iter()
+            .filter_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(r) => Some(r),
+                _ => None,
+            })
+            .collect();
+        // The chat's row has 5 columns, a batch's rows 3.
+        let Some(r) = rows.iter().find(|r| r.len() == 5) else { return Ok(None) };
+        let mut pulled = Vec::new();
+        for b in rows.iter().filter(|r| r.len() == 3) {
+            let cell = |i: usize| -> Result<Option<&str>> {
+                b.try_get(i).map_err(|e| self.err("read a column", &e))
+            };
+            let version = cell(0)?.and_then(|t| t.parse::<u64>().ok()).ok_or_else(|| {
+                self.bad(format!("chat {chat}: expected a batch version, found {:?}", cell(0)))
+            })?;
+            let kind = cell(1)?
+                .map(|t| t.parse::<i16>().map_err(|_| self.bad(format!("chat {chat}: record kind {t:?}"))))
+                .transpose()?;
+            let payload = cell(2)?
+                .map(|t| {
+                    unhex(t)
+                        .ok_or_else(|| self.bad(format!("chat {chat}: a payload not in bytea's hex form")))
+                })
+                .transpose()?;
+            pulled.push((version, kind, payload));
+        }
         let text = |i: usize| -> Result<&str> {
             r.try_get(i)
                 .map_err(|e| self.err("read a column", &e))?
@@ -897,13 +955,57 @@ impl Fleet {
                 return Err(self.bad(format!("chat {chat}: expected t or f in column 4, found {other:?}")));
             }
         };
-        Ok(Some(ChatRow {
+        let row = ChatRow {
             version: unsigned(0)?,
             revision: unsigned(1)?,
             next_seq: unsigned(2)?,
             published_reach: num(3)?,
             deleted,
-        }))
+        };
+        Ok(Some((row, pulled)))
+    }
+}
+
+/// Where this process's fleet writes of chats spend their time, summed over every store
+/// (`fleet::write_phases`, for benches): per phase, nanoseconds and times.
+pub(super) mod phases {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Duration;
+
+    /// `BEGIN` and `SELECT … FOR UPDATE` of the chat's row: one round trip, and the wait for
+    /// the row lock while another writer holds it.
+    pub(crate) const LOCK: usize = 0;
+    /// Reading and applying the batches other processes committed (under the lock).
+    pub(crate) const PULL: usize = 1;
+    /// From the lock (and the pull) to the commit's start: the engine builds the records.
+    pub(crate) const BUILD: usize = 2;
+    /// Uploading new blobs and keeping referenced ones (before the catalog statement).
+    pub(crate) const BLOBS: usize = 3;
+    /// The batch's statement (batch, records and the chat row in one round trip).
+    pub(crate) const WRITE: usize = 4;
+    /// `COMMIT`: one round trip and the server's WAL flush.
+    pub(crate) const COMMIT: usize = 5;
+    /// Appending the committed batch to the local replica.
+    pub(crate) const LOCAL: usize = 6;
+    /// From the lock and the pull done to the commit done: most of the time no other writer
+    /// of the chat can make progress (the rest: the lock's answer on its way, and the pull).
+    pub(crate) const HELD: usize = 7;
+    pub(crate) const NAMES: [&str; 8] =
+        ["lock", "pull", "build", "blobs", "write", "commit", "local", "held"];
+
+    static NS: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+    static TIMES: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
+
+    pub(crate) fn add(phase: usize, d: Duration) {
+        NS[phase].fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+        TIMES[phase].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (name, nanoseconds, times) per phase.
+    pub(crate) fn read() -> Vec<(&'static str, u64, u64)> {
+        (0..NAMES.len())
+            .map(|i| (NAMES[i], NS[i].load(Ordering::Relaxed), TIMES[i].load(Ordering::Relaxed)))
+            .collect()
     }
 }
 
@@ -932,6 +1034,20 @@ fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
         payload: r.payload.to_vec(),
         blob: Some(*id),
     }))
+}
+
+/// A pulled record: its batch's version, then its kind and payload (`None` for a batch without
+/// records).
+type Pulled = (u64, Option<i16>, Option<Vec<u8>>);
+
+/// A bytea in PostgreSQL's hex text form (`\\x0a1b…`), as the simple protocol sends it.
+fn unhex(t: &str) -> Option<Vec<u8>> {
+    let h = t.strip_prefix("\\x")?.as_bytes();
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    h.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
 }
 
 /// The catalog row of a chat, as locked by a write.
@@ -1011,6 +1127,21 @@ impl After {
     }
 }
 
+/// Every chat of owner $1 (id, version, deleted) with the batches committed after the
+/// version this replica holds of it ($2: chat ids, $3: their versions held; a chat not
+/// listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
+/// batches (and the record columns NULL for a batch without records). By chat, version,
+/// record.
+const OWNER_CATCH_UP: &str = "\
+SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
+FROM ut_chats c \
+LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
+LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
+    AND b.version <= c.version \
+LEFT JOIN ut_records r ON r.batch = b.id \
+WHERE c.owner = $1::text \
+ORDER BY c.id, b.version, r.idx";
+
 const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
 
 /// A chat stream's batch in one statement: the chat row moves to version $2 (from $2 - 1)
@@ -1021,6 +1152,26 @@ const WRITE_CHAT_BATCH: &str = "\
 WITH u AS ( \
     UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
         deleted = $5::boolean, \
+        published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
+    WHERE id = $1::bigint AND version = $2::bigint - 1 \
+        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
+    RETURNING id \
+), b AS ( \
+    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
+), r AS ( \
+    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+    SELECT b.id, x.* FROM b, \
+        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
+    RETURNING 1 \
+) \
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
+
+/// [`WRITE_CHAT_BATCH`] on a schema of version 3 or later: when $13, the chat's title
+/// becomes $14 (the batch carries a metadata record).
+const WRITE_CHAT_BATCH_TITLED: &str = "\
+WITH u AS ( \
+    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
+        deleted = $5::boolean, title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
         published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
     WHERE id = $1::bigint AND version = $2::bigint - 1 \
         AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
@@ -1060,10 +1211,12 @@ impl Remote for Fleet {
         // in id order, as every writer and gc lock them); with blobs in S3, and for the other
         // streams, the rows (and objects) are committed first.
         let inside = self.s3.is_none() && s.chat != 0 && !blob_only;
+        let t = std::time::Instant::now();
         if !inside {
             self.upload(&txn.records.iter().collect::<Vec<_>>())?;
         }
         self.keep_referenced(core, &txn)?;
+        phases::add(phases::BLOBS, t.elapsed());
         if blob_only {
             return core.append_local(txn);
         }
@@ -1072,9 +1225,15 @@ impl Remote for Fleet {
             if held.is_some() {
                 self.writing(false);
             }
+            let entered = std::time::Instant::now();
+            let mut locked_at = None;
             let (mut c, row) = match held {
                 // Locked by this write (`lock_chat`): the row as the lock read it.
-                Some((c, row)) => (c, Some(row)),
+                Some((c, row, at)) => {
+                    locked_at = Some(at);
+                    phases::add(phases::BUILD, entered - at);
+                    (c, Some(row))
+                }
                 None => {
                     // Not locked by a write: a new chat, or a write path that does not lock.
                     let mut c = self.client()?;
@@ -1118,6 +1277,8 @@ impl Remote for Fleet {
             });
             if result.is_err() {
                 let _ = c.batch_execute("ROLLBACK");
+            } else if let Some(at) = locked_at {
+                phases::add(phases::HELD, at.elapsed());
             }
             self.put(c);
             return result;
@@ -1157,13 +1318,28 @@ impl Remote for Fleet {
         };
         let mut c = self.client()?;
         let result = (|| {
-            let Some(row) = self.begin_locked(&mut c, chat)? else { return Ok(None) };
-            let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
+            let s = Stream::chat(chat);
+            let local = self.local(&s);
+            let after = local.lock().applied;
+            let t = std::time::Instant::now();
+            let Some((row, batches)) = self.begin_locked(&mut c, chat, after)? else { return Ok(None) };
+            phases::add(phases::LOCK, t.elapsed());
+            let t = std::time::Instant::now();
+            {
+                // What the lock's round trip brought (versions another thread of this process
+                // applied meanwhile are skipped).
+                let mut l = local.lock();
+                if l.applied < row.version && !batches.is_empty() {
+                    self.apply(core, &s, &mut l, batches.into_iter().map(Ok))?;
+                }
+            }
+            let (applied, pulled) = self.catch_up(&mut c, core, &s, row.version)?;
+            phases::add(phases::PULL, t.elapsed());
             Ok(Some((row, ChatHead { version: row.version, deleted: row.deleted, pulled, applied })))
         })();
         match result {
             Ok(Some((row, head))) => {
-                self.held.lock().insert(chat, (c, row));
+                self.held.lock().insert(chat, (c, row, std::time::Instant::now()));
                 self.writing(true);
                 Ok(Some((WriteLock::new(remote, chat), head)))
             }
@@ -1205,16 +1381,49 @@ impl Remote for Fleet {
             None => 0,
         };
         self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
-        let rows = c
-            .query("SELECT id, version, deleted FROM ut_chats WHERE owner = $1 ORDER BY id", &[&owner])
-            .map_err(|e| self.err("list the owner's chats", &e))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in rows {
-            let (id, version, deleted) = (self.num(&r, 0)?, self.num(&r, 1)?, self.col(&r, 2)?);
-            let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(id), version)?;
-            out.push((id, ChatHead { version, deleted, pulled, applied }));
+        // Every chat of the owner with the batches this replica lacks, in one statement (one
+        // round trip, one snapshot) whatever the number of chats: the versions this replica
+        // holds go with it.
+        let known: Vec<(u64, Arc<Mutex<Local>>)> = self
+            .streams
+            .lock()
+            .iter()
+            .filter(|(s, _)| s.owner.is_empty() && s.chat != 0)
+            .map(|(s, l)| (s.chat, l.clone()))
+            .collect();
+        let (mut ids, mut applied): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for (chat, l) in &known {
+            let v = l.lock().applied;
+            if v > 0 {
+                ids.push(*chat as i64);
+                applied.push(v as i64);
+            }
         }
+        let rows = c
+            .query(OWNER_CATCH_UP, &[&owner, &ids, &applied])
+            .map_err(|e| self.err("read the owner's chats", &e))?;
         self.put(c);
+        let mut out: Vec<(u64, ChatHead)> = Vec::new();
+        let mut i = 0;
+        while i < rows.len() {
+            let id = self.num(&rows[i], 0)?;
+            let mut j = i + 1;
+            while j < rows.len() && self.num(&rows[j], 0)? == id {
+                j += 1;
+            }
+            let (version, deleted) = (self.num(&rows[i], 1)?, self.col(&rows[i], 2)?);
+            let s = Stream::chat(id);
+            let local = self.local(&s);
+            let mut l = local.lock();
+            // Rows of a chat without new batches carry NULL batch columns.
+            let batches: Vec<&postgres::Row> =
+                rows[i..j].iter().filter(|r| matches!(r.try_get::<_, Option<i64>>(3), Ok(Some(_)))).collect();
+            if l.applied < version && !batches.is_empty() {
+                self.apply(core, &s, &mut l, batches.into_iter().map(|r| self.pulled(r, 3)))?;
+            }
+            out.push((id, ChatHead { version, deleted, pulled: l.pulled, applied: l.applied }));
+            i = j;
+        }
         Ok(out)
     }
 
@@ -1262,12 +1471,24 @@ impl Remote for Fleet {
         self.num(&row, 0)
     }
 
+    fn titled(&self, owner: &str, title: &str) -> Result<Option<Vec<u64>>> {
+        self.find_titled(owner, title)
+    }
+
+    fn notified(&self, chat: u64) -> Option<Notified> {
+        if !self.listen || self.schema.load(std::sync::atomic::Ordering::Relaxed) < 2 {
+            return None;
+        }
+        self.notices.start(&self.config, &self.tls);
+        self.notices.get(chat)
+    }
+
     fn release(&self, chat: u64) {
         let held = self.held.lock().remove(&chat);
         if held.is_some() {
             self.writing(false);
         }
-        if let Some((mut c, _)) = held {
+        if let Some((mut c, _, _)) = held {
             let _ = c.batch_execute("ROLLBACK");
             self.put(c);
         }

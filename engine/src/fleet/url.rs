@@ -21,6 +21,12 @@
 //!   `idle_in_transaction_session_timeout=T` (default 30 s): the server's settings of that
 //!   name for the store's connections; `0` turns one off.
 //!
+//! * `schema=auto` (default): an open creates the schema, or migrates an older one, when it
+//!   may; `schema=manual`: never (the operator runs `undertext fleet init|migrate`; see
+//!   `schema.rs`);
+//! * `notify=on` (default): this store's commits notify listeners (channel `ut_chats`, see
+//!   `notify.rs`) and, on a direct connection, it listens; `notify=off`: neither.
+//!
 //! A time `T` is a whole number with a unit, `ms`, `s` or `min`; without one, milliseconds
 //! (PostgreSQL's unit for these settings).
 
@@ -28,6 +34,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::s3::S3Url;
+use super::schema::SchemaMode;
 use super::tls::SslMode;
 use crate::error::{Error, Result, hide_password};
 
@@ -58,6 +65,10 @@ pub struct FleetUrl {
     pub statement_timeout: Duration,
     /// `idle_in_transaction_session_timeout=` (zero: off).
     pub idle_in_transaction_timeout: Duration,
+    /// `schema=`: whether an open may create or migrate the schema.
+    pub schema_mode: SchemaMode,
+    /// `notify=`: commits notify listeners, and the store listens.
+    pub notify: bool,
 }
 
 /// `pool_size` when the URL does not say.
@@ -106,6 +117,9 @@ impl FleetUrl {
     /// assert!(FleetUrl::parse("postgres://h/db?sslmode=verify").is_err());
     /// assert!(FleetUrl::parse("postgres://h/db?lock_timeout=5 hours").is_err());
     /// assert!(FleetUrl::parse("postgres://h/db?pool_size=0").is_err());
+    /// let m = FleetUrl::parse("postgres://h/db?schema=manual&notify=off")?;
+    /// assert_eq!((m.schema_mode, m.notify), (undertext::fleet::SchemaMode::Manual, false));
+    /// assert!(FleetUrl::parse("postgres://h/db?schema=never").is_err());
     /// assert!(FleetUrl::parse("postgres://h/db?blobs=ftp://x").is_err());
     /// let s = FleetUrl::parse("postgres://h/db?blobs=s3://bkt/ut/&s3_endpoint=http://127.0.0.1:9000&s3_secret=x")?;
     /// assert_eq!(s.postgres, "postgres://h/db");
@@ -137,6 +151,7 @@ impl FleetUrl {
         let mut lock_timeout = Duration::from_secs(60);
         let mut statement_timeout = Duration::from_secs(120);
         let mut idle_in_transaction_timeout = Duration::from_secs(30);
+        let (mut schema_mode, mut notify) = (SchemaMode::Auto, true);
         let time = |k: &str, v: &str| {
             parse_time(v).ok_or_else(|| {
                 bad(format!(
@@ -206,6 +221,20 @@ impl FleetUrl {
                 "lock_timeout" => lock_timeout = time(k, v)?,
                 "statement_timeout" => statement_timeout = time(k, v)?,
                 "idle_in_transaction_session_timeout" => idle_in_transaction_timeout = time(k, v)?,
+                "schema" => {
+                    schema_mode = match v {
+                        "auto" => SchemaMode::Auto,
+                        "manual" => SchemaMode::Manual,
+                        _ => return Err(bad(format!("schema={v}: expected auto or manual"))),
+                    };
+                }
+                "notify" => {
+                    notify = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(bad(format!("notify={v}: expected on or off"))),
+                    };
+                }
                 "cache" => {
                     if v.is_empty() {
                         return Err(bad("cache=: expected a directory".into()));
@@ -233,6 +262,8 @@ impl FleetUrl {
             lock_timeout,
             statement_timeout,
             idle_in_transaction_timeout,
+            schema_mode,
+            notify,
         })
     }
 }

@@ -33,6 +33,20 @@ pub(crate) struct ChatHead {
     pub applied: u64,
 }
 
+/// What change notification says of one chat (fleet mode's LISTEN/NOTIFY,
+/// `fleet/notify.rs`; see [`Remote::notified`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Notified {
+    /// The listening session: it changes when the listener reconnects (a chat brought up to
+    /// date in another epoch must be brought up to date once more: a commit while the
+    /// listener was away is never notified).
+    pub epoch: u64,
+    /// The highest version of the chat notified in this epoch (0: none).
+    pub version: u64,
+    /// True when a notification of this epoch said the chat is deleted.
+    pub deleted: bool,
+}
+
 /// A shared catalog and blob store (implemented by the `fleet` module).
 pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// Commits `txn` to the remote (its blobs uploaded first, then its records in one
@@ -62,6 +76,26 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// Releases a lock taken with [`Remote::lock_chat`] (rolls back if nothing was
     /// committed).
     fn release(&self, chat: u64);
+
+    /// Change notification: whether another process committed to chat `chat`, learned
+    /// without a query. `None`: this store does not listen (not yet, or not at all: through a
+    /// transaction pooler, with `notify=off`, or on a schema older than version 2, or while
+    /// its listening connection is down); a reader must then query ([`Remote::catch_up_chat`])
+    /// to see foreign writes. `Some(n)`: a state of the chat brought up to version `v` (the
+    /// `ChatHead::version` of a catch-up begun in epoch `n.epoch`, or later) is current as far
+    /// as notifications tell while `n.epoch` is unchanged and `n.version <= v`. The first
+    /// call starts the listener.
+    fn notified(&self, _chat: u64) -> Option<Notified> {
+        None
+    }
+
+    /// The chats of `owner` titled `title`, answered by the remote without pulling the
+    /// owner's chats: `None` when it cannot say (then [`Remote::catch_up_owner`] and the
+    /// local index answer). `Store::find_chats` by title can pull only these chats
+    /// ([`Remote::catch_up_chat`] each) instead of every chat of the owner.
+    fn titled(&self, _owner: &str, _title: &str) -> Result<Option<Vec<u64>>> {
+        Ok(None)
+    }
 }
 
 /// A chat locked in the remote for a write by this thread; dropping it releases the lock.
