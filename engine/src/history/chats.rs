@@ -208,15 +208,33 @@ pub(crate) fn find_chats(
 ) -> Result<Vec<ChatSummary>> {
     check_owner(owner)?;
     let core = chats.core();
-    if let Some(remote) = core.remote() {
-        remote.catch_up_owner(core, owner)?;
-    }
-    // Every record written so far is in redb: the lookup table answers for all of them.
-    core.ensure_flushed(core.log.written())?;
     let key = match field {
         MetaField::Title => (crate::index::FIELD_TITLE, ""),
         MetaField::Extra(k) => (crate::index::FIELD_EXTRA, k),
     };
+    if let Some(remote) = core.remote() {
+        // Fleet mode: the catalog names the chats with a title, so only those are pulled
+        // (issue 35's cold start: not every chat of the owner), and so are the chats the
+        // local replica names (another process may have changed their title).
+        let named = match field {
+            MetaField::Title => remote.titled(owner, value)?,
+            MetaField::Extra(_) => None,
+        };
+        match named {
+            Some(ids) => {
+                core.ensure_flushed(core.log.written())?;
+                let local = crate::index::find_chats(&core.index.read()?, owner, key, value)?;
+                for id in ids.into_iter().chain(local) {
+                    remote.catch_up_chat(core, id, owner)?;
+                }
+            }
+            None => {
+                remote.catch_up_owner(core, owner)?;
+            }
+        }
+    }
+    // Every record written so far is in redb: the lookup table answers for all of them.
+    core.ensure_flushed(core.log.written())?;
     let tx = core.index.read()?;
     let found = crate::index::find_chats(&tx, owner, key, value)?;
     let cached: HashMap<u64, Arc<ChatState>> = if found.is_empty() {
@@ -226,9 +244,14 @@ pub(crate) fn find_chats(
     };
     let mut out = Vec::new();
     for chat in found {
-        // A chat in memory is authoritative (its summary needs no log read).
+        // A chat in memory is authoritative (its summary needs no log read), once brought up
+        // to what other processes committed (fleet mode; a chat deleted there is skipped).
         let summary = match cached.get(&chat) {
-            Some(s) => summary_of(&s.cell.load()),
+            Some(s) => match s.sync() {
+                Ok(()) => summary_of(&s.cell.load()),
+                Err(crate::error::Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            },
             None => match indexed_summary(core, &tx, chat)? {
                 Some(s) => s,
                 None => continue,
