@@ -85,6 +85,10 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// `ChatHead::version` of a catch-up begun in epoch `n.epoch`, or later) is current as far
     /// as notifications tell while `n.epoch` is unchanged and `n.version <= v`. The first
     /// call starts the listener.
+    #[cfg_attr(
+        not(feature = "fleet"),
+        expect(dead_code, reason = "asked for by fleet mode only: no remote without the feature")
+    )]
     fn notified(&self, _chat: u64) -> Option<Notified> {
         None
     }

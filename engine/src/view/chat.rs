@@ -522,7 +522,9 @@ impl ChatView<'_> {
             return Ok(holds);
         }
         let core = &inner.core;
-        core.ensure_flushed(state.w.lock().last_end)?;
+        // Not waiting for the writer's lock (a write holds it through its sync): with the
+        // lock taken, everything written so far is flushed instead.
+        core.ensure_flushed(state.last_end().unwrap_or_else(|| core.log.written()))?;
         let changed =
             crate::index::changed_below(&core.index.read()?, inner.chat.0, reach, base, inner.revision)?;
         *state.checkpoint_holds.lock() = Some((key, !changed));

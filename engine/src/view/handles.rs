@@ -40,7 +40,9 @@ pub(crate) fn checkpoint_line(
     // every message (issue 38).
     // The index lists the versions that may hold one once it has the chat's writes.
     let core = &snap.inner.core;
-    core.ensure_flushed(chat.state.w.lock().last_end)?;
+    // Not waiting for the writer's lock (a write holds it through its sync): with the lock
+    // taken, everything written so far is flushed instead.
+    core.ensure_flushed(chat.state.last_end().unwrap_or_else(|| core.log.written()))?;
     let candidates = crate::index::may_archive_below(&core.index.read()?, chat.state.id.0, reach)?;
     let mut archived = Vec::new();
     for seq in candidates.into_iter().filter(|s| *s < snap.len()) {
