@@ -1144,47 +1144,42 @@ ORDER BY c.id, b.version, r.idx";
 
 const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
 
+/// The statement of a chat stream's batch, with `$title` (a `SET` item and its comma, or
+/// nothing) among what the chat row's update sets.
+macro_rules! write_chat_batch {
+    ($title:literal) => {
+        concat!(
+            "WITH u AS ( \
+    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
+        deleted = $5::boolean, ",
+            $title,
+            "published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
+    WHERE id = $1::bigint AND version = $2::bigint - 1 \
+        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
+    RETURNING id \
+), b AS ( \
+    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
+), r AS ( \
+    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
+    SELECT b.id, x.* FROM b, \
+        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
+    RETURNING 1 \
+) \
+SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)"
+        )
+    };
+}
+
 /// A chat stream's batch in one statement: the chat row moves to version $2 (from $2 - 1)
 /// with its new revision, message count and deletion, and, when $6 >= 0, publishes reach $6
 /// only if the row is at revision $7 below reach $6 (guarded publication); the batch and its
 /// records are inserted only if the row was updated. Returns (rows updated, records inserted).
-const WRITE_CHAT_BATCH: &str = "\
-WITH u AS ( \
-    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
-        deleted = $5::boolean, \
-        published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
-    WHERE id = $1::bigint AND version = $2::bigint - 1 \
-        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
-    RETURNING id \
-), b AS ( \
-    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
-), r AS ( \
-    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
-    SELECT b.id, x.* FROM b, \
-        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
-    RETURNING 1 \
-) \
-SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
+const WRITE_CHAT_BATCH: &str = write_chat_batch!("");
 
 /// [`WRITE_CHAT_BATCH`] on a schema of version 3 or later: when $13, the chat's title
 /// becomes $14 (the batch carries a metadata record).
-const WRITE_CHAT_BATCH_TITLED: &str = "\
-WITH u AS ( \
-    UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
-        deleted = $5::boolean, title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
-        published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
-    WHERE id = $1::bigint AND version = $2::bigint - 1 \
-        AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
-    RETURNING id \
-), b AS ( \
-    INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
-), r AS ( \
-    INSERT INTO ut_records (batch, idx, kind, chat, seq, payload) \
-    SELECT b.id, x.* FROM b, \
-        unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
-    RETURNING 1 \
-) \
-SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)";
+const WRITE_CHAT_BATCH_TITLED: &str =
+    write_chat_batch!("title = CASE WHEN $13::boolean THEN $14::text ELSE title END, ");
 
 /// An owner's own (or the global) stream's batch in one statement: the owner row $1 moves
 /// to version $2, and the batch and its records are inserted. Returns (rows updated, records

@@ -511,10 +511,10 @@ impl<'t> HistoryIndex<'t> {
                 let (key, head, texts) = match &r.texts {
                     Some(l) => (l.key, l.head, &l.texts),
                     None => {
-                        let m = record::message_fields(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                        read = record::message_texts(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                        let head = record::message_head(r.kind, &r.payload).map_err(|e| bad(r, e))?;
-                        ((m.chat, m.seq, m.revision), head, &read)
+                        let (key, head);
+                        ((key, head), read, _) =
+                            record::message_key_texts(r.kind, &r.payload, false).map_err(|e| bad(r, e))?;
+                        (key, head, &read)
                     }
                 };
                 let (chat, seq, _) = key;

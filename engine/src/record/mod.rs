@@ -487,15 +487,24 @@ pub(crate) fn message_texts(k: Kind, bytes: &[u8]) -> std::result::Result<Messag
     if k != Kind::Message {
         return Ok(decoded_texts(&message(k, bytes)?));
     }
+    rkyv_texts(bytes).map(|(texts, _)| texts)
+}
+
+/// [`message_texts`] of an rkyv message record, read in place, and whether it may hold an
+/// archived tool result ([`MsgHead::may_archive`]).
+fn rkyv_texts(bytes: &[u8]) -> std::result::Result<(MessageTexts, bool), String> {
     let buf = aligned(bytes);
     let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
         .map_err(|e| format!("message record does not decode: {e}"))?;
     let user = a.role & !FEEDBACK_BIT == Role::User.code();
     Ok(match &a.body {
-        ArchivedBodyRec::Inline(parts) => MessageTexts::Listed(texts_of(
-            parts.iter().enumerate().filter(|(_, p)| user || !matches!(p, ArchivedPartRec::Text(_))),
-        )),
-        ArchivedBodyRec::Blob(id) => MessageTexts::InBlob(*id),
+        ArchivedBodyRec::Inline(parts) => (
+            MessageTexts::Listed(texts_of(
+                parts.iter().enumerate().filter(|(_, p)| user || !matches!(p, ArchivedPartRec::Text(_))),
+            )),
+            parts.iter().any(|p| matches!(p, ArchivedPartRec::ToolResultArchived { .. })),
+        ),
+        ArchivedBodyRec::Blob(id) => (MessageTexts::InBlob(*id), true),
     })
 }
 
@@ -573,24 +582,6 @@ fn head_of(rec: &MsgRec) -> std::result::Result<MsgHead, String> {
     })
 }
 
-/// The [`MsgHead`] of a message record of kind `k` (read in place for an rkyv record).
-pub(crate) fn message_head(k: Kind, bytes: &[u8]) -> std::result::Result<MsgHead, String> {
-    if k != Kind::Message {
-        return head_of(&message(k, bytes)?);
-    }
-    let m = message_fields(k, bytes)?;
-    let buf = aligned(bytes);
-    let a = rkyv::access::<ArchivedMsgRec, RkyvError>(&buf)
-        .map_err(|e| format!("message record does not decode: {e}"))?;
-    let may_archive = match &a.body {
-        ArchivedBodyRec::Inline(parts) => {
-            parts.iter().any(|p| matches!(p, ArchivedPartRec::ToolResultArchived { .. }))
-        }
-        ArchivedBodyRec::Blob(_) => true,
-    };
-    Ok(MsgHead { role: m.role.code(), turn: m.turn, at_ms: m.at_ms, has_step: m.step.is_some(), may_archive })
-}
-
 /// A message record's key and header fields and its [`message_texts`], the record decoded
 /// once (a compact record is decompressed once, not once for each); for a compact record,
 /// also the record as decoded (a read-only refresh keeps it for the read that follows: see
@@ -610,8 +601,15 @@ pub(crate) fn message_key_texts(
         return Ok((((rec.chat, rec.seq, rec.revision), head), texts, Some(rec)));
     }
     let m = message_fields(k, bytes)?;
-    let head = message_head(k, bytes)?;
-    Ok((((m.chat, m.seq, m.revision), head), message_texts(k, bytes)?, None))
+    let (texts, may_archive) = rkyv_texts(bytes)?;
+    let head = MsgHead {
+        role: m.role.code(),
+        turn: m.turn,
+        at_ms: m.at_ms,
+        has_step: m.step.is_some(),
+        may_archive,
+    };
+    Ok((((m.chat, m.seq, m.revision), head), texts, None))
 }
 
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's
