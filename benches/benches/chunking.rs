@@ -13,7 +13,7 @@
 //!   (the baseline);
 //! * `fastcdc_cuts`: `blob::chunk::cut_points(buf, 16 KiB)` alone (the engine's default
 //!   `chunk_avg`);
-//! * `fastcdc_plus_blake3`: what `Txn::blob` (engine/src/store/core.rs) computes for a blob
+//! * `fastcdc_plus_blake3`: what `Txn::blob` (engine/src/kernel/store/core.rs) computes for a blob
 //!   above `chunk_threshold` besides storing it: the whole blob's id, the cut points, and the id
 //!   of every chunk;
 //! * `engine_put_blob_none_durability`: `Store::put_blob` of a fresh 1 MiB blob into a store

@@ -18,67 +18,57 @@
 //! # Ok::<(), undertext::Error>(())
 //! ```
 
-// The floors (docs/DESIGN.md), private: every public type is named once, at the root, below.
+// The floors (docs/DESIGN.md, "Workspace layout"), bottom to top, each a folder; private:
+// every public type is named once, at the root, below.
 mod api;
-mod archive;
-mod blob;
-mod budget;
-mod checkpoint;
-mod error;
-mod estimate;
-mod history;
-mod index;
-mod io;
+mod base;
+mod chat;
+mod disk;
+mod formats;
+mod kernel;
 mod model;
-mod options;
-mod record;
-mod search;
-mod store;
-mod view;
-mod worker;
+mod rules;
 
 // Public modules that are a concept of their own.
-pub mod approval;
-pub mod compaction;
+pub use chat::recall;
+pub use formats::import;
 /// Fleet mode: the same API on PostgreSQL (feature `fleet`; docs/FLEET.md).
 #[cfg(feature = "fleet")]
-pub mod fleet;
-pub mod import;
-pub mod json;
-pub mod recall;
+pub use kernel::fleet;
+pub use rules::{approval, compaction, json};
 
 // For fuzz targets, loom models, benches and the command line's simulator: not a stable API.
-#[doc(hidden)]
-pub mod log;
 /// The lock-free snapshot cells, public for their loom models and benches only.
 #[doc(hidden)]
-pub mod snapshot;
+pub use base::snapshot;
+#[doc(hidden)]
+pub use disk::log;
 
 pub use api::{Chat, Store};
-pub use archive::ArchiveText;
-pub use blob::{Blob, BlobId, Compression, Verify};
-pub use budget::{Budget, Decision, Omitted, View, ViewMessage};
-pub use checkpoint::{
-    BuildStats, Checkpoint, CheckpointOptions, Extractive, FnSummarizer, SegmentInfo, Summarizer,
-};
-pub use error::{Conflict, DisplayPath, Error, LintProblem, Result};
-#[cfg(feature = "tiktoken")]
-pub use estimate::Tiktoken;
-pub use estimate::{Estimator, Heuristic};
-pub use history::{OwnerStats, Snapshot};
+pub use base::blob::{Blob, BlobId, Compression, Verify};
+pub use base::error::{Conflict, DisplayPath, Error, LintProblem, Result};
 /// Fault injection for tests: see the module documentation. Only with the cargo feature
 /// `fault-injection`; a normal build has no fault hooks at all.
 #[cfg(feature = "fault-injection")]
-pub use io::fault;
-pub use model::{
+pub use base::io::fault;
+pub use chat::archive::ArchiveText;
+pub use chat::checkpoint::{
+    BuildStats, Checkpoint, CheckpointOptions, Extractive, FnSummarizer, SegmentInfo, Summarizer,
+};
+pub use chat::history::{OwnerStats, Snapshot};
+pub use chat::search::{HitField, SearchHit, SearchScope};
+pub use chat::worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
+pub use kernel::options::{DEFAULT_MARKER, Durability, Options};
+pub use kernel::store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
+#[cfg(feature = "tiktoken")]
+pub use model::estimate::Tiktoken;
+pub use model::estimate::{Estimator, Heuristic};
+pub use model::message::{
     ArchiveRef, Attempt, ChatId, ChatMeta, ChatPage, ChatSummary, IndexLine, MAX_OWNER_LEN, Message,
     MessageHeader, MetaField, NewMessage, Page, PageCursor, Part, Pin, Role, Step, StepStatus, StepTag,
     ToolContent, Unit,
 };
-pub use options::{DEFAULT_MARKER, Durability, Options};
-pub use search::{HitField, SearchHit, SearchScope};
-pub use store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
-pub use worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
+pub use rules::budget::{Budget, Decision, Omitted, View, ViewMessage};
 
 /// What the command line's replay simulator (`undertext_cli::replay::series`), the benches and
 /// the fuzz targets use of the engine's insides: token estimates, previews, checkpoint
@@ -86,14 +76,14 @@ pub use worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
 /// line, content-defined chunking and the record kinds. Not a stable API.
 #[doc(hidden)]
 pub mod internals {
-    pub use crate::archive::{derived_of, preview_inline, preview_of};
-    pub use crate::blob::chunk::{MAX_AVG, MIN_AVG, cut_points};
-    pub use crate::budget::tail::{cut_at_or_before, protected_from};
-    pub use crate::checkpoint::segments;
-    pub use crate::estimate::{RESULT_OVERHEAD, message_tokens, part_tokens};
-    pub use crate::record::Kind;
-    pub use crate::view::handles::line_text;
-    pub use crate::worker::{due, start_line};
+    pub use crate::base::blob::chunk::{MAX_AVG, MIN_AVG, cut_points};
+    pub use crate::chat::archive::{derived_of, preview_inline, preview_of};
+    pub use crate::chat::checkpoint::segments;
+    pub use crate::chat::view::handles::line_text;
+    pub use crate::chat::worker::{due, start_line};
+    pub use crate::disk::record::Kind;
+    pub use crate::model::estimate::{RESULT_OVERHEAD, message_tokens, part_tokens};
+    pub use crate::rules::budget::tail::{cut_at_or_before, protected_from};
 }
 
 /// The README's example is compiled and run as a doctest, so it cannot drift from the API.

@@ -14,7 +14,7 @@
 #define BEFORE 20
 #define AFTER 20
 
-/* What the message of UNDERTEXT_FORKED says (engine/src/error.rs, forked_message). */
+/* What the message of UNDERTEXT_FORKED says (engine/src/base/error.rs, forked_message). */
 #define FORK_NEEDLE "is a fork of it"
 
 static undertext_store_t open_store(const char *dir) {

@@ -4,12 +4,12 @@
 //! 1. `Store::check` on the parent's store fails with `Error::Forked`. Today it reads the
 //!    log, pauses the parent's (copied) appends, and reports a healthy store as damaged:
 //!    `ok: false` with the index problem "the index does not take new entries: this store
-//!    was opened by process …" (`engine/src/store/maintenance.rs`, `check` has no
+//!    was opened by process …" (`engine/src/kernel/store/maintenance.rs`, `check` has no
 //!    `same_process` call; `check_index` turns the flush's `Forked` into an index problem).
 //! 2. `Store::stats` fails with `Error::Forked` (today: the parent's counters and file sizes).
 //! 3. Opening the parent's store in the child, while the parent holds it, is `Locked` naming
 //!    the parent's pid. Today the child's copy of the process-wide registry
-//!    (`engine/src/store/lock.rs`, `OPEN`) answers "it is already open in this process (pid
+//!    (`engine/src/kernel/store/lock.rs`, `OPEN`) answers "it is already open in this process (pid
 //!    <child>), another handle holds it; use that handle" — the handle that fails with
 //!    `Forked`.
 //! 4. A child forked while the parent had the store open can open it once the parent has

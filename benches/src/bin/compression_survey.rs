@@ -8,7 +8,7 @@
 //! records of about 512 B, 2 KB, 16 KB and 64 KB (each record compressed on its own),
 //! measures zstd level 1, zstd level 3 and lz4_flex (block format, `compress_prepend_size`),
 //! and for records of at most 16 KB zstd level 1 with the engine's built-in dictionaries
-//! (codec 3, `engine/src/blob/dict1.bin`, made without these transcripts; codec 4,
+//! (codec 3, `engine/src/base/blob/dict1.bin`, made without these transcripts; codec 4,
 //! `dict2.bin`, whose entropy tables were computed from them, so its figures are in-sample):
 //! compression ratio (raw / compressed), compression and decompression speed in MB/s of raw
 //! bytes (1 MB = 10^6 bytes), best of 3 runs. Prints a markdown table.
@@ -40,9 +40,9 @@ enum Codec {
 }
 
 /// The engine's codec-3 dictionary (engine/FORMAT.md "Compression").
-const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
+const DICT1: &[u8] = include_bytes!("../../../engine/src/base/blob/dict1.bin");
 /// The engine's codec-4 dictionary.
-const DICT2: &[u8] = include_bytes!("../../../engine/src/blob/dict2.bin");
+const DICT2: &[u8] = include_bytes!("../../../engine/src/base/blob/dict2.bin");
 
 /// The file `UNDERTEXT_SURVEY_DICT2` names, read by `main` before any measurement.
 static DICT2_FROM_ENV: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();

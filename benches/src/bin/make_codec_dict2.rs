@@ -1,11 +1,11 @@
-//! Writes `engine/src/blob/dict2.bin`: the built-in dictionary of codec 4 (Zstandard with a
+//! Writes `engine/src/base/blob/dict2.bin`: the built-in dictionary of codec 4 (Zstandard with a
 //! dictionary that carries entropy tables; engine/FORMAT.md "Compression").
 //!
 //! ```text
 //! cargo run --release -p undertext-benches --bin make_codec_dict2 -- [TRANSCRIPTS_DIR] [OUT]
 //! ```
 //!
-//! The dictionary's *content* is dictionary 1's (`engine/src/blob/dict1.bin`, made by
+//! The dictionary's *content* is dictionary 1's (`engine/src/base/blob/dict1.bin`, made by
 //! `scripts/make-codec-dict`: the vocabulary of saver records and message fields, no
 //! conversation text). What it adds are Zstandard's *entropy tables* — a Huffman table for
 //! literals and FSE tables for the sequences' literal lengths, match lengths and offsets —
@@ -28,7 +28,7 @@ use std::path::PathBuf;
 use undertext_benches::{Result, chunk_records, json_texts, transcript_files, transcripts_dir};
 
 /// Dictionary 1: the content this dictionary keeps.
-const DICT1: &[u8] = include_bytes!("../../../engine/src/blob/dict1.bin");
+const DICT1: &[u8] = include_bytes!("../../../engine/src/base/blob/dict1.bin");
 
 /// The dictionary id written into the dictionary's header: in the range the Zstandard format
 /// leaves to private use (above 32,767 and below 2^31). Frames do not repeat it (the codec byte
@@ -45,7 +45,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args_os().skip(1);
     let dir = args.next().map_or_else(transcripts_dir, PathBuf::from);
     let out = args.next().map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/src/blob/dict2.bin"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../engine/src/base/blob/dict2.bin"),
         PathBuf::from,
     );
 

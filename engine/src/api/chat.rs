@@ -4,17 +4,17 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::Store;
-use crate::approval::{ApprovalPatterns, Pending};
-use crate::archive::Unit;
-use crate::blob::BlobId;
-use crate::budget::{Budget, IndexLine, View};
-use crate::checkpoint::{self, Checkpoint, CheckpointOptions, Summarizer};
-use crate::compaction::Plan;
-use crate::error::LintProblem;
-use crate::error::Result;
-use crate::history::{ChatRef, ChatState, Snapshot};
-use crate::model::{Attempt, ChatId, ChatMeta, Message, NewMessage, StepStatus};
-use crate::view::ChatView;
+use crate::base::blob::BlobId;
+use crate::base::error::LintProblem;
+use crate::base::error::Result;
+use crate::chat::archive::Unit;
+use crate::chat::checkpoint::{self, Checkpoint, CheckpointOptions, Summarizer};
+use crate::chat::history::{ChatRef, ChatState, Snapshot};
+use crate::chat::view::ChatView;
+use crate::model::message::{Attempt, ChatId, ChatMeta, Message, NewMessage, StepStatus};
+use crate::rules::approval::{ApprovalPatterns, Pending};
+use crate::rules::budget::{Budget, IndexLine, View};
+use crate::rules::compaction::Plan;
 
 /// A handle on one chat of one owner. Cheap to clone; all handles share the chat.
 #[derive(Debug, Clone)]
@@ -414,7 +414,7 @@ impl Chat {
     /// The model view under `budget`: every message (compaction records applied), pinned
     /// pages, and, over the soft line, older tool results turned into previews oldest first
     /// until the estimate is at or below the target — never a pinned page, never inside
-    /// the protected tail ([`crate::budget::tail`]: the last two user turns, at most
+    /// the protected tail ([`crate::rules::budget::tail`]: the last two user turns, at most
     /// [`Budget::protect_max_tokens`]). If that leaves the view over the hard line, results of
     /// the tail before its last step are previewed too, just until the hard line. Still over
     /// it: [`Decision::Refused`]. With a published checkpoint the view is the leading system
@@ -471,14 +471,14 @@ impl Chat {
     /// Every message with its seq, role, token estimate and a 60-character preview, for a
     /// model to choose what to compact.
     /// A message an earlier compaction still trims or squishes is marked as such at the start
-    /// of its preview ([`tool::TRIMMED_MARK`](crate::compaction::tool::TRIMMED_MARK),
-    /// [`tool::SQUISHED_MARK`](crate::compaction::tool::SQUISHED_MARK)).
+    /// of its preview ([`tool::TRIMMED_MARK`](crate::rules::compaction::tool::TRIMMED_MARK),
+    /// [`tool::SQUISHED_MARK`](crate::rules::compaction::tool::SQUISHED_MARK)).
     pub fn index(&self) -> Result<Vec<IndexLine>> {
         self.store.same_process()?;
         let snap = self.snapshot();
         let mut index = self.view_of().index()?;
-        let (trims, squishes) = crate::history::compactions_in_effect(&snap);
-        crate::compaction::tool::mark_compacted(&mut index, &trims, &squishes);
+        let (trims, squishes) = crate::chat::history::compactions_in_effect(&snap);
+        crate::rules::compaction::tool::mark_compacted(&mut index, &trims, &squishes);
         Ok(index)
     }
 
@@ -490,7 +490,7 @@ impl Chat {
         self.view_of().lint(plan)
     }
 
-    /// The model-driven compaction tool (see [`crate::compaction::tool`]): takes the
+    /// The model-driven compaction tool (see [`crate::rules::compaction::tool`]): takes the
     /// arguments of the model's call (JSON text: `{"trims": [seq, ...], "squishes": [{"from",
     /// "to", "rewrite"}]}`), checks them against the chat at `expected_revision` with the
     /// protected tail of `budget`, and records the plan when the linter finds nothing. Returns
@@ -509,12 +509,12 @@ impl Chat {
         budget: &Budget,
     ) -> Result<String> {
         self.store.same_process()?;
-        use crate::compaction::tool;
+        use crate::rules::compaction::tool;
         let Ok(plan) = tool::parse_args(args_json) else {
             return self.view_of().compaction_tool_call(args_json, expected_revision, budget);
         };
         let snap = self.snapshot();
-        let (trimmed, _) = crate::history::compactions_in_effect(&snap);
+        let (trimmed, _) = crate::chat::history::compactions_in_effect(&snap);
         let (again, trims): (Vec<u64>, Vec<u64>) = plan.trims.iter().partition(|t| trimmed.contains(t));
         if again.is_empty() || snap.revision() != expected_revision {
             return self.view_of().compaction_tool_call(args_json, expected_revision, budget);

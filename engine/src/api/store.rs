@@ -7,17 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Chat;
-use crate::archive::{self, ArchiveCache, Unit};
-use crate::blob::{Blob, BlobId, Verify};
-use crate::checkpoint::Summarizer;
-use crate::error::Result;
-use crate::history::{self, ChatCache, ChatState};
-use crate::model::{ArchiveRef, ChatId, ChatMeta, ChatPage, ChatSummary, MetaField, Page};
-use crate::options::Options;
-use crate::search::{self, SearchHit, SearchIndex, SearchScope};
-use crate::store::core::Core;
-use crate::store::{CheckReport, GcReport, Kernel, Refreshed, StoreStats, blobs, gc, maintenance, read_only};
-use crate::worker::{self, Worker, WorkerOptions};
+use crate::base::blob::{Blob, BlobId, Verify};
+use crate::base::error::Result;
+use crate::chat::archive::{self, ArchiveCache, Unit};
+use crate::chat::checkpoint::Summarizer;
+use crate::chat::history::{self, ChatCache, ChatState};
+use crate::chat::search::{self, SearchHit, SearchIndex, SearchScope};
+use crate::chat::worker::{self, Worker, WorkerOptions};
+use crate::kernel::options::Options;
+use crate::kernel::store::core::Core;
+use crate::kernel::store::{
+    CheckReport, GcReport, Kernel, Refreshed, StoreStats, blobs, gc, maintenance, read_only,
+};
+use crate::model::message::{ArchiveRef, ChatId, ChatMeta, ChatPage, ChatSummary, MetaField, Page};
 
 /// An open Undertext store: a directory holding the log (`log/*.seg`), the derived index
 /// (`index.redb`) and a lock file. Cheap to clone; all clones share one store.
@@ -124,7 +126,8 @@ impl Store {
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Store> {
         if let Some(url) = fleet_url(path.as_ref()) {
             #[cfg(feature = "fleet")]
-            return crate::fleet::open(url, opts).map(|(kernel, next_chat)| store_of(kernel, next_chat));
+            return crate::kernel::fleet::open(url, opts)
+                .map(|(kernel, next_chat)| store_of(kernel, next_chat));
             #[cfg(not(feature = "fleet"))]
             return Err(no_fleet_feature(url));
         }
@@ -241,7 +244,7 @@ impl Store {
         &self,
         owner: &str,
         meta: ChatMeta,
-        messages: Vec<crate::history::NewMessage>,
+        messages: Vec<crate::chat::history::NewMessage>,
         at_ms: Option<&[u64]>,
     ) -> Result<ChatId> {
         self.same_process()?;
@@ -533,7 +536,7 @@ impl Store {
                 hit.part
             ))
         })?;
-        crate::archive::ArchiveText::new(text.to_string()).read(range, hit.unit).map(str::to_string)
+        crate::chat::archive::ArchiveText::new(text.to_string()).read(range, hit.unit).map(str::to_string)
     }
 
     /// Bytes of the search index's files (0 before the first search, and for a read-only
@@ -559,7 +562,7 @@ impl Store {
         archive::read_context(self.core(), &self.inner.archives, owner, id, range, unit)
     }
 
-    /// Runs one of the history tools a harness offers its model ([`crate::recall::tools`]:
+    /// Runs one of the history tools a harness offers its model ([`crate::chat::recall::tools`]:
     /// `search_history`, `read_messages`, `read_context`) with the model's tool-call `args` (JSON text), for
     /// `owner`, and returns the tool-result text to send back. Mistakes in the arguments, and
     /// ids not found for this owner, are answered in that text (the model can correct them);
@@ -582,13 +585,13 @@ impl Store {
             let scope = chat.map_or_else(SearchScope::all, SearchScope::chat);
             self.search(owner, query, scope, limit)
         };
-        let src = crate::recall::tools::Source {
+        let src = crate::chat::recall::tools::Source {
             core: self.core(),
             chats: &self.inner.chats,
             archives: &self.inner.archives,
             search: &search,
         };
-        crate::recall::tools::call(src, owner, name, args)
+        crate::chat::recall::tools::call(src, owner, name, args)
     }
 
     /// A preview of archive `id` in about `max_chars` characters: head and tail, and with
@@ -677,7 +680,7 @@ impl Store {
 
     /// What `owner` holds, counted from its own chats: figures that do not depend on what
     /// other owners stored, so an owner can be shown them (unlike [`Store::stats`]).
-    pub fn owner_stats(&self, owner: &str) -> Result<crate::history::OwnerStats> {
+    pub fn owner_stats(&self, owner: &str) -> Result<crate::chat::history::OwnerStats> {
         self.same_process()?;
         history::owner_stats(&self.inner.chats, &self.inner.archives, owner)
     }
@@ -717,7 +720,7 @@ impl Store {
     pub fn gc(path: impl AsRef<Path>, opts: Options) -> Result<GcReport> {
         if let Some(url) = fleet_url(path.as_ref()) {
             #[cfg(feature = "fleet")]
-            return crate::fleet::gc(url, opts);
+            return crate::kernel::fleet::gc(url, opts);
             #[cfg(not(feature = "fleet"))]
             return Err(no_fleet_feature(url));
         }
@@ -732,10 +735,10 @@ fn fleet_url(path: &Path) -> Option<&str> {
 
 /// The error of a fleet URL given to a build without the feature `fleet`.
 #[cfg(not(feature = "fleet"))]
-fn no_fleet_feature(url: &str) -> crate::error::Error {
-    crate::error::Error::InvalidArgument(format!(
+fn no_fleet_feature(url: &str) -> crate::base::error::Error {
+    crate::base::error::Error::InvalidArgument(format!(
         "{}: fleet mode needs undertext built with the cargo feature `fleet`",
-        crate::error::hide_password(url)
+        crate::base::error::hide_password(url)
     ))
 }
 
@@ -743,10 +746,10 @@ fn no_fleet_feature(url: &str) -> crate::error::Error {
 /// fleet URL (`postgres://…`): it would otherwise take the URL for a directory name.
 fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
     match path.to_str().filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://")) {
-        Some(url) => Err(crate::error::Error::InvalidArgument(format!(
+        Some(url) => Err(crate::base::error::Error::InvalidArgument(format!(
             "{what} works on a store directory, found the fleet URL {} (fleet stores are opened with \
              Store::open; their {what} is not built yet)",
-            crate::error::hide_password(url)
+            crate::base::error::hide_password(url)
         ))),
         None => Ok(()),
     }
@@ -757,7 +760,7 @@ fn refuse_fleet_url(path: &Path, what: &str) -> Result<()> {
 /// `NotADirectory`, Python's `NotADirectoryError` family).
 fn refuse_non_directory(path: &Path) -> Result<()> {
     match std::fs::metadata(path) {
-        Ok(m) if !m.is_dir() => Err(crate::error::Error::io(
+        Ok(m) if !m.is_dir() => Err(crate::base::error::Error::io(
             "open the store",
             path,
             std::io::Error::new(
