@@ -196,11 +196,16 @@ impl Error {
 
     /// [`Error::Index`] for an error of the index's database, kept as its `source()`; but
     /// [`Error::Io`] when behind it is a write that failed for lack of space: a full disk is
-    /// not damage, and no rebuild repairs it.
-    pub(crate) fn index(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+    /// not damage, and no rebuild repairs it. `io_of` finds the I/O error an error of `e`'s
+    /// `source()` chain carries (the index knows its database's error types, which do not
+    /// all give it as their source).
+    pub(crate) fn index<E: std::error::Error + Send + Sync + 'static>(
+        e: E,
+        io_of: for<'a> fn(&'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error>,
+    ) -> Self {
         let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(&e);
         while let Some(c) = cur {
-            if let Some(io) = redb_io(c)
+            if let Some(io) = io_of(c)
                 && is_full(io)
             {
                 let source = std::io::Error::new(io.kind(), format!("the index's write failed: {e}"));
@@ -262,45 +267,6 @@ impl Error {
 pub(crate) fn is_full(e: &std::io::Error) -> bool {
     matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
         || matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
-}
-
-/// The I/O error `e` is, or that the redb error `e` carries (redb's errors do not give it as
-/// their `source()`).
-fn redb_io<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
-    fn storage(s: &redb::StorageError) -> Option<&std::io::Error> {
-        match s {
-            redb::StorageError::Io(io) => Some(io),
-            _ => None,
-        }
-    }
-    if let Some(io) = e.downcast_ref::<std::io::Error>() {
-        return Some(io);
-    }
-    if let Some(redb::Error::Io(io)) = e.downcast_ref::<redb::Error>() {
-        return Some(io);
-    }
-    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
-        return storage(s);
-    }
-    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref::<redb::CommitError>() {
-        return storage(s);
-    }
-    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref::<redb::TransactionError>() {
-        return storage(s);
-    }
-    if let Some(redb::TableError::Storage(s)) = e.downcast_ref::<redb::TableError>() {
-        return storage(s);
-    }
-    if let Some(redb::DatabaseError::Storage(s)) = e.downcast_ref::<redb::DatabaseError>() {
-        return storage(s);
-    }
-    if let Some(redb::CompactionError::Storage(s)) = e.downcast_ref::<redb::CompactionError>() {
-        return storage(s);
-    }
-    if let Some(redb::SavepointError::Storage(s)) = e.downcast_ref::<redb::SavepointError>() {
-        return storage(s);
-    }
-    None
 }
 
 /// The message of [`Error::Poisoned`]: a writer stopped by a full disk says so.

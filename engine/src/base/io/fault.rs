@@ -457,7 +457,7 @@ fn record(at: &Path, file: &File, undo: impl FnOnce(u64) -> Result<Undo>) {
 /// the file does not have fails with `ENOSPC`: one that would grow the file, and one that
 /// reaches past the blocks of a sparse file (a file grown by `set_len`, as redb grows its
 /// file, has a length but no blocks behind it).
-pub(super) fn check_space(at: &Path, file: &File, offset: u64, len: u64) -> Result<()> {
+pub(crate) fn check_space(at: &Path, file: &File, offset: u64, len: u64) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let Some(c) = lookup(at) else { return Ok(()) };
     let mut s = c.state.lock();
@@ -479,7 +479,7 @@ pub(super) fn check_space(at: &Path, file: &File, offset: u64, len: u64) -> Resu
 }
 
 /// Records the bytes a write at `offset` of `len` bytes is about to overwrite.
-pub(super) fn record_write(at: &Path, file: &File, offset: u64, len: u64) {
+pub(crate) fn record_write(at: &Path, file: &File, offset: u64, len: u64) {
     record(at, file, |cur| {
         let end = (offset + len).min(cur);
         let old = if end > offset { read_old(file, offset, end - offset)? } else { Vec::new() };
@@ -488,7 +488,7 @@ pub(super) fn record_write(at: &Path, file: &File, offset: u64, len: u64) {
 }
 
 /// Records the bytes a resize to `len` is about to cut away.
-pub(super) fn record_set_len(at: &Path, file: &File, len: u64) {
+pub(crate) fn record_set_len(at: &Path, file: &File, len: u64) {
     record(at, file, |cur| {
         let old = if len < cur { read_old(file, len, cur - len)? } else { Vec::new() };
         Ok(Undo { len: cur, at: len.min(cur), old })
@@ -505,7 +505,7 @@ fn count_sync(s: &mut State) {
 /// Called after a file sync returned: what was written to it is durable. If the power went
 /// off while the sync ran (another thread's sync was the last one), it fails instead: the
 /// caller never learns of a success the disk did not have.
-pub(super) fn synced(at: &Path, file: &File) -> Result<()> {
+pub(crate) fn synced(at: &Path, file: &File) -> Result<()> {
     let Some(c) = lookup(at) else { return Ok(()) };
     let mut s = c.state.lock();
     if s.off {

@@ -13,7 +13,6 @@
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 mod process;
-mod redb_backend;
 
 use std::fs::{File, OpenOptions};
 use std::io::Result;
@@ -23,7 +22,6 @@ use std::path::Path;
 use memmap2::Mmap;
 
 pub(crate) use process::Opener;
-pub(crate) use redb_backend::{Journal, SeamBackend};
 
 /// The kind of a file operation, as the fault controller counts them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -52,7 +50,7 @@ pub enum Op {
 
 /// Asks the fault controller (fault builds only) whether `op` on a file under `at` fails.
 #[inline(always)]
-fn check(_op: Op, _at: &Path, _file: Option<&File>) -> Result<()> {
+pub(crate) fn check(_op: Op, _at: &Path, _file: Option<&File>) -> Result<()> {
     #[cfg(feature = "fault-injection")]
     fault::before(_op, _at, _file)?;
     Ok(())

@@ -28,7 +28,7 @@ use std::ops::Range;
 use self::offsets::{Dense, OffsetIndex};
 use crate::base::blob::{BlobId, Verify};
 use crate::base::error::{Error, Result};
-use crate::disk::index::{ARCHIVES, GRANT_ARCHIVE, GRANT_INLINE, InlineText};
+use crate::disk::index::{GRANT_ARCHIVE, GRANT_INLINE, InlineText};
 use crate::disk::log::Position;
 use crate::disk::record::{self, ArchiveRec, Kind};
 use crate::kernel::store::blobs;
@@ -208,14 +208,8 @@ pub(crate) fn grant(core: &Core, owner: &str, id: &BlobId) -> Result<Option<Arch
     if let Some(a) = core.index.mem.read().pending_grant(owner, &id.0).archive {
         return Ok(Some(a));
     }
-    let tx = core.index.read()?;
-    let t = match tx.open_table(ARCHIVES) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(Error::index(e)),
-    };
-    match t.get((owner, id.0)).map_err(Error::index)? {
-        Some(g) => Ok(Some(record::decode::<ArchiveRec>(g.value(), "archive").map_err(Error::index_msg)?)),
+    match crate::disk::index::archive_record(&core.index.read()?, owner, id)? {
+        Some(rec) => Ok(Some(rec)),
         None => Err(Error::index_msg(format!(
             "archive {id}: {owner:?} holds its grant, but its record is not indexed"
         ))),

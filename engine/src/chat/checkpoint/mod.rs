@@ -40,7 +40,6 @@ use std::sync::Arc;
 use crate::base::blob::BlobId;
 use crate::base::error::{Error, Result};
 use crate::chat::history::{ChatRef, tokens_kept};
-use crate::disk::index::SUMMARIES;
 use crate::disk::record::{self, CheckpointRec, Kind, SummaryRec};
 use crate::kernel::store::core::{Core, RecordOut, Txn};
 use crate::model::estimate::message_tokens;
@@ -239,13 +238,8 @@ struct Cache<'a> {
 impl Cache<'_> {
     fn get(&self, key: &BlobId) -> Result<Option<String>> {
         let tx = self.core.index.read()?;
-        let t = match tx.open_table(SUMMARIES) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(Error::index(e)),
-        };
-        let Some(g) = t.get((key.0, self.summarizer)).map_err(Error::index)? else { return Ok(None) };
-        let blob = self.core.get_blob(&BlobId(g.value()), crate::base::blob::Verify::Hash)?;
+        let Some(id) = crate::disk::index::summary(&tx, key, self.summarizer)? else { return Ok(None) };
+        let blob = self.core.get_blob(&id, crate::base::blob::Verify::Hash)?;
         Ok(Some(String::from_utf8_lossy(&blob).into_owned()))
     }
 
@@ -659,7 +653,7 @@ pub(crate) fn publish(chat: &ChatRef<'_>, cp: &Checkpoint, durable: bool) -> Res
         segments: cp.segments.iter().map(|s| (s.range.start, s.range.end, s.id.0)).collect(),
         at_ms: crate::chat::history::now_ms(),
     };
-    txn.push(RecordOut::history(Kind::Checkpoint, record::encode(&rec)?.into_vec()));
+    txn.push(RecordOut::of_chat(Kind::Checkpoint, rec.chat, record::encode(&rec)?.into_vec()));
     let c = core.append(txn)?;
     w.checkpoint =
         Some(Arc::new(crate::chat::history::Published { rec, summary: cp.summary.as_str().into() }));

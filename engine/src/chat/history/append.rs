@@ -349,8 +349,7 @@ impl ChatRef<'_> {
                 step: step_rec.clone(),
                 body,
             };
-            let payload = record::compact::encode(&rec, core.opts.compression);
-            let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
+            let at = txn.push(RecordOut::message(&rec, core.opts.compression)?);
             pending.push((at, seq, m.role, turn, starts, at_ms, may_archive));
         }
         if let Some(key) = timed.key {
@@ -360,7 +359,7 @@ impl ChatRef<'_> {
                 count: messages.len() as u64,
                 key: key.to_string(),
             };
-            txn.push(RecordOut::history(Kind::AppendKey, rec.encode()));
+            txn.push(RecordOut::of_chat(Kind::AppendKey, rec.chat, rec.encode()));
         }
         if let Some((tag, complete)) = &step {
             let rec = StepRec {
@@ -373,12 +372,12 @@ impl ChatRef<'_> {
                 seqs: (base..base + messages.len() as u64).collect(),
                 at_ms: now,
             };
-            txn.push(RecordOut::history(Kind::Step, record::encode(&rec)?.into_vec()));
+            txn.push(RecordOut::of_chat(Kind::Step, rec.chat, record::encode(&rec)?.into_vec()));
         }
         let meta_version = w.meta_version + 1;
         if let Some(m) = &timed.meta {
             let rec = super::edit::meta_rec(chat, meta_version, m);
-            txn.push(RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()));
+            txn.push(RecordOut::of_chat(Kind::Meta, rec.chat, record::encode(&rec)?.into_vec()));
         }
         let c = core.append(txn)?;
         let tag = step.map(|(t, _)| Arc::new(t));

@@ -11,7 +11,6 @@ use super::snap::Snapshot;
 use super::state::{ChatState, SnapInner, read_message};
 use crate::base::error::{Error, Result};
 use crate::chat::archive::ArchiveCache;
-use crate::disk::index::{MESSAGES, METAS, STEPS};
 use crate::disk::log::Location;
 use crate::disk::record::{self, StepRec};
 use crate::kernel::store::core::Core;
@@ -72,12 +71,10 @@ impl ChatRef<'_> {
         let end = self.state.w.lock().last_end;
         core.ensure_flushed(end)?;
         let tx = core.index.read()?;
-        let t = tx.open_table(METAS).map_err(Error::index)?;
-        let Some(g) = t.get((self.id().0, version)).map_err(Error::index)? else {
+        let Some(loc) = crate::disk::index::meta_location(&tx, self.id().0, version)? else {
             return Err(Error::NotFound { what: format!("metadata version {version} of {}", self.id()) });
         };
-        let (segment, offset, len) = g.value();
-        read_meta_at(core, Location { segment, offset, len })
+        read_meta_at(core, loc)
     }
 
     /// Message `seq` (current revision).
@@ -145,29 +142,22 @@ impl ChatRef<'_> {
         let core = self.core();
         core.ensure_flushed(self.state.w.lock().last_end)?;
         let tx = core.index.read()?;
-        let steps = match tx.open_table(STEPS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-            Err(e) => return Err(Error::index(e)),
-        };
-        let messages = tx.open_table(MESSAGES).map_err(Error::index)?;
         let chat = self.id();
         let mut out: Vec<Attempt> = Vec::new();
-        let range = (chat.0, turn, 0u64, 0u64)..=(chat.0, turn, u64::MAX, u64::MAX);
-        for item in steps.range(range).map_err(Error::index)? {
-            let (k, v) = item.map_err(Error::index)?;
-            let (_, _, segment, offset) = k.value();
-            let loc = Location { segment, offset, len: v.value() };
+        for loc in crate::disk::index::step_locations(&tx, chat.0, turn)? {
+            let (segment, offset) = (loc.segment, loc.offset);
             let raw = core.read(loc, crate::base::blob::Verify::Checksum)?;
             let s: StepRec =
                 record::decode(&raw.payload, "step").map_err(|e| Error::corrupt(segment, offset, e))?;
             let mut msgs = Vec::with_capacity(s.seqs.len());
             for &seq in &s.seqs {
-                let g = messages.get((chat.0, seq, s.revision)).map_err(Error::index)?.ok_or_else(|| {
-                    Error::index_msg(format!("{chat}: message {seq} of revision {} is missing", s.revision))
-                })?;
                 let crate::disk::index::MsgVal { segment, offset, len, .. } =
-                    crate::disk::index::decode_msg_val(g.value())?;
+                    crate::disk::index::message_version(&tx, chat.0, seq, s.revision)?.ok_or_else(|| {
+                        Error::index_msg(format!(
+                            "{chat}: message {seq} of revision {} is missing",
+                            s.revision
+                        ))
+                    })?;
                 msgs.push(read_message(core, chat, Location { segment, offset, len })?);
             }
             let st = Step {

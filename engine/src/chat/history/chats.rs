@@ -8,7 +8,6 @@ use super::edit::meta_rec;
 use super::load::{chat_row, read_meta};
 use super::state::{ChatState, SnapInner, Writer, now_ms};
 use crate::base::error::{Error, Result};
-use crate::disk::index::OWNER_CHATS;
 use crate::disk::record::{self, ChatRec, DeleteRec, Kind};
 use crate::kernel::store::core::{Core, RecordOut, Txn};
 use crate::model::message::*;
@@ -20,11 +19,12 @@ pub(crate) fn create_chat(chats: &ChatCache, owner: &str, meta: ChatMeta) -> Res
     let id = chats.allocate()?;
     let now = now_ms();
     let mut txn = Txn::default();
-    txn.push(RecordOut::history(
+    txn.push(RecordOut::of_chat(
         Kind::Chat,
+        id.0,
         record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: now })?.into_vec(),
     ));
-    txn.push(RecordOut::history(Kind::Meta, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
+    txn.push(RecordOut::of_chat(Kind::Meta, id.0, record::encode(&meta_rec(id, 1, &meta))?.into_vec()));
     let committed = core.append(txn)?;
     let w = empty_writer(id, meta, now, committed.end);
     chats.insert(Arc::new(ChatState::new(core.clone(), id, owner.into(), now, w)));
@@ -64,12 +64,13 @@ pub(crate) fn create_chat_with(
     let mut rec = meta_rec(id, 1, &meta);
     rec.at_ms = created;
     let prelude = vec![
-        RecordOut::history(
+        RecordOut::of_chat(
             Kind::Chat,
+            id.0,
             record::encode(&ChatRec { chat: id.0, owner: owner.to_string(), created_ms: created })?
                 .into_vec(),
         ),
-        RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()),
+        RecordOut::of_chat(Kind::Meta, id.0, record::encode(&rec)?.into_vec()),
     ];
     let w = empty_writer(id, meta, created, core.log.written());
     // In memory only once its records are committed: a failed write leaves no chat (its id
@@ -92,8 +93,9 @@ pub(crate) fn delete_chat(
     let core = chats.core();
     let (mut w, _fleet) = state.lock_write()?;
     let mut txn = Txn::default();
-    txn.push(RecordOut::history(
+    txn.push(RecordOut::of_chat(
         Kind::Delete,
+        id.0,
         record::encode(&DeleteRec { chat: id.0, at_ms: now_ms() })?.into_vec(),
     ));
     let c = core.append(txn)?;
@@ -134,31 +136,20 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
     };
     let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
     let tx = core.index.read()?;
-    if let Ok(t) = tx.open_table(OWNER_CHATS) {
-        let start = match page.after {
-            Some(c) => (owner, u64::MAX - c.last_activity_ms, c.id.0),
-            None => (owner, 0, 0),
-        };
-        let mut taken = 0;
-        for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
-            let (k, _) = item.map_err(Error::index)?;
-            let (_, _, chat) = k.value();
-            if cached.contains_key(&chat) {
-                continue;
-            }
-            let Some(summary) = indexed_summary(core, &tx, chat)? else {
-                continue;
-            };
-            if !after(&summary) {
-                continue;
-            }
-            out.push(summary);
-            taken += 1;
-            if taken > page.limit {
-                break;
-            }
+    let mut taken = 0;
+    let from = page.after.map(|c| (c.last_activity_ms, c.id.0));
+    crate::disk::index::owner_chats(&tx, owner, from, |chat| {
+        if cached.contains_key(&chat) {
+            return Ok(true);
         }
-    }
+        let Some(summary) = indexed_summary(core, &tx, chat)? else { return Ok(true) };
+        if !after(&summary) {
+            return Ok(true);
+        }
+        out.push(summary);
+        taken += 1;
+        Ok(taken <= page.limit)
+    })?;
     out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
     let more = out.len() > page.limit;
     out.truncate(page.limit);
@@ -184,18 +175,14 @@ pub(crate) fn chat_marks(chats: &ChatCache, owner: &str) -> Result<Vec<(ChatId, 
         out.insert(s.id.0, (snap.revision, snap.len));
     }
     let tx = core.index.read()?;
-    if let Ok(t) = tx.open_table(OWNER_CHATS) {
-        for item in t.range((owner, 0, 0)..=(owner, u64::MAX, u64::MAX)).map_err(Error::index)? {
-            let (k, _) = item.map_err(Error::index)?;
-            let (_, _, chat) = k.value();
-            if out.contains_key(&chat) {
-                continue;
-            }
-            if let Some(row) = chat_row(&tx, ChatId(chat))? {
-                out.insert(chat, (row.revision, row.len));
-            }
+    crate::disk::index::owner_chats(&tx, owner, None, |chat| {
+        if !out.contains_key(&chat)
+            && let Some(row) = chat_row(&tx, ChatId(chat))?
+        {
+            out.insert(chat, (row.revision, row.len));
         }
-    }
+        Ok(true)
+    })?;
     Ok(out.into_iter().map(|(c, (r, l))| (ChatId(c), r, l)).collect())
 }
 
@@ -271,7 +258,7 @@ pub(crate) fn find_chats(
 }
 
 /// The summary of a chat not in memory, from its index row (`None`: no such chat).
-fn indexed_summary(core: &Core, tx: &redb::ReadTransaction, chat: u64) -> Result<Option<ChatSummary>> {
+fn indexed_summary(core: &Core, tx: &crate::disk::index::ReadTx, chat: u64) -> Result<Option<ChatSummary>> {
     let Some(row) = chat_row(tx, ChatId(chat))? else { return Ok(None) };
     Ok(Some(ChatSummary {
         id: ChatId(chat),
@@ -300,19 +287,7 @@ fn summary_of(s: &SnapInner) -> ChatSummary {
 pub(crate) fn owners(chats: &ChatCache) -> Result<Vec<(String, u64)>> {
     let core = chats.core();
     core.ensure_flushed(core.log.written())?;
-    let mut out: Vec<(String, u64)> = Vec::new();
-    let tx = core.index.read()?;
-    if let Ok(t) = tx.open_table(OWNER_CHATS) {
-        for item in t.range::<(&str, u64, u64)>(..).map_err(Error::index)? {
-            let (k, _) = item.map_err(Error::index)?;
-            let (owner, _, _) = k.value();
-            match out.last_mut() {
-                Some((o, n)) if o == owner => *n += 1,
-                _ => out.push((owner.to_string(), 1)),
-            }
-        }
-    }
-    Ok(out)
+    crate::disk::index::owners(&core.index.read()?)
 }
 
 /// Brings what this process holds of `owner`'s chats up to date before they are listed: in

@@ -41,7 +41,7 @@ impl ChatRef<'_> {
         let at = at_ms.unwrap_or(rec.at_ms);
         rec.at_ms = at;
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(Kind::Meta, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Meta, rec.chat, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         w.meta = Arc::new(meta);
         w.meta_version = version;
@@ -105,7 +105,7 @@ impl ChatRef<'_> {
             len_after: w.len,
             at_ms: now,
         };
-        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Revision, rev.chat, record::encode(&rev)?.into_vec()));
         let rec = MsgRec {
             chat: chat.0,
             seq,
@@ -117,8 +117,7 @@ impl ChatRef<'_> {
             body,
         };
         let may_archive = rec.body.may_archive();
-        let payload = record::compact::encode(&rec, core.opts.compression);
-        let at = txn.push(RecordOut::history(Kind::MessageCompact, payload));
+        let at = txn.push(RecordOut::message(&rec, core.opts.compression)?);
         let c = core.append(txn)?;
         // The entries in memory go on at the new revision (the others load from the index
         // as before: an edit changes only `seq`).
@@ -177,7 +176,7 @@ impl ChatRef<'_> {
             at_ms: now,
         };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Revision, rev.chat, record::encode(&rev)?.into_vec()));
         let c = core.append(txn)?;
         w.last_turn = match from_seq.checked_sub(1) {
             None => 0,
@@ -266,7 +265,7 @@ impl ChatRef<'_> {
             at_ms: now,
         };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(Kind::Pin, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Pin, rec.chat, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut pins = (*w.pins).clone();
         if on {

@@ -102,14 +102,14 @@ impl ChatRef<'_> {
             len_after: w.len,
             at_ms: now,
         };
-        txn.push(RecordOut::history(Kind::Revision, record::encode(&rev)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Revision, chat, record::encode(&rev)?.into_vec()));
         let rec =
             HideRec { chat, revision, ranges: ranges.iter().map(|r| (r.start, r.end)).collect(), at_ms: now };
         let payload = record::encode(&rec)?.into_vec();
         if erase == Erase::Yes {
-            txn.push(RecordOut::history(Kind::Erase, payload.clone()));
+            txn.push(RecordOut::of_chat(Kind::Erase, chat, payload.clone()));
         }
-        txn.push(RecordOut::history(Kind::Hide, payload));
+        txn.push(RecordOut::of_chat(Kind::Hide, chat, payload));
         Ok((revision, hidden))
     }
 

@@ -804,7 +804,7 @@ impl ChatView<'_> {
         let now = now_ms();
         let rec = UsageRec { chat: self.chat.id().0, model: model.clone(), factor: new, at_ms: now };
         let mut txn = Txn::default();
-        txn.push(RecordOut::history(Kind::Usage, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Usage, rec.chat, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut cal = (*w.calibration).clone();
         cal.insert(model, new);
@@ -951,7 +951,7 @@ impl ChatView<'_> {
         }
         let rec =
             CompactionRec { chat: self.chat.id().0, revision: w.revision, trims, squishes, at_ms: now_ms() };
-        txn.push(RecordOut::history(Kind::Compaction, record::encode(&rec)?.into_vec()));
+        txn.push(RecordOut::of_chat(Kind::Compaction, rec.chat, record::encode(&rec)?.into_vec()));
         let c = core.append(txn)?;
         let mut list = (*w.compactions).clone();
         list.push(rec);

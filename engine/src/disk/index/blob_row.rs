@@ -161,11 +161,7 @@ pub(crate) fn held(
     id: &[u8; 32],
     chat: Option<u64>,
 ) -> Result<Held> {
-    let blobs = match tx.open_table(BLOBS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Held::default()),
-        Err(e) => return Err(redb_err(e)),
-    };
+    let Some(blobs) = super::query::table(tx, BLOBS)? else { return Ok(Held::default()) };
     let Some(g) = blobs.get(id).map_err(redb_err)? else { return Ok(Held::default()) };
     let row = BlobRow::decode(g.value())?;
     drop(g);
@@ -204,11 +200,7 @@ fn chat_exists(
     c: u64,
 ) -> Result<bool> {
     if chats.is_none() {
-        *chats = Some(match tx.open_table(CHATS) {
-            Ok(t) => Some(t),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(redb_err(e)),
-        });
+        *chats = Some(super::query::table(tx, CHATS)?);
     }
     match chats.as_ref().and_then(Option::as_ref) {
         Some(t) => Ok(t.get(c).map_err(redb_err)?.is_some()),

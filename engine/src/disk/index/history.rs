@@ -123,60 +123,6 @@ pub(crate) const BODY_TEXTS_TODO: TableDefinition<'_, (u64, u64, u64), [u8; 32]>
 /// an entry for every message it covers (index layout 8).
 pub(crate) const MAY_ARCHIVE: TableDefinition<'_, (u64, u64, u64), ()> = TableDefinition::new("may_archive");
 
-/// Whether a message below `reach` of `chat` has a version written after revision `base`,
-/// up to revision `upto`: an edit of one (the message has a version at that revision; a
-/// hide's revision has none), or a truncation below `reach` (what was appended after it has
-/// later versions). The caller has the chat's writes up to `upto` flushed.
-pub(crate) fn changed_below(
-    tx: &redb::ReadTransaction,
-    chat: u64,
-    reach: u64,
-    base: u64,
-    upto: u64,
-) -> Result<bool> {
-    if base >= upto {
-        return Ok(false);
-    }
-    let revisions = match tx.open_table(REVISIONS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(false),
-        Err(e) => return Err(redb_err(e)),
-    };
-    let messages = tx.open_table(MESSAGES).map_err(redb_err)?;
-    for item in revisions.range((chat, base + 1)..=(chat, upto)).map_err(redb_err)? {
-        let (k, v) = item.map_err(redb_err)?;
-        let rev = k.value().1;
-        let (seq, _, len_after, truncate) = v.value();
-        let changed = if truncate {
-            len_after < reach
-        } else {
-            seq < reach && messages.get((chat, seq, rev)).map_err(redb_err)?.is_some()
-        };
-        if changed {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
-/// The seqs below `reach` of `chat` with a version that may hold an archived tool result
-/// (any version: the caller checks the one it reads), ascending, each once.
-pub(crate) fn may_archive_below(tx: &redb::ReadTransaction, chat: u64, reach: u64) -> Result<Vec<u64>> {
-    let t = match tx.open_table(MAY_ARCHIVE) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(redb_err(e)),
-    };
-    let mut out: Vec<u64> = Vec::new();
-    for item in t.range((chat, 0u64, 0u64)..(chat, reach, 0u64)).map_err(redb_err)? {
-        let seq = item.map_err(redb_err)?.0.value().1;
-        if out.last() != Some(&seq) {
-            out.push(seq);
-        }
-    }
-    Ok(out)
-}
-
 /// (chat, archive id, unit, start, end) -> () : pinned pages.
 pub(crate) const PINS: TableDefinition<'_, (u64, [u8; 32], u8, u64, u64), ()> = TableDefinition::new("pins");
 
@@ -210,54 +156,6 @@ pub(crate) fn value_hash(value: &str) -> [u8; 16] {
     let mut h = [0u8; 16];
     h.copy_from_slice(&blake3::hash(value.as_bytes()).as_bytes()[..16]);
     h
-}
-
-/// The chats of `owner` whose metadata `field`/`key` holds `value`, by id.
-pub(crate) fn find_chats(
-    tx: &redb::ReadTransaction,
-    owner: &str,
-    (field, key): (u8, &str),
-    value: &str,
-) -> Result<Vec<u64>> {
-    let t = match tx.open_table(CHAT_LOOKUP) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(redb_err(e)),
-    };
-    let h = value_hash(value);
-    let mut out = Vec::new();
-    for item in t.range((owner, field, key, h, 0)..=(owner, field, key, h, u64::MAX)).map_err(redb_err)? {
-        out.push(item.map_err(redb_err)?.0.value().4);
-    }
-    Ok(out)
-}
-
-/// The seqs (first, count) the append made to `chat` with idempotency key `key` took, if
-/// redb holds one.
-pub(crate) fn append_key(tx: &redb::ReadTransaction, chat: u64, key: &str) -> Result<Option<(u64, u64)>> {
-    match tx.open_table(APPEND_KEYS) {
-        Ok(t) => Ok(t.get((chat, key)).map_err(redb_err)?.map(|g| g.value())),
-        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(redb_err(e)),
-    }
-}
-
-/// Every chat the index holds (deleted ones are gone from `chats`): (chat, owner, len,
-/// revision), in chat order. For the background search indexer, which catches up the chats
-/// whose length or revision moved.
-pub(crate) fn all_chats(tx: &redb::ReadTransaction) -> Result<Vec<(u64, String, u64, u64)>> {
-    let t = match tx.open_table(CHATS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
-        Err(e) => return Err(redb_err(e)),
-    };
-    let mut out = Vec::new();
-    for item in t.iter().map_err(redb_err)? {
-        let (k, v) = item.map_err(redb_err)?;
-        let row = ChatRow::decode(v.value())?;
-        out.push((k.value(), row.owner, row.len, row.revision));
-    }
-    Ok(out)
 }
 
 /// The `chat_lookup` entries of a metadata record: (field, key, value hash).

@@ -5,7 +5,8 @@ use redb::{Database, Durability as RedbDurability, ReadableDatabase, ReadableTab
 
 use super::blob_row::{self, BlobRow, Held};
 use super::history::{BODY_TEXTS_TODO, CHAT_INLINE_TEXTS, INLINE_TEXTS, MsgKey};
-use super::{BLOBS, CHATS, ChatRow, Index, InlineText, MESSAGES, META, history, redb_err};
+use super::history::{CHATS, MESSAGES};
+use super::{BLOBS, ChatRow, Index, InlineText, META, history, redb_err};
 use crate::base::blob::{Blob, BlobId};
 use crate::base::error::{Error, Result};
 use crate::disk::log::Location;
@@ -26,12 +27,8 @@ impl Index {
     ) -> Result<Option<InlineText>> {
         // The memtable before redb: a record leaves it only once redb holds it.
         let pending = self.mem.read().pending_texts(id);
-        let tx = self.read()?;
-        let chats = match tx.open_table(CHATS) {
-            Ok(t) => Some(t),
-            Err(redb::TableError::TableDoesNotExist(_)) => None,
-            Err(e) => return Err(redb_err(e)),
-        };
+        let tx = self.read()?.0;
+        let chats = super::query::table(&tx, CHATS)?;
         let owns = |chat: u64| -> Result<bool> {
             if pending.deleted.contains(&chat) {
                 return Ok(false);
@@ -79,7 +76,7 @@ impl Index {
         if let Some(found) = self.mem.read().pending_append_key(chat, key) {
             return Ok(Some(found));
         }
-        history::append_key(&self.read()?, chat, key)
+        super::query::append_key(&self.read()?, chat, key)
     }
 
     /// Looks a blob up: memtable first, then redb.
@@ -89,11 +86,7 @@ impl Index {
         }
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;
-        let t = match tx.open_table(BLOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(redb_err(e)),
-        };
+        let Some(t) = super::query::table(&tx, BLOBS)? else { return Ok(None) };
         match t.get(id.as_bytes()).map_err(redb_err)? {
             Some(g) => BlobRow::location(g.value()),
             None => Ok(None),
@@ -111,11 +104,7 @@ impl Index {
         }
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;
-        let t = match tx.open_table(BLOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(out),
-            Err(e) => return Err(redb_err(e)),
-        };
+        let Some(t) = super::query::table(&tx, BLOBS)? else { return Ok(out) };
         for (id, slot) in ids.iter().zip(&mut out) {
             if slot.is_none()
                 && let Some(g) = t.get(id.as_bytes()).map_err(redb_err)?
@@ -131,11 +120,7 @@ impl Index {
     pub(crate) fn blob_count(&self) -> Result<u64> {
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;
-        let t = match tx.open_table(BLOBS) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(0),
-            Err(e) => return Err(redb_err(e)),
-        };
+        let Some(t) = super::query::table(&tx, BLOBS)? else { return Ok(0) };
         let mut n = 0;
         for item in t.iter().map_err(redb_err)? {
             n += u64::from(BlobRow::location(item.map_err(redb_err)?.1.value())?.is_some());
@@ -147,23 +132,20 @@ impl Index {
     /// looked at), with those bound to `chat` apart. A grant bound to a deleted chat counts
     /// in neither `any` nor, the chat being gone, anywhere a write would ask.
     pub(crate) fn held(&self, owner: &str, id: &BlobId, chat: Option<u64>) -> Result<Held> {
-        blob_row::held(&self.read()?, owner, &id.0, chat)
+        blob_row::held(&self.read()?.0, owner, &id.0, chat)
     }
 
     /// [`held`](Self::held) for several blobs (no chat), in one read transaction.
     pub(crate) fn held_each(&self, owner: &str, ids: &[&BlobId]) -> Result<Vec<Held>> {
-        let tx = self.read()?;
+        let tx = self.read()?.0;
         ids.iter().map(|id| blob_row::held(&tx, owner, &id.0, None)).collect()
     }
 
     /// The next chat id to hand out (one past the highest created).
     pub(crate) fn next_chat(&self) -> Result<u64> {
         let tx = self.db.read().begin_read().map_err(redb_err)?;
-        match tx.open_table(META) {
-            Ok(m) => Ok(m.get("next_chat").map_err(redb_err)?.map(|g| g.value()).unwrap_or(1)),
-            Err(redb::TableError::TableDoesNotExist(_)) => Ok(1),
-            Err(e) => Err(redb_err(e)),
-        }
+        let Some(m) = super::query::table(&tx, META)? else { return Ok(1) };
+        Ok(m.get("next_chat").map_err(redb_err)?.map(|g| g.value()).unwrap_or(1))
     }
 }
 
@@ -174,11 +156,7 @@ fn indexed_text(
     id: &[u8; 32],
     owns: &dyn Fn(u64) -> Result<bool>,
 ) -> Result<Option<InlineText>> {
-    let texts = match tx.open_table(INLINE_TEXTS) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-        Err(e) => return Err(redb_err(e)),
-    };
+    let Some(texts) = super::query::table(tx, INLINE_TEXTS)? else { return Ok(None) };
     let messages = tx.open_table(MESSAGES).map_err(redb_err)?;
     let m = u64::MAX;
     let mut last_chat = None;
@@ -214,11 +192,7 @@ pub(super) fn list_body_texts_in<D: std::ops::Deref<Target = Database>>(
     loop {
         let todo: Vec<(MsgKey, [u8; 32])> = {
             let tx = db().begin_read().map_err(redb_err)?;
-            let t = match tx.open_table(BODY_TEXTS_TODO) {
-                Ok(t) => t,
-                Err(redb::TableError::TableDoesNotExist(_)) => return Ok(done),
-                Err(e) => return Err(redb_err(e)),
-            };
+            let Some(t) = super::query::table(&tx, BODY_TEXTS_TODO)? else { return Ok(done) };
             let mut v = Vec::new();
             for item in t.range(from..).map_err(redb_err)?.take(BODY_TEXTS_BATCH) {
                 let (k, b) = item.map_err(redb_err)?;

@@ -6,13 +6,18 @@
 //! redb with non-durable commits and, periodically, makes redb durable after syncing the
 //! log up to the position it records. On open, the log is replayed from that position.
 //!
-//! Files: `open` (opening and verifying the file), `flush` (memtable and replayed batches
-//! into redb), `blob_row` (a blob's location and grants, one row per blob), `lookup`
-//! (blobs, grants, inline texts, the next chat id), `rebuild` (rebuild, check
+//! The only module that names redb: the floors above read through [`ReadTx`] and the
+//! questions of `query`, which answer in plain values.
+//!
+//! Files: `open` (opening and verifying the file), `backend` (redb's file backend behind the
+//! file seam), `flush` (memtable and replayed batches into redb), `blob_row` (a blob's
+//! location and grants, one row per blob), `lookup` (blobs, grants, inline texts, the next
+//! chat id), `query` (the history questions of the floors above), `rebuild` (rebuild, check
 //! against the log, clear, compaction), `history` (the history tables and their rows),
 //! `memtable`, `pending_texts` (the inline texts of the memtable's message records).
 
 mod aside_texts;
+mod backend;
 mod blob_row;
 mod flush;
 mod history;
@@ -20,6 +25,7 @@ mod lookup;
 mod memtable;
 mod open;
 mod pending_texts;
+mod query;
 mod rebuild;
 
 use std::path::{Path, PathBuf};
@@ -31,24 +37,24 @@ use redb::{Database, ReadableDatabase, TableDefinition};
 
 use crate::base::blob::BlobId;
 use crate::base::error::{Error, Result};
-use crate::base::io::Journal;
 use crate::disk::log::{Location, Position};
 use crate::disk::record::Kind;
+pub(crate) use backend::Journal;
 use blob_row::BLOBS;
 pub(crate) use blob_row::Held;
 pub(crate) use flush::{entries_keeping, entries_of};
-#[cfg(test)]
-pub(crate) use history::encode_msg_val;
 pub(crate) use history::{
-    ARCHIVES, CALIB, CHATS, COMPACTIONS, ChatRow, ERASED, GRANT_ARCHIVE, GRANT_INLINE, HIDDEN, HistoryIndex,
-    MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, batch_chats, chat_of, decode_msg_val,
-    is_grant,
+    ChatRow, GRANT_ARCHIVE, GRANT_INLINE, HistoryIndex, MsgVal, batch_chats, chat_of, is_grant,
 };
-pub(crate) use history::{
-    CHECKPOINTS, FIELD_EXTRA, FIELD_TITLE, SUMMARIES, all_chats, changed_below, find_chats, may_archive_below,
-};
+pub(crate) use history::{FIELD_EXTRA, FIELD_TITLE};
 pub(crate) use memtable::Memtable;
 pub(crate) use pending_texts::{Listing, texts_of};
+pub(crate) use query::{
+    ReadTx, all_chats, archive_record, calibration, changed_below, chat_row, checkpoint_location,
+    compaction_locations, erasures, find_chats, hides_until, len_at_end_of, may_archive_below, message_at,
+    message_version, message_versions, meta_location, owner_chats, owners, pins, step_locations, summary,
+    truncations_until,
+};
 use rebuild::diff_table;
 
 /// Bookkeeping: applied position, next transaction id, index format version.
@@ -147,8 +153,48 @@ pub(crate) struct Applied {
     pub batch_start: u64,
 }
 
+/// [`Error::index`] for an error of redb: a full disk behind it is said as one.
 fn redb_err(e: impl std::error::Error + Send + Sync + 'static) -> Error {
-    Error::index(e)
+    Error::index(e, redb_io)
+}
+
+/// The I/O error `e` is, or that the redb error `e` carries (redb's errors do not give it as
+/// their `source()`).
+fn redb_io<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    fn storage(s: &redb::StorageError) -> Option<&std::io::Error> {
+        match s {
+            redb::StorageError::Io(io) => Some(io),
+            _ => None,
+        }
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        return Some(io);
+    }
+    if let Some(redb::Error::Io(io)) = e.downcast_ref::<redb::Error>() {
+        return Some(io);
+    }
+    if let Some(s) = e.downcast_ref::<redb::StorageError>() {
+        return storage(s);
+    }
+    if let Some(redb::CommitError::Storage(s)) = e.downcast_ref::<redb::CommitError>() {
+        return storage(s);
+    }
+    if let Some(redb::TransactionError::Storage(s)) = e.downcast_ref::<redb::TransactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::TableError::Storage(s)) = e.downcast_ref::<redb::TableError>() {
+        return storage(s);
+    }
+    if let Some(redb::DatabaseError::Storage(s)) = e.downcast_ref::<redb::DatabaseError>() {
+        return storage(s);
+    }
+    if let Some(redb::CompactionError::Storage(s)) = e.downcast_ref::<redb::CompactionError>() {
+        return storage(s);
+    }
+    if let Some(redb::SavepointError::Storage(s)) = e.downcast_ref::<redb::SavepointError>() {
+        return storage(s);
+    }
+    None
 }
 
 /// Runs `f`, turning a panic into [`Error::Index`].
@@ -224,10 +270,10 @@ impl Index {
         *self.flushed.lock()
     }
 
-    /// A read transaction on redb (for history queries).
-    pub(crate) fn read(&self) -> Result<redb::ReadTransaction> {
+    /// A consistent read of the index, for the queries of [`query`].
+    pub(crate) fn read(&self) -> Result<ReadTx> {
         crate::disk::log::same_process(&self.opener)?;
-        self.db.read().begin_read().map_err(redb_err)
+        self.db.read().begin_read().map(ReadTx).map_err(redb_err)
     }
 
     /// Holds off flushes while a rebuild runs.
@@ -267,7 +313,7 @@ mod tests {
         // The blobs table opened with another value type: redb refuses it.
         let wrong: TableDefinition<'_, [u8; 32], u64> = TableDefinition::new("blobs");
         let tx = index.read().unwrap();
-        let e = tx.open_table(wrong).map(|_| ()).map_err(redb_err).unwrap_err();
+        let e = tx.0.open_table(wrong).map(|_| ()).map_err(redb_err).unwrap_err();
         let source = std::error::Error::source(&e).expect("the redb error is kept");
         assert!(source.downcast_ref::<redb::TableError>().is_some(), "{source:?}");
         // The message is as before: redb's words, and the advice to rebuild.

@@ -9,9 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{Mutex, RwLock};
 use redb::{Database, ReadableDatabase};
 
+use super::backend::{Journal, SeamBackend};
 use super::{Applied, INDEX_FILE, INDEX_VERSION, Index, META, Memtable, guard, redb_err};
 use crate::base::error::{Error, Result};
-use crate::base::io::{self, Journal, SeamBackend};
+use crate::base::io;
 use crate::disk::log::Position;
 
 /// The error for an index file that is damaged: what failed, where.
@@ -213,11 +214,7 @@ impl Index {
     fn read_applied(&self) -> Result<Option<(Applied, u64)>> {
         let db = self.db.read();
         let tx = db.begin_read().map_err(redb_err)?;
-        let meta = match tx.open_table(META) {
-            Ok(t) => t,
-            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
-            Err(e) => return Err(redb_err(e)),
-        };
+        let Some(meta) = super::query::table(&tx, META)? else { return Ok(None) };
         let get = |k: &str| -> Result<Option<u64>> { Ok(meta.get(k).map_err(redb_err)?.map(|v| v.value())) };
         let (Some(seg), Some(off), Some(txid), Some(ver)) =
             (get("applied_segment")?, get("applied_offset")?, get("next_txid")?, get("version")?)

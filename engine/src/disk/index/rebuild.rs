@@ -6,13 +6,14 @@ use std::sync::Arc;
 
 use redb::{Database, ReadableDatabase, TableDefinition};
 
+use super::backend::Journal;
 use super::flush::{apply_batches, write_meta};
 use super::lookup::list_body_texts_in;
 use super::open::open_verified;
 use super::{Applied, BLOBS, BatchEntries, Index, META, guard, history, redb_err};
 use crate::base::blob::Blob;
 use crate::base::error::{Error, Result};
-use crate::base::io::{self, Journal};
+use crate::base::io;
 
 impl Index {
     /// Replaces the index with one built from `batches` (every batch of the log, in order)
@@ -61,7 +62,7 @@ impl Index {
         let out = fresh.and_then(|fresh| {
             list_body_texts_in(|| self.db.read(), body)?;
             list_body_texts_in(|| &fresh, body)?;
-            let (ours, theirs) = (self.read()?, fresh.begin_read().map_err(redb_err)?);
+            let (ours, theirs) = (self.read()?.0, fresh.begin_read().map_err(redb_err)?);
             guard("comparing the index with the log", || diff_tables(&ours, &theirs))
         });
         remove_if_present(&tmp)?;
@@ -168,11 +169,7 @@ pub(crate) fn diff_table<K: redb::Key + 'static, V: redb::Value + 'static>(
     use redb::{ReadableTable, TableHandle};
     use std::cmp::Ordering;
     let name = def.name().to_string();
-    let open = |tx: &redb::ReadTransaction| match tx.open_table(def) {
-        Ok(t) => Ok(Some(t)),
-        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(redb_err(e)),
-    };
+    let open = |tx: &redb::ReadTransaction| super::query::table(tx, def);
     let (ta, tb) = (open(ours)?, open(theirs)?);
     let mut ia = match &ta {
         Some(t) => Some(t.iter().map_err(redb_err)?),

@@ -302,6 +302,8 @@ fn get_part(r: &mut Reader<'_>) -> Result<PartRec, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::record::Kind;
+    use crate::model::message::Role;
 
     fn every_part() -> MsgRec {
         MsgRec {
@@ -333,6 +335,29 @@ mod tests {
                 PartRec::Attachment { mime: "lg".into(), blob: [9; 32] },
                 PartRec::Summary(String::new()),
             ]),
+        }
+    }
+
+    #[test]
+    fn the_listing_a_writer_gives_equals_the_one_read_back_from_the_record() {
+        // The kernel indexes a message by the listing its writer gives (`RecordOut::message`),
+        // a replayed one by decoding: both must be the same, for every role and body shape.
+        let mut recs = Vec::new();
+        let roles = [(Role::User, false), (Role::User, true), (Role::Assistant, false), (Role::Tool, false)];
+        for (role, feedback) in roles.into_iter().chain([(Role::System, false)]) {
+            {
+                let role = super::super::role_byte(role, feedback);
+                recs.push(MsgRec { role, ..every_part() });
+                recs.push(MsgRec { role, body: BodyRec::Blob([4; 32]), step: None, ..every_part() });
+                recs.push(MsgRec { role, body: BodyRec::Inline(Vec::new()), ..every_part() });
+            }
+        }
+        for rec in recs {
+            let given = super::super::message_listing(&rec).unwrap();
+            let bytes = encode(&rec, Compression::Zstd(1));
+            let (head, texts, _) =
+                super::super::message_key_texts(Kind::MessageCompact, &bytes, false).unwrap();
+            assert_eq!(given, (head, texts), "{rec:?}");
         }
     }
 

@@ -612,6 +612,12 @@ pub(crate) fn message_key_texts(
     Ok((((m.chat, m.seq, m.revision), head), texts, None))
 }
 
+/// What [`message_key_texts`] finds in a message record, from the record before it is
+/// encoded: the writer knows it, so the kernel does not decode what it was just handed.
+pub(crate) fn message_listing(rec: &MsgRec) -> std::result::Result<(MsgKeyHead, MessageTexts), String> {
+    Ok((((rec.chat, rec.seq, rec.revision), head_of(rec)?), decoded_texts(rec)))
+}
+
 /// [`message_texts`] of a message whose parts are in a body blob (its bytes). The message's
 /// role is not at hand where bodies are listed, so every text part is listed, whatever the
 /// role (a body blob holds more than 8 KiB of parts: such messages are few).

@@ -1035,6 +1035,8 @@ fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
         raw_len: r.raw_len,
         payload: r.payload.to_vec(),
         blob: Some(*id),
+        chat: None,
+        listing: None,
     }))
 }
 
@@ -1456,7 +1458,7 @@ impl Remote for Fleet {
         }
         let Some(kind) = kind else { return Ok(false) };
         let mut txn = Txn::default();
-        txn.push(RecordOut { kind, codec, raw_len, payload, blob: Some(*id) });
+        txn.push(RecordOut { kind, codec, raw_len, payload, blob: Some(*id), chat: None, listing: None });
         core.append_local(txn)?;
         Ok(true)
     }

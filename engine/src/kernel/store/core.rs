@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::base::blob::cache::ChunkCache;
 use crate::base::blob::chunk::{Base, Manifest, cut_points};
-use crate::base::blob::{Blob, BlobId, Verify, codec_flag_none, compress, decompress};
+use crate::base::blob::{Blob, BlobId, Compression, Verify, codec_flag_none, compress, decompress};
 use crate::base::error::{Error, Result};
-use crate::disk::index::{BatchEntries, Index, PendingRecord};
+use crate::disk::index::{BatchEntries, Index, Listing, PendingRecord};
 use crate::disk::log::format::{self, BatchBuf, RecordSpec};
 use crate::disk::log::reader::{LogReader, RawRecord};
 use crate::disk::log::writer::LogWriter;
 use crate::disk::log::{Location, Position};
-use crate::disk::record::Kind;
+use crate::disk::record::{self, Kind, MsgRec};
 use crate::kernel::options::Options;
 
 /// Largest blob stored as one record (1 GiB minus the id).
@@ -61,12 +61,45 @@ pub(crate) struct RecordOut {
     pub payload: Vec<u8>,
     /// For a blob record, its id.
     pub blob: Option<BlobId>,
+    /// The chat the record belongs to, when its writer said (see [`RecordOut::of_chat`]);
+    /// `None` for a record of no chat, and for one copied from elsewhere (a fleet replica's),
+    /// whose chat is read from its payload when a grant in its batch needs it.
+    pub chat: Option<u64>,
+    /// A message record's listing (its key, header and inline texts), when its writer gave
+    /// it (see [`RecordOut::message`]); otherwise it is read from the payload.
+    pub listing: Option<Listing>,
 }
 
 impl RecordOut {
-    /// A history (non-blob) record.
+    /// A history (non-blob) record whose chat its maker does not say: one of no chat (a
+    /// grant, an archive, a cached summary), or one copied from elsewhere (a fleet
+    /// replica's), which is read for its chat and listing when they are needed.
     pub(crate) fn history(kind: Kind, payload: Vec<u8>) -> RecordOut {
-        RecordOut { kind, codec: 0, raw_len: payload.len() as u32, payload, blob: None }
+        RecordOut {
+            kind,
+            codec: 0,
+            raw_len: payload.len() as u32,
+            payload,
+            blob: None,
+            chat: None,
+            listing: None,
+        }
+    }
+
+    /// A history record of `chat`.
+    pub(crate) fn of_chat(kind: Kind, chat: u64, payload: Vec<u8>) -> RecordOut {
+        RecordOut { chat: Some(chat), ..RecordOut::history(kind, payload) }
+    }
+
+    /// The compact message record of `rec`, with its listing taken from `rec` itself.
+    pub(crate) fn message(rec: &MsgRec, compression: Compression) -> Result<RecordOut> {
+        let ((key, head), texts) = record::message_listing(rec)
+            .map_err(|e| Error::InvalidArgument(format!("message {} of chat {}: {e}", rec.seq, rec.chat)))?;
+        let payload = record::compact::encode(rec, compression);
+        Ok(RecordOut {
+            listing: Some(Listing { key, head, texts }),
+            ..RecordOut::of_chat(Kind::MessageCompact, rec.chat, payload)
+        })
     }
 }
 
@@ -231,6 +264,8 @@ impl Txn {
             raw_len: payload.len() as u32,
             payload,
             blob: Some(id),
+            chat: None,
+            listing: None,
         });
     }
 
@@ -279,6 +314,8 @@ impl Txn {
             raw_len: content.len() as u32,
             payload,
             blob: Some(id),
+            chat: None,
+            listing: None,
         });
     }
 
@@ -333,7 +370,7 @@ impl Core {
 
     /// Appends a transaction to the local log only (an embedded store's commit; a fleet
     /// store's replica of what the remote committed).
-    pub(crate) fn append_local(&self, txn: Txn) -> Result<Committed> {
+    pub(crate) fn append_local(&self, mut txn: Txn) -> Result<Committed> {
         if let Some(why) = self.read_only {
             return Err(why.refusal());
         }
@@ -351,15 +388,29 @@ impl Core {
         let bytes = frame.len() as u64;
         // A grant is bound to the chats whose records share its batch (as `entries_of` finds
         // them when the log is replayed).
+        // Their writer said which (a record copied from elsewhere is read for it).
         let chats = if txn.records.iter().any(|r| crate::disk::index::is_grant(r.kind)) {
-            crate::disk::index::batch_chats(txn.records.iter().map(|r| (r.kind, r.payload.as_slice())))
+            let mut chats: Vec<u64> = txn
+                .records
+                .iter()
+                .filter_map(|r| {
+                    r.chat.or_else(|| crate::disk::index::chat_of(r.kind, &r.payload).ok().flatten())
+                })
+                .collect();
+            chats.sort_unstable();
+            chats.dedup();
+            chats
         } else {
             Vec::new()
         };
-        // A message's inline texts are listed (hashed) here, outside the log's lock: the
-        // memtable finds a pending text by them, and the flush writes the same list.
-        let texts: Vec<_> =
-            txn.records.iter().map(|r| crate::disk::index::texts_of(r.kind, &r.payload)).collect();
+        // A message's inline texts are listed (hashed) by its writer, or here, outside the
+        // log's lock: the memtable finds a pending text by them, and the flush writes the
+        // same list.
+        let texts: Vec<_> = txn
+            .records
+            .iter_mut()
+            .map(|r| r.listing.take().or_else(|| crate::disk::index::texts_of(r.kind, &r.payload)))
+            .collect();
         let mut locations = Vec::new();
         let end = self.log.append(frame, |start, end, next_txid| {
             let mut entries = BatchEntries::default();

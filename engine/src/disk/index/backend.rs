@@ -52,17 +52,17 @@ impl Journal {
     /// space. Stops recording.
     pub(crate) fn undo(&self, path: &std::path::Path) -> std::io::Result<()> {
         let Some((found, writes)) = self.undo.lock().take() else { return Ok(()) };
-        let Some(len) = found else { return super::remove_file(path) };
-        let file = super::open(std::fs::OpenOptions::new().write(true), path)?;
+        let Some(len) = found else { return crate::base::io::remove_file(path) };
+        let file = crate::base::io::open(std::fs::OpenOptions::new().write(true), path)?;
         let file = &file;
-        super::set_len(file, len, path)?;
+        crate::base::io::set_len(file, len, path)?;
         for (at, old) in writes.iter().rev() {
-            super::check(super::Op::Write, path, Some(file))?;
+            crate::base::io::check(crate::base::io::Op::Write, path, Some(file))?;
             #[cfg(feature = "fault-injection")]
-            super::fault::record_write(path, file, *at, old.len() as u64);
+            crate::base::io::fault::record_write(path, file, *at, old.len() as u64);
             file.write_all_at(old, *at)?;
         }
-        super::sync_all(file, path)
+        crate::base::io::sync_all(file, path)
     }
 }
 
@@ -76,7 +76,7 @@ pub(crate) struct SeamBackend {
     path: PathBuf,
     journal: Arc<Journal>,
     /// A fork child's copy of the backend refuses every write (see `io::process`).
-    opener: super::Opener,
+    opener: crate::base::io::Opener,
 }
 
 impl SeamBackend {
@@ -87,7 +87,7 @@ impl SeamBackend {
         let seam_file = file.try_clone()?;
         journal.fds.lock().extend([file.as_raw_fd(), seam_file.as_raw_fd()]);
         let inner = FileBackend::new(file).map_err(std::io::Error::other)?;
-        Ok(SeamBackend { inner, file: seam_file, path, journal, opener: super::Opener::here() })
+        Ok(SeamBackend { inner, file: seam_file, path, journal, opener: crate::base::io::Opener::here() })
     }
 
     /// Keeps the bytes a write of `len` bytes at `offset` replaces, while the journal records.
@@ -127,9 +127,9 @@ impl StorageBackend for SeamBackend {
     fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
         self.noted((|| {
             self.opener.refuse_io()?;
-            super::check(super::Op::SetLen, &self.path, Some(&self.file))?;
+            crate::base::io::check(crate::base::io::Op::SetLen, &self.path, Some(&self.file))?;
             #[cfg(feature = "fault-injection")]
-            super::fault::record_set_len(&self.path, &self.file, len);
+            crate::base::io::fault::record_set_len(&self.path, &self.file, len);
             self.inner.set_len(len)
         })())
     }
@@ -137,10 +137,10 @@ impl StorageBackend for SeamBackend {
     fn sync_data(&self) -> Result<(), std::io::Error> {
         self.noted((|| {
             self.opener.refuse_io()?;
-            super::check(super::Op::Sync, &self.path, Some(&self.file))?;
+            crate::base::io::check(crate::base::io::Op::Sync, &self.path, Some(&self.file))?;
             self.inner.sync_data()?;
             #[cfg(feature = "fault-injection")]
-            super::fault::synced(&self.path, &self.file)?;
+            crate::base::io::fault::synced(&self.path, &self.file)?;
             Ok(())
         })())
     }
@@ -148,11 +148,11 @@ impl StorageBackend for SeamBackend {
     fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
         self.noted((|| {
             self.opener.refuse_io()?;
-            super::check(super::Op::Write, &self.path, Some(&self.file))?;
+            crate::base::io::check(crate::base::io::Op::Write, &self.path, Some(&self.file))?;
             #[cfg(feature = "fault-injection")]
-            super::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;
+            crate::base::io::fault::check_space(&self.path, &self.file, offset, data.len() as u64)?;
             #[cfg(feature = "fault-injection")]
-            super::fault::record_write(&self.path, &self.file, offset, data.len() as u64);
+            crate::base::io::fault::record_write(&self.path, &self.file, offset, data.len() as u64);
             self.keep_old(offset, data.len())?;
             self.inner.write(offset, data)
         })())
