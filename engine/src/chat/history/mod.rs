@@ -27,5 +27,5 @@ pub(crate) use chats::{
 pub use owner_stats::OwnerStats;
 pub(crate) use owner_stats::owner_stats;
 pub use snap::Snapshot;
-pub(crate) use snap::compactions_in_effect;
-pub(crate) use state::{ChatState, Entry, Published, now_ms, tokens_kept};
+pub(crate) use snap::{compactions_in_effect, compactions_in_force};
+pub(crate) use state::{ChatState, Entry, Published, SnapInner, now_ms, tokens_kept};

@@ -1,5 +1,6 @@
 //! [`Snapshot`]: an immutable view of a chat at one moment.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use super::state::{SnapInner, read_message};
@@ -242,28 +243,46 @@ impl Snapshot {
     }
 }
 
-/// What earlier compactions still do to the view of `snap`: the seqs of trimmed tool results
-/// and the squished ranges, of every compaction record whose messages are all unchanged since
-/// it was made (the rule the view applies).
-pub(crate) fn compactions_in_effect(snap: &super::Snapshot) -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
-    let inner = &snap.inner;
-    let unchanged = |r: std::ops::Range<u64>, rev: u64| {
-        r.start < r.end
-            && r.end <= inner.len
-            && r.clone().all(|s| inner.entry_or_none(s).is_some_and(|e| e.revision <= rev))
-    };
-    let (mut trims, mut squishes) = (Vec::new(), Vec::new());
+/// Whether messages `r` of `inner` are all there and none was hidden or changed since
+/// revision `rev`.
+fn unchanged_since(inner: &SnapInner, r: std::ops::Range<u64>, rev: u64) -> bool {
+    r.end <= inner.len
+        && !inner.hidden.hidden_since(&r, rev)
+        && (r.start..r.end).all(|i| inner.entry_or_none(i).is_some_and(|e| e.revision <= rev))
+}
+
+/// The compaction records still in force at the snapshot's revision: those whose messages,
+/// all at or after `from`, are unchanged since the record was made (the one rule every view
+/// applies). The squishes by their first seq (to their end and the rewrite), the trims by
+/// seq (to the archive).
+pub(crate) fn compactions_in_force(
+    inner: &SnapInner,
+    from: u64,
+) -> (HashMap<u64, (u64, String)>, HashMap<u64, crate::base::blob::BlobId>) {
+    let unchanged = |r: std::ops::Range<u64>, rev: u64| r.start >= from && unchanged_since(inner, r, rev);
+    let (mut squish_at, mut trims) = (HashMap::new(), HashMap::new());
     for c in inner.compactions.iter() {
-        for (from, to, _) in &c.squishes {
-            if unchanged(*from..*to, c.revision) {
-                squishes.push(*from..*to);
+        for (start, end, rw) in &c.squishes {
+            if unchanged(*start..*end, c.revision) {
+                squish_at.insert(*start, (*end, rw.clone()));
             }
         }
-        for (seq, _) in &c.trims {
-            if unchanged(*seq..*seq + 1, c.revision) && !trims.contains(seq) {
-                trims.push(*seq);
+        for (seq, id) in &c.trims {
+            if unchanged(*seq..*seq + 1, c.revision) {
+                trims.insert(*seq, crate::base::blob::BlobId(*id));
             }
         }
     }
+    (squish_at, trims)
+}
+
+/// What earlier compactions still do to the view of `snap` ([`compactions_in_force`]): the
+/// seqs of trimmed tool results and the squished ranges, each in seq order.
+pub(crate) fn compactions_in_effect(snap: &super::Snapshot) -> (Vec<u64>, Vec<std::ops::Range<u64>>) {
+    let (squish_at, trims) = compactions_in_force(&snap.inner, 0);
+    let mut trims: Vec<u64> = trims.into_keys().collect();
+    trims.sort_unstable();
+    let mut squishes: Vec<std::ops::Range<u64>> = squish_at.into_iter().map(|(s, (e, _))| s..e).collect();
+    squishes.sort_by_key(|r| r.start);
     (trims, squishes)
 }

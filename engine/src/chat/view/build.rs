@@ -2,7 +2,6 @@
 //! changed, else from the snapshot (the guard's previews, the checkpoint when it holds, the
 //! instructions a checkpoint keeps).
 
-use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -10,14 +9,30 @@ use super::ChatView;
 use crate::base::blob::BlobId;
 use crate::base::error::Result;
 use crate::chat::archive;
-use crate::chat::history::tokens_kept;
 use crate::chat::history::view_memo::ViewMemo;
+use crate::chat::history::{compactions_in_force, tokens_kept};
+use crate::model::estimate::Estimator;
 use crate::model::message::{ArchiveRef, Message, Part, Role, ToolContent};
 use crate::rules::budget::Budget;
 use crate::rules::budget::tail;
 use crate::rules::budget::view::{
     Candidate, Decision, Stable, View, ViewMessage, guard, message_tokens, preview_cells,
 };
+
+/// The message that stands for squished messages `seq..to`: the rewrite, saying where the
+/// originals are.
+fn squished(e: &dyn Estimator, seq: u64, to: u64, rw: &str) -> ViewMessage {
+    let parts = vec![Part::Summary(format!(
+        "[messages {seq}..{to} condensed; the originals stay readable as messages {seq}..{to}]\n{rw}"
+    ))];
+    ViewMessage {
+        print: Default::default(),
+        seqs: seq..to,
+        role: Role::User,
+        tokens: message_tokens(e, &parts),
+        parts,
+    }
+}
 
 /// The text a trimmed tool result is replaced by: where its archive is and how to read it.
 fn pointer_for_trim(m: &Message, id: &BlobId, r: Option<&ArchiveRef>) -> String {
@@ -55,11 +70,6 @@ impl ChatView<'_> {
         // A published checkpoint stands for messages 0..reach while none of them changed
         // (edited, or hidden) since its base revision; the view then holds its summary and
         // the messages after.
-        let unchanged_since = |r: std::ops::Range<u64>, rev: u64| {
-            r.end <= inner.len
-                && !inner.hidden.hidden_since(&r, rev)
-                && (r.start..r.end).all(|i| inner.entry_or_none(i).is_some_and(|e| e.revision <= rev))
-        };
         let cp = match inner.checkpoint.as_ref() {
             Some(p) if self.checkpoint_holds(snap, p)? => Some(p),
             _ => None,
@@ -94,127 +104,21 @@ impl ChatView<'_> {
         let last_step =
             if live.is_empty() { base } else { seq_at(tail::cut_at_or_before(live, live.len() - 1)) };
         let pinned: Vec<BlobId> = inner.pins.iter().map(|p| p.archive).collect();
-        // Compaction records still valid at this revision: every message they cover is
-        // unchanged since they were made.
-        let unchanged = |r: std::ops::Range<u64>, rev: u64| r.start >= base && unchanged_since(r, rev);
-        let mut squish_at: HashMap<u64, (u64, String)> = HashMap::new();
-        let mut trims: HashMap<u64, BlobId> = HashMap::new();
-        for c in inner.compactions.iter() {
-            for (from, to, rw) in &c.squishes {
-                if unchanged(*from..*to, c.revision) {
-                    squish_at.insert(*from, (*to, rw.clone()));
-                }
-            }
-            for (seq, id) in &c.trims {
-                if unchanged(*seq..*seq + 1, c.revision) {
-                    trims.insert(*seq, BlobId(*id));
-                }
-            }
-        }
+        let (squish_at, trims) = compactions_in_force(inner, base);
         let mut out: Vec<ViewMessage> = Vec::new();
         let mut candidates = Vec::new();
         let mut memo_ok = true;
         if let Some(p) = cp {
-            // What the checkpoint covers but a summary must never replace: the chat's
-            // leading system messages and the user messages (the task) of the protected
-            // turns, verbatim up to the instructions bound, previewed with a way back beyond.
-            let (system, task) = self.kept_instructions(snap, p.rec.reach)?;
-            for m in system {
-                let tokens = cached_tokens(m.seq, &m.parts);
-                out.push(ViewMessage {
-                    print: Default::default(),
-                    seqs: m.seq..m.seq + 1,
-                    role: m.role,
-                    tokens,
-                    parts: m.parts,
-                });
-            }
-            let mut left = budget.instructions_limit();
-            for m in task {
-                let tokens = cached_tokens(m.seq, &m.parts);
-                let parts = if tokens <= left {
-                    left -= tokens;
-                    m.parts
-                } else {
-                    left = 0;
-                    let mut parts = m.parts;
-                    for p in &mut parts {
-                        if let Part::Text(t) = p {
-                            let id = BlobId::of(t.as_bytes());
-                            let preview = archive::preview_of(
-                                t,
-                                &id,
-                                core.opts.preview_chars,
-                                &core.opts.preview_marker,
-                            );
-                            if preview != *t {
-                                *t = preview;
-                            }
-                        }
-                    }
-                    parts
-                };
-                let tokens = message_tokens(&*e, &parts);
-                out.push(ViewMessage {
-                    print: Default::default(),
-                    seqs: m.seq..m.seq + 1,
-                    role: m.role,
-                    tokens,
-                    parts,
-                });
-            }
-            let line = super::handles::checkpoint_line(&self.chat, snap, p.rec.reach, p.rec.base_revision)?;
-            let parts = vec![Part::Summary(format!("{line}\n{}", p.summary))];
-            out.push(ViewMessage {
-                print: Default::default(),
-                seqs: 0..p.rec.reach,
-                role: Role::User,
-                tokens: message_tokens(&*e, &parts),
-                parts,
-            });
+            out = self.under_checkpoint(snap, p, budget, &cached_tokens)?;
         }
         let lead = seq_at(live.iter().take_while(|m| m.role == Role::System).count());
         let mut seq = base;
         while seq < inner.len {
             if seq == lead && !inner.pins.is_empty() {
-                let mut text = String::from("[pinned context: pages kept in view]\n");
-                for p in inner.pins.iter() {
-                    let page = archive::read_context(
-                        self.chat.core(),
-                        self.chat.archives,
-                        self.chat.owner(),
-                        &p.archive,
-                        p.range.clone(),
-                        p.unit,
-                    )?;
-                    text.push_str(&format!(
-                        "--- archive {} {}..{} ({}) ---\n{page}\n",
-                        p.archive,
-                        p.range.start,
-                        p.range.end,
-                        p.unit.as_str()
-                    ));
-                }
-                let parts = vec![Part::Text(text)];
-                out.push(ViewMessage {
-                    print: Default::default(),
-                    seqs: 0..0,
-                    role: Role::System,
-                    tokens: message_tokens(&*e, &parts),
-                    parts,
-                });
+                out.push(self.pinned_context(inner)?);
             }
             if let Some((to, rw)) = squish_at.get(&seq) {
-                let parts = vec![Part::Summary(format!(
-                    "[messages {seq}..{to} condensed; the originals stay readable as messages {seq}..{to}]\n{rw}"
-                ))];
-                out.push(ViewMessage {
-                    print: Default::default(),
-                    seqs: seq..*to,
-                    role: Role::User,
-                    tokens: message_tokens(&*e, &parts),
-                    parts,
-                });
+                out.push(squished(&*e, seq, *to, rw));
                 seq = *to;
                 continue;
             }
@@ -269,23 +173,7 @@ impl ChatView<'_> {
             });
             seq += 1;
         }
-        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
-        // An archived result's guard preview is built from its archive, so the estimate
-        // counts exactly the text that is sent.
-        let chat = self.chat;
-        let chars = core.opts.guard_preview_chars;
-        let mut reshrink = |a: &ArchiveRef| -> Result<String> {
-            archive::preview(chat.core(), chat.archives, chat.owner(), &a.id, chars, None)
-        };
-        let marker = core.opts.preview_marker.clone();
-        let mut preview_text = |t: &str| {
-            let (archive, preview) = archive::preview_inline(t, chars, &marker);
-            ToolContent::Archived { archive, preview }
-        };
-        let kept = std::mem::take(&mut self.chat.state.cut.lock().previewed);
-        let (view, kept) =
-            guard(&*e, budget, out, candidates, factor, &kept, &mut preview_text, &mut reshrink)?;
-        self.chat.state.cut.lock().previewed = kept;
+        let view = self.guarded(inner, budget, out, candidates)?;
         // A trim whose archive has no grant renders as a pointer that a later grant would
         // change: such a view is not remembered.
         if memo_ok {
@@ -303,6 +191,140 @@ impl ChatView<'_> {
             m.raw_saved = view.raw_saved;
             *memo = Some(m);
         }
+        Ok(view)
+    }
+
+    /// The view's messages for what checkpoint `p` covers: the chat's leading system
+    /// messages and the user messages (the task) of the protected turns, which a summary
+    /// must never replace (verbatim up to the instructions bound, previewed with a way back
+    /// beyond), then the summary with its handles line.
+    fn under_checkpoint(
+        &self,
+        snap: &crate::chat::history::Snapshot,
+        p: &crate::chat::history::Published,
+        budget: &Budget,
+        cached_tokens: &dyn Fn(u64, &[Part]) -> u64,
+    ) -> Result<Vec<ViewMessage>> {
+        let core = self.chat.core();
+        let e = &*core.opts.estimator;
+        let mut out = Vec::new();
+        let (system, task) = self.kept_instructions(snap, p.rec.reach)?;
+        for m in system {
+            let tokens = cached_tokens(m.seq, &m.parts);
+            out.push(ViewMessage {
+                print: Default::default(),
+                seqs: m.seq..m.seq + 1,
+                role: m.role,
+                tokens,
+                parts: m.parts,
+            });
+        }
+        let mut left = budget.instructions_limit();
+        for m in task {
+            let tokens = cached_tokens(m.seq, &m.parts);
+            let parts = if tokens <= left {
+                left -= tokens;
+                m.parts
+            } else {
+                left = 0;
+                let mut parts = m.parts;
+                for p in &mut parts {
+                    if let Part::Text(t) = p {
+                        let id = BlobId::of(t.as_bytes());
+                        let preview =
+                            archive::preview_of(t, &id, core.opts.preview_chars, &core.opts.preview_marker);
+                        if preview != *t {
+                            *t = preview;
+                        }
+                    }
+                }
+                parts
+            };
+            let tokens = message_tokens(e, &parts);
+            out.push(ViewMessage {
+                print: Default::default(),
+                seqs: m.seq..m.seq + 1,
+                role: m.role,
+                tokens,
+                parts,
+            });
+        }
+        let line = super::handles::checkpoint_line(&self.chat, snap, p.rec.reach, p.rec.base_revision)?;
+        let parts = vec![Part::Summary(format!("{line}\n{}", p.summary))];
+        out.push(ViewMessage {
+            print: Default::default(),
+            seqs: 0..p.rec.reach,
+            role: Role::User,
+            tokens: message_tokens(e, &parts),
+            parts,
+        });
+        Ok(out)
+    }
+
+    /// The pages pinned in the chat, read from their archives, as one system message.
+    fn pinned_context(&self, inner: &crate::chat::history::SnapInner) -> Result<ViewMessage> {
+        let mut text = String::from("[pinned context: pages kept in view]\n");
+        for p in inner.pins.iter() {
+            let page = archive::read_context(
+                self.chat.core(),
+                self.chat.archives,
+                self.chat.owner(),
+                &p.archive,
+                p.range.clone(),
+                p.unit,
+            )?;
+            text.push_str(&format!(
+                "--- archive {} {}..{} ({}) ---\n{page}\n",
+                p.archive,
+                p.range.start,
+                p.range.end,
+                p.unit.as_str()
+            ));
+        }
+        let parts = vec![Part::Text(text)];
+        Ok(ViewMessage {
+            print: Default::default(),
+            seqs: 0..0,
+            role: Role::System,
+            tokens: message_tokens(&*self.chat.core().opts.estimator, &parts),
+            parts,
+        })
+    }
+
+    /// `out` within `budget`: the guard previews tool results of `candidates` (archived ones
+    /// from their archives, so the estimate counts exactly the text sent), keeping what
+    /// earlier views of the chat cut.
+    fn guarded(
+        &self,
+        inner: &crate::chat::history::SnapInner,
+        budget: &Budget,
+        out: Vec<ViewMessage>,
+        candidates: Vec<Candidate>,
+    ) -> Result<View> {
+        let core = self.chat.core();
+        let factor = inner.calibration.get(&inner.meta.model).copied().unwrap_or(1.0);
+        let chat = self.chat;
+        let chars = core.opts.guard_preview_chars;
+        let mut reshrink = |a: &ArchiveRef| -> Result<String> {
+            archive::preview(chat.core(), chat.archives, chat.owner(), &a.id, chars, None)
+        };
+        let marker = core.opts.preview_marker.clone();
+        let mut preview_text = |t: &str| {
+            let (archive, preview) = archive::preview_inline(t, chars, &marker);
+            ToolContent::Archived { archive, preview }
+        };
+        let kept = std::mem::take(&mut self.chat.state.cut.lock().previewed);
+        let (view, kept) = guard(
+            &*core.opts.estimator,
+            budget,
+            out,
+            candidates,
+            factor,
+            &kept,
+            &mut preview_text,
+            &mut reshrink,
+        )?;
+        self.chat.state.cut.lock().previewed = kept;
         Ok(view)
     }
 
