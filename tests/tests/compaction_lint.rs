@@ -219,3 +219,33 @@ fn a_second_trim_of_a_trimmed_result_is_a_no_op_that_saves_nothing_and_the_index
     assert!(mixed.contains("compaction applied: 1 trim(s)"), "{mixed}");
     assert!(mixed.contains("message(s) 2: already trimmed"), "{mixed}");
 }
+
+#[test]
+fn a_squish_over_a_message_hidden_after_it_is_dropped_alike_by_the_view_and_the_index() {
+    // The view and the index apply one rule for the compactions in force: a squish whose
+    // messages were hidden (or changed) since it was made no longer holds, in either.
+    use undertext::compaction::tool::SQUISHED_MARK;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let c = long_loop(&store, 10);
+    // Two later user turns: the protected tail starts after the loop.
+    c.append_batch(vec![
+        NewMessage::user("now the docs"),
+        NewMessage::assistant("done"),
+        NewMessage::user("thanks"),
+        NewMessage::assistant("welcome"),
+    ])
+    .unwrap();
+    let budget = Budget::new(100_000, 0);
+    let plan = Plan { trims: vec![], squishes: vec![squish(1, 5, "two reads of the tests")] };
+    assert_eq!(c.compact(&plan, c.revision()).unwrap(), 1);
+    let squished = |c: &Chat| c.view(&budget).unwrap().to_openai_json().contains("condensed");
+    let marked =
+        |c: &Chat| c.index().unwrap().iter().filter(|l| l.preview.starts_with(SQUISHED_MARK)).count();
+    assert!(squished(&c));
+    assert_eq!(marked(&c), 4, "{:?}", c.index().unwrap());
+    // Hiding a pair inside the range: the squish no longer holds.
+    c.hide(&[3..5], c.revision()).unwrap();
+    assert!(!squished(&c), "the view drops the squish");
+    assert_eq!(marked(&c), 0, "the index drops it too: {:?}", c.index().unwrap());
+}
