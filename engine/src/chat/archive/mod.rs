@@ -21,6 +21,7 @@ pub(crate) use cache::ArchiveCache;
 pub(crate) use cache::{load_whole as load, read_context};
 
 pub use offsets::Unit;
+pub use preview::{derived_of, preview_inline, preview_of};
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -285,7 +286,7 @@ pub(crate) fn archive_ref(core: &Core, cache: &ArchiveCache, owner: &str, id: &B
 }
 
 /// The reference of `text` under id `id`, from its offset index `idx`.
-fn ref_of(id: &BlobId, text: &str, idx: &OffsetIndex) -> ArchiveRef {
+pub(super) fn ref_of(id: &BlobId, text: &str, idx: &OffsetIndex) -> ArchiveRef {
     ArchiveRef {
         id: *id,
         bytes: idx.end.bytes,
@@ -369,34 +370,6 @@ pub(crate) fn readable(core: &Core, owner: &str, id: &BlobId) -> Result<bool> {
     Ok(found)
 }
 
-/// The guard's preview of an inline text in about `max_chars` characters, and the reference
-/// it names (the text's content address, readable through [`inline_text`]): the text's offset
-/// index is built once for both.
-pub fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
-    let idx = OffsetIndex::build(text);
-    let id = BlobId::of(text.as_bytes());
-    let r = ref_of(&id, text, &idx);
-    (r, preview::build(text, &idx, &id.to_string(), max_chars, None, template))
-}
-
-/// What appending `text` as a tool result over the archive threshold derives, without a
-/// store: its reference, its preview in about `preview_chars` characters (what the message
-/// keeps) and the guard's preview in about `guard_chars` (what a view sends in its place),
-/// from one offset index. The same as `archive_with_preview` and [`preview`] give.
-pub fn derived_of(
-    text: &str,
-    preview_chars: usize,
-    guard_chars: usize,
-    template: &str,
-) -> (ArchiveRef, String, String) {
-    let idx = OffsetIndex::build(text);
-    let id = BlobId::of(text.as_bytes());
-    let name = id.to_string();
-    let kept = preview::build(text, &idx, &name, preview_chars, None, template);
-    let guard = preview::build(text, &idx, &name, guard_chars, None, template);
-    (ref_of(&id, text, &idx), kept, guard)
-}
-
 /// A preview of archive `id` in about `max_chars` characters (see `Store::preview`).
 pub(crate) fn preview(
     core: &Core,
@@ -408,10 +381,4 @@ pub(crate) fn preview(
 ) -> Result<String> {
     let l = load(core, cache, owner, id)?;
     Ok(preview::build(&l.text, &l.index, &id.to_string(), max_chars, query, &core.opts.preview_marker))
-}
-
-/// Builds a preview without a store (used when a result is archived on append).
-pub fn preview_of(text: &str, id: &BlobId, max_chars: usize, template: &str) -> String {
-    let idx = OffsetIndex::build(text);
-    preview::build(text, &idx, &id.to_string(), max_chars, None, template)
 }

@@ -1,10 +1,14 @@
-//! Previews: head and tail of an archived text (and, with a query, the lines that match),
+//! Previews, the one builder of them all (a message's kept preview, the guard's, a task
+//! text's under a checkpoint, `Store::preview`): head and tail of an archived text (and, with a query, the lines that match),
 //! with a marker that says the text is incomplete, names the archive and the ranges shown,
 //! gives the total length and says how to read more.
 
 use super::offsets::OffsetIndex;
+use super::ref_of;
+use crate::base::blob::BlobId;
 #[cfg(test)]
 use crate::kernel::options::DEFAULT_MARKER;
+use crate::model::message::ArchiveRef;
 
 fn fill(template: &str, id: &str, total_chars: u64, total_lines: u64, shown: &str, omitted: u64) -> String {
     template
@@ -115,6 +119,40 @@ pub(crate) fn marked_id(text: &str, template: &str) -> Option<String> {
     let at = text.find(prefix)? + prefix.len();
     let id = text.get(at..at + 64)?;
     id.bytes().all(|b| b.is_ascii_hexdigit()).then(|| id.to_string())
+}
+
+/// The guard's preview of an inline text in about `max_chars` characters, and the reference
+/// it names (the text's content address, readable through [`inline_text`]): the text's offset
+/// index is built once for both.
+pub fn preview_inline(text: &str, max_chars: usize, template: &str) -> (ArchiveRef, String) {
+    let idx = OffsetIndex::build(text);
+    let id = BlobId::of(text.as_bytes());
+    let r = ref_of(&id, text, &idx);
+    (r, build(text, &idx, &id.to_string(), max_chars, None, template))
+}
+
+/// What appending `text` as a tool result over the archive threshold derives, without a
+/// store: its reference, its preview in about `preview_chars` characters (what the message
+/// keeps) and the guard's preview in about `guard_chars` (what a view sends in its place),
+/// from one offset index. The same as `archive_with_preview` and [`preview`] give.
+pub fn derived_of(
+    text: &str,
+    preview_chars: usize,
+    guard_chars: usize,
+    template: &str,
+) -> (ArchiveRef, String, String) {
+    let idx = OffsetIndex::build(text);
+    let id = BlobId::of(text.as_bytes());
+    let name = id.to_string();
+    let kept = build(text, &idx, &name, preview_chars, None, template);
+    let guard = build(text, &idx, &name, guard_chars, None, template);
+    (ref_of(&id, text, &idx), kept, guard)
+}
+
+/// Builds a preview without a store (used when a result is archived on append).
+pub fn preview_of(text: &str, id: &BlobId, max_chars: usize, template: &str) -> String {
+    let idx = OffsetIndex::build(text);
+    build(text, &idx, &id.to_string(), max_chars, None, template)
 }
 
 #[cfg(test)]
