@@ -245,7 +245,7 @@ fn a_squish_over_a_message_hidden_after_it_is_dropped_alike_by_the_view_and_the_
     assert!(squished(&c));
     assert_eq!(marked(&c), 4, "{:?}", c.index().unwrap());
     // Hiding a pair inside the range: the squish no longer holds.
-    c.hide(&[3..5], c.revision()).unwrap();
+    c.hide(std::slice::from_ref(&(3..5)), c.revision()).unwrap();
     assert!(!squished(&c), "the view drops the squish");
     assert_eq!(marked(&c), 0, "the index drops it too: {:?}", c.index().unwrap());
 }

@@ -1,7 +1,7 @@
 //! Previews, the one builder of them all (a message's kept preview, the guard's, a task
-//! text's under a checkpoint, `Store::preview`): head and tail of an archived text (and, with a query, the lines that match),
-//! with a marker that says the text is incomplete, names the archive and the ranges shown,
-//! gives the total length and says how to read more.
+//! text's under a checkpoint, `Store::preview`): head and tail of an archived text (and,
+//! with a query, the lines that match), with a marker that says the text is incomplete,
+//! names the archive and the ranges shown, gives the total length and says how to read more.
 
 use super::offsets::OffsetIndex;
 use super::ref_of;
