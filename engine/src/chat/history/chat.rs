@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::load::{entries_at, len_at_end_of, read_meta_at};
 use super::snap::Snapshot;
-use super::state::{ChatState, SnapInner, read_message};
+use super::state::{ChatState, ChatVersion, SnapInner, read_message};
 use crate::base::error::{Error, Result};
 use crate::chat::archive::ArchiveCache;
 use crate::disk::log::Location;
@@ -119,18 +119,14 @@ impl ChatRef<'_> {
             inner: crate::base::snapshot::SnapArc::new(SnapInner {
                 chat: cur.chat,
                 owner: cur.owner.clone(),
-                revision,
-                len,
-                entries: Arc::new(entries),
-                meta: cur.meta.clone(),
-                meta_version: cur.meta_version,
                 created_ms: cur.created_ms,
-                last_ms: cur.last_ms,
-                pins: cur.pins.clone(),
-                compactions: cur.compactions.clone(),
-                calibration: cur.calibration.clone(),
-                checkpoint: cur.checkpoint.clone(),
-                hidden: Arc::new(hidden),
+                version: ChatVersion {
+                    revision,
+                    len,
+                    entries: Arc::new(entries),
+                    hidden: Arc::new(hidden),
+                    ..cur.version.clone()
+                },
                 core: core.clone(),
             }),
         })

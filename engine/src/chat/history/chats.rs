@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::cache::ChatCache;
 use super::edit::meta_rec;
 use super::load::{chat_row, read_meta};
-use super::state::{ChatState, SnapInner, Writer, now_ms};
+use super::state::{ChatState, ChatVersion, SnapInner, Writer, now_ms};
 use crate::base::error::{Error, Result};
 use crate::disk::record::{self, ChatRec, DeleteRec, Kind};
 use crate::kernel::store::core::{Core, RecordOut, Txn};
@@ -102,7 +102,7 @@ pub(crate) fn delete_chat(
     state.deleted.store(true, std::sync::atomic::Ordering::Release);
     w.last_end = c.end;
     drop(w);
-    *state.view_memo.lock() = None;
+    *state.view.memo.lock() = None;
     forget(&state);
     core.wait_durable(c.end)?;
     // The chat's grants go with it now, not at the indexer's next flush.
@@ -311,18 +311,20 @@ fn catch_up(chats: &ChatCache, owner: &str) -> Result<()> {
 /// `end` of the log.
 fn empty_writer(id: ChatId, meta: ChatMeta, at_ms: u64, end: crate::disk::log::Position) -> Writer {
     Writer {
-        revision: 0,
-        len: 0,
-        entries: Arc::new(super::entries::Entries::in_memory(id, 0)),
+        version: ChatVersion {
+            revision: 0,
+            len: 0,
+            entries: Arc::new(super::entries::Entries::in_memory(id, 0)),
+            meta: Arc::new(meta),
+            meta_version: 1,
+            last_ms: at_ms,
+            pins: Arc::new(Vec::new()),
+            compactions: Arc::new(Vec::new()),
+            calibration: Arc::new(Default::default()),
+            checkpoint: None,
+            hidden: Default::default(),
+        },
         last_turn: 0,
-        meta: Arc::new(meta),
-        meta_version: 1,
-        last_ms: at_ms,
-        pins: Arc::new(Vec::new()),
-        compactions: Arc::new(Vec::new()),
-        calibration: Arc::new(Default::default()),
-        checkpoint: None,
-        hidden: Default::default(),
         last_end: end,
     }
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::entries::Entries;
 use super::hidden::Hidden;
-use super::state::{Entry, Writer};
+use super::state::{ChatVersion, Entry, Writer};
 use crate::base::error::{Error, Result};
 use crate::disk::index::{self, ChatRow, MsgVal, ReadTx};
 use crate::disk::log::{Location, Position};
@@ -184,18 +184,8 @@ pub(crate) fn extended(
         None => 0,
     };
     Ok(Some(Writer {
-        revision,
-        len: seqs.end,
-        entries: w.entries.clone(),
+        version: ChatVersion { revision, len: seqs.end, last_ms: row.last_ms, ..w.version.clone() },
         last_turn,
-        meta: w.meta.clone(),
-        meta_version: w.meta_version,
-        last_ms: row.last_ms,
-        pins: w.pins.clone(),
-        compactions: w.compactions.clone(),
-        calibration: w.calibration.clone(),
-        checkpoint: w.checkpoint.clone(),
-        hidden: w.hidden.clone(),
         last_end: w.last_end,
     }))
 }
@@ -324,18 +314,20 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     let compactions = compactions_of(core, &tx, chat)?;
     let calibration = calibration_of(&tx, chat)?;
     let w = Writer {
-        revision: row.revision,
-        len: row.len,
-        entries: Arc::new(entries),
+        version: ChatVersion {
+            revision: row.revision,
+            len: row.len,
+            entries: Arc::new(entries),
+            meta: Arc::new(meta),
+            meta_version: row.meta_version,
+            last_ms: row.last_ms,
+            pins: Arc::new(pins),
+            compactions: Arc::new(compactions),
+            calibration: Arc::new(calibration),
+            checkpoint: checkpoint_of(core, &tx, chat)?,
+            hidden: Arc::new(hidden),
+        },
         last_turn,
-        meta: Arc::new(meta),
-        meta_version: row.meta_version,
-        last_ms: row.last_ms,
-        pins: Arc::new(pins),
-        compactions: Arc::new(compactions),
-        calibration: Arc::new(calibration),
-        checkpoint: checkpoint_of(core, &tx, chat)?,
-        hidden: Arc::new(hidden),
         last_end: Position::new(0, 0),
     };
     Ok(Some((row, w)))

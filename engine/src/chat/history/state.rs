@@ -64,17 +64,16 @@ pub(crate) fn tokens_kept<E>(
     Ok(*entry.tokens.get_or_init(|| t))
 }
 
-/// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).
-#[derive(Debug)]
-pub(crate) struct SnapInner {
-    pub chat: ChatId,
-    pub owner: Arc<str>,
+/// What a chat is at one revision: what its writer keeps and its snapshots show. The
+/// writer ([`Writer`]) and each snapshot ([`SnapInner`]) hold one, and read its fields as
+/// their own.
+#[derive(Debug, Clone)]
+pub(crate) struct ChatVersion {
     pub revision: u64,
     pub len: u64,
     pub entries: Arc<super::entries::Entries>,
     pub meta: Arc<ChatMeta>,
     pub meta_version: u64,
-    pub created_ms: u64,
     pub last_ms: u64,
     pub pins: Arc<Vec<Pin>>,
     pub compactions: Arc<Vec<CompactionRec>>,
@@ -82,7 +81,24 @@ pub(crate) struct SnapInner {
     pub checkpoint: Option<Arc<Published>>,
     /// The hidden messages (soft deletion).
     pub hidden: Arc<Hidden>,
+}
+
+/// An immutable state of a chat (behind [`Snapshot`](super::Snapshot)).
+#[derive(Debug)]
+pub(crate) struct SnapInner {
+    pub chat: ChatId,
+    pub owner: Arc<str>,
+    pub created_ms: u64,
+    pub version: ChatVersion,
     pub core: Arc<Core>,
+}
+
+impl std::ops::Deref for SnapInner {
+    type Target = ChatVersion;
+
+    fn deref(&self) -> &ChatVersion {
+        &self.version
+    }
 }
 
 impl SnapInner {
@@ -110,42 +126,41 @@ pub(crate) struct Published {
     pub summary: Arc<str>,
 }
 
-/// The mutable side of a chat, under its lock.
+/// The mutable side of a chat, under its lock: the version the next snapshot publishes,
+/// and what only writes need.
 #[derive(Debug)]
 pub(crate) struct Writer {
-    pub revision: u64,
-    pub len: u64,
-    pub entries: Arc<super::entries::Entries>,
+    pub version: ChatVersion,
+    /// The user turn of the last message.
     pub last_turn: u64,
-    pub meta: Arc<ChatMeta>,
-    pub meta_version: u64,
-    pub last_ms: u64,
-    pub pins: Arc<Vec<Pin>>,
-    pub compactions: Arc<Vec<CompactionRec>>,
-    pub calibration: Arc<HashMap<String, f64>>,
-    pub checkpoint: Option<Arc<Published>>,
-    pub hidden: Arc<Hidden>,
     /// End of the last batch written for this chat.
     pub last_end: Position,
 }
 
-/// A chat held in memory: writes go through `w`, reads load `cell`.
+impl std::ops::Deref for Writer {
+    type Target = ChatVersion;
+
+    fn deref(&self) -> &ChatVersion {
+        &self.version
+    }
+}
+
+impl std::ops::DerefMut for Writer {
+    fn deref_mut(&mut self) -> &mut ChatVersion {
+        &mut self.version
+    }
+}
+
+/// What a chat's views keep between calls, in memory only (all of it derived: a chat that
+/// leaves memory loses it, and its next view builds it again).
 #[derive(Debug)]
-pub(crate) struct ChatState {
-    pub id: ChatId,
-    pub owner: Arc<str>,
-    pub created_ms: u64,
-    pub cell: SnapshotCell<SnapInner>,
-    pub w: Mutex<Writer>,
-    /// LRU clock value of the last use.
-    pub last_used: AtomicU64,
+pub(crate) struct ViewCaches {
     /// Recent views: (step, raw estimate, model), for `report_usage`.
-    pub views: Mutex<VecDeque<(u64, u64, String)>>,
-    pub view_counter: AtomicU64,
-    /// Set (under `w`) once the chat is deleted: writes and opens fail with `NotFound`.
-    pub deleted: std::sync::atomic::AtomicBool,
+    pub recent: Mutex<VecDeque<(u64, u64, String)>>,
+    /// The step number the next view gets.
+    pub counter: AtomicU64,
     /// The last view built, for the next one (see `view_memo`).
-    pub view_memo: Mutex<Option<super::view_memo::ViewMemo>>,
+    pub memo: Mutex<Option<super::view_memo::ViewMemo>>,
     /// What earlier views cut (kept by later ones: see `view_memo::CutMemo`).
     pub cut: Mutex<super::view_memo::CutMemo>,
     /// The request the previous view served (see `view_memo::LastRequest`).
@@ -158,9 +173,40 @@ pub(crate) struct ChatState {
     #[expect(clippy::type_complexity, reason = "a key and a value, named in the comment")]
     pub summarized: Mutex<Option<(u64, Vec<std::ops::Range<u64>>, (Vec<std::ops::Range<u64>>, u64))>>,
     /// Whether the published checkpoint still stands for its messages: (revision, reach, base
-    /// revision) → no message below its reach changed since its base (see `view::chat`).
+    /// revision) → no message below its reach changed since its base (see `view::build`).
     #[expect(clippy::type_complexity, reason = "a key and a value, named in the comment")]
     pub checkpoint_holds: Mutex<Option<((u64, u64, u64), bool)>>,
+}
+
+impl Default for ViewCaches {
+    fn default() -> ViewCaches {
+        ViewCaches {
+            recent: Mutex::new(VecDeque::new()),
+            counter: AtomicU64::new(1),
+            memo: Mutex::new(None),
+            cut: Mutex::new(Default::default()),
+            last_request: Mutex::new(Default::default()),
+            handles: Mutex::new(None),
+            summarized: Mutex::new(None),
+            checkpoint_holds: Mutex::new(None),
+        }
+    }
+}
+
+/// A chat held in memory: writes go through `w`, reads load `cell`.
+#[derive(Debug)]
+pub(crate) struct ChatState {
+    pub id: ChatId,
+    pub owner: Arc<str>,
+    pub created_ms: u64,
+    pub cell: SnapshotCell<SnapInner>,
+    pub w: Mutex<Writer>,
+    /// LRU clock value of the last use.
+    pub last_used: AtomicU64,
+    /// Set (under `w`) once the chat is deleted: writes and opens fail with `NotFound`.
+    pub deleted: std::sync::atomic::AtomicBool,
+    /// What the chat's views keep between calls.
+    pub view: ViewCaches,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
     /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
@@ -179,14 +225,7 @@ impl ChatState {
             cell: SnapshotCell::new(SnapArc::new(snap)),
             w: Mutex::new(w),
             last_used: AtomicU64::new(0),
-            views: Mutex::new(VecDeque::new()),
-            view_counter: AtomicU64::new(1),
-            view_memo: Mutex::new(None),
-            cut: Mutex::new(Default::default()),
-            last_request: Mutex::new(Default::default()),
-            handles: Mutex::new(None),
-            summarized: Mutex::new(None),
-            checkpoint_holds: Mutex::new(None),
+            view: ViewCaches::default(),
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),
@@ -235,7 +274,7 @@ impl ChatState {
         use std::sync::atomic::Ordering;
         if head.deleted {
             self.deleted.store(true, Ordering::Release);
-            *self.view_memo.lock() = None;
+            *self.view.memo.lock() = None;
             return Err(super::cache::not_found(self.id));
         }
         if head.pulled <= self.fleet_seen.load(Ordering::Acquire) {
@@ -247,7 +286,7 @@ impl ChatState {
         };
         *w = Writer { last_end: w.last_end.max(fresh.last_end), ..fresh };
         self.fleet_seen.store(head.applied, Ordering::Release);
-        *self.view_memo.lock() = None;
+        *self.view.memo.lock() = None;
         self.publish(w);
         Ok(())
     }
@@ -264,23 +303,7 @@ impl ChatState {
 }
 
 fn snap_of(core: &Arc<Core>, chat: ChatId, owner: &Arc<str>, created_ms: u64, w: &Writer) -> SnapInner {
-    SnapInner {
-        chat,
-        owner: owner.clone(),
-        revision: w.revision,
-        len: w.len,
-        entries: w.entries.clone(),
-        meta: w.meta.clone(),
-        meta_version: w.meta_version,
-        created_ms,
-        last_ms: w.last_ms,
-        pins: w.pins.clone(),
-        compactions: w.compactions.clone(),
-        calibration: w.calibration.clone(),
-        checkpoint: w.checkpoint.clone(),
-        hidden: w.hidden.clone(),
-        core: core.clone(),
-    }
+    SnapInner { chat, owner: owner.clone(), created_ms, version: w.version.clone(), core: core.clone() }
 }
 
 /// Reads a message (header and body) from the log, or takes it as a read-only refresh

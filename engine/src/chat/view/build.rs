@@ -313,7 +313,7 @@ impl ChatView<'_> {
             let (archive, preview) = archive::preview_inline(t, chars, &marker);
             ToolContent::Archived { archive, preview }
         };
-        let kept = std::mem::take(&mut self.chat.state.cut.lock().previewed);
+        let kept = std::mem::take(&mut self.chat.state.view.cut.lock().previewed);
         let (view, kept) = guard(
             &*core.opts.estimator,
             budget,
@@ -324,7 +324,7 @@ impl ChatView<'_> {
             &mut preview_text,
             &mut reshrink,
         )?;
-        self.chat.state.cut.lock().previewed = kept;
+        self.chat.state.view.cut.lock().previewed = kept;
         Ok(view)
     }
 
@@ -345,7 +345,7 @@ impl ChatView<'_> {
         }
         let key = (inner.revision, reach, base);
         let state = &self.chat.state;
-        if let Some((k, holds)) = *state.checkpoint_holds.lock()
+        if let Some((k, holds)) = *state.view.checkpoint_holds.lock()
             && k == key
         {
             return Ok(holds);
@@ -361,7 +361,7 @@ impl ChatView<'_> {
             base,
             inner.revision,
         )?;
-        *state.checkpoint_holds.lock() = Some((key, !changed));
+        *state.view.checkpoint_holds.lock() = Some((key, !changed));
         Ok(!changed)
     }
 

@@ -34,7 +34,7 @@ impl ChatView<'_> {
         self.pay_before_the_wall(budget, before.is_some())?;
         // What earlier views cut: a view built again after a swap starts from it, not from
         // the cut the swap made unneeded.
-        let kept = self.chat.state.cut.lock().previewed.clone();
+        let kept = self.chat.state.view.cut.lock().previewed.clone();
         let mut view = self.view_now(budget)?;
         let mut swap = None;
         // A cut is due (over the soft line with what earlier views cut): the one break of
@@ -43,7 +43,7 @@ impl ChatView<'_> {
         if view.due && before.is_some() {
             swap = self.swap_in(before.clone())?;
             if swap.is_some() {
-                self.chat.state.cut.lock().previewed = kept.clone();
+                self.chat.state.view.cut.lock().previewed = kept.clone();
                 view = self.view_now(budget)?;
             }
         }
@@ -54,14 +54,14 @@ impl ChatView<'_> {
             && let Some(d) = self.wait_at_the_wall(budget, before)?
         {
             swap = Some(d);
-            self.chat.state.cut.lock().previewed = kept;
+            self.chat.state.view.cut.lock().previewed = kept;
             view = self.view_now(budget)?;
         }
         let snap = self.chat.snapshot();
         let inner = &snap.inner;
         view.swap = swap;
         view.revision = inner.revision;
-        view.step = self.chat.state.view_counter.fetch_add(1, Ordering::Relaxed);
+        view.step = self.chat.state.view.counter.fetch_add(1, Ordering::Relaxed);
         view.stable = self.stable_prefix(&view);
         view.omitted = self.omitted(&view, &snap);
         // The nudge looks at the history's size before the guard's previews: the model is
@@ -78,7 +78,7 @@ impl ChatView<'_> {
             crate::rules::compaction::tool::mark_compacted(&mut idx, &trims, &squishes);
             view.nudge = Some(crate::rules::compaction::tool::nudge_text(before, line, &idx));
         }
-        let mut recent = self.chat.state.views.lock();
+        let mut recent = self.chat.state.view.recent.lock();
         recent.push_back((view.step, view.raw_estimate, inner.meta.model.clone()));
         while recent.len() > 256 {
             recent.pop_front();
@@ -95,6 +95,7 @@ impl ChatView<'_> {
         let cached = self
             .chat
             .state
+            .view
             .summarized
             .lock()
             .as_ref()
@@ -146,7 +147,7 @@ impl ChatView<'_> {
                     }
                 }
                 if every_count {
-                    *self.chat.state.summarized.lock() =
+                    *self.chat.state.view.summarized.lock() =
                         Some((inner.revision, shape, (ranges.clone(), raw_summarized)));
                 }
                 (ranges, raw_summarized)
@@ -169,7 +170,7 @@ impl ChatView<'_> {
     /// (whole messages), and remembers `view` as the previous request. A view extended in
     /// place from the memo fingerprints only its new messages.
     pub(super) fn stable_prefix(&self, view: &View) -> Stable {
-        let mut last = self.chat.state.last_request.lock();
+        let mut last = self.chat.state.view.last_request.lock();
         // Each message's fingerprint is made once and kept with it: a view extended from
         // the memo fingerprints only its new messages.
         let prints: Vec<(u64, u64)> = view.messages.iter().map(|m| (m.print(), m.tokens)).collect();
@@ -185,7 +186,7 @@ impl ChatView<'_> {
     /// of the chat waits for it and reads it from the memo.
     pub(super) fn view_now(&self, budget: &Budget) -> Result<View> {
         let snap = self.chat.snapshot();
-        let mut memo = self.chat.state.view_memo.lock();
+        let mut memo = self.chat.state.view.memo.lock();
         match self.view_from_memo(&mut memo, &snap, budget)? {
             Some(v) => Ok(v),
             None => self.build_view(&mut memo, &snap, budget),
@@ -197,6 +198,6 @@ impl ChatView<'_> {
     /// correctness.
     #[doc(hidden)]
     pub(crate) fn clear_view_memo(&self) {
-        *self.chat.state.view_memo.lock() = None;
+        *self.chat.state.view.memo.lock() = None;
     }
 }

@@ -30,7 +30,7 @@ pub(crate) fn checkpoint_line(
     reach: u64,
     base: u64,
 ) -> Result<Arc<str>> {
-    if let Some((r, b, text)) = &*chat.state.handles.lock()
+    if let Some((r, b, text)) = &*chat.state.view.handles.lock()
         && (*r, *b) == (reach, base)
     {
         return Ok(text.clone());
@@ -57,7 +57,7 @@ pub(crate) fn checkpoint_line(
     }
     let text = line_text(chat.state.id, reach, &archived);
     let text: Arc<str> = text.into();
-    *chat.state.handles.lock() = Some((reach, base, text.clone()));
+    *chat.state.view.handles.lock() = Some((reach, base, text.clone()));
     Ok(text)
 }
 

@@ -33,8 +33,15 @@ impl ChatView<'_> {
 
     /// The work of `Chat::report_usage` (documented there).
     pub(crate) fn report_usage(&self, step: u64, actual_input_tokens: u64) -> Result<f64> {
-        let Some((raw, model)) =
-            self.chat.state.views.lock().iter().find(|(s, ..)| *s == step).map(|(_, r, m)| (*r, m.clone()))
+        let Some((raw, model)) = self
+            .chat
+            .state
+            .view
+            .recent
+            .lock()
+            .iter()
+            .find(|(s, ..)| *s == step)
+            .map(|(_, r, m)| (*r, m.clone()))
         else {
             return Err(Error::NotFound {
                 what: format!("view step {step} (only the last 256 views are kept)"),
