@@ -45,6 +45,9 @@ struct Inputs {
     problems: Vec<Problem>,
     bytes_in: u64,
     files: Vec<FileRow>,
+    /// Long JSONL files imported a line at a time ([`import::import_streaming`]), not parsed
+    /// here: (file, format, its row in `files`).
+    streamed: Vec<(PathBuf, Format, usize)>,
 }
 
 /// The sessions of every transcript file under `paths`, the problems met, the bytes read,
@@ -61,13 +64,34 @@ fn parse_all(paths: &[PathBuf], format: &str) -> CliResult<Inputs> {
     }
     let folders = paths.iter().any(|p| p.is_dir());
     let pb = bar(walk.files.len() as u64, "reading", folders);
-    let mut inp = Inputs { sessions: Vec::new(), problems: walk.problems, bytes_in: 0, files: Vec::new() };
+    let mut inp = Inputs {
+        sessions: Vec::new(),
+        problems: walk.problems,
+        bytes_in: 0,
+        files: Vec::new(),
+        streamed: Vec::new(),
+    };
     for f in &walk.files {
         // Ctrl-C (`import` catches it) stops the reading too: nothing is written yet.
         if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
             break;
         }
         pb.set_message(f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        // A long session file is read a line at a time when it is imported, never whole.
+        if let Ok(Some(fmt)) = import::streams(f, format) {
+            let row = FileRow {
+                path: f.clone(),
+                format: Some(fmt),
+                sessions: 0,
+                messages: 0,
+                tool_calls: 0,
+                tool_results: 0,
+            };
+            inp.streamed.push((f.clone(), fmt, inp.files.len()));
+            inp.files.push(row);
+            pb.inc(1);
+            continue;
+        }
         let parsed = if f.is_dir() {
             import::parse_file(f, format)
         } else {
@@ -153,7 +177,8 @@ fn catch_interrupt() {
 /// `import PATH…`.
 pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
     catch_interrupt();
-    let Inputs { sessions, problems, bytes_in, files: rows } = parse_all(&a.paths, &a.format)?;
+    let Inputs { mut sessions, problems, mut bytes_in, files: mut rows, streamed } =
+        parse_all(&a.paths, &a.format)?;
     let files = rows.len();
     if INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
         if a.json {
@@ -164,16 +189,20 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
         eprintln!("interrupted while reading the transcripts ({files} files read): nothing imported");
         return Err(CliError("import interrupted (Ctrl-C)".into()));
     }
-    if sessions.is_empty() && !problems.is_empty() {
+    if sessions.is_empty() && streamed.is_empty() && !problems.is_empty() {
         return report_problems(&problems, false);
     }
     // Bulk import: no fsync per session; one sync at the end makes it all durable. A crash
     // midway loses nothing imported before the last sync, and importing again completes it.
     let store = out::open(cli, true, Durability::None)?;
     // Progress on a terminal only (indicatif draws nothing when stderr is not one).
-    let pb = bar(sessions.len() as u64, "importing", !a.json && std::io::stderr().is_terminal());
+    let pb = bar(
+        (sessions.len() + streamed.len()) as u64,
+        "importing",
+        !a.json && std::io::stderr().is_terminal(),
+    );
     let mut done = 0u64;
-    let r = import::import_sessions_until(
+    let mut r = import::import_sessions_until(
         &store,
         &cli.owner,
         &sessions,
@@ -184,9 +213,47 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
         },
         || INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst),
     )?;
+    let mut problems = problems;
+    // Long session files, a line at a time, after the others.
+    for (path, fmt, row) in &streamed {
+        if r.interrupted || INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+            r.interrupted = true;
+            break;
+        }
+        pb.set_message(path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
+        let st = match import::import_streaming(&store, &cli.owner, path, *fmt) {
+            Ok(st) => st,
+            Err(e) => {
+                problems.push(Problem { file: path.clone(), line: 0, reason: strip(&e.to_string(), path) });
+                continue;
+            }
+        };
+        bytes_in += st.bytes;
+        problems.extend(st.problems);
+        add_report(&mut r, st.report);
+        if let Some(s) = st.session {
+            if let Some(other) = sessions.iter().find(|o| o.key == s.key && o.source != s.source) {
+                problems.push(Problem {
+                    file: s.source.clone(),
+                    line: 0,
+                    reason: format!(
+                        "session {} was also read from {} in this import: expected one transcript per session, \
+                         found two; this one replaces it in the chat (the other stays readable at an older revision)",
+                        s.key,
+                        other.source.display()
+                    ),
+                });
+            }
+            let f = &mut rows[*row];
+            (f.sessions, f.messages, f.tool_calls, f.tool_results) =
+                (1, st.messages, s.tool_calls, s.tool_results);
+            sessions.push(s);
+        }
+        done += 1;
+        pb.inc(1);
+    }
     pb.finish_and_clear();
     store.sync()?;
-    let mut problems = problems;
     problems.extend(r.key_conflicts.iter().cloned());
     let mut st = store.stats()?;
     // The index file as `undertext stats` will find it: redb gives back the space it
@@ -285,6 +352,23 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
         return Err(CliError("import interrupted (Ctrl-C)".into()));
     }
     report_problems(&problems, a.json)
+}
+
+/// Adds what one more import wrote to `r`.
+fn add_report(r: &mut import::ImportReport, o: import::ImportReport) {
+    r.sessions_new += o.sessions_new;
+    r.sessions_unchanged += o.sessions_unchanged;
+    r.sessions_extended += o.sessions_extended;
+    r.sessions_rewritten += o.sessions_rewritten;
+    r.messages_replaced += o.messages_replaced;
+    r.messages += o.messages;
+    r.tool_results += o.tool_results;
+    r.archived += o.archived;
+    r.linked += o.linked;
+    r.compactions += o.compactions;
+    r.compactions_refused.extend(o.compactions_refused);
+    r.key_conflicts.extend(o.key_conflicts);
+    r.interrupted |= o.interrupted;
 }
 
 /// A scratch store in the temporary directory, removed when dropped.

@@ -258,3 +258,188 @@ fn two_files_of_one_import_claiming_the_same_session_are_reported_and_the_later_
     import::import_sessions(&clean, "o", &sessions[1..], |_| {}).unwrap();
     assert_eq!(content(&store, "claude-code:dup"), content(&clean, "claude-code:dup"));
 }
+
+/// Issue 34: a session longer than [`import::CHUNK`] messages is written a chunk to a
+/// transaction, so that memory does not grow with it. The chat ends whole and unmarked; the
+/// chat being written holds a bounded number of entries; a re-import compares it a chunk at a
+/// time (unchanged, grown, rewritten inside a later chunk); and a chat an interrupted import
+/// left holding a prefix, marked [`import::INCOMPLETE`], is completed and unmarked by the next.
+#[test]
+fn a_session_longer_than_a_chunk_is_written_in_chunks_whole_and_a_prefix_left_marked_is_completed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let chunk = import::CHUNK;
+    let mut rng = Rng::new(seed(0x34_c4a2));
+    let n = 2 * chunk + 777;
+    let msgs: Vec<NewMessage> = (0..n as u64).map(|i| random_message(&mut rng, i)).collect();
+    let store = open(&tmp.path().join("a"));
+    let r = import::import_sessions(&store, "o", &[session(msgs.clone())], |_| {}).unwrap();
+    assert_eq!((r.sessions_new, r.messages), (1, n as u64));
+    let (id, len) = import::imported_chats(&store, "o").unwrap()["prop:1"];
+    assert_eq!(len, n as u64);
+    let chat = store.chat("o", id).unwrap();
+    assert!(!chat.meta().extra.contains_key(import::INCOMPLETE), "unmarked once whole");
+    // The entries written leave memory once indexed (at most two chunks' worth wait for it,
+    // plus the chunk being written).
+    let resident = chat.snapshot().resident_entries();
+    assert!(resident <= 3 * chunk, "{resident} entries in memory after writing {n}");
+
+    // The same transcript again: nothing added; grown: the rest appended.
+    let r = import::import_sessions(&store, "o", &[session(msgs.clone())], |_| {}).unwrap();
+    assert_eq!((r.sessions_unchanged, r.messages), (1, 0));
+    let mut grown = msgs.clone();
+    grown.extend((0..10).map(|i| random_message(&mut rng, n as u64 + i)));
+    let r = import::import_sessions(&store, "o", &[session(grown.clone())], |_| {}).unwrap();
+    assert_eq!((r.sessions_extended, r.messages), (1, 10));
+    // Rewritten inside the second chunk: cut there, the rest appended as a revision.
+    let mut changed = grown.clone();
+    changed[chunk + 5] = NewMessage::user("changed in the second chunk");
+    let r = import::import_sessions(&store, "o", &[session(changed.clone())], |_| {}).unwrap();
+    assert_eq!(r.sessions_rewritten, 1);
+    assert_eq!(r.messages_replaced, (grown.len() - chunk - 5) as u64);
+    let clean = open(&tmp.path().join("clean"));
+    import::import_sessions(&clean, "o", &[session(changed.clone())], |_| {}).unwrap();
+    assert_eq!(content(&store, "prop:1"), content(&clean, "prop:1"));
+
+    // An import cut off after its first chunk: the chat holds a prefix, marked.
+    let cut = open(&tmp.path().join("cut"));
+    let mut meta = undertext::ChatMeta::default();
+    meta.extra.insert(import::KEY.into(), "prop:1".into());
+    meta.extra.insert(import::INCOMPLETE.into(), "true".into());
+    let id = cut.create_chat("o", meta).unwrap();
+    cut.chat("o", id).unwrap().append_batch(changed[..chunk].to_vec()).unwrap();
+    let r = import::import_sessions(&cut, "o", &[session(changed.clone())], |_| {}).unwrap();
+    assert_eq!((r.sessions_extended, r.messages), (1, (changed.len() - chunk) as u64));
+    assert!(!cut.chat("o", id).unwrap().meta().extra.contains_key(import::INCOMPLETE));
+    assert_eq!(content(&cut, "prop:1"), content(&clean, "prop:1"));
+    // Cut off after its last chunk, before the mark was cleared: the next import clears it.
+    let mut meta = cut.chat("o", id).unwrap().meta();
+    meta.extra.insert(import::INCOMPLETE.into(), "true".into());
+    cut.chat("o", id).unwrap().set_meta(meta).unwrap();
+    let r = import::import_sessions(&cut, "o", &[session(changed.clone())], |_| {}).unwrap();
+    assert_eq!((r.sessions_unchanged, r.messages), (1, 0));
+    assert!(!cut.chat("o", id).unwrap().meta().extra.contains_key(import::INCOMPLETE));
+}
+
+/// Every chat of `owner` by import key: its metadata and messages (role, parts, turn, time).
+fn chats_of(store: &Store) -> Vec<(String, String, Vec<String>)> {
+    let mut out: Vec<_> = import::imported_chats(store, "o")
+        .unwrap()
+        .into_iter()
+        .map(|(key, (id, _))| {
+            let chat = store.chat("o", id).unwrap();
+            let meta = format!("{:?}", chat.meta());
+            let msgs = chat
+                .snapshot()
+                .messages_with_hidden()
+                .unwrap()
+                .iter()
+                .map(|m| format!("{:?} {:?} {} {} {}", m.role, m.parts, m.turn, m.at_ms, m.revision))
+                .collect();
+            (key, meta, msgs)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A Claude Code session of `n` messages: a user task, then tool calls and results (parallel
+/// calls now and then: call, result, call, result in one response), user turns, lines without
+/// a time, and a summary line titling it at the end.
+fn long_claude_session(n: u64, variant: u64) -> String {
+    let mut lines = Vec::new();
+    let mut line = |v: serde_json::Value| lines.push(v.to_string());
+    let ts = |i: u64| {
+        format!(
+            "2026-02-11T{:02}:{:02}:{:02}.{:03}Z",
+            (i / 3_600_000) % 24,
+            (i / 60_000) % 60,
+            (i / 1000) % 60,
+            i % 1000
+        )
+    };
+    line(
+        serde_json::json!({"type": "user", "sessionId": "long", "timestamp": ts(0), "message": {"role": "user", "content": "fix the parser"}}),
+    );
+    let mut i = 1;
+    while i < n {
+        let text = if i % 997 == 0 { format!("turn {i} v{variant}") } else { format!("turn {i}") };
+        let time = if i % 13 == 0 { serde_json::Value::Null } else { serde_json::Value::String(ts(i)) };
+        match i % 50 {
+            0 => line(
+                serde_json::json!({"type": "user", "sessionId": "long", "timestamp": time, "message": {"role": "user", "content": text}}),
+            ),
+            _ => {
+                let id = format!("m{i}");
+                let calls = if i % 7 == 0 { 2 } else { 1 };
+                for c in 0..calls {
+                    line(
+                        serde_json::json!({"type": "assistant", "sessionId": "long", "timestamp": time, "message": {"id": id, "role": "assistant", "content": [
+                        {"type": "tool_use", "id": format!("t{i}-{c}"), "name": "Bash", "input": {"command": text}}]}}),
+                    );
+                    line(
+                        serde_json::json!({"type": "user", "sessionId": "long", "timestamp": time, "message": {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": format!("t{i}-{c}"), "content": format!("ok {i} {c}")}]}}),
+                    );
+                }
+            }
+        }
+        i += 2;
+    }
+    line(serde_json::json!({"type": "summary", "summary": format!("long session v{variant}")}));
+    lines.join("\n") + "\n"
+}
+
+/// Issue 34: a JSONL transcript read a line at a time (`import::import_streaming`, what the
+/// CLI does for files over `import::STREAM_MIN_BYTES`) becomes the same chat, with the same
+/// report, as the file parsed whole and imported (`parse_file` + `import_sessions`): every
+/// Claude Code transcript of the shared set, then a long session of several chunks imported
+/// new, again unchanged, grown, rewritten inside a later chunk, and cut short.
+#[test]
+fn a_transcript_read_a_line_at_a_time_is_the_chat_and_report_of_the_file_parsed_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, lines) = (open(&tmp.path().join("whole")), open(&tmp.path().join("lines")));
+    let import_both = |path: &Path| {
+        let parsed = import::parse_file(path, Format::Auto).unwrap();
+        let r = import::import_sessions(&whole, "o", &parsed.sessions, |_| {}).unwrap();
+        let st = import::import_streaming(&lines, "o", path, parsed.format).unwrap();
+        assert_eq!(st.report, r, "{}", path.display());
+        assert_eq!(st.problems, parsed.problems, "{}", path.display());
+        let s = st.session.unwrap();
+        let p = &parsed.sessions[0];
+        assert_eq!(st.messages, p.messages.len() as u64);
+        assert_eq!((&s.key, &s.title, &s.model), (&p.key, &p.title, &p.model));
+        assert_eq!(
+            (s.tool_results, s.tool_result_bytes, s.tool_calls),
+            (p.tool_results, p.tool_result_bytes, p.tool_calls)
+        );
+        r
+    };
+    let dir = undertext_tests::transcripts::transcripts_dir().join("claude_code");
+    let files = import::transcript_files(&[dir]).unwrap();
+    assert!(files.len() >= 10, "{} Claude Code transcripts", files.len());
+    for f in &files {
+        import_both(f);
+    }
+    assert_eq!(chats_of(&lines), chats_of(&whole));
+
+    let n = 2 * import::CHUNK as u64 + 1_000;
+    let file = tmp.path().join("long.jsonl");
+    for (variant, len, want) in [
+        (0, n, "new"),
+        (0, n, "unchanged"),
+        (0, n + 300, "grown"),
+        (1, n + 300, "rewritten"),
+        (1, n - 500, "cut"),
+    ] {
+        std::fs::write(&file, long_claude_session(len, variant)).unwrap();
+        let r = import_both(&file);
+        let got = [r.sessions_new, r.sessions_unchanged, r.sessions_extended, r.sessions_rewritten];
+        let at = ["new", "unchanged", "grown", "rewritten"].iter().position(|w| *w == want).unwrap_or(3);
+        assert_eq!(got[at], 1, "{want}: {r:?}");
+        assert_eq!(chats_of(&lines), chats_of(&whole), "{want}");
+    }
+    let (id, _) = import::imported_chat(&lines, "o", "claude-code:long").unwrap().unwrap();
+    let chat = lines.chat("o", id).unwrap();
+    assert!(!chat.meta().extra.contains_key(import::INCOMPLETE));
+    assert!(chat.snapshot().resident_entries() <= 3 * import::CHUNK);
+}

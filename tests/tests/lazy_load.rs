@@ -192,3 +192,67 @@ fn an_edit_under_a_checkpoint_on_a_page_never_loaded_drops_the_checkpoint_cold_a
     let m = chat.snapshot().get(100).unwrap();
     assert!(matches!(&m.parts[..], [Part::Text(t)] if t == "changed"), "{m:?}");
 }
+
+/// Issue 34: a chat being written lets the entries it wrote leave memory once the index has
+/// them (at an append that finds 4,096 or more written since they last left), and loads them
+/// again a page at a time when read. Written in one process past several such evictions, with
+/// edits, truncations, hides and erasures landing on pages that left memory, it reads exactly
+/// as the same chat loaded cold; and while it is written it never holds more than about two
+/// evictions' worth of entries, however long it grows.
+#[test]
+fn a_chat_whose_written_entries_left_memory_reads_exactly_as_cold_and_holds_a_bounded_number() {
+    let base = seed(0xE71C7ED);
+    for h in 0..2u64 {
+        let mut rng = Rng::new(base + h);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let id = store.create_chat("o", ChatMeta::default()).unwrap();
+        let chat = store.chat("o", id).unwrap();
+        chat.append(NewMessage::user("fix the failing parser tests")).unwrap();
+        let (mut k, mut most) = (0u64, 0usize);
+        for round in 0..4u64 {
+            let target = chat.snapshot().len() + 4_500;
+            while chat.snapshot().len() < target {
+                step(&chat, &mut rng, k);
+                k += 1;
+                most = most.max(chat.snapshot().resident_entries());
+            }
+            // A change somewhere in the history, most often on a page that left memory: a
+            // user message edited, the chat cut, a whole step hidden or erased.
+            let snap = chat.snapshot();
+            let (len, rev) = (snap.len(), snap.revision());
+            let role = |s: u64| snap.header(s).unwrap().role;
+            let from = rng.range(1, len - 100);
+            let user = (from..len).find(|&s| role(s) == Role::User).unwrap();
+            let step =
+                (from..len - 1).find(|&s| role(s) == Role::Assistant && role(s + 1) == Role::Tool).unwrap();
+            match round {
+                0 => {
+                    chat.edit(user, NewMessage::user(format!("edited in round {round}")), rev).unwrap();
+                }
+                1 => {
+                    chat.truncate(len - rng.range(1, 60), rev).unwrap();
+                }
+                2 => {
+                    chat.hide(std::slice::from_ref(&(step..step + 2)), rev).unwrap();
+                }
+                _ => {
+                    chat.erase(std::slice::from_ref(&(step..step + 2)), rev).unwrap();
+                }
+            }
+            most = most.max(chat.snapshot().resident_entries());
+        }
+        let len = chat.snapshot().len();
+        assert!(len > 17_000, "history {h}: {len} messages");
+        // Two evictions' worth wait for the index at most, plus the few pages (32 entries
+        // each) the change's reads loaded.
+        assert!(most <= 2 * 4_096 + 8 * 32, "history {h}: {most} entries in memory while writing {len}");
+        let warm = reading(&chat);
+        drop(chat);
+        store.close().unwrap();
+        let cold = cold_reading(dir.path(), id);
+        assert_eq!(cold.1, warm.1, "history {h}: headers");
+        assert_eq!(cold.0, warm.0, "history {h}: messages");
+        assert_eq!(cold.2, warm.2, "history {h}: views");
+    }
+}

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::chat::ChatRef;
+use super::entries::KEEP_WRITTEN;
 use super::state::{Entry, now_ms};
 use crate::base::blob::BlobId;
 use crate::base::error::{Error, Result};
@@ -158,6 +159,25 @@ struct Timed<'a> {
 
 impl Timed<'_> {
     const NOW: Timed<'static> = Timed { at_ms: None, prelude: Vec::new(), meta: None, key: None };
+}
+
+/// Lets the entries a chat wrote leave memory once the index has them (see `entries.rs`):
+/// when [`KEEP_WRITTEN`] or more were written since its entries were last replaced and redb
+/// holds every batch of the chat before this one, the writer takes new entries whose seqs
+/// below `base` (this append's first) load from the index at `revision`. At twice that, the
+/// index is flushed first, so a writer faster than the background indexer keeps no more.
+/// A flush that fails leaves the entries in memory (the batch is written either way).
+fn evict_written(core: &Core, w: &mut super::state::Writer, base: u64, revision: u64) {
+    let written = base.saturating_sub(w.entries.lazy());
+    if written < KEEP_WRITTEN {
+        return;
+    }
+    if core.index.flushed() < w.last_end && written >= 2 * KEEP_WRITTEN {
+        let _ = core.ensure_flushed(w.last_end);
+    }
+    if core.index.flushed() >= w.last_end {
+        w.entries = Arc::new(w.entries.indexed(revision, base));
+    }
 }
 
 impl ChatRef<'_> {
@@ -380,6 +400,7 @@ impl ChatRef<'_> {
             txn.push(RecordOut::of_chat(Kind::Meta, rec.chat, record::encode(&rec)?.into_vec()));
         }
         let c = core.append(txn)?;
+        evict_written(&core, &mut w, base, revision);
         let tag = step.map(|(t, _)| Arc::new(t));
         for (at, seq, role, turn, starts, at_ms, may_archive) in pending {
             let e = Entry {

@@ -58,6 +58,15 @@ impl Snapshot {
         self.inner.meta_version
     }
 
+    /// How many of the chat's message entries (what a header is read from) this snapshot
+    /// holds in memory: written in this process, or loaded from the index a page at a time.
+    /// For tests of bounded memory: a chat being written keeps a bounded number of them
+    /// however long it grows.
+    #[doc(hidden)]
+    pub fn resident_entries(&self) -> usize {
+        self.inner.entries.resident()
+    }
+
     /// Pages pinned into the model view, in the order they were pinned.
     pub fn pins(&self) -> &[Pin] {
         &self.inner.pins

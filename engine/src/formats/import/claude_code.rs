@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::json::{args_json, jsonl, message, result, str_of, text_of, time_of};
+use super::json::{args_json, jsonl_lines, message, result, str_of, text_of, time_of};
 use super::{Format, Parsed, Session};
 use crate::base::error::{Error, Result};
 use crate::chat::history::{NewMessage, Part, Role};
@@ -92,24 +92,29 @@ fn user_parts(content: Option<&Value>) -> Vec<Part> {
 }
 
 pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
+    parse_lines(path, text.lines().map(Ok), file_key, None)
+}
+
+/// [`parse`] over lines from any source. With `drain`, the messages are handed to it
+/// [`CHUNK`](super::CHUNK) at a time as they are read (each with its line's time) instead of
+/// kept, the last ones when the file ends: the session returned holds none.
+pub(super) fn parse_lines<S: AsRef<str>>(
+    path: &Path,
+    lines: impl Iterator<Item = Result<S>>,
+    file_key: &str,
+    mut drain: Option<&mut super::stream::Drain<'_>>,
+) -> Result<Parsed> {
     let mut problems = Vec::new();
-    let lines = jsonl(path, text, &mut problems);
-    if !lines.is_empty() && !lines.iter().any(|(_, v)| super::detect_line(v) == Some(Format::ClaudeCode)) {
-        return Err(Error::InvalidArgument(format!(
-            "{}: not Claude Code JSONL: expected lines with `type` and `sessionId`, found {}",
-            path.display(),
-            super::json::shape(&lines[0].1)
-        )));
-    }
-    if lines.is_empty() {
-        return Ok(Parsed { format: Format::ClaudeCode, sessions: Vec::new(), problems });
-    }
     let mut out = Out::default();
+    let mut failed = None;
     let mut open: Option<Open> = None;
     let (mut session_id, mut agent_id, mut model, mut title, mut first_user) =
         (None::<String>, None::<String>, String::new(), None::<String>, None::<String>);
     let mut sidechain = false;
-    for (_, v) in &lines {
+    // Each line becomes messages as it is read: the JSON of one line at a time in memory.
+    let mut ours = false;
+    let first = jsonl_lines(path, lines, &mut problems, |_, v| {
+        ours |= super::detect_line(v) == Some(Format::ClaudeCode);
         if session_id.is_none() {
             session_id = str_of(v, "sessionId").map(str::to_string);
         }
@@ -161,8 +166,30 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
             Some("summary") if title.is_none() => title = str_of(v, "summary").map(str::to_string),
             _ => {} // progress, system, file-history-snapshot, queue-operation
         }
+        if let Some(d) = drain.as_deref_mut()
+            && out.msgs.len() >= super::CHUNK
+            && failed.is_none()
+            && let Err(e) = d(std::mem::take(&mut out.msgs), std::mem::take(&mut out.times))
+        {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let Some(first) = first else {
+        return Ok(Parsed { format: Format::ClaudeCode, sessions: Vec::new(), problems });
+    };
+    if !ours {
+        return Err(Error::InvalidArgument(format!(
+            "{}: not Claude Code JSONL: expected lines with `type` and `sessionId`, found {first}",
+            path.display()
+        )));
     }
     flush(&mut open, &mut out);
+    if let Some(d) = drain {
+        d(std::mem::take(&mut out.msgs), std::mem::take(&mut out.times))?;
+    }
     let base = match &session_id {
         Some(s) => format!("claude-code:{s}"),
         None => format!("claude-code:file-{file_key}"),

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::json::{args_json, jsonl, message, result, str_of, text_of, time_of};
+use super::json::{args_json, jsonl_lines, message, result, str_of, text_of, time_of};
 use super::{Format, Parsed, Session};
 use crate::base::error::{Error, Result};
 use crate::chat::history::{NewMessage, Part, Role};
@@ -35,18 +35,19 @@ fn output_text(v: Option<&Value>) -> String {
 }
 
 pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
+    parse_lines(path, text.lines().map(Ok), file_key, None)
+}
+
+/// [`parse`] over lines from any source, handing messages to `drain` as they are read when
+/// it is given (see `claude_code::parse_lines`).
+pub(super) fn parse_lines<S: AsRef<str>>(
+    path: &Path,
+    lines: impl Iterator<Item = Result<S>>,
+    file_key: &str,
+    mut drain: Option<&mut super::stream::Drain<'_>>,
+) -> Result<Parsed> {
     let mut problems = Vec::new();
-    let lines = jsonl(path, text, &mut problems);
-    if !lines.is_empty() && !lines.iter().any(|(_, v)| super::detect_line(v) == Some(Format::Codex)) {
-        return Err(Error::InvalidArgument(format!(
-            "{}: not a Codex rollout: expected lines with `type` and `payload`, found {}",
-            path.display(),
-            super::json::shape(&lines[0].1)
-        )));
-    }
-    if lines.is_empty() {
-        return Ok(Parsed { format: Format::Codex, sessions: Vec::new(), problems });
-    }
+    let mut failed = None;
     let mut out: Vec<NewMessage> = Vec::new();
     let (mut id, mut model, mut title) = (None::<String>, String::new(), None::<String>);
     // Consecutive calls of one response go into one assistant message.
@@ -57,7 +58,10 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
     // Each message's time: its line's `timestamp` (the calls of one response, the first's).
     let mut times: Vec<Option<u64>> = Vec::new();
     let mut calls_at = None;
-    for (_, v) in &lines {
+    // Each line becomes messages as it is read: the JSON of one line at a time in memory.
+    let mut ours = false;
+    let first = jsonl_lines(path, lines, &mut problems, |_, v| {
+        ours |= super::detect_line(v) == Some(Format::Codex);
         let at = time_of(v);
         // Messages pushed by this line: the held calls (their own time), then this line's.
         let stamp = |times: &mut Vec<Option<u64>>, out: &Vec<NewMessage>, t: Option<u64>| {
@@ -128,9 +132,31 @@ pub(super) fn parse(path: &Path, text: &str, file_key: &str) -> Result<Parsed> {
             _ => {} // event_msg repeats the chat
         }
         stamp(&mut times, &out, at);
+        if let Some(d) = drain.as_deref_mut()
+            && out.len() >= super::CHUNK
+            && failed.is_none()
+            && let Err(e) = d(std::mem::take(&mut out), std::mem::take(&mut times))
+        {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let Some(first) = first else {
+        return Ok(Parsed { format: Format::Codex, sessions: Vec::new(), problems });
+    };
+    if !ours {
+        return Err(Error::InvalidArgument(format!(
+            "{}: not a Codex rollout: expected lines with `type` and `payload`, found {first}",
+            path.display()
+        )));
     }
     flush(&mut calls, &mut out);
     times.resize(out.len(), calls_at);
+    if let Some(d) = drain {
+        d(std::mem::take(&mut out), std::mem::take(&mut times))?;
+    }
     let key = match id {
         Some(i) => format!("codex:{i}"),
         None => format!("codex:file-{file_key}"),

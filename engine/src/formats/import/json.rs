@@ -281,16 +281,23 @@ pub(super) fn surrogates_problem(path: &std::path::Path, line: u64, n: usize) ->
     }
 }
 
-/// Parses the non-empty lines of a JSONL text into objects; a line that is not a JSON object
-/// becomes a problem (1-based line number) and is skipped. Lone surrogate escapes are read as
-/// U+FFFD and reported (see [`parse`]).
-pub(super) fn jsonl(
+/// Parses the non-empty lines of a JSONL text (a text in memory, or a file read a line at a
+/// time: see `stream.rs`) into objects, handing each to `each` (its 1-based line number and
+/// the object) as it is read, so that no more than one line's JSON is in memory at a time; a
+/// line that is not a JSON object becomes a problem and is skipped, and a line that cannot be
+/// read ends it with that error. Lone surrogate escapes are read as U+FFFD and reported (see
+/// [`parse`]). Returns the shape of the first object (for "expected … found" errors), `None`
+/// when no line is one.
+pub(super) fn jsonl_lines<S: AsRef<str>>(
     path: &std::path::Path,
-    text: &str,
+    lines: impl Iterator<Item = crate::base::error::Result<S>>,
     problems: &mut Vec<super::Problem>,
-) -> Vec<(u64, Value)> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
+    mut each: impl FnMut(u64, &Value),
+) -> crate::base::error::Result<Option<String>> {
+    let mut first = None;
+    for (n, line) in lines.enumerate() {
+        let line = line?;
+        let line = line.as_ref();
         if line.trim().is_empty() {
             continue;
         }
@@ -302,7 +309,12 @@ pub(super) fn jsonl(
             v
         });
         match parsed {
-            Ok(v) if v.is_object() => out.push((line_no, v)),
+            Ok(v) if v.is_object() => {
+                if first.is_none() {
+                    first = Some(shape(&v));
+                }
+                each(line_no, &v);
+            }
             Ok(v) => problems.push(super::Problem {
                 file: path.to_path_buf(),
                 line: line_no,
@@ -315,7 +327,7 @@ pub(super) fn jsonl(
             }),
         }
     }
-    out
+    Ok(first)
 }
 
 #[cfg(test)]

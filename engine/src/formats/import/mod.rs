@@ -47,6 +47,7 @@ mod json;
 mod mini_swe_agent;
 mod openai;
 mod openhands;
+mod stream;
 mod swe_agent;
 mod write;
 
@@ -59,9 +60,10 @@ use crate::chat::history::{NewMessage, Part, ToolContent};
 
 pub use input::{MAX_INPUT_BYTES, Walk, read_bounded, walk};
 pub use inventory::{FormatCounts, Inventory, inventory};
+pub use stream::{STREAM_MIN_BYTES, Streamed, import_streaming, streams};
 pub use write::{
-    CONDENSATIONS, FORMAT, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE, import_sessions,
-    import_sessions_until, imported_chat, imported_chats,
+    CHUNK, CONDENSATIONS, FORMAT, INCOMPLETE, ImportReport, KEY, PARENT, PARENT_CHAT, SOURCE,
+    import_sessions, import_sessions_until, imported_chat, imported_chats,
 };
 
 /// A transcript format, or [`Format::Auto`] to detect it from the content.
@@ -235,20 +237,7 @@ impl Session {
     /// assert_eq!(s.messages.len(), 1);
     /// ```
     pub fn new(format: Format, source: &Path, key: String, messages: Vec<NewMessage>) -> Session {
-        let (mut n, mut bytes, mut calls) = (0, 0, 0);
-        for p in messages.iter().flat_map(|m| &m.parts) {
-            match p {
-                Part::ToolResult { content, .. } => {
-                    n += 1;
-                    bytes += match content {
-                        ToolContent::Text(t) => t.len() as u64,
-                        ToolContent::Archived { archive, .. } => archive.bytes,
-                    };
-                }
-                Part::ToolCall { .. } => calls += 1,
-                _ => {}
-            }
-        }
+        let (n, bytes, calls) = counts(&messages);
         let title = source.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Session {
             key,
@@ -265,6 +254,25 @@ impl Session {
             condensations: Vec::new(),
         }
     }
+}
+
+/// Tool results, their UTF-8 bytes and tool calls among `messages`.
+fn counts(messages: &[NewMessage]) -> (u64, u64, u64) {
+    let (mut n, mut bytes, mut calls) = (0, 0, 0);
+    for p in messages.iter().flat_map(|m| &m.parts) {
+        match p {
+            Part::ToolResult { content, .. } => {
+                n += 1;
+                bytes += match content {
+                    ToolContent::Text(t) => t.len() as u64,
+                    ToolContent::Archived { archive, .. } => archive.bytes,
+                };
+            }
+            Part::ToolCall { .. } => calls += 1,
+            _ => {}
+        }
+    }
+    (n, bytes, calls)
 }
 
 impl Session {

@@ -5,6 +5,10 @@
 //! chat is truncated to the longest common prefix and the rest appended as a new revision
 //! (the old content stays readable through [`Chat::snapshot_at`](crate::Chat::snapshot_at)).
 //! So after any sequence of imports the chat holds exactly the last transcript imported.
+//!
+//! Memory does not grow with a session's length beyond the session itself: messages are
+//! written [`CHUNK`] to a transaction, compared with the stored chat a chunk at a time, and
+//! the chat's written entries leave memory once indexed (`history/entries.rs`).
 
 use std::collections::HashMap;
 
@@ -32,6 +36,17 @@ pub const SOURCE: &str = "import.source";
 /// it forgot (seqs), how many events it named, its summary, and whether it is also a
 /// compaction record of the chat (see [`import_sessions`]).
 pub const CONDENSATIONS: &str = "import.condensations";
+
+/// Metadata key present while a chat holds only part of its session: a session longer than
+/// [`CHUNK`] messages is written in several transactions, and the chat is marked from its
+/// first until the transaction after its last. A crash in between leaves the chat marked,
+/// holding a prefix of the session; the next import of it appends the rest and clears the mark.
+pub const INCOMPLETE: &str = "import.incomplete";
+
+/// Messages written per transaction: a session (or the part of it a chat lacks) of up to this
+/// many is written in one, whole or not at all after a crash; a longer one in several (see
+/// [`INCOMPLETE`]).
+pub const CHUNK: usize = 4096;
 
 /// What [`import_sessions`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -135,9 +150,12 @@ pub fn imported_chats(store: &Store, owner: &str) -> Result<HashMap<String, (Cha
 /// prefix and the rest appended, a new revision ([`ImportReport::sessions_rewritten`]).
 ///
 /// A new session's chat is created with all its messages in one transaction, and a grown
-/// session's new messages are appended in one: after a crash a session is in the store whole
-/// (as of this import or the one before) or not at all, never a chat with part of what this
-/// import added. Each message is dated by [`Session::at_ms`] (the transcript's own times; the
+/// session's new messages are appended in one, when they are at most [`CHUNK`]: after a crash
+/// such a session is in the store whole (as of this import or the one before) or not at all,
+/// never a chat with part of what this import added. More are written [`CHUNK`] to a
+/// transaction, so that memory stays bounded, and the chat is marked [`INCOMPLETE`] until the
+/// last is written: after a crash it holds a prefix of the session, marked, and the next
+/// import of the session completes it. Each message is dated by [`Session::at_ms`] (the transcript's own times; the
 /// import's time where the format records none), and the chat's creation by its first
 /// message, so a chat's last activity is its conversation's, whenever it was imported.
 ///
@@ -230,25 +248,35 @@ pub fn import_sessions_until(
                     r.linked += 1;
                 }
             }
-            let id = store.create_chat_with(owner, meta, s.messages.clone(), times)?;
+            let first = s.messages.len().min(CHUNK);
+            if first < s.messages.len() {
+                meta.extra.insert(INCOMPLETE.into(), "true".into());
+            }
+            let id = store.create_chat_with(
+                owner,
+                meta,
+                s.messages[..first].to_vec(),
+                times.map(|t| &t[..first]),
+            )?;
             known.insert(s.key.clone(), Some((id, s.messages.len() as u64)));
             r.sessions_new += 1;
             count(&mut r, &s.messages);
             let chat = store.chat(owner, id)?;
+            append_chunks(&chat, &s.messages[first..], times.map(|t| &t[first..]))?;
             record_condensations(&chat, &s.condensations, u64::MAX, &mut r)?;
             progress(s);
             continue;
         };
         let chat = store.chat(owner, id)?;
         let snap = chat.snapshot();
-        let stored = if snap.is_empty() { Vec::new() } else { snap.messages_with_hidden()? };
-        let common = stored.iter().zip(&s.messages).take_while(|(a, b)| same_message(a, b)).count();
+        let stored = usize::try_from(snap.len()).unwrap_or(usize::MAX);
+        let common = common_prefix(&snap, &s.messages)?;
         let mut kept = u64::MAX;
-        if common < stored.len() {
+        if common < stored {
             kept = common as u64;
             chat.truncate(common as u64, snap.revision())?;
             r.sessions_rewritten += 1;
-            r.messages_replaced += (stored.len() - common) as u64;
+            r.messages_replaced += (stored - common) as u64;
         } else if common == s.messages.len() {
             r.sessions_unchanged += 1;
         } else {
@@ -256,13 +284,14 @@ pub fn import_sessions_until(
             r.sessions_extended += 1;
         }
         let rest = &s.messages[common..];
-        if !rest.is_empty() {
-            match times {
-                Some(t) => chat.append_batch_at(rest.to_vec(), &t[common..])?,
-                None => chat.append_batch(rest.to_vec())?,
-            };
-            count(&mut r, rest);
+        if rest.len() > CHUNK {
+            let mut meta = chat.meta();
+            if meta.extra.insert(INCOMPLETE.into(), "true".into()).is_none() {
+                chat.set_meta_at(meta, chat.last_activity_ms())?;
+            }
         }
+        append_chunks(&chat, rest, times.map(|t| &t[common..]))?;
+        count(&mut r, rest);
         known.insert(s.key.clone(), Some((id, s.messages.len() as u64)));
         record_condensations(&chat, &s.condensations, kept, &mut r)?;
         progress(s);
@@ -283,6 +312,43 @@ pub fn import_sessions_until(
         }
     }
     Ok(r)
+}
+
+/// The number of messages of `snap` (hidden ones included) that are the first messages of
+/// `messages`, read [`CHUNK`] at a time.
+fn common_prefix(snap: &crate::chat::history::Snapshot, messages: &[NewMessage]) -> Result<usize> {
+    let n = snap.len().min(messages.len() as u64);
+    let mut common = 0usize;
+    let mut from = 0u64;
+    while from < n {
+        let to = (from + CHUNK as u64).min(n);
+        let stored = snap.range_with_hidden(from..to)?;
+        let new = &messages[common..];
+        let same = stored.iter().zip(new).take_while(|(a, b)| same_message(a, b)).count();
+        common += same;
+        if same < stored.len() {
+            break;
+        }
+        from = to;
+    }
+    Ok(common)
+}
+
+/// Appends `messages` to `chat`, [`CHUNK`] to a transaction (each stamped with its time
+/// from `times`, when given), then clears the chat's [`INCOMPLETE`] mark if it has one.
+fn append_chunks(chat: &Chat, messages: &[NewMessage], times: Option<&[u64]>) -> Result<()> {
+    for (i, part) in messages.chunks(CHUNK).enumerate() {
+        match times {
+            Some(t) => chat.append_batch_at(part.to_vec(), &t[i * CHUNK..i * CHUNK + part.len()])?,
+            None => chat.append_batch(part.to_vec())?,
+        };
+    }
+    let mut meta = chat.meta();
+    if meta.extra.remove(INCOMPLETE).is_some() {
+        // Bookkeeping, not activity: the chat's last activity stays its conversation's.
+        chat.set_meta_at(meta, chat.last_activity_ms())?;
+    }
+    Ok(())
 }
 
 /// Keeps `conds` in the chat's [`CONDENSATIONS`] metadata and records each one not recorded
@@ -356,4 +422,182 @@ fn record_condensations(chat: &Chat, conds: &[Condensation], kept: u64, r: &mut 
         chat.set_meta(meta)?;
     }
     Ok(())
+}
+
+/// Writes one session whose messages arrive in pieces (a transcript read a line at a time,
+/// see `stream.rs`), with the outcome [`import_sessions`] gives it whole: a new chat, or the
+/// stored chat compared piece by piece and extended, or cut at the first message that
+/// differs (or at the session's end) and the rest appended as a new revision. Every piece is
+/// one transaction; the chat is marked [`INCOMPLETE`] from its first write until
+/// [`SessionWriter::finish`] when the session takes more than one.
+pub(super) struct SessionWriter<'a> {
+    store: &'a Store,
+    owner: &'a str,
+    /// The session's key, title, model, format, source and parent (its messages are not used).
+    session: &'a Session,
+    /// Messages in the whole session.
+    total: u64,
+    chat: Option<(Chat, crate::chat::history::Snapshot)>,
+    /// Messages of the session seen so far.
+    pos: u64,
+    /// Whether the stored chat was cut (no more comparing).
+    diverged: bool,
+    marked: bool,
+    created: bool,
+    threshold: usize,
+    /// What the writes did.
+    pub report: ImportReport,
+}
+
+impl<'a> SessionWriter<'a> {
+    /// A writer of `session` (`total` messages) into its chat of `owner`, found by its key.
+    pub(super) fn begin(
+        store: &'a Store,
+        owner: &'a str,
+        session: &'a Session,
+        total: u64,
+    ) -> Result<SessionWriter<'a>> {
+        let chat = match imported_chat(store, owner, &session.key)? {
+            Some((id, _)) => {
+                let chat = store.chat(owner, id)?;
+                let snap = chat.snapshot();
+                Some((chat, snap))
+            }
+            None => None,
+        };
+        let threshold = store.options().archive_threshold;
+        Ok(SessionWriter {
+            store,
+            owner,
+            session,
+            total,
+            chat,
+            pos: 0,
+            diverged: false,
+            marked: false,
+            created: false,
+            threshold,
+            report: ImportReport::default(),
+        })
+    }
+
+    fn count(&mut self, msgs: &[NewMessage]) {
+        for p in msgs.iter().flat_map(|m| &m.parts) {
+            if let Part::ToolResult { content, .. } = p {
+                self.report.tool_results += 1;
+                if matches!(content, ToolContent::Text(t) if t.len() > self.threshold) {
+                    self.report.archived += 1;
+                }
+            }
+        }
+        self.report.messages += msgs.len() as u64;
+    }
+
+    /// Marks the stored chat [`INCOMPLETE`] before its first change when more writes follow
+    /// (`more`).
+    fn mark(&mut self, chat: &Chat, more: bool) -> Result<()> {
+        if self.marked || !more {
+            return Ok(());
+        }
+        let mut meta = chat.meta();
+        if meta.extra.insert(INCOMPLETE.into(), "true".into()).is_none() {
+            chat.set_meta_at(meta, chat.last_activity_ms())?;
+        }
+        self.marked = true;
+        Ok(())
+    }
+
+    /// Creates the session's chat holding `msgs` (the session's first messages).
+    fn create(&mut self, msgs: Vec<NewMessage>, times: Option<&[u64]>) -> Result<()> {
+        let n = msgs.len() as u64;
+        let s = self.session;
+        let mut meta = ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
+        meta.extra.insert(KEY.into(), s.key.clone());
+        meta.extra.insert(FORMAT.into(), s.format.name().into());
+        meta.extra.insert(SOURCE.into(), s.source.display().to_string());
+        if let Some(p) = &s.parent_key {
+            meta.extra.insert(PARENT.into(), p.clone());
+            if let Some((parent_id, _)) = imported_chat(self.store, self.owner, p)? {
+                meta.extra.insert(PARENT_CHAT.into(), parent_id.to_string());
+                self.report.linked += 1;
+            }
+        }
+        if n < self.total {
+            meta.extra.insert(INCOMPLETE.into(), "true".into());
+            self.marked = true;
+        }
+        self.count(&msgs);
+        let id = self.store.create_chat_with(self.owner, meta, msgs, times)?;
+        let chat = self.store.chat(self.owner, id)?;
+        let snap = chat.snapshot();
+        self.chat = Some((chat, snap));
+        self.created = true;
+        self.pos = n;
+        Ok(())
+    }
+
+    /// Writes the session's next messages, each with its time when `times` is given.
+    pub(super) fn write(&mut self, msgs: Vec<NewMessage>, times: Option<&[u64]>) -> Result<()> {
+        let n = msgs.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let Some((chat, snap)) = self.chat.take() else { return self.create(msgs, times) };
+        let stored = snap.len();
+        let mut same = 0usize;
+        if !self.diverged && self.pos < stored {
+            let end = (self.pos + n).min(stored);
+            let old = snap.range_with_hidden(self.pos..end)?;
+            same = old.iter().zip(&msgs).take_while(|(a, b)| same_message(a, b)).count();
+            if same < old.len() {
+                let at = self.pos + same as u64;
+                self.mark(&chat, at < self.total)?;
+                chat.truncate(at, snap.revision())?;
+                self.diverged = true;
+                self.report.messages_replaced += stored - at;
+            }
+        }
+        if same < msgs.len() {
+            let start = self.pos + same as u64;
+            self.mark(&chat, start + ((msgs.len() - same) as u64) < self.total)?;
+            let rest: Vec<NewMessage> = msgs.into_iter().skip(same).collect();
+            self.count(&rest);
+            match times {
+                Some(t) => chat.append_batch_at(rest, &t[same..])?,
+                None => chat.append_batch(rest)?,
+            };
+        }
+        self.pos += n;
+        self.chat = Some((chat, snap));
+        Ok(())
+    }
+
+    /// Ends the session: a stored chat longer than it is cut to it; the [`INCOMPLETE`] mark
+    /// is cleared; the session counted as new, unchanged, grown or rewritten.
+    pub(super) fn finish(mut self) -> Result<ImportReport> {
+        if self.chat.is_none() {
+            // A session without messages is a chat too, as `import_sessions` makes it.
+            self.create(Vec::new(), None)?;
+        }
+        let Some((chat, snap)) = self.chat.take() else { return Ok(self.report) };
+        let stored = snap.len();
+        if self.created {
+            self.report.sessions_new = 1;
+        } else if !self.diverged && self.pos < stored {
+            chat.truncate(self.pos, snap.revision())?;
+            self.report.messages_replaced += stored - self.pos;
+            self.report.sessions_rewritten = 1;
+        } else if self.diverged {
+            self.report.sessions_rewritten = 1;
+        } else if self.pos == stored {
+            self.report.sessions_unchanged = 1;
+        } else {
+            self.report.sessions_extended = 1;
+        }
+        let mut meta = chat.meta();
+        if meta.extra.remove(INCOMPLETE).is_some() {
+            chat.set_meta_at(meta, chat.last_activity_ms())?;
+        }
+        Ok(self.report)
+    }
 }
