@@ -156,7 +156,9 @@ fn require_encrypts_without_a_root_and_disable_does_not() {
 /// A number from `UNDERTEXT_FLEET_<name>`, else `default`.
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(format!("UNDERTEXT_FLEET_{name}"))
-        .map(|v| v.parse().unwrap_or_else(|_| panic!("UNDERTEXT_FLEET_{name}: expected a number, found {v:?}")))
+        .map(|v| {
+            v.parse().unwrap_or_else(|_| panic!("UNDERTEXT_FLEET_{name}: expected a number, found {v:?}"))
+        })
         .unwrap_or(default)
 }
 

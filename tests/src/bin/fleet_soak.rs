@@ -29,9 +29,7 @@ fn main() {
         })
     };
     let (Some(url), Some(servers), Some(dir)) = (args.get(1), args.get(2), args.get(3)) else {
-        eprintln!(
-            "usage: fleet_soak URL SERVERS DIR [PROCESSES [SECS [CHATS [KILL_EVERY_MS [RESTARTS]]]]]"
-        );
+        eprintln!("usage: fleet_soak URL SERVERS DIR [PROCESSES [SECS [CHATS [KILL_EVERY_MS [RESTARTS]]]]]");
         std::process::exit(2);
     };
     let (processes, secs, n_chats, kill_every, restarts) =
