@@ -124,6 +124,9 @@ fn shown(chat: &undertext::Chat, budget: &undertext::Budget) -> (String, String)
     (state, view.to_openai_json())
 }
 
+/// One foreign write of the test below: what it is, and the write.
+type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+
 #[test]
 fn a_held_chat_following_notifications_shows_what_a_fresh_open_shows_after_foreign_appends_edits_and_truncations()
  {
@@ -151,7 +154,7 @@ fn a_held_chat_following_notifications_shows_what_a_fresh_open_shows_after_forei
     };
     // Each step is one foreign write; after it the held chat's view, once the reader's store
     // was told of it, is what a store opened afresh shows.
-    let steps: Vec<(&str, Box<dyn Fn()>)> = vec![
+    let steps: Vec<Step<'_>> = vec![
         (
             "an append",
             Box::new(|| {
@@ -191,7 +194,7 @@ fn a_held_chat_following_notifications_shows_what_a_fresh_open_shows_after_forei
         (
             "a hide",
             Box::new(|| {
-                w.hide(&[10..12], w.revision()).unwrap();
+                w.hide(std::slice::from_ref(&(10..12)), w.revision()).unwrap();
             }),
         ),
         (
