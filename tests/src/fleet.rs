@@ -53,9 +53,26 @@ pub fn chats(store: &Store, owner: &str, n: usize) -> Vec<ChatId> {
 /// Starts the `fleet_worker` binary `bin` (see its documentation; tests pass
 /// `env!("CARGO_BIN_EXE_fleet_worker")`) and waits for its `ready`.
 pub fn worker(bin: &str, url: &str, owner: &str, seed: u64, steps: u64, chats: &[ChatId]) -> Ready {
+    worker_after(bin, url, owner, seed, steps, chats, None)
+}
+
+/// [`worker`], which with `go` waits after its `ready` until the file `go` exists (so that
+/// many workers, started one after another, run at once).
+pub fn worker_after(
+    bin: &str,
+    url: &str,
+    owner: &str,
+    seed: u64,
+    steps: u64,
+    chats: &[ChatId],
+    go: Option<&std::path::Path>,
+) -> Ready {
     let list = chats.iter().map(|c| c.0.to_string()).collect::<Vec<_>>().join(",");
     let mut cmd = Command::new(bin);
     cmd.args([url, owner, &seed.to_string(), &steps.to_string(), &list]);
+    if let Some(go) = go {
+        cmd.env("UNDERTEXT_FLEET_GO", go);
+    }
     spawn_until_ready(&mut cmd, Duration::from_secs(60), &format!("fleet_worker seed {seed}"))
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use undertext::{ChatMeta, NewMessage, Store};
 use undertext_tests::child::Ready;
-use undertext_tests::fleet::{Acked, chats, fleet_url, opts, owner, psql, worker};
+use undertext_tests::fleet::{Acked, chats, fleet_url, fresh_database, opts, owner, psql, worker_after};
 
 const BIN: &str = env!("CARGO_BIN_EXE_fleet_worker");
 
@@ -153,16 +153,57 @@ fn require_encrypts_without_a_root_and_disable_does_not() {
     drop(store);
 }
 
+/// A number from `UNDERTEXT_FLEET_<name>`, else `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(format!("UNDERTEXT_FLEET_{name}"))
+        .map(|v| {
+            v.parse().unwrap_or_else(|_| panic!("UNDERTEXT_FLEET_{name}: expected a number, found {v:?}"))
+        })
+        .unwrap_or(default)
+}
+
+/// Processes that all write through PgBouncer at once: `UNDERTEXT_FLEET_BOUNCER_PROCESSES`
+/// (10 unless set; `scripts/fleet-bouncer` runs 100), each `UNDERTEXT_FLEET_BOUNCER_STEPS`
+/// random operations (appends, edits, publications, shared blobs) on chats shared by twos.
 #[test]
-fn six_processes_append_through_pgbouncer_transaction_pooling_with_no_error() {
-    let Some(_) = fleet_url() else { return };
-    let url = env("PGBOUNCER_URL");
-    let store = Store::open(&url, opts()).unwrap();
+fn processes_through_pgbouncer_transaction_pooling_get_no_error_within_its_server_connections() {
+    let Some(url) = fleet_url() else { return };
+    let n = env_or("BOUNCER_PROCESSES", 10);
+    let steps = env_or("BOUNCER_STEPS", 30);
+    let pool = env_or("PGBOUNCER_POOL", 0);
+    assert!(pool > 0, "UNDERTEXT_FLEET_PGBOUNCER_POOL is not set (scripts/fleet-servers sets it)");
+    // A database of its own (its schema made directly), so that every server connection to
+    // it is one PgBouncer opened.
+    let direct = fresh_database(&url, "bouncer");
+    let db = direct.rsplit('/').next().unwrap().split('?').next().unwrap().to_string();
+    drop(Store::open(&direct, opts()).unwrap());
+    let bouncer = env("PGBOUNCER_URL").replace("/postgres?", &format!("/{db}?"));
+    let store = Store::open(&bouncer, opts()).unwrap();
     let o = owner("bouncer");
-    let ids = chats(&store, &o, 3);
-    // Six processes on three chats: each chat's row lock is contended, and every process's
-    // transactions run on whichever of PgBouncer's server connections is free.
-    let workers: Vec<Ready> = (0..6).map(|w| worker(BIN, &url, &o, 3500 + w, 40, &ids)).collect();
+    let ids = chats(&store, &o, (n as usize / 2).max(3));
+    drop(store);
+    // The server's connections to the database, counted by the server itself.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (url, db, stop) = (url.clone(), db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let (mut most, mut samples) = (0i64, 0u64);
+            while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                let row =
+                    c.query_one("SELECT count(*) FROM pg_stat_activity WHERE datname = $1", &[&db]).unwrap();
+                most = most.max(row.get(0));
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            (most, samples)
+        })
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let workers: Vec<Ready> =
+        (0..n).map(|w| worker_after(BIN, &bouncer, &o, 3500 + w, steps, &ids, Some(&go))).collect();
+    std::fs::write(&go, b"").unwrap();
     let mut acked = Acked::default();
     for w in workers {
         while let Some(line) = w.next_line() {
@@ -170,17 +211,31 @@ fn six_processes_append_through_pgbouncer_transaction_pooling_with_no_error() {
         }
         assert!(w.wait().success());
     }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let (most, samples) = sampler.join().unwrap();
+    eprintln!(
+        "{n} processes through PgBouncer: {} messages acknowledged, {} errors; at most {most} server \
+         connections in {samples} samples (default_pool_size = {pool})",
+        acked.texts.len(),
+        acked.errors.len()
+    );
     assert!(
         acked.errors.is_empty(),
-        "expected no failed operation through PgBouncer, found {:?}",
-        acked.errors
+        "expected no failed operation through PgBouncer, found {} of them: {:?}",
+        acked.errors.len(),
+        acked.errors.iter().take(5).collect::<Vec<_>>()
     );
     assert!(
-        acked.texts.len() >= 100,
-        "expected at least 100 acknowledged messages, found {}",
+        acked.texts.len() as u64 >= n * steps / 2,
+        "expected at least {} acknowledged messages, found {}",
+        n * steps / 2,
         acked.texts.len()
     );
-    acked.check(&url, &o, &ids, true);
+    assert!(
+        (1..=pool as i64).contains(&most),
+        "expected PgBouncer to open between 1 and {pool} server connections, the server counted {most}"
+    );
+    acked.check(&bouncer, &o, &ids, true);
 }
 
 #[test]

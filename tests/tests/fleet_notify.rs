@@ -107,3 +107,129 @@ fn through_a_transaction_pooler_the_store_does_not_listen() {
     assert_eq!(until("version 2", || notified(&reader, chat).filter(|n| n.1 >= 2)), (epoch, 2));
     assert_eq!(notified(&store, chat), None);
 }
+
+/// What a reader of chat `id` shows: every message (seq, revision, parts), the length, the
+/// revision, the title, the published checkpoint, and the view under `budget` as requests
+/// carry it.
+fn shown(chat: &undertext::Chat, budget: &undertext::Budget) -> (String, String) {
+    let view = chat.view(budget).unwrap();
+    let state = format!(
+        "len {} revision {} title {:?} published {:?} messages {:?}",
+        chat.len(),
+        chat.revision(),
+        chat.meta().title,
+        chat.published_checkpoint(),
+        chat.messages().unwrap().iter().map(|m| (m.seq, m.revision, &m.parts)).collect::<Vec<_>>()
+    );
+    (state, view.to_openai_json())
+}
+
+/// One foreign write of the test below: what it is, and the write.
+type Step<'a> = (&'a str, Box<dyn Fn() + 'a>);
+
+#[test]
+fn a_held_chat_following_notifications_shows_what_a_fresh_open_shows_after_foreign_appends_edits_and_truncations()
+ {
+    let Some(url) = fleet_url() else { return };
+    let o = owner("follow");
+    let writer = Store::open(&url, opts()).unwrap();
+    let reader = Store::open(&url, opts()).unwrap();
+    let id = new_chat(&writer, &o);
+    let w = writer.chat(&o, id).unwrap();
+    for i in 0..40 {
+        w.append(NewMessage::user(format!("task {i}"))).unwrap();
+        w.append(NewMessage::assistant(format!("answer {i}: value {}", i * 7))).unwrap();
+    }
+    // A window the whole chat fits in (the memo extends), and one it does not (cut views).
+    let budgets = [undertext::Budget::new(1_000_000, 0), undertext::Budget::new(600, 100)];
+    let held = reader.chat(&o, id).unwrap();
+    for b in &budgets {
+        held.view(b).unwrap();
+    }
+    listening(&reader, id);
+    let copts = undertext::CheckpointOptions {
+        segment_tokens: 20,
+        fan_in: 4,
+        ..undertext::CheckpointOptions::default()
+    };
+    // Each step is one foreign write; after it the held chat's view, once the reader's store
+    // was told of it, is what a store opened afresh shows.
+    let steps: Vec<Step<'_>> = vec![
+        (
+            "an append",
+            Box::new(|| {
+                w.append(NewMessage::assistant("one more")).unwrap();
+            }),
+        ),
+        (
+            "a batch",
+            Box::new(|| {
+                w.append_batch(vec![NewMessage::user("next task"), NewMessage::assistant("done")]).unwrap();
+            }),
+        ),
+        (
+            "an edit",
+            Box::new(|| {
+                w.edit(5, NewMessage::assistant("edited"), w.revision()).unwrap();
+            }),
+        ),
+        (
+            "appends after the edit",
+            Box::new(|| {
+                w.append(NewMessage::assistant("after the edit")).unwrap();
+            }),
+        ),
+        (
+            "a truncation",
+            Box::new(|| {
+                w.truncate(70, w.revision()).unwrap();
+            }),
+        ),
+        (
+            "an append after it",
+            Box::new(|| {
+                w.append(NewMessage::user("after the cut")).unwrap();
+            }),
+        ),
+        (
+            "a hide",
+            Box::new(|| {
+                w.hide(std::slice::from_ref(&(10..12)), w.revision()).unwrap();
+            }),
+        ),
+        (
+            "a new title",
+            Box::new(|| {
+                w.set_meta(ChatMeta { title: "renamed".into(), ..Default::default() }).unwrap();
+            }),
+        ),
+        (
+            "a published checkpoint",
+            Box::new(|| {
+                let cp = w.build_checkpoint(&undertext::Extractive::default(), &copts).unwrap();
+                w.publish_checkpoint(&cp).unwrap();
+            }),
+        ),
+        (
+            "appends after it",
+            Box::new(|| {
+                w.append(NewMessage::assistant("after the checkpoint")).unwrap();
+            }),
+        ),
+    ];
+    for (what, step) in steps {
+        step();
+        let version: u64 =
+            psql(&url, &format!("SELECT version FROM ut_chats WHERE id = {}", id.0)).trim().parse().unwrap();
+        until(&format!("the notification of {what}"), || notified(&reader, id).filter(|n| n.1 >= version));
+        let fresh_store = Store::open(&url, opts()).unwrap();
+        let fresh = fresh_store.chat(&o, id).unwrap();
+        for b in &budgets {
+            // The held view first: it is what brings the held chat up to date.
+            let held_view = held.view(b).unwrap().to_openai_json();
+            let (state, view) = shown(&fresh, b);
+            assert_eq!(held_view, view, "after {what}: the held chat's view differs from a fresh open's");
+            assert_eq!(shown(&held, b).0, state, "after {what}: the held chat differs from a fresh open's");
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! `undertext fleet init|migrate|status` (the real command line, `fleet_cli`), an open that
 //! never runs DDL (`schema=manual`), a role granted only DML rights working on a schema an
 //! operator created, and a database made before versions were recorded, adopted and
-//! migrated. Each test makes a database of its own on the server of `UNDERTEXT_FLEET_URL`
+//! migrated; an owner's chats paged in SQL (schema version 4). Each test makes a database of its own on the server of `UNDERTEXT_FLEET_URL`
 //! (scripts/test-fleet starts it); skipped without it.
 
 #![cfg(feature = "fleet")]
@@ -84,7 +84,7 @@ fn init_by_the_owner_then_a_role_with_only_dml_rights_works_on_it() {
     assert!(ok && out.contains("init: nothing to do"), "{out}");
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2,3"
+        "1,2,3,4"
     );
 
     // With DML rights only, the application role works: writes, reads from another
@@ -161,7 +161,7 @@ fn a_database_made_before_versions_opens_and_is_adopted_by_migrate() {
     assert_eq!(
         psql(&db, "SELECT string_agg(version || ':' || note, ',' ORDER BY version) FROM ut_schema").trim(),
         "1:the catalog (created before ut_schema: adopted),2:change notification (trigger ut_chats_notify, channel ut_chats),\
-         3:chat titles in the catalog (ut_chats.title)"
+         3:chat titles in the catalog (ut_chats.title),4:chat activity in the catalog (ut_chats.last_ms)"
     );
     let (ok, out, _) = cli(&db, &["migrate"]);
     assert!(ok && out.contains("migrate: nothing to do"), "{out}");
@@ -210,7 +210,7 @@ fn opens_racing_on_an_empty_database_create_the_schema_once() {
     }
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2,3"
+        "1,2,3,4"
     );
 }
 
@@ -253,4 +253,79 @@ fn version_3_finds_chats_by_title_in_the_catalog_and_says_when_it_cannot() {
     assert!(ok, "{e}");
     let at3 = Store::open(&old, opts()).unwrap();
     assert_eq!(undertext::fleet::titled(&at3, &o, "t").unwrap(), None, "a chat made before version 3");
+}
+
+/// The summaries (id, last activity, length, revision) of every page of `owner`'s chats in
+/// `store`, `limit` at a time.
+fn every_page(store: &Store, owner: &str, limit: usize) -> Vec<(undertext::ChatId, u64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store.chats(owner, Page { limit, after }).unwrap();
+        out.extend(page.chats.iter().map(|c| (c.id, c.last_activity_ms, c.len, c.revision)));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return out,
+        }
+    }
+}
+
+/// How many chats of `owner` `store`'s local replica holds.
+fn held(store: &Store, owner: &str) -> u64 {
+    store.owners().unwrap().into_iter().find(|(o, _)| o == owner).map_or(0, |(_, n)| n)
+}
+
+#[test]
+fn an_owners_chats_are_paged_in_sql_and_a_page_pulls_only_its_chats() {
+    let Some(url) = fleet_url() else { return };
+    let db = fresh_database(&url, "ut-chats-page");
+    let o = owner("page");
+    let writer = Store::open(&db, opts()).unwrap();
+    let ids: Vec<undertext::ChatId> = (0..30)
+        .map(|i| {
+            let id = writer.create_chat(&o, ChatMeta { title: "t".into(), ..Default::default() }).unwrap();
+            writer.chat(&o, id).unwrap().append(NewMessage::user(format!("task {i}"))).unwrap();
+            id
+        })
+        .collect();
+    // Activity moves on: an older chat appended to, one edited, one renamed; one deleted.
+    writer.chat(&o, ids[3]).unwrap().append(NewMessage::assistant("later")).unwrap();
+    let edited = writer.chat(&o, ids[5]).unwrap();
+    edited.edit(0, NewMessage::user("edited"), edited.revision()).unwrap();
+    writer
+        .chat(&o, ids[9])
+        .unwrap()
+        .set_meta(ChatMeta { title: "t".into(), model: "m".into(), ..Default::default() })
+        .unwrap();
+    writer.delete_chat(&o, ids[7]).unwrap();
+    // What another path says: every chat titled "t", pulled and summarized from the replica.
+    let all = Store::open(&db, opts()).unwrap();
+    let expected: Vec<_> = all
+        .find_chats(&o, undertext::MetaField::Title, "t")
+        .unwrap()
+        .iter()
+        .map(|c| (c.id, c.last_activity_ms, c.len, c.revision))
+        .collect();
+    assert_eq!(expected.len(), 29);
+
+    let fresh = Store::open(&db, opts()).unwrap();
+    let first = fresh.chats(&o, Page { limit: 7, after: None }).unwrap();
+    assert_eq!(first.chats.len(), 7);
+    // The page's chats (and the one after it, which says that another page follows) are all
+    // the fresh store pulled of the owner's 29.
+    assert!(held(&fresh, &o) <= 8, "a page of 7 pulled {} chats of the owner", held(&fresh, &o));
+    assert_eq!(every_page(&fresh, &o, 7), expected, "pages of 7 from a fresh store");
+    assert_eq!(every_page(&writer, &o, 5), expected, "pages of 5 from the store that wrote them");
+
+    // A chat written before version 4 has no activity in the catalog: the listing pulls the
+    // owner's chats and pages them locally, as before.
+    let old = fresh_database(&url, "ut-chats-page-old");
+    undertext::fleet::migrate_to(&old, 3).unwrap();
+    let before = write_one(&with_params(&old, "schema=manual"), &o, "at version 3");
+    let (ok, _, e) = cli(&old, &["migrate"]);
+    assert!(ok, "{e}");
+    let after = write_one(&old, &o, "at version 4");
+    let listed: Vec<_> =
+        every_page(&Store::open(&old, opts()).unwrap(), &o, 1).into_iter().map(|c| c.0).collect();
+    assert_eq!(listed, vec![after, before]);
 }

@@ -130,22 +130,39 @@ def test_another_owners_blob_and_chat_are_refused_across_stores(two, owner):
         b.chat(mallory, chat.id)
 
 
-def test_a_cached_view_of_a_held_chat_makes_no_round_trip(two, owner):
-    """The view of a held chat is served from the local replica, as embedded: a view after
-    the other store's append still shows the old length until a refresh (which a round
-    trip per call would not)."""
-    a, b = two
-    o = owner("cached")
-    chat = a.create_chat(o)
-    for i in range(20):
-        chat.append_batch([undertext.user(f"step {i}"), undertext.assistant("done")])
-    budget = undertext.Budget(200_000)
-    assert len(chat.view(budget)) == 40
-    b.chat(o, chat.id).append(undertext.user("from elsewhere"))
-    for _ in range(3):
-        assert len(chat.view(budget)) == 40, "a held chat's view does not ask PostgreSQL"
-    chat.refresh()
-    assert len(chat.view(budget)) == 41
+def test_a_held_chats_view_asks_postgresql_only_when_notified_of_a_change(two, owner):
+    """The view of a held chat is served from the local replica, as embedded. A store that does
+    not listen for change notification (notify=off) shows the old length after the other
+    store's append until a refresh; one that listens follows the notification of it (one
+    query, then the appended message), without a refresh."""
+    import os
+    import time
+
+    listening, b = two
+    url = os.environ["UNDERTEXT_FLEET_URL"]
+    quiet = undertext.Store.open(url + ("&" if "?" in url else "?") + "notify=off", durability="none")
+    try:
+        o = owner("cached")
+        chat = quiet.create_chat(o)
+        for i in range(20):
+            chat.append_batch([undertext.user(f"step {i}"), undertext.assistant("done")])
+        budget = undertext.Budget(200_000)
+        assert len(chat.view(budget)) == 40
+        held = listening.chat(o, chat.id)
+        assert len(held.view(budget)) == 40
+        b.chat(o, chat.id).append(undertext.user("from elsewhere"))
+        for _ in range(3):
+            assert len(chat.view(budget)) == 40, "a held chat's view asks PostgreSQL only when notified"
+        chat.refresh()
+        assert len(chat.view(budget)) == 41
+        # The listening store learns of the append (a moment after its commit) and its held
+        # chat's view follows; a minute at most, only to fail instead of hanging.
+        deadline = time.monotonic() + 60
+        while len(held.view(budget)) != 41:
+            assert time.monotonic() < deadline, "the held chat's view never followed the notified append"
+            time.sleep(0.01)
+    finally:
+        quiet.close()
 
 
 def test_a_keyed_append_retried_by_another_process_is_written_once(two, owner):

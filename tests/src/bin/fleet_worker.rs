@@ -12,7 +12,8 @@
 //! (`appends`: every operation is a one-message append, for a throughput measurement, each on
 //! a chat resolved with `Store::chat`; `held`: the same appends on `Chat` handles opened once
 //! and kept, as a harness holding its chats does). `fleet_worker URL OWNER new N` creates N
-//! chats of OWNER and prints `chats ID,ID,...`.
+//! chats of OWNER and prints `chats ID,ID,...`. With `UNDERTEXT_FLEET_GO=PATH` in its
+//! environment it waits after `ready` until PATH exists, so that many workers run at once.
 
 use std::io::Write;
 use std::time::Duration;
@@ -57,6 +58,11 @@ fn main() {
         }
     };
     say("ready".into());
+    if let Some(go) = std::env::var_os("UNDERTEXT_FLEET_GO") {
+        while !std::path::Path::new(&go).exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
     let mut handles = std::collections::HashMap::new();
     if held {
         for id in &chats {

@@ -123,6 +123,14 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
         return Err(Error::InvalidArgument(format!("page limit: expected 1..=1000, found {}", page.limit)));
     }
     let core = chats.core();
+    if let Some(remote) = core.remote() {
+        // Fleet mode: the catalog pages the owner's chats by activity, and only the page's
+        // chats are pulled (issue 35's cold start: not every chat of the owner).
+        let after = page.after.map(|c| (c.last_activity_ms, c.id.0));
+        if let Some(ids) = remote.page(owner, after, page.limit + 1)? {
+            return remote_page(chats, owner, page, &ids);
+        }
+    }
     catch_up(chats, owner)?;
     // Chats in memory are authoritative; the index may lag them by a flush.
     let mut cached: HashMap<u64, ChatSummary> = HashMap::new();
@@ -150,6 +158,57 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
         taken += 1;
         Ok(taken <= page.limit)
     })?;
+    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
+    let more = out.len() > page.limit;
+    out.truncate(page.limit);
+    let next = if more {
+        out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
+    } else {
+        None
+    };
+    Ok(ChatPage { chats: out, next })
+}
+
+/// Whether `c` comes after the cursor of `page` in the listing's order (newest activity
+/// first, then by id).
+fn after_cursor(page: &Page, c: &ChatSummary) -> bool {
+    match page.after {
+        None => true,
+        Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
+    }
+}
+
+/// [`chats`] in fleet mode once the catalog named the page: `ids`, at most `page.limit + 1`
+/// chats in the listing's order. They are brought up to date in one query (and those in
+/// memory follow what it pulled), then summarized as embedded mode summarizes them.
+fn remote_page(chats: &ChatCache, owner: &str, page: Page, ids: &[u64]) -> Result<ChatPage> {
+    let core = chats.core();
+    let heads: HashMap<u64, crate::kernel::store::remote::ChatHead> = match core.remote() {
+        Some(remote) => remote.catch_up_chats(core, owner, ids)?.into_iter().collect(),
+        None => HashMap::new(),
+    };
+    core.ensure_flushed(core.log.written())?;
+    let cached: HashMap<u64, Arc<ChatState>> =
+        chats.cached_of(owner).into_iter().map(|s| (s.id.0, s)).collect();
+    let tx = core.index.read()?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(head) = heads.get(id).filter(|h| !h.deleted) else { continue };
+        let summary = match cached.get(id) {
+            Some(s) => match s.follow_head(*head) {
+                Ok(()) => summary_of(&s.cell.load()),
+                Err(Error::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            },
+            None => match indexed_summary(core, &tx, *id)? {
+                Some(s) => s,
+                None => continue,
+            },
+        };
+        if after_cursor(&page, &summary) {
+            out.push(summary);
+        }
+    }
     out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
     let more = out.len() > page.limit;
     out.truncate(page.limit);

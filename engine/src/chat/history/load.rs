@@ -190,6 +190,21 @@ pub(crate) fn extended(
     }))
 }
 
+/// `w` with the messages the index holds past its length appended, when the index shows
+/// the chat at `w`'s revision and metadata version with only messages appended (fleet mode:
+/// another process's appends, pulled into the replica); `None` otherwise (then the chat
+/// loads again whole). See [`extended`].
+pub(crate) fn appended(core: &Core, chat: ChatId, w: &Writer) -> Result<Option<Writer>> {
+    let len = {
+        let tx = core.index.read()?;
+        match chat_row(&tx, chat)? {
+            Some(row) if row.len >= w.len => row.len,
+            _ => return Ok(None),
+        }
+    };
+    extended(core, chat, w, w.revision, w.len..len)
+}
+
 /// The length a chat had when `revision` ended (`None`: it is the current revision).
 pub(crate) fn len_at_end_of(tx: &ReadTx, chat: ChatId, revision: u64) -> Result<Option<u64>> {
     index::len_at_end_of(tx, chat.0, revision)

@@ -209,9 +209,13 @@ pub(crate) struct ChatState {
     pub view: ViewCaches,
     /// Revision + 1 for which a worker job was last requested (0: none).
     pub requested: AtomicU64,
-    /// Fleet mode: the chat's version (batches committed) the writer state was loaded at;
-    /// batches another process committed after it make the state load again.
+    /// Fleet mode: the replica's version of the chat (batches applied) the writer state
+    /// follows: batches pulled after it are read into the state (only the new messages when
+    /// they were appends, else the state loads again).
     pub fleet_seen: AtomicU64,
+    /// Fleet mode: the change-notification epoch in which a view last brought the state up
+    /// to date (0: none; see [`ChatState::follow_notified`]).
+    pub fleet_epoch: AtomicU64,
     pub core: Arc<Core>,
 }
 
@@ -229,6 +233,7 @@ impl ChatState {
             deleted: std::sync::atomic::AtomicBool::new(false),
             requested: AtomicU64::new(0),
             fleet_seen: AtomicU64::new(0),
+            fleet_epoch: AtomicU64::new(0),
             core,
         }
     }
@@ -268,8 +273,49 @@ impl ChatState {
         }
     }
 
-    /// Loads the writer state again from the local replica when it holds batches another
-    /// process committed since the state was loaded; marks the chat deleted when it is.
+    /// Fleet mode: brings the state up to what the replica holds of the chat, `head` being
+    /// what a catch-up just said of it (no query).
+    pub(crate) fn follow_head(&self, head: ChatHead) -> Result<()> {
+        let mut w = self.w.lock();
+        self.follow(&mut w, head)
+    }
+
+    /// Fleet mode, before a held chat's view: brings the state up to the commits of other
+    /// processes that change notification told of (one query, then what they added), and
+    /// asks nothing of the remote when none was told since the state was last brought up to
+    /// date in this notification epoch (nor when the store does not listen: then the view
+    /// shows the state as it was, and `Store::chat` or a write brings it up to date). A chat
+    /// another process deleted, or a remote that cannot be reached now, leaves the state as
+    /// it was: the view serves it, as before any notification.
+    pub(crate) fn follow_notified(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let Some(remote) = self.core.remote() else { return Ok(()) };
+        let Some(n) = remote.notified(self.id.0) else { return Ok(()) };
+        let (applied, pulled) = remote.replica_versions(self.id.0);
+        if n.epoch == self.fleet_epoch.load(Ordering::Acquire)
+            && n.version <= applied
+            && pulled <= self.fleet_seen.load(Ordering::Acquire)
+        {
+            return Ok(());
+        }
+        match self.sync() {
+            Ok(()) | Err(Error::NotFound { .. }) => {}
+            Err(e @ Error::Backend { .. }) => {
+                tracing::debug!(chat = self.id.0, error = %e, "fleet: a view could not follow a notified write");
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        // The epoch read before the query: a reconnection since makes the next view ask again.
+        self.fleet_epoch.store(n.epoch, Ordering::Release);
+        Ok(())
+    }
+
+    /// Brings the writer state up to the batches the local replica holds beyond it (`head`,
+    /// from the remote): when they only appended messages, the new messages' entries are read
+    /// from the index and the state keeps the rest (its entries, their cached estimates and
+    /// the view memo: a view after another process's append costs the appended messages);
+    /// otherwise the state loads again from the replica. Marks the chat deleted when it is.
     fn follow(&self, w: &mut Writer, head: ChatHead) -> Result<()> {
         use std::sync::atomic::Ordering;
         if head.deleted {
@@ -277,10 +323,19 @@ impl ChatState {
             *self.view.memo.lock() = None;
             return Err(super::cache::not_found(self.id));
         }
-        if head.pulled <= self.fleet_seen.load(Ordering::Acquire) {
+        let seen = self.fleet_seen.load(Ordering::Acquire);
+        if head.pulled <= seen {
             return Ok(());
         }
         self.core.ensure_flushed(self.core.log.written())?;
+        if head.changed <= seen
+            && let Some(extended) = super::load::appended(&self.core, self.id, w)?
+        {
+            *w = extended;
+            self.fleet_seen.store(head.applied, Ordering::Release);
+            self.publish(w);
+            return Ok(());
+        }
         let Some((_, fresh)) = super::load::load_writer(&self.core, self.id)? else {
             return Err(super::cache::not_found(self.id));
         };

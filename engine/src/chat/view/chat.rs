@@ -25,6 +25,8 @@ impl ChatView<'_> {
     /// The work of `Chat::view` (documented there).
     pub(crate) fn view(&self, budget: &Budget) -> Result<View> {
         budget.validate()?;
+        // Fleet mode: what other processes committed, when change notification told of it.
+        self.chat.state.follow_notified()?;
         // The checkpoint prepared before this view is the only one it swaps in without
         // waiting: a job finishing while the view is built must not change it.
         let before = self

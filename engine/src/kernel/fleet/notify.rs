@@ -105,37 +105,32 @@ fn listen(me: &std::sync::Weak<Notices>, stop: &AtomicBool, config: &postgres::C
             s.chats.clear();
             s.live = true;
         }
+        // Each notification is recorded as it arrives (a reader asks right after a commit);
+        // a quarter of a second without one, the loop looks at `stop` and the connection.
         while !stop.load(Ordering::Acquire) && !client.is_closed() {
-            let mut got = Vec::new();
-            {
-                let mut notes = client.notifications();
-                let mut it = notes.timeout_iter(Duration::from_millis(250));
-                loop {
-                    match it.next() {
-                        Ok(Some(n)) => got.push(n),
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "fleet: the notification listener lost its connection");
-                            break;
+            let mut notes = client.notifications();
+            let mut it = notes.timeout_iter(Duration::from_millis(250));
+            let lost = loop {
+                match it.next() {
+                    Ok(Some(note)) => {
+                        let Some(n) = me.upgrade() else { return };
+                        if let Some((chat, version, deleted)) = parse(note.payload()) {
+                            let mut s = n.state.lock();
+                            let e = s.chats.entry(chat).or_insert((0, false));
+                            if version > e.0 {
+                                *e = (version, deleted);
+                            }
                         }
                     }
-                }
-            }
-            if got.is_empty() {
-                if client.is_closed() {
-                    break;
-                }
-                continue;
-            }
-            let Some(n) = me.upgrade() else { return };
-            let mut s = n.state.lock();
-            for note in got {
-                if let Some((chat, version, deleted)) = parse(note.payload()) {
-                    let e = s.chats.entry(chat).or_insert((0, false));
-                    if version > e.0 {
-                        *e = (version, deleted);
+                    Ok(None) => break false,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "fleet: the notification listener lost its connection");
+                        break true;
                     }
                 }
+            };
+            if lost {
+                break;
             }
         }
         if let Some(n) = me.upgrade() {

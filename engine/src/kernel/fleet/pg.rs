@@ -19,7 +19,8 @@ use crate::base::blob::chunk::Manifest;
 use crate::base::blob::{BlobId, codec_flag_none, decompress};
 use crate::base::error::{Conflict, Error, Result};
 use crate::disk::record::{
-    self, ArchiveRec, ChatRec, CheckpointRec, GrantRec, Kind, MetaRec, MsgRec, RevRec,
+    self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, GrantRec, HideRec, Kind, MetaRec, MsgRec,
+    PinRec, RevRec,
 };
 use crate::kernel::store::core::{Committed, Core, RecordOut, Txn};
 use crate::kernel::store::gc::{self, Holds};
@@ -49,6 +50,9 @@ struct Local {
     applied: u64,
     /// The last version pulled from the remote (not committed by this process).
     pulled: u64,
+    /// The last version pulled that held more than appended messages (see
+    /// [`ChatHead::changed`]).
+    changed: u64,
 }
 
 /// A PostgreSQL catalog and blob store, shared by every process that opens the same URL.
@@ -531,6 +535,7 @@ impl Fleet {
     ) -> Result<()> {
         let mut txn = Txn::default();
         let mut at = local.applied;
+        let mut changed = local.changed;
         for row in rows {
             let (version, kind, payload) = row?;
             if version <= local.applied {
@@ -541,7 +546,7 @@ impl Fleet {
                     core.append_local(std::mem::take(&mut txn))?;
                 }
                 if at > local.applied {
-                    (local.applied, local.pulled) = (at, at);
+                    (local.applied, local.pulled, local.changed) = (at, at, changed);
                 }
                 if version != at + 1 {
                     return Err(self.bad(format!(
@@ -559,25 +564,87 @@ impl Fleet {
             let k = u8::try_from(k).ok().and_then(Kind::of).ok_or_else(|| {
                 self.bad(format!("record kind {k} unknown to this build (written by a newer one?)"))
             })?;
+            if !appends_only(k) {
+                changed = version;
+            }
             txn.push(RecordOut::history(k, payload));
         }
         if !txn.records.is_empty() {
             core.append_local(txn)?;
         }
         if at > local.applied {
-            (local.applied, local.pulled) = (at, at);
+            (local.applied, local.pulled, local.changed) = (at, at, changed);
         }
         Ok(())
     }
 
-    /// Brings stream `s` up to `version` (pulling on `c`).
-    fn catch_up(&self, c: &mut Conn, core: &Core, s: &Stream, version: u64) -> Result<(u64, u64)> {
+    /// Brings stream `s` up to `version` (pulling on `c`); returns the replica's (applied,
+    /// pulled, changed) versions of it.
+    fn catch_up(&self, c: &mut Conn, core: &Core, s: &Stream, version: u64) -> Result<(u64, u64, u64)> {
         let local = self.local(s);
         let mut l = local.lock();
         if l.applied < version {
             self.pull(c, core, s, &mut l)?;
         }
-        Ok((l.applied, l.pulled))
+        Ok((l.applied, l.pulled, l.changed))
+    }
+
+    /// Brings the replica up to every chat of `owner` (`only`: those of them listed) with the
+    /// batches it lacks, in one statement on `c` (one round trip, one snapshot) whatever the
+    /// number of chats: the versions this replica holds go with it. Returns the chats (id,
+    /// head), deleted ones included.
+    fn catch_up_listed(
+        &self,
+        mut c: Conn,
+        core: &Core,
+        owner: &str,
+        only: Option<&[u64]>,
+    ) -> Result<Vec<(u64, ChatHead)>> {
+        let known: Vec<(u64, Arc<Mutex<Local>>)> = self
+            .streams
+            .lock()
+            .iter()
+            .filter(|(s, _)| s.owner.is_empty() && s.chat != 0)
+            .map(|(s, l)| (s.chat, l.clone()))
+            .collect();
+        let (mut ids, mut applied): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
+        for (chat, l) in &known {
+            let v = l.lock().applied;
+            if v > 0 {
+                ids.push(*chat as i64);
+                applied.push(v as i64);
+            }
+        }
+        let only: Option<Vec<i64>> = only.map(|o| o.iter().map(|&i| i as i64).collect());
+        let rows = c
+            .query(OWNER_CATCH_UP, &[&owner, &ids, &applied, &only])
+            .map_err(|e| self.err("read the owner's chats", &e))?;
+        self.put(c);
+        let mut out: Vec<(u64, ChatHead)> = Vec::new();
+        let mut i = 0;
+        while i < rows.len() {
+            let id = self.num(&rows[i], 0)?;
+            let mut j = i + 1;
+            while j < rows.len() && self.num(&rows[j], 0)? == id {
+                j += 1;
+            }
+            let (version, deleted) = (self.num(&rows[i], 1)?, self.col(&rows[i], 2)?);
+            let s = Stream::chat(id);
+            let local = self.local(&s);
+            let mut l = local.lock();
+            // Rows of a chat without new batches carry NULL batch columns.
+            let batches: Vec<&postgres::Row> =
+                rows[i..j].iter().filter(|r| matches!(r.try_get::<_, Option<i64>>(3), Ok(Some(_)))).collect();
+            if l.applied < version && !batches.is_empty() {
+                self.apply(core, &s, &mut l, batches.into_iter().map(|r| self.pulled(r, 3)))?;
+            }
+            out.push((
+                id,
+                ChatHead { version, deleted, pulled: l.pulled, applied: l.applied, changed: l.changed },
+            ));
+            i = j;
+        }
+        Ok(out)
     }
 
     /// Uploads blob records (content-addressed: a blob already stored is left as it is)
@@ -816,8 +883,11 @@ impl Fleet {
             &seqs,
             &payloads,
         ];
-        // Schema version 3: the title the batch's last metadata record gives (schema.rs).
-        let titled = self.schema.load(std::sync::atomic::Ordering::Relaxed) >= 3;
+        // Schema version 3: the title the batch's last metadata record gives; version 4: the
+        // chat's activity (schema.rs).
+        let schema = self.schema.load(std::sync::atomic::Ordering::Relaxed);
+        let titled = schema >= 3;
+        let last_ms = after.last_ms as i64;
         let title: Option<String> = match txn.records.iter().rev().find(|r| r.kind == Kind::Meta) {
             Some(r) if titled => Some(
                 record::decode::<MetaRec>(&r.payload, "metadata")
@@ -831,10 +901,15 @@ impl Fleet {
             params.push(&has_title);
             params.push(&title);
         }
-        let done = self.one(
-            "write the batch",
-            c.query_opt(if titled { WRITE_CHAT_BATCH_TITLED } else { WRITE_CHAT_BATCH }, &params),
-        )?;
+        let statement = match schema {
+            0..=2 => WRITE_CHAT_BATCH,
+            3 => WRITE_CHAT_BATCH_TITLED,
+            _ => {
+                params.push(&last_ms);
+                WRITE_CHAT_BATCH_ACTIVE
+            }
+        };
+        let done = self.one("write the batch", c.query_opt(statement, &params))?;
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
             return Ok(());
@@ -1054,6 +1129,17 @@ fn unhex(t: &str) -> Option<Vec<u8>> {
     h.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
 }
 
+/// Whether a pulled record of kind `k` leaves a chat's state as it was but for appended
+/// messages (a state loaded before it can be extended with them instead of loaded again):
+/// messages at the current revision (an edit's come with a revision record), the steps and
+/// idempotency keys of appends, and grants (the owner's, not the chat's state).
+fn appends_only(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::Message | Kind::MessageCompact | Kind::Step | Kind::AppendKey | Kind::Archive | Kind::Grant
+    )
+}
+
 /// The catalog row of a chat, as locked by a write.
 #[derive(Debug, Clone, Copy)]
 struct ChatRow {
@@ -1072,6 +1158,7 @@ impl ChatRow {
             deleted: self.deleted,
             publish: None,
             publish_base: 0,
+            last_ms: 0,
         }
     }
 }
@@ -1084,6 +1171,9 @@ struct After {
     deleted: bool,
     publish: Option<u64>,
     publish_base: u64,
+    /// The latest time the batch's records carry (the chat's activity, as the local index
+    /// counts it: `index/history.rs`).
+    last_ms: u64,
 }
 
 impl After {
@@ -1091,9 +1181,19 @@ impl After {
     /// the current revision must be the next seq (appends are dense); a revision record must
     /// be the next revision.
     fn apply(&mut self, r: &RecordOut) -> std::result::Result<Option<u64>, String> {
+        let at = match r.kind {
+            Kind::Chat => record::decode::<ChatRec>(&r.payload, "chat")?.created_ms,
+            Kind::Meta => record::decode::<MetaRec>(&r.payload, "metadata")?.at_ms,
+            Kind::Hide => record::decode::<HideRec>(&r.payload, "hide")?.at_ms,
+            Kind::Pin => record::decode::<PinRec>(&r.payload, "pin")?.at_ms,
+            Kind::Compaction => record::decode::<CompactionRec>(&r.payload, "compaction")?.at_ms,
+            _ => 0,
+        };
+        self.last_ms = self.last_ms.max(at);
         match r.kind {
             Kind::Message | Kind::MessageCompact => {
                 let m: MsgRec = record::message(r.kind, &r.payload)?;
+                self.last_ms = self.last_ms.max(m.at_ms);
                 if m.revision == self.revision && m.seq >= self.next_seq {
                     if m.seq != self.next_seq {
                         return Err(format!("expected message seq {}, found {}", self.next_seq, m.seq));
@@ -1114,12 +1214,14 @@ impl After {
                 }
                 self.revision = v.revision;
                 self.next_seq = v.len_after;
+                self.last_ms = self.last_ms.max(v.at_ms);
                 Ok(None)
             }
             Kind::Checkpoint => {
                 let cp: CheckpointRec = record::decode(&r.payload, "checkpoint")?;
                 self.publish = Some(cp.reach);
                 self.publish_base = cp.base_revision;
+                self.last_ms = self.last_ms.max(cp.at_ms);
                 Ok(None)
             }
             Kind::Delete => {
@@ -1131,9 +1233,9 @@ impl After {
     }
 }
 
-/// Every chat of owner $1 (id, version, deleted) with the batches committed after the
-/// version this replica holds of it ($2: chat ids, $3: their versions held; a chat not
-/// listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
+/// Every chat of owner $1 (id, version, deleted), or those of them in $4 (NULL: every one),
+/// with the batches committed after the version this replica holds of it ($2: chat ids, $3:
+/// their versions held; a chat not listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
 /// batches (and the record columns NULL for a batch without records). By chat, version,
 /// record.
 const OWNER_CATCH_UP: &str = "\
@@ -1143,8 +1245,19 @@ LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
 LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
     AND b.version <= c.version \
 LEFT JOIN ut_records r ON r.batch = b.id \
-WHERE c.owner = $1::text \
+WHERE c.owner = $1::text AND ($4::bigint[] IS NULL OR c.id = ANY ($4::bigint[])) \
 ORDER BY c.id, b.version, r.idx";
+
+/// One page of owner $1's chats not deleted, newest activity first (then by id), after the
+/// cursor ($2, $3: last activity and id; $2 NULL: from the start), at most $4: (id,
+/// last_ms). A chat whose activity the catalog does not know (NULL, written before schema
+/// version 4) sorts first, so the first row says whether the page can be trusted.
+const CHATS_PAGE: &str = "\
+SELECT id, last_ms FROM ut_chats \
+WHERE owner = $1::text AND NOT deleted AND version > 0 \
+    AND (last_ms IS NULL OR $2::bigint IS NULL OR last_ms < $2::bigint OR (last_ms = $2::bigint AND id > $3::bigint)) \
+ORDER BY last_ms DESC NULLS FIRST, id \
+LIMIT $4::bigint";
 
 const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
 
@@ -1180,10 +1293,18 @@ SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)"
 /// records are inserted only if the row was updated. Returns (rows updated, records inserted).
 const WRITE_CHAT_BATCH: &str = write_chat_batch!("");
 
-/// [`WRITE_CHAT_BATCH`] on a schema of version 3 or later: when $13, the chat's title
-/// becomes $14 (the batch carries a metadata record).
+/// [`WRITE_CHAT_BATCH`] on a schema of version 3: when $13, the chat's title becomes $14
+/// (the batch carries a metadata record).
 const WRITE_CHAT_BATCH_TITLED: &str =
     write_chat_batch!("title = CASE WHEN $13::boolean THEN $14::text ELSE title END, ");
+
+/// [`WRITE_CHAT_BATCH_TITLED`] on a schema of version 4 or later: the chat's last activity
+/// moves to $15 when that is later (a row created by this batch, at version 0, starts there;
+/// a row written before version 4 keeps NULL: its activity is unknown).
+const WRITE_CHAT_BATCH_ACTIVE: &str = write_chat_batch!(
+    "title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
+     last_ms = CASE WHEN version = 0 OR last_ms IS NOT NULL THEN greatest(coalesce(last_ms, 0), $15::bigint) END, "
+);
 
 /// An owner's own (or the global) stream's batch in one statement: the owner row $1 moves
 /// to version $2, and the batch and its records are inserted. Returns (rows updated, records
@@ -1332,9 +1453,9 @@ impl Remote for Fleet {
                     self.apply(core, &s, &mut l, batches.into_iter().map(Ok))?;
                 }
             }
-            let (applied, pulled) = self.catch_up(&mut c, core, &s, row.version)?;
+            let (applied, pulled, changed) = self.catch_up(&mut c, core, &s, row.version)?;
             phases::add(phases::PULL, t.elapsed());
-            Ok(Some((row, ChatHead { version: row.version, deleted: row.deleted, pulled, applied })))
+            Ok(Some((row, ChatHead { version: row.version, deleted: row.deleted, pulled, applied, changed })))
         })();
         match result {
             Ok(Some((row, head))) => {
@@ -1365,9 +1486,9 @@ impl Remote for Fleet {
             return Ok(None);
         };
         let row = self.chat_row(&row)?;
-        let (applied, pulled) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
+        let (applied, pulled, changed) = self.catch_up(&mut c, core, &Stream::chat(chat), row.version)?;
         self.put(c);
-        Ok(Some(ChatHead { version: row.version, deleted: row.deleted, pulled, applied }))
+        Ok(Some(ChatHead { version: row.version, deleted: row.deleted, pulled, applied, changed }))
     }
 
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>> {
@@ -1380,50 +1501,38 @@ impl Remote for Fleet {
             None => 0,
         };
         self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
-        // Every chat of the owner with the batches this replica lacks, in one statement (one
-        // round trip, one snapshot) whatever the number of chats: the versions this replica
-        // holds go with it.
-        let known: Vec<(u64, Arc<Mutex<Local>>)> = self
-            .streams
-            .lock()
-            .iter()
-            .filter(|(s, _)| s.owner.is_empty() && s.chat != 0)
-            .map(|(s, l)| (s.chat, l.clone()))
-            .collect();
-        let (mut ids, mut applied): (Vec<i64>, Vec<i64>) = (Vec::new(), Vec::new());
-        for (chat, l) in &known {
-            let v = l.lock().applied;
-            if v > 0 {
-                ids.push(*chat as i64);
-                applied.push(v as i64);
-            }
+        self.catch_up_listed(c, core, owner, None)
+    }
+
+    fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>> {
+        if chats.is_empty() {
+            return Ok(Vec::new());
         }
+        let c = self.client()?;
+        self.catch_up_listed(c, core, owner, Some(chats))
+    }
+
+    fn page(&self, owner: &str, after: Option<(u64, u64)>, limit: usize) -> Result<Option<Vec<u64>>> {
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 4 {
+            return Ok(None);
+        }
+        let mut c = self.client()?;
+        let (last, id) = match after {
+            Some((last, id)) => (Some(last as i64), id as i64),
+            None => (None, 0),
+        };
         let rows = c
-            .query(OWNER_CATCH_UP, &[&owner, &ids, &applied])
-            .map_err(|e| self.err("read the owner's chats", &e))?;
+            .query(CHATS_PAGE, &[&owner, &last, &id, &(limit as i64)])
+            .map_err(|e| self.err("list the owner's chats", &e))?;
         self.put(c);
-        let mut out: Vec<(u64, ChatHead)> = Vec::new();
-        let mut i = 0;
-        while i < rows.len() {
-            let id = self.num(&rows[i], 0)?;
-            let mut j = i + 1;
-            while j < rows.len() && self.num(&rows[j], 0)? == id {
-                j += 1;
+        let mut ids = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if self.col::<Option<i64>>(r, 1)?.is_none() {
+                return Ok(None);
             }
-            let (version, deleted) = (self.num(&rows[i], 1)?, self.col(&rows[i], 2)?);
-            let s = Stream::chat(id);
-            let local = self.local(&s);
-            let mut l = local.lock();
-            // Rows of a chat without new batches carry NULL batch columns.
-            let batches: Vec<&postgres::Row> =
-                rows[i..j].iter().filter(|r| matches!(r.try_get::<_, Option<i64>>(3), Ok(Some(_)))).collect();
-            if l.applied < version && !batches.is_empty() {
-                self.apply(core, &s, &mut l, batches.into_iter().map(|r| self.pulled(r, 3)))?;
-            }
-            out.push((id, ChatHead { version, deleted, pulled: l.pulled, applied: l.applied }));
-            i = j;
+            ids.push(self.num(r, 0)?);
         }
-        Ok(out)
+        Ok(Some(ids))
     }
 
     fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool> {
@@ -1472,6 +1581,14 @@ impl Remote for Fleet {
 
     fn titled(&self, owner: &str, title: &str) -> Result<Option<Vec<u64>>> {
         self.find_titled(owner, title)
+    }
+
+    fn replica_versions(&self, chat: u64) -> (u64, u64) {
+        let local = self.streams.lock().get(&Stream::chat(chat)).cloned();
+        local.map_or((0, 0), |l| {
+            let l = l.lock();
+            (l.applied, l.pulled)
+        })
     }
 
     fn notified(&self, chat: u64) -> Option<Notified> {

@@ -22,7 +22,7 @@ use super::pg::Fleet;
 use crate::base::error::{Error, Result};
 
 /// The schema version this build creates and migrates to.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The oldest schema version this build opens (below it, `init` or `migrate` first).
 pub const MIN_USABLE: u32 = 1;
@@ -111,12 +111,24 @@ ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS title text;
 CREATE INDEX IF NOT EXISTS ut_chats_owner_title ON ut_chats (owner, title);
 ";
 
+/// Version 4: each chat's last activity in the catalog (`ut_chats.last_ms`, the latest time
+/// its records carry, as the local index counts it), indexed with the owner for the chats not
+/// deleted, so that `Store::chats` pages an owner's chats in SQL and pulls only the page's
+/// (NULL: a chat written before version 4, activity unknown: the owner's listing then pulls
+/// every chat of the owner, as before). Builds before it would write without moving the
+/// column: `compatible_from` 4.
+const V4: &str = "
+ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS last_ms bigint;
+CREATE INDEX IF NOT EXISTS ut_chats_owner_activity ON ut_chats (owner, last_ms DESC, id) WHERE NOT deleted;
+";
+
 /// The versions after 0: (version, what it adds, its SQL, the oldest build version that may
 /// still use a database at it).
 const MIGRATIONS: &[(u32, &str, &str, u32)] = &[
     (1, "the catalog", V1, 1),
     (2, "change notification (trigger ut_chats_notify, channel ut_chats)", V2, 1),
     (3, "chat titles in the catalog (ut_chats.title)", V3, 3),
+    (4, "chat activity in the catalog (ut_chats.last_ms)", V4, 4),
 ];
 
 /// The version table, created with the first migration a database records.

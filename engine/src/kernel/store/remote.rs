@@ -31,6 +31,11 @@ pub(crate) struct ChatHead {
     pub pulled: u64,
     /// The version the local replica holds.
     pub applied: u64,
+    /// The highest version this process pulled that did more than append messages (an
+    /// edit, truncation, hide, metadata, pin, compaction, calibration or checkpoint): a chat
+    /// state loaded at or after it follows later pulls by reading only the appended messages;
+    /// one loaded before it loads again.
+    pub changed: u64,
 }
 
 /// What change notification says of one chat (fleet mode's LISTEN/NOTIFY,
@@ -66,6 +71,19 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// `owner`; returns the chats of `owner` (id, head), deleted ones included.
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>>;
 
+    /// Brings the local replica up to the last committed batch of each of `chats` that is a
+    /// chat of `owner` (one query for them all); returns those chats (id, head), deleted ones
+    /// included. The others are left out.
+    fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>>;
+
+    /// One page of `owner`'s chats not deleted, newest activity first then by id, after the
+    /// cursor `after` (last activity in ms, id), at most `limit`, answered by the remote
+    /// without pulling them: their ids. `None` when it cannot say (then
+    /// [`Remote::catch_up_owner`] and the local index answer).
+    fn page(&self, _owner: &str, _after: Option<(u64, u64)>, _limit: usize) -> Result<Option<Vec<u64>>> {
+        Ok(None)
+    }
+
     /// Copies blob `id` (a blob or manifest record) from the remote into the local
     /// replica, verified against its id. False: the remote does not hold it.
     fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool>;
@@ -85,12 +103,14 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// `ChatHead::version` of a catch-up begun in epoch `n.epoch`, or later) is current as far
     /// as notifications tell while `n.epoch` is unchanged and `n.version <= v`. The first
     /// call starts the listener.
-    #[cfg_attr(
-        not(feature = "fleet"),
-        expect(dead_code, reason = "asked for by fleet mode only: no remote without the feature")
-    )]
     fn notified(&self, _chat: u64) -> Option<Notified> {
         None
+    }
+
+    /// The versions of chat `chat` the local replica holds, without a query: (applied,
+    /// pulled), as in [`ChatHead`].
+    fn replica_versions(&self, _chat: u64) -> (u64, u64) {
+        (0, 0)
     }
 
     /// The chats of `owner` titled `title`, answered by the remote without pulling the
