@@ -93,8 +93,11 @@ impl RecordOut {
 
     /// The compact message record of `rec`, with its listing taken from `rec` itself.
     pub(crate) fn message(rec: &MsgRec, compression: Compression) -> Result<RecordOut> {
-        let ((key, head), texts) = record::message_listing(rec)
-            .map_err(|e| Error::InvalidArgument(format!("message {} of chat {}: {e}", rec.seq, rec.chat)))?;
+        let listing = record::message_listing(rec).map_err(|e| {
+            let chat = crate::model::message::ChatId(rec.chat);
+            Error::InvalidArgument(format!("message {} of {chat}: {e}", rec.seq))
+        })?;
+        let ((key, head), texts) = listing;
         let payload = record::compact::encode(rec, compression);
         Ok(RecordOut {
             listing: Some(Listing { key, head, texts }),
