@@ -14,7 +14,10 @@
 //! alternating Undertext and SQLite, and prints the medians and ratios: open; open + first view
 //! (Undertext `Chat::view`; SQLite the checkpoint row, the tail from its reach, JSON-decoded);
 //! the memory the open added (RSS); and the bytes on disk per chat. Each Undertext store is
-//! also opened with `Options::verify_index_on_open(false)` (rows "not verified").
+//! also opened with `Options::verify_index_on_open(false)` (rows "not verified"). The full
+//! load (rows "load every message") reads every message of the long chat after the open:
+//! Undertext `Chat::messages`, SQLite every row with its body JSON-decoded; made at two
+//! sizes (`make` twice), its time per message shows whether a full load is linear.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -83,6 +86,7 @@ fn make(dir: &Path, n: u64) -> Result<()> {
     sql.execute("INSERT INTO cp VALUES (1, ?1, ?2)", rusqlite::params![cp.reach as i64, cp.summary])?;
     sql.execute_batch("COMMIT")?;
     std::fs::write(dir.join("long.id"), id.to_string())?;
+    std::fs::write(dir.join("long.count"), n.to_string())?;
     store.close()?;
     println!("long: {n} messages, checkpoint reach {} ({:.1} s)", cp.reach, t.elapsed().as_secs_f64());
 
@@ -133,6 +137,35 @@ fn child(what: &str, dir: &Path) -> Result<()> {
             // Closed (not timed), so that the next process opens a store closed cleanly.
             store.close()?;
             (opened, viewed)
+        }
+        "long-load" => {
+            let store = Store::open(dir.join("long"), Options::default().create_if_missing(false))?;
+            let opened = t.elapsed();
+            let id: ChatId = std::fs::read_to_string(dir.join("long.id"))?.parse()?;
+            let all = store.chat(OWNER, id)?.messages()?;
+            let loaded = t.elapsed();
+            std::hint::black_box(all.len());
+            println!("rss_after_kib={}", rss_kib().saturating_sub(rss0));
+            drop(all);
+            store.close()?;
+            (opened, loaded)
+        }
+        "long.sqlite-load" => {
+            let conn = rusqlite::Connection::open(dir.join("long.sqlite"))?;
+            let opened = t.elapsed();
+            let mut st = conn.prepare("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq")?;
+            let rows = st.query_map([], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?))
+            })?;
+            let mut all = Vec::new();
+            for row in rows {
+                let (seq, role, body) = row?;
+                all.push((seq, role, serde_json::from_str::<serde_json::Value>(&body)?));
+            }
+            let loaded = t.elapsed();
+            std::hint::black_box(all.len());
+            println!("rss_after_kib={}", rss_kib().saturating_sub(rss0));
+            (opened, loaded)
         }
         "long.sqlite" | "many.sqlite" => {
             let conn = rusqlite::Connection::open(dir.join(what))?;
@@ -187,7 +220,16 @@ fn rss_kib() -> u64 {
 
 fn run(dir: &Path, rounds: usize) -> Result<()> {
     let exe = std::env::current_exe()?;
-    let whats = ["long", "long.sqlite", "many", "many.sqlite", "long-unverified", "many-unverified"];
+    let whats = [
+        "long",
+        "long.sqlite",
+        "many",
+        "many.sqlite",
+        "long-unverified",
+        "many-unverified",
+        "long-load",
+        "long.sqlite-load",
+    ];
     let mut figures: Vec<Vec<[u64; 3]>> = vec![Vec::new(); whats.len()];
     for _ in 0..rounds {
         for (k, what) in whats.iter().enumerate() {
@@ -200,7 +242,8 @@ fn run(dir: &Path, rounds: usize) -> Result<()> {
                 let w = text.split_whitespace().find_map(|w| w.strip_prefix(name)).ok_or("missing field")?;
                 Ok(w.trim_start_matches('=').parse()?)
             };
-            figures[k].push([field("open_us")?, field("view_us")?, field("rss_kib")?]);
+            let rss = if what.ends_with("-load") { field("rss_after_kib")? } else { field("rss_kib")? };
+            figures[k].push([field("open_us")?, field("view_us")?, rss]);
         }
     }
     let median = |k: usize, f: usize| -> f64 {
@@ -228,6 +271,22 @@ fn run(dir: &Path, rounds: usize) -> Result<()> {
             median(s, 2) / 1024.0,
         );
     }
+    let messages: f64 =
+        std::fs::read_to_string(dir.join("long.count")).map_or(Ok(100_000.0), |s| s.trim().parse())?;
+    println!(
+        "load every message of the long chat ({messages} messages): {:.1} ms ({:.2} us a message) vs SQLite \
+         {:.1} ms ({:.2} us) ({:.2}x); RSS with them loaded {:.1} MiB ({:.0} B a message) vs {:.1} MiB ({:.0} B) ({:.2}x)",
+        median(6, 1) / 1e3,
+        median(6, 1) / messages,
+        median(7, 1) / 1e3,
+        median(7, 1) / messages,
+        median(6, 1) / median(7, 1).max(1.0),
+        median(6, 2) / 1024.0,
+        median(6, 2) * 1024.0 / messages,
+        median(7, 2) / 1024.0,
+        median(7, 2) * 1024.0 / messages,
+        median(6, 2) / median(7, 2).max(1.0),
+    );
     let size = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let chats: f64 = std::fs::read_to_string(dir.join("many.id"))?.parse::<ChatId>()?.0 as f64;
     println!(
