@@ -270,17 +270,7 @@ pub(crate) fn settled_cut(
     let keep = chat.core().opts.keep_derived;
     let max = protect_max.unwrap_or(u64::MAX);
     let mut cut = tail::protected_from(msgs, |i| message_tokens_kept(snap, keep, &*e, &msgs[i]), max) as u64;
-    let full = |a: &crate::chat::history::ArchiveRef| {
-        crate::chat::archive::read_context(
-            chat.core(),
-            chat.archives,
-            chat.owner(),
-            &a.id,
-            0..a.chars,
-            crate::Unit::Chars,
-        )
-        .ok()
-    };
+    let full = |a: &crate::chat::history::ArchiveRef| chat.archive_text(a);
     let patterns = ApprovalPatterns::default();
     let mut json = |m: &Message| match entry_of(snap, m, keep) {
         Some(en) => match en.pending_json.get() {

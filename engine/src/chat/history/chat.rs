@@ -30,6 +30,20 @@ impl ChatRef<'_> {
         &self.state.core
     }
 
+    /// The whole text of archive `a`, as this chat's owner reads it (`None`: it cannot be
+    /// read): what the approval rules look into for an archived tool result.
+    pub(crate) fn archive_text(&self, a: &ArchiveRef) -> Option<String> {
+        crate::chat::archive::read_context(
+            self.core(),
+            self.archives,
+            self.owner(),
+            &a.id,
+            0..a.chars,
+            Unit::Chars,
+        )
+        .ok()
+    }
+
     /// The chat's id.
     pub(crate) fn id(&self) -> ChatId {
         self.state.id

@@ -138,11 +138,7 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
         let snap = s.cell.load();
         cached.insert(s.id.0, summary_of(&snap));
     }
-    let after = |c: &ChatSummary| match page.after {
-        None => true,
-        Some(cur) => (u64::MAX - c.last_activity_ms, c.id) > (u64::MAX - cur.last_activity_ms, cur.id),
-    };
-    let mut out: Vec<ChatSummary> = cached.values().filter(|c| after(c)).cloned().collect();
+    let mut out: Vec<ChatSummary> = cached.values().filter(|c| after_cursor(&page, c)).cloned().collect();
     let tx = core.index.read()?;
     let mut taken = 0;
     let from = page.after.map(|c| (c.last_activity_ms, c.id.0));
@@ -151,22 +147,29 @@ pub(crate) fn chats(chats: &ChatCache, owner: &str, page: Page) -> Result<ChatPa
             return Ok(true);
         }
         let Some(summary) = indexed_summary(core, &tx, chat)? else { return Ok(true) };
-        if !after(&summary) {
+        if !after_cursor(&page, &summary) {
             return Ok(true);
         }
         out.push(summary);
         taken += 1;
         Ok(taken <= page.limit)
     })?;
+    Ok(page_of(out, page.limit))
+}
+
+/// The page of `out` (chats after the cursor, in any order, at least `limit + 1` of them when
+/// more follow): the first `limit` in the listing's order, and the cursor of the next page
+/// when there is one.
+fn page_of(mut out: Vec<ChatSummary>, limit: usize) -> ChatPage {
     out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
-    let more = out.len() > page.limit;
-    out.truncate(page.limit);
+    let more = out.len() > limit;
+    out.truncate(limit);
     let next = if more {
         out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
     } else {
         None
     };
-    Ok(ChatPage { chats: out, next })
+    ChatPage { chats: out, next }
 }
 
 /// Whether `c` comes after the cursor of `page` in the listing's order (newest activity
@@ -209,15 +212,7 @@ fn remote_page(chats: &ChatCache, owner: &str, page: Page, ids: &[u64]) -> Resul
             out.push(summary);
         }
     }
-    out.sort_by_key(|c| (u64::MAX - c.last_activity_ms, c.id));
-    let more = out.len() > page.limit;
-    out.truncate(page.limit);
-    let next = if more {
-        out.last().map(|c| PageCursor { last_activity_ms: c.last_activity_ms, id: c.id })
-    } else {
-        None
-    };
-    Ok(ChatPage { chats: out, next })
+    Ok(page_of(out, page.limit))
 }
 
 /// Every chat of `owner` with its revision and length, in no order: what

@@ -150,17 +150,7 @@ impl ChatView<'_> {
         let p = patterns.unwrap_or(&default);
         let msgs = self.chat.messages()?;
         let chat = self.chat;
-        let full = |a: &crate::model::message::ArchiveRef| {
-            archive::read_context(
-                chat.core(),
-                chat.archives,
-                chat.owner(),
-                &a.id,
-                0..a.chars,
-                crate::Unit::Chars,
-            )
-            .ok()
-        };
+        let full = |a: &crate::model::message::ArchiveRef| chat.archive_text(a);
         Ok(crate::rules::approval::first_pending(&msgs, p, &full))
     }
 }

@@ -253,12 +253,14 @@ pub(crate) fn changed_below(tx: &ReadTx, chat: u64, reach: u64, base: u64, upto:
         let (seq, _, len_after, truncate) = v.value();
         let changed = if truncate {
             len_after < reach
-        } else {
-            let has = match &messages {
+        } else if seq < reach {
+            // An edit writes a version at its revision; a hide's revision has none.
+            match &messages {
                 Some(m) => m.get((chat, seq, rev)).map_err(redb_err)?.is_some(),
                 None => false,
-            };
-            seq < reach && has
+            }
+        } else {
+            false
         };
         if changed {
             return Ok(true);

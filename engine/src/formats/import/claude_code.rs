@@ -102,11 +102,11 @@ pub(super) fn parse_lines<S: AsRef<str>>(
     path: &Path,
     lines: impl Iterator<Item = Result<S>>,
     file_key: &str,
-    mut drain: Option<&mut super::stream::Drain<'_>>,
+    drain: Option<&mut super::stream::Drain<'_>>,
 ) -> Result<Parsed> {
     let mut problems = Vec::new();
     let mut out = Out::default();
-    let mut failed = None;
+    let mut chunks = super::stream::Chunks::new(drain);
     let mut open: Option<Open> = None;
     let (mut session_id, mut agent_id, mut model, mut title, mut first_user) =
         (None::<String>, None::<String>, String::new(), None::<String>, None::<String>);
@@ -166,17 +166,9 @@ pub(super) fn parse_lines<S: AsRef<str>>(
             Some("summary") if title.is_none() => title = str_of(v, "summary").map(str::to_string),
             _ => {} // progress, system, file-history-snapshot, queue-operation
         }
-        if let Some(d) = drain.as_deref_mut()
-            && out.msgs.len() >= super::CHUNK
-            && failed.is_none()
-            && let Err(e) = d(std::mem::take(&mut out.msgs), std::mem::take(&mut out.times))
-        {
-            failed = Some(e);
-        }
+        chunks.offer(&mut out.msgs, &mut out.times);
     })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    chunks.failed()?;
     let Some(first) = first else {
         return Ok(Parsed { format: Format::ClaudeCode, sessions: Vec::new(), problems });
     };
@@ -187,9 +179,7 @@ pub(super) fn parse_lines<S: AsRef<str>>(
         )));
     }
     flush(&mut open, &mut out);
-    if let Some(d) = drain {
-        d(std::mem::take(&mut out.msgs), std::mem::take(&mut out.times))?;
-    }
+    chunks.finish(&mut out.msgs, &mut out.times)?;
     let base = match &session_id {
         Some(s) => format!("claude-code:{s}"),
         None => format!("claude-code:file-{file_key}"),

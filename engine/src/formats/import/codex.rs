@@ -44,10 +44,10 @@ pub(super) fn parse_lines<S: AsRef<str>>(
     path: &Path,
     lines: impl Iterator<Item = Result<S>>,
     file_key: &str,
-    mut drain: Option<&mut super::stream::Drain<'_>>,
+    drain: Option<&mut super::stream::Drain<'_>>,
 ) -> Result<Parsed> {
     let mut problems = Vec::new();
-    let mut failed = None;
+    let mut chunks = super::stream::Chunks::new(drain);
     let mut out: Vec<NewMessage> = Vec::new();
     let (mut id, mut model, mut title) = (None::<String>, String::new(), None::<String>);
     // Consecutive calls of one response go into one assistant message.
@@ -132,17 +132,9 @@ pub(super) fn parse_lines<S: AsRef<str>>(
             _ => {} // event_msg repeats the chat
         }
         stamp(&mut times, &out, at);
-        if let Some(d) = drain.as_deref_mut()
-            && out.len() >= super::CHUNK
-            && failed.is_none()
-            && let Err(e) = d(std::mem::take(&mut out), std::mem::take(&mut times))
-        {
-            failed = Some(e);
-        }
+        chunks.offer(&mut out, &mut times);
     })?;
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    chunks.failed()?;
     let Some(first) = first else {
         return Ok(Parsed { format: Format::Codex, sessions: Vec::new(), problems });
     };
@@ -154,9 +146,7 @@ pub(super) fn parse_lines<S: AsRef<str>>(
     }
     flush(&mut calls, &mut out);
     times.resize(out.len(), calls_at);
-    if let Some(d) = drain {
-        d(std::mem::take(&mut out), std::mem::take(&mut times))?;
-    }
+    chunks.finish(&mut out, &mut times)?;
     let key = match id {
         Some(i) => format!("codex:{i}"),
         None => format!("codex:file-{file_key}"),

@@ -29,6 +29,45 @@ pub const STREAM_MIN_BYTES: u64 = 8 << 20;
 /// Where a parser hands the messages it has read, with each one's time from its line.
 pub(super) type Drain<'a> = dyn FnMut(Vec<NewMessage>, Vec<Option<u64>>) -> Result<()> + 'a;
 
+/// A parser's way to its [`Drain`], if it has one: messages are handed over a chunk
+/// ([`CHUNK`](super::CHUNK)) at a time, and the first error the drain returns is kept (a
+/// parser's line callback cannot return it) until the parser asks.
+pub(super) struct Chunks<'d, 'a> {
+    drain: Option<&'d mut Drain<'a>>,
+    failed: Option<Error>,
+}
+
+impl<'d, 'a> Chunks<'d, 'a> {
+    pub(super) fn new(drain: Option<&'d mut Drain<'a>>) -> Self {
+        Chunks { drain, failed: None }
+    }
+
+    /// Hands `msgs` and their `times` to the drain once they hold a chunk (none without a
+    /// drain, or after it failed).
+    pub(super) fn offer(&mut self, msgs: &mut Vec<NewMessage>, times: &mut Vec<Option<u64>>) {
+        if let Some(d) = self.drain.as_deref_mut()
+            && msgs.len() >= super::CHUNK
+            && self.failed.is_none()
+            && let Err(e) = d(std::mem::take(msgs), std::mem::take(times))
+        {
+            self.failed = Some(e);
+        }
+    }
+
+    /// The error a hand-over met, if any.
+    pub(super) fn failed(&mut self) -> Result<()> {
+        self.failed.take().map_or(Ok(()), Err)
+    }
+
+    /// Hands the rest over at the end (whatever its length).
+    pub(super) fn finish(self, msgs: &mut Vec<NewMessage>, times: &mut Vec<Option<u64>>) -> Result<()> {
+        match self.drain {
+            Some(d) => d(std::mem::take(msgs), std::mem::take(times)),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What [`import_streaming`] read and wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Streamed {
