@@ -123,3 +123,47 @@ fn a_blob_attached_in_many_chats_stays_readable_until_the_last_of_them_is_delete
     assert!(matches!(store.get_blob("bob", &id).unwrap_err(), Error::NotFound { .. }));
     assert!(store.check().unwrap().is_ok());
 }
+
+/// A chat's inline-text rows (`inline_texts`, and `chat_inline_texts` by chat) go with the
+/// chat and only with it, edits and shared texts included: the class of a deletion range
+/// that misses rows (which `check` cannot see: a rebuild replays the same deletion).
+#[test]
+fn deleting_a_chat_drops_exactly_its_inline_text_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = "a task both chats were given";
+    let (doomed_only, kept) = {
+        let store = Store::open(dir.path(), opts()).unwrap();
+        let doomed = store.create_chat("alice", ChatMeta::default()).unwrap();
+        let kept = store.create_chat("alice", ChatMeta::default()).unwrap();
+        let (a, b) = (store.chat("alice", doomed).unwrap(), store.chat("alice", kept).unwrap());
+        a.append(NewMessage::user(shared)).unwrap();
+        b.append(NewMessage::user(shared)).unwrap();
+        for i in 0..300 {
+            a.append(NewMessage::user(format!("only in the doomed chat, turn {i}"))).unwrap();
+            b.append(NewMessage::user(format!("only in the kept chat, turn {i}"))).unwrap();
+        }
+        // A second revision of one message: its texts are rows of their own.
+        a.edit(5, NewMessage::user("an edited turn of the doomed chat"), a.revision()).unwrap();
+        store.delete_chat("alice", doomed).unwrap();
+        store.close().unwrap();
+        (BlobId::of(b"only in the doomed chat, turn 7"), kept)
+    };
+    let tables = tables(dir.path());
+    let rows = |name: &str| tables.iter().find(|t| t.0 == name).map_or(0, |t| t.1);
+    assert_eq!(rows("inline_texts"), 301, "{tables:?}");
+    assert_eq!(rows("chat_inline_texts"), 301, "{tables:?}");
+    let store = Store::open(dir.path(), opts()).unwrap();
+    assert!(store.check().unwrap().is_ok());
+    let shared_id = BlobId::of(shared.as_bytes());
+    assert_eq!(
+        store.read_context("alice", &shared_id, 0..shared.len() as u64, undertext::Unit::Bytes).unwrap(),
+        shared
+    );
+    let gone = store.read_context("alice", &doomed_only, 0..1, undertext::Unit::Bytes).unwrap_err();
+    assert!(matches!(gone, Error::NotFound { .. }), "{gone}");
+    store.delete_chat("alice", kept).unwrap();
+    store.close().unwrap();
+    let tables = self::tables(dir.path());
+    let rows = |name: &str| tables.iter().find(|t| t.0 == name).map_or(0, |t| t.1);
+    assert_eq!((rows("inline_texts"), rows("chat_inline_texts")), (0, 0), "{tables:?}");
+}

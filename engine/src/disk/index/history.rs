@@ -109,9 +109,11 @@ pub(crate) const GRANT_INLINE: u8 = 4;
 /// although no archive of it was written.
 pub(crate) const INLINE_TEXTS: TableDefinition<'_, ([u8; 32], u64, u64, u64, u32), ()> =
     TableDefinition::new("inline_texts");
-/// (chat, content address, seq, revision, part) -> () : the rows of [`INLINE_TEXTS`] by
-/// chat (to drop them when the chat is deleted).
-pub(crate) const CHAT_INLINE_TEXTS: TableDefinition<'_, (u64, [u8; 32], u64, u64, u32), ()> =
+/// (chat, seq, revision, part, content address) -> () : the rows of [`INLINE_TEXTS`] by
+/// chat (to drop them when the chat is deleted), in the order a chat's messages are written,
+/// so that appending to a long chat inserts here at the end (layout 9; before, keyed by the
+/// text's address after the chat, every insert landed anywhere in the chat's rows).
+pub(crate) const CHAT_INLINE_TEXTS: TableDefinition<'_, (u64, u64, u64, u32, [u8; 32]), ()> =
     TableDefinition::new("chat_inline_texts");
 /// (chat, seq, revision) -> body blob id : message versions whose parts are in a body blob,
 /// whose texts are not in [`INLINE_TEXTS`] yet (the indexer reads no blob; they are listed
@@ -211,7 +213,7 @@ pub(crate) struct HistoryIndex<'t> {
     blobs: redb::Table<'t, [u8; 32], &'static [u8]>,
     grants: redb::Table<'t, (&'static str, [u8; 32], u64), u8>,
     inline_texts: redb::Table<'t, ([u8; 32], u64, u64, u64, u32), ()>,
-    chat_inline_texts: redb::Table<'t, (u64, [u8; 32], u64, u64, u32), ()>,
+    chat_inline_texts: redb::Table<'t, (u64, u64, u64, u32, [u8; 32]), ()>,
     body_texts_todo: redb::Table<'t, (u64, u64, u64), [u8; 32]>,
     may_archive: redb::Table<'t, (u64, u64, u64), ()>,
     pins: redb::Table<'t, (u64, [u8; 32], u8, u64, u64), ()>,
@@ -346,11 +348,11 @@ impl<'t> HistoryIndex<'t> {
         self.body_texts_todo.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         self.may_archive.retain_in((chat, 0, 0)..=(chat, m, m), |_, _| false).map_err(redb_err)?;
         let mut texts = Vec::new();
-        let all = (chat, [0u8; 32], 0, 0, 0)..=(chat, [255u8; 32], m, m, u32::MAX);
+        let all = (chat, 0, 0, 0, [0u8; 32])..=(chat, m, m, u32::MAX, [255u8; 32]);
         for item in self.chat_inline_texts.range(all.clone()).map_err(redb_err)? {
             texts.push(item.map_err(redb_err)?.0.value());
         }
-        for (chat, id, seq, rev, part) in texts {
+        for (chat, seq, rev, part, id) in texts {
             self.inline_texts.remove((id, chat, seq, rev, part)).map_err(redb_err)?;
         }
         self.chat_inline_texts.retain_in(all, |_, _| false).map_err(redb_err)?;
@@ -530,13 +532,13 @@ pub(crate) type MsgKey = (u64, u64, u64);
 /// Lists `texts` (part, content address) of message version `key` in the inline-text tables.
 pub(crate) fn add_texts(
     inline: &mut redb::Table<'_, ([u8; 32], u64, u64, u64, u32), ()>,
-    by_chat: &mut redb::Table<'_, (u64, [u8; 32], u64, u64, u32), ()>,
+    by_chat: &mut redb::Table<'_, (u64, u64, u64, u32, [u8; 32]), ()>,
     (chat, seq, rev): MsgKey,
     texts: &[(u32, [u8; 32])],
 ) -> Result<()> {
     for &(part, id) in texts {
         inline.insert((id, chat, seq, rev, part), ()).map_err(redb_err)?;
-        by_chat.insert((chat, id, seq, rev, part), ()).map_err(redb_err)?;
+        by_chat.insert((chat, seq, rev, part, id), ()).map_err(redb_err)?;
     }
     Ok(())
 }

@@ -74,7 +74,10 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 8: a `messages` value says whether the message may hold an archived tool result, and
 /// `may_archive` lists those versions, so that a checkpoint's handles line reads only them
 /// (issue 38: a first view read every message under the checkpoint).
-const INDEX_VERSION: u64 = 8;
+/// 9: `chat_inline_texts` is keyed by (chat, seq, revision, part, text), in the order a chat
+/// is written (issue 34: keyed by the text's address, a long chat's import inserted at random
+/// places and its time per message grew once the table outgrew redb's cache).
+const INDEX_VERSION: u64 = 9;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";
