@@ -35,11 +35,7 @@ impl View {
     /// The view in the OpenAI chat format: a JSON array of `{role, content}` messages;
     /// tool calls as `tool_calls` of assistant messages, results as `role: "tool"`.
     pub fn to_openai_json(&self) -> String {
-        let mut out = Vec::new();
-        for m in self.messages.iter() {
-            openai_message(m, &mut out);
-        }
-        Value::Array(out).to_string()
+        openai_json(&self.messages)
     }
 
     /// The view in the Anthropic messages format: `{"system": ..., "messages": [...]}`,
@@ -127,29 +123,180 @@ fn cache_breakpoints(v: &View) -> Vec<usize> {
     at
 }
 
-fn openai_message(m: &ViewMessage, out: &mut Vec<Value>) {
-    let texts: Vec<String> = m.parts.iter().filter_map(plain).collect();
-    let calls: Vec<Value> = m
-        .parts
-        .iter()
-        .filter_map(|p| match p {
-            Part::ToolCall { id, name, args } => {
-                Some(json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}))
+/// The OpenAI chat format of `messages`, written straight into one buffer (no `Value` tree:
+/// a harness may render every call). The bytes are those `serde_json` gives the same
+/// objects, keys sorted as it sorts them, strings escaped by its serializer.
+fn openai_json(messages: &[ViewMessage]) -> String {
+    let mut w = JsonOut(Vec::with_capacity(messages.iter().map(|m| m.tokens as usize * 4 + 32).sum()));
+    w.raw("[");
+    let mut first = true;
+    for m in messages {
+        let texts = m.parts.iter().filter_map(plain).collect::<Vec<_>>();
+        let calls = m.parts.iter().any(|p| matches!(p, Part::ToolCall { .. }));
+        if !texts.is_empty() || calls {
+            w.comma_unless(&mut first);
+            w.raw("{\"content\":");
+            w.str(&texts.join("\n"));
+            w.raw(",\"role\":");
+            w.str(m.role.as_str());
+            if calls {
+                w.raw(",\"tool_calls\":[");
+                let mut first_call = true;
+                for p in &m.parts {
+                    if let Part::ToolCall { id, name, args } = p {
+                        w.comma_unless(&mut first_call);
+                        w.raw("{\"function\":{\"arguments\":");
+                        w.str(args);
+                        w.raw(",\"name\":");
+                        w.str(name);
+                        w.raw("},\"id\":");
+                        w.str(id);
+                        w.raw(",\"type\":\"function\"}");
+                    }
+                }
+                w.raw("]");
             }
-            _ => None,
-        })
-        .collect();
-    let role = m.role.as_str();
-    if !texts.is_empty() || !calls.is_empty() {
-        let mut v = json!({"role": role, "content": texts.join("\n")});
-        if !calls.is_empty() {
-            v["tool_calls"] = Value::Array(calls);
+            w.raw("}");
         }
-        out.push(v);
+        for p in &m.parts {
+            if let Part::ToolResult { call_id, content, .. } = p {
+                w.comma_unless(&mut first);
+                w.raw("{\"content\":");
+                w.str(text_of(content));
+                w.raw(",\"role\":\"tool\",\"tool_call_id\":");
+                w.str(call_id);
+                w.raw("}");
+            }
+        }
     }
-    for p in &m.parts {
-        if let Part::ToolResult { call_id, content, .. } = p {
-            out.push(json!({"role": "tool", "tool_call_id": call_id, "content": text_of(content)}));
+    w.raw("]");
+    w.finish()
+}
+
+/// A JSON text being written: raw punctuation, and strings escaped as `serde_json` escapes them.
+struct JsonOut(Vec<u8>);
+
+impl JsonOut {
+    fn raw(&mut self, s: &str) {
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    /// A comma before every element but the first (`first` says, and is cleared).
+    fn comma_unless(&mut self, first: &mut bool) {
+        if !std::mem::take(first) {
+            self.raw(",");
+        }
+    }
+
+    fn str(&mut self, s: &str) {
+        // Writing into a Vec cannot fail, and a `str` always serializes.
+        let _ = serde_json::to_writer(&mut self.0, s);
+    }
+
+    fn finish(self) -> String {
+        // Only `str`s and ASCII punctuation were written, and serde_json's escapes are ASCII.
+        String::from_utf8(self.0).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rendering before it was written directly: `serde_json` values, the oracle.
+    fn through_values(messages: &[ViewMessage]) -> String {
+        let mut out = Vec::new();
+        for m in messages {
+            let texts: Vec<String> = m.parts.iter().filter_map(plain).collect();
+            let calls: Vec<Value> = m
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::ToolCall { id, name, args } => Some(
+                        json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+                    ),
+                    _ => None,
+                })
+                .collect();
+            if !texts.is_empty() || !calls.is_empty() {
+                let mut v = json!({"role": m.role.as_str(), "content": texts.join("\n")});
+                if !calls.is_empty() {
+                    v["tool_calls"] = Value::Array(calls);
+                }
+                out.push(v);
+            }
+            for p in &m.parts {
+                if let Part::ToolResult { call_id, content, .. } = p {
+                    out.push(json!({"role": "tool", "tool_call_id": call_id, "content": text_of(content)}));
+                }
+            }
+        }
+        Value::Array(out).to_string()
+    }
+
+    fn msg(role: Role, parts: Vec<Part>) -> ViewMessage {
+        ViewMessage { seqs: 0..1, role, parts, tokens: 10, print: Default::default() }
+    }
+
+    #[test]
+    fn the_direct_openai_rendering_is_byte_for_byte_the_value_rendering() {
+        use crate::base::blob::BlobId;
+        use crate::model::message::ArchiveRef;
+        // Texts that exercise every escape: quotes, backslashes, control characters, line
+        // breaks, non-ASCII, U+2028, an emoji, the empty string.
+        let nasty =
+            ["", "plain", "q\"uo\\te", "tab\tnl\ncr\r\u{0}\u{1f}\u{7f}", "é 字 \u{2028} 🦀", "</script>"];
+        let archived = ToolContent::Archived {
+            preview: "head … tail".into(),
+            archive: ArchiveRef { id: BlobId::of(b"x"), bytes: 10, chars: 10, utf16_units: 10, lines: 1 },
+        };
+        let mut messages = vec![msg(Role::System, vec![Part::Text("be brief".into())])];
+        for (i, t) in nasty.iter().enumerate() {
+            let t = (*t).to_string();
+            messages.push(msg(Role::User, vec![Part::Text(t.clone()), Part::Summary(format!("{t}{i}"))]));
+            messages.push(msg(
+                Role::Assistant,
+                vec![
+                    Part::Text(t.clone()),
+                    Part::ToolCall {
+                        id: format!("c{i}"),
+                        name: t.clone(),
+                        args: format!("{{\"q\": {:?}}}", t),
+                    },
+                    Part::ToolCall { id: t.clone(), name: "two".into(), args: "not json".into() },
+                ],
+            ));
+            messages.push(msg(
+                Role::Assistant,
+                vec![Part::ToolCall { id: "only".into(), name: "n".into(), args: "{}".into() }],
+            ));
+            messages.push(msg(
+                Role::Tool,
+                vec![
+                    Part::ToolResult {
+                        call_id: format!("c{i}"),
+                        content: ToolContent::Text(t.clone()),
+                        is_error: i % 2 == 0,
+                    },
+                    Part::ToolResult { call_id: t.clone(), content: archived.clone(), is_error: false },
+                ],
+            ));
+            messages.push(msg(
+                Role::User,
+                vec![
+                    Part::ApprovalRequest { id: t.clone(), call_id: Some("c".into()), prompt: t.clone() },
+                    Part::ApprovalResponse {
+                        id: "a".into(),
+                        approved: i % 2 == 1,
+                        reason: (i % 3 == 0).then(|| t.clone()),
+                    },
+                    Part::Attachment { mime: t.clone(), blob: BlobId::of(t.as_bytes()) },
+                ],
+            ));
+            messages.push(msg(Role::Assistant, Vec::new()));
+        }
+        for n in 0..messages.len() {
+            assert_eq!(openai_json(&messages[..n]), through_values(&messages[..n]), "the first {n} messages");
         }
     }
 }
