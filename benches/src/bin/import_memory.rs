@@ -48,8 +48,17 @@ fn main() -> Result<()> {
     }
     let tmp = undertext_benches::bench_tempdir()?;
     println!(
-        "{:>10} {:>8} | {:>12} {:>7} {:>7} | {:>9} {:>7} {:>7}",
-        "messages", "file MB", "undertext MB", "wall s", "CPU s", "SQLite MB", "wall s", "CPU s"
+        "{:>10} {:>8} | {:>12} {:>7} {:>7} {:>8} | {:>9} {:>7} {:>7} {:>7}",
+        "messages",
+        "file MB",
+        "undertext MB",
+        "wall s",
+        "CPU s",
+        "index MB",
+        "SQLite MB",
+        "wall s",
+        "CPU s",
+        "db MB"
     );
     let mut rows = Vec::new();
     for &n in &sizes {
@@ -61,8 +70,10 @@ fn main() -> Result<()> {
         let db = tmp.path().join(format!("sqlite-{n}.db"));
         let (sq_kb, sq_s, sq_cpu) =
             measure(std::process::Command::new(&exe).arg("sqlite-child").arg(&file).arg(&db))?;
+        let index_mb = std::fs::metadata(store.join("index.redb"))?.len() as f64 / 1e6;
+        let db_mb = std::fs::metadata(&db)?.len() as f64 / 1e6;
         println!(
-            "{n:>10} {:>8.1} | {:>12.1} {ut_s:>7.2} {ut_cpu:>7.2} | {:>9.1} {sq_s:>7.2} {sq_cpu:>7.2}",
+            "{n:>10} {:>8.1} | {:>12.1} {ut_s:>7.2} {ut_cpu:>7.2} {index_mb:>8.1} | {:>9.1} {sq_s:>7.2} {sq_cpu:>7.2} {db_mb:>7.1}",
             bytes as f64 / 1e6,
             ut_kb as f64 / 1024.0,
             sq_kb as f64 / 1024.0

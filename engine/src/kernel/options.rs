@@ -46,7 +46,9 @@ pub struct Options {
     /// store never indexes in the background. Default 1 s.
     pub search_index_interval: Option<Duration>,
     /// How often the index is made durable (one `fsync` of the index, off the write path).
-    /// Reopen after a crash replays at most this much of the log. Default 1 s.
+    /// Reopen after a crash replays at most this much of the log. Default 1 s. A bulk writer
+    /// also makes it durable every 8,192 records, so that redb can reuse the pages its
+    /// commits replace (the index file of a long import stays near its live size).
     pub index_durable_interval: Duration,
     /// The index is also made durable once this many log bytes were written since the last
     /// durable index commit. Default 64 MiB.

@@ -21,6 +21,8 @@ pub(crate) struct Memtable {
     /// The end of the last batch noted, and the txid after it.
     applied: Option<Applied>,
     bytes_since_durable: u64,
+    /// Blobs and records noted since the last durable flush started.
+    rows_since_durable: u64,
     /// Payload bytes of history records waiting for redb.
     pending_bytes: usize,
     /// The grants among `records` and `flushing_records`, so that a read or a write right
@@ -70,6 +72,7 @@ impl Memtable {
         next_txid: u64,
         bytes: u64,
     ) {
+        self.rows_since_durable += (entries.blobs.len() + entries.records.len()) as u64;
         for (id, loc) in entries.blobs {
             self.active.insert(id, loc);
         }
@@ -105,6 +108,13 @@ impl Memtable {
     /// Log bytes written since the last durable flush started.
     pub(crate) fn bytes_since_durable(&self) -> u64 {
         self.bytes_since_durable
+    }
+
+    /// Blobs and records noted since the last durable flush started: each is an index row or
+    /// more that a flush writes, and redb reuses the pages a non-durable commit replaces
+    /// only after the next durable one.
+    pub(crate) fn rows_since_durable(&self) -> u64 {
+        self.rows_since_durable
     }
 
     /// Moves `active` to `flushing`; returns the entries and the position they reach.
@@ -190,6 +200,7 @@ impl Memtable {
     /// Marks the start of a durable flush.
     pub(crate) fn reset_durable_bytes(&mut self) {
         self.bytes_since_durable = 0;
+        self.rows_since_durable = 0;
     }
 
     /// Forgets everything (after a rebuild took the entries from the log).
