@@ -392,18 +392,10 @@ impl ChatView<'_> {
         };
         // Every user message with text opens a turn, so the turn-opening message of turn t
         // is the first entry whose turn is t (turn 0 is what precedes the first user
-        // message, and has none): two binary searches, whatever the chat's length.
-        let first_of = |t: u64| -> Result<u64> {
-            let (mut lo, mut hi) = (0u64, inner.len);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if entry(mid)?.is_some_and(|e| e.turn >= t) {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            Ok(lo)
+        // message, and has none): searched from the end it is near (the task from the start,
+        // the last turns from the end), so the entries read are a few pages at that end.
+        let first_of = |t: u64, from_end: bool| -> Result<u64> {
+            first_where(inner.len, from_end, |i| Ok(entry(i)?.is_some_and(|e| e.turn >= t)))
         };
         let mut task = Vec::new();
         // The loop's task (the message opening the first user turn) and the last two turns'
@@ -411,7 +403,7 @@ impl ChatView<'_> {
         let mut turns = vec![1];
         turns.extend((last_turn.saturating_sub(1).max(2))..=last_turn);
         for t in turns.into_iter().filter(|&t| t <= last_turn) {
-            let s = first_of(t)?;
+            let s = first_of(t, t != 1)?;
             let opens = entry(s)?.is_some_and(|e| e.turn == t && e.role == Role::User && e.starts_turn);
             if opens && s >= seq && s < reach && !hidden(s) {
                 task.push(snap.get(s)?);
@@ -501,5 +493,79 @@ impl ChatView<'_> {
             omitted: Default::default(),
             raw_saved: m.raw_saved,
         }))
+    }
+}
+
+/// The first index in `0..len` where `holds` (`len` if none), for a predicate false then true
+/// along the indexes: a gallop from the end `from_end` names (probes 1, 2, 4, … away from it),
+/// then a binary search between the last two probes. Its probes stay within twice the
+/// answer's distance from that end, where a binary search over `0..len` probes across all of
+/// it (each probe of a chat's entries may load a page from the index).
+fn first_where(len: u64, from_end: bool, holds: impl Fn(u64) -> Result<bool>) -> Result<u64> {
+    // Invariant: `holds` is false below `lo` and true from `hi` on.
+    let (mut lo, mut hi) = (0u64, len);
+    let mut step = 1u64;
+    if from_end {
+        while lo < hi {
+            let p = hi.saturating_sub(step).max(lo);
+            if !holds(p)? {
+                lo = p + 1;
+                break;
+            }
+            hi = p;
+            step = step.saturating_mul(2);
+        }
+    } else {
+        while lo < hi {
+            let p = lo.saturating_add(step - 1).min(hi - 1);
+            if holds(p)? {
+                hi = p;
+                break;
+            }
+            lo = p + 1;
+            step = step.saturating_mul(2);
+        }
+    }
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid)? {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    Ok(lo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_where;
+    use std::cell::RefCell;
+
+    #[test]
+    fn the_gallop_finds_what_a_binary_search_finds_and_probes_near_its_end() {
+        for len in 0..70u64 {
+            for answer in 0..=len {
+                for from_end in [false, true] {
+                    let probes = RefCell::new(Vec::new());
+                    let found = first_where(len, from_end, |i| {
+                        assert!(i < len, "probe {i} outside 0..{len}");
+                        probes.borrow_mut().push(i);
+                        Ok(i >= answer)
+                    })
+                    .unwrap();
+                    assert_eq!(found, answer, "len {len}, from_end {from_end}");
+                    let distance = if from_end { len - answer } else { answer };
+                    let nearest_end = |i: u64| if from_end { len - i } else { i + 1 };
+                    for &p in probes.borrow().iter() {
+                        assert!(
+                            nearest_end(p) <= 2 * distance + 2,
+                            "len {len}, answer {answer}, from_end {from_end}: probe {p} in {:?}",
+                            probes.borrow()
+                        );
+                    }
+                }
+            }
+        }
     }
 }
