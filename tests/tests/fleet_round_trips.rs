@@ -201,6 +201,33 @@ fn an_append_carrying_a_new_blob_commits_once() {
 }
 
 #[test]
+fn an_append_referencing_a_blob_already_stored_commits_once() {
+    let Some(Wired { url, wire, store, owner: o, id }) = wired("wire") else { return };
+    let chat = store.chat(&o, id).unwrap();
+    // A body over 8 KiB is a blob: the first append carries it, the next ones reference it
+    // (deduplicated) and keep its row fresh for a concurrent gc.
+    let long = format!("the same long tool result of {o} ").repeat(400);
+    for _ in 0..4 {
+        chat.append(NewMessage::user(long.clone())).unwrap();
+    }
+    let (r0, t0) = wire.counts();
+    for _ in 0..N {
+        chat.append(NewMessage::user(long.clone())).unwrap();
+    }
+    let (r1, t1) = wire.counts();
+    // Lock; the kept blob's row marked fresh; the batch; COMMIT: one commit (before, the mark
+    // was a transaction of its own).
+    assert_eq!(
+        (r1 - r0, t1 - t0),
+        (4 * N, N),
+        "round trips and transactions for {N} appends referencing a blob"
+    );
+    let other = Store::open(&url, opts()).unwrap();
+    let again = other.chat(&o, id).unwrap();
+    assert_eq!(again.len(), 4 + N);
+}
+
+#[test]
 fn a_commit_whose_answer_was_lost_is_found_by_a_retry_with_the_same_idempotency_key() {
     let Some(Wired { url, wire, store, owner: o, id }) = wired("lost") else { return };
     let chat = store.chat(&o, id).unwrap();

@@ -658,7 +658,7 @@ impl Fleet {
             return Ok(());
         }
         let mut c = self.client()?;
-        let blobs = self.store_rows(&mut c, blobs)?;
+        let blobs = self.store_rows(&mut c, blobs, &[])?;
         self.put(c);
         if let Some(s3) = &self.s3 {
             for (id, r) in blobs {
@@ -679,44 +679,120 @@ impl Fleet {
     /// One statement on `c` that inserts each blob record's `ut_blobs` row (with its payload,
     /// or an empty one in S3 mode) or, when it is there, marks it fresh (`stored_at` now, no
     /// longer doomed), waiting for a collection that is deleting it to finish (see `gc.rs`).
-    /// Returns the blobs, sorted by id, each once.
-    fn store_rows<'r>(&self, c: &mut Conn, blobs: &[&'r RecordOut]) -> Result<Vec<(BlobId, &'r RecordOut)>> {
+    /// `kept` (blobs in PostgreSQL, in a chat's catalog transaction only): blobs the write
+    /// references without carrying them, read from the local replica; their rows are marked
+    /// fresh in the same statement, all rows in one id order (so two writers, or a writer and
+    /// a sweep, never take them in different orders), without sending their payloads; a kept
+    /// blob whose row is gone (collected) gets a placeholder row there, filled from the
+    /// replica in a second statement of the same transaction (its row lock is already held).
+    /// Returns the blobs carried, sorted by id, each once.
+    fn store_rows<'r>(
+        &self,
+        c: &mut Conn,
+        blobs: &[&'r RecordOut],
+        kept: &[RecordOut],
+    ) -> Result<Vec<(BlobId, &'r RecordOut)>> {
         let mut blobs: Vec<(BlobId, &RecordOut)> =
             blobs.iter().filter_map(|r| r.blob.map(|id| (id, *r))).collect();
         // Sorted (rows are locked in one order by every writer and by gc) and each once (an
         // upsert may not touch a row twice).
         blobs.sort_by_key(|(id, _)| *id);
         blobs.dedup_by_key(|(id, _)| *id);
-        if blobs.is_empty() {
+        let carried: HashSet<BlobId> = blobs.iter().map(|(id, _)| *id).collect();
+        let mut all: Vec<(BlobId, &RecordOut, bool)> = blobs.iter().map(|(id, r)| (*id, *r, true)).collect();
+        all.extend(
+            kept.iter().filter_map(|r| r.blob.filter(|id| !carried.contains(id)).map(|id| (id, r, false))),
+        );
+        all.sort_by_key(|(id, _, _)| *id);
+        all.dedup_by_key(|(id, _, _)| *id);
+        if all.is_empty() {
             return Ok(blobs);
         }
-        let ids: Vec<&[u8]> = blobs.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
-        let kinds: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.kind)).collect();
-        let codecs: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.codec)).collect();
-        let lens: Vec<i32> = blobs.iter().map(|(_, r)| r.raw_len as i32).collect();
-        let payloads: Vec<&[u8]> = blobs
+        let ids: Vec<&[u8]> = all.iter().map(|(id, _, _)| id.as_bytes().as_slice()).collect();
+        // A kept blob's row, when it has to be inserted, is a placeholder (kind -1) until
+        // filled below.
+        let kinds: Vec<i16> = all
             .iter()
-            .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
+            .map(|(_, r, carried)| if *carried { i16::from(r.kind) } else { PLACEHOLDER })
             .collect();
-        c.execute(
-            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
-             SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
-             ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
-            &[&ids, &kinds, &codecs, &lens, &payloads],
-        )
-        .map_err(|e| self.err("store blobs", &e))?;
+        let codecs: Vec<i16> = all.iter().map(|(_, r, _)| i16::from(r.codec)).collect();
+        let lens: Vec<i32> = all.iter().map(|(_, r, _)| r.raw_len as i32).collect();
+        let payloads: Vec<&[u8]> = all
+            .iter()
+            .map(
+                |(_, r, carried)| if self.s3.is_some() || !*carried { &[][..] } else { r.payload.as_slice() },
+            )
+            .collect();
+        let gone = c
+            .query(
+                "WITH i AS ( \
+                     INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+                     SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+                     ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false \
+                     RETURNING id, kind \
+                 ) SELECT id FROM i WHERE kind < 0",
+                &[&ids, &kinds, &codecs, &lens, &payloads],
+            )
+            .map_err(|e| self.err("store blobs", &e))?;
+        if !gone.is_empty() {
+            let mut fill: Vec<&RecordOut> = Vec::with_capacity(gone.len());
+            for row in &gone {
+                let id = self.blob_id(row, 0)?;
+                match all.binary_search_by_key(&id, |(id, _, _)| *id) {
+                    Ok(i) if !all[i].2 => fill.push(all[i].1),
+                    _ => {
+                        return Err(
+                            self.bad(format!("blob {id}: a placeholder row this write did not ask for"))
+                        );
+                    }
+                }
+            }
+            let ids: Vec<&[u8]> =
+                fill.iter().filter_map(|r| r.blob.as_ref()).map(|id| id.as_bytes().as_slice()).collect();
+            let kinds: Vec<i16> = fill.iter().map(|r| i16::from(r.kind)).collect();
+            let codecs: Vec<i16> = fill.iter().map(|r| i16::from(r.codec)).collect();
+            let lens: Vec<i32> = fill.iter().map(|r| r.raw_len as i32).collect();
+            let payloads: Vec<&[u8]> = fill.iter().map(|r| r.payload.as_slice()).collect();
+            c.execute(
+                "UPDATE ut_blobs b SET kind = x.kind, codec = x.codec, raw_len = x.raw_len, payload = x.payload \
+                 FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+                     AS x (id, kind, codec, raw_len, payload) \
+                 WHERE b.id = x.id",
+                &[&ids, &kinds, &codecs, &lens, &payloads],
+            )
+            .map_err(|e| self.err("store collected blobs again", &e))?;
+        }
         Ok(blobs)
     }
 
-    /// Keeps the blobs that `txn`'s records reference without carrying them (content this
-    /// process already held, so did not upload again): marks their rows fresh, so that a
-    /// concurrent collection spares them, and uploads again, from the local replica, any that
-    /// a collection has deleted or is deleting. A manifest's chunks are kept with it. A
-    /// message body's own references (attachments, archives) are held by their grants.
-    /// Committed before the catalog transaction, in statements of their own: in the catalog
-    /// transaction, these row locks would be taken after those of the blobs it carries, out
-    /// of id order, and two writers could deadlock.
-    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+    /// The blobs that `txn`'s records reference without carrying them (content this process
+    /// already held, so not uploaded again), before a chat's catalog transaction: with a
+    /// manifest, its chunks; each read from the local replica. `None` when the replica lacks
+    /// one of them (then [`Fleet::keep_referenced`] keeps them, committed apart).
+    fn kept_locally(&self, core: &Core, txn: &Txn) -> Result<Option<Vec<RecordOut>>> {
+        let mut want = self.referenced(txn)?;
+        let mut seen: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
+        let mut out = Vec::new();
+        while let Some(id) = want.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(r) = local_record(core, &id)? else { return Ok(None) };
+            if r.kind == Kind::Manifest {
+                want.extend(
+                    Manifest::decode(&r.payload)
+                        .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
+                        .refs(),
+                );
+            }
+            out.push(r);
+        }
+        Ok(Some(out))
+    }
+
+    /// The blobs `txn`'s records reference without carrying them (see
+    /// [`Fleet::keep_referenced`]).
+    fn referenced(&self, txn: &Txn) -> Result<Vec<BlobId>> {
         let carried: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
         let mut want: Vec<BlobId> = Vec::new();
         for r in txn.records.iter().filter(|r| r.blob.is_none()) {
@@ -728,6 +804,20 @@ impl Fleet {
                 want.extend(ids.into_iter().filter(|id| !carried.contains(id)));
             }
         }
+        Ok(want)
+    }
+
+    /// Keeps the blobs that `txn`'s records reference without carrying them (content this
+    /// process already held, so did not upload again) when they cannot be kept in the
+    /// catalog transaction ([`Fleet::store_rows`]: blobs in S3, or content the replica lacks):
+    /// marks their rows fresh, so that a concurrent collection spares them, and uploads again,
+    /// from the local replica, any that a collection has deleted or is deleting. A manifest's
+    /// chunks are kept with it. A message body's own references (attachments, archives) are
+    /// held by their grants. Committed before the catalog transaction, in statements of their
+    /// own: in the catalog transaction, these row locks would be taken after those of the
+    /// blobs it carries, out of id order, and two writers could deadlock.
+    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+        let mut want = self.referenced(txn)?;
         while !want.is_empty() {
             want.sort();
             want.dedup();
@@ -1043,6 +1133,10 @@ impl Fleet {
     }
 }
 
+/// The kind of a kept blob's row inserted in a catalog transaction before its payload is
+/// filled in the same transaction (see [`Fleet::store_rows`]); never committed.
+const PLACEHOLDER: i16 = -1;
+
 /// Where this process's fleet writes of chats spend their time, summed over every store
 /// (`fleet::write_phases`, for benches): per phase, nanoseconds and times.
 pub(super) mod phases {
@@ -1335,7 +1429,18 @@ impl Remote for Fleet {
         if !inside {
             self.upload(&txn.records.iter().collect::<Vec<_>>())?;
         }
-        self.keep_referenced(core, &txn)?;
+        // With blobs in PostgreSQL, what a chat's batch references without carrying it is
+        // marked fresh in its own transaction, with the rows it carries (one statement, one
+        // commit); otherwise (S3, other streams, or content the replica lacks) committed
+        // before it.
+        let kept = match inside {
+            true => self.kept_locally(core, &txn)?,
+            false => None,
+        };
+        if kept.is_none() {
+            self.keep_referenced(core, &txn)?;
+        }
+        let kept = kept.unwrap_or_default();
         phases::add(phases::BLOBS, t.elapsed());
         if blob_only {
             return core.append_local(txn);
@@ -1389,7 +1494,7 @@ impl Remote for Fleet {
             .and_then(|row| match row {
                 Some(row) => {
                     if inside {
-                        self.store_rows(&mut c, &txn.records.iter().collect::<Vec<_>>())?;
+                        self.store_rows(&mut c, &txn.records.iter().collect::<Vec<_>>(), &kept)?;
                     }
                     self.commit_chat(core, &mut c, &s, &row, txn)
                 }
