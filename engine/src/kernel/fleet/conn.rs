@@ -3,8 +3,9 @@
 //!
 //! The `postgres` crate prepares a statement given as text at every call (a Parse/Describe
 //! round trip before the Bind/Execute one). The fleet's statements are a fixed set of
-//! `&'static str`s, so on a direct connection each is prepared once per connection and run
-//! afterwards in one round trip. A prepared statement belongs to the server connection that
+//! `&'static str`s, so on a direct connection each is run unnamed at its first use (one round
+//! trip: a fresh process's first read pays no preparation), prepared once at its second, and
+//! run afterwards in one round trip. A prepared statement belongs to the server connection that
 //! prepared it, so the cache lives and dies with the connection.
 //!
 //! Through a transaction pooler (`pooler=transaction`: PgBouncer's `pool_mode = transaction`
@@ -96,8 +97,9 @@ impl Drop for Slot {
 /// ```
 pub(super) struct Conn {
     client: Client,
-    /// `None`: through a transaction pooler, every statement unnamed.
-    prepared: Option<HashMap<&'static str, Statement>>,
+    /// `None`: through a transaction pooler, every statement unnamed. Otherwise each
+    /// statement run before: `None` after its first use (run unnamed), then prepared.
+    prepared: Option<HashMap<&'static str, Option<Statement>>>,
     /// What opens a transaction: `BEGIN` and the URL's timeouts, `SET LOCAL` (a pooler does
     /// not carry session settings from one transaction to the next).
     begin: Arc<str>,
@@ -128,11 +130,20 @@ impl Conn {
             return self.client.query_typed(sql, &typed);
         };
         let s = match prepared.get(sql) {
-            Some(s) => s.clone(),
-            None => {
+            Some(Some(s)) => s.clone(),
+            Some(None) => {
                 let s = self.client.prepare(sql)?;
-                prepared.insert(sql, s.clone());
+                prepared.insert(sql, Some(s.clone()));
                 s
+            }
+            None => {
+                // The first use runs unnamed (one round trip, as through a pooler); the
+                // second prepares it (a round trip more, once). A statement a connection runs
+                // once (a fresh process's first read) does not pay for preparing it.
+                prepared.insert(sql, None);
+                let typed: Vec<(&(dyn ToSql + Sync), Type)> =
+                    params.iter().map(|p| (p.sql(), p.pg_type())).collect();
+                return self.client.query_typed(sql, &typed);
             }
         };
         let plain: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.sql()).collect();

@@ -658,7 +658,7 @@ impl Fleet {
             return Ok(());
         }
         let mut c = self.client()?;
-        let blobs = self.store_rows(&mut c, blobs)?;
+        let blobs = self.store_rows(&mut c, blobs, &[])?;
         self.put(c);
         if let Some(s3) = &self.s3 {
             for (id, r) in blobs {
@@ -678,45 +678,93 @@ impl Fleet {
 
     /// One statement on `c` that inserts each blob record's `ut_blobs` row (with its payload,
     /// or an empty one in S3 mode) or, when it is there, marks it fresh (`stored_at` now, no
-    /// longer doomed), waiting for a collection that is deleting it to finish (see `gc.rs`).
-    /// Returns the blobs, sorted by id, each once.
-    fn store_rows<'r>(&self, c: &mut Conn, blobs: &[&'r RecordOut]) -> Result<Vec<(BlobId, &'r RecordOut)>> {
-        let mut blobs: Vec<(BlobId, &RecordOut)> =
-            blobs.iter().filter_map(|r| r.blob.map(|id| (id, *r))).collect();
-        // Sorted (rows are locked in one order by every writer and by gc) and each once (an
-        // upsert may not touch a row twice).
-        blobs.sort_by_key(|(id, _)| *id);
-        blobs.dedup_by_key(|(id, _)| *id);
-        if blobs.is_empty() {
-            return Ok(blobs);
+    /// longer doomed), waiting for a collection that is deleting it to finish (see `gc.rs`),
+    /// and keeps the blobs of `kept` (see [`BlobRows`]). Returns the blobs carried, sorted by
+    /// id, each once. (A chat's batch with blobs in PostgreSQL upserts the same rows in its
+    /// own statement instead: [`Fleet::write_batch`].)
+    fn store_rows<'r>(
+        &self,
+        c: &mut Conn,
+        blobs: &[&'r RecordOut],
+        kept: &'r [RecordOut],
+    ) -> Result<Vec<(BlobId, &'r RecordOut)>> {
+        let rows = BlobRows::new(blobs, kept);
+        if rows.all.is_empty() {
+            return Ok(Vec::new());
         }
-        let ids: Vec<&[u8]> = blobs.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
-        let kinds: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.kind)).collect();
-        let codecs: Vec<i16> = blobs.iter().map(|(_, r)| i16::from(r.codec)).collect();
-        let lens: Vec<i32> = blobs.iter().map(|(_, r)| r.raw_len as i32).collect();
-        let payloads: Vec<&[u8]> = blobs
-            .iter()
-            .map(|(_, r)| if self.s3.is_some() { &[][..] } else { r.payload.as_slice() })
-            .collect();
-        c.execute(
-            "INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
-             SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
-             ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false",
-            &[&ids, &kinds, &codecs, &lens, &payloads],
-        )
-        .map_err(|e| self.err("store blobs", &e))?;
-        Ok(blobs)
+        let (ids, kinds, codecs, lens, payloads) = rows.params(self.s3.is_some());
+        let gone = c
+            .query(
+                "WITH bl AS ( \
+                     INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+                     SELECT * FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+                     ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false \
+                     RETURNING id, kind \
+                 ) SELECT id FROM bl WHERE kind < 0",
+                &[&ids, &kinds, &codecs, &lens, &payloads],
+            )
+            .map_err(|e| self.err("store blobs", &e))?;
+        let gone = gone.iter().map(|r| self.blob_id(r, 0)).collect::<Result<Vec<_>>>()?;
+        self.fill_gone(c, &rows, &gone)?;
+        Ok(rows.all.iter().filter(|(_, _, carried)| *carried).map(|(id, r, _)| (*id, *r)).collect())
     }
 
-    /// Keeps the blobs that `txn`'s records reference without carrying them (content this
-    /// process already held, so did not upload again): marks their rows fresh, so that a
-    /// concurrent collection spares them, and uploads again, from the local replica, any that
-    /// a collection has deleted or is deleting. A manifest's chunks are kept with it. A
-    /// message body's own references (attachments, archives) are held by their grants.
-    /// Committed before the catalog transaction, in statements of their own: in the catalog
-    /// transaction, these row locks would be taken after those of the blobs it carries, out
-    /// of id order, and two writers could deadlock.
-    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+    /// Fills, in the transaction that inserted them, the placeholder rows of kept blobs whose
+    /// rows were gone (`gone`, collected meanwhile), from the replica's copies.
+    fn fill_gone(&self, c: &mut Conn, rows: &BlobRows<'_>, gone: &[BlobId]) -> Result<()> {
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let mut fill: Vec<(&BlobId, &RecordOut)> = Vec::with_capacity(gone.len());
+        for id in gone {
+            match rows.all.binary_search_by_key(id, |(id, _, _)| *id) {
+                Ok(i) if !rows.all[i].2 => fill.push((id, rows.all[i].1)),
+                _ => return Err(self.bad(format!("blob {id}: a placeholder row this write did not ask for"))),
+            }
+        }
+        let ids: Vec<&[u8]> = fill.iter().map(|(id, _)| id.as_bytes().as_slice()).collect();
+        let kinds: Vec<i16> = fill.iter().map(|(_, r)| i16::from(r.kind)).collect();
+        let codecs: Vec<i16> = fill.iter().map(|(_, r)| i16::from(r.codec)).collect();
+        let lens: Vec<i32> = fill.iter().map(|(_, r)| r.raw_len as i32).collect();
+        let payloads: Vec<&[u8]> = fill.iter().map(|(_, r)| r.payload.as_slice()).collect();
+        c.execute(
+            "UPDATE ut_blobs b SET kind = x.kind, codec = x.codec, raw_len = x.raw_len, payload = x.payload \
+             FROM unnest($1::bytea[], $2::smallint[], $3::smallint[], $4::integer[], $5::bytea[]) \
+                 AS x (id, kind, codec, raw_len, payload) \
+             WHERE b.id = x.id",
+            &[&ids, &kinds, &codecs, &lens, &payloads],
+        )
+        .map_err(|e| self.err("store collected blobs again", &e))
+    }
+
+    /// The blobs that `txn`'s records reference without carrying them (content this process
+    /// already held, so not uploaded again), before a chat's catalog transaction: with a
+    /// manifest, its chunks; each read from the local replica. `None` when the replica lacks
+    /// one of them (then [`Fleet::keep_referenced`] keeps them, committed apart).
+    fn kept_locally(&self, core: &Core, txn: &Txn) -> Result<Option<Vec<RecordOut>>> {
+        let mut want = self.referenced(txn)?;
+        let mut seen: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
+        let mut out = Vec::new();
+        while let Some(id) = want.pop() {
+            if !seen.insert(id) {
+                continue;
+            }
+            let Some(r) = local_record(core, &id)? else { return Ok(None) };
+            if r.kind == Kind::Manifest {
+                want.extend(
+                    Manifest::decode(&r.payload)
+                        .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
+                        .refs(),
+                );
+            }
+            out.push(r);
+        }
+        Ok(Some(out))
+    }
+
+    /// The blobs `txn`'s records reference without carrying them (see
+    /// [`Fleet::keep_referenced`]).
+    fn referenced(&self, txn: &Txn) -> Result<Vec<BlobId>> {
         let carried: HashSet<BlobId> = txn.records.iter().filter_map(|r| r.blob).collect();
         let mut want: Vec<BlobId> = Vec::new();
         for r in txn.records.iter().filter(|r| r.blob.is_none()) {
@@ -728,6 +776,20 @@ impl Fleet {
                 want.extend(ids.into_iter().filter(|id| !carried.contains(id)));
             }
         }
+        Ok(want)
+    }
+
+    /// Keeps the blobs that `txn`'s records reference without carrying them (content this
+    /// process already held, so did not upload again) when they cannot be kept in the
+    /// catalog transaction ([`Fleet::store_rows`]: blobs in S3, or content the replica lacks):
+    /// marks their rows fresh, so that a concurrent collection spares them, and uploads again,
+    /// from the local replica, any that a collection has deleted or is deleting. A manifest's
+    /// chunks are kept with it. A message body's own references (attachments, archives) are
+    /// held by their grants. Committed before the catalog transaction, in statements of their
+    /// own: in the catalog transaction, these row locks would be taken after those of the
+    /// blobs it carries, out of id order, and two writers could deadlock.
+    fn keep_referenced(&self, core: &Core, txn: &Txn) -> Result<()> {
+        let mut want = self.referenced(txn)?;
         while !want.is_empty() {
             want.sort();
             want.dedup();
@@ -823,6 +885,7 @@ impl Fleet {
         version: u64,
         txn: &Txn,
         row: Option<&ChatRow>,
+        blobs: Option<&BlobRows<'_>>,
     ) -> Result<()> {
         let mut idx: Vec<i32> = Vec::new();
         let mut kinds: Vec<i16> = Vec::new();
@@ -901,17 +964,41 @@ impl Fleet {
             params.push(&has_title);
             params.push(&title);
         }
-        let statement = match schema {
-            0..=2 => WRITE_CHAT_BATCH,
-            3 => WRITE_CHAT_BATCH_TITLED,
+        let variant = match schema {
+            0..=2 => 0,
+            3 => 1,
             _ => {
                 params.push(&last_ms);
-                WRITE_CHAT_BATCH_ACTIVE
+                2
             }
+        };
+        // With blobs in PostgreSQL, the rows of the blobs the batch carries and keeps are
+        // upserted by the same statement (`BlobRows`).
+        let blobs = blobs.filter(|b| !b.all.is_empty());
+        let blob_params = blobs.map(|b| b.params(self.s3.is_some()));
+        let statement = match &blob_params {
+            Some((ids, kinds, codecs, lens, payloads)) => {
+                params.extend([ids as &dyn Param, kinds, codecs, lens, payloads]);
+                let with_blobs: &'static [String; 3] = &WRITE_CHAT_BATCH_BLOBS;
+                with_blobs[variant].as_str()
+            }
+            None => [WRITE_CHAT_BATCH, WRITE_CHAT_BATCH_TITLED, WRITE_CHAT_BATCH_ACTIVE][variant],
         };
         let done = self.one("write the batch", c.query_opt(statement, &params))?;
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
+            if let Some(b) = blobs {
+                let gone = self
+                    .col::<Vec<&[u8]>>(&done, 2)?
+                    .into_iter()
+                    .map(|id| {
+                        <[u8; 32]>::try_from(id).map(BlobId).map_err(|_| {
+                            self.bad(format!("expected 32-byte blob ids, found {} bytes", id.len()))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                self.fill_gone(c, b, &gone)?;
+            }
             return Ok(());
         }
         let (base, reach) = (base as u64, reach);
@@ -941,6 +1028,7 @@ impl Fleet {
         s: &Stream,
         row: &ChatRow,
         txn: Txn,
+        kept: Option<&[RecordOut]>,
     ) -> Result<Committed> {
         let local = self.local(s);
         let mut l = local.lock();
@@ -953,7 +1041,12 @@ impl Fleet {
         }
         let version = row.version + 1;
         let t = std::time::Instant::now();
-        self.write_batch(c, s, version, &txn, Some(row))?;
+        {
+            // `kept`: blobs in PostgreSQL; the batch's statement upserts its blobs' rows.
+            let records: Vec<&RecordOut> = txn.records.iter().collect();
+            let blobs = kept.map(|k| BlobRows::new(&records, k));
+            self.write_batch(c, s, version, &txn, Some(row), blobs.as_ref())?;
+        }
         phases::add(phases::WRITE, t.elapsed());
         let t = std::time::Instant::now();
         c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
@@ -1042,6 +1135,78 @@ impl Fleet {
         Ok(Some((row, pulled)))
     }
 }
+
+/// The kind of a kept blob's row inserted in a catalog transaction before its payload is
+/// filled in the same transaction (see [`BlobRows`]); never committed.
+const PLACEHOLDER: i16 = -1;
+
+/// The `ut_blobs` rows one statement upserts, in id order, each once (so two writers, or a
+/// writer and a sweep, never lock them in different orders): the blobs a write carries (their
+/// payloads, or empty ones in S3 mode), and `kept`: with blobs in PostgreSQL, in a chat's
+/// catalog transaction only, the blobs the write references without carrying them, read from
+/// the local replica ([`Fleet::kept_locally`]). A kept blob's row is marked fresh and not
+/// doomed without its payload being sent; one that is gone (collected) is inserted as a
+/// placeholder ([`PLACEHOLDER`]), which the statement returns and [`Fleet::fill_gone`] fills
+/// from the replica before the commit (its row lock is already held).
+struct BlobRows<'r> {
+    /// (id, record, carried: else kept)
+    all: Vec<(BlobId, &'r RecordOut, bool)>,
+}
+
+impl<'r> BlobRows<'r> {
+    fn new(blobs: &[&'r RecordOut], kept: &'r [RecordOut]) -> BlobRows<'r> {
+        let mut all: Vec<(BlobId, &RecordOut, bool)> =
+            blobs.iter().filter_map(|r| r.blob.map(|id| (id, *r, true))).collect();
+        all.extend(kept.iter().filter_map(|r| r.blob.map(|id| (id, r, false))));
+        // Sorted, each once (an upsert may not touch a row twice); a carried blob sorts
+        // before a kept one of the same id, and wins.
+        all.sort_by_key(|(id, _, carried)| (*id, !*carried));
+        all.dedup_by_key(|(id, _, _)| *id);
+        BlobRows { all }
+    }
+
+    /// The statement's arrays: ids, kinds (a kept blob's [`PLACEHOLDER`]), codecs, lengths,
+    /// payloads (empty for kept blobs, and in S3 mode).
+    #[allow(clippy::type_complexity)]
+    fn params(&self, s3: bool) -> (Vec<&[u8]>, Vec<i16>, Vec<i16>, Vec<i32>, Vec<&[u8]>) {
+        let ids = self.all.iter().map(|(id, _, _)| id.as_bytes().as_slice()).collect();
+        let kinds = self
+            .all
+            .iter()
+            .map(|(_, r, carried)| if *carried { i16::from(r.kind) } else { PLACEHOLDER })
+            .collect();
+        let codecs = self.all.iter().map(|(_, r, _)| i16::from(r.codec)).collect();
+        let lens = self.all.iter().map(|(_, r, _)| r.raw_len as i32).collect();
+        let payloads = self
+            .all
+            .iter()
+            .map(|(_, r, carried)| if s3 || !*carried { &[][..] } else { r.payload.as_slice() })
+            .collect();
+        (ids, kinds, codecs, lens, payloads)
+    }
+}
+
+/// [`WRITE_CHAT_BATCH`], [`WRITE_CHAT_BATCH_TITLED`] and [`WRITE_CHAT_BATCH_ACTIVE`] with the
+/// batch's blob rows upserted in the same statement ([`BlobRows`], its arrays the 5 parameters
+/// after the variant's own), returning a third column: the ids of placeholder rows to fill.
+static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(|| {
+    [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15)].map(|(sql, n)| {
+        let body = sql.strip_prefix("WITH ").unwrap_or(sql);
+        format!(
+            "WITH bl AS ( \
+                 INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
+                 SELECT * FROM unnest(${}::bytea[], ${}::smallint[], ${}::smallint[], ${}::integer[], ${}::bytea[]) \
+                 ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false \
+                 RETURNING id, kind \
+             ), {body}, ARRAY(SELECT id FROM bl WHERE kind < 0)",
+            n + 1,
+            n + 2,
+            n + 3,
+            n + 4,
+            n + 5
+        )
+    })
+});
 
 /// Where this process's fleet writes of chats spend their time, summed over every store
 /// (`fleet::write_phases`, for benches): per phase, nanoseconds and times.
@@ -1335,7 +1500,18 @@ impl Remote for Fleet {
         if !inside {
             self.upload(&txn.records.iter().collect::<Vec<_>>())?;
         }
-        self.keep_referenced(core, &txn)?;
+        // With blobs in PostgreSQL, what a chat's batch references without carrying it is
+        // marked fresh in its own transaction, with the rows it carries (one statement, one
+        // commit); otherwise (S3, other streams, or content the replica lacks) committed
+        // before it.
+        let kept = match inside {
+            true => self.kept_locally(core, &txn)?,
+            false => None,
+        };
+        if kept.is_none() {
+            self.keep_referenced(core, &txn)?;
+        }
+        let kept = kept.unwrap_or_default();
         phases::add(phases::BLOBS, t.elapsed());
         if blob_only {
             return core.append_local(txn);
@@ -1387,12 +1563,7 @@ impl Remote for Fleet {
                     .and_then(|r| r.map(|r| self.chat_row(&r)).transpose()),
             }
             .and_then(|row| match row {
-                Some(row) => {
-                    if inside {
-                        self.store_rows(&mut c, &txn.records.iter().collect::<Vec<_>>())?;
-                    }
-                    self.commit_chat(core, &mut c, &s, &row, txn)
-                }
+                Some(row) => self.commit_chat(core, &mut c, &s, &row, txn, inside.then_some(kept.as_slice())),
                 None => Err(Error::NotFound { what: format!("chat {}", s.chat) }),
             });
             if result.is_err() {
@@ -1419,7 +1590,7 @@ impl Remote for Fleet {
             if l.applied < version {
                 self.pull(&mut c, core, &s, &mut l)?;
             }
-            self.write_batch(&mut c, &s, version + 1, &txn, None)?;
+            self.write_batch(&mut c, &s, version + 1, &txn, None, None)?;
             c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
             let committed = core.append_local(txn)?;
             l.applied = version + 1;

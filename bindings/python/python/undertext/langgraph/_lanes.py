@@ -12,6 +12,7 @@ saver on the store.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
@@ -27,6 +28,9 @@ LANE_KEY = "undertext.langgraph"
 EARLY_KEY = "undertext.langgraph.o"
 
 _BATCH = 64  # records decoded per engine read while walking backwards
+
+#: Seconds a lane found or created stays as fresh as the store said, for its first sync.
+_FRESH = 0.1
 
 
 class _Lane:
@@ -52,6 +56,10 @@ class _Lane:
         self.tracked = tracked
         self.lock = threading.RLock()
         self.deleted = False  # the chat was deleted (delete_thread): the lane reads as empty
+        # When the chat was brought up to date by the call that found or created the lane and
+        # syncs it next (``time.monotonic()``; 0: not): that sync, if it follows within
+        # ``_FRESH`` seconds, asks nothing of the store (on a fleet store, a round trip less).
+        self.fresh = 0.0
         self.reset()
 
     def reset(self) -> None:
@@ -91,7 +99,9 @@ class _Lane:
             self.recs = {}
             self.writes = {}
             return
-        self.chat.refresh()
+        fresh, self.fresh = self.fresh, 0.0
+        if not fresh or time.monotonic() - fresh > _FRESH:
+            self.chat.refresh()
         if self.chat.revision != self.revision:
             self.reset()
             return
@@ -415,7 +425,10 @@ class _Registry:
         self.found: set[str] = set()  # threads whose lanes were looked up
         self.found_all = False
 
-    def _add(self, infos: Any, skip: Any = ()) -> None:
+    def _add(self, infos: Any, skip: Any = ()) -> set[_Lane]:
+        """Adds a lane per chat of ``infos`` that is one (``Store.chat`` just brought each up
+        to date); returns them."""
+        added: set[_Lane] = set()
         for info in infos:  # newest activity first: of two chats of one lane, the older wins
             ns = info.extra.get(LANE_KEY)
             if ns is None or info.title in skip:
@@ -423,18 +436,22 @@ class _Registry:
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
             chat = self.store.chat(self.owner, info.id)
-            self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blobs)
+            lane = self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blobs)
+            added.add(lane)
+        return added
 
-    def _find(self, thread_id: Optional[str]) -> None:
-        """Loads the lanes of ``thread_id`` (None: of every thread) if not done yet."""
+    def _find(self, thread_id: Optional[str]) -> set[_Lane]:
+        """Loads the lanes of ``thread_id`` (None: of every thread) if not done yet; returns
+        the lanes it added."""
         if self.found_all or thread_id in self.found:
-            return
+            return set()
         if thread_id is None:
-            self._add(self.store.chats(self.owner), skip=set(self.found))
+            added = self._add(self.store.chats(self.owner), skip=set(self.found))
             self.found_all = True
         else:
-            self._add(self.store.find_chats(self.owner, title=thread_id))
+            added = self._add(self.store.find_chats(self.owner, title=thread_id))
             self.found.add(thread_id)
+        return added
 
     def read_blobs(self, blob_ids: list[str]) -> list[bytes]:
         """The bytes of ``blob_ids`` (the empty blob is not stored), read in one call."""
@@ -444,13 +461,16 @@ class _Registry:
 
     def lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:
         with self.lock:
-            self._find(thread_id)
+            added = self._find(thread_id)
             lane = self.lanes.get((thread_id, ns))
             if lane is None and create:
                 chat = self.store.create_chat(self.owner, title=thread_id, extra={LANE_KEY: ns, EARLY_KEY: "1"})
                 lane = _Lane(chat, thread_id, ns, True, self.read_blobs)
                 self.lanes[(thread_id, ns)] = lane
                 self.threads.setdefault(thread_id, set()).add(ns)
+                added.add(lane)
+            if lane is not None and lane in added:
+                lane.fresh = time.monotonic()  # the caller syncs it next
             return lane
 
     def drop(self, thread_id: str) -> list[_Lane]:
@@ -471,9 +491,13 @@ class _Registry:
 
     def lanes_of(self, thread_id: Optional[str], ns: Optional[str]) -> list[_Lane]:
         with self.lock:
-            self._find(thread_id)
+            added = self._find(thread_id)
             if thread_id is None:
                 lanes = list(self.lanes.values())
             else:
                 lanes = [self.lanes[(thread_id, n)] for n in sorted(self.threads.get(thread_id, ()))]
-        return [ln for ln in lanes if ns is None or ln.ns == ns]
+            out = [ln for ln in lanes if ns is None or ln.ns == ns]
+            for ln in out:
+                if ln in added:
+                    ln.fresh = time.monotonic()  # the caller syncs it next
+        return out
