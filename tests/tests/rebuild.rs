@@ -93,3 +93,61 @@ fn an_index_reaching_beyond_the_log_is_refused_until_it_is_removed() {
         assert_eq!(*s.get_blob("o", id).unwrap(), **c);
     }
 }
+
+/// An index written by a build of another layout (its `version` differs: what every index
+/// layout change, such as layout 9's `chat_inline_texts` key, leaves on disk) is rebuilt from
+/// the log at the first open: every chat, message and inline text answers as before, and the
+/// rebuilt index carries this build's version.
+#[test]
+fn an_index_of_another_layout_version_is_rebuilt_at_open_and_answers_the_same() {
+    use redb::{ReadableDatabase, ReadableTable};
+    use undertext::{ChatMeta, NewMessage, Unit};
+    const META: redb::TableDefinition<'_, &str, u64> = redb::TableDefinition::new("meta");
+    let dir = tempfile::tempdir().unwrap();
+    let (chats, texts) = {
+        let store = Store::open(dir.path(), Options::default()).unwrap();
+        let mut chats = Vec::new();
+        let mut texts = Vec::new();
+        for c in 0..3 {
+            let id = store.create_chat("alice", ChatMeta::default()).unwrap();
+            let chat = store.chat("alice", id).unwrap();
+            for i in 0..40 {
+                let text = format!("chat {c}, user turn {i}");
+                chat.append(NewMessage::user(text.clone())).unwrap();
+                chat.append(NewMessage::assistant(format!("answer {i}"))).unwrap();
+                texts.push(text);
+            }
+            chat.edit(4, NewMessage::user(format!("chat {c}, an edited turn")), chat.revision()).unwrap();
+            texts.push(format!("chat {c}, an edited turn"));
+            chats.push((id, chat.messages().unwrap()));
+        }
+        store.close().unwrap();
+        (chats, texts)
+    };
+    let path = dir.path().join("index.redb");
+    let current = {
+        let db = redb::Database::open(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        let current = {
+            let mut meta = tx.open_table(META).unwrap();
+            let v = meta.get("version").unwrap().unwrap().value();
+            meta.insert("version", v - 1).unwrap();
+            v
+        };
+        tx.commit().unwrap();
+        current
+    };
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    for (id, messages) in &chats {
+        assert_eq!(&store.chat("alice", *id).unwrap().messages().unwrap(), messages);
+    }
+    for text in &texts {
+        let id = BlobId::of(text.as_bytes());
+        assert_eq!(&store.read_context("alice", &id, 0..text.len() as u64, Unit::Bytes).unwrap(), text);
+    }
+    assert!(store.check().unwrap().is_ok());
+    store.close().unwrap();
+    let db = redb::Database::open(&path).unwrap();
+    let version = db.begin_read().unwrap().open_table(META).unwrap().get("version").unwrap().unwrap().value();
+    assert_eq!(version, current);
+}
