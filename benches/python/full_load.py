@@ -1,0 +1,85 @@
+"""Every message of one long chat loaded into Python dicts in a fresh process (issue 38's
+"load every message into dicts" row), beside SQLite doing the same in the same run,
+interleaved.
+
+The stores are those of ``open_cost``'s ``make`` (``DIR/long``: one chat of N messages under
+owner ``bench``, its id in ``DIR/long.id``; ``DIR/long.sqlite``: the same rows). Undertext:
+``Store.open``, ``chat.messages()``, ``to_dict()`` of each. SQLite: every row of the chat with
+its body ``json.loads``-ed into a dict. Each measure runs in a fresh interpreter, the two
+alternating; printed are the medians of the load's wall time (after the open) and of the
+memory the loaded dicts hold (RSS after the load less RSS before the open), with their ratios
+(Undertext over SQLite: below 1, Undertext is cheaper).
+
+Usage: python benches/python/full_load.py DIR [--rounds 5]
+(``cargo run --release -p undertext-benches --bin open_cost -- make DIR [N]`` first.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def rss_kib() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4
+
+
+def child(what: str, d: Path) -> None:
+    import time
+
+    rss0 = rss_kib()
+    if what == "undertext":
+        import undertext
+
+        store = undertext.Store.open(str(d / "long"), create_if_missing=False)
+        chat_id = (d / "long.id").read_text().strip()
+        t = time.perf_counter()
+        chat = store.chat("bench", chat_id)
+        rows = [m.to_dict() for m in chat.messages()]
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(str(d / "long.sqlite"))
+        t = time.perf_counter()
+        rows = [
+            {"seq": seq, "role": role, "parts": json.loads(body)}
+            for seq, role, body in conn.execute("SELECT seq, role, body FROM m WHERE chat = 1 ORDER BY seq")
+        ]
+    elapsed = time.perf_counter() - t
+    print(json.dumps({"n": len(rows), "s": elapsed, "kib": rss_kib() - rss0}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir", type=Path)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--child", choices=["undertext", "sqlite"])
+    a = ap.parse_args()
+    if a.child:
+        child(a.child, a.dir)
+        return
+    got: dict[str, list[dict]] = {"undertext": [], "sqlite": []}
+    for r in range(a.rounds):
+        order = ["undertext", "sqlite"] if r % 2 == 0 else ["sqlite", "undertext"]
+        for what in order:
+            out = subprocess.run(
+                [sys.executable, __file__, str(a.dir), "--child", what], check=True, capture_output=True, text=True
+            ).stdout
+            got[what].append(json.loads(out.strip().splitlines()[-1]))
+    n = got["undertext"][0]["n"]
+    assert n == got["sqlite"][0]["n"], (n, got["sqlite"][0]["n"])
+    med = {w: (statistics.median(x["s"] for x in v), statistics.median(x["kib"] for x in v)) for w, v in got.items()}
+    (us, uk), (ss, sk) = med["undertext"], med["sqlite"]
+    print(f"{n} messages into dicts, medians of {a.rounds} fresh processes each, interleaved")
+    print(f"undertext: {us * 1e3:.1f} ms ({us / n * 1e6:.2f} us a message), {uk / 1024:.1f} MiB ({uk * 1024 / n:.0f} B a message)")
+    print(f"sqlite:    {ss * 1e3:.1f} ms ({ss / n * 1e6:.2f} us a message), {sk / 1024:.1f} MiB ({sk * 1024 / n:.0f} B a message)")
+    print(f"ratio: time {us / ss:.2f}x, memory {uk / sk:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
