@@ -233,16 +233,7 @@ pub fn import(cli: &Cli, a: &ImportArgs) -> CliResult {
         add_report(&mut r, st.report);
         if let Some(s) = st.session {
             if let Some(other) = sessions.iter().find(|o| o.key == s.key && o.source != s.source) {
-                problems.push(Problem {
-                    file: s.source.clone(),
-                    line: 0,
-                    reason: format!(
-                        "session {} was also read from {} in this import: expected one transcript per session, \
-                         found two; this one replaces it in the chat (the other stays readable at an older revision)",
-                        s.key,
-                        other.source.display()
-                    ),
-                });
+                problems.push(s.read_twice(&other.source));
             }
             let f = &mut rows[*row];
             (f.sessions, f.messages, f.tool_calls, f.tool_results) =

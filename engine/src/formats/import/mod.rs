@@ -254,6 +254,29 @@ impl Session {
             condensations: Vec::new(),
         }
     }
+
+    /// What an import reports when this session's key was also read from `earlier`, another
+    /// file of the same import: the later transcript replaces the earlier in the chat.
+    ///
+    /// ```
+    /// use undertext::import::{Format, Session};
+    /// let s = Session::new(Format::OpenAi, "b.json".as_ref(), "run".into(), Vec::new());
+    /// let p = s.read_twice("a.json".as_ref());
+    /// assert_eq!(p.file, std::path::Path::new("b.json"));
+    /// assert!(p.reason.contains("also read from a.json"));
+    /// ```
+    pub fn read_twice(&self, earlier: &Path) -> Problem {
+        Problem {
+            file: self.source.clone(),
+            line: 0,
+            reason: format!(
+                "session {} was also read from {} in this import: expected one transcript per session, \
+                 found two; this one replaces it in the chat (the other stays readable at an older revision)",
+                self.key,
+                earlier.display()
+            ),
+        }
+    }
 }
 
 /// Tool results, their UTF-8 bytes and tool calls among `messages`.

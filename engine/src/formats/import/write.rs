@@ -213,16 +213,7 @@ pub fn import_sessions_until(
         if let Some(earlier) = read_from.insert(&s.key, &s.source)
             && earlier != s.source
         {
-            r.key_conflicts.push(Problem {
-                file: s.source.clone(),
-                line: 0,
-                reason: format!(
-                    "session {} was also read from {} in this import: expected one transcript per session, \
-                     found two; this one replaces it in the chat (the other stays readable at an older revision)",
-                    s.key,
-                    earlier.display()
-                ),
-            });
+            r.key_conflicts.push(s.read_twice(earlier));
         }
         let times = (s.at_ms.len() == s.messages.len() && !s.at_ms.is_empty()).then_some(s.at_ms.as_slice());
         let count = |r: &mut ImportReport, msgs: &[NewMessage]| {
@@ -237,17 +228,12 @@ pub fn import_sessions_until(
             r.messages += msgs.len() as u64;
         };
         let Some((id, _)) = lookup(&mut known, &s.key)? else {
-            let mut meta = ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
-            meta.extra.insert(KEY.into(), s.key.clone());
-            meta.extra.insert(FORMAT.into(), s.format.name().into());
-            meta.extra.insert(SOURCE.into(), s.source.display().to_string());
-            if let Some(p) = &s.parent_key {
-                meta.extra.insert(PARENT.into(), p.clone());
-                if let Some((parent_id, _)) = lookup(&mut known, p)? {
-                    meta.extra.insert(PARENT_CHAT.into(), parent_id.to_string());
-                    r.linked += 1;
-                }
-            }
+            let parent = match &s.parent_key {
+                Some(p) => lookup(&mut known, p)?.map(|(id, _)| id),
+                None => None,
+            };
+            r.linked += u64::from(parent.is_some());
+            let mut meta = chat_meta(s, parent);
             let first = s.messages.len().min(CHUNK);
             if first < s.messages.len() {
                 meta.extra.insert(INCOMPLETE.into(), "true".into());
@@ -511,17 +497,12 @@ impl<'a> SessionWriter<'a> {
     fn create(&mut self, msgs: Vec<NewMessage>, times: Option<&[u64]>) -> Result<()> {
         let n = msgs.len() as u64;
         let s = self.session;
-        let mut meta = ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
-        meta.extra.insert(KEY.into(), s.key.clone());
-        meta.extra.insert(FORMAT.into(), s.format.name().into());
-        meta.extra.insert(SOURCE.into(), s.source.display().to_string());
-        if let Some(p) = &s.parent_key {
-            meta.extra.insert(PARENT.into(), p.clone());
-            if let Some((parent_id, _)) = imported_chat(self.store, self.owner, p)? {
-                meta.extra.insert(PARENT_CHAT.into(), parent_id.to_string());
-                self.report.linked += 1;
-            }
-        }
+        let parent = match &s.parent_key {
+            Some(p) => imported_chat(self.store, self.owner, p)?.map(|(id, _)| id),
+            None => None,
+        };
+        self.report.linked += u64::from(parent.is_some());
+        let mut meta = chat_meta(s, parent);
         if n < self.total {
             meta.extra.insert(INCOMPLETE.into(), "true".into());
             self.marked = true;
@@ -600,4 +581,20 @@ impl<'a> SessionWriter<'a> {
         }
         Ok(self.report)
     }
+}
+
+/// The metadata of a session's new chat: its title and model, its import key, format and
+/// source, and its parent's key and (when imported already) chat.
+fn chat_meta(s: &Session, parent_chat: Option<ChatId>) -> ChatMeta {
+    let mut meta = ChatMeta { title: s.title.clone(), model: s.model.clone(), ..ChatMeta::default() };
+    meta.extra.insert(KEY.into(), s.key.clone());
+    meta.extra.insert(FORMAT.into(), s.format.name().into());
+    meta.extra.insert(SOURCE.into(), s.source.display().to_string());
+    if let Some(p) = &s.parent_key {
+        meta.extra.insert(PARENT.into(), p.clone());
+        if let Some(id) = parent_chat {
+            meta.extra.insert(PARENT_CHAT.into(), id.to_string());
+        }
+    }
+    meta
 }

@@ -374,6 +374,13 @@ impl Fleet {
         Error::Backend { url: self.shown.clone(), reason }
     }
 
+    /// The blobs manifest `id` (its record's `payload`) names, for the walks that keep a
+    /// write's references whole.
+    fn manifest_refs(&self, id: &BlobId, payload: &[u8]) -> Result<Vec<BlobId>> {
+        let m = Manifest::decode(payload).map_err(|why| self.bad(format!("manifest {id}: {why}")))?;
+        Ok(m.refs().collect())
+    }
+
     /// A connection: an idle one, else a new one while fewer than `pool_size` are open,
     /// else one given back within `pool_timeout` (then an error that names the wait).
     pub(super) fn client(&self) -> Result<Conn> {
@@ -751,11 +758,7 @@ impl Fleet {
             }
             let Some(r) = local_record(core, &id)? else { return Ok(None) };
             if r.kind == Kind::Manifest {
-                want.extend(
-                    Manifest::decode(&r.payload)
-                        .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
-                        .refs(),
-                );
+                want.extend(self.manifest_refs(&id, &r.payload)?);
             }
             out.push(r);
         }
@@ -812,9 +815,7 @@ impl Fleet {
                         Some(r) => r.payload,
                         None => self.stored(&id)?.map(|s| s.payload).unwrap_or_default(),
                     };
-                    next.extend(
-                        Manifest::decode(&m).map_err(|why| self.bad(format!("manifest {id}: {why}")))?.refs(),
-                    );
+                    next.extend(self.manifest_refs(&id, &m)?);
                 }
             }
             let mut again = Vec::new();
@@ -826,11 +827,7 @@ impl Fleet {
                     )));
                 };
                 if r.kind == Kind::Manifest {
-                    next.extend(
-                        Manifest::decode(&r.payload)
-                            .map_err(|why| self.bad(format!("manifest {id}: {why}")))?
-                            .refs(),
-                    );
+                    next.extend(self.manifest_refs(id, &r.payload)?);
                 }
                 again.push(r);
             }
