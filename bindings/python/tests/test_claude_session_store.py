@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,60 @@ async def test_without_anyio_the_async_methods_run_on_asyncio_threads(tmp_path: 
         assert await s.load(KEY) == [{"type": "x", "uuid": "1"}]
         await s.delete(KEY)
         assert await s.load(KEY) is None
+
+
+def spy_threads(s: UndertextSessionStore) -> tuple[list[bool], dict[str, float]]:
+    """Wraps ``s.append_sync``: each call notes whether it ran on the calling (event loop)
+    thread, and first sleeps ``delay["s"]`` seconds (a slow disk)."""
+    loop_thread = threading.get_ident()
+    on_loop: list[bool] = []
+    delay = {"s": 0.0}
+    inner = s.append_sync
+
+    def spy(key: Any, entries: Any) -> None:
+        on_loop.append(threading.get_ident() == loop_thread)
+        time.sleep(delay["s"])
+        inner(key, entries)
+
+    s.append_sync = spy  # type: ignore[method-assign]
+    return on_loop, delay
+
+
+async def test_a_known_key_appends_in_the_event_loop_while_appends_are_fast(tmp_path: Path) -> None:
+    async with UndertextSessionStore.open(tmp_path / "s", inline_below_ms=60_000) as s:
+        on_loop, _ = spy_threads(s)
+        for n in range(4):
+            await s.append(KEY, [{"type": "x", "uuid": f"u-{n}"}])
+        # The key's first append reads what it holds: a worker thread; then in the loop.
+        assert on_loop == [False, True, True, True]
+        assert [e["uuid"] for e in await s.load(KEY)] == ["u-0", "u-1", "u-2", "u-3"]
+
+
+async def test_after_slow_appends_the_next_go_to_a_worker_thread_until_appends_are_fast_again(tmp_path: Path) -> None:
+    async with UndertextSessionStore.open(tmp_path / "s", inline_below_ms=20) as s:
+        on_loop, delay = spy_threads(s)
+        await s.append(KEY, [{"type": "x", "uuid": "first"}])
+        delay["s"] = 0.3  # a disk that takes 300 ms
+        await s.append(KEY, [{"type": "x", "uuid": "slow"}])
+        delay["s"] = 0.0
+        n = 0
+        while not on_loop[-1] or len(on_loop) < 4:
+            await s.append(KEY, [{"type": "x", "uuid": f"fast-{n}"}])
+            n += 1
+            assert n < 40, on_loop
+        assert on_loop[2] is False  # the append after the slow one went to a thread
+        assert [e["uuid"] for e in await s.load(KEY)] == ["first", "slow"] + [f"fast-{i}" for i in range(n)]
+
+
+async def test_inline_below_ms_zero_runs_every_append_in_a_worker_thread(tmp_path: Path) -> None:
+    async with UndertextSessionStore.open(tmp_path / "s", inline_below_ms=0) as s:
+        on_loop, _ = spy_threads(s)
+        for n in range(3):
+            await s.append(KEY, [{"type": "x", "uuid": f"u-{n}"}])
+        assert on_loop == [False, False, False]
+    for bad in (-1, float("nan")):
+        with pytest.raises(ValueError, match="inline_below_ms: expected a number of milliseconds >= 0"):
+            UndertextSessionStore.temporary(inline_below_ms=bad)
 
 
 async def test_summaries_and_write_times_survive_reopen_and_agree(tmp_path: Path) -> None:

@@ -70,8 +70,9 @@ async def test_every_async_method_runs_under_trio(tmp_path: Path) -> None:
     assert s.store.closed  # __aexit__ closed it, on anyio's thread too
 
 
-async def test_appends_from_concurrent_trio_tasks_each_land_whole(tmp_path: Path) -> None:
-    async with UndertextSessionStore.open(tmp_path / "s") as s:
+@pytest.mark.parametrize("inline_below_ms", [60_000.0, 0.0], ids=["in-the-loop", "worker-threads"])
+async def test_appends_from_concurrent_trio_tasks_each_land_whole(tmp_path: Path, inline_below_ms: float) -> None:
+    async with UndertextSessionStore.open(tmp_path / "s", inline_below_ms=inline_below_ms) as s:
 
         async def writer(w: int) -> None:
             for b in range(5):
