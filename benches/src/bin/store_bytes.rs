@@ -78,6 +78,24 @@ fn main() -> Result<()> {
         let times = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1);
         return open_times(&dir, times);
     }
+    if args.peek().is_some_and(|a| a == "--compact") {
+        args.next();
+        let dir = PathBuf::from(args.next().ok_or("usage: store_bytes --compact STORE_DIR")?);
+        let index = dir.join("index.redb");
+        let before = std::fs::metadata(&index)?.len();
+        let t = std::time::Instant::now();
+        let mut db = redb::Database::open(&index)?;
+        let opened = t.elapsed();
+        let compacted = db.compact()?;
+        drop(db);
+        let after = std::fs::metadata(&index)?.len();
+        println!(
+            "index {before} -> {after} bytes (compacted: {compacted}); open {:.1} ms, open + compact {:.1} ms",
+            opened.as_secs_f64() * 1e3,
+            t.elapsed().as_secs_f64() * 1e3
+        );
+        return Ok(());
+    }
     let dir = PathBuf::from(args.next().ok_or("usage: store_bytes STORE_DIR [TEXT_BYTES]")?);
     let text: Option<f64> = args.next().map(|s| s.parse()).transpose()?;
     let times = |b: u64| text.map(|t| format!(" ({:.3}x)", b as f64 / t)).unwrap_or_default();

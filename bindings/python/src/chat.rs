@@ -11,7 +11,7 @@ use undertext::{Chat, ChatId, StepStatus};
 
 use crate::convert::{Text, message_in, messages_in, unit_of};
 use crate::errors::run;
-use crate::snapshot::{PyMessageIter, PySnapshot};
+use crate::snapshot::{PyMessageIter, PySnapshot, message_list};
 use crate::store::PyStore;
 use crate::types::{PyAttempt, PyChatMeta, PyIndexLine, PyMessage, PyPin};
 use crate::view::{PyBudget, PyCheckpoint, PyView, refused};
@@ -250,12 +250,9 @@ impl PyChat {
         end: Option<u64>,
         hidden: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let ms = self.with(py, move |c| {
-            let snap = c.snapshot();
-            let end = end.unwrap_or_else(|| snap.len());
-            if hidden { snap.range_with_hidden(start..end) } else { snap.range(start..end) }
-        })?;
-        PyMessage::list(py, &ms)
+        let snap = self.with(py, |c| Ok(c.snapshot()))?;
+        let end = end.unwrap_or_else(|| snap.len());
+        message_list(py, &snap, start..end, hidden)
     }
 
     /// An iterator over messages `start..end` of one snapshot (later writes do not show),

@@ -407,15 +407,43 @@ fn field_out<'py>(py: Python<'py>, f: Field<'_>) -> PyResult<Bound<'py, PyAny>> 
 /// The dict of an archive reference: `json::archive_ref_fields`.
 fn archive_dict<'py>(py: Python<'py>, a: &ArchiveRef) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    json::archive_ref_fields(a, |key, f| d.set_item(key, field_out(py, f)?))?;
+    json::archive_ref_fields(a, |key, f| d.set_item(known_str(py, key), field_out(py, f)?))?;
     Ok(d)
 }
 
-/// The dict of a part: `json::part_fields`, keys in their order.
+/// The dict of a part: `json::part_fields`, keys in their order. The keys and the `"type"`
+/// value are interned strings, shared by every dict (a part dict holds only its own text).
 pub(crate) fn part_out<'py>(py: Python<'py>, p: &Part) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    json::part_fields(p, |key, f| d.set_item(key, field_out(py, f)?))?;
+    json::part_fields(p, |key, f| match (key, f) {
+        ("type", Field::Str(t)) => d.set_item(known_str(py, "type"), known_str(py, t)),
+        (key, f) => d.set_item(known_str(py, key), field_out(py, f)?),
+    })?;
     Ok(d)
+}
+
+/// `s` as a Python string: one interned object for each dict key, part type and role the
+/// bindings write (so a million dicts share their keys instead of holding a copy each), a
+/// new string for any other text.
+///
+/// ```text
+/// known_str(py, "text").is(&known_str(py, "text"))  // true: the same object
+/// ```
+pub(crate) fn known_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
+    macro_rules! interned {
+        ($($k:literal)*) => {
+            match s {
+                $($k => pyo3::intern!(py, $k).clone(),)*
+                _ => PyString::new(py, s),
+            }
+        };
+    }
+    interned!(
+        "type" "text" "summary" "tool_call" "id" "name" "args" "tool_result" "call_id" "archive"
+        "is_error" "approval_request" "prompt" "approval_response" "approved" "reason"
+        "attachment" "mime" "blob" "bytes" "chars" "utf16_units" "lines" "seq" "revision" "role"
+        "turn" "parts" "step" "at_ms" "feedback" "system" "user" "assistant" "tool"
+    )
 }
 
 /// The list of dicts of `parts`.

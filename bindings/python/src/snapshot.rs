@@ -16,6 +16,9 @@ const BATCH: u64 = 64;
 /// Messages read from the engine per batch by [`PySnapshot::texts`].
 const TEXTS_BATCH: u64 = 256;
 
+/// Messages read from the engine at a time for a list of them (`messages()`).
+const LIST_BATCH: u64 = 2048;
+
 /// An immutable state of a chat: it never changes, whatever is written later. Taking one
 /// costs a few atomic operations.
 #[pyclass(name = "Snapshot", module = "undertext", frozen)]
@@ -89,13 +92,8 @@ impl PySnapshot {
         end: Option<u64>,
         hidden: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let snap = self.snap.clone();
-        let end = end.unwrap_or_else(|| snap.len());
-        let ms = run(
-            py,
-            move || if hidden { snap.range_with_hidden(start..end) } else { snap.range(start..end) },
-        )?;
-        PyMessage::list(py, &ms)
+        let end = end.unwrap_or_else(|| self.snap.len());
+        message_list(py, &self.snap, start..end, hidden)
     }
 
     /// An iterator over messages `start..end`, newest first with `reverse=True`; hidden ones
@@ -226,6 +224,35 @@ pub struct PyMessageIter {
     /// Whether hidden messages are read too.
     hidden: bool,
     buf: VecDeque<Message>,
+}
+
+/// Messages `range` of `snap` as a list, read from the engine and made into Python objects
+/// [`LIST_BATCH`] at a time, so that the engine's copies of a long range are never all alive
+/// beside the objects made of them. A range the engine refuses (`start > end`, past the end)
+/// is read whole, for its error.
+pub(crate) fn message_list<'py>(
+    py: Python<'py>,
+    snap: &Snapshot,
+    range: std::ops::Range<u64>,
+    hidden: bool,
+) -> PyResult<Bound<'py, PyList>> {
+    let read = |r: std::ops::Range<u64>| {
+        let snap = snap.clone();
+        run(py, move || if hidden { snap.range_with_hidden(r) } else { snap.range(r) })
+    };
+    if range.start >= range.end || range.end > snap.len() {
+        return PyMessage::list(py, &read(range)?);
+    }
+    let list = PyList::empty(py);
+    let mut lo = range.start;
+    while lo < range.end {
+        let hi = (lo + LIST_BATCH).min(range.end);
+        for m in read(lo..hi)? {
+            list.append(PyMessage::new(py, &m)?)?;
+        }
+        lo = hi;
+    }
+    Ok(list)
 }
 
 impl PyMessageIter {

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use undertext::IndexLine;
 use undertext::{ArchiveRef, Attempt, ChatMeta, ChatSummary, Message, Part, Pin, Step, StepStatus};
 
-use crate::convert::{parse_archive_id, parts_out, role_of, unit_of};
+use crate::convert::{known_str, parse_archive_id, parts_out, role_of, unit_of};
 
 // Pickling and `copy.deepcopy`: each value class's `__reduce__` gives `(Class._from_state,
 // (state,))`, where `state` is a tuple of its fields; `_from_state` builds it back (checking
@@ -50,30 +50,43 @@ pub struct PyMessage {
     /// Harness feedback (appended with `"feedback": True`): a user message that started no turn.
     #[pyo3(get)]
     pub feedback: bool,
-    text: String,
+    /// The text parts concatenated: for a message of one text part, the very string object
+    /// its part dict holds (no second copy of the text).
+    text: Py<PyString>,
 }
 
 impl PyMessage {
     /// The Python object of an engine message.
     pub(crate) fn new(py: Python<'_>, m: &Message) -> PyResult<PyMessage> {
-        let text: Vec<&str> = m
-            .parts
-            .iter()
-            .filter_map(|p| match p {
-                Part::Text(t) => Some(t.as_str()),
-                _ => None,
-            })
-            .collect();
+        let parts = parts_out(py, &m.parts)?;
+        let mut texts = m.parts.iter().enumerate().filter(|(_, p)| matches!(p, Part::Text(_)));
+        let text = match (texts.next(), texts.next()) {
+            (None, _) => known_str(py, ""),
+            (Some((i, _)), None) => {
+                parts.get_item(i)?.get_item(known_str(py, "text"))?.cast_into::<PyString>()?
+            }
+            (Some(_), Some(_)) => {
+                let all: Vec<&str> = m
+                    .parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Text(t) => Some(t.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                PyString::new(py, &all.concat())
+            }
+        };
         Ok(PyMessage {
             seq: m.seq,
             revision: m.revision,
             role: m.role.as_str(),
             turn: m.turn,
-            parts: parts_out(py, &m.parts)?.unbind(),
+            parts: parts.unbind(),
             step: m.step.as_ref().map(|s| (s.turn, s.stream_id.clone(), s.step)),
             at_ms: m.at_ms,
             feedback: m.feedback,
-            text: text.join(""),
+            text: text.unbind(),
         })
     }
 
@@ -91,23 +104,24 @@ impl PyMessage {
 impl PyMessage {
     /// The text parts, concatenated ("" when there are none).
     #[getter]
-    fn text(&self) -> &str {
-        &self.text
+    fn text<'py>(&self, py: Python<'py>) -> Bound<'py, PyString> {
+        self.text.bind(py).clone()
     }
 
     /// The message as a dict; `{"role": d["role"], "parts": d["parts"]}` appends it again.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("seq", self.seq)?;
-        d.set_item("revision", self.revision)?;
-        d.set_item("role", self.role)?;
-        d.set_item("turn", self.turn)?;
+        let key = |k| known_str(py, k);
+        d.set_item(key("seq"), self.seq)?;
+        d.set_item(key("revision"), self.revision)?;
+        d.set_item(key("role"), key(self.role))?;
+        d.set_item(key("turn"), self.turn)?;
         let parts = self.parts.bind(py);
-        d.set_item("parts", parts.get_slice(0, parts.len()))?;
-        d.set_item("step", self.step.clone())?;
-        d.set_item("at_ms", self.at_ms)?;
+        d.set_item(key("parts"), parts.get_slice(0, parts.len()))?;
+        d.set_item(key("step"), self.step.clone())?;
+        d.set_item(key("at_ms"), self.at_ms)?;
         if self.feedback {
-            d.set_item("feedback", true)?;
+            d.set_item(key("feedback"), true)?;
         }
         Ok(d)
     }
@@ -124,7 +138,7 @@ impl PyMessage {
             m.step.clone(),
             m.at_ms,
             m.feedback,
-            m.text.as_str(),
+            m.text.bind(py),
         )
             .into_pyobject(py)?;
         reduce(slf.as_any(), state)
@@ -135,7 +149,17 @@ impl PyMessage {
     #[expect(clippy::type_complexity, reason = "the state tuple, field by field")]
     fn _from_state(
         py: Python<'_>,
-        state: (u64, u64, String, u64, Bound<'_, PyList>, Option<(u64, String, u32)>, u64, bool, String),
+        state: (
+            u64,
+            u64,
+            String,
+            u64,
+            Bound<'_, PyList>,
+            Option<(u64, String, u32)>,
+            u64,
+            bool,
+            Bound<'_, PyString>,
+        ),
     ) -> PyResult<PyMessage> {
         let (seq, revision, role, turn, parts, step, at_ms, feedback, text) = state;
         Ok(PyMessage {
@@ -147,13 +171,13 @@ impl PyMessage {
             step,
             at_ms,
             feedback,
-            text,
+            text: text.unbind(),
         })
     }
 
-    fn __repr__(&self) -> String {
-        let t: String = self.text.chars().take(40).collect();
-        format!("Message(seq={}, role={:?}, turn={}, text={:?})", self.seq, self.role, self.turn, t)
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let t: String = self.text.bind(py).to_cow()?.chars().take(40).collect();
+        Ok(format!("Message(seq={}, role={:?}, turn={}, text={:?})", self.seq, self.role, self.turn, t))
     }
 }
 

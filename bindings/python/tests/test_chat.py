@@ -107,6 +107,34 @@ def test_iteration_forward_and_reverse_over_one_snapshot(chat):
         chat.iter(5, 2)
 
 
+def test_a_long_list_of_messages_read_in_batches_equals_the_iteration_with_hidden_ranges_skipped(chat):
+    # More than one batch of messages() (2,048), with hidden ranges across a batch's edge.
+    chat.append_batch([undertext.user(str(i)) if i % 7 else undertext.assistant(str(i)) for i in range(5000)])
+    chat.hide([(2040, 2060), (4999, 5000)], chat.revision)
+    every = [m.to_dict() for m in chat.iter()]
+    assert [m.to_dict() for m in chat.messages()] == every
+    assert [int(d["parts"][0]["text"]) for d in every] == [i for i in range(4999) if not 2040 <= i < 2060]
+    assert [m.seq for m in chat.messages(2000, 4100)] == [i for i in range(2000, 4100) if not 2040 <= i < 2060]
+    assert [m.seq for m in chat.messages(2000, 4100, hidden=True)] == list(range(2000, 4100))
+    assert [m.seq for m in chat.snapshot().messages(10, 4097)] == [m.seq for m in chat.messages(10, 4097)]
+    assert chat.messages(5, 5) == [] and [m.seq for m in chat.messages(4990)] == list(range(4990, 4999))
+    with pytest.raises(undertext.InvalidArgument):
+        chat.messages(5, 2)
+    with pytest.raises(undertext.InvalidArgument):
+        chat.messages(0, 5001)
+
+
+def test_a_message_text_is_its_one_text_part_and_dict_keys_are_shared_strings(chat):
+    chat.append_batch([undertext.user("alpha beta"), {"role": "user", "parts": EVERY_PART}])
+    one, many = chat.messages()
+    assert one.text is one.parts[0]["text"]  # one string object, not a second copy
+    assert many.text == "plain text"
+    a, b = one.to_dict(), many.to_dict()
+    assert [id(k) for k in a] == [id(k) for k in b]  # the same key objects in every dict
+    assert a["role"] is b["role"] and a["parts"][0]["type"] is b["parts"][0]["type"]
+    assert repr(one) == 'Message(seq=0, role="user", turn=1, text="alpha beta")'
+
+
 def test_edit_and_truncate_need_the_current_revision(chat):
     chat.append_batch([undertext.user("q"), undertext.assistant("draft answer"), undertext.user("q2")])
     rev = chat.revision
