@@ -401,9 +401,10 @@ typedef struct {
   uint64_t segment_size;
   // Tool results longer than this many bytes are archived on append.
   uint64_t archive_threshold;
-  // Characters of the preview that replaces an archived tool result.
+  // Characters of the preview that replaces an archived tool result (at least 128).
   uint64_t preview_chars;
-  // Characters of the previews the budget guard puts in place of older tool results.
+  // Characters of the previews the budget guard puts in place of older tool results (at
+  // least 128).
   uint64_t guard_preview_chars;
 } undertext_options_t;
 

@@ -29,9 +29,10 @@ pub struct StoreOptions {
     pub segment_size: u64,
     /// Tool results longer than this many bytes are archived on append.
     pub archive_threshold: u64,
-    /// Characters of the preview that replaces an archived tool result.
+    /// Characters of the preview that replaces an archived tool result (at least 128).
     pub preview_chars: u64,
-    /// Characters of the previews the budget guard puts in place of older tool results.
+    /// Characters of the previews the budget guard puts in place of older tool results (at
+    /// least 128).
     pub guard_preview_chars: u64,
 }
 

@@ -144,10 +144,7 @@ fn after_a_crash_a_store_on_a_full_disk_opens_read_only_with_every_acknowledged_
             );
             let c = store.chat("o", chat).unwrap();
             assert_eq!(c.len(), 40 + LATE, "open {round}: every acknowledged message");
-            assert_eq!(
-                c.get(39 + LATE).unwrap().parts,
-                vec![undertext::Part::Text(format!("late {}", LATE - 1))]
-            );
+            assert_eq!(c.get(39 + LATE).unwrap().parts, vec![undertext::Part::Text(late_text(LATE - 1))]);
             assert_eq!(&*store.get_blob("o", &undertext::BlobId::of(&blob)).unwrap(), &blob[..]);
             let e = c.append(NewMessage::user("y")).expect_err("a write after a full-disk open succeeded");
             assert!(matches!(e, Error::ReadOnly(_)), "{e:?}");
@@ -263,6 +260,12 @@ fn real_tmpfs_full_disk() {
 
 /// The files of `dir` as a crash leaves them after `late` more appends: the log holds them, the
 /// index does not yet (a copy taken while the store is open), in `to`.
+/// A late message: long enough (over 128 characters) for the index to list its text, so that
+/// catching the index up with 500 of them needs new pages.
+fn late_text(i: u64) -> String {
+    format!("late {i} {}", "y".repeat(150))
+}
+
 fn crashed_copy(dir: &Path, chat: ChatId, to: &Path, late: u64) {
     // The index takes nothing of these appends before the copy.
     let hold = std::time::Duration::from_secs(3600);
@@ -277,7 +280,7 @@ fn crashed_copy(dir: &Path, chat: ChatId, to: &Path, late: u64) {
     .unwrap();
     let c = store.chat("o", chat).unwrap();
     for i in 0..late {
-        c.append(NewMessage::user(format!("late {i}"))).unwrap();
+        c.append(NewMessage::user(late_text(i))).unwrap();
     }
     std::fs::create_dir_all(to.join("log")).unwrap();
     for e in std::fs::read_dir(dir.join("log")).unwrap() {

@@ -130,7 +130,10 @@ fn a_blob_attached_in_many_chats_stays_readable_until_the_last_of_them_is_delete
 #[test]
 fn deleting_a_chat_drops_exactly_its_inline_text_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let shared = "a task both chats were given";
+    // Texts over 128 characters: a view may preview them, so the index lists them.
+    let pad = "with enough detail that a view may preview it ".repeat(3);
+    let shared = format!("a task both chats were given, {pad}");
+    let shared = shared.as_str();
     let (doomed_only, kept) = {
         let store = Store::open(dir.path(), opts()).unwrap();
         let doomed = store.create_chat("alice", ChatMeta::default()).unwrap();
@@ -139,14 +142,17 @@ fn deleting_a_chat_drops_exactly_its_inline_text_rows() {
         a.append(NewMessage::user(shared)).unwrap();
         b.append(NewMessage::user(shared)).unwrap();
         for i in 0..300 {
-            a.append(NewMessage::user(format!("only in the doomed chat, turn {i}"))).unwrap();
-            b.append(NewMessage::user(format!("only in the kept chat, turn {i}"))).unwrap();
+            a.append(NewMessage::user(format!("only in the doomed chat, turn {i} {pad}"))).unwrap();
+            b.append(NewMessage::user(format!("only in the kept chat, turn {i} {pad}"))).unwrap();
+            // Short texts are never previewed: no rows.
+            a.append(NewMessage::user(format!("short {i}"))).unwrap();
         }
         // A second revision of one message: its texts are rows of their own.
-        a.edit(5, NewMessage::user("an edited turn of the doomed chat"), a.revision()).unwrap();
+        a.edit(5, NewMessage::user(format!("an edited turn of the doomed chat {pad}")), a.revision())
+            .unwrap();
         store.delete_chat("alice", doomed).unwrap();
         store.close().unwrap();
-        (BlobId::of(b"only in the doomed chat, turn 7"), kept)
+        (BlobId::of(format!("only in the doomed chat, turn 7 {pad}").as_bytes()), kept)
     };
     let tables = tables(dir.path());
     let rows = |name: &str| tables.iter().find(|t| t.0 == name).map_or(0, |t| t.1);

@@ -54,6 +54,31 @@ fn is_not_found<T>(r: &Result<T, Error>) -> bool {
     matches!(r, Err(Error::NotFound { .. }))
 }
 
+/// A text of at most 128 characters is never previewed (a view sends it whole, no preview
+/// size is under 128), so it is not listed and its address is not found; a longer one is,
+/// from the memtable and from redb, in characters not bytes.
+#[test]
+fn only_texts_longer_than_the_shortest_preview_are_found_by_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_seam, store) = open(dir.path(), Duration::from_secs(3600));
+    let chat = store.chat("o", store.create_chat("o", ChatMeta::default()).unwrap()).unwrap();
+    let short = "é".repeat(128); // 256 bytes, 128 characters
+    let long = "é".repeat(129);
+    let (short_id, long_id) = (step(&chat, 0, &short), step(&chat, 1, &long));
+    let user = "u".repeat(200);
+    chat.append(NewMessage::user(user.clone())).unwrap();
+    let user_id = BlobId::of(user.as_bytes());
+    let check = |store: &Store, round: &str| {
+        assert!(is_not_found(&store.read_context("o", &short_id, 0..10, Unit::Chars)), "{round}");
+        assert_eq!(store.read_context("o", &long_id, 0..129, Unit::Chars).unwrap(), long, "{round}");
+        assert_eq!(store.read_context("o", &user_id, 0..200, Unit::Chars).unwrap(), user, "{round}");
+    };
+    check(&store, "in the memtable");
+    drop(chat); // the chat's handle holds the store open
+    store.close().unwrap();
+    check(&Store::open(dir.path(), Options::default()).unwrap(), "in redb");
+}
+
 #[test]
 fn a_lookup_that_finds_no_text_writes_nothing_to_the_index() {
     let dir = tempfile::tempdir().unwrap();

@@ -112,13 +112,15 @@ fn an_index_of_another_layout_version_is_rebuilt_at_open_and_answers_the_same() 
             let id = store.create_chat("alice", ChatMeta::default()).unwrap();
             let chat = store.chat("alice", id).unwrap();
             for i in 0..40 {
-                let text = format!("chat {c}, user turn {i}");
+                // Over 128 characters, so that the index lists it (a view may preview it).
+                let text = format!("chat {c}, user turn {i}: {}", "a task told in some detail ".repeat(5));
                 chat.append(NewMessage::user(text.clone())).unwrap();
                 chat.append(NewMessage::assistant(format!("answer {i}"))).unwrap();
                 texts.push(text);
             }
-            chat.edit(4, NewMessage::user(format!("chat {c}, an edited turn")), chat.revision()).unwrap();
-            texts.push(format!("chat {c}, an edited turn"));
+            let edited = format!("chat {c}, an edited turn: {}", "told again in more detail ".repeat(5));
+            chat.edit(4, NewMessage::user(edited.clone()), chat.revision()).unwrap();
+            texts.push(edited);
             chats.push((id, chat.messages().unwrap()));
         }
         store.close().unwrap();

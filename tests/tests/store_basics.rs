@@ -71,6 +71,18 @@ fn bad_arguments_and_missing_things_are_clear_errors() {
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
     let err = Store::open(dir.path(), Options::default().segment_size(10)).unwrap_err();
     assert!(err.to_string().contains("expected at least 4096 bytes, found 10"), "{err}");
+    for opts in [Options::default().preview_chars(127), Options::default().guard_preview_chars(0)] {
+        let err = Store::open(dir.path(), opts.clone()).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+        assert!(err.to_string().contains("preview_chars: expected at least 128 characters"), "{err}");
+        assert!(!dir.path().join("log").exists(), "a refused open made the store");
+        let err = Store::open_read_only_with(dir.path(), opts).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+    }
+    Store::open(dir.path(), Options::default().preview_chars(128).guard_preview_chars(128))
+        .unwrap()
+        .close()
+        .unwrap();
     let store = Store::open(dir.path(), Options::default()).unwrap();
     let err = store.get_blob("o", &BlobId::of(b"never stored")).unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");

@@ -67,7 +67,8 @@ pub struct Options {
     /// Tool results longer than this many bytes are archived when appended; the message
     /// keeps a preview and the archive reference. Default 8 KiB.
     pub archive_threshold: usize,
-    /// Size of the preview that replaces an archived tool result, in characters. Default 2,000.
+    /// Size of the preview that replaces an archived tool result, in characters. Default 2,000;
+    /// at least 128 (a text that short is sent whole, and the index lists only longer ones).
     pub preview_chars: usize,
     /// The marker a preview carries (placeholders `{id}`, `{total_chars}`, `{total_lines}`,
     /// `{shown}`, `{omitted}`). Default [`DEFAULT_MARKER`].
@@ -75,7 +76,7 @@ pub struct Options {
     /// Token estimator for views and compaction. Default [`Heuristic`](crate::model::estimate::Heuristic).
     pub estimator: std::sync::Arc<dyn crate::model::estimate::Estimator>,
     /// Size of the previews the budget guard puts in place of older tool results, in
-    /// characters. Default 400.
+    /// characters. Default 400; at least 128, as [`Options::preview_chars`].
     pub guard_preview_chars: usize,
     /// A squish may cover at most this many tokens, unless it is one call with its results.
     /// Default 20,000.
@@ -169,6 +170,23 @@ impl Default for Options {
 /// assert_eq!(opts.segment_size, 64 << 20); // the rest keep their defaults
 /// ```
 impl Options {
+    /// `InvalidArgument` for a preview size under 128 characters: the index lists only texts
+    /// longer than that for `read_context` by address, so a shorter preview could name a text
+    /// it cannot find.
+    pub(crate) fn check_previews(&self) -> crate::Result<()> {
+        let min = crate::disk::record::LISTED_MIN_CHARS;
+        for (name, v) in
+            [("preview_chars", self.preview_chars), ("guard_preview_chars", self.guard_preview_chars)]
+        {
+            if v < min {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "{name}: expected at least {min} characters (a text that short is sent whole), found {v}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Sets [`Options::durability`].
     pub fn durability(mut self, value: Durability) -> Options {
         self.durability = value;

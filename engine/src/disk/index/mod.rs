@@ -77,7 +77,10 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 9: `chat_inline_texts` is keyed by (chat, seq, revision, part, text), in the order a chat
 /// is written (issue 34: keyed by the text's address, a long chat's import inserted at random
 /// places and its time per message grew once the table outgrew redb's cache).
-const INDEX_VERSION: u64 = 9;
+/// 10: `inline_texts` lists only texts longer than 128 characters, the shortest a view can
+/// preview (issue 34: every short user text was one insert at a random place of the table;
+/// issue 38: most of a small chat's index rows).
+const INDEX_VERSION: u64 = 10;
 
 /// The file name of the index inside the store directory.
 pub(crate) const INDEX_FILE: &str = "index.redb";

@@ -520,7 +520,7 @@ fn listable(rec: &MsgRec) -> impl Iterator<Item = (usize, &str)> {
         .iter()
         .enumerate()
         .filter(move |(_, p)| user || !matches!(p, PartRec::Text(_)))
-        .filter_map(|(i, p)| owned_inline_text(p).filter(|t| !t.is_empty()).map(|t| (i, t)))
+        .filter_map(|(i, p)| owned_inline_text(p).filter(|t| listed(t)).map(|t| (i, t)))
 }
 
 /// [`message_texts`] of a decoded message record.
@@ -628,6 +628,19 @@ pub(crate) fn body_texts(blob: &[u8]) -> std::result::Result<Vec<(u32, [u8; 32])
     Ok(texts_of(a.parts.iter().enumerate()))
 }
 
+/// An inline text of at most this many characters is not listed in the index's text table:
+/// no view names it by its address. A view previews a text only when it is longer than the
+/// preview's size (a shorter one is sent whole), and both preview sizes
+/// ([`Options::preview_chars`](crate::Options::preview_chars),
+/// [`Options::guard_preview_chars`](crate::Options::guard_preview_chars)) are at least this.
+pub(crate) const LISTED_MIN_CHARS: usize = 128;
+
+/// Whether `t` is long enough for a view to preview it (see [`LISTED_MIN_CHARS`]).
+pub(crate) fn listed(t: &str) -> bool {
+    // A character is 1 to 4 bytes: count only when the byte length cannot decide.
+    t.len() > LISTED_MIN_CHARS && (t.len() > 4 * LISTED_MIN_CHARS || t.chars().count() > LISTED_MIN_CHARS)
+}
+
 fn owned_inline_text(p: &PartRec) -> Option<&str> {
     match p {
         PartRec::Text(t) => Some(t.as_str()),
@@ -647,7 +660,7 @@ fn inline_text(p: &ArchivedPartRec) -> Option<&str> {
 fn texts_of<'a>(parts: impl Iterator<Item = (usize, &'a ArchivedPartRec)>) -> Vec<(u32, [u8; 32])> {
     parts
         .filter_map(|(i, p)| {
-            inline_text(p).filter(|t| !t.is_empty()).map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
+            inline_text(p).filter(|t| listed(t)).map(|t| (i as u32, BlobId::of(t.as_bytes()).0))
         })
         .collect()
 }
@@ -729,14 +742,35 @@ mod tests {
 
     #[test]
     fn only_texts_a_view_may_preview_are_listed_in_either_encoding() {
+        // Longer than LISTED_MIN_CHARS characters: listed; that long or shorter: never
+        // previewed, so not listed (counted in characters, not bytes).
+        let long = "a text ".repeat(20); // 140 chars
+        let result = "r".repeat(LISTED_MIN_CHARS + 1);
         let parts = |text: &str| {
             BodyRec::Inline(vec![
                 PartRec::Text(text.into()),
-                PartRec::ToolResultText { call_id: "c".into(), text: "result".into(), is_error: false },
+                PartRec::ToolResultText { call_id: "c".into(), text: result.clone(), is_error: false },
                 PartRec::Text(String::new()),
+                PartRec::ToolResultText { call_id: "d".into(), text: "short".into(), is_error: false },
+                PartRec::ToolResultText {
+                    call_id: "e".into(),
+                    text: "x".repeat(LISTED_MIN_CHARS),
+                    is_error: false,
+                },
+                PartRec::ToolResultText {
+                    call_id: "f".into(),
+                    text: "é".repeat(LISTED_MIN_CHARS),
+                    is_error: false,
+                },
+                PartRec::ToolResultText {
+                    call_id: "g".into(),
+                    text: "é".repeat(LISTED_MIN_CHARS + 1),
+                    is_error: false,
+                },
             ])
         };
         let id = |t: &str| BlobId::of(t.as_bytes()).0;
+        let wide = "é".repeat(LISTED_MIN_CHARS + 1);
         for role in [Role::System, Role::User, Role::Assistant, Role::Tool] {
             let rec = MsgRec {
                 chat: 1,
@@ -746,12 +780,12 @@ mod tests {
                 turn: 0,
                 at_ms: 0,
                 step: None,
-                body: parts("a text"),
+                body: parts(&long),
             };
             let want = if role == Role::User {
-                vec![(0, id("a text")), (1, id("result"))]
+                vec![(0, id(&long)), (1, id(&result)), (6, id(&wide))]
             } else {
-                vec![(1, id("result"))]
+                vec![(1, id(&result)), (6, id(&wide))]
             };
             let rkyv = encode(&rec).unwrap();
             let compact = compact::encode(&rec, crate::base::blob::Compression::default());
@@ -763,8 +797,8 @@ mod tests {
                 );
                 assert_eq!(message_fields(k, bytes).unwrap().role, role);
                 // Any inline text part is still read back by its index, listed or not.
-                let text = message_part_text(k.byte(), bytes, 0, |_| unreachable!()).unwrap();
-                assert_eq!(text.as_deref(), Some("a text"));
+                let text = message_part_text(k.byte(), bytes, 3, |_| unreachable!()).unwrap();
+                assert_eq!(text.as_deref(), Some("short"));
             }
         }
     }

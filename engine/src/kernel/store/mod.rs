@@ -59,6 +59,7 @@ impl Kernel {
                 opts.segment_size
             )));
         }
+        opts.check_previews()?;
         if !dir.join(lock::LOCK_FILE).exists() && !dir.join("log").exists() {
             if !opts.create_if_missing {
                 return Err(Error::NotFound { what: format!("store at {}", dir.display()) });

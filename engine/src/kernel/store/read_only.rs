@@ -492,6 +492,7 @@ const OPEN_TRIES: u32 = 25;
 /// fails with [`Error::Busy`] naming that process. Without a live holder the error is the
 /// open's own (a store without segments and no writer is damage: `Corrupt`).
 pub(crate) fn open(path: &Path, opts: Options) -> Result<(Kernel, u64)> {
+    opts.check_previews()?;
     let started = std::time::Instant::now();
     let mut wait = std::time::Duration::from_millis(1);
     let mut tries = 0u32;
