@@ -171,7 +171,8 @@ fn after_a_crash_a_store_on_a_full_disk_opens_read_only_with_every_acknowledged_
 
 /// Appends a crashed copy holds that its index has not taken: enough that the index's
 /// catch-up must grow its file.
-const LATE: u64 = 500;
+/// Enough rows that the index catching up needs more pages than its file has free.
+const LATE: u64 = 5000;
 
 /// Fills the disk: one file, written until the file system refuses.
 fn fill(filler: &Path) {
@@ -261,7 +262,7 @@ fn real_tmpfs_full_disk() {
 /// The files of `dir` as a crash leaves them after `late` more appends: the log holds them, the
 /// index does not yet (a copy taken while the store is open), in `to`.
 /// A late message: long enough (over 128 characters) for the index to list its text, so that
-/// catching the index up with 500 of them needs new pages.
+/// catching the index up with [`LATE`] of them needs new pages.
 fn late_text(i: u64) -> String {
     format!("late {i} {}", "y".repeat(150))
 }
@@ -279,8 +280,9 @@ fn crashed_copy(dir: &Path, chat: ChatId, to: &Path, late: u64) {
     )
     .unwrap();
     let c = store.chat("o", chat).unwrap();
-    for i in 0..late {
-        c.append(NewMessage::user(late_text(i))).unwrap();
+    for first in (0..late).step_by(10) {
+        c.append_batch((first..(first + 10).min(late)).map(|i| NewMessage::user(late_text(i))).collect())
+            .unwrap();
     }
     std::fs::create_dir_all(to.join("log")).unwrap();
     for e in std::fs::read_dir(dir.join("log")).unwrap() {

@@ -4,8 +4,12 @@
 //!
 //! ```text
 //! cargo build --release -p undertext-cli -p undertext-benches --bin undertext --bin import_memory
-//! target/release/import_memory [SIZES]      # default 10000,100000,1000000
+//! target/release/import_memory [SIZES] [USER_CHARS]  # default 10000,100000,1000000 and 0
 //! ```
+//!
+//! `USER_CHARS` pads each user message with that many more characters (distinct per
+//! message): over 128 characters in all, the index lists each user text by its address (a
+//! view may preview it), one insert at a random place of that table per user message.
 //!
 //! For each size it writes one Claude Code session JSONL of that many messages (user and
 //! assistant lines in turn, ~150 bytes each, a timestamp on every line), then imports it in a
@@ -36,6 +40,7 @@ fn main() -> Result<()> {
         Some(s) => s.split(',').map(str::parse).collect::<std::result::Result<_, _>>()?,
         None => vec![10_000, 100_000, 1_000_000],
     };
+    let pad: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(0);
     let exe = std::env::current_exe()?;
     let dir_of_exe = exe.parent().ok_or("the bench binary has no folder")?;
     let cli = dir_of_exe.join("undertext");
@@ -63,7 +68,7 @@ fn main() -> Result<()> {
     let mut rows = Vec::new();
     for &n in &sizes {
         let file = tmp.path().join(format!("session-{n}.jsonl"));
-        let bytes = write_session(&file, n)?;
+        let bytes = write_session(&file, n, pad)?;
         let store = tmp.path().join(format!("store-{n}"));
         let (ut_kb, ut_s, ut_cpu) =
             measure(std::process::Command::new(&cli).arg("--store").arg(&store).arg("import").arg(&file))?;
@@ -105,10 +110,20 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// One Claude Code session of `n` messages (user and assistant in turn); its size in bytes.
-fn write_session(path: &Path, n: u64) -> Result<u64> {
+/// One Claude Code session of `n` messages (user and assistant in turn), each user text padded
+/// with `pad` characters; its size in bytes.
+fn write_session(path: &Path, n: u64, pad: usize) -> Result<u64> {
     let mut f = BufWriter::new(std::fs::File::create(path)?);
+    let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"];
     for i in 0..n {
+        let mut padding = String::new();
+        let mut k = 0u64;
+        while padding.len() < pad {
+            padding.push(' ');
+            padding.push_str(words[((i.wrapping_mul(31) + k * 7) % 8) as usize]);
+            k += 1;
+        }
+        padding.truncate(pad); // ASCII: any length is a character boundary
         let ts = format!(
             "2026-02-11T{:02}:{:02}:{:02}.{:03}Z",
             (i / 3_600_000) % 24,
@@ -119,7 +134,7 @@ fn write_session(path: &Path, n: u64) -> Result<u64> {
         if i % 2 == 0 {
             writeln!(
                 f,
-                r#"{{"type":"user","sessionId":"s-{n}","timestamp":"{ts}","message":{{"role":"user","content":"message {i}"}}}}"#
+                r#"{{"type":"user","sessionId":"s-{n}","timestamp":"{ts}","message":{{"role":"user","content":"message {i}{padding}"}}}}"#
             )?;
         } else {
             writeln!(

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo build --release -p undertext-benches --bin open_cost
-//! target/release/open_cost make DIR [MESSAGES]   # the two stores and their SQLite twins
+//! target/release/open_cost make DIR [MESSAGES [CHARS]]  # the two stores and their SQLite twins
 //! target/release/open_cost run DIR [ROUNDS]      # fresh processes, interleaved; medians
 //! ```
 //!
@@ -33,7 +33,9 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |k: usize| args.get(k).map(String::as_str);
     match (arg(0), arg(1)) {
-        (Some("make"), Some(dir)) => make(Path::new(dir), arg(2).map_or(Ok(100_000), str::parse)?),
+        (Some("make"), Some(dir)) => {
+            make(Path::new(dir), arg(2).map_or(Ok(100_000), str::parse)?, arg(3).map(str::parse).transpose()?)
+        }
         (Some("run"), Some(dir)) => run(Path::new(dir), arg(2).map_or(Ok(7), str::parse)?),
         (Some("child"), Some(what)) => child(what, Path::new(arg(2).ok_or("child WHAT DIR")?)),
         _ => Err("usage: open_cost make DIR [MESSAGES] | run DIR [ROUNDS]".into()),
@@ -58,7 +60,11 @@ fn fast() -> Options {
     Options::default().durability(Durability::None)
 }
 
-fn make(dir: &Path, n: u64) -> Result<()> {
+fn make(dir: &Path, n: u64, many_chars: Option<usize>) -> Result<()> {
+    let many_text = |i: u64| match many_chars {
+        Some(c) => format!("chat {i}: {}", text(i)).chars().take(c).collect(),
+        None => text(i),
+    };
     std::fs::create_dir_all(dir)?;
     let t = Instant::now();
     let store = Store::open(dir.join("long"), fast())?;
@@ -103,8 +109,8 @@ fn make(dir: &Path, n: u64) -> Result<()> {
     for i in 0..n {
         let meta = ChatMeta { title: format!("chat {i}"), ..ChatMeta::default() };
         last = store.create_chat(OWNER, meta)?;
-        store.chat(OWNER, last)?.append(NewMessage::user(text(i)))?;
-        let body = serde_json::json!([{"type": "text", "text": text(i)}]).to_string();
+        store.chat(OWNER, last)?.append(NewMessage::user(many_text(i)))?;
+        let body = serde_json::json!([{"type": "text", "text": many_text(i)}]).to_string();
         sql.execute(
             "INSERT INTO chats VALUES (?1, ?2, ?3, 0, 0)",
             rusqlite::params![i as i64 + 1, OWNER, format!("chat {i}")],

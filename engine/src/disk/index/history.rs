@@ -2,7 +2,6 @@
 //! Every value points back into the log; the message text itself lives only there.
 
 use redb::{ReadableTable, TableDefinition};
-use rkyv::{Archive, Deserialize, Serialize};
 
 use super::blob_row::{self, BLOBS, GRANTS};
 use super::{META, PendingRecord, redb_err};
@@ -20,7 +19,10 @@ type Loc = (u64, u64, u32);
 
 /// chat -> encoded [`ChatRow`].
 pub(crate) const CHATS: TableDefinition<'_, u64, &[u8]> = TableDefinition::new("chats");
-/// (owner, u64::MAX - last activity ms, chat) -> () : an owner's chats, newest first.
+/// (owner, last activity ms, u64::MAX - chat) -> () : an owner's chats, read backwards for
+/// newest first (ties by id). Keyed ascending (layout 10) so that the newest activity inserts
+/// at the table's end and fills its pages; keyed newest first before, every insert split a
+/// page at the table's start and left both halves half empty.
 pub(crate) const OWNER_CHATS: TableDefinition<'_, (&str, u64, u64), ()> = TableDefinition::new("owner_chats");
 /// A message version in the index: where its record is, and the header fields a cold load
 /// needs without reading the record.
@@ -167,8 +169,11 @@ fn lookup_fields(m: &MetaRec) -> Vec<(u8, String, [u8; 16])> {
     out
 }
 
-/// What the index keeps per chat.
-#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+/// What the index keeps per chat. Stored as varints (layout 10; an rkyv struct of 88 bytes
+/// before): owner (length, UTF-8), `created_ms`, `last_ms`, `len`, `revision`,
+/// `meta_version`, then `meta_loc` as segment + 1 (0: none) and, when present, offset and
+/// length.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ChatRow {
     pub owner: String,
     pub created_ms: u64,
@@ -180,9 +185,51 @@ pub(crate) struct ChatRow {
 }
 
 impl ChatRow {
-    pub(crate) fn decode(bytes: &[u8]) -> Result<ChatRow> {
-        record::decode::<ChatRow>(bytes, "chat row").map_err(Error::index_msg)
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(24 + self.owner.len());
+        varint(&mut out, self.owner.len() as u64);
+        out.extend_from_slice(self.owner.as_bytes());
+        for v in [self.created_ms, self.last_ms, self.len, self.revision, self.meta_version] {
+            varint(&mut out, v);
+        }
+        match self.meta_loc {
+            None => varint(&mut out, 0),
+            Some((segment, offset, len)) => {
+                varint(&mut out, segment + 1);
+                varint(&mut out, offset);
+                varint(&mut out, u64::from(len));
+            }
+        }
+        out
     }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Result<ChatRow> {
+        let bad = |e: String| Error::index_msg(format!("chat row: {e}"));
+        let mut r = Reader(bytes);
+        let n = r.varint().map_err(bad)?;
+        let owner = String::from_utf8(r.bytes(n).map_err(bad)?.to_vec())
+            .map_err(|e| bad(format!("an owner that is not UTF-8: {e}")))?;
+        let mut next = || r.varint().map_err(bad);
+        let (created_ms, last_ms, len, revision, meta_version) =
+            (next()?, next()?, next()?, next()?, next()?);
+        let meta_loc = match next()? {
+            0 => None,
+            segment => {
+                let offset = next()?;
+                let len = u32::try_from(next()?).map_err(|_| bad("a metadata length over 4 GiB".into()))?;
+                Some((segment - 1, offset, len))
+            }
+        };
+        if !r.0.is_empty() {
+            return Err(bad(format!("{} bytes after its last field", r.0.len())));
+        }
+        Ok(ChatRow { owner, created_ms, last_ms, len, revision, meta_version, meta_loc })
+    }
+}
+
+/// The `owner_chats` key of `chat` of `owner` last active at `last_ms`.
+pub(crate) fn owner_key(owner: &str, last_ms: u64, chat: u64) -> (&str, u64, u64) {
+    (owner, last_ms, u64::MAX - chat)
 }
 
 fn loc(l: Location) -> Loc {
@@ -277,12 +324,11 @@ impl<'t> HistoryIndex<'t> {
     /// Writes the changed chat rows and their owner-listing keys.
     pub(crate) fn finish(mut self) -> Result<()> {
         for (chat, (row, old_last)) in std::mem::take(&mut self.rows) {
-            let bytes = record::encode(&row)?;
-            self.chats.insert(chat, bytes.as_slice()).map_err(redb_err)?;
+            self.chats.insert(chat, row.encode().as_slice()).map_err(redb_err)?;
             if let Some(old) = old_last {
-                self.owners.remove((row.owner.as_str(), u64::MAX - old, chat)).map_err(redb_err)?;
+                self.owners.remove(owner_key(&row.owner, old, chat)).map_err(redb_err)?;
             }
-            self.owners.insert((row.owner.as_str(), u64::MAX - row.last_ms, chat), ()).map_err(redb_err)?;
+            self.owners.insert(owner_key(&row.owner, row.last_ms, chat), ()).map_err(redb_err)?;
         }
         Ok(())
     }
@@ -326,7 +372,7 @@ impl<'t> HistoryIndex<'t> {
             }
         };
         if let Some(old) = old_last {
-            self.owners.remove((row.owner.as_str(), u64::MAX - old, chat)).map_err(redb_err)?;
+            self.owners.remove(owner_key(&row.owner, old, chat)).map_err(redb_err)?;
         }
         self.chats.remove(chat).map_err(redb_err)?;
         let m = u64::MAX;

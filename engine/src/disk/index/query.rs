@@ -13,7 +13,7 @@ use redb::{Key, ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, 
 use super::history::{
     APPEND_KEYS, ARCHIVES, CALIB, CHAT_LOOKUP, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, ERASED, HIDDEN,
     MAY_ARCHIVE, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, SUMMARIES, decode_msg_val,
-    value_hash,
+    owner_key, value_hash,
 };
 use super::redb_err;
 use crate::base::blob::BlobId;
@@ -80,13 +80,13 @@ pub(crate) fn owner_chats(
     mut visit: impl FnMut(u64) -> Result<bool>,
 ) -> Result<()> {
     let Some(t) = table(&tx.0, OWNER_CHATS)? else { return Ok(()) };
-    let start = match from {
-        Some((last_ms, chat)) => (owner, u64::MAX - last_ms, chat),
-        None => (owner, 0, 0),
+    let end = match from {
+        Some((last_ms, chat)) => owner_key(owner, last_ms, chat),
+        None => (owner, u64::MAX, u64::MAX),
     };
-    for item in t.range(start..=(owner, u64::MAX, u64::MAX)).map_err(redb_err)? {
+    for item in t.range((owner, 0, 0)..=end).map_err(redb_err)?.rev() {
         let (k, _) = item.map_err(redb_err)?;
-        if !visit(k.value().2)? {
+        if !visit(u64::MAX - k.value().2)? {
             break;
         }
     }
