@@ -323,6 +323,10 @@ fn an_append_keeping_a_blob_collected_meanwhile_stores_it_again_and_commits_once
             .map(|r| r.get(0))
             .collect()
     };
+    // The first appends with a body of its own each prepare the statements on the connection.
+    for i in 0..2 {
+        chat.append(NewMessage::user(format!("warm-up {i} of {o} ").repeat(500))).unwrap();
+    }
     let before = rows(&mut pg);
     chat.append(NewMessage::user(long.clone())).unwrap();
     // The body's blob: the row this append added (tests running beside it store other sizes).
@@ -343,13 +347,13 @@ fn an_append_keeping_a_blob_collected_meanwhile_stores_it_again_and_commits_once
     assert!(kind >= 0 && len > 0, "the blob's row stored again, not a placeholder: kind {kind}, {len} bytes");
     let other = Store::open(&url, opts()).unwrap();
     let again = other.chat(&o, id).unwrap();
-    assert_eq!(again.len(), 2);
+    assert_eq!(again.len(), 4);
     let read = again.messages().unwrap();
     assert!(
-        matches!(&read[1].parts[..], [undertext::Part::Text(t)] if *t == long),
+        matches!(&read[3].parts[..], [undertext::Part::Text(t)] if *t == long),
         "the body, read by another store"
     );
-    // Lock; the batch's statement prepared (its second use on the connection); batch + COMMIT
-    // (refused, rolled back); lock again; batch; the row filled; COMMIT.
-    assert_eq!((r1 - r0, t1 - t0), (7, 2), "round trips and transactions of the write that stored it again");
+    // Lock; batch + COMMIT (refused, rolled back); lock again; batch (unnamed: the statement
+    // without the pipeline's first use here); the row filled; COMMIT.
+    assert_eq!((r1 - r0, t1 - t0), (6, 2), "round trips and transactions of the write that stored it again");
 }

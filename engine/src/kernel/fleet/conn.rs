@@ -223,7 +223,9 @@ impl Conn {
     /// round trip: both requests are sent before either answer is read, `sql`'s first (the
     /// server runs them in that order). Returns both results; when `sql` fails, the server
     /// skips the rest of its request and runs `then` after it (a `COMMIT` in a transaction
-    /// that failed answers `ROLLBACK`). A connection lost on the way fails both.
+    /// that failed answers `ROLLBACK`). A connection lost on the way fails both. A statement
+    /// that fails before it is sent (its parameters not encoded) sends no `then` (its result
+    /// is then empty).
     pub(super) fn pipeline(
         &mut self,
         sql: &'static str,
@@ -246,15 +248,21 @@ impl Conn {
             });
             let mut second = pin!(client.simple_query(then));
             let (mut a, mut b) = (None, None);
+            let mut then_sent = false;
             // Polled in order, `first` before `second` at every turn: each sends its request
             // at its first poll (the parameters' and columns' types are built in: no lookup
-            // comes before it), so the statement goes out before `then`.
+            // comes before it), so the statement goes out before `then`. A statement that
+            // fails before it is sent (its parameters not encoded) sends no `then`.
             std::future::poll_fn(|cx| {
                 if a.is_none()
                     && let Poll::Ready(r) = first.as_mut().poll(cx)
                 {
                     a = Some(r);
                 }
+                if !then_sent && matches!(a, Some(Err(_))) {
+                    return Poll::Ready((a.take().unwrap_or_else(|| Ok(Vec::new())), Ok(Vec::new())));
+                }
+                then_sent = true;
                 if b.is_none()
                     && let Poll::Ready(r) = second.as_mut().poll(cx)
                 {
@@ -291,6 +299,77 @@ impl Conn {
         self.query(sql, params).map(drop)
     }
 
+    /// Begins a transaction with the URL's timeouts and runs `statements` in it, in order,
+    /// all in one round trip (every request sent before the first answer is read); returns
+    /// each statement's rows. The first error fails the call (after it, the server refuses
+    /// the rest: the transaction is aborted, and left open: the caller rolls back); `Err`
+    /// carries the index of the request that failed (0: the `BEGIN`, then the statements).
+    pub(super) fn begin_with(
+        &mut self,
+        statements: &[(&'static str, &[&dyn Param])],
+    ) -> Result<Vec<Vec<Row>>, (usize, postgres::Error)> {
+        let mut how = Vec::with_capacity(statements.len());
+        for (i, (sql, _)) in statements.iter().enumerate() {
+            how.push(self.statement(sql).map_err(|e| (i + 1, e))?);
+        }
+        let plain: Vec<Vec<&(dyn ToSql + Sync)>> =
+            statements.iter().map(|(_, ps)| ps.iter().map(|p| p.sql()).collect()).collect();
+        let typed: Vec<Vec<(&(dyn ToSql + Sync), Type)>> =
+            statements.iter().map(|(_, ps)| ps.iter().map(|p| (p.sql(), p.pg_type())).collect()).collect();
+        let client = &self.client;
+        let begin = &*self.begin;
+        self.driver.rt.block_on(async {
+            let mut began = pin!(client.batch_execute(begin));
+            let mut runs: Vec<Run<'_>> = Vec::with_capacity(statements.len());
+            for (i, (sql, _)) in statements.iter().enumerate() {
+                let (s, plain, typed) = (&how[i], &plain[i], &typed[i]);
+                runs.push(Box::pin(async move {
+                    match s {
+                        Some(s) => client.query(s, plain).await,
+                        None => client.query_typed(sql, typed).await,
+                    }
+                }));
+            }
+            let mut began_done: Option<Result<(), postgres::Error>> = None;
+            let mut done: Vec<Option<Result<Vec<Row>, postgres::Error>>> =
+                runs.iter().map(|_| None).collect();
+            // Polled in order at every turn (each sends its request at its first poll: see
+            // `pipeline`), so the requests go out in order.
+            std::future::poll_fn(|cx| {
+                if began_done.is_none()
+                    && let Poll::Ready(r) = began.as_mut().poll(cx)
+                {
+                    began_done = Some(r);
+                }
+                for (run, out) in runs.iter_mut().zip(done.iter_mut()) {
+                    if out.is_none()
+                        && let Poll::Ready(r) = run.as_mut().poll(cx)
+                    {
+                        *out = Some(r);
+                    }
+                }
+                if began_done.is_some() && done.iter().all(Option::is_some) {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
+            if let Some(Err(e)) = began_done {
+                return Err((0, e));
+            }
+            let mut rows = Vec::with_capacity(done.len());
+            for (i, r) in done.into_iter().enumerate() {
+                match r {
+                    Some(Ok(r)) => rows.push(r),
+                    Some(Err(e)) => return Err((i + 1, e)),
+                    None => rows.push(Vec::new()),
+                }
+            }
+            Ok(rows)
+        })
+    }
+
     /// Runs `sql` (statements separated by `;`, no parameters) in the simple protocol and
     /// returns its messages.
     pub(super) fn simple_query(&mut self, sql: &str) -> Result<Vec<SimpleQueryMessage>, postgres::Error> {
@@ -312,6 +391,9 @@ impl Conn {
         }
     }
 }
+
+/// A statement's request in flight ([`Conn::begin_with`]).
+type Run<'a> = std::pin::Pin<Box<dyn Future<Output = Result<Vec<Row>, postgres::Error>> + 'a>>;
 
 /// Why [`Conn::connect`] failed.
 #[derive(Debug)]

@@ -523,8 +523,7 @@ impl Fleet {
             .query(
                 // A batch left without records (gc dropped those of a deleted chat) still
                 // counts: the versions stay dense.
-                "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
-                 WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx",
+                PULL_BATCHES,
                 &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
             )
             .map_err(|e| self.err("read new batches", &e))?;
@@ -1143,80 +1142,31 @@ impl Fleet {
         Ok(committed)
     }
 
-    /// Begins a transaction and locks chat `chat`'s row, in one round trip (both statements
-    /// in one simple query; the id is a number, written into the text). `None`: no such chat
-    /// (the transaction is left open: the caller rolls back).
+    /// Begins a transaction and locks chat `chat`'s row, and reads the chat's batches after
+    /// version `after`, in one round trip (`BEGIN`, then both statements, pipelined; prepared
+    /// on a direct connection). `None`: no such chat (the transaction is left open: the
+    /// caller rolls back).
     fn begin_locked(&self, c: &mut Conn, chat: u64, after: u64) -> Result<Option<(ChatRow, Vec<Pulled>)>> {
         // The batches after `after` are read by a statement after the lock's: under READ
         // COMMITTED it sees every commit before the lock was granted, and none can follow
         // until this transaction ends.
-        let sql = format!(
-            "SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {id} FOR UPDATE; \
-             SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
-             WHERE b.chat = {id} AND b.owner = '' AND b.version > {after} ORDER BY b.version, r.idx",
-            id = chat as i64,
-            after = after as i64,
-        );
-        let msgs = c
-            .begin(&sql)
-            .map_err(|e| self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e))?;
-        let rows: Vec<&postgres::SimpleQueryRow> = msgs
-            .iter()
-            .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => Some(r),
-                _ => None,
-            })
-            .collect();
-        // The chat's row has 5 columns, a batch's rows 3.
-        let Some(r) = rows.iter().find(|r| r.len() == 5) else { return Ok(None) };
-        let mut pulled = Vec::new();
-        for b in rows.iter().filter(|r| r.len() == 3) {
-            let cell = |i: usize| -> Result<Option<&str>> {
-                b.try_get(i).map_err(|e| self.err("read a column", &e))
-            };
-            let version = cell(0)?.and_then(|t| t.parse::<u64>().ok()).ok_or_else(|| {
-                self.bad(format!("chat {chat}: expected a batch version, found {:?}", cell(0)))
-            })?;
-            let kind = cell(1)?
-                .map(|t| t.parse::<i16>().map_err(|_| self.bad(format!("chat {chat}: record kind {t:?}"))))
-                .transpose()?;
-            let payload = cell(2)?
-                .map(|t| {
-                    unhex(t)
-                        .ok_or_else(|| self.bad(format!("chat {chat}: a payload not in bytea's hex form")))
-                })
-                .transpose()?;
-            pulled.push((version, kind, payload));
-        }
-        let text = |i: usize| -> Result<&str> {
-            r.try_get(i)
-                .map_err(|e| self.err("read a column", &e))?
-                .ok_or_else(|| self.bad(format!("chat {chat}: column {i} of its row is NULL")))
-        };
-        let num = |i: usize| -> Result<i64> {
-            let t = text(i)?;
-            t.parse::<i64>()
-                .map_err(|_| self.bad(format!("chat {chat}: expected a number in column {i}, found {t:?}")))
-        };
-        let unsigned = |i: usize| -> Result<u64> {
-            let v = num(i)?;
-            u64::try_from(v)
-                .map_err(|_| self.bad(format!("expected a non-negative number in column {i}, found {v}")))
-        };
-        let deleted = match text(4)? {
-            "t" => true,
-            "f" => false,
-            other => {
-                return Err(self.bad(format!("chat {chat}: expected t or f in column 4, found {other:?}")));
+        let (id, after) = (chat as i64, after as i64);
+        let found = c.begin_with(&[(LOCK_CHAT, &[&id]), (PULL_BATCHES, &[&id, &"", &after])]);
+        let found = match found {
+            Ok(found) => found,
+            Err((2, e)) => return Err(self.err("read new batches", &e)),
+            Err((_, e)) => {
+                return Err(self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e));
             }
         };
-        let row = ChatRow {
-            version: unsigned(0)?,
-            revision: unsigned(1)?,
-            next_seq: unsigned(2)?,
-            published_reach: num(3)?,
-            deleted,
+        let (Some(lock), Some(batches)) = (found.first(), found.get(1)) else {
+            return Err(
+                self.bad(format!("chat {chat}: expected the answers of 2 statements, found {}", found.len()))
+            );
         };
+        let Some(r) = lock.first() else { return Ok(None) };
+        let row = self.chat_row(r)?;
+        let pulled = batches.iter().map(|b| self.pulled(b, 0)).collect::<Result<Vec<_>>>()?;
         Ok(Some((row, pulled)))
     }
 }
@@ -1407,16 +1357,6 @@ fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
 /// records).
 type Pulled = (u64, Option<i16>, Option<Vec<u8>>);
 
-/// A bytea in PostgreSQL's hex text form (`\\x0a1b…`), as the simple protocol sends it.
-fn unhex(t: &str) -> Option<Vec<u8>> {
-    let h = t.strip_prefix("\\x")?.as_bytes();
-    if h.len() % 2 != 0 {
-        return None;
-    }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    h.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
-}
-
 /// Whether a pulled record of kind `k` leaves a chat's state as it was but for appended
 /// messages (a state loaded before it can be extended with them instead of loaded again):
 /// messages at the current revision (an edit's come with a revision record), the steps and
@@ -1547,7 +1487,15 @@ WHERE owner = $1::text AND NOT deleted AND version > 0 \
 ORDER BY last_ms DESC NULLS FIRST, id \
 LIMIT $4::bigint";
 
-const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
+/// Locks chat $1's row for a write (in a transaction) and returns it ([`ChatRow`]'s columns).
+const LOCK_CHAT: &str =
+    "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats WHERE id = $1 FOR UPDATE";
+
+/// The batches of stream ($1 chat, $2 owner) after version $3, with their records: (batch
+/// version, record kind, payload), the record columns NULL for a batch without records (gc
+/// dropped those of a deleted chat: the versions stay dense). By version, record.
+const PULL_BATCHES: &str = "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
+     WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx";
 
 /// The statement of a chat stream's batch, with `$title` (a `SET` item and its comma, or
 /// nothing) among what the chat row's update sets.
@@ -1675,11 +1623,7 @@ impl Remote for Fleet {
             let result = match row {
                 Some(row) => Ok(Some(row)),
                 None => c
-                    .query_opt(
-                        "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
-                         WHERE id = $1 FOR UPDATE",
-                        &[&(s.chat as i64)],
-                    )
+                    .query_opt(LOCK_CHAT, &[&(s.chat as i64)])
                     .map_err(|e| {
                         self.err_waiting("lock the chat", &format!("chat {}'s row lock", s.chat), &e)
                     })
