@@ -884,7 +884,7 @@ impl Fleet {
     /// the stream's row, all in one statement (one round trip).
     ///
     /// `commit` (a chat's stream): the `COMMIT` goes in the same round trip, right behind the
-    /// statement (pipelined); returns true when it did and the transaction committed. A
+    /// statement (pipelined); [`Written::Committed`] when the transaction committed. A
     /// statement that fails aborts the transaction, whose `COMMIT` then rolls back; a batch
     /// refused by the row's check (a publication's guard) leaves nothing of the batch to
     /// commit (only the rows of the blobs it carried, which gc collects unreferenced); and
