@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::conn::{Conn, Param, Slot, Slots};
+use super::conn::{Conn, ConnectError, Param, Slot, Slots};
 
 use super::notify::Notices;
 use super::s3::S3;
@@ -58,7 +58,11 @@ struct Local {
 /// A PostgreSQL catalog and blob store, shared by every process that opens the same URL.
 pub(crate) struct Fleet {
     shown: String,
+    /// The URL's settings, for the listening connection (notify.rs: the `postgres` crate's
+    /// client).
     config: postgres::Config,
+    /// The same settings, for the pool's connections (conn.rs: `tokio-postgres`'s client).
+    pg: tokio_postgres::Config,
     /// TLS (`sslmode=`, `sslrootcert=`).
     tls: MakeRustls,
     /// The URL's bounds and timeouts (for messages, and `pooler=transaction`).
@@ -204,7 +208,7 @@ impl Fleet {
 
     /// Connects to `url` without looking at the schema (the operator's `init` and `migrate`).
     pub(super) fn unchecked(url: &FleetUrl) -> Result<Fleet> {
-        let mut config: postgres::Config = url.postgres.parse().map_err(|e: postgres::Error| {
+        let mut config: tokio_postgres::Config = url.postgres.parse().map_err(|e: postgres::Error| {
             Error::InvalidArgument(format!("fleet URL {}: {}", url.shown, describe(&e)))
         })?;
         if config.get_connect_timeout().is_none() {
@@ -244,7 +248,8 @@ impl Fleet {
             replica,
             s3,
             shown: url.shown.clone(),
-            config,
+            config: postgres::Config::from(config.clone()),
+            pg: config,
             tls,
             limits,
             begin: begin.into(),
@@ -433,9 +438,12 @@ impl Fleet {
 
     /// Opens a connection in `slot`.
     fn connect_new(&self, slot: Slot) -> Result<Conn> {
-        match self.config.connect(self.tls.clone()) {
-            Ok(client) => Ok(Conn::new(client, self.limits.pooled, self.begin.clone(), slot)),
-            Err(e) => {
+        match Conn::connect(&self.pg, self.tls.clone(), self.limits.pooled, self.begin.clone(), slot) {
+            Ok(c) => Ok(c),
+            Err(ConnectError::Runtime(e)) => {
+                Err(self.bad(format!("connect: expected a runtime for the connection, found an error: {e}")))
+            }
+            Err(ConnectError::Postgres(e)) => {
                 let mut err = self.err("connect", &e);
                 if let Error::Backend { reason, .. } = &mut err
                     && reason.contains("unsupported startup parameter")
@@ -450,8 +458,8 @@ impl Fleet {
                     && (reason.contains("TLS") || reason.contains("certificate"))
                 {
                     let roots = self.tls.root.as_ref().map_or("system".into(), |p| p.display().to_string());
-                    let host = self.config.get_hosts().iter().find_map(|h| match h {
-                        postgres::config::Host::Tcp(name) => Some(name.clone()),
+                    let host = self.pg.get_hosts().iter().find_map(|h| match h {
+                        tokio_postgres::config::Host::Tcp(name) => Some(name.clone()),
                         _ => None,
                     });
                     let expected = match (self.tls.mode, host) {
@@ -515,8 +523,7 @@ impl Fleet {
             .query(
                 // A batch left without records (gc dropped those of a deleted chat) still
                 // counts: the versions stay dense.
-                "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
-                 WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx",
+                PULL_BATCHES,
                 &[&(s.chat as i64), &s.owner, &(local.applied as i64)],
             )
             .map_err(|e| self.err("read new batches", &e))?;
@@ -875,6 +882,17 @@ impl Fleet {
     /// lock): checks the chat's records against its row (dense seqs, the next revision, the
     /// publication guard), then inserts the batch at `version` and its records and updates
     /// the stream's row, all in one statement (one round trip).
+    ///
+    /// `commit` (a chat's stream): the `COMMIT` goes in the same round trip, right behind the
+    /// statement (pipelined); [`Written::Committed`] when the transaction committed. A
+    /// statement that fails aborts the transaction, whose `COMMIT` then rolls back; a batch
+    /// refused by the row's check (a publication's guard) leaves nothing of the batch to
+    /// commit (only the rows of the blobs it carried, which gc collects unreferenced); and
+    /// the statement refuses to go on when a blob the write keeps was collected meanwhile (a
+    /// placeholder row is never committed): then nothing is written, the row lock is gone
+    /// ([`Written::KeptGone`]: [`Fleet::commit_chat`] locks again and writes without the
+    /// pipeline).
+    #[allow(clippy::too_many_arguments)]
     fn write_batch(
         &self,
         c: &mut Conn,
@@ -883,7 +901,8 @@ impl Fleet {
         txn: &Txn,
         row: Option<&ChatRow>,
         blobs: Option<&BlobRows<'_>>,
-    ) -> Result<()> {
+        commit: bool,
+    ) -> Result<Written> {
         let mut idx: Vec<i32> = Vec::new();
         let mut kinds: Vec<i16> = Vec::new();
         let mut chats: Vec<Option<i64>> = Vec::new();
@@ -918,7 +937,7 @@ impl Fleet {
                     idx.len()
                 )));
             }
-            return Ok(());
+            return Ok(Written::Open);
         };
         // Guarded publication is part of the chat row's update: a checkpoint record's batch
         // is written only if the row is still at the checkpoint's base revision and below
@@ -976,14 +995,47 @@ impl Fleet {
         let statement = match &blob_params {
             Some((ids, kinds, codecs, lens, payloads)) => {
                 params.extend([ids as &dyn Param, kinds, codecs, lens, payloads]);
-                let with_blobs: &'static [String; 3] = &WRITE_CHAT_BATCH_BLOBS;
+                let with_blobs: &'static [String; 3] =
+                    if commit { &WRITE_CHAT_BATCH_BLOBS_KEPT } else { &WRITE_CHAT_BATCH_BLOBS };
                 with_blobs[variant].as_str()
             }
             None => [WRITE_CHAT_BATCH, WRITE_CHAT_BATCH_TITLED, WRITE_CHAT_BATCH_ACTIVE][variant],
         };
-        let done = self.one("write the batch", c.query_opt(statement, &params))?;
+        let done = if commit {
+            let (batch, committed) = c.pipeline(statement, &params, "COMMIT");
+            let batch = match batch {
+                Ok(rows) => rows,
+                // The statement failed on the server: the transaction was aborted, and its
+                // COMMIT answered ROLLBACK. Nothing was written.
+                Err(e) if e.as_db_error().is_some() => {
+                    if e.as_db_error().is_some_and(|db| db.message().contains(KEPT_GONE)) {
+                        return Ok(Written::KeptGone);
+                    }
+                    return Err(self.err("write the batch", &e));
+                }
+                // The connection failed with the COMMIT sent: whether the server committed is
+                // unknown (an idempotency key tells on a retry).
+                Err(e) => return Err(self.err("write the batch and commit (sent together)", &e)),
+            };
+            committed.map_err(|e| self.err("commit", &e))?;
+            match batch.into_iter().next() {
+                Some(row) => row,
+                None => {
+                    return Err(self.bad(format!(
+                        "chat {}: expected one row from the batch's statement, found none; its COMMIT \
+                         committed nothing of the batch",
+                        s.chat
+                    )));
+                }
+            }
+        } else {
+            self.one("write the batch", c.query_opt(statement, &params))?
+        };
         let (updated, records): (i64, i64) = (self.col(&done, 0)?, self.col(&done, 1)?);
         if updated == 1 && records == idx.len() as i64 {
+            if commit {
+                return Ok(Written::Committed);
+            }
             if let Some(b) = blobs {
                 let gone = self
                     .col::<Vec<&[u8]>>(&done, 2)?
@@ -996,7 +1048,7 @@ impl Fleet {
                     .collect::<Result<Vec<_>>>()?;
                 self.fill_gone(c, b, &gone)?;
             }
-            return Ok(());
+            return Ok(Written::Open);
         }
         let (base, reach) = (base as u64, reach);
         Err(match after.publish {
@@ -1006,6 +1058,13 @@ impl Fleet {
             Some(_) if before.published_reach >= reach => {
                 Error::Conflict(Conflict::NotNewer { published_reach: before.published_reach.max(0) as u64 })
             }
+            _ if commit && updated == 1 => self.bad(format!(
+                "chat {}: expected its row at version {} and {} records written, found {updated} row(s) \
+                 and {records} record(s), committed (the COMMIT went with the batch): check the chat",
+                s.chat,
+                before.version,
+                idx.len()
+            )),
             _ => self.bad(format!(
                 "chat {}: expected its row at version {} and {} records written, found {updated} row(s) \
                  and {records} record(s); nothing was written",
@@ -1038,16 +1097,44 @@ impl Fleet {
         }
         let version = row.version + 1;
         let t = std::time::Instant::now();
-        {
-            // `kept`: blobs in PostgreSQL; the batch's statement upserts its blobs' rows.
-            let records: Vec<&RecordOut> = txn.records.iter().collect();
-            let blobs = kept.map(|k| BlobRows::new(&records, k));
-            self.write_batch(c, s, version, &txn, Some(row), blobs.as_ref())?;
+        // `kept`: blobs in PostgreSQL; the batch's statement upserts its blobs' rows.
+        let records: Vec<&RecordOut> = txn.records.iter().collect();
+        let blobs = kept.map(|k| BlobRows::new(&records, k));
+        // The batch and its COMMIT in one round trip; the batch's statement checks the row's
+        // version (and the publication guard) itself, under the lock this transaction holds.
+        match self.write_batch(c, s, version, &txn, Some(row), blobs.as_ref(), true)? {
+            Written::Committed => phases::add(phases::WRITE, t.elapsed()),
+            Written::Open => {
+                phases::add(phases::WRITE, t.elapsed());
+                let t = std::time::Instant::now();
+                c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
+                phases::add(phases::COMMIT, t.elapsed());
+            }
+            Written::KeptGone => {
+                // A blob this write keeps was collected since: the transaction rolled back
+                // (the row lock with it). Locked again at the same version, the batch goes
+                // without the pipeline, its placeholder rows filled from the replica before
+                // the COMMIT; a chat another process wrote meanwhile refuses the write (its
+                // records were built on the version before).
+                match self.begin_locked(c, s.chat, row.version)? {
+                    Some((again, _)) if again.version == row.version => {}
+                    Some((again, _)) => {
+                        return Err(self.bad(format!(
+                            "chat {} changed in another process while this write stored a blob again \
+                             (version {} here, {} committed); nothing was written: retry",
+                            s.chat, row.version, again.version
+                        )));
+                    }
+                    None => return Err(Error::NotFound { what: format!("chat {}", s.chat) }),
+                }
+                self.write_batch(c, s, version, &txn, Some(row), blobs.as_ref(), false)?;
+                phases::add(phases::WRITE, t.elapsed());
+                let t = std::time::Instant::now();
+                c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
+                phases::add(phases::COMMIT, t.elapsed());
+            }
         }
-        phases::add(phases::WRITE, t.elapsed());
-        let t = std::time::Instant::now();
-        c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
-        phases::add(phases::COMMIT, t.elapsed());
+        drop(blobs);
         let t = std::time::Instant::now();
         let committed = core.append_local(txn)?;
         phases::add(phases::LOCAL, t.elapsed());
@@ -1055,80 +1142,31 @@ impl Fleet {
         Ok(committed)
     }
 
-    /// Begins a transaction and locks chat `chat`'s row, in one round trip (both statements
-    /// in one simple query; the id is a number, written into the text). `None`: no such chat
-    /// (the transaction is left open: the caller rolls back).
+    /// Begins a transaction and locks chat `chat`'s row, and reads the chat's batches after
+    /// version `after`, in one round trip (`BEGIN`, then both statements, pipelined; prepared
+    /// on a direct connection). `None`: no such chat (the transaction is left open: the
+    /// caller rolls back).
     fn begin_locked(&self, c: &mut Conn, chat: u64, after: u64) -> Result<Option<(ChatRow, Vec<Pulled>)>> {
         // The batches after `after` are read by a statement after the lock's: under READ
         // COMMITTED it sees every commit before the lock was granted, and none can follow
         // until this transaction ends.
-        let sql = format!(
-            "SELECT {CHAT_COLUMNS} FROM ut_chats WHERE id = {id} FOR UPDATE; \
-             SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
-             WHERE b.chat = {id} AND b.owner = '' AND b.version > {after} ORDER BY b.version, r.idx",
-            id = chat as i64,
-            after = after as i64,
-        );
-        let msgs = c
-            .begin(&sql)
-            .map_err(|e| self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e))?;
-        let rows: Vec<&postgres::SimpleQueryRow> = msgs
-            .iter()
-            .filter_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(r) => Some(r),
-                _ => None,
-            })
-            .collect();
-        // The chat's row has 5 columns, a batch's rows 3.
-        let Some(r) = rows.iter().find(|r| r.len() == 5) else { return Ok(None) };
-        let mut pulled = Vec::new();
-        for b in rows.iter().filter(|r| r.len() == 3) {
-            let cell = |i: usize| -> Result<Option<&str>> {
-                b.try_get(i).map_err(|e| self.err("read a column", &e))
-            };
-            let version = cell(0)?.and_then(|t| t.parse::<u64>().ok()).ok_or_else(|| {
-                self.bad(format!("chat {chat}: expected a batch version, found {:?}", cell(0)))
-            })?;
-            let kind = cell(1)?
-                .map(|t| t.parse::<i16>().map_err(|_| self.bad(format!("chat {chat}: record kind {t:?}"))))
-                .transpose()?;
-            let payload = cell(2)?
-                .map(|t| {
-                    unhex(t)
-                        .ok_or_else(|| self.bad(format!("chat {chat}: a payload not in bytea's hex form")))
-                })
-                .transpose()?;
-            pulled.push((version, kind, payload));
-        }
-        let text = |i: usize| -> Result<&str> {
-            r.try_get(i)
-                .map_err(|e| self.err("read a column", &e))?
-                .ok_or_else(|| self.bad(format!("chat {chat}: column {i} of its row is NULL")))
-        };
-        let num = |i: usize| -> Result<i64> {
-            let t = text(i)?;
-            t.parse::<i64>()
-                .map_err(|_| self.bad(format!("chat {chat}: expected a number in column {i}, found {t:?}")))
-        };
-        let unsigned = |i: usize| -> Result<u64> {
-            let v = num(i)?;
-            u64::try_from(v)
-                .map_err(|_| self.bad(format!("expected a non-negative number in column {i}, found {v}")))
-        };
-        let deleted = match text(4)? {
-            "t" => true,
-            "f" => false,
-            other => {
-                return Err(self.bad(format!("chat {chat}: expected t or f in column 4, found {other:?}")));
+        let (id, after) = (chat as i64, after as i64);
+        let found = c.begin_with(&[(LOCK_CHAT, &[&id]), (PULL_BATCHES, &[&id, &"", &after])]);
+        let found = match found {
+            Ok(found) => found,
+            Err((2, e)) => return Err(self.err("read new batches", &e)),
+            Err((_, e)) => {
+                return Err(self.err_waiting("lock the chat", &format!("chat {chat}'s row lock"), &e));
             }
         };
-        let row = ChatRow {
-            version: unsigned(0)?,
-            revision: unsigned(1)?,
-            next_seq: unsigned(2)?,
-            published_reach: num(3)?,
-            deleted,
+        let (Some(lock), Some(batches)) = (found.first(), found.get(1)) else {
+            return Err(
+                self.bad(format!("chat {chat}: expected the answers of 2 statements, found {}", found.len()))
+            );
         };
+        let Some(r) = lock.first() else { return Ok(None) };
+        let row = self.chat_row(r)?;
+        let pulled = batches.iter().map(|b| self.pulled(b, 0)).collect::<Result<Vec<_>>>()?;
         Ok(Some((row, pulled)))
     }
 }
@@ -1186,16 +1224,41 @@ impl<'r> BlobRows<'r> {
 /// [`WRITE_CHAT_BATCH`], [`WRITE_CHAT_BATCH_TITLED`] and [`WRITE_CHAT_BATCH_ACTIVE`] with the
 /// batch's blob rows upserted in the same statement ([`BlobRows`], its arrays the 5 parameters
 /// after the variant's own), returning a third column: the ids of placeholder rows to fill.
-static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 3]> = std::sync::LazyLock::new(|| {
+static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 3]> =
+    std::sync::LazyLock::new(|| with_blob_rows(false));
+
+/// [`WRITE_CHAT_BATCH_BLOBS`] for a batch whose `COMMIT` follows in the same round trip: the
+/// statement fails (the transaction aborts; nothing is written) when it inserted a placeholder
+/// row (a kept blob collected meanwhile), which must never be committed.
+static WRITE_CHAT_BATCH_BLOBS_KEPT: std::sync::LazyLock<[String; 3]> =
+    std::sync::LazyLock::new(|| with_blob_rows(true));
+
+/// What the error of [`WRITE_CHAT_BATCH_BLOBS_KEPT`] says (a text cast to an integer: no
+/// function needs creating for it).
+const KEPT_GONE: &str = "undertext: a kept blob was collected";
+
+/// The three chat batch statements with the blob rows' upsert (see [`WRITE_CHAT_BATCH_BLOBS`]);
+/// `refuse_placeholders`: see [`WRITE_CHAT_BATCH_BLOBS_KEPT`].
+fn with_blob_rows(refuse_placeholders: bool) -> [String; 3] {
     [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15)].map(|(sql, n)| {
         let body = sql.strip_prefix("WITH ").unwrap_or(sql);
+        // Evaluated at run time only when a placeholder was inserted (not a constant: the
+        // planner cannot fold it).
+        let refuse = if refuse_placeholders {
+            format!(
+                ", CASE WHEN EXISTS (SELECT 1 FROM bl WHERE kind < 0) \
+                     THEN ('{KEPT_GONE}: ' || (SELECT count(*) FROM bl WHERE kind < 0))::integer END"
+            )
+        } else {
+            String::new()
+        };
         format!(
             "WITH bl AS ( \
                  INSERT INTO ut_blobs (id, kind, codec, raw_len, payload) \
                  SELECT * FROM unnest(${}::bytea[], ${}::smallint[], ${}::smallint[], ${}::integer[], ${}::bytea[]) \
                  ON CONFLICT (id) DO UPDATE SET stored_at = now(), doomed = false \
                  RETURNING id, kind \
-             ), {body}, ARRAY(SELECT id FROM bl WHERE kind < 0)",
+             ), {body}, ARRAY(SELECT id FROM bl WHERE kind < 0){refuse}",
             n + 1,
             n + 2,
             n + 3,
@@ -1203,7 +1266,19 @@ static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 3]> = std::sync::Laz
             n + 5
         )
     })
-});
+}
+
+/// How [`Fleet::write_batch`] left the transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// Written, the transaction still open (the caller commits).
+    Open,
+    /// Written and committed (the `COMMIT` went with the statement).
+    Committed,
+    /// Nothing written and the transaction gone (rolled back): a blob the write keeps was
+    /// collected meanwhile (see [`WRITE_CHAT_BATCH_BLOBS_KEPT`]).
+    KeptGone,
+}
 
 /// Where this process's fleet writes of chats spend their time, summed over every store
 /// (`fleet::write_phases`, for benches): per phase, nanoseconds and times.
@@ -1220,9 +1295,10 @@ pub(super) mod phases {
     pub(crate) const BUILD: usize = 2;
     /// Uploading new blobs and keeping referenced ones (before the catalog statement).
     pub(crate) const BLOBS: usize = 3;
-    /// The batch's statement (batch, records and the chat row in one round trip).
+    /// The batch's statement (batch, records and the chat row in one round trip), and the
+    /// `COMMIT` sent with it (the server's WAL flush), unless a kept blob was collected.
     pub(crate) const WRITE: usize = 4;
-    /// `COMMIT`: one round trip and the server's WAL flush.
+    /// A `COMMIT` of its own (a kept blob was collected): one round trip and the WAL flush.
     pub(crate) const COMMIT: usize = 5;
     /// Appending the committed batch to the local replica.
     pub(crate) const LOCAL: usize = 6;
@@ -1280,16 +1356,6 @@ fn local_record(core: &Core, id: &BlobId) -> Result<Option<RecordOut>> {
 /// A pulled record: its batch's version, then its kind and payload (`None` for a batch without
 /// records).
 type Pulled = (u64, Option<i16>, Option<Vec<u8>>);
-
-/// A bytea in PostgreSQL's hex text form (`\\x0a1b…`), as the simple protocol sends it.
-fn unhex(t: &str) -> Option<Vec<u8>> {
-    let h = t.strip_prefix("\\x")?.as_bytes();
-    if h.len() % 2 != 0 {
-        return None;
-    }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-    h.chunks_exact(2).map(|p| Some(digit(p[0])? << 4 | digit(p[1])?)).collect()
-}
 
 /// Whether a pulled record of kind `k` leaves a chat's state as it was but for appended
 /// messages (a state loaded before it can be extended with them instead of loaded again):
@@ -1421,7 +1487,15 @@ WHERE owner = $1::text AND NOT deleted AND version > 0 \
 ORDER BY last_ms DESC NULLS FIRST, id \
 LIMIT $4::bigint";
 
-const CHAT_COLUMNS: &str = "version, revision, next_seq, published_reach, deleted";
+/// Locks chat $1's row for a write (in a transaction) and returns it ([`ChatRow`]'s columns).
+const LOCK_CHAT: &str =
+    "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats WHERE id = $1 FOR UPDATE";
+
+/// The batches of stream ($1 chat, $2 owner) after version $3, with their records: (batch
+/// version, record kind, payload), the record columns NULL for a batch without records (gc
+/// dropped those of a deleted chat: the versions stay dense). By version, record.
+const PULL_BATCHES: &str = "SELECT b.version, r.kind, r.payload FROM ut_batches b LEFT JOIN ut_records r ON r.batch = b.id \
+     WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx";
 
 /// The statement of a chat stream's batch, with `$title` (a `SET` item and its comma, or
 /// nothing) among what the chat row's update sets.
@@ -1549,11 +1623,7 @@ impl Remote for Fleet {
             let result = match row {
                 Some(row) => Ok(Some(row)),
                 None => c
-                    .query_opt(
-                        "SELECT version, revision, next_seq, published_reach, deleted FROM ut_chats \
-                         WHERE id = $1 FOR UPDATE",
-                        &[&(s.chat as i64)],
-                    )
+                    .query_opt(LOCK_CHAT, &[&(s.chat as i64)])
                     .map_err(|e| {
                         self.err_waiting("lock the chat", &format!("chat {}'s row lock", s.chat), &e)
                     })
@@ -1587,7 +1657,7 @@ impl Remote for Fleet {
             if l.applied < version {
                 self.pull(&mut c, core, &s, &mut l)?;
             }
-            self.write_batch(&mut c, &s, version + 1, &txn, None, None)?;
+            self.write_batch(&mut c, &s, version + 1, &txn, None, None, false)?;
             c.batch_execute("COMMIT").map_err(|e| self.err("commit", &e))?;
             let committed = core.append_local(txn)?;
             l.applied = version + 1;
