@@ -22,7 +22,9 @@ fn corpus() -> std::path::PathBuf {
 fn ctrl_c_stops_an_import_at_a_session_boundary_and_the_next_import_adds_the_rest() {
     let corpus = corpus();
     let mut delay = Duration::from_millis(2_500);
-    for _ in 0..4 {
+    // The delay adapts: an import that finished before its signal is tried again with a
+    // quarter of its time, one stopped while still reading with half as much again.
+    for _ in 0..12 {
         let tmp = tempfile::tempdir().unwrap();
         let store = tmp.path().join("s");
         let started = Instant::now();
@@ -46,7 +48,7 @@ fn ctrl_c_stops_an_import_at_a_session_boundary_and_the_next_import_adds_the_res
         if out.status.success() {
             // It finished before the signal landed: interrupt sooner.
             assert!(!sent || report["interrupted"] == false, "{report}");
-            delay = (took / 3).min(delay / 2);
+            delay = (took / 4).min(delay / 2);
             continue;
         }
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -88,8 +88,9 @@ pub(crate) const ERASED: TableDefinition<'_, (u64, u64, u64), u64> = TableDefini
 /// `record::append_key`).
 pub(crate) const APPEND_KEYS: TableDefinition<'_, (u64, &str), (u64, u64)> =
     TableDefinition::new("append_keys");
-/// (chat, version) -> metadata record location.
-pub(crate) const METAS: TableDefinition<'_, (u64, u64), Loc> = TableDefinition::new("metas");
+/// (chat, version) -> metadata record location: segment, offset and length as varints
+/// (layout 10; a fixed 20-byte tuple before).
+pub(crate) const METAS: TableDefinition<'_, (u64, u64), &[u8]> = TableDefinition::new("metas");
 /// (chat, turn, segment, offset) -> step record payload length: steps in log order.
 pub(crate) const STEPS: TableDefinition<'_, (u64, u64, u64, u64), u32> = TableDefinition::new("steps");
 
@@ -232,6 +233,28 @@ pub(crate) fn owner_key(owner: &str, last_ms: u64, chat: u64) -> (&str, u64, u64
     (owner, last_ms, u64::MAX - chat)
 }
 
+/// A location as three varints (segment, offset, length): a `metas` value.
+pub(crate) fn encode_loc(l: Location) -> Vec<u8> {
+    let mut out = Vec::with_capacity(12);
+    for v in [l.segment, l.offset, u64::from(l.len)] {
+        varint(&mut out, v);
+    }
+    out
+}
+
+/// The location [`encode_loc`] wrote.
+pub(crate) fn decode_loc(bytes: &[u8]) -> Result<Location> {
+    let bad = |e: String| Error::index_msg(format!("metadata location: {e}"));
+    let mut r = Reader(bytes);
+    let (segment, offset, len) =
+        (r.varint().map_err(bad)?, r.varint().map_err(bad)?, r.varint().map_err(bad)?);
+    let len = u32::try_from(len).map_err(|_| bad(format!("a length of {len} bytes")))?;
+    if !r.0.is_empty() {
+        return Err(bad(format!("{} bytes after its last field", r.0.len())));
+    }
+    Ok(Location { segment, offset, len })
+}
+
 fn loc(l: Location) -> Loc {
     (l.segment, l.offset, l.len)
 }
@@ -254,7 +277,7 @@ pub(crate) struct HistoryIndex<'t> {
     hidden: redb::Table<'t, (u64, u64, u64), u64>,
     erased: redb::Table<'t, (u64, u64, u64), u64>,
     append_keys: redb::Table<'t, (u64, &'static str), (u64, u64)>,
-    metas: redb::Table<'t, (u64, u64), Loc>,
+    metas: redb::Table<'t, (u64, u64), &'static [u8]>,
     steps: redb::Table<'t, (u64, u64, u64, u64), u32>,
     archives: redb::Table<'t, (&'static str, [u8; 32]), &'static [u8]>,
     blobs: redb::Table<'t, [u8; 32], &'static [u8]>,
@@ -321,14 +344,21 @@ impl<'t> HistoryIndex<'t> {
         }
     }
 
-    /// Writes the changed chat rows and their owner-listing keys.
+    /// Writes the changed chat rows and their owner-listing keys, the keys in ascending order:
+    /// the newest activity goes at the table's end, where in-order inserts fill its pages
+    /// (chats of one millisecond, in id order, would insert backwards).
     pub(crate) fn finish(mut self) -> Result<()> {
+        let mut listed = Vec::with_capacity(self.rows.len());
         for (chat, (row, old_last)) in std::mem::take(&mut self.rows) {
             self.chats.insert(chat, row.encode().as_slice()).map_err(redb_err)?;
             if let Some(old) = old_last {
                 self.owners.remove(owner_key(&row.owner, old, chat)).map_err(redb_err)?;
             }
-            self.owners.insert(owner_key(&row.owner, row.last_ms, chat), ()).map_err(redb_err)?;
+            listed.push((row.owner, row.last_ms, chat));
+        }
+        listed.sort_unstable_by(|a, b| owner_key(&a.0, a.1, a.2).cmp(&owner_key(&b.0, b.1, b.2)));
+        for (owner, last_ms, chat) in &listed {
+            self.owners.insert(owner_key(owner, *last_ms, *chat), ()).map_err(redb_err)?;
         }
         Ok(())
     }
@@ -440,7 +470,7 @@ impl<'t> HistoryIndex<'t> {
             }
             Kind::Meta => {
                 let m: MetaRec = record::decode(&r.payload, "metadata").map_err(|e| bad(r, e))?;
-                self.metas.insert((m.chat, m.version), loc(r.loc)).map_err(redb_err)?;
+                self.metas.insert((m.chat, m.version), encode_loc(r.loc).as_slice()).map_err(redb_err)?;
                 let row = self.row(m.chat, r)?;
                 row.last_ms = row.last_ms.max(m.at_ms);
                 if m.version >= row.meta_version {

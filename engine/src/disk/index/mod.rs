@@ -80,8 +80,8 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// 10: `inline_texts` lists only texts longer than 128 characters, the shortest a view can
 /// preview (issue 34: every short user text was one insert at a random place of the table;
 /// issue 38: most of a small chat's index rows); `chats` rows are varints (88 bytes of rkyv
-/// before); `owner_chats` is keyed ascending, read backwards (keyed newest first, its pages
-/// were half empty).
+/// before) and `metas` values too; `owner_chats` is keyed ascending, read backwards (keyed
+/// newest first, its pages were half empty).
 const INDEX_VERSION: u64 = 10;
 
 /// The file name of the index inside the store directory.

@@ -12,8 +12,8 @@ use redb::{Key, ReadOnlyTable, ReadTransaction, ReadableTable, TableDefinition, 
 
 use super::history::{
     APPEND_KEYS, ARCHIVES, CALIB, CHAT_LOOKUP, CHATS, CHECKPOINTS, COMPACTIONS, ChatRow, ERASED, HIDDEN,
-    MAY_ARCHIVE, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, SUMMARIES, decode_msg_val,
-    owner_key, value_hash,
+    MAY_ARCHIVE, MESSAGES, METAS, MsgVal, OWNER_CHATS, PINS, REVISIONS, STEPS, SUMMARIES, decode_loc,
+    decode_msg_val, owner_key, value_hash,
 };
 use super::redb_err;
 use crate::base::blob::BlobId;
@@ -293,7 +293,7 @@ pub(crate) fn append_key(tx: &ReadTx, chat: u64, key: &str) -> Result<Option<(u6
 /// Where metadata version `version` of `chat` is in the log, if it exists.
 pub(crate) fn meta_location(tx: &ReadTx, chat: u64, version: u64) -> Result<Option<Location>> {
     let Some(t) = table(&tx.0, METAS)? else { return Ok(None) };
-    Ok(t.get((chat, version)).map_err(redb_err)?.map(|g| loc(g.value())))
+    t.get((chat, version)).map_err(redb_err)?.map(|g| decode_loc(g.value())).transpose()
 }
 
 /// Where the step records of user turn `turn` of `chat` are in the log, in the order they
