@@ -129,3 +129,43 @@ fn group_commit_shares_fsyncs_between_concurrent_writers() {
     assert!(syncs <= 4 * per_thread, "{syncs} fsyncs for {} puts", 4 * per_thread);
     eprintln!("{} puts from 4 threads shared {syncs} fsyncs", 4 * per_thread);
 }
+
+/// Listing an owner's chats from the index (after a reopen, nothing cached): newest activity
+/// first, ties (chats of one millisecond) by id, and paging with the cursor neither skips nor
+/// repeats a chat, whatever the page size: the class of an index key order that the listing
+/// reads backwards.
+#[test]
+fn chats_listed_from_the_index_page_newest_first_with_ties_by_id() {
+    use undertext::{ChatMeta, NewMessage, Page};
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path(), Options::default().durability(Durability::None)).unwrap();
+        let ids: Vec<_> = (0..300).map(|_| store.create_chat("o", ChatMeta::default()).unwrap()).collect();
+        store.create_chat("other", ChatMeta::default()).unwrap();
+        for id in ids.iter().step_by(7) {
+            store.chat("o", *id).unwrap().append(NewMessage::user("later")).unwrap();
+        }
+        store.close().unwrap();
+    }
+    let store = Store::open(dir.path(), Options::default()).unwrap();
+    let all = store.chats("o", Page { limit: 1000, after: None }).unwrap();
+    assert!(all.next.is_none());
+    let keys: Vec<_> = all.chats.iter().map(|c| (c.last_activity_ms, c.id)).collect();
+    let mut want = keys.clone();
+    want.sort_by_key(|&(ms, id)| (u64::MAX - ms, id));
+    assert_eq!(keys, want);
+    assert_eq!(keys.len(), 300);
+    assert!(keys.windows(2).any(|w| w[0].0 == w[1].0), "no two chats share a millisecond: no ties tested");
+    for limit in [1, 7, 64] {
+        let (mut got, mut after) = (Vec::new(), None);
+        loop {
+            let page = store.chats("o", Page { limit, after }).unwrap();
+            got.extend(page.chats.iter().map(|c| (c.last_activity_ms, c.id)));
+            match page.next {
+                Some(c) => after = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(got, keys, "pages of {limit}");
+    }
+}

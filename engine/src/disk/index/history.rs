@@ -715,3 +715,57 @@ pub(crate) fn batch_chats<'a>(records: impl Iterator<Item = (Kind, &'a [u8])>) -
     chats.dedup();
     chats
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chat_row_and_a_metadata_location_read_back_as_written_and_damage_is_an_error() {
+        let rows = [
+            ChatRow {
+                owner: String::new(),
+                created_ms: 0,
+                last_ms: 0,
+                len: 0,
+                revision: 0,
+                meta_version: 0,
+                meta_loc: None,
+            },
+            ChatRow {
+                owner: "ägare ✓".into(),
+                created_ms: 1_796_600_905_247,
+                last_ms: u64::MAX,
+                len: 1 << 40,
+                revision: 7,
+                meta_version: 3,
+                meta_loc: Some((0, u64::MAX, u32::MAX)),
+            },
+        ];
+        for row in rows {
+            let bytes = row.encode();
+            assert_eq!(ChatRow::decode(&bytes).unwrap(), row);
+            for cut in 0..bytes.len() {
+                let e = ChatRow::decode(&bytes[..cut]).unwrap_err();
+                assert!(e.to_string().contains("chat row"), "{e}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            let e = ChatRow::decode(&longer).unwrap_err();
+            assert!(e.to_string().contains("1 bytes after its last field"), "{e}");
+        }
+        let l = Location { segment: 3, offset: 1 << 33, len: 4096 };
+        let bytes = encode_loc(l);
+        assert_eq!(decode_loc(&bytes).unwrap(), l);
+        assert!(decode_loc(&bytes[..bytes.len() - 1]).is_err());
+        let mut big = Vec::new();
+        for v in [1, 2, u64::from(u32::MAX) + 1] {
+            varint(&mut big, v);
+        }
+        assert!(decode_loc(&big).unwrap_err().to_string().contains("a length of 4294967296 bytes"));
+        let mut bad_owner = Vec::new();
+        varint(&mut bad_owner, 2);
+        bad_owner.extend_from_slice(&[0xff, 0xfe]);
+        assert!(ChatRow::decode(&bad_owner).unwrap_err().to_string().contains("not UTF-8"));
+    }
+}
