@@ -50,7 +50,7 @@ pub(crate) fn create_chat_with(
     let core = chats.core();
     if core.remote().is_some() {
         let id = create_chat(chats, owner, meta)?;
-        let state = chats.get(owner, id)?;
+        let state = chats.get(owner, id, true)?;
         let chat = super::ChatRef { state: &state, archives };
         match at_ms {
             Some(at) => chat.append_batch_at(messages, at)?,
@@ -89,7 +89,7 @@ pub(crate) fn delete_chat(
     forget: impl FnOnce(&Arc<ChatState>),
 ) -> Result<()> {
     check_owner(owner)?;
-    let state = chats.get(owner, id)?;
+    let state = chats.get(owner, id, true)?;
     let core = chats.core();
     let (mut w, _fleet) = state.lock_write()?;
     let mut txn = Txn::default();
@@ -111,9 +111,9 @@ pub(crate) fn delete_chat(
 
 /// Opens chat `id` of `owner`. A chat of another owner is the same
 /// [`Error::NotFound`] as an absent one.
-pub(crate) fn open_chat(chats: &ChatCache, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+pub(crate) fn open_chat(chats: &ChatCache, owner: &str, id: ChatId, refresh: bool) -> Result<Arc<ChatState>> {
     check_owner(owner)?;
-    chats.get(owner, id)
+    chats.get(owner, id, refresh)
 }
 
 /// One page of `owner`'s chats, newest activity first.
@@ -253,26 +253,28 @@ pub(crate) fn find_chats(
         MetaField::Title => (crate::disk::index::FIELD_TITLE, ""),
         MetaField::Extra(k) => (crate::disk::index::FIELD_EXTRA, k),
     };
+    // Fleet mode: what the catch-up said of each chat it brought up (the chats in memory
+    // follow it without another query).
+    let mut heads: HashMap<u64, crate::kernel::store::remote::ChatHead> = HashMap::new();
     if let Some(remote) = core.remote() {
         // Fleet mode: the catalog names the chats with a title, so only those are pulled
         // (issue 35's cold start: not every chat of the owner), and so are the chats the
-        // local replica names (another process may have changed their title).
+        // local replica names (another process may have changed their title): the lookup
+        // and the pull are one statement.
         let named = match field {
-            MetaField::Title => remote.titled(owner, value)?,
-            MetaField::Extra(_) => None,
-        };
-        match named {
-            Some(ids) => {
+            MetaField::Title => {
                 core.ensure_flushed(core.log.written())?;
                 let local = crate::disk::index::find_chats(&core.index.read()?, owner, key, value)?;
-                for id in ids.into_iter().chain(local) {
-                    remote.catch_up_chat(core, id, owner)?;
-                }
+                remote.catch_up_titled(core, owner, value, &local)?
             }
-            None => {
-                remote.catch_up_owner(core, owner)?;
-            }
+            MetaField::Extra(_) => None,
+        };
+        heads = match named {
+            Some(found) => found,
+            None => remote.catch_up_owner(core, owner)?,
         }
+        .into_iter()
+        .collect();
     }
     // Every record written so far is in redb: the lookup table answers for all of them.
     core.ensure_flushed(core.log.written())?;
@@ -288,7 +290,7 @@ pub(crate) fn find_chats(
         // A chat in memory is authoritative (its summary needs no log read), once brought up
         // to what other processes committed (fleet mode; a chat deleted there is skipped).
         let summary = match cached.get(&chat) {
-            Some(s) => match s.sync() {
+            Some(s) => match heads.get(&chat).map_or_else(|| s.sync(), |h| s.follow_head(*h)) {
                 Ok(()) => summary_of(&s.cell.load()),
                 Err(crate::base::error::Error::NotFound { .. }) => continue,
                 Err(e) => return Err(e),

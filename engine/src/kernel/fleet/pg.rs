@@ -43,6 +43,18 @@ impl Stream {
     }
 }
 
+/// Which chats of an owner [`Fleet::catch_up_listed`] brings up to date.
+#[derive(Debug, Clone, Copy)]
+enum Listed<'a> {
+    /// Every chat of the owner.
+    All,
+    /// Those of these ids that are the owner's.
+    Only(&'a [u64]),
+    /// Those the catalog says are titled this, and those of these ids (the replica's own
+    /// chats of that title) that are the owner's.
+    Titled(&'a str, &'a [u64]),
+}
+
 /// How far the local replica holds a stream.
 #[derive(Debug, Default)]
 struct Local {
@@ -603,17 +615,18 @@ impl Fleet {
         Ok((l.applied, l.pulled, l.changed))
     }
 
-    /// Brings the replica up to every chat of `owner` (`only`: those of them listed) with the
-    /// batches it lacks, in one statement on `c` (one round trip, one snapshot) whatever the
-    /// number of chats: the versions this replica holds go with it. Returns the chats (id,
-    /// head), deleted ones included.
+    /// Brings the replica up to the chats of `owner` that `which` names with the batches it
+    /// lacks, in one statement on `c` (one round trip, one snapshot) whatever the number of
+    /// chats: the versions this replica holds go with it. Returns the chats (id, head),
+    /// deleted ones included; `None` only for [`Listed::Titled`] when the catalog does not
+    /// know the title of a chat of the owner (nothing is pulled then).
     fn catch_up_listed(
         &self,
         mut c: Conn,
         core: &Core,
         owner: &str,
-        only: Option<&[u64]>,
-    ) -> Result<Vec<(u64, ChatHead)>> {
+        which: Listed<'_>,
+    ) -> Result<Option<Vec<(u64, ChatHead)>>> {
         let known: Vec<(u64, Arc<Mutex<Local>>)> = self
             .streams
             .lock()
@@ -629,10 +642,29 @@ impl Fleet {
                 applied.push(v as i64);
             }
         }
-        let only: Option<Vec<i64>> = only.map(|o| o.iter().map(|&i| i as i64).collect());
-        let rows = c
-            .query(OWNER_CATCH_UP, &[&owner, &ids, &applied, &only])
-            .map_err(|e| self.err("read the owner's chats", &e))?;
+        let rows = match which {
+            Listed::All | Listed::Only(_) => {
+                let only: Option<Vec<i64>> = match which {
+                    Listed::Only(o) => Some(o.iter().map(|&i| i as i64).collect()),
+                    _ => None,
+                };
+                c.query(OWNER_CATCH_UP, &[&owner, &ids, &applied, &only])
+                    .map_err(|e| self.err("read the owner's chats", &e))?
+            }
+            Listed::Titled(title, also) => {
+                let also: Vec<i64> = also.iter().map(|&i| i as i64).collect();
+                let rows = c
+                    .query(TITLED_CATCH_UP, &[&owner, &ids, &applied, &title, &also])
+                    .map_err(|e| self.err("find chats by title", &e))?;
+                for r in &rows {
+                    if self.col::<bool>(r, 6)? {
+                        self.put(c);
+                        return Ok(None);
+                    }
+                }
+                rows
+            }
+        };
         self.put(c);
         let mut out: Vec<(u64, ChatHead)> = Vec::new();
         let mut i = 0;
@@ -658,7 +690,7 @@ impl Fleet {
             ));
             i = j;
         }
-        Ok(out)
+        Ok(Some(out))
     }
 
     /// Uploads blob records (content-addressed: a blob already stored is left as it is)
@@ -1461,6 +1493,22 @@ impl After {
     }
 }
 
+/// The chats of owner $1 titled $4, those of them in $5 (the replica's own chats of that title:
+/// another process may have changed it) and those whose title the catalog does not know (NULL,
+/// written before schema version 3), with the batches committed after the version this replica
+/// holds of each ($2, $3 as in [`OWNER_CATCH_UP`]; none for a chat of unknown title): (id,
+/// version, deleted, batch version, record kind, payload, title unknown). By chat, version,
+/// record. One statement: `find_chats` by title on a fresh replica is one round trip.
+const TITLED_CATCH_UP: &str = "\
+SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload, c.title IS NULL \
+FROM ut_chats c \
+LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
+LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
+    AND b.version <= c.version AND c.title IS NOT NULL \
+LEFT JOIN ut_records r ON r.batch = b.id \
+WHERE c.owner = $1::text AND (c.title = $4::text OR c.title IS NULL OR c.id = ANY ($5::bigint[])) \
+ORDER BY c.id, b.version, r.idx";
+
 /// Every chat of owner $1 (id, version, deleted), or those of them in $4 (NULL: every one),
 /// with the batches committed after the version this replica holds of it ($2: chat ids, $3:
 /// their versions held; a chat not listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
@@ -1739,7 +1787,7 @@ impl Remote for Fleet {
             None => 0,
         };
         self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
-        self.catch_up_listed(c, core, owner, None)
+        Ok(self.catch_up_listed(c, core, owner, Listed::All)?.unwrap_or_default())
     }
 
     fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>> {
@@ -1747,7 +1795,21 @@ impl Remote for Fleet {
             return Ok(Vec::new());
         }
         let c = self.client()?;
-        self.catch_up_listed(c, core, owner, Some(chats))
+        Ok(self.catch_up_listed(c, core, owner, Listed::Only(chats))?.unwrap_or_default())
+    }
+
+    fn catch_up_titled(
+        &self,
+        core: &Core,
+        owner: &str,
+        title: &str,
+        also: &[u64],
+    ) -> Result<Option<Vec<(u64, ChatHead)>>> {
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 3 {
+            return Ok(None);
+        }
+        let c = self.client()?;
+        self.catch_up_listed(c, core, owner, Listed::Titled(title, also))
     }
 
     fn page(&self, owner: &str, after: Option<(u64, u64)>, limit: usize) -> Result<Option<Vec<u64>>> {

@@ -76,6 +76,21 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// included. The others are left out.
     fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>>;
 
+    /// Brings the local replica up to the chats of `owner` titled `title` as the remote
+    /// names them, and to those of `also` (the replica's own chats of that title: another
+    /// process may have changed it), in one round trip; returns them (id, head), deleted ones
+    /// included. `None` when the remote cannot say which chats have the title (then
+    /// [`Remote::catch_up_owner`] and the local index answer; nothing was pulled).
+    fn catch_up_titled(
+        &self,
+        _core: &Core,
+        _owner: &str,
+        _title: &str,
+        _also: &[u64],
+    ) -> Result<Option<Vec<(u64, ChatHead)>>> {
+        Ok(None)
+    }
+
     /// One page of `owner`'s chats not deleted, newest activity first then by id, after the
     /// cursor `after` (last activity in ms, id), at most `limit`, answered by the remote
     /// without pulling them: their ids. `None` when it cannot say (then
