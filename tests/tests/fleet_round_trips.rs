@@ -357,3 +357,63 @@ fn an_append_keeping_a_blob_collected_meanwhile_stores_it_again_and_commits_once
     // without the pipeline's first use here); the row filled; COMMIT.
     assert_eq!((r1 - r0, t1 - t0), (6, 2), "round trips and transactions of the write that stored it again");
 }
+
+/// A fresh process's first read of a chat it finds by title (the LangGraph saver's cold
+/// `get_tuple`): the catalog's lookup and the chat's batches in one statement, then the chat
+/// opened as that lookup found it without asking again, its messages read from the replica.
+#[test]
+fn a_fresh_store_finds_a_chat_by_title_and_reads_it_in_one_round_trip() {
+    let Some(Wired { url, store, owner: o, .. }) = wired("cold") else { return };
+    let titled = |t: String| undertext::ChatMeta { title: t, ..Default::default() };
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let id = store.create_chat(&o, titled(format!("thread-{i}"))).unwrap();
+        let chat = store.chat(&o, id).unwrap();
+        for j in 0..3 {
+            chat.append(NewMessage::user(format!("step {j} of thread {i}"))).unwrap();
+        }
+        ids.push(id);
+    }
+    // A second process, through its own proxy; a first statement warms its connection (the
+    // open's own queries).
+    let (cold_url, wire) = proxied(&fleet_url().unwrap());
+    let cold = Store::open(&cold_url, opts()).unwrap();
+    let (r0, t0) = wire.counts();
+    let found = cold.find_chats(&o, undertext::MetaField::Title, "thread-7").unwrap();
+    let (r1, t1) = wire.counts();
+    assert_eq!(found.iter().map(|c| c.id).collect::<Vec<_>>(), vec![ids[7]]);
+    assert_eq!(found[0].len, 3);
+    assert_eq!((r1 - r0, t1 - t0), (1, 1), "find_chats by title on a fresh store: one statement");
+    let chat = cold.chat_without_refresh(&o, ids[7]).unwrap();
+    let texts: Vec<String> = chat
+        .messages()
+        .unwrap()
+        .iter()
+        .map(|m| match &m.parts[..] {
+            [undertext::Part::Text(t)] => t.to_string(),
+            other => panic!("a text message, found {other:?}"),
+        })
+        .collect();
+    assert_eq!(texts, ["step 0 of thread 7", "step 1 of thread 7", "step 2 of thread 7"]);
+    assert_eq!(wire.counts(), (r1, t1), "the chat opened as find_chats found it: no round trip");
+    // Another process writes between the lookup and the next open: `Store::chat` sees it
+    // (one round trip), and a write through the unrefreshed handle builds on it.
+    store.chat(&o, ids[7]).unwrap().append(NewMessage::assistant("written meanwhile")).unwrap();
+    let again = cold.chat_without_refresh(&o, ids[7]).unwrap();
+    assert_eq!(again.len(), 3, "without a refresh: the chat as find_chats found it");
+    assert_eq!(wire.counts(), (r1, t1));
+    assert_eq!(cold.chat(&o, ids[7]).unwrap().len(), 4, "Store::chat sees the write");
+    assert_eq!(wire.counts().0, r1 + 2, "Store::chat: the chat's row, then its new batch");
+    let stale = cold.chat_without_refresh(&o, ids[6]);
+    assert!(stale.is_ok(), "a chat of the owner this store never pulled is asked for: {stale:?}");
+    assert_eq!(
+        chat.append(NewMessage::user("and then")).unwrap(),
+        4,
+        "a write builds on the chat's last state"
+    );
+    let other = Store::open(&url, opts()).unwrap();
+    assert_eq!(other.chat(&o, ids[7]).unwrap().len(), 5);
+    // Another owner's chat is NotFound whether asked for or not.
+    let foreign = cold.chat_without_refresh("someone-else", ids[7]);
+    assert!(matches!(foreign, Err(undertext::Error::NotFound { .. })), "{foreign:?}");
+}

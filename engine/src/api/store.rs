@@ -75,7 +75,7 @@ fn store_of(kernel: Kernel, next_chat: u64) -> Store {
 /// while the worker runs).
 impl worker::Host for Inner {
     fn chat(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
-        history::open_chat(&self.chats, owner, id)
+        history::open_chat(&self.chats, owner, id, true)
     }
 
     fn archives(&self) -> &ArchiveCache {
@@ -273,7 +273,21 @@ impl Store {
     /// [`Error::NotFound`] as an absent one.
     pub fn chat(&self, owner: &str, id: ChatId) -> Result<Chat> {
         self.same_process()?;
-        let state = history::open_chat(&self.inner.chats, owner, id)?;
+        let state = history::open_chat(&self.inner.chats, owner, id, true)?;
+        Ok(Chat { store: self.clone(), state })
+    }
+
+    /// Opens chat `id` of `owner` as [`Store::chat`] does, except that in fleet mode it asks
+    /// PostgreSQL nothing when this store has brought the chat up to date before (a
+    /// [`Store::find_chats`] or [`Store::chats`] that returned it, an earlier open, a write):
+    /// the handle shows the chat as of then, and another process's writes since are seen at
+    /// the next place that asks (`Store::chat`, a write, a notified view; docs/FLEET.md). For
+    /// a chat that a `find_chats` just returned this is one round trip less, with what the
+    /// caller saw already: the chat as that call found it. A chat this store never brought
+    /// up is asked for as by [`Store::chat`]. An embedded store: the same as [`Store::chat`].
+    pub fn chat_without_refresh(&self, owner: &str, id: ChatId) -> Result<Chat> {
+        self.same_process()?;
+        let state = history::open_chat(&self.inner.chats, owner, id, false)?;
         Ok(Chat { store: self.clone(), state })
     }
 

@@ -66,7 +66,10 @@ impl ChatCache {
     /// The chat `id` of `owner`, from memory or loaded from the index. A chat of another
     /// owner is the same `NotFound` as an absent one.
     /// In fleet mode the chat is first brought up to what other processes committed.
-    pub(crate) fn get(&self, owner: &str, id: ChatId) -> Result<Arc<ChatState>> {
+    /// With `refresh` false, a chat the replica already holds (brought up by an earlier
+    /// catch-up: a `find_chats`, a listing, an open or a write) is opened as it holds it,
+    /// without asking the remote (see `Store::chat_without_refresh`).
+    pub(crate) fn get(&self, owner: &str, id: ChatId, refresh: bool) -> Result<Arc<ChatState>> {
         let remote = self.core.remote();
         let mut map = self.map.lock();
         if let Some(s) = map.get(&id.0) {
@@ -76,17 +79,31 @@ impl ChatCache {
             self.touch(s);
             let s = s.clone();
             drop(map);
-            s.sync()?;
+            // Without `refresh`, a state behind what the replica pulled since (another
+            // catch-up applied batches it does not hold) still asks.
+            let behind =
+                remote.is_some_and(|r| r.replica_versions(id.0).1 > s.fleet_seen.load(Ordering::Acquire));
+            if refresh || behind {
+                s.sync()?;
+            }
             return Ok(s);
         }
         let mut seen = 0;
         if let Some(remote) = remote {
-            match remote.catch_up_chat(&self.core, id.0, owner)? {
-                Some(head) if !head.deleted => {
-                    self.core.ensure_flushed(self.core.log.written())?;
-                    seen = head.applied;
+            let (held, _) = remote.replica_versions(id.0);
+            if !refresh && held > 0 {
+                // The replica holds the chat up to `held` (its index row, the owner checked
+                // below, says whether it is live there).
+                self.core.ensure_flushed(self.core.log.written())?;
+                seen = held;
+            } else {
+                match remote.catch_up_chat(&self.core, id.0, owner)? {
+                    Some(head) if !head.deleted => {
+                        self.core.ensure_flushed(self.core.log.written())?;
+                        seen = head.applied;
+                    }
+                    _ => return Err(not_found(id)),
                 }
-                _ => return Err(not_found(id)),
             }
         }
         let Some((row, w)) = load_writer(&self.core, id)? else {

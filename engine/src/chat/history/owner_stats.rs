@@ -49,7 +49,7 @@ pub(crate) fn owner_stats(cache: &ChatCache, archives: &ArchiveCache, owner: &st
     loop {
         let p = chats(cache, owner, page)?;
         for c in &p.chats {
-            let state = open_chat(cache, owner, c.id)?;
+            let state = open_chat(cache, owner, c.id, true)?;
             let snap = ChatRef { state: &state, archives }.snapshot();
             out.chats += 1;
             for m in snap.range(0..snap.len())? {

@@ -167,7 +167,7 @@ fn read_messages(src: Source<'_>, owner: &str, args: &Value) -> Result<String> {
         Some(_) => usize::try_from(int(args, "offset")?).unwrap_or(usize::MAX),
     };
     let archives_only = args.get("archives_only").and_then(Value::as_bool).unwrap_or(false);
-    let state = history::open_chat(src.chats, owner, chat)?;
+    let state = history::open_chat(src.chats, owner, chat, true)?;
     let snap = history::ChatRef { state: &state, archives: src.archives }.snapshot();
     let len = snap.len();
     if start >= end || start >= len {

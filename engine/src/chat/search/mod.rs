@@ -509,7 +509,7 @@ impl SearchIndex {
         let chats: Vec<(String, ChatId)> = match scope.chat {
             Some(id) => {
                 // Another owner's chat, or none: the same NotFound.
-                history::open_chat(cache, owner, id)?;
+                history::open_chat(cache, owner, id, true)?;
                 vec![(owner.to_string(), id)]
             }
             None => {
@@ -644,7 +644,7 @@ fn index_chat(
     id: ChatId,
     stop: Option<&AtomicBool>,
 ) -> Result<bool> {
-    let state = match history::open_chat(cache, owner, id) {
+    let state = match history::open_chat(cache, owner, id, true) {
         Ok(s) => s,
         Err(Error::NotFound { .. }) => return Ok(false),
         Err(err) => return Err(err),
@@ -799,7 +799,7 @@ fn verify(
     let snap = match states.entry(chat) {
         std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
         std::collections::hash_map::Entry::Vacant(v) => {
-            let s = match history::open_chat(cache, owner, ChatId(chat)) {
+            let s = match history::open_chat(cache, owner, ChatId(chat), true) {
                 Ok(state) => Some(ChatRef { state: &state, archives }.snapshot()),
                 Err(Error::NotFound { .. }) => None,
                 Err(err) => return Err(err),
