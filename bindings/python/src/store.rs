@@ -65,9 +65,21 @@ impl PyStore {
     /// Resolves chat `id` of `owner` (in fleet mode: one round trip that brings it up to what
     /// other processes committed) and holds the handle for the `Chat`s' later calls.
     pub(crate) fn resolve_chat(&self, py: Python<'_>, owner: &str, id: ChatId) -> PyResult<Chat> {
+        self.resolve_chat_with(py, owner, id, true)
+    }
+
+    /// [`Self::resolve_chat`]; without `refresh`, through `Store::chat_without_refresh`.
+    pub(crate) fn resolve_chat_with(
+        &self,
+        py: Python<'_>,
+        owner: &str,
+        id: ChatId,
+        refresh: bool,
+    ) -> PyResult<Chat> {
         let store = self.get(py)?;
         let o = owner.to_owned();
-        let chat = run(py, move || store.chat(&o, id))?;
+        let chat =
+            run(py, move || if refresh { store.chat(&o, id) } else { store.chat_without_refresh(&o, id) })?;
         // Held under the store's read lock: a `close` either comes after (and drops it) or
         // has already taken the store (and it is not held, so nothing keeps the store open).
         let g = self.guard();
@@ -550,10 +562,14 @@ impl PyStore {
     /// seen (one PostgreSQL round trip); the returned `Chat` then reads without one, showing
     /// this state and this process's own writes until `Chat.refresh()` or the next
     /// `Store.chat` of the chat (every write brings the chat up to date first).
-    fn chat(slf: &Bound<'_, Self>, owner: Text, chat_id: Text) -> PyResult<PyChat> {
+    /// `refresh=False`: no round trip when this store brought the chat up to date before (a
+    /// `find_chats` or `chats` that returned it, an earlier open, a write): the chat as of
+    /// then (`Store::chat_without_refresh`).
+    #[pyo3(signature = (owner, chat_id, *, refresh=true))]
+    fn chat(slf: &Bound<'_, Self>, owner: Text, chat_id: Text, refresh: bool) -> PyResult<PyChat> {
         let py = slf.py();
         let id = self::chat_id(py, &chat_id)?;
-        slf.get().resolve_chat(py, &owner, id)?;
+        slf.get().resolve_chat_with(py, &owner, id, refresh)?;
         Ok(PyChat::new(slf.clone().unbind(), owner.0, id))
     }
 

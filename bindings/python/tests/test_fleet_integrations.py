@@ -84,3 +84,35 @@ def test_the_langgraph_saver_sees_the_other_processes_checkpoints(two, owner):
     assert [t.checkpoint["id"] for t in theirs.list(cfg(thread))] == [third, second, first]
     theirs.put_writes(cfg(thread, third), [("out", "from the other process")], task_id="t1")
     assert [w[1:] for w in mine.get_tuple(cfg(thread)).pending_writes] == [("out", "from the other process")]
+
+
+def test_a_fresh_savers_first_read_is_the_chat_as_found_and_its_next_read_sees_a_write_since(
+    two, owner, monkeypatch
+):
+    """A thread's first read on a store opens the chat as ``find_chats`` found it (no second
+    round trip, ``Store.chat(refresh=False)``): a write another process commits between the
+    lookup and the open is not in that read (it began before the write), and is in the next."""
+    from undertext.langgraph import _lanes
+
+    a, b = two
+    o, thread = owner("lg-cold"), f"t-{uuid.uuid4().hex}"
+    mine, theirs = UndertextSaver(a, owner=o), UndertextSaver(b, owner=o)
+    first = put(mine, thread, None, 0)
+    written: list[str] = []
+    add = _lanes._Registry._add
+
+    def add_after_a_foreign_write(self: Any, infos: Any, skip: Any = ()) -> Any:
+        if self.store is b and not written:
+            written.append(put(mine, thread, first, 1))
+        return add(self, infos, skip)
+
+    monkeypatch.setattr(_lanes._Registry, "_add", add_after_a_foreign_write)
+    got = theirs.get_tuple(cfg(thread))
+    assert written, "the foreign write ran between find_chats and the open"
+    assert got is not None and got.checkpoint["id"] == first, "the chat as find_chats found it"
+    latest = theirs.get_tuple(cfg(thread))
+    assert latest is not None and latest.checkpoint["id"] == written[0]
+    assert latest.checkpoint["channel_values"] == {"n": 1}
+    # A write through the lane builds on the chat's last committed state.
+    third = put(theirs, thread, written[0], 2)
+    assert [t.checkpoint["id"] for t in mine.list(cfg(thread))] == [third, written[0], first]

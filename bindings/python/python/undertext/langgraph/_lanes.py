@@ -426,8 +426,10 @@ class _Registry:
         self.found_all = False
 
     def _add(self, infos: Any, skip: Any = ()) -> set[_Lane]:
-        """Adds a lane per chat of ``infos`` that is one (``Store.chat`` just brought each up
-        to date); returns them."""
+        """Adds a lane per chat of ``infos`` that is one; returns them. The call that
+        returned ``infos`` brought each chat up to date, so it is opened as that call found it
+        (``refresh=False``: on a fleet store no second round trip; a write since is seen at the
+        lane's next sync, which refreshes)."""
         added: set[_Lane] = set()
         for info in infos:  # newest activity first: of two chats of one lane, the older wins
             ns = info.extra.get(LANE_KEY)
@@ -435,7 +437,7 @@ class _Registry:
                 continue
             self.threads.setdefault(info.title, set()).add(ns)
             tracked = info.extra.get(EARLY_KEY) == "1"
-            chat = self.store.chat(self.owner, info.id)
+            chat = self.store.chat(self.owner, info.id, refresh=False)
             lane = self.lanes[(info.title, ns)] = _Lane(chat, info.title, ns, tracked, self.read_blobs)
             added.add(lane)
         return added
