@@ -4,8 +4,10 @@ interleaved.
 
 The stores are those of ``open_cost``'s ``make`` (``DIR/long``: one chat of N messages under
 owner ``bench``, its id in ``DIR/long.id``; ``DIR/long.sqlite``: the same rows). Undertext:
-``Store.open``, ``chat.messages()``, ``to_dict()`` of each. SQLite: every row of the chat with
-its body ``json.loads``-ed into a dict. Each measure runs in a fresh interpreter, the two
+``Store.open``, then ``to_dict()`` of each message, taken two ways: ``chat.messages()`` (a
+list: every ``Message`` alive at once beside the dicts) and iterating the chat (``for m in
+chat``: messages read and converted a batch at a time, each dropped once its dict is made).
+SQLite: every row of the chat with its body ``json.loads``-ed into a dict. Each measure runs in a fresh interpreter, the two
 alternating; printed are the medians of the load's wall time (after the open) and of the
 memory the loaded dicts hold (RSS after the load less RSS before the open), with their ratios
 (Undertext over SQLite: below 1, Undertext is cheaper).
@@ -33,14 +35,17 @@ def child(what: str, d: Path) -> None:
     import time
 
     rss0 = rss_kib()
-    if what == "undertext":
+    if what in ("undertext", "undertext-iter"):
         import undertext
 
         store = undertext.Store.open(str(d / "long"), create_if_missing=False)
         chat_id = (d / "long.id").read_text().strip()
         t = time.perf_counter()
         chat = store.chat("bench", chat_id)
-        rows = [m.to_dict() for m in chat.messages()]
+        if what == "undertext":
+            rows = [m.to_dict() for m in chat.messages()]
+        else:
+            rows = [m.to_dict() for m in chat]
     else:
         import sqlite3
 
@@ -54,31 +59,34 @@ def child(what: str, d: Path) -> None:
     print(json.dumps({"n": len(rows), "s": elapsed, "kib": rss_kib() - rss0}))
 
 
+KINDS = ["undertext", "undertext-iter", "sqlite"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir", type=Path)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--child", choices=["undertext", "sqlite"])
+    ap.add_argument("--child", choices=KINDS)
     a = ap.parse_args()
     if a.child:
         child(a.child, a.dir)
         return
-    got: dict[str, list[dict]] = {"undertext": [], "sqlite": []}
+    got: dict[str, list[dict]] = {k: [] for k in KINDS}
     for r in range(a.rounds):
-        order = ["undertext", "sqlite"] if r % 2 == 0 else ["sqlite", "undertext"]
-        for what in order:
+        for what in KINDS[r % 3 :] + KINDS[: r % 3]:
             out = subprocess.run(
                 [sys.executable, __file__, str(a.dir), "--child", what], check=True, capture_output=True, text=True
             ).stdout
             got[what].append(json.loads(out.strip().splitlines()[-1]))
-    n = got["undertext"][0]["n"]
-    assert n == got["sqlite"][0]["n"], (n, got["sqlite"][0]["n"])
+    n = got["sqlite"][0]["n"]
+    assert all(v[0]["n"] == n for v in got.values()), {k: v[0]["n"] for k, v in got.items()}
     med = {w: (statistics.median(x["s"] for x in v), statistics.median(x["kib"] for x in v)) for w, v in got.items()}
-    (us, uk), (ss, sk) = med["undertext"], med["sqlite"]
+    ss, sk = med["sqlite"]
     print(f"{n} messages into dicts, medians of {a.rounds} fresh processes each, interleaved")
-    print(f"undertext: {us * 1e3:.1f} ms ({us / n * 1e6:.2f} us a message), {uk / 1024:.1f} MiB ({uk * 1024 / n:.0f} B a message)")
-    print(f"sqlite:    {ss * 1e3:.1f} ms ({ss / n * 1e6:.2f} us a message), {sk / 1024:.1f} MiB ({sk * 1024 / n:.0f} B a message)")
-    print(f"ratio: time {us / ss:.2f}x, memory {uk / sk:.2f}x")
+    for what in KINDS:
+        s, k = med[what]
+        ratio = "" if what == "sqlite" else f" ({s / ss:.2f}x / {k / sk:.2f}x sqlite)"
+        print(f"{what:15} {s * 1e3:.1f} ms ({s / n * 1e6:.2f} us a message), {k / 1024:.1f} MiB ({k * 1024 / n:.0f} B a message){ratio}")
 
 
 if __name__ == "__main__":

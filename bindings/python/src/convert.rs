@@ -14,6 +14,8 @@
 //! What comes out has the same shape as what goes in. Search hits go through the engine's
 //! JSON values ([`json_out`], [`flat_json_in`]).
 
+use std::cell::RefCell;
+
 use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
@@ -444,6 +446,42 @@ pub(crate) fn known_str<'py>(py: Python<'py>, s: &str) -> Bound<'py, PyString> {
         "attachment" "mime" "blob" "bytes" "chars" "utf16_units" "lines" "seq" "revision" "role"
         "turn" "parts" "step" "at_ms" "feedback" "system" "user" "assistant" "tool"
     )
+}
+
+/// A message field whose consecutive values mostly repeat: the turn (every message of one
+/// turn holds it), the time (every message of one batch).
+#[derive(Clone, Copy)]
+pub(crate) enum Repeats {
+    Turn,
+    AtMs,
+}
+
+thread_local! {
+    /// Each [`Repeats`] field's last value and its Python int, so that a run of dicts
+    /// holding one value holds one object (a new int is 32 bytes: at 100,000 messages a
+    /// turn and a time each would be 3 MiB).
+    static LAST_INT: RefCell<[Option<(u64, Py<PyAny>)>; 2]> = const { RefCell::new([None, None]) };
+}
+
+/// `v` as a Python int: the object made for the same `field`'s last value when `v` equals it
+/// (ints are immutable, so sharing one is never seen), else a new one, remembered.
+///
+/// ```text
+/// repeated_int(py, Repeats::Turn, 300)?.is(&repeated_int(py, Repeats::Turn, 300)?)  // true
+/// ```
+pub(crate) fn repeated_int<'py>(py: Python<'py>, field: Repeats, v: u64) -> PyResult<Bound<'py, PyAny>> {
+    LAST_INT.with(|last| {
+        let mut last = last.borrow_mut();
+        let slot = &mut last[field as usize];
+        if let Some((k, obj)) = slot.as_ref()
+            && *k == v
+        {
+            return Ok(obj.bind(py).clone());
+        }
+        let obj = v.into_bound_py_any(py)?;
+        *slot = Some((v, obj.clone().unbind()));
+        Ok(obj)
+    })
 }
 
 /// The list of dicts of `parts`.

@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use undertext::IndexLine;
 use undertext::{ArchiveRef, Attempt, ChatMeta, ChatSummary, Message, Part, Pin, Step, StepStatus};
 
-use crate::convert::{known_str, parse_archive_id, parts_out, role_of, unit_of};
+use crate::convert::{Repeats, known_str, parse_archive_id, parts_out, repeated_int, role_of, unit_of};
 
 // Pickling and `copy.deepcopy`: each value class's `__reduce__` gives `(Class._from_state,
 // (state,))`, where `state` is a tuple of its fields; `_from_state` builds it back (checking
@@ -115,11 +115,11 @@ impl PyMessage {
         d.set_item(key("seq"), self.seq)?;
         d.set_item(key("revision"), self.revision)?;
         d.set_item(key("role"), key(self.role))?;
-        d.set_item(key("turn"), self.turn)?;
+        d.set_item(key("turn"), repeated_int(py, Repeats::Turn, self.turn)?)?;
         let parts = self.parts.bind(py);
         d.set_item(key("parts"), parts.get_slice(0, parts.len()))?;
         d.set_item(key("step"), self.step.clone())?;
-        d.set_item(key("at_ms"), self.at_ms)?;
+        d.set_item(key("at_ms"), repeated_int(py, Repeats::AtMs, self.at_ms)?)?;
         if self.feedback {
             d.set_item(key("feedback"), true)?;
         }

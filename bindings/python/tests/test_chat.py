@@ -135,6 +135,20 @@ def test_a_message_text_is_its_one_text_part_and_dict_keys_are_shared_strings(ch
     assert repr(one) == 'Message(seq=0, role="user", turn=1, text="alpha beta")'
 
 
+def test_dicts_of_one_turn_or_one_batch_share_their_turn_and_time_objects(chat):
+    # Past CPython's small ints (256): a run of messages holding one turn or one time holds
+    # one int object, not one each (the memory of a full load into dicts).
+    chat.append_batch([undertext.user(str(i)) for i in range(300)])
+    chat.append_batch([undertext.assistant(f"a{i}") for i in range(3)])
+    dicts = [m.to_dict() for m in chat]
+    last_turn = [d for d in dicts if d["turn"] == 300]
+    assert len(last_turn) == 4 and all(d["turn"] is last_turn[0]["turn"] for d in last_turn)
+    batch = dicts[-3:]
+    assert batch[0]["at_ms"] > 256 and all(d["at_ms"] is batch[0]["at_ms"] for d in batch)
+    # Equal values only: every dict still says its own turn.
+    assert [d["turn"] for d in dicts] == list(range(1, 301)) + [300] * 3
+
+
 def test_edit_and_truncate_need_the_current_revision(chat):
     chat.append_batch([undertext.user("q"), undertext.assistant("draft answer"), undertext.user("q2")])
     rev = chat.revision
