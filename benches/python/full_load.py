@@ -12,8 +12,10 @@ alternating; printed are the medians of the load's wall time (after the open) an
 memory the loaded dicts hold (RSS after the load less RSS before the open), with their ratios
 (Undertext over SQLite: below 1, Undertext is cheaper).
 
-Usage: python benches/python/full_load.py DIR [--rounds 5]
-(``cargo run --release -p undertext-benches --bin open_cost -- make DIR [N]`` first.)
+Usage: python benches/python/full_load.py DIR --make N   (once: the two stores)
+       python benches/python/full_load.py DIR [--rounds 5]
+``--make`` writes open_cost's shape (275 random letters a message in words of six, a user
+message every 100) through the package; ``open_cost make DIR [N]`` makes the same.
 """
 
 from __future__ import annotations
@@ -29,6 +31,38 @@ from pathlib import Path
 def rss_kib() -> int:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * 4
+
+
+def make(d: Path, n: int) -> None:
+    """One chat of ``n`` messages under owner ``bench`` and the same rows in SQLite."""
+    import random
+    import sqlite3
+
+    import undertext
+
+    d.mkdir(parents=True, exist_ok=True)
+    rnd = random.Random(7)
+    store = undertext.Store.open(str(d / "long"))
+    chat = store.create_chat("bench")
+    rows = []
+    for b in range(0, n, 1000):
+        batch = []
+        for i in range(b, min(n, b + 1000)):
+            words = " ".join("".join(chr(97 + rnd.randrange(26)) for _ in range(6)) for _ in range(8))
+            text = " ".join([words] * 5)[:275]
+            role = "user" if i % 100 == 0 else "assistant"
+            batch.append({"role": role, "parts": [{"type": "text", "text": text}]})
+            rows.append((1, i, role, json.dumps([{"type": "text", "text": text}])))
+        chat.append_batch(batch)
+    (d / "long.id").write_text(chat.id)
+    store.close()
+    sql = sqlite3.connect(str(d / "long.sqlite"))
+    sql.executescript(
+        "PRAGMA journal_mode=WAL; CREATE TABLE m (chat INTEGER, seq INTEGER, role TEXT, body TEXT,"
+        " PRIMARY KEY (chat, seq)) WITHOUT ROWID;"
+    )
+    sql.executemany("INSERT INTO m VALUES (?, ?, ?, ?)", rows)
+    sql.commit()
 
 
 def child(what: str, d: Path) -> None:
@@ -67,7 +101,11 @@ def main() -> None:
     ap.add_argument("dir", type=Path)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--child", choices=KINDS)
+    ap.add_argument("--make", type=int, metavar="N")
     a = ap.parse_args()
+    if a.make:
+        make(a.dir, a.make)
+        return
     if a.child:
         child(a.child, a.dir)
         return
