@@ -132,6 +132,7 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// owner's chats: `None` when it cannot say (then [`Remote::catch_up_owner`] and the
     /// local index answer). `Store::find_chats` by title can pull only these chats
     /// ([`Remote::catch_up_chat`] each) instead of every chat of the owner.
+    #[cfg_attr(not(feature = "fleet"), expect(dead_code, reason = "asked only through `fleet::titled`"))]
     fn titled(&self, _owner: &str, _title: &str) -> Result<Option<Vec<u64>>> {
         Ok(None)
     }
