@@ -456,11 +456,14 @@ pub(crate) enum Repeats {
     AtMs,
 }
 
+/// A field's last value and the Python int made for it.
+type LastInt = Option<(u64, Py<PyAny>)>;
+
 thread_local! {
     /// Each [`Repeats`] field's last value and its Python int, so that a run of dicts
     /// holding one value holds one object (a new int is 32 bytes: at 100,000 messages a
     /// turn and a time each would be 3 MiB).
-    static LAST_INT: RefCell<[Option<(u64, Py<PyAny>)>; 2]> = const { RefCell::new([None, None]) };
+    static LAST_INT: RefCell<[LastInt; 2]> = const { RefCell::new([None, None]) };
 }
 
 /// `v` as a Python int: the object made for the same `field`'s last value when `v` equals it
