@@ -417,3 +417,34 @@ fn a_fresh_store_finds_a_chat_by_title_and_reads_it_in_one_round_trip() {
     let foreign = cold.chat_without_refresh("someone-else", ids[7]);
     assert!(matches!(foreign, Err(undertext::Error::NotFound { .. })), "{foreign:?}");
 }
+
+#[test]
+fn a_fresh_store_reads_the_blobs_it_lacks_in_one_round_trip() {
+    let Some(Wired { store, owner: o, id, .. }) = wired("blobs") else { return };
+    let chat = store.chat(&o, id).unwrap();
+    let body = |i: u64| format!("tool output {i} of {o} ").repeat(40).into_bytes();
+    let mut ids = Vec::new();
+    for i in 0..N {
+        let (got, _) =
+            chat.append_with_blobs(&[&body(i)], vec![NewMessage::user(format!("see {i}"))]).unwrap();
+        ids.push(got[0]);
+    }
+    // A second process, through its own proxy, opens the chat (its records, which grant the
+    // blobs to the owner, come with it); then reads every blob.
+    let (cold_url, wire) = proxied(&fleet_url().unwrap());
+    let cold = Store::open(&cold_url, opts()).unwrap();
+    assert_eq!(cold.chat(&o, id).unwrap().len(), N);
+    let (r0, _) = wire.counts();
+    let blobs = cold.get_blobs(&o, &ids).unwrap();
+    let (r1, _) = wire.counts();
+    for (i, b) in blobs.iter().enumerate() {
+        assert_eq!(&b[..], &body(i as u64)[..], "blob {i} as written");
+    }
+    assert_eq!(r1 - r0, 1, "{N} blobs the replica lacked: one statement, not one each");
+    // Now held: no round trip.
+    assert_eq!(cold.get_blobs(&o, &ids).unwrap().len(), ids.len());
+    assert_eq!(wire.counts().0, r1, "blobs the replica holds: no round trip");
+    // Another owner reads none of them, whether the replica holds them or not.
+    let foreign = cold.get_blobs("someone-else", &ids);
+    assert!(matches!(foreign, Err(undertext::Error::NotFound { .. })), "{foreign:?}");
+}

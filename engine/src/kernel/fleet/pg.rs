@@ -127,18 +127,35 @@ impl Fleet {
     /// Blob `id` as the remote stores it (its `ut_blobs` row, and in S3 mode its object), not
     /// verified yet; `None` when the remote does not list it.
     pub(super) fn stored(&self, id: &BlobId) -> Result<Option<StoredBlob>> {
+        Ok(self.stored_many(std::slice::from_ref(id))?.pop().map(|(_, b)| b))
+    }
+
+    /// Those of blobs `ids` the remote lists, as [`Fleet::stored`] gives each, read in one
+    /// statement (their objects, in S3 mode, one request each); in no particular order.
+    pub(super) fn stored_many(&self, ids: &[BlobId]) -> Result<Vec<(BlobId, StoredBlob)>> {
+        let keys: Vec<&[u8]> = ids.iter().map(|id| id.as_bytes().as_slice()).collect();
         let mut c = self.client()?;
-        let row = c
-            .query_opt(
-                "SELECT kind, codec, raw_len, payload FROM ut_blobs WHERE id = $1",
-                &[&id.as_bytes().as_slice()],
-            )
-            .map_err(|e| self.err("read a blob", &e))?;
+        let rows = c
+            .query("SELECT id, kind, codec, raw_len, payload FROM ut_blobs WHERE id = ANY($1)", &[&keys])
+            .map_err(|e| self.err("read blobs", &e))?;
         self.put(c);
-        let Some(row) = row else { return Ok(None) };
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let key: Vec<u8> = self.col(row, 0)?;
+            let Some(id) = ids.iter().find(|id| id.as_bytes().as_slice() == key.as_slice()) else {
+                return Err(self.bad(format!("a blob row whose id ({} bytes) was not asked for", key.len())));
+            };
+            out.push((*id, self.stored_row(id, row)?));
+        }
+        Ok(out)
+    }
+
+    /// Blob `id`'s `ut_blobs` row (`kind, codec, raw_len, payload` from column 1), its payload
+    /// read from S3 when the row's is empty.
+    fn stored_row(&self, id: &BlobId, row: &postgres::Row) -> Result<StoredBlob> {
         let (mut k, mut codec, mut raw_len): (i16, i16, i32) =
-            (self.col(&row, 0)?, self.col(&row, 1)?, self.col(&row, 2)?);
-        let mut payload: Vec<u8> = self.col(&row, 3)?;
+            (self.col(row, 1)?, self.col(row, 2)?, self.col(row, 3)?);
+        let mut payload: Vec<u8> = self.col(row, 4)?;
         let mut from = String::new();
         if payload.is_empty() {
             // The payload is in object storage.
@@ -173,7 +190,41 @@ impl Fleet {
                 "blob {id}{from}: stored with kind {k}, codec {codec}, length {raw_len}: out of range"
             )));
         };
-        Ok(Some(StoredBlob { kind, codec, raw_len, payload, from }))
+        Ok(StoredBlob { kind, codec, raw_len, payload, from })
+    }
+
+    /// The local record of blob `id` as the remote stored it, once verified against its id
+    /// (a blob's content hash; a manifest decodes, its id checked when reassembled); `None`
+    /// for a record kind this build does not know.
+    fn verified(&self, id: &BlobId, stored: StoredBlob) -> Result<Option<RecordOut>> {
+        let StoredBlob { kind: k, codec, raw_len, payload, from } = stored;
+        let wrong = |why: String| self.bad(format!("blob {id}{from}: {why}"));
+        if payload.len() < 32 || payload[..32] != id.0 {
+            return Err(wrong("the stored record does not carry this id".into()));
+        }
+        let kind = Kind::of(k);
+        match kind {
+            Some(Kind::Blob) => {
+                let body = &payload[32..];
+                let content = if codec == codec_flag_none() {
+                    std::borrow::Cow::Borrowed(body)
+                } else {
+                    std::borrow::Cow::Owned(decompress(codec, body, raw_len as usize).map_err(&wrong)?)
+                };
+                let found = BlobId::of(&content);
+                if found != *id {
+                    return Err(wrong(format!("content hash: expected {id}, found {found}")));
+                }
+            }
+            Some(Kind::Manifest) => {
+                Manifest::decode(&payload).map_err(&wrong)?;
+            }
+            _ => {
+                return Err(wrong(format!("stored as record kind {k}, expected a blob or manifest")));
+            }
+        }
+        let Some(kind) = kind else { return Ok(None) };
+        Ok(Some(RecordOut { kind, codec, raw_len, payload, blob: Some(*id), chat: None, listing: None }))
     }
 
     /// Connects to `url`, creating or migrating the schema as `schema=` says (schema.rs), and
@@ -1836,40 +1887,22 @@ impl Remote for Fleet {
     }
 
     fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool> {
-        let Some(StoredBlob { kind: k, codec, raw_len, payload, from }) = self.stored(id)? else {
-            return Ok(false);
-        };
-        let wrong = |why: String| self.bad(format!("blob {id}{from}: {why}"));
-        if payload.len() < 32 || payload[..32] != id.0 {
-            return Err(wrong("the stored record does not carry this id".into()));
-        }
-        let kind = Kind::of(k);
-        match kind {
-            Some(Kind::Blob) => {
-                let body = &payload[32..];
-                let content = if codec == codec_flag_none() {
-                    std::borrow::Cow::Borrowed(body)
-                } else {
-                    std::borrow::Cow::Owned(decompress(codec, body, raw_len as usize).map_err(&wrong)?)
-                };
-                let found = BlobId::of(&content);
-                if found != *id {
-                    return Err(wrong(format!("content hash: expected {id}, found {found}")));
-                }
-            }
-            // A manifest's id is the whole content's hash, checked when it is reassembled.
-            Some(Kind::Manifest) => {
-                Manifest::decode(&payload).map_err(&wrong)?;
-            }
-            _ => {
-                return Err(wrong(format!("stored as record kind {k}, expected a blob or manifest")));
-            }
-        }
-        let Some(kind) = kind else { return Ok(false) };
+        Ok(self.fetch_blobs(core, std::slice::from_ref(id))? == 1)
+    }
+
+    fn fetch_blobs(&self, core: &Core, ids: &[BlobId]) -> Result<usize> {
         let mut txn = Txn::default();
-        txn.push(RecordOut { kind, codec, raw_len, payload, blob: Some(*id), chat: None, listing: None });
-        core.append_local(txn)?;
-        Ok(true)
+        let mut n = 0;
+        for (id, stored) in self.stored_many(ids)? {
+            if let Some(record) = self.verified(&id, stored)? {
+                txn.push(record);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            core.append_local(txn)?;
+        }
+        Ok(n)
     }
 
     fn allocate_chat(&self) -> Result<u64> {

@@ -513,7 +513,15 @@ impl Core {
     /// Reads and verifies blobs `ids` (as [`get_blob`](Self::get_blob) each), their
     /// locations looked up together: the memtable, then one index read transaction.
     pub(crate) fn get_blobs(&self, ids: &[BlobId], verify: Verify) -> Result<Vec<Blob>> {
-        let locs = self.index.blobs(ids)?;
+        let mut locs = self.index.blobs(ids)?;
+        // Fleet: the blobs this replica lacks copied in one request, not one each.
+        if let Some(remote) = self.remote.get() {
+            let missing: Vec<BlobId> =
+                ids.iter().zip(&locs).filter(|(_, l)| l.is_none()).map(|(id, _)| *id).collect();
+            if missing.len() > 1 && remote.fetch_blobs(self, &missing)? > 0 {
+                locs = self.index.blobs(ids)?;
+            }
+        }
         ids.iter()
             .zip(locs)
             .map(|(id, loc)| {

@@ -103,6 +103,16 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// replica, verified against its id. False: the remote does not hold it.
     fn fetch_blob(&self, core: &Core, id: &BlobId) -> Result<bool>;
 
+    /// Copies those of blobs `ids` the remote holds into the local replica, as
+    /// [`Remote::fetch_blob`] each, in one request where the remote can: how many it copied.
+    fn fetch_blobs(&self, core: &Core, ids: &[BlobId]) -> Result<usize> {
+        let mut n = 0;
+        for id in ids {
+            n += usize::from(self.fetch_blob(core, id)?);
+        }
+        Ok(n)
+    }
+
     /// A fresh chat id, unique across every process sharing the remote.
     fn allocate_chat(&self) -> Result<u64>;
 
