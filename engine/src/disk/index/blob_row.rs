@@ -17,7 +17,7 @@ use super::history::CHATS;
 use super::redb_err;
 use crate::base::error::{Error, Result};
 use crate::disk::log::Location;
-use crate::disk::record::compact::{Reader, varint};
+use crate::disk::record::compact::{Reader, varint, varint_loc};
 
 /// Blob id -> encoded [`BlobRow`].
 pub(crate) const BLOBS: TableDefinition<'_, [u8; 32], &[u8]> = TableDefinition::new("blobs");
@@ -68,9 +68,7 @@ impl BlobRow {
         let flags = if self.loc.is_some() { HAS_LOC } else { 0 } | if self.spilled { SPILLED } else { 0 };
         out.push(flags);
         if let Some(l) = self.loc {
-            varint(&mut out, l.segment);
-            varint(&mut out, l.offset);
-            varint(&mut out, u64::from(l.len));
+            varint_loc(&mut out, (l.segment, l.offset, l.len));
         }
         varint(&mut out, self.grants.len() as u64);
         for (owner, chat, bits) in &self.grants {
@@ -237,8 +235,7 @@ impl<'a> Fields<'a> {
         if flags & HAS_LOC == 0 {
             return Ok((None, flags));
         }
-        let (segment, offset, len) = (self.varint()?, self.varint()?, self.varint()?);
-        let len = u32::try_from(len).map_err(|_| bad(format!("a payload length {len} above u32")))?;
+        let (segment, offset, len) = self.0.loc().map_err(bad)?;
         Ok((Some(Location { segment, offset, len }), flags))
     }
 }

@@ -9,7 +9,7 @@ use crate::base::error::{Error, Result};
 use crate::disk::log::Location;
 use crate::disk::record::Kind;
 use crate::disk::record::append_key::AppendKeyRec;
-use crate::disk::record::compact::{Reader, varint};
+use crate::disk::record::compact::{Reader, varint, varint_loc};
 use crate::disk::record::{
     self, ArchiveRec, ChatRec, CheckpointRec, CompactionRec, DeleteRec, GrantRec, HideRec, MessageTexts,
     MetaRec, PinRec, RevRec, StepRec, SummaryRec, UsageRec,
@@ -44,9 +44,7 @@ pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), &[u8]> = TableDe
 /// where the fixed tuple took 38 (index layout 7; may-archive since layout 8).
 pub(crate) fn encode_msg_val(v: MsgVal) -> Vec<u8> {
     let mut out = Vec::with_capacity(24);
-    varint(&mut out, v.segment);
-    varint(&mut out, v.offset);
-    varint(&mut out, u64::from(v.len));
+    varint_loc(&mut out, (v.segment, v.offset, v.len));
     let h = v.head;
     out.push(h.role & 0x3f | if h.may_archive { 0x40 } else { 0 } | if h.has_step { 0x80 } else { 0 });
     varint(&mut out, h.turn);
@@ -58,9 +56,7 @@ pub(crate) fn encode_msg_val(v: MsgVal) -> Vec<u8> {
 pub(crate) fn decode_msg_val(bytes: &[u8]) -> Result<MsgVal> {
     let bad = |e: String| Error::index_msg(format!("a row of the messages table does not decode: {e}"));
     let mut r = Reader(bytes);
-    let (segment, offset, len) =
-        (r.varint().map_err(bad)?, r.varint().map_err(bad)?, r.varint().map_err(bad)?);
-    let len = u32::try_from(len).map_err(|_| bad(format!("a record length {len} above u32")))?;
+    let (segment, offset, len) = r.loc().map_err(bad)?;
     let flags = r.u8().map_err(bad)?;
     let (turn, at_ms) = (r.varint().map_err(bad)?, r.varint().map_err(bad)?);
     if !r.0.is_empty() {
@@ -236,9 +232,7 @@ pub(crate) fn owner_key(owner: &str, last_ms: u64, chat: u64) -> (&str, u64, u64
 /// A location as three varints (segment, offset, length): a `metas` value.
 pub(crate) fn encode_loc(l: Location) -> Vec<u8> {
     let mut out = Vec::with_capacity(12);
-    for v in [l.segment, l.offset, u64::from(l.len)] {
-        varint(&mut out, v);
-    }
+    varint_loc(&mut out, loc(l));
     out
 }
 
@@ -246,9 +240,7 @@ pub(crate) fn encode_loc(l: Location) -> Vec<u8> {
 pub(crate) fn decode_loc(bytes: &[u8]) -> Result<Location> {
     let bad = |e: String| Error::index_msg(format!("metadata location: {e}"));
     let mut r = Reader(bytes);
-    let (segment, offset, len) =
-        (r.varint().map_err(bad)?, r.varint().map_err(bad)?, r.varint().map_err(bad)?);
-    let len = u32::try_from(len).map_err(|_| bad(format!("a length of {len} bytes")))?;
+    let (segment, offset, len) = r.loc().map_err(bad)?;
     if !r.0.is_empty() {
         return Err(bad(format!("{} bytes after its last field", r.0.len())));
     }

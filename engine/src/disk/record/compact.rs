@@ -179,6 +179,14 @@ fn put_part(out: &mut Vec<u8>, p: &PartRec) {
     }
 }
 
+/// Writes a location in the log as three varints: segment, offset, length (how the index's
+/// rows hold one; [`Reader::loc`] reads it).
+pub(crate) fn varint_loc(out: &mut Vec<u8>, (segment, offset, len): (u64, u64, u32)) {
+    varint(out, segment);
+    varint(out, offset);
+    varint(out, u64::from(len));
+}
+
 /// Reads from the front of a byte slice, checking every length.
 pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
@@ -196,6 +204,13 @@ impl<'a> Reader<'a> {
         let (a, b) = self.0.split_at(n as usize);
         self.0 = b;
         Ok(a)
+    }
+
+    /// A location [`varint_loc`] wrote: (segment, offset, length).
+    pub(crate) fn loc(&mut self) -> Result<(u64, u64, u32), String> {
+        let (segment, offset, len) = (self.varint()?, self.varint()?, self.varint()?);
+        let len = u32::try_from(len).map_err(|_| format!("a length of {len} bytes, above u32"))?;
+        Ok((segment, offset, len))
     }
 
     pub(crate) fn varint(&mut self) -> Result<u64, String> {

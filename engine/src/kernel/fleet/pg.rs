@@ -139,10 +139,11 @@ impl Fleet {
             .query("SELECT id, kind, codec, raw_len, payload FROM ut_blobs WHERE id = ANY($1)", &[&keys])
             .map_err(|e| self.err("read blobs", &e))?;
         self.put(c);
+        let asked: HashMap<&[u8], &BlobId> = ids.iter().map(|id| (id.as_bytes().as_slice(), id)).collect();
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let key: Vec<u8> = self.col(row, 0)?;
-            let Some(id) = ids.iter().find(|id| id.as_bytes().as_slice() == key.as_slice()) else {
+            let Some(&id) = asked.get(key.as_slice()) else {
                 return Err(self.bad(format!("a blob row whose id ({} bytes) was not asked for", key.len())));
             };
             out.push((*id, self.stored_row(id, row)?));
