@@ -448,3 +448,54 @@ fn a_fresh_store_reads_the_blobs_it_lacks_in_one_round_trip() {
     let foreign = cold.get_blobs("someone-else", &ids);
     assert!(matches!(foreign, Err(undertext::Error::NotFound { .. })), "{foreign:?}");
 }
+
+/// How many chats of `owner` `store`'s local replica holds.
+fn held(store: &Store, owner: &str) -> u64 {
+    store.owners().unwrap().into_iter().find(|(o, _)| o == owner).map_or(0, |(_, n)| n)
+}
+
+#[test]
+fn a_fresh_store_finds_chats_by_an_extra_field_in_one_round_trip_and_pulls_only_those() {
+    let Some(Wired { store, owner: o, .. }) = wired("extra") else { return };
+    let team = |t: u64| undertext::ChatMeta {
+        title: "same title".into(),
+        extra: [("team".to_string(), format!("team-{t}")), ("other".to_string(), "x".to_string())].into(),
+        ..Default::default()
+    };
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let id = store.create_chat(&o, team(i % 3)).unwrap();
+        store.chat(&o, id).unwrap().append(NewMessage::user(format!("task {i}"))).unwrap();
+        ids.push(id);
+    }
+    let of_team = |s: &Store, t: &str| {
+        let mut found: Vec<_> =
+            s.find_chats(&o, undertext::MetaField::Extra("team"), t).unwrap().iter().map(|c| c.id).collect();
+        found.sort();
+        found
+    };
+    let (cold_url, wire) = proxied(&fleet_url().unwrap());
+    let cold = Store::open(&cold_url, opts()).unwrap();
+    let (r0, t0) = wire.counts();
+    assert_eq!(of_team(&cold, "team-1"), vec![ids[1], ids[4], ids[7], ids[10]]);
+    let (r1, t1) = wire.counts();
+    assert_eq!((r1 - r0, t1 - t0), (1, 1), "find_chats by an extra field on a fresh store: one statement");
+    assert_eq!(held(&cold, &o), 4, "only the chats found were pulled, not the owner's 12");
+    assert!(of_team(&cold, "team-9").is_empty());
+    assert!(of_team(&cold, "x").is_empty(), "a value under another key is not this field's");
+    // Another process moves one chat into the team and one out of it: the catalog names the
+    // first, the replica's own copy names the second (pulled again, no longer a match).
+    store.chat(&o, ids[0]).unwrap().set_meta(team(1)).unwrap();
+    store.chat(&o, ids[4]).unwrap().set_meta(team(2)).unwrap();
+    let (r2, _) = wire.counts();
+    assert_eq!(of_team(&cold, "team-1"), vec![ids[0], ids[1], ids[7], ids[10]]);
+    assert_eq!(wire.counts().0 - r2, 1, "one statement again");
+    assert_eq!(
+        of_team(&Store::open(&cold_url, opts()).unwrap(), "team-2"),
+        vec![ids[2], ids[4], ids[5], ids[8], ids[11]]
+    );
+    // Another owner finds none of them.
+    assert!(
+        cold.find_chats("someone-else", undertext::MetaField::Extra("team"), "team-1").unwrap().is_empty()
+    );
+}

@@ -2,7 +2,8 @@
 //! `undertext fleet init|migrate|status` (the real command line, `fleet_cli`), an open that
 //! never runs DDL (`schema=manual`), a role granted only DML rights working on a schema an
 //! operator created, and a database made before versions were recorded, adopted and
-//! migrated; an owner's chats paged in SQL (schema version 4). Each test makes a database of its own on the server of `UNDERTEXT_FLEET_URL`
+//! migrated; an owner's chats paged in SQL (schema version 4); chats found by an extra field in SQL
+//! (version 5). Each test makes a database of its own on the server of `UNDERTEXT_FLEET_URL`
 //! (scripts/test-fleet starts it); skipped without it.
 
 #![cfg(feature = "fleet")]
@@ -84,7 +85,7 @@ fn init_by_the_owner_then_a_role_with_only_dml_rights_works_on_it() {
     assert!(ok && out.contains("init: nothing to do"), "{out}");
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2,3,4"
+        "1,2,3,4,5"
     );
 
     // With DML rights only, the application role works: writes, reads from another
@@ -161,7 +162,8 @@ fn a_database_made_before_versions_opens_and_is_adopted_by_migrate() {
     assert_eq!(
         psql(&db, "SELECT string_agg(version || ':' || note, ',' ORDER BY version) FROM ut_schema").trim(),
         "1:the catalog (created before ut_schema: adopted),2:change notification (trigger ut_chats_notify, channel ut_chats),\
-         3:chat titles in the catalog (ut_chats.title),4:chat activity in the catalog (ut_chats.last_ms)"
+         3:chat titles in the catalog (ut_chats.title),4:chat activity in the catalog (ut_chats.last_ms),\
+         5:chat extra metadata in the catalog (ut_chats.extra)"
     );
     let (ok, out, _) = cli(&db, &["migrate"]);
     assert!(ok && out.contains("migrate: nothing to do"), "{out}");
@@ -210,7 +212,7 @@ fn opens_racing_on_an_empty_database_create_the_schema_once() {
     }
     assert_eq!(
         psql(&db, "SELECT string_agg(version::text, ',' ORDER BY version) FROM ut_schema").trim(),
-        "1,2,3,4"
+        "1,2,3,4,5"
     );
 }
 
@@ -328,4 +330,57 @@ fn an_owners_chats_are_paged_in_sql_and_a_page_pulls_only_its_chats() {
     let listed: Vec<_> =
         every_page(&Store::open(&old, opts()).unwrap(), &o, 1).into_iter().map(|c| c.0).collect();
     assert_eq!(listed, vec![after, before]);
+}
+
+#[test]
+fn version_5_finds_chats_by_an_extra_field_and_pulls_those_it_cannot_tell() {
+    let Some(url) = fleet_url() else { return };
+    let o = owner("extra");
+    let with = |v: &str| ChatMeta {
+        title: "t".into(),
+        extra: [("repo".to_string(), v.to_string())].into(),
+        ..Default::default()
+    };
+    let find = |s: &Store| {
+        let mut ids: Vec<_> = s
+            .find_chats(&o, undertext::MetaField::Extra("repo"), "a")
+            .unwrap()
+            .iter()
+            .map(|c| c.id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    // A chat written at version 4 (its extra fields not in the catalog), then the database
+    // migrated: a lookup pulls it with the ones the catalog names, and finds it by its value.
+    let db = fresh_database(&url, "ut-schema-extra");
+    undertext::fleet::migrate_to(&db, 4).unwrap();
+    let old = {
+        let at4 = Store::open(with_params(&db, "schema=manual"), opts()).unwrap();
+        let old_a = at4.create_chat(&o, with("a")).unwrap();
+        at4.create_chat(&o, with("b")).unwrap();
+        old_a
+    };
+    let (ok, _, e) = cli(&db, &["migrate"]);
+    assert!(ok, "{e}");
+    assert_eq!(psql(&db, "SELECT count(*) FROM ut_chats WHERE extra IS NULL").trim(), "2");
+    let store = Store::open(&db, opts()).unwrap();
+    let new_a = store.create_chat(&o, with("a")).unwrap();
+    let new_b: Vec<_> = (0..5).map(|_| store.create_chat(&o, with("b")).unwrap()).collect();
+    assert_eq!(
+        psql(&db, &format!("SELECT extra ->> 'repo' FROM ut_chats WHERE id = {}", new_b[0].0)).trim(),
+        "b",
+        "a chat created at version 5 has its extra fields in the catalog"
+    );
+    let fresh = Store::open(&db, opts()).unwrap();
+    assert_eq!(find(&fresh), vec![old, new_a]);
+    assert_eq!(
+        held(&fresh, &o),
+        3,
+        "the chat found, and the two the catalog cannot tell; not the five others"
+    );
+    // A metadata write of an old chat puts its fields in the catalog.
+    store.chat(&o, old).unwrap().set_meta(with("c")).unwrap();
+    assert_eq!(find(&Store::open(&db, opts()).unwrap()), vec![new_a]);
+    assert_eq!(psql(&db, "SELECT count(*) FROM ut_chats WHERE extra IS NULL").trim(), "1");
 }

@@ -257,18 +257,13 @@ pub(crate) fn find_chats(
     // follow it without another query).
     let mut heads: HashMap<u64, crate::kernel::store::remote::ChatHead> = HashMap::new();
     if let Some(remote) = core.remote() {
-        // Fleet mode: the catalog names the chats with a title, so only those are pulled
-        // (issue 35's cold start: not every chat of the owner), and so are the chats the
-        // local replica names (another process may have changed their title): the lookup
-        // and the pull are one statement.
-        let named = match field {
-            MetaField::Title => {
-                core.ensure_flushed(core.log.written())?;
-                let local = crate::disk::index::find_chats(&core.index.read()?, owner, key, value)?;
-                remote.catch_up_titled(core, owner, value, &local)?
-            }
-            MetaField::Extra(_) => None,
-        };
+        // Fleet mode: the catalog names the chats with the title or extra field, so only
+        // those are pulled (issue 35's cold start: not every chat of the owner), and so are
+        // the chats the local replica names (another process may have changed their
+        // metadata): the lookup and the pull are one statement.
+        core.ensure_flushed(core.log.written())?;
+        let local = crate::disk::index::find_chats(&core.index.read()?, owner, key, value)?;
+        let named = remote.catch_up_found(core, owner, field, value, &local)?;
         heads = match named {
             Some(found) => found,
             None => remote.catch_up_owner(core, owner)?,

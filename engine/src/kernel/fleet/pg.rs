@@ -25,6 +25,7 @@ use crate::disk::record::{
 use crate::kernel::store::core::{Committed, Core, RecordOut, Txn};
 use crate::kernel::store::gc::{self, Holds};
 use crate::kernel::store::remote::{ChatHead, Notified, Remote, WriteLock};
+use crate::model::message::MetaField;
 
 /// The `ut_settings` row naming the bucket and prefix that hold the database's S3 blobs.
 const S3_BLOBS: &str = "s3_blobs";
@@ -53,6 +54,10 @@ enum Listed<'a> {
     /// Those the catalog says are titled this, and those of these ids (the replica's own
     /// chats of that title) that are the owner's.
     Titled(&'a str, &'a [u64]),
+    /// Those the catalog says have this extra field (key, value), those whose extra fields
+    /// it does not know (written before schema version 5), and those of these ids (the
+    /// replica's own chats with that field) that are the owner's.
+    Extra(&'a str, &'a str, &'a [u64]),
 }
 
 /// How far the local replica holds a stream.
@@ -716,6 +721,11 @@ impl Fleet {
                 }
                 rows
             }
+            Listed::Extra(key, value, also) => {
+                let also: Vec<i64> = also.iter().map(|&i| i as i64).collect();
+                c.query(EXTRA_CATCH_UP, &[&owner, &ids, &applied, &key, &value, &also])
+                    .map_err(|e| self.err("find chats by an extra field", &e))?
+            }
         };
         self.put(c);
         let mut out: Vec<(u64, ChatHead)> = Vec::new();
@@ -1051,14 +1061,27 @@ impl Fleet {
         let schema = self.schema.load(std::sync::atomic::Ordering::Relaxed);
         let titled = schema >= 3;
         let last_ms = after.last_ms as i64;
-        let title: Option<String> = match txn.records.iter().rev().find(|r| r.kind == Kind::Meta) {
+        let meta: Option<MetaRec> = match txn.records.iter().rev().find(|r| r.kind == Kind::Meta) {
             Some(r) if titled => Some(
                 record::decode::<MetaRec>(&r.payload, "metadata")
-                    .map_err(|why| self.bad(format!("chat {}: {why}", s.chat)))?
-                    .title,
+                    .map_err(|why| self.bad(format!("chat {}: {why}", s.chat)))?,
             ),
             _ => None,
         };
+        // Version 5: the extra fields as a JSON object (the column is written with the title).
+        let extra: Option<String> = match &meta {
+            Some(m) if schema >= 5 => Some(
+                serde_json::to_string(
+                    &m.extra
+                        .iter()
+                        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
+                )
+                .map_err(|e| self.bad(format!("chat {}: its extra fields as JSON: {e}", s.chat)))?,
+            ),
+            _ => None,
+        };
+        let title: Option<String> = meta.map(|m| m.title);
         let has_title = title.is_some();
         if titled {
             params.push(&has_title);
@@ -1067,9 +1090,14 @@ impl Fleet {
         let variant = match schema {
             0..=2 => 0,
             3 => 1,
-            _ => {
+            4 => {
                 params.push(&last_ms);
                 2
+            }
+            _ => {
+                params.push(&last_ms);
+                params.push(&extra);
+                3
             }
         };
         // With blobs in PostgreSQL, the rows of the blobs the batch carries and keeps are
@@ -1079,11 +1107,14 @@ impl Fleet {
         let statement = match &blob_params {
             Some((ids, kinds, codecs, lens, payloads)) => {
                 params.extend([ids as &dyn Param, kinds, codecs, lens, payloads]);
-                let with_blobs: &'static [String; 3] =
+                let with_blobs: &'static [String; 4] =
                     if commit { &WRITE_CHAT_BATCH_BLOBS_KEPT } else { &WRITE_CHAT_BATCH_BLOBS };
                 with_blobs[variant].as_str()
             }
-            None => [WRITE_CHAT_BATCH, WRITE_CHAT_BATCH_TITLED, WRITE_CHAT_BATCH_ACTIVE][variant],
+            None => {
+                [WRITE_CHAT_BATCH, WRITE_CHAT_BATCH_TITLED, WRITE_CHAT_BATCH_ACTIVE, WRITE_CHAT_BATCH_EXTRA]
+                    [variant]
+            }
         };
         let done = if commit {
             let (batch, committed) = c.pipeline(statement, &params, "COMMIT");
@@ -1308,23 +1339,24 @@ impl<'r> BlobRows<'r> {
 /// [`WRITE_CHAT_BATCH`], [`WRITE_CHAT_BATCH_TITLED`] and [`WRITE_CHAT_BATCH_ACTIVE`] with the
 /// batch's blob rows upserted in the same statement ([`BlobRows`], its arrays the 5 parameters
 /// after the variant's own), returning a third column: the ids of placeholder rows to fill.
-static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 3]> =
+static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 4]> =
     std::sync::LazyLock::new(|| with_blob_rows(false));
 
 /// [`WRITE_CHAT_BATCH_BLOBS`] for a batch whose `COMMIT` follows in the same round trip: the
 /// statement fails (the transaction aborts; nothing is written) when it inserted a placeholder
 /// row (a kept blob collected meanwhile), which must never be committed.
-static WRITE_CHAT_BATCH_BLOBS_KEPT: std::sync::LazyLock<[String; 3]> =
+static WRITE_CHAT_BATCH_BLOBS_KEPT: std::sync::LazyLock<[String; 4]> =
     std::sync::LazyLock::new(|| with_blob_rows(true));
 
 /// What the error of [`WRITE_CHAT_BATCH_BLOBS_KEPT`] says (a text cast to an integer: no
 /// function needs creating for it).
 const KEPT_GONE: &str = "undertext: a kept blob was collected";
 
-/// The three chat batch statements with the blob rows' upsert (see [`WRITE_CHAT_BATCH_BLOBS`]);
+/// The four chat batch statements with the blob rows' upsert (see [`WRITE_CHAT_BATCH_BLOBS`]);
 /// `refuse_placeholders`: see [`WRITE_CHAT_BATCH_BLOBS_KEPT`].
-fn with_blob_rows(refuse_placeholders: bool) -> [String; 3] {
-    [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15)].map(|(sql, n)| {
+fn with_blob_rows(refuse_placeholders: bool) -> [String; 4] {
+    [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15), (WRITE_CHAT_BATCH_EXTRA, 16)]
+        .map(|(sql, n)| {
         let body = sql.strip_prefix("WITH ").unwrap_or(sql);
         // Evaluated at run time only when a placeholder was inserted (not a constant: the
         // planner cannot fold it).
@@ -1561,6 +1593,22 @@ LEFT JOIN ut_records r ON r.batch = b.id \
 WHERE c.owner = $1::text AND (c.title = $4::text OR c.title IS NULL OR c.id = ANY ($5::bigint[])) \
 ORDER BY c.id, b.version, r.idx";
 
+/// The chats of owner $1 whose extra field $4 is $5, those whose extra fields the catalog does
+/// not know (NULL, written before schema version 5) and those of them in $6 (the replica's own
+/// chats with that field: another process may have changed it), with the batches committed
+/// after the version this replica holds of each ($2, $3 as in [`OWNER_CATCH_UP`]); the columns
+/// of [`OWNER_CATCH_UP`]. One statement: `find_chats` by an extra field on a fresh replica is one
+/// round trip, and pulls only these chats.
+const EXTRA_CATCH_UP: &str = "\
+SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
+FROM ut_chats c \
+LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
+LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
+    AND b.version <= c.version \
+LEFT JOIN ut_records r ON r.batch = b.id \
+WHERE c.owner = $1::text AND (c.extra ->> $4::text = $5::text OR c.extra IS NULL OR c.id = ANY ($6::bigint[])) \
+ORDER BY c.id, b.version, r.idx";
+
 /// Every chat of owner $1 (id, version, deleted), or those of them in $4 (NULL: every one),
 /// with the batches committed after the version this replica holds of it ($2: chat ids, $3:
 /// their versions held; a chat not listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
@@ -1639,6 +1687,14 @@ const WRITE_CHAT_BATCH_TITLED: &str =
 /// a row written before version 4 keeps NULL: its activity is unknown).
 const WRITE_CHAT_BATCH_ACTIVE: &str = write_chat_batch!(
     "title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
+     last_ms = CASE WHEN version = 0 OR last_ms IS NOT NULL THEN greatest(coalesce(last_ms, 0), $15::bigint) END, "
+);
+
+/// [`WRITE_CHAT_BATCH_ACTIVE`] on a schema of version 5 or later: with the title (when $13),
+/// the chat's extra fields become $16 (a JSON object).
+const WRITE_CHAT_BATCH_EXTRA: &str = write_chat_batch!(
+    "title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
+     extra = CASE WHEN $13::boolean THEN $16::text::jsonb ELSE extra END, \
      last_ms = CASE WHEN version = 0 OR last_ms IS NOT NULL THEN greatest(coalesce(last_ms, 0), $15::bigint) END, "
 );
 
@@ -1850,18 +1906,23 @@ impl Remote for Fleet {
         Ok(self.catch_up_listed(c, core, owner, Listed::Only(chats))?.unwrap_or_default())
     }
 
-    fn catch_up_titled(
+    fn catch_up_found(
         &self,
         core: &Core,
         owner: &str,
-        title: &str,
+        field: MetaField<'_>,
+        value: &str,
         also: &[u64],
     ) -> Result<Option<Vec<(u64, ChatHead)>>> {
-        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 3 {
+        let (needs, which) = match field {
+            MetaField::Title => (3, Listed::Titled(value, also)),
+            MetaField::Extra(key) => (5, Listed::Extra(key, value, also)),
+        };
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < needs {
             return Ok(None);
         }
         let c = self.client()?;
-        self.catch_up_listed(c, core, owner, Listed::Titled(title, also))
+        self.catch_up_listed(c, core, owner, which)
     }
 
     fn page(&self, owner: &str, after: Option<(u64, u64)>, limit: usize) -> Result<Option<Vec<u64>>> {

@@ -22,7 +22,7 @@ use super::pg::Fleet;
 use crate::base::error::{Error, Result};
 
 /// The schema version this build creates and migrates to.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The oldest schema version this build opens (below it, `init` or `migrate` first).
 pub const MIN_USABLE: u32 = 1;
@@ -122,6 +122,17 @@ ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS last_ms bigint;
 CREATE INDEX IF NOT EXISTS ut_chats_owner_activity ON ut_chats (owner, last_ms DESC, id) WHERE NOT deleted;
 ";
 
+/// Version 5: each chat's `extra` metadata in the catalog (`ut_chats.extra`, a JSON object of
+/// strings), written by the batch that carries a metadata record as the title is, so that
+/// `Store::find_chats` by an extra field pulls only the chats that have it (NULL: a chat
+/// written before version 5, its fields unknown: such chats are pulled with the ones found).
+/// No index of its own: the lookup reads the owner's catalog rows (`ut_chats_owner`) on the
+/// server, and an index on the column would cost every write of a chat its upkeep. Builds
+/// before it would change metadata without writing the column: `compatible_from` 5.
+const V5: &str = "
+ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS extra jsonb;
+";
+
 /// The versions after 0: (version, what it adds, its SQL, the oldest build version that may
 /// still use a database at it).
 const MIGRATIONS: &[(u32, &str, &str, u32)] = &[
@@ -129,6 +140,7 @@ const MIGRATIONS: &[(u32, &str, &str, u32)] = &[
     (2, "change notification (trigger ut_chats_notify, channel ut_chats)", V2, 1),
     (3, "chat titles in the catalog (ut_chats.title)", V3, 3),
     (4, "chat activity in the catalog (ut_chats.last_ms)", V4, 4),
+    (5, "chat extra metadata in the catalog (ut_chats.extra)", V5, 5),
 ];
 
 /// The version table, created with the first migration a database records.

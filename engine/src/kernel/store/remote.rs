@@ -76,16 +76,18 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// included. The others are left out.
     fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>>;
 
-    /// Brings the local replica up to the chats of `owner` titled `title` as the remote
-    /// names them, and to those of `also` (the replica's own chats of that title: another
-    /// process may have changed it), in one round trip; returns them (id, head), deleted ones
-    /// included. `None` when the remote cannot say which chats have the title (then
-    /// [`Remote::catch_up_owner`] and the local index answer; nothing was pulled).
-    fn catch_up_titled(
+    /// Brings the local replica up to the chats of `owner` whose metadata `field` is `value`
+    /// as the remote names them (with any whose field the remote does not know), and to those
+    /// of `also` (the replica's own chats with that value: another process may have changed
+    /// it), in one round trip; returns them (id, head), deleted ones included. `None` when the
+    /// remote cannot say which chats have the value (then [`Remote::catch_up_owner`] and the
+    /// local index answer; nothing was pulled).
+    fn catch_up_found(
         &self,
         _core: &Core,
         _owner: &str,
-        _title: &str,
+        _field: crate::model::message::MetaField<'_>,
+        _value: &str,
         _also: &[u64],
     ) -> Result<Option<Vec<(u64, ChatHead)>>> {
         Ok(None)
