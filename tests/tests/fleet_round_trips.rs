@@ -499,3 +499,36 @@ fn a_fresh_store_finds_chats_by_an_extra_field_in_one_round_trip_and_pulls_only_
         cold.find_chats("someone-else", undertext::MetaField::Extra("team"), "team-1").unwrap().is_empty()
     );
 }
+
+#[test]
+fn a_blob_read_without_a_local_grant_pulls_only_the_chats_that_grant_it() {
+    let Some(Wired { store, owner: o, .. }) = wired("granting") else { return };
+    let body = |i: u64| format!("tool output {i} of {o} ").repeat(30).into_bytes();
+    let mut chats = Vec::new();
+    let mut blobs = Vec::new();
+    for i in 0..8 {
+        let id = store.create_chat(&o, Default::default()).unwrap();
+        let chat = store.chat(&o, id).unwrap();
+        let (got, _) =
+            chat.append_with_blobs(&[&body(i)], vec![NewMessage::user(format!("see {i}"))]).unwrap();
+        chats.push(id);
+        blobs.push(got[0]);
+    }
+    // One blob the owner holds by its own grant (no chat), one of a chat deleted since.
+    let own = store.put_blobs(&o, &[b"the owner's own blob".as_slice()]).unwrap()[0];
+    store.delete_chat(&o, chats[7]).unwrap();
+    let cold = Store::open(proxied(&fleet_url().unwrap()).0, opts()).unwrap();
+    assert_eq!(&cold.get_blobs(&o, &[blobs[3]]).unwrap()[0][..], &body(3)[..]);
+    assert_eq!(held(&cold, &o), 1, "the chat that grants the blob was pulled, not the owner's 8");
+    assert_eq!(&cold.get_blobs(&o, &[own]).unwrap()[0][..], b"the owner's own blob");
+    assert_eq!(held(&cold, &o), 1, "an owner's own grant pulls no chat");
+    let gone = cold.get_blobs(&o, &[blobs[7]]);
+    assert!(
+        matches!(gone, Err(undertext::Error::NotFound { .. })),
+        "a deleted chat's grant is gone: {gone:?}"
+    );
+    // Another owner reads none of them; a blob of a chat granted to the owner since is found.
+    let foreign = cold.get_blobs("someone-else", &[blobs[3]]);
+    assert!(matches!(foreign, Err(undertext::Error::NotFound { .. })), "{foreign:?}");
+    assert_eq!(&cold.get_blobs(&o, &[blobs[5]]).unwrap()[0][..], &body(5)[..]);
+}

@@ -163,7 +163,7 @@ fn a_database_made_before_versions_opens_and_is_adopted_by_migrate() {
         psql(&db, "SELECT string_agg(version || ':' || note, ',' ORDER BY version) FROM ut_schema").trim(),
         "1:the catalog (created before ut_schema: adopted),2:change notification (trigger ut_chats_notify, channel ut_chats),\
          3:chat titles in the catalog (ut_chats.title),4:chat activity in the catalog (ut_chats.last_ms),\
-         5:chat extra metadata in the catalog (ut_chats.extra)"
+         5:chat extra metadata and blob grants in the catalog (ut_chats.extra, ut_grants)"
     );
     let (ok, out, _) = cli(&db, &["migrate"]);
     assert!(ok && out.contains("migrate: nothing to do"), "{out}");
@@ -383,4 +383,37 @@ fn version_5_finds_chats_by_an_extra_field_and_pulls_those_it_cannot_tell() {
     store.chat(&o, old).unwrap().set_meta(with("c")).unwrap();
     assert_eq!(find(&Store::open(&db, opts()).unwrap()), vec![new_a]);
     assert_eq!(psql(&db, "SELECT count(*) FROM ut_chats WHERE extra IS NULL").trim(), "1");
+}
+
+#[test]
+fn version_5_pulls_the_chats_that_grant_a_blob_and_those_written_before_it() {
+    let Some(url) = fleet_url() else { return };
+    let o = owner("grants");
+    let db = fresh_database(&url, "ut-schema-grants");
+    undertext::fleet::migrate_to(&db, 4).unwrap();
+    let with_blob = |url: &str, text: &str| {
+        let store = Store::open(url, opts()).unwrap();
+        let id = store.create_chat(&o, ChatMeta::default()).unwrap();
+        let (ids, _) = store
+            .chat(&o, id)
+            .unwrap()
+            .append_with_blobs(&[text.repeat(20).as_bytes()], vec![NewMessage::user("see the blob")])
+            .unwrap();
+        ids[0]
+    };
+    let old = with_blob(&with_params(&db, "schema=manual"), "written at version 4 ");
+    let (ok, _, e) = cli(&db, &["migrate"]);
+    assert!(ok, "{e}");
+    let new: Vec<_> = (0..5).map(|i| with_blob(&db, &format!("written at version 5, {i} "))).collect();
+    assert_eq!(psql(&db, "SELECT count(*) FROM ut_grants").trim(), "5", "one note per grant since version 5");
+    let fresh = Store::open(&db, opts()).unwrap();
+    assert_eq!(fresh.get_blobs(&o, &[new[2]]).unwrap()[0], "written at version 5, 2 ".repeat(20).as_bytes());
+    assert_eq!(held(&fresh, &o), 2, "the chat granting it and the one whose grants the catalog cannot tell");
+    assert_eq!(fresh.get_blobs(&o, &[old]).unwrap()[0], "written at version 4 ".repeat(20).as_bytes());
+    // gc drops a deleted chat's notes with its records.
+    let store = Store::open(&db, opts()).unwrap();
+    let chat = store.chats(&o, Page { limit: 100, after: None }).unwrap().chats[0].id;
+    store.delete_chat(&o, chat).unwrap();
+    Store::gc(&db, opts()).unwrap();
+    assert_eq!(psql(&db, &format!("SELECT count(*) FROM ut_grants WHERE chat = {}", chat.0)).trim(), "0");
 }

@@ -12,7 +12,7 @@
 //! re-check" pattern holds under acquire/release alone (loom models SeqCst as AcqRel, and
 //! the proof must not lean on it).
 //!
-//! The protocol is model-checked with loom: `RUSTFLAGS="--cfg loom" cargo test -p undertext
+//! The protocol is model-checked with loom: `cargo test -p undertext --features loom
 //! --release --lib snapshot::cell` (bounded by `LOOM_MAX_PREEMPTIONS`, default 3 in the test).
 
 use super::sync::{Arc, AtomicUsize, Ordering, UnsafeCell, spin};
@@ -85,7 +85,7 @@ impl<T> SnapshotCell<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -126,7 +126,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use super::*;
 

@@ -10,5 +10,5 @@ mod sync;
 pub use append_vec::AppendVec;
 pub(crate) use append_vec::PAGE;
 pub use cell::SnapshotCell;
-/// The `Arc` the cell holds: `std`'s, or loom's under `cfg(loom)`.
+/// The `Arc` the cell holds: `std`'s, or loom's with the feature `loom`.
 pub(crate) use sync::Arc as SnapArc;

@@ -1,32 +1,32 @@
-//! Synchronization primitives of the snapshot module: `std` normally, `loom` under
-//! `cfg(loom)` so the publication protocol can be model-checked.
+//! Synchronization primitives of the snapshot module: `std` normally, `loom` with the
+//! feature `loom` so the publication protocol can be model-checked.
 
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::cell::UnsafeCell;
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::Arc;
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(loom)]
+#[cfg(feature = "loom")]
 pub(crate) fn spin() {
     loom::thread::yield_now();
 }
 
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::Arc;
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) fn spin() {
     std::hint::spin_loop();
 }
 
 /// `std`'s `UnsafeCell` with loom's closure-based API.
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(feature = "loom"))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(v: T) -> Self {
         UnsafeCell(std::cell::UnsafeCell::new(v))

@@ -23,7 +23,7 @@ pub(crate) fn check_publish(
     Ok(())
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -36,9 +36,9 @@ mod tests {
     }
 }
 
-/// Deeper run: `LOOM_MAX_PREEMPTIONS=4 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom
-/// cargo test -p undertext --release --lib checkpoint::guard`.
-#[cfg(all(test, loom))]
+/// Deeper run: `LOOM_MAX_PREEMPTIONS=4 cargo test -p undertext --features loom --release --lib
+/// checkpoint::guard`.
+#[cfg(all(test, feature = "loom"))]
 mod loom_tests {
     use loom::sync::{Arc, Mutex};
 

@@ -2,8 +2,8 @@
 //! processes write.
 //!
 //! 1. The records of deleted chats (all but their creation and deletion) leave `ut_records`,
-//!    grants bound to them included; their batches stay, empty, so every stream's versions
-//!    stay dense for the replicas.
+//!    grants bound to them included (and their notes in `ut_grants`); their batches stay,
+//!    empty, so every stream's versions stay dense for the replicas.
 //! 2. **Mark**: every record left in the catalog holds what it references (as in embedded
 //!    mode: message bodies and their parts, pins, compaction trims, checkpoint and cached
 //!    summaries, archive and blob grants), an archive its offset index, a manifest its chunks.
@@ -86,6 +86,11 @@ fn steps(fleet: &Fleet, core: &Core, c: &mut Conn, grace: Duration) -> Result<Gc
         .map_err(|e| fleet.err("drop the records of deleted chats", &e))?;
     report.deleted_chats = dropped.len() as u64;
     drop(dropped);
+    // Schema version 5: their grants' notes too (hints only: a deleted chat grants nothing).
+    if fleet.schema.load(std::sync::atomic::Ordering::Relaxed) >= 5 {
+        c.execute("DELETE FROM ut_grants g USING ut_chats ch WHERE g.chat = ch.id AND ch.deleted", &[])
+            .map_err(|e| fleet.err("drop the grant notes of deleted chats", &e))?;
+    }
     // 2. Mark.
     let no_blob_deleted = "no blob was deleted; run gc again once it can be read";
     let live =

@@ -58,6 +58,9 @@ enum Listed<'a> {
     /// it does not know (written before schema version 5), and those of these ids (the
     /// replica's own chats with that field) that are the owner's.
     Extra(&'a str, &'a str, &'a [u64]),
+    /// Those the catalog says grant one of these blobs, and those whose grants it does not
+    /// know (written before schema version 5).
+    Granting(&'a [BlobId]),
 }
 
 /// How far the local replica holds a stream.
@@ -672,6 +675,21 @@ impl Fleet {
         Ok((l.applied, l.pulled, l.changed))
     }
 
+    /// Brings the replica up to `owner`'s own stream (the grants made outside a chat, e.g. by
+    /// `Store::put_blobs`); returns the connection it used.
+    fn catch_up_own_stream(&self, core: &Core, owner: &str) -> Result<Conn> {
+        let mut c = self.client()?;
+        let own = match c
+            .query_opt("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
+            .map_err(|e| self.err("read the owner", &e))?
+        {
+            Some(r) => self.num(&r, 0)?,
+            None => 0,
+        };
+        self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
+        Ok(c)
+    }
+
     /// Brings the replica up to the chats of `owner` that `which` names with the batches it
     /// lacks, in one statement on `c` (one round trip, one snapshot) whatever the number of
     /// chats: the versions this replica holds go with it. Returns the chats (id, head),
@@ -720,6 +738,11 @@ impl Fleet {
                     }
                 }
                 rows
+            }
+            Listed::Granting(blobs) => {
+                let blobs: Vec<&[u8]> = blobs.iter().map(|b| b.0.as_slice()).collect();
+                c.query(GRANTING_CATCH_UP, &[&owner, &ids, &applied, &blobs])
+                    .map_err(|e| self.err("find the chats granting a blob", &e))?
             }
             Listed::Extra(key, value, also) => {
                 let also: Vec<i64> = also.iter().map(|&i| i as i64).collect();
@@ -1083,6 +1106,27 @@ impl Fleet {
         };
         let title: Option<String> = meta.map(|m| m.title);
         let has_title = title.is_some();
+        // Version 5: the grants the batch's records make (grant and archive records), noted
+        // in `ut_grants` so that a read without a local grant finds the chat to pull.
+        let (mut grant_owners, mut grant_ids): (Vec<String>, Vec<Vec<u8>>) = (Vec::new(), Vec::new());
+        if schema >= 5 {
+            for r in txn.records.iter().filter(|r| r.blob.is_none()) {
+                let bad = |why: String| self.bad(format!("chat {}: {why}", s.chat));
+                match r.kind {
+                    Kind::Grant => {
+                        let g = record::decode::<GrantRec>(&r.payload, "grant").map_err(bad)?;
+                        grant_owners.push(g.owner);
+                        grant_ids.push(g.id.to_vec());
+                    }
+                    Kind::Archive => {
+                        let a = record::decode::<ArchiveRec>(&r.payload, "archive").map_err(bad)?;
+                        grant_owners.extend([a.owner.clone(), a.owner]);
+                        grant_ids.extend([a.id.to_vec(), a.index.to_vec()]);
+                    }
+                    _ => {}
+                }
+            }
+        }
         if titled {
             params.push(&has_title);
             params.push(&title);
@@ -1097,6 +1141,8 @@ impl Fleet {
             _ => {
                 params.push(&last_ms);
                 params.push(&extra);
+                params.push(&grant_owners);
+                params.push(&grant_ids);
                 3
             }
         };
@@ -1355,7 +1401,7 @@ const KEPT_GONE: &str = "undertext: a kept blob was collected";
 /// The four chat batch statements with the blob rows' upsert (see [`WRITE_CHAT_BATCH_BLOBS`]);
 /// `refuse_placeholders`: see [`WRITE_CHAT_BATCH_BLOBS_KEPT`].
 fn with_blob_rows(refuse_placeholders: bool) -> [String; 4] {
-    [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15), (WRITE_CHAT_BATCH_EXTRA, 16)]
+    [(WRITE_CHAT_BATCH, 12), (WRITE_CHAT_BATCH_TITLED, 14), (WRITE_CHAT_BATCH_ACTIVE, 15), (WRITE_CHAT_BATCH_EXTRA, 18)]
         .map(|(sql, n)| {
         let body = sql.strip_prefix("WITH ").unwrap_or(sql);
         // Evaluated at run time only when a placeholder was inserted (not a constant: the
@@ -1609,6 +1655,21 @@ LEFT JOIN ut_records r ON r.batch = b.id \
 WHERE c.owner = $1::text AND (c.extra ->> $4::text = $5::text OR c.extra IS NULL OR c.id = ANY ($6::bigint[])) \
 ORDER BY c.id, b.version, r.idx";
 
+/// The chats of owner $1 that grant one of blobs $4 as `ut_grants` notes, and those whose
+/// grants it does not know (`grants_known` false: written before schema version 5), with the
+/// batches committed after the version this replica holds of each ($2, $3 as in
+/// [`OWNER_CATCH_UP`]); the columns of [`OWNER_CATCH_UP`].
+const GRANTING_CATCH_UP: &str = "\
+SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
+FROM ut_chats c \
+LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
+LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
+    AND b.version <= c.version \
+LEFT JOIN ut_records r ON r.batch = b.id \
+WHERE c.owner = $1::text AND (NOT c.grants_known \
+    OR c.id IN (SELECT g.chat FROM ut_grants g WHERE g.owner = $1::text AND g.blob = ANY ($4::bytea[]))) \
+ORDER BY c.id, b.version, r.idx";
+
 /// Every chat of owner $1 (id, version, deleted), or those of them in $4 (NULL: every one),
 /// with the batches committed after the version this replica holds of it ($2: chat ids, $3:
 /// their versions held; a chat not listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
@@ -1646,9 +1707,13 @@ const PULL_BATCHES: &str = "SELECT b.version, r.kind, r.payload FROM ut_batches 
      WHERE b.chat = $1 AND b.owner = $2 AND b.version > $3 ORDER BY b.version, r.idx";
 
 /// The statement of a chat stream's batch, with `$title` (a `SET` item and its comma, or
-/// nothing) among what the chat row's update sets.
+/// nothing) among what the chat row's update sets, and `$more` (nothing, or a comma and more
+/// statements of the `WITH`, which may read the updated row from `u`: its id and owner).
 macro_rules! write_chat_batch {
     ($title:literal) => {
+        write_chat_batch!($title, "")
+    };
+    ($title:literal, $more:literal) => {
         concat!(
             "WITH u AS ( \
     UPDATE ut_chats SET version = $2::bigint, revision = $3::bigint, next_seq = $4::bigint, \
@@ -1657,7 +1722,7 @@ macro_rules! write_chat_batch {
             "published_reach = CASE WHEN $6::bigint >= 0 THEN $6::bigint ELSE published_reach END \
     WHERE id = $1::bigint AND version = $2::bigint - 1 \
         AND ($6::bigint < 0 OR (revision = $7::bigint AND published_reach < $6::bigint)) \
-    RETURNING id \
+    RETURNING id, owner \
 ), b AS ( \
     INSERT INTO ut_batches (chat, owner, version) SELECT id, '', $2::bigint FROM u RETURNING id \
 ), r AS ( \
@@ -1665,8 +1730,9 @@ macro_rules! write_chat_batch {
     SELECT b.id, x.* FROM b, \
         unnest($8::integer[], $9::smallint[], $10::bigint[], $11::bigint[], $12::bytea[]) AS x \
     RETURNING 1 \
-) \
-SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)"
+)",
+            $more,
+            " SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM r)"
         )
     };
 }
@@ -1691,11 +1757,19 @@ const WRITE_CHAT_BATCH_ACTIVE: &str = write_chat_batch!(
 );
 
 /// [`WRITE_CHAT_BATCH_ACTIVE`] on a schema of version 5 or later: with the title (when $13),
-/// the chat's extra fields become $16 (a JSON object).
+/// the chat's extra fields become $16 (a JSON object); the grants the batch's records make
+/// ($17 owners, $18 blob ids) are noted in `ut_grants`; the row created by this batch (at
+/// version 0) has its grants known from the start.
 const WRITE_CHAT_BATCH_EXTRA: &str = write_chat_batch!(
     "title = CASE WHEN $13::boolean THEN $14::text ELSE title END, \
      extra = CASE WHEN $13::boolean THEN $16::text::jsonb ELSE extra END, \
-     last_ms = CASE WHEN version = 0 OR last_ms IS NOT NULL THEN greatest(coalesce(last_ms, 0), $15::bigint) END, "
+     grants_known = (version = 0 OR grants_known), \
+     last_ms = CASE WHEN version = 0 OR last_ms IS NOT NULL THEN greatest(coalesce(last_ms, 0), $15::bigint) END, ",
+    ", g AS ( \
+    INSERT INTO ut_grants (owner, blob, chat) \
+    SELECT x.owner, x.blob, u.id FROM u, unnest($17::text[], $18::bytea[]) AS x (owner, blob) \
+    ON CONFLICT DO NOTHING \
+)"
 );
 
 /// An owner's own (or the global) stream's batch in one statement: the owner row $1 moves
@@ -1886,16 +1960,16 @@ impl Remote for Fleet {
     }
 
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>> {
-        let mut c = self.client()?;
-        let own = match c
-            .query_opt("SELECT version FROM ut_owners WHERE owner = $1", &[&owner])
-            .map_err(|e| self.err("read the owner", &e))?
-        {
-            Some(r) => self.num(&r, 0)?,
-            None => 0,
-        };
-        self.catch_up(&mut c, core, &Stream { chat: 0, owner: owner.to_string() }, own)?;
+        let c = self.catch_up_own_stream(core, owner)?;
         Ok(self.catch_up_listed(c, core, owner, Listed::All)?.unwrap_or_default())
+    }
+
+    fn catch_up_granting(&self, core: &Core, owner: &str, blobs: &[BlobId]) -> Result<()> {
+        if self.schema.load(std::sync::atomic::Ordering::Relaxed) < 5 {
+            return self.catch_up_owner(core, owner).map(drop);
+        }
+        let c = self.catch_up_own_stream(core, owner)?;
+        self.catch_up_listed(c, core, owner, Listed::Granting(blobs)).map(drop)
     }
 
     fn catch_up_chats(&self, core: &Core, owner: &str, chats: &[u64]) -> Result<Vec<(u64, ChatHead)>> {

@@ -122,15 +122,28 @@ ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS last_ms bigint;
 CREATE INDEX IF NOT EXISTS ut_chats_owner_activity ON ut_chats (owner, last_ms DESC, id) WHERE NOT deleted;
 ";
 
-/// Version 5: each chat's `extra` metadata in the catalog (`ut_chats.extra`, a JSON object of
-/// strings), written by the batch that carries a metadata record as the title is, so that
-/// `Store::find_chats` by an extra field pulls only the chats that have it (NULL: a chat
-/// written before version 5, its fields unknown: such chats are pulled with the ones found).
-/// No index of its own: the lookup reads the owner's catalog rows (`ut_chats_owner`) on the
-/// server, and an index on the column would cost every write of a chat its upkeep. Builds
-/// before it would change metadata without writing the column: `compatible_from` 5.
+/// Version 5: what a lookup needs to pull only the chats it names.
+/// - Each chat's `extra` metadata (`ut_chats.extra`, a JSON object of strings), written by the
+///   batch that carries a metadata record as the title is, so that `Store::find_chats` by an
+///   extra field pulls only the chats that have it (NULL: a chat whose last metadata record
+///   was written before version 5, its fields unknown: such chats are pulled with the ones
+///   found). No index of its own: the lookup reads the owner's catalog rows (`ut_chats_owner`)
+///   on the server, and an index on the column would cost every write of a chat its upkeep.
+/// - Which chat grants which blob (`ut_grants`: the grant and archive records of a chat's
+///   batches), so that a blob read without a local grant pulls only the chats that grant it
+///   (and those written before version 5, `ut_chats.grants_known` false). A row is a hint,
+///   never an authority: the grant is read from the chat's records once pulled.
+///
+/// Builds before it would write metadata and grants without these: `compatible_from` 5.
 const V5: &str = "
 ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS extra jsonb;
+ALTER TABLE ut_chats ADD COLUMN IF NOT EXISTS grants_known boolean NOT NULL DEFAULT false;
+CREATE TABLE IF NOT EXISTS ut_grants (
+    owner text NOT NULL,
+    blob bytea NOT NULL,
+    chat bigint NOT NULL,
+    PRIMARY KEY (owner, blob, chat)
+);
 ";
 
 /// The versions after 0: (version, what it adds, its SQL, the oldest build version that may
@@ -140,7 +153,7 @@ const MIGRATIONS: &[(u32, &str, &str, u32)] = &[
     (2, "change notification (trigger ut_chats_notify, channel ut_chats)", V2, 1),
     (3, "chat titles in the catalog (ut_chats.title)", V3, 3),
     (4, "chat activity in the catalog (ut_chats.last_ms)", V4, 4),
-    (5, "chat extra metadata in the catalog (ut_chats.extra)", V5, 5),
+    (5, "chat extra metadata and blob grants in the catalog (ut_chats.extra, ut_grants)", V5, 5),
 ];
 
 /// The version table, created with the first migration a database records.

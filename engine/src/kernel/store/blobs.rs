@@ -59,7 +59,7 @@ pub(crate) fn granted(core: &Core, owner: &str, id: &BlobId, bits: u8) -> Result
     // Fleet mode: a grant another process committed is pulled before the answer is no.
     match core.remote() {
         Some(remote) => {
-            remote.catch_up_owner(core, owner)?;
+            remote.catch_up_granting(core, owner, std::slice::from_ref(id))?;
             granted_locally(core, owner, id, bits)
         }
         None => Ok(false),

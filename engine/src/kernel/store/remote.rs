@@ -71,6 +71,13 @@ pub(crate) trait Remote: Send + Sync + std::fmt::Debug {
     /// `owner`; returns the chats of `owner` (id, head), deleted ones included.
     fn catch_up_owner(&self, core: &Core, owner: &str) -> Result<Vec<(u64, ChatHead)>>;
 
+    /// Brings the local replica up to date with what may grant `owner` one of `blobs`:
+    /// `owner`'s own stream and the chats of `owner` the remote says grant one of them (all
+    /// of the owner's chats when it cannot say: [`Remote::catch_up_owner`], the default).
+    fn catch_up_granting(&self, core: &Core, owner: &str, _blobs: &[BlobId]) -> Result<()> {
+        self.catch_up_owner(core, owner).map(drop)
+    }
+
     /// Brings the local replica up to the last committed batch of each of `chats` that is a
     /// chat of `owner` (one query for them all); returns those chats (id, head), deleted ones
     /// included. The others are left out.
