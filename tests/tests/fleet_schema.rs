@@ -407,9 +407,15 @@ fn version_5_pulls_the_chats_that_grant_a_blob_and_those_written_before_it() {
     let new: Vec<_> = (0..5).map(|i| with_blob(&db, &format!("written at version 5, {i} "))).collect();
     assert_eq!(psql(&db, "SELECT count(*) FROM ut_grants").trim(), "5", "one note per grant since version 5");
     let fresh = Store::open(&db, opts()).unwrap();
-    assert_eq!(fresh.get_blobs(&o, &[new[2]]).unwrap()[0], "written at version 5, 2 ".repeat(20).as_bytes());
+    assert_eq!(
+        fresh.get_blobs(&o, &[new[2]]).unwrap()[0][..],
+        "written at version 5, 2 ".repeat(20).as_bytes()[..]
+    );
     assert_eq!(held(&fresh, &o), 2, "the chat granting it and the one whose grants the catalog cannot tell");
-    assert_eq!(fresh.get_blobs(&o, &[old]).unwrap()[0], "written at version 4 ".repeat(20).as_bytes());
+    assert_eq!(
+        fresh.get_blobs(&o, &[old]).unwrap()[0][..],
+        "written at version 4 ".repeat(20).as_bytes()[..]
+    );
     // gc drops a deleted chat's notes with its records.
     let store = Store::open(&db, opts()).unwrap();
     let chat = store.chats(&o, Page { limit: 100, after: None }).unwrap().chats[0].id;

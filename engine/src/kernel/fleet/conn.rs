@@ -75,6 +75,7 @@ params!(
     Vec<Option<i64>> => Type::INT8_ARRAY,
     Vec<&[u8]> => Type::BYTEA_ARRAY,
     Vec<Vec<u8>> => Type::BYTEA_ARRAY,
+    Vec<String> => Type::TEXT_ARRAY,
 );
 
 /// How many connections a store has open, against its bound.
