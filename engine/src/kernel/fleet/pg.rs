@@ -1623,21 +1623,40 @@ impl After {
     }
 }
 
+/// A statement bringing the replica up to chats of owner $1 with the batches committed after
+/// the version it holds of each ($2: chat ids, $3: their versions held; a chat not listed is
+/// held at 0): (id, version, deleted, batch version, record kind, payload, then `$more`), the
+/// batch columns NULL for a chat without new batches (and the record columns for a batch
+/// without records); the chats `$which` (a condition on `c`) selects, their batches only where
+/// `$batches` (` AND …`, or nothing) holds. By chat, version, record.
+macro_rules! owner_catch_up {
+    ($more:literal, $batches:literal, $which:literal) => {
+        concat!(
+            "SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload",
+            $more,
+            " FROM ut_chats c \
+             LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
+             LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
+                 AND b.version <= c.version",
+            $batches,
+            " LEFT JOIN ut_records r ON r.batch = b.id WHERE c.owner = $1::text AND ",
+            $which,
+            " ORDER BY c.id, b.version, r.idx"
+        )
+    };
+}
+
 /// The chats of owner $1 titled $4, those of them in $5 (the replica's own chats of that title:
 /// another process may have changed it) and those whose title the catalog does not know (NULL,
 /// written before schema version 3), with the batches committed after the version this replica
 /// holds of each ($2, $3 as in [`OWNER_CATCH_UP`]; none for a chat of unknown title): (id,
 /// version, deleted, batch version, record kind, payload, title unknown). By chat, version,
 /// record. One statement: `find_chats` by title on a fresh replica is one round trip.
-const TITLED_CATCH_UP: &str = "\
-SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload, c.title IS NULL \
-FROM ut_chats c \
-LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
-LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
-    AND b.version <= c.version AND c.title IS NOT NULL \
-LEFT JOIN ut_records r ON r.batch = b.id \
-WHERE c.owner = $1::text AND (c.title = $4::text OR c.title IS NULL OR c.id = ANY ($5::bigint[])) \
-ORDER BY c.id, b.version, r.idx";
+const TITLED_CATCH_UP: &str = owner_catch_up!(
+    ", c.title IS NULL",
+    " AND c.title IS NOT NULL",
+    "(c.title = $4::text OR c.title IS NULL OR c.id = ANY ($5::bigint[]))"
+);
 
 /// The chats of owner $1 whose extra field $4 is $5, those whose extra fields the catalog does
 /// not know (NULL, written before schema version 5) and those of them in $6 (the replica's own
@@ -1645,45 +1664,29 @@ ORDER BY c.id, b.version, r.idx";
 /// after the version this replica holds of each ($2, $3 as in [`OWNER_CATCH_UP`]); the columns
 /// of [`OWNER_CATCH_UP`]. One statement: `find_chats` by an extra field on a fresh replica is one
 /// round trip, and pulls only these chats.
-const EXTRA_CATCH_UP: &str = "\
-SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
-FROM ut_chats c \
-LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
-LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
-    AND b.version <= c.version \
-LEFT JOIN ut_records r ON r.batch = b.id \
-WHERE c.owner = $1::text AND (c.extra ->> $4::text = $5::text OR c.extra IS NULL OR c.id = ANY ($6::bigint[])) \
-ORDER BY c.id, b.version, r.idx";
+const EXTRA_CATCH_UP: &str = owner_catch_up!(
+    "",
+    "",
+    "(c.extra ->> $4::text = $5::text OR c.extra IS NULL OR c.id = ANY ($6::bigint[]))"
+);
 
 /// The chats of owner $1 that grant one of blobs $4 as `ut_grants` notes, and those whose
 /// grants it does not know (`grants_known` false: written before schema version 5), with the
 /// batches committed after the version this replica holds of each ($2, $3 as in
 /// [`OWNER_CATCH_UP`]); the columns of [`OWNER_CATCH_UP`].
-const GRANTING_CATCH_UP: &str = "\
-SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
-FROM ut_chats c \
-LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
-LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
-    AND b.version <= c.version \
-LEFT JOIN ut_records r ON r.batch = b.id \
-WHERE c.owner = $1::text AND (NOT c.grants_known \
-    OR c.id IN (SELECT g.chat FROM ut_grants g WHERE g.owner = $1::text AND g.blob = ANY ($4::bytea[]))) \
-ORDER BY c.id, b.version, r.idx";
+const GRANTING_CATCH_UP: &str = owner_catch_up!(
+    "",
+    "",
+    "(NOT c.grants_known \
+     OR c.id IN (SELECT g.chat FROM ut_grants g WHERE g.owner = $1::text AND g.blob = ANY ($4::bytea[])))"
+);
 
 /// Every chat of owner $1 (id, version, deleted), or those of them in $4 (NULL: every one),
 /// with the batches committed after the version this replica holds of it ($2: chat ids, $3:
 /// their versions held; a chat not listed is held at 0): (batch version, record kind, payload), NULL for a chat without new
 /// batches (and the record columns NULL for a batch without records). By chat, version,
 /// record.
-const OWNER_CATCH_UP: &str = "\
-SELECT c.id, c.version, c.deleted, b.version, r.kind, r.payload \
-FROM ut_chats c \
-LEFT JOIN unnest($2::bigint[], $3::bigint[]) AS k (id, applied) ON k.id = c.id \
-LEFT JOIN ut_batches b ON b.chat = c.id AND b.owner = '' AND b.version > coalesce(k.applied, 0) \
-    AND b.version <= c.version \
-LEFT JOIN ut_records r ON r.batch = b.id \
-WHERE c.owner = $1::text AND ($4::bigint[] IS NULL OR c.id = ANY ($4::bigint[])) \
-ORDER BY c.id, b.version, r.idx";
+const OWNER_CATCH_UP: &str = owner_catch_up!("", "", "($4::bigint[] IS NULL OR c.id = ANY ($4::bigint[]))");
 
 /// One page of owner $1's chats not deleted, newest activity first (then by id), after the
 /// cursor ($2, $3: last activity and id; $2 NULL: from the start), at most $4: (id,
