@@ -1,4 +1,4 @@
-//! No build work: present so that the `[build-dependencies]` of Cargo.toml take part in the
-//! build (they unify syn's features with the C library's header generator).
+//! No build work: it gives the `[build-dependencies]` of Cargo.toml a build script to serve,
+//! so that syn is built with the features the C library's header generator gives it.
 
 fn main() {}

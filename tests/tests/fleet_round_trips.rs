@@ -517,9 +517,19 @@ fn a_blob_read_without_a_local_grant_pulls_only_the_chats_that_grant_it() {
     // One blob the owner holds by its own grant (no chat), one of a chat deleted since.
     let own = store.put_blobs(&o, &[b"the owner's own blob".as_slice()]).unwrap()[0];
     store.delete_chat(&o, chats[7]).unwrap();
-    let cold = Store::open(proxied(&fleet_url().unwrap()).0, opts()).unwrap();
+    let (cold_url, wire) = proxied(&fleet_url().unwrap());
+    let cold = Store::open(&cold_url, opts()).unwrap();
+    let r0 = wire.counts().0;
     assert_eq!(&cold.get_blobs(&o, &[blobs[3]]).unwrap()[0][..], &body(3)[..]);
+    let one = wire.counts().0 - r0;
     assert_eq!(held(&cold, &o), 1, "the chat that grants the blob was pulled, not the owner's 8");
+    // Blobs of three chats in one read: the chats found together, in as many round trips as one.
+    let (many_url, many_wire) = proxied(&fleet_url().unwrap());
+    let many = Store::open(&many_url, opts()).unwrap();
+    let r1 = many_wire.counts().0;
+    let got = many.get_blobs(&o, &[blobs[0], blobs[1], blobs[2]]).unwrap();
+    assert_eq!(many_wire.counts().0 - r1, one, "three chats' blobs: the round trips of one blob's read");
+    assert_eq!((&got[2][..], held(&many, &o)), (&body(2)[..], 3));
     assert_eq!(&cold.get_blobs(&o, &[own]).unwrap()[0][..], b"the owner's own blob");
     assert_eq!(held(&cold, &o), 1, "an owner's own grant pulls no chat");
     let gone = cold.get_blobs(&o, &[blobs[7]]);

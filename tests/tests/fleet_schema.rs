@@ -419,7 +419,11 @@ fn version_5_pulls_the_chats_that_grant_a_blob_and_those_written_before_it() {
     // gc drops a deleted chat's notes with its records.
     let store = Store::open(&db, opts()).unwrap();
     let chat = store.chats(&o, Page { limit: 100, after: None }).unwrap().chats[0].id;
+    let notes = |chat: undertext::ChatId| {
+        psql(&db, &format!("SELECT count(*) FROM ut_grants WHERE chat = {}", chat.0))
+    };
+    assert_eq!(notes(chat).trim(), "1", "the newest chat's grant is noted");
     store.delete_chat(&o, chat).unwrap();
     Store::gc(&db, opts()).unwrap();
-    assert_eq!(psql(&db, &format!("SELECT count(*) FROM ut_grants WHERE chat = {}", chat.0)).trim(), "0");
+    assert_eq!(notes(chat).trim(), "0");
 }

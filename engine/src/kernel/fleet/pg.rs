@@ -1382,7 +1382,8 @@ impl<'r> BlobRows<'r> {
     }
 }
 
-/// [`WRITE_CHAT_BATCH`], [`WRITE_CHAT_BATCH_TITLED`] and [`WRITE_CHAT_BATCH_ACTIVE`] with the
+/// [`WRITE_CHAT_BATCH`], [`WRITE_CHAT_BATCH_TITLED`], [`WRITE_CHAT_BATCH_ACTIVE`] and
+/// [`WRITE_CHAT_BATCH_EXTRA`] with the
 /// batch's blob rows upserted in the same statement ([`BlobRows`], its arrays the 5 parameters
 /// after the variant's own), returning a third column: the ids of placeholder rows to fill.
 static WRITE_CHAT_BATCH_BLOBS: std::sync::LazyLock<[String; 4]> =

@@ -189,14 +189,30 @@ pub(crate) fn get_blobs(core: &Core, owner: &str, ids: &[BlobId], verify: Verify
 
 /// Checks that `owner` may read every blob of `ids`: [`granted`] for each, with the redb
 /// lookups of those neither remembered nor pending made in one read transaction. While a
-/// chat's deletion waits for redb, or in fleet mode, each goes through [`granted`] alone.
+/// chat's deletion waits for redb, or in fleet mode, each is looked up alone, and in fleet
+/// mode those not granted locally are caught up with the remote together.
 fn all_readable(core: &Core, owner: &str, ids: &[BlobId]) -> Result<()> {
     let epoch = core.index.grants_epoch();
     let unknown: Vec<&BlobId> = {
         let mem = core.index.mem.read();
         if mem.deleting() || core.remote().is_some() {
             drop(mem);
-            return ids.iter().try_for_each(|id| readable(core, owner, id));
+            let mut missing = Vec::new();
+            for id in ids {
+                if !granted_locally(core, owner, id, u8::MAX)? {
+                    missing.push(*id);
+                }
+            }
+            let Some(first) = missing.first() else { return Ok(()) };
+            let Some(remote) = core.remote() else { return Err(not_found(first)) };
+            // One catch-up for every blob not granted here, not one per blob.
+            remote.catch_up_granting(core, owner, &missing)?;
+            for id in &missing {
+                if !granted_locally(core, owner, id, u8::MAX)? {
+                    return Err(not_found(id));
+                }
+            }
+            return Ok(());
         }
         ids.iter()
             .filter(|id| {
