@@ -58,6 +58,7 @@ pub use chat::checkpoint::{
 pub use chat::history::{OwnerStats, Snapshot};
 pub use chat::search::{HitField, SearchHit, SearchScope};
 pub use chat::worker::{HardLinePolicy, Measured, Outlook, Worker, WorkerOptions};
+pub use disk::index::IndexAtOpen;
 pub use kernel::options::{DEFAULT_MARKER, Durability, Options};
 pub use kernel::store::{CheckProblem, CheckReport, GcReport, MAX_BLOB_LEN, Refreshed, StoreStats};
 #[cfg(feature = "tiktoken")]

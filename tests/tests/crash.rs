@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use undertext::{BlobId, Options, Store};
+use undertext::{BlobId, IndexAtOpen, Options, Store};
 use undertext_tests::child::spawn_until_ready;
 use undertext_tests::{Rng, content, seed};
 
@@ -28,6 +28,10 @@ fn acknowledged_group_commits_survive_sigkill() {
     // stream/index -> id, for every write any child acknowledged.
     let mut acked: HashMap<(u64, u64, u64), BlobId> = HashMap::new();
     let mut total_checked = 0u64;
+    // The index file as the last clean close left it (sealed), and how reopens trusted it.
+    let index = dir.path().join("index.redb");
+    let mut closed_index: Option<Vec<u8>> = None;
+    let (mut verified, mut sealed) = (0u64, 0u64);
     for kill in 0..kills {
         let child_seed = seed.wrapping_add(kill);
         let threads = rng.range(1, 5);
@@ -54,8 +58,19 @@ fn acknowledged_group_commits_survive_sigkill() {
             acked.insert((child_seed, t, i), id);
             this_round += 1;
         }
+        let killed_index = std::fs::read(&index).ok();
         let store = Store::open(dir.path(), Options::default())
             .unwrap_or_else(|e| panic!("reopen after kill {kill} failed: {e}"));
+        // A killed process seals nothing: an index it wrote is verified at the reopen.
+        let at_open = store.stats().unwrap().index_at_open;
+        if killed_index != closed_index {
+            assert_eq!(at_open, IndexAtOpen::Verified, "kill {kill}: the killed child wrote the index");
+        }
+        match at_open {
+            IndexAtOpen::Verified => verified += 1,
+            IndexAtOpen::Sealed => sealed += 1,
+            other => panic!("kill {kill}: the index opened {other:?}"),
+        }
         for (&(s, t, i), id) in &acked {
             let want = content(s, t, i);
             let got = store
@@ -73,9 +88,16 @@ fn acknowledged_group_commits_survive_sigkill() {
             assert!(report.is_ok(), "kill {kill}: check found {:?}", report.problems);
         }
         drop(store);
+        closed_index = std::fs::read(&index).ok();
         eprintln!("kill {kill}: {this_round} acknowledged this round, {} in all", acked.len());
     }
-    eprintln!("kills: {kills}, reopens: {kills}, acknowledged writes checked: {total_checked}, losses: 0");
+    eprintln!(
+        "kills: {kills}, reopens: {kills} (index verified {verified}, sealed {sealed}), acknowledged writes checked: {total_checked}, losses: 0"
+    );
+    assert!(
+        verified * 2 >= kills,
+        "most children write the index before the kill: {verified} of {kills} verified"
+    );
     assert!(acked.len() as u64 >= kills, "children acknowledged too few writes to prove anything");
 }
 

@@ -453,7 +453,9 @@ impl PyStore {
     /// Store-wide sizes and counters, for the store's operator (they move when any owner
     /// writes: never show them to an owner; `owner_stats` is for that), as a dict: `segments`, `log_bytes`,
     /// `log_file_bytes`, `index_bytes`, `log_syncs`, `indexed_blobs`, `chats_in_memory`
-    /// and `blob_bodies_read` (whole blobs or chunks read from the log since open).
+    /// `blob_bodies_read` (whole blobs or chunks read from the log since open) and
+    /// `index_at_open` (`"created"`, `"verified"`, `"sealed"`: trusted as the last clean close
+    /// left it, `"unverified"`, or `"in_memory"` for a read-only open).
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let store = self.get(py)?;
         let s = run(py, move || store.stats())?;
@@ -466,6 +468,14 @@ impl PyStore {
         d.set_item("indexed_blobs", s.indexed_blobs)?;
         d.set_item("chats_in_memory", s.chats_in_memory)?;
         d.set_item("blob_bodies_read", s.blob_bodies_read)?;
+        let at_open = match s.index_at_open {
+            undertext::IndexAtOpen::Created => "created",
+            undertext::IndexAtOpen::Verified => "verified",
+            undertext::IndexAtOpen::Sealed => "sealed",
+            undertext::IndexAtOpen::Unverified => "unverified",
+            undertext::IndexAtOpen::InMemory => "in_memory",
+        };
+        d.set_item("index_at_open", at_open)?;
         Ok(d)
     }
 

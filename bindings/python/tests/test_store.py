@@ -99,6 +99,8 @@ def test_close_releases_the_lock_and_later_calls_raise_closed(tmp_path):
         chat.append(undertext.user("after close"))
     with undertext.Store.open(path) as again:  # the lock was released
         assert again.chat("alice", chat.id).id == chat.id
+        # Closed cleanly, with a chat handle still alive: the index opens as the close sealed it.
+        assert again.stats()["index_at_open"] == "sealed"
 
 
 def test_after_a_temporary_store_closes_the_error_says_its_directory_is_gone(tmp_path):

@@ -19,8 +19,11 @@ use crate::rules::compaction::Plan;
 /// A handle on one chat of one owner. Cheap to clone; all handles share the chat.
 #[derive(Debug, Clone)]
 pub struct Chat {
-    pub(super) store: Store,
+    /// Before `store` (fields drop in order): the last handle of a closed store lets go of
+    /// the chat first, so that the store's close finds nothing else holding its core and
+    /// seals the index (engine/FORMAT.md, "The index's seal").
     pub(super) state: Arc<ChatState>,
+    pub(super) store: Store,
 }
 
 impl Chat {

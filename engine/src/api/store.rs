@@ -39,17 +39,19 @@ pub struct Store {
 }
 
 /// What all handles of one store share. The background search indexer is stopped first,
-/// then the kernel is dropped (fields drop in order): that closes the store — stops the indexer, makes the index durable, compacts it
-/// and trims the log — once the last handle (or running worker) is gone.
+/// the caches are dropped, then the kernel (fields drop in order): that closes the store —
+/// stops the indexer, makes the index durable, compacts it, trims the log, and seals the index
+/// once redb has closed it, the directory still locked — once the last handle (or running
+/// worker) is gone. The kernel is last so that nothing else holds the core when it drops.
 #[derive(Debug)]
 pub(super) struct Inner {
     /// The background search indexer, started by the first search of a writable store.
     pub(super) search_thread: std::sync::OnceLock<search::Background>,
-    pub(super) kernel: Kernel,
     pub(super) chats: Arc<ChatCache>,
     pub(super) archives: Arc<ArchiveCache>,
     pub(super) worker: worker::Slot,
     pub(super) search: Arc<SearchIndex>,
+    pub(super) kernel: Kernel,
 }
 
 /// A store over an opened kernel; `next_chat` is the first chat id not given yet.
@@ -62,11 +64,11 @@ fn store_of(kernel: Kernel, next_chat: u64) -> Store {
     Store {
         inner: Arc::new(Inner {
             search_thread: std::sync::OnceLock::new(),
-            kernel,
             chats,
             archives: Arc::new(ArchiveCache::default()),
             worker: Default::default(),
             search: Arc::new(SearchIndex::new(search_dir)),
+            kernel,
         }),
     }
 }

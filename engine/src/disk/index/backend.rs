@@ -19,6 +19,9 @@ pub(crate) struct Journal {
     /// Set when a write, resize or sync failed because the disk (or the quota) is full: redb
     /// reports it only as text.
     pub(crate) no_space: AtomicBool,
+    /// Set when any write, resize or sync of the file failed: the file is not sealed at close
+    /// (see `seal`), so the next open verifies it.
+    pub(crate) failed: AtomicBool,
     /// While `Some`: the file's length when it was opened (`None`: there was no file), and
     /// the bytes each write replaced (offset, old bytes), in order.
     undo: Mutex<Option<(Option<u64>, Vec<Replaced>)>>,
@@ -36,6 +39,7 @@ impl Journal {
     pub(crate) fn recording(found: Option<u64>) -> Journal {
         Journal {
             no_space: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
             undo: Mutex::new(Some((found, Vec::new()))),
             fds: Mutex::new(Vec::new()),
         }
@@ -106,6 +110,9 @@ impl SeamBackend {
     }
 
     fn noted(&self, r: Result<(), std::io::Error>) -> Result<(), std::io::Error> {
+        if r.is_err() {
+            self.journal.failed.store(true, Ordering::Relaxed);
+        }
         if let Err(e) = &r
             && matches!(e.kind(), std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded)
         {

@@ -27,6 +27,7 @@ mod open;
 mod pending_texts;
 mod query;
 mod rebuild;
+mod seal;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +57,7 @@ pub(crate) use query::{
     truncations_until,
 };
 use rebuild::diff_table;
+pub use seal::IndexAtOpen;
 
 /// Bookkeeping: applied position, next transaction id, index format version.
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
@@ -116,6 +118,10 @@ pub(crate) struct Index {
     /// Set once this open committed anything to redb: a close after none (a process that
     /// only read) does not count the index's free pages, which walks every page.
     changed: std::sync::atomic::AtomicBool,
+    /// How the file was trusted at open.
+    at_open: seal::IndexAtOpen,
+    /// Seals the file at a clean close. Last: dropped after `db` has closed the file.
+    sealer: seal::Sealer,
 }
 
 /// A message version that holds a text inline: see [`Index::inline_text`].

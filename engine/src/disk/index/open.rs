@@ -10,6 +10,7 @@ use parking_lot::{Mutex, RwLock};
 use redb::{Database, ReadableDatabase};
 
 use super::backend::{Journal, SeamBackend};
+use super::seal::{self, IndexAtOpen};
 use super::{Applied, INDEX_FILE, INDEX_VERSION, Index, META, Memtable, guard, redb_err};
 use crate::base::error::{Error, Result};
 use crate::base::io;
@@ -25,7 +26,8 @@ fn damaged(path: &Path, what: &str, e: Error) -> Error {
 }
 
 /// Opens (or creates) the redb file at `path` through the file seam, and verifies every page
-/// of it against redb's checksums. Also says whether the file was created (or created anew).
+/// of it against redb's checksums (`verify`). Also says how the file is trusted: created (or
+/// created anew), verified, or neither.
 ///
 /// A file redb cannot open at all (not a redb file: its header is unreadable) is what an
 /// interrupted creation leaves (a crash, a failed write of the first pages): it holds nothing
@@ -38,7 +40,7 @@ pub(super) fn open_verified(
     cache_bytes: usize,
     journal: &Arc<Journal>,
     verify: bool,
-) -> Result<(Database, bool)> {
+) -> Result<(Database, IndexAtOpen)> {
     let create = || -> Result<(Database, u64)> {
         let mut opts = OpenOptions::new();
         opts.read(true).write(true).create(true).truncate(false);
@@ -61,22 +63,22 @@ pub(super) fn open_verified(
             (db, len, true)
         }
     };
-    if len == 0 {
-        return Ok((db, true));
+    if len == 0 || created {
+        return Ok((db, IndexAtOpen::Created));
     }
     if !verify {
-        // `Options::verify_index_on_open` off: redb has verified what it repaired, if it had
-        // to; `Store::check` finds damage elsewhere.
-        return Ok((db, created));
+        // `Options::verify_index_on_open` off, or the file sealed: redb has verified what it
+        // repaired, if it had to; `Store::check` finds damage elsewhere.
+        return Ok((db, IndexAtOpen::Unverified));
     }
     match guard("verifying the index", || db.check_integrity().map_err(redb_err)) {
-        Ok(true) => Ok((db, created)),
+        Ok(true) => Ok((db, IndexAtOpen::Verified)),
         Ok(false) => {
             // redb found a commit that did not verify and went back to the last one that does
             // (or rebuilt its free-page map): the index reaches less far, and the log replay
             // that follows catches it up.
             tracing::warn!(path = %path.display(), "index repaired by redb: it went back to its last intact commit");
-            Ok((db, created))
+            Ok((db, IndexAtOpen::Verified))
         }
         Err(e) => {
             // Dropping a database that failed verification can fail too; it is not used again.
@@ -95,9 +97,10 @@ impl Index {
     /// or whose pages fail redb's checksums, is damage: [`Error::Index`], whose message advises
     /// `check --rebuild` (which rebuilds from a fresh file, [`Index::rebuild_from`]).
     ///
-    /// Every page is verified here, once per open (redb checks its page checksums only when
-    /// asked), so that no later read decodes a damaged page: a flipped bit in a chat's length
-    /// or a message's location would otherwise be believed.
+    /// Every page is verified here (redb checks its page checksums only when asked), so that
+    /// no later read decodes a damaged page: a flipped bit in a chat's length or a message's
+    /// location would otherwise be believed. A file this store's last clean close sealed, and
+    /// that nothing has written since, is trusted without reading it (see [`super::seal`]).
     ///
     /// A write that fails for lack of space (redb repairing an interrupted commit, a layout
     /// change clearing the tables) is returned as [`Error::Io`] of kind `StorageFull`.
@@ -106,7 +109,9 @@ impl Index {
         let found = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
         let journal = Arc::new(Journal::recording(found));
         let said = |e: Error| no_space_said(&journal.no_space, &path, e);
-        let (db, created) = match open_verified(&path, cache_bytes, &journal, verify) {
+        // Read before redb opens the file: its open may write.
+        let sealed = seal::holds(&path);
+        let (db, at_open) = match open_verified(&path, cache_bytes, &journal, verify && !sealed) {
             Ok(x) => x,
             Err(e) => {
                 if journal.no_space.load(Ordering::Relaxed) {
@@ -122,9 +127,12 @@ impl Index {
         // the directory is synced when this open created the index file (a new store, or an
         // index made anew). An index that was there was already synced by the open that made
         // it (an fsync of the directory costs milliseconds: issue 19's reopen).
-        if created {
+        if at_open == IndexAtOpen::Created {
             io::sync_dir(store_dir).map_err(|e| Error::io("fsync", store_dir, e))?;
         }
+        let at_open =
+            if sealed && at_open == IndexAtOpen::Unverified { IndexAtOpen::Sealed } else { at_open };
+        let trusted = at_open != IndexAtOpen::Unverified;
         let index = Index {
             db: RwLock::new(db),
             path: path.clone(),
@@ -138,6 +146,8 @@ impl Index {
             aside: Default::default(),
             opener: crate::base::io::Opener::here(),
             changed: Default::default(),
+            at_open,
+            sealer: seal::Sealer::new(Some(path.clone()), trusted, journal.clone()),
         };
         let applied = index.read_applied().and_then(|applied| match applied {
             Some((a, INDEX_VERSION)) => Ok(a),
@@ -184,7 +194,20 @@ impl Index {
             aside: Default::default(),
             opener: crate::base::io::Opener::here(),
             changed: Default::default(),
+            at_open: IndexAtOpen::InMemory,
+            sealer: seal::Sealer::new(None, false, Arc::new(Journal::default())),
         })
+    }
+
+    /// How the file was trusted at open.
+    pub(crate) fn at_open(&self) -> IndexAtOpen {
+        self.at_open
+    }
+
+    /// The store closes cleanly, everything written: the file is sealed once redb has closed
+    /// it, if this open trusted it (see [`super::seal`]).
+    pub(crate) fn seal_at_close(&self) {
+        self.sealer.arm();
     }
 
     /// True once a write of redb's failed because the disk (or the quota) is full.

@@ -24,7 +24,7 @@ impl Index {
     pub(crate) fn rebuild_from(&self, batches: &[BatchEntries], applied: Applied) -> Result<()> {
         let tmp = self.path.with_extension("redb.rebuild");
         remove_if_present(&tmp)?;
-        let db = build_at(&tmp, self.cache_bytes, batches, applied)?;
+        let db = build_at(&tmp, self.cache_bytes, batches, applied, &self.journal)?;
         io::rename(&tmp, &self.path).map_err(|e| Error::io("rename", &tmp, e))?;
         if let Some(dir) = self.path.parent() {
             io::sync_dir(dir).map_err(|e| Error::io("fsync", dir, e))?;
@@ -38,6 +38,7 @@ impl Index {
             tracing::warn!(error = %e, "closing the replaced index failed; the rebuilt one is in place");
         }
         *self.flushed.lock() = applied.position;
+        self.sealer.trust();
         self.grants_changed();
         Ok(())
     }
@@ -58,7 +59,7 @@ impl Index {
     ) -> Result<Vec<String>> {
         let tmp = self.path.with_extension("redb.check");
         remove_if_present(&tmp)?;
-        let fresh = build_at(&tmp, self.cache_bytes, batches, applied);
+        let fresh = build_at(&tmp, self.cache_bytes, batches, applied, &Arc::new(Journal::default()));
         let out = fresh.and_then(|fresh| {
             list_body_texts_in(|| self.db.read(), body)?;
             list_body_texts_in(|| &fresh, body)?;
@@ -138,9 +139,16 @@ fn remove_if_present(p: &Path) -> Result<()> {
     }
 }
 
-/// A new index file at `path` holding `batches`, committed durably.
-fn build_at(path: &Path, cache_bytes: usize, batches: &[BatchEntries], applied: Applied) -> Result<Database> {
-    let (db, _) = open_verified(path, cache_bytes, &Arc::new(Journal::default()), true)?;
+/// A new index file at `path` holding `batches`, committed durably; its writes are noted in
+/// `journal` (a failed one keeps the file from being sealed).
+fn build_at(
+    path: &Path,
+    cache_bytes: usize,
+    batches: &[BatchEntries],
+    applied: Applied,
+    journal: &Arc<Journal>,
+) -> Result<Database> {
+    let (db, _) = open_verified(path, cache_bytes, journal, true)?;
     let mut tx = db.begin_write().map_err(redb_err)?;
     tx.set_quick_repair(true);
     apply_batches(&tx, batches)?;

@@ -68,6 +68,9 @@ pub struct StoreStats {
     pub chats_in_memory: u64,
     /// Blob bodies (whole blobs or chunks of chunked ones) read since open.
     pub blob_bodies_read: u64,
+    /// How the index file was trusted at open: verified page by page, or sealed by the last
+    /// clean close (engine/FORMAT.md, "The index's seal").
+    pub index_at_open: crate::IndexAtOpen,
 }
 
 /// A segment's bytes: the shared map of a sealed one, or a copy of the active one.
@@ -324,5 +327,6 @@ pub(crate) fn stats(core: &Core, chats_in_memory: u64) -> Result<StoreStats> {
         indexed_blobs: core.index.blob_count()?,
         chats_in_memory,
         blob_bodies_read: core.blob_bodies_read.load(std::sync::atomic::Ordering::Relaxed),
+        index_at_open: core.index.at_open(),
     })
 }

@@ -221,6 +221,12 @@ impl Drop for Kernel {
         if let Err(e) = self.core.log.trim_active() {
             tracing::warn!(error = %e, "cutting the log's preallocated tail at close failed; it stays usable");
         }
+        // Closed cleanly: redb closes the file when `core`, the first field, drops, and the
+        // file is then sealed, while the directory lock (a later field) is still held. Not when
+        // something else still holds the core: the index would close after the lock's release.
+        if Arc::strong_count(&self.core) == 1 {
+            self.core.index.seal_at_close();
+        }
     }
 }
 
