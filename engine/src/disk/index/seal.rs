@@ -5,8 +5,9 @@
 //! verifying it at open (or trusting an earlier seal), and that nothing has written since,
 //! needs no second verification. The seal (`index.seal`, beside `index.redb`) says which file
 //! that was: at a clean close, once redb has closed the file, the file's modification time is
-//! set to a value no later write can give it (a second before now, at a nanosecond no clock
-//! tick lands on), and the file's identity and times are written to the seal.
+//! set to a value no later write can give it (five seconds before now, at a nanosecond no clock
+//! tick lands on: below the time of any later write even on a file system that keeps times to
+//! the second or two), and the file's identity and times are written to the seal.
 //!
 //! An open that finds the file as the seal describes trusts it; any other state is verified:
 //! a write by anything (redb after a crash, a tool, damage written to the file) sets the
@@ -17,8 +18,9 @@
 //! which never verifies at open).
 //!
 //! The seal is a hint, never needed for correctness: a missing, torn or stale seal means one
-//! verification at the next open. It is not synced: after a power cut, either the file's
-//! metadata and the seal both reached the disk, or they disagree and the open verifies.
+//! verification at the next open. It is written in place and not synced: a torn one is a
+//! prefix of its text, which does not parse; after a power cut, either the file's metadata and
+//! the seal both reached the disk, or they disagree and the open verifies.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::MetadataExt;
@@ -176,21 +178,21 @@ pub(crate) fn seal(index: &Path) -> std::io::Result<()> {
     file.set_modified(sentinel(SystemTime::now()))?;
     let stamp = Stamp::of(&file.metadata()?);
     drop(file);
+    // Written in place: a torn seal (a crash, a full disk) is a prefix of this text, which
+    // does not parse, and the next open verifies. No temporary file appears in the directory.
     let seal = seal_path(index);
-    let tmp = seal.with_extension("seal.tmp");
     let mut opts = OpenOptions::new();
     opts.write(true).create(true).truncate(true);
-    let out = io::open(&opts, &tmp)?;
-    io::write_all_at(&out, stamp.encode().as_bytes(), 0, &tmp)?;
-    drop(out);
-    io::rename(&tmp, &seal)
+    let out = io::open(&opts, &seal)?;
+    io::write_all_at(&out, stamp.encode().as_bytes(), 0, &seal)
 }
 
-/// A modification time no write after `now` can give a file: a second earlier, at a
+/// A modification time no write after `now` can give a file: five seconds earlier (a file
+/// system that keeps whole seconds, or two, still stores it below any later write's time), at a
 /// nanosecond taken from `now` itself and this process (clock ticks land on few of them).
 fn sentinel(now: SystemTime) -> SystemTime {
     let since = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = since.as_secs().saturating_sub(1);
+    let secs = since.as_secs().saturating_sub(5);
     let mix = u64::from(since.subsec_nanos()) ^ u64::from(std::process::id()).rotate_left(17);
     let nanos = (mix.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 34) % 1_000_000_000;
     UNIX_EPOCH + Duration::new(secs, nanos as u32)
@@ -251,7 +253,9 @@ mod tests {
         std::fs::write(&index, b"pages").unwrap();
         seal(&index).unwrap();
         let text = std::fs::read_to_string(dir.path().join(SEAL_FILE)).unwrap();
-        for bad in [&text[..text.len() - 1], &text[..10], "", &text.replace("seal 1", "seal 2")] {
+        // Every prefix of the text (what a torn write leaves), and another version's.
+        let prefixes = (0..text.len()).map(|n| &text[..n]);
+        for bad in prefixes.chain([text.replace("seal 1", "seal 2").as_str()]) {
             std::fs::write(dir.path().join(SEAL_FILE), bad).unwrap();
             assert!(!holds(&index), "{bad:?}");
         }
@@ -263,6 +267,7 @@ mod tests {
     fn the_sentinel_is_before_now_at_an_odd_nanosecond() {
         let now = SystemTime::now();
         let s = sentinel(now);
-        assert!(s < now && now.duration_since(s).unwrap() <= Duration::from_secs(2));
+        let before = now.duration_since(s).unwrap();
+        assert!(before > Duration::from_secs(4) && before <= Duration::from_secs(6), "{before:?}");
     }
 }
