@@ -86,10 +86,10 @@ pub struct Options {
     /// Whether opening the store verifies every page of the index against redb's checksums
     /// (`Database::check_integrity`), so that no read believes a damaged page (a flipped bit
     /// in a chat's length or a message's location) and a damaged index is reported at open.
-    /// Default `true`. It costs time linear in the index (about 1 ms per MB: 51 ms for the
-    /// index of 100,000 chats; benches/README.md, open), paid only when the index's seal does
-    /// not hold: an index this store verified, then closed cleanly, and that nothing has
-    /// written since is trusted unread (engine/FORMAT.md, "The index's seal";
+    /// Default `true`. It costs time linear in the index (about 1 ms per MB: 61-92 ms for
+    /// the 71 MB index of 100,000 chats; benches/README.md, open), paid only when the index's
+    /// seal does not hold: an index this store verified, then closed cleanly, and that nothing
+    /// has written since is trusted unread (engine/FORMAT.md, "The index's seal";
     /// [`StoreStats::index_at_open`](crate::StoreStats::index_at_open) says which). With
     /// `false` an open is linear in nothing but the log's unindexed tail, and index damage is
     /// found by [`Store::check`](crate::Store::check) instead (redb still verifies a file it repairs

@@ -106,11 +106,12 @@ impl Index {
     /// change clearing the tables) is returned as [`Error::Io`] of kind `StorageFull`.
     pub(crate) fn open(store_dir: &Path, cache_bytes: usize, verify: bool) -> Result<(Index, Applied)> {
         let path = store_dir.join(INDEX_FILE);
-        let found = std::fs::symlink_metadata(&path).ok().map(|m| m.len());
-        let journal = Arc::new(Journal::recording(found));
+        // One `stat` before redb opens the file (its open may write): what to put back if the
+        // open fails for lack of space, and whether the seal holds.
+        let meta = std::fs::symlink_metadata(&path).ok();
+        let journal = Arc::new(Journal::recording(meta.as_ref().map(|m| m.len())));
+        let sealed = seal::holds(&path, meta.as_ref());
         let said = |e: Error| no_space_said(&journal.no_space, &path, e);
-        // Read before redb opens the file: its open may write.
-        let sealed = seal::holds(&path);
         let (db, at_open) = match open_verified(&path, cache_bytes, &journal, verify && !sealed) {
             Ok(x) => x,
             Err(e) => {
