@@ -14,6 +14,7 @@ use crate::disk::log::Position;
 use crate::disk::record::append_key::AppendKeyRec;
 use crate::disk::record::{self, BodyRec, Kind, MsgRec, PartRec, PartsRec, StepRec, StepTagRec};
 use crate::kernel::store::core::{Core, RecordOut, Txn};
+use crate::model::estimate::Heuristic;
 use crate::model::message::*;
 
 pub(super) fn check_message(m: &NewMessage, at: usize) -> Result<()> {
@@ -107,6 +108,13 @@ pub(super) fn prepare(
 }
 
 /// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
+/// The token estimate a message record `out` gives its history entry: the one its index row
+/// keeps (see `MsgHead::tokens`), when the store estimates with the default estimator.
+pub(super) fn kept_tokens(core: &Core, out: &RecordOut) -> Option<u64> {
+    let head = out.listing.as_ref()?.head;
+    head.tokens.filter(|_| core.opts.estimator.id() == Heuristic::ID)
+}
+
 pub(super) fn body(
     core: &Core,
     txn: &mut Txn,
@@ -369,8 +377,10 @@ impl ChatRef<'_> {
                 step: step_rec.clone(),
                 body,
             };
-            let at = txn.push(RecordOut::message(&rec, core.opts.compression)?);
-            pending.push((at, seq, m.role, turn, starts, at_ms, may_archive));
+            let out = RecordOut::message(&rec, core.opts.compression)?;
+            let tokens = kept_tokens(&core, &out);
+            let at = txn.push(out);
+            pending.push((at, seq, m.role, turn, starts, at_ms, may_archive, tokens));
         }
         if let Some(key) = timed.key {
             let rec = AppendKeyRec {
@@ -402,7 +412,7 @@ impl ChatRef<'_> {
         let c = core.append(txn)?;
         evict_written(&core, &mut w, base, revision);
         let tag = step.map(|(t, _)| Arc::new(t));
-        for (at, seq, role, turn, starts, at_ms, may_archive) in pending {
+        for (at, seq, role, turn, starts, at_ms, may_archive, tokens) in pending {
             let e = Entry {
                 seq,
                 revision,
@@ -413,7 +423,7 @@ impl ChatRef<'_> {
                 step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
                 may_archive,
-                tokens: Default::default(),
+                tokens: tokens.map(std::sync::OnceLock::from).unwrap_or_default(),
                 previews: Default::default(),
                 pending_json: Default::default(),
             };

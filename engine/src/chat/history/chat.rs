@@ -124,7 +124,7 @@ impl ChatRef<'_> {
         let len = len_at_end_of(&tx, self.id(), revision)?.ok_or_else(|| {
             Error::index_msg(format!("revision {} of {} is missing from the index", revision + 1, self.id()))
         })?;
-        let entries = entries_at(&tx, self.id(), revision, len, super::load::may_lose(core))?;
+        let entries = entries_at(core, &tx, self.id(), revision, len, super::load::may_lose(core))?;
         let hidden = super::load::hidden_at(&tx, self.id(), revision)?
             .with_erased_versions(len, |seq| entries.peek(seq).map(|e| e.revision));
         let hidden = super::load::lost_hidden(hidden, &entries, len);

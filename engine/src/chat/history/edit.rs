@@ -4,7 +4,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::append::{body, check_message, prepare};
+use super::append::{body, check_message, kept_tokens, prepare};
 use super::chat::ChatRef;
 use super::state::{Entry, Writer, now_ms};
 use crate::base::error::{Error, Result};
@@ -117,7 +117,9 @@ impl ChatRef<'_> {
             body,
         };
         let may_archive = rec.body.may_archive();
-        let at = txn.push(RecordOut::message(&rec, core.opts.compression)?);
+        let out = RecordOut::message(&rec, core.opts.compression)?;
+        let tokens = kept_tokens(&core, &out);
+        let at = txn.push(out);
         let c = core.append(txn)?;
         // The entries in memory go on at the new revision (the others load from the index
         // as before: an edit changes only `seq`).
@@ -131,7 +133,7 @@ impl ChatRef<'_> {
                 step: std::sync::OnceLock::from(None),
                 loc: c.locations[at],
                 may_archive,
-                tokens: Default::default(),
+                tokens: tokens.map(std::sync::OnceLock::from).unwrap_or_default(),
                 previews: Default::default(),
                 pending_json: Default::default(),
                 ..old.clone()

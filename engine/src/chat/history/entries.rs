@@ -132,7 +132,7 @@ impl Entries {
         let start = seq - seq % PAGE as u64;
         let end = (start + PAGE as u64).min(self.lazy);
         let tx = core.index.read()?;
-        super::load::fill_entries(&tx, self.chat, self.revision, start..end, self, false)?;
+        super::load::fill_entries(core, &tx, self.chat, self.revision, start..end, self, false)?;
         Ok(self.peek(seq))
     }
 }

@@ -11,6 +11,7 @@ use crate::disk::index::{self, ChatRow, MsgVal, ReadTx};
 use crate::disk::log::{Location, Position};
 use crate::disk::record::{self, CompactionRec, MetaRec};
 use crate::kernel::store::core::Core;
+use crate::model::estimate::Heuristic;
 use crate::model::message::{ChatId, ChatMeta, Pin};
 
 /// The index row of a chat, if it exists.
@@ -40,9 +41,16 @@ pub(crate) fn read_meta_at(core: &Core, loc: Location) -> Result<ChatMeta> {
 /// index is the log's batches that verify), a message the index lacks is one the log lost:
 /// its entry is a [`LOST`] one (read as `NotFound`, hidden by [`lost_hidden`]). Without,
 /// it is damage to the index.
-pub(crate) fn entries_at(tx: &ReadTx, chat: ChatId, revision: u64, len: u64, lost: bool) -> Result<Entries> {
+pub(crate) fn entries_at(
+    core: &Core,
+    tx: &ReadTx,
+    chat: ChatId,
+    revision: u64,
+    len: u64,
+    lost: bool,
+) -> Result<Entries> {
     let out = Entries::in_memory(chat, revision);
-    fill_entries(tx, chat, revision, 0..len, &out, lost)?;
+    fill_entries(core, tx, chat, revision, 0..len, &out, lost)?;
     Ok(out)
 }
 
@@ -68,7 +76,10 @@ pub(crate) fn may_lose(core: &Core) -> bool {
 /// Sets entries `seqs` of `chat` as of `revision` in `out`: for each seq the newest version
 /// written at or before that revision. The entry before `seqs` tells whether the first one
 /// starts a turn: when `out` does not hold it, it is read from the index too (not set).
+/// An entry takes the token estimate its row keeps when `core` estimates with the default
+/// estimator (see [`Heuristic::ID`]).
 pub(crate) fn fill_entries(
+    core: &Core,
     tx: &ReadTx,
     chat: ChatId,
     revision: u64,
@@ -94,6 +105,7 @@ pub(crate) fn fill_entries(
         }
     };
     let from = seqs.start;
+    let kept = core.opts.estimator.id() == Heuristic::ID;
     let Some(vals) = index::message_versions(tx, chat.0, revision, seqs, lost)? else { return Ok(()) };
     // Entries come from the index alone: no record is read until a message is.
     for (k, val) in vals.into_iter().enumerate() {
@@ -137,7 +149,7 @@ pub(crate) fn fill_entries(
             step,
             loc: Location { segment, offset, len: l },
             may_archive: head.may_archive,
-            tokens: Default::default(),
+            tokens: head.tokens.filter(|_| kept).map(std::sync::OnceLock::from).unwrap_or_default(),
             previews: Default::default(),
             pending_json: Default::default(),
         };
@@ -172,7 +184,7 @@ pub(crate) fn extended(
         // A salvage whose chat lost messages loads again whole (the lost ones are hidden).
         return Ok(None);
     }
-    fill_entries(&tx, chat, revision, seqs.clone(), &w.entries, may_lose(core))?;
+    fill_entries(core, &tx, chat, revision, seqs.clone(), &w.entries, may_lose(core))?;
     if (seqs.start..seqs.end).any(|s| w.entries.peek(s).is_some_and(|e| e.loc == LOST)) {
         return Ok(None);
     }
@@ -306,14 +318,14 @@ pub(crate) fn load_writer(core: &Core, chat: ChatId) -> Result<Option<(ChatRow, 
     // A salvage loads every entry (to hide the lost ones); otherwise they load a page at a
     // time when asked for (see `entries.rs`), and only the last page is read here.
     let (entries, hidden) = if may_lose(core) {
-        let entries = entries_at(&tx, chat, row.revision, row.len, true)?;
+        let entries = entries_at(core, &tx, chat, row.revision, row.len, true)?;
         let hidden = lost_hidden(hidden_at(&tx, chat, row.revision)?, &entries, row.len);
         (entries, hidden)
     } else {
         let entries = Entries::from_index(chat, row.revision, row.len);
         if let Some(last) = row.len.checked_sub(1) {
             let start = last - last % crate::base::snapshot::PAGE as u64;
-            fill_entries(&tx, chat, row.revision, start..row.len, &entries, false)?;
+            fill_entries(core, &tx, chat, row.revision, start..row.len, &entries, false)?;
         }
         (entries, hidden_at(&tx, chat, row.revision)?)
     };

@@ -31,7 +31,7 @@ pub(crate) struct MsgVal {
     pub segment: u64,
     pub offset: u64,
     pub len: u32,
-    /// The record's header fields (role, turn, at_ms, has step, may archive).
+    /// The record's header fields (role, turn, at_ms, has step, may archive, estimate).
     pub head: record::MsgHead,
 }
 
@@ -40,15 +40,19 @@ pub(crate) struct MsgVal {
 pub(crate) const MESSAGES: TableDefinition<'_, (u64, u64, u64), &[u8]> = TableDefinition::new("messages");
 
 /// A [`MESSAGES`] value: segment, offset, length, turn and at_ms as varints around one byte
-/// of the role code (low 6 bits), may-archive (bit 6) and has-step (high bit): 13–20 bytes
-/// where the fixed tuple took 38 (index layout 7; may-archive since layout 8).
+/// of the role code (low 6 bits), may-archive (bit 6) and has-step (high bit), then the
+/// token estimate as a varint when there is one: 13–23 bytes where the fixed tuple took 38
+/// (index layout 7; may-archive since layout 8, the estimate since layout 11).
 pub(crate) fn encode_msg_val(v: MsgVal) -> Vec<u8> {
-    let mut out = Vec::with_capacity(24);
+    let mut out = Vec::with_capacity(28);
     varint_loc(&mut out, (v.segment, v.offset, v.len));
     let h = v.head;
     out.push(h.role & 0x3f | if h.may_archive { 0x40 } else { 0 } | if h.has_step { 0x80 } else { 0 });
     varint(&mut out, h.turn);
     varint(&mut out, h.at_ms);
+    if let Some(t) = h.tokens {
+        varint(&mut out, t);
+    }
     out
 }
 
@@ -59,6 +63,7 @@ pub(crate) fn decode_msg_val(bytes: &[u8]) -> Result<MsgVal> {
     let (segment, offset, len) = r.loc().map_err(bad)?;
     let flags = r.u8().map_err(bad)?;
     let (turn, at_ms) = (r.varint().map_err(bad)?, r.varint().map_err(bad)?);
+    let tokens = if r.0.is_empty() { None } else { Some(r.varint().map_err(bad)?) };
     if !r.0.is_empty() {
         return Err(bad(format!("{} bytes after the value", r.0.len())));
     }
@@ -68,6 +73,7 @@ pub(crate) fn decode_msg_val(bytes: &[u8]) -> Result<MsgVal> {
         at_ms,
         has_step: flags & 0x80 != 0,
         may_archive: flags & 0x40 != 0,
+        tokens,
     };
     Ok(MsgVal { segment, offset, len, head })
 }

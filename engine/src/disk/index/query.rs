@@ -390,6 +390,7 @@ mod tests {
                     at_ms: 0,
                     has_step: false,
                     may_archive: false,
+                    tokens: None,
                 };
                 let value = super::super::history::encode_msg_val(MsgVal {
                     segment: 1,

@@ -7,6 +7,7 @@ use rkyv::{Archive, Deserialize, Serialize};
 
 use crate::base::blob::BlobId;
 use crate::base::error::{Error, Result};
+use crate::model::estimate::{Heuristic, message_tokens};
 use crate::model::message::{ArchiveRef, ChatMeta, Part, Role, StepStatus, StepTag, ToolContent};
 
 pub(crate) mod append_key;
@@ -555,6 +556,11 @@ pub(crate) struct MsgHead {
     /// Whether the message may hold an archived tool result: it holds one inline, or its
     /// parts are in a body blob (not read to tell). A message without it holds none.
     pub may_archive: bool,
+    /// The message's token estimate by the default estimator ([`Heuristic`], whose id is
+    /// [`Heuristic::ID`]) when its parts are in the record (index layout 11): a first view
+    /// reads it instead of estimating the text again. `None` for parts in a body blob (the
+    /// indexer reads no blob) and for an rkyv record (validated in place, not decoded).
+    pub tokens: Option<u64>,
 }
 
 /// A message record's key (chat, seq, revision) and [`MsgHead`].
@@ -569,6 +575,18 @@ impl BodyRec {
             BodyRec::Blob(_) => true,
         }
     }
+
+    /// The default estimator's estimate of a message with this body when its parts are
+    /// inline (see [`MsgHead::tokens`]).
+    pub(crate) fn estimate(&self) -> Option<u64> {
+        match self {
+            BodyRec::Inline(parts) => {
+                let parts: Vec<Part> = parts.iter().cloned().map(PartRec::into_part).collect();
+                Some(message_tokens(&Heuristic, &parts))
+            }
+            BodyRec::Blob(_) => None,
+        }
+    }
 }
 
 /// The [`MsgHead`] of a decoded message record.
@@ -579,6 +597,7 @@ fn head_of(rec: &MsgRec) -> std::result::Result<MsgHead, String> {
         at_ms: rec.at_ms,
         has_step: rec.step.is_some(),
         may_archive: rec.body.may_archive(),
+        tokens: rec.body.estimate(),
     })
 }
 
@@ -608,6 +627,7 @@ pub(crate) fn message_key_texts(
         at_ms: m.at_ms,
         has_step: m.step.is_some(),
         may_archive,
+        tokens: None,
     };
     Ok((((m.chat, m.seq, m.revision), head), texts, None))
 }

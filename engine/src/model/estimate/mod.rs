@@ -41,9 +41,21 @@ pub trait Estimator: Debug + Send + Sync {
 #[derive(Debug, Clone, Default)]
 pub struct Heuristic;
 
+impl Heuristic {
+    /// The id of this estimator ([`Estimator::id`]). The index keeps each message's estimate
+    /// by this estimator with its row, and a store whose estimator has this id reads it from
+    /// there: another estimator must not take this id.
+    ///
+    /// ```
+    /// use undertext::{Estimator, Heuristic};
+    /// assert_eq!(Heuristic.id(), Heuristic::ID);
+    /// ```
+    pub const ID: &'static str = "heuristic-v1";
+}
+
 impl Estimator for Heuristic {
     fn id(&self) -> &str {
-        "heuristic-v1"
+        Heuristic::ID
     }
 
     fn text_tokens(&self, text: &str) -> u64 {
