@@ -108,10 +108,12 @@ pub(crate) struct CutMemo {
     pub previewed: std::collections::BTreeSet<(u64, usize)>,
 }
 
-/// The request the chat's previous view served, as fingerprints of its messages, to tell
-/// how much of the next one is an exact prefix of it (what a provider's prompt cache keeps).
+/// The request the chat's previous view served, to tell how much of the next one is an
+/// exact prefix of it (what a provider's prompt cache keeps). Its messages are shared with
+/// the view (and mostly with the view memo); their fingerprints are made when a next view
+/// compares with them, so a view that no other follows (a process's only one) makes none.
 #[derive(Debug, Default)]
 pub(crate) struct LastRequest {
-    /// Per message of the previous request: its fingerprint and its tokens.
-    pub prints: Vec<(u64, u64)>,
+    /// The previous request's messages.
+    pub messages: std::sync::Arc<Vec<crate::rules::budget::ViewMessage>>,
 }

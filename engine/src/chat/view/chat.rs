@@ -2,6 +2,7 @@
 //! from the memo or built anew (`build`), the hard line (`wall`), usage (`usage`), and
 //! compaction with approvals (`compaction`).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use crate::base::error::Result;
@@ -10,7 +11,7 @@ use crate::chat::history::ChatRef;
 use crate::chat::worker::Slot;
 use crate::model::message::{Part, ToolContent};
 use crate::rules::budget::Budget;
-use crate::rules::budget::view::{Decision, Omitted, Stable, View};
+use crate::rules::budget::view::{Decision, Omitted, Stable, View, ViewMessage};
 
 /// One chat as its view sees it: the chat (state and archive cache) and the store's worker
 /// slot (the running worker, and the checkpoints it prepared). `api::Chat` builds one per
@@ -169,17 +170,21 @@ impl ChatView<'_> {
     }
 
     /// How much of `view` is an exact prefix of the previous request served for the chat
-    /// (whole messages), and remembers `view` as the previous request. A view extended in
-    /// place from the memo fingerprints only its new messages.
+    /// (whole messages), and remembers `view` as the previous request. Fingerprints are
+    /// compared up to the first difference: each is made once and kept with its message, so
+    /// a view extended from the memo fingerprints only its new messages, and the first view
+    /// of a chat none (there is nothing to compare it with).
     pub(super) fn stable_prefix(&self, view: &View) -> Stable {
         let mut last = self.chat.state.view.last_request.lock();
-        // Each message's fingerprint is made once and kept with it: a view extended from
-        // the memo fingerprints only its new messages.
-        let prints: Vec<(u64, u64)> = view.messages.iter().map(|m| (m.print(), m.tokens)).collect();
-        let shared = prints.iter().zip(&last.prints).take_while(|(a, b)| a == b).count();
-        let raw: u64 = prints[..shared].iter().map(|p| p.1).sum();
+        let shared = if Arc::ptr_eq(&view.messages, &last.messages) {
+            view.messages.len()
+        } else {
+            let same = |(a, b): &(&ViewMessage, &ViewMessage)| a.tokens == b.tokens && a.print() == b.print();
+            view.messages.iter().zip(last.messages.iter()).take_while(same).count()
+        };
+        let raw: u64 = view.messages[..shared].iter().map(|m| m.tokens).sum();
         let tokens = ((raw as f64 * view.factor).ceil() as u64).min(view.estimate);
-        last.prints = prints;
+        last.messages = view.messages.clone();
         Stable { messages: shared, tokens }
     }
 
