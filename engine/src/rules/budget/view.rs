@@ -10,7 +10,7 @@ pub(crate) use crate::model::estimate::message_tokens;
 use crate::model::message::{ArchiveRef, Message, Part, Role, ToolContent};
 
 /// One message of the view: original messages, or a condensed stand-in for a range.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ViewMessage {
     /// The original messages it stands for (one seq, or a squished range; empty for
     /// pinned context, which is not a message of the chat).
@@ -37,6 +37,19 @@ impl ViewMessage {
             (&self.seqs, self.role, &self.parts, self.tokens).hash(&mut h);
             h.finish()
         })
+    }
+}
+
+impl std::fmt::Debug for ViewMessage {
+    /// What is sent (the cached fingerprint, made or not, is not shown: equal messages print
+    /// alike).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewMessage")
+            .field("seqs", &self.seqs)
+            .field("role", &self.role)
+            .field("parts", &self.parts)
+            .field("tokens", &self.tokens)
+            .finish()
     }
 }
 
