@@ -107,7 +107,6 @@ pub(super) fn prepare(
     Ok(m)
 }
 
-/// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
 /// The token estimate a message record `out` gives its history entry: the one its index row
 /// keeps (see `MsgHead::tokens`), when the store estimates with the default estimator.
 pub(super) fn kept_tokens(core: &Core, out: &RecordOut) -> Option<u64> {
@@ -115,6 +114,7 @@ pub(super) fn kept_tokens(core: &Core, out: &RecordOut) -> Option<u64> {
     head.tokens.filter(|_| core.opts.estimator.id() == Heuristic::ID)
 }
 
+/// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
 pub(super) fn body(
     core: &Core,
     txn: &mut Txn,

@@ -84,8 +84,8 @@ const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 /// issue 38: most of a small chat's index rows); `chats` rows are varints (88 bytes of rkyv
 /// before) and `metas` values too; `owner_chats` is keyed ascending, read backwards (keyed
 /// newest first, its pages were half empty).
-/// 11: a `messages` value may end with the message's token estimate by the default
-/// estimator, given by its writer (issue 38: the estimates were 40 % of a first view).
+/// 11: a `messages` value ends with the message's token estimate by the default estimator
+/// when the record holds its parts (issue 38: the estimates were 40 % of a first view).
 const INDEX_VERSION: u64 = 11;
 
 /// The file name of the index inside the store directory.
