@@ -20,7 +20,7 @@ use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 use undertext::json::{self, Field};
-use undertext::{ArchiveRef, BlobId, NewMessage, Part, Role, Unit};
+use undertext::{ArchiveRef, BlobId, NewMessage, Part, Role, Unit, Verify};
 
 use crate::errors::invalid;
 use crate::types::PyArchiveRef;
@@ -53,6 +53,19 @@ pub(crate) fn blob_id(py: Python<'_>, obj: &Bound<'_, PyAny>) -> PyResult<BlobId
         invalid(py, format!("id: expected a str of 64 hex digits or an ArchiveRef, found {}", type_name(obj)))
     })?;
     parse_blob_id(py, &s)
+}
+
+/// What a blob read checks, from its `verify` argument: `"hash"` (the default: the record's
+/// checksum and the content's BLAKE3 against its id) or `"checksum"` (the record's CRC-32C
+/// and the id it carries).
+pub(crate) fn verify_of(py: Python<'_>, v: Option<&str>) -> PyResult<Verify> {
+    match v {
+        None | Some("hash") => Ok(Verify::Hash),
+        Some("checksum") => Ok(Verify::Checksum),
+        Some(other) => {
+            Err(invalid(py, format!("verify: expected \"hash\" or \"checksum\", found {other:?}")))
+        }
+    }
 }
 
 /// A blob id from its hex text.

@@ -61,6 +61,7 @@ def test_a_manifest_chain_is_read_in_one_engine_call(tmp_path: Any, monkeypatch:
     path = tmp_path / "store"
     msgs = grow(path, 30)
     calls: list[int] = []
+    verifies: list[Any] = []
     with UndertextSaver.open(path) as saver:
         store = saver.store
         real = store.get_blobs
@@ -69,13 +70,14 @@ def test_a_manifest_chain_is_read_in_one_engine_call(tmp_path: Any, monkeypatch:
             def __getattr__(self, name: str) -> Any:
                 return getattr(store, name)
 
-            def get_blobs(self, owner: str, ids: list[str]) -> Any:
+            def get_blobs(self, owner: str, ids: list[str], **kw: Any) -> Any:
                 calls.append(len(ids))
-                return real(owner, ids)
+                verifies.append(kw.get("verify"))
+                return real(owner, ids, **kw)
 
-            def get_blob(self, owner: str, blob_id: str) -> Any:
+            def get_blob(self, owner: str, blob_id: str, **kw: Any) -> Any:
                 calls.append(-1)
-                return store.get_blob(owner, blob_id)
+                return store.get_blob(owner, blob_id, **kw)
 
         saver.store = Counting()
         saver._registry.store = saver.store
@@ -85,6 +87,8 @@ def test_a_manifest_chain_is_read_in_one_engine_call(tmp_path: Any, monkeypatch:
         saver.store = store
     # One call for the manifest chain (several blobs), one for the items.
     assert -1 not in calls and len(calls) == 2 and calls[0] > 1, calls
+    # Both read what the saver wrote, checked by each record's checksum (not hashed again).
+    assert verifies == ["checksum", "checksum"], verifies
     assert isinstance(store, undertext.Store)
 
 

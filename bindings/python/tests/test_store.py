@@ -56,6 +56,32 @@ def test_get_blobs_reads_many_blobs_in_order_in_one_call(store):
     assert store.get_blobs("alice", [ref, ids[0]]) == [b"archived text", b"first"]
 
 
+def test_blob_reads_checked_by_checksum_give_the_same_bytes_and_refuse_an_unknown_check(store):
+    items = [b"first", os.urandom(5000), b"x" * 100_000]  # the last one chunked
+    ids = store.put_blobs("alice", items)
+    assert store.get_blobs("alice", ids, verify="checksum") == items
+    assert store.get_blobs("alice", ids, verify="hash") == items
+    assert [store.get_blob("alice", i, verify="checksum") for i in ids] == items
+    for bad in ("crc", "none", ""):
+        with pytest.raises(undertext.InvalidArgument, match='verify: expected "hash" or "checksum"'):
+            store.get_blobs("alice", ids, verify=bad)
+        with pytest.raises(undertext.InvalidArgument, match='verify: expected "hash" or "checksum"'):
+            store.get_blob("alice", ids[0], verify=bad)
+    with pytest.raises(undertext.NotFound):
+        store.get_blobs("bob", ids, verify="checksum")
+
+
+def test_get_blobs_of_more_blobs_than_one_engine_batch_keeps_order_and_raises_for_a_late_one(store):
+    many = [f"item {i}".encode() * (i % 7 + 1) for i in range(200)]  # batches of 64: 4 of them
+    ids = store.put_blobs("alice", many)
+    for verify in ("hash", "checksum"):
+        assert store.get_blobs("alice", ids, verify=verify) == many
+        assert store.get_blobs("alice", ids[::-1], verify=verify) == many[::-1]
+    theirs = store.put_blob("bob", b"not alice's")
+    with pytest.raises(undertext.NotFound):
+        store.get_blobs("alice", ids[:150] + [theirs] + ids[150:])
+
+
 def test_get_blobs_raises_for_a_blob_not_granted_and_a_bad_id_before_reading(store):
     mine = store.put_blob("alice", b"alice's")
     theirs = store.put_blob("bob", b"bob's")
@@ -252,6 +278,12 @@ def test_a_flipped_byte_in_a_sealed_segment_reads_as_corrupt(tmp_path):
         with pytest.raises(undertext.Corrupt) as e:
             s.get_blob("alice", bid)
         assert e.value.segment == int(first.stem)
+        # A read that checks only the record's checksum refuses the damaged bytes alike.
+        with pytest.raises(undertext.Corrupt) as e:
+            s.get_blob("alice", bid, verify="checksum")
+        assert e.value.segment == int(first.stem)
+        with pytest.raises(undertext.Corrupt):
+            s.get_blobs("alice", [bid], verify="checksum")
         assert not s.check()["ok"]
 
 

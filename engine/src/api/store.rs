@@ -411,8 +411,28 @@ impl Store {
     /// # Ok::<(), undertext::Error>(())
     /// ```
     pub fn get_blobs(&self, owner: &str, ids: &[BlobId]) -> Result<Vec<Blob>> {
+        self.get_blobs_with(owner, ids, self.core().opts.verify)
+    }
+
+    /// [`Store::get_blobs`], checking as much as `verify` asks. [`Verify::Checksum`] is
+    /// what a reader of many small blobs it wrote itself (a checkpoint's message items)
+    /// can afford: each record's CRC-32C and the id it carries are checked, the content is
+    /// not hashed again (a flipped bit on disk is still [`Error::Corrupt`], not data).
+    ///
+    /// [`Error::Corrupt`]: crate::Error::Corrupt
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let store = undertext::Store::open(dir.path(), Default::default())?;
+    /// use undertext::Verify;
+    /// let ids = store.put_blobs("me", &[b"first", b"second"])?;
+    /// let blobs = store.get_blobs_with("me", &ids, Verify::Checksum)?;
+    /// assert_eq!(&blobs[1][..], &b"second"[..]);
+    /// # Ok::<(), undertext::Error>(())
+    /// ```
+    pub fn get_blobs_with(&self, owner: &str, ids: &[BlobId], verify: Verify) -> Result<Vec<Blob>> {
         self.same_process()?;
-        blobs::get_blobs(self.core(), owner, ids, self.core().opts.verify)
+        blobs::get_blobs(self.core(), owner, ids, verify)
     }
 
     /// Bytes `range` of blob `id` of `owner`: for a chunked blob (see

@@ -119,12 +119,19 @@ class Store:
     def put_blob(self, owner: str, data: Union[bytes, bytearray]) -> str:
         """Stores ``data`` for ``owner`` (granting it to ``owner``) and returns its id."""
     def put_blobs(self, owner: str, data: Sequence[bytes]) -> List[str]: ...
-    def get_blob(self, owner: str, blob_id: Id) -> bytes:
+    def get_blob(self, owner: str, blob_id: Id, *, verify: Optional[Literal["hash", "checksum"]] = None) -> bytes:
         """The blob's bytes; ``NotFound`` for a blob ``owner`` holds no grant on (never
-        stored, or stored only by other owners: the same error)."""
-    def get_blobs(self, owner: str, blob_ids: Sequence[Id]) -> List[bytes]:
+        stored, or stored only by other owners: the same error). ``verify="hash"`` (the
+        default) checks the record's checksum and the content's BLAKE3 against the id,
+        ``"checksum"`` the record's CRC-32C and the id it carries: damaged bytes raise
+        ``Corrupt`` either way."""
+    def get_blobs(
+        self, owner: str, blob_ids: Sequence[Id], *, verify: Optional[Literal["hash", "checksum"]] = None
+    ) -> List[bytes]:
         """Each blob's bytes, in order, read in one call (as ``get_blob`` for each: the
-        first blob not granted raises ``NotFound``, a damaged one ``Corrupt``)."""
+        first blob not granted raises ``NotFound``, a damaged one ``Corrupt``).
+        ``verify="checksum"`` spares hashing each blob again: for a reader of hundreds of
+        small blobs it wrote itself."""
     def get_blob_range(self, owner: str, blob_id: Id, start: int, end: int) -> bytes:
         """Bytes ``start:end`` of the blob, reading only the chunks the range overlaps.
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional
 
 from ._caches import _Bounded
-from ._records import EMPTY_BLOB, _apply, _decode, _early_of
+from ._records import EMPTY_BLOB, VERIFY, _apply, _decode, _early_of
 
 #: ``extra`` key marking a chat as a saver lane; its value is the checkpoint namespace.
 LANE_KEY = "undertext.langgraph"
@@ -458,7 +458,7 @@ class _Registry:
     def read_blobs(self, blob_ids: list[str]) -> list[bytes]:
         """The bytes of ``blob_ids`` (the empty blob is not stored), read in one call."""
         stored = [b for b in blob_ids if b != EMPTY_BLOB]
-        got = dict(zip(stored, self.store.get_blobs(self.owner, stored))) if stored else {}
+        got = dict(zip(stored, self.store.get_blobs(self.owner, stored, verify=VERIFY))) if stored else {}
         return [got.get(b, b"") for b in blob_ids]
 
     def lane(self, thread_id: str, ns: str, create: bool) -> Optional[_Lane]:

@@ -58,6 +58,12 @@ _DEFAULT_TYPE = "msgpack"
 #: or attached, read without the store: ~36 bytes less per record (an attachment part).
 EMPTY_BLOB = undertext.blob_id(b"")
 
+#: What the saver's reads of its own blobs check: each record's CRC-32C and the id it
+#: carries, not the content's BLAKE3 again (a cold read of a 300-pair thread hashes ~600
+#: item blobs: a quarter of ``get_blobs``). A flipped bit on disk still raises ``Corrupt``;
+#: blobs pulled from a fleet's server are hashed when they arrive.
+VERIFY = "checksum"
+
 #: Short JSON keys of the checkpoint fields (format 2, ``c``). Other fields keep their name.
 _CP_KEYS = {
     "v": "v",

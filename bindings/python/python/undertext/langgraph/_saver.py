@@ -55,6 +55,7 @@ from ._records import (
     _DEFAULT_TYPE,
     EMPTY_BLOB,
     HEAD_LEN,
+    VERIFY,
     _at_snapshot,
     _b64,
     _blobs_of,
@@ -184,7 +185,7 @@ class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
         return [undertext.blob_id(v) for v in values]
 
     def _load(self, typ: str, blob_id: str, head: bytes = b"") -> Any:
-        rest = b"" if blob_id == EMPTY_BLOB else self.store.get_blob(self.owner, blob_id)
+        rest = b"" if blob_id == EMPTY_BLOB else self.store.get_blob(self.owner, blob_id, verify=VERIFY)
         data = head + rest
         if typ == _DEFAULT_TYPE and data and self._plain_messages():
             try:  # a value stored whole (a list of messages, a pending write): as items are
@@ -211,7 +212,9 @@ class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
             raise undertext.Closed("the store is closed")
         with lane.lock:
             ids = lane.item_ids(seq, ch)
-        return self._items.items(ids, memo, lambda absent: self.store.get_blobs(self.owner, absent), self._decode_items)
+        return self._items.items(
+            ids, memo, lambda absent: self.store.get_blobs(self.owner, absent, verify=VERIFY), self._decode_items
+        )
 
     def _plain_messages(self) -> bool:
         """Whether item blobs may be decoded by ``_langchain_decode`` (LangGraph's own serializer,
