@@ -96,6 +96,12 @@ async def test_an_entry_whose_uuid_is_stored_is_skipped_and_one_without_is_not(t
     with UndertextSessionStore.open(tmp_path / "s") as s:
         await s.append(KEY, [batch[1], entry(rng, 3)])  # after a reopen, from the stored entries
         assert [e.get("uuid") for e in await s.load(KEY)] == ["u-1", "u-2", None, None, "u-3"]
+        # A subagent transcript (no summary kept) skips them alike, append after append.
+        sub = {**KEY, "subpath": "subagents/agent-1"}
+        for _ in range(3):
+            await s.append(sub, batch + [tag])
+            await s.append(sub, [entry(rng, 3)])
+        assert [e.get("uuid") for e in await s.load(sub)] == ["u-1", "u-2", None, "u-3", None, None]
 
 
 async def test_a_path_string_is_accepted_and_anything_else_is_named(tmp_path: Path) -> None:

@@ -295,7 +295,8 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             messages = [{"role": _role_of(e), "content": json_text(e)} for e in fresh]
             if k[2]:
                 chat.append_batch(messages)  # subagent transcripts have no summary
-                t.uuids = uuids | added
+                uuids |= added  # in place (under the lock): a copy per append grew with the key
+                t.uuids = uuids
                 return
             before = len(chat)
             if t.stale or t.summary is None and before != 0:
@@ -310,7 +311,8 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             extra.update({SUMMARY: json.dumps(summary), MTIME: str(mtime), ENTRIES: str(before + len(fresh))})
             # The entries and the summary in one transaction: one log sync.
             chat.append_batch(messages, extra=extra)
-            t.uuids = uuids | added
+            uuids |= added
+            t.uuids = uuids
             t.summary, t.mtime, t.stale = summary, mtime, False
 
     def load_sync(self, key: SessionKey) -> Optional[list[SessionStoreEntry]]:
