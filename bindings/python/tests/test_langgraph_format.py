@@ -556,3 +556,27 @@ def test_tombstones_and_floors_of_older_savers_still_read_and_new_deletions_hide
         saver = UndertextSaver(store)
         assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [ids[5]]
         assert saver.get_tuple(cfg("t")).checkpoint["channel_values"] == {"n": 5}
+
+
+def test_the_kept_prefix_of_a_list_is_the_run_of_identical_objects_natively_as_in_python() -> None:
+    from undertext._native import _same_prefix
+    from undertext.langgraph._saver import _same_prefix_py
+
+    objs = [object() for _ in range(50)]
+    equal_not_same = [[1, 2], "x" * 40, 10**30]  # equal values, other objects
+    cases = [
+        ([], []),
+        (objs, objs),
+        (objs, objs + [object()]),  # the next step appended one
+        (objs + [object()], objs),  # the list shrank
+        (objs, [object()] + objs[1:]),
+        (objs, objs[:17] + [object()] + objs[18:]),  # one item replaced in the middle
+        (objs[:3] + equal_not_same, objs[:3] + [list(v) if isinstance(v, list) else v for v in equal_not_same]),
+        (objs[:5] + [None, None], objs[:5] + [None, None]),
+    ]
+    for a, b in cases:
+        assert _same_prefix(a, b) == _same_prefix_py(a, b), (len(a), len(b))
+    assert _same_prefix(objs, objs[:17] + [object()] + objs[18:]) == 17
+    assert _same_prefix(objs[:3] + equal_not_same, objs[:3] + [[1, 2]]) == 3  # equal is not the same
+    with pytest.raises(TypeError):
+        _same_prefix(tuple(objs), objs)  # type: ignore[arg-type]

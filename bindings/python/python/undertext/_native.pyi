@@ -72,6 +72,10 @@ def _decode_lc_messages(
 def _fresh_items(items: Sequence[Any], pydantic_deepcopy: Any, fallback: Callable[[Any], Any]) -> List[Any]:
     """Private (``undertext.langgraph._caches._fresh_many``): ``_fresh`` of each item."""
 
+def _same_prefix(a: List[Any], b: List[Any]) -> int:
+    """Private (``undertext.langgraph._saver``): how many items ``a`` and ``b`` share at their
+    front as the same objects (``is``)."""
+
 class Store:
     """An open Undertext store: one directory, one process at a time."""
 

@@ -80,6 +80,18 @@ def _values_loaded(t: CheckpointTuple) -> CheckpointTuple:
     return t
 
 
+def _same_prefix_py(a: list[Any], b: list[Any]) -> int:
+    """How many items ``a`` and ``b`` share at their front as the same objects."""
+    same = list(map(operator.is_, a, b))
+    return same.index(False) if False in same else len(same)
+
+
+try:  # one native pass (``bindings/python/src/lib.rs``)
+    from undertext._native import _same_prefix
+except ImportError:  # pragma: no cover - an extension built before it
+    _same_prefix = _same_prefix_py
+
+
 class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
     """LangGraph checkpoint saver storing checkpoints in an Undertext store.
 
@@ -671,8 +683,7 @@ class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
                 prev_ids = lane.item_ids(parent_seq, ch)
         k = 0
         if prev_items is not None:
-            same = list(map(operator.is_, prev_items, value))
-            k = same.index(False) if False in same else len(same)
+            k = _same_prefix(prev_items, value)
             if written and k:
                 kept = set(map(id, prev_items[:k]))
                 hit = {i for i in written if i in kept}
