@@ -7,14 +7,13 @@ use std::sync::Arc;
 
 use super::chat::ChatRef;
 use super::entries::KEEP_WRITTEN;
-use super::state::{Entry, now_ms};
+use super::state::{Entry, kept_tokens, now_ms};
 use crate::base::blob::BlobId;
 use crate::base::error::{Error, Result};
 use crate::disk::log::Position;
 use crate::disk::record::append_key::AppendKeyRec;
 use crate::disk::record::{self, BodyRec, Kind, MsgRec, PartRec, PartsRec, StepRec, StepTagRec};
 use crate::kernel::store::core::{Core, RecordOut, Txn};
-use crate::model::estimate::Heuristic;
 use crate::model::message::*;
 
 pub(super) fn check_message(m: &NewMessage, at: usize) -> Result<()> {
@@ -107,11 +106,9 @@ pub(super) fn prepare(
     Ok(m)
 }
 
-/// The token estimate a message record `out` gives its history entry: the one its index row
-/// keeps (see `MsgHead::tokens`), when the store estimates with the default estimator.
-pub(super) fn kept_tokens(core: &Core, out: &RecordOut) -> Option<u64> {
-    let head = out.listing.as_ref()?.head;
-    head.tokens.filter(|_| core.opts.estimator.id() == Heuristic::ID)
+/// The token estimate a message record `out` keeps in its index row (see `MsgHead::tokens`).
+pub(super) fn row_tokens(out: &RecordOut) -> Option<u64> {
+    out.listing.as_ref()?.head.tokens
 }
 
 /// Encodes a message body: inline when small, else a (deduplicated) blob in `txn`.
@@ -378,7 +375,7 @@ impl ChatRef<'_> {
                 body,
             };
             let out = RecordOut::message(&rec, core.opts.compression)?;
-            let tokens = kept_tokens(&core, &out);
+            let tokens = row_tokens(&out);
             let at = txn.push(out);
             pending.push((at, seq, m.role, turn, starts, at_ms, may_archive, tokens));
         }
@@ -423,7 +420,7 @@ impl ChatRef<'_> {
                 step: std::sync::OnceLock::from(tag.clone()),
                 loc: c.locations[at],
                 may_archive,
-                tokens: tokens.map(std::sync::OnceLock::from).unwrap_or_default(),
+                tokens: kept_tokens(&core, tokens),
                 previews: Default::default(),
                 pending_json: Default::default(),
             };

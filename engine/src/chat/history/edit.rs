@@ -4,9 +4,9 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::append::{body, check_message, kept_tokens, prepare};
+use super::append::{body, check_message, prepare, row_tokens};
 use super::chat::ChatRef;
-use super::state::{Entry, Writer, now_ms};
+use super::state::{Entry, Writer, kept_tokens, now_ms};
 use crate::base::error::{Error, Result};
 use crate::disk::record::{self, Kind, MetaRec, MsgRec, RevRec};
 use crate::kernel::store::core::{RecordOut, Txn};
@@ -118,7 +118,7 @@ impl ChatRef<'_> {
         };
         let may_archive = rec.body.may_archive();
         let out = RecordOut::message(&rec, core.opts.compression)?;
-        let tokens = kept_tokens(&core, &out);
+        let tokens = row_tokens(&out);
         let at = txn.push(out);
         let c = core.append(txn)?;
         // The entries in memory go on at the new revision (the others load from the index
@@ -133,7 +133,7 @@ impl ChatRef<'_> {
                 step: std::sync::OnceLock::from(None),
                 loc: c.locations[at],
                 may_archive,
-                tokens: tokens.map(std::sync::OnceLock::from).unwrap_or_default(),
+                tokens: kept_tokens(&core, tokens),
                 previews: Default::default(),
                 pending_json: Default::default(),
                 ..old.clone()

@@ -5,13 +5,12 @@ use std::sync::Arc;
 
 use super::entries::Entries;
 use super::hidden::Hidden;
-use super::state::{ChatVersion, Entry, Writer};
+use super::state::{ChatVersion, Entry, Writer, kept_tokens};
 use crate::base::error::{Error, Result};
 use crate::disk::index::{self, ChatRow, MsgVal, ReadTx};
 use crate::disk::log::{Location, Position};
 use crate::disk::record::{self, CompactionRec, MetaRec};
 use crate::kernel::store::core::Core;
-use crate::model::estimate::Heuristic;
 use crate::model::message::{ChatId, ChatMeta, Pin};
 
 /// The index row of a chat, if it exists.
@@ -76,8 +75,7 @@ pub(crate) fn may_lose(core: &Core) -> bool {
 /// Sets entries `seqs` of `chat` as of `revision` in `out`: for each seq the newest version
 /// written at or before that revision. The entry before `seqs` tells whether the first one
 /// starts a turn: when `out` does not hold it, it is read from the index too (not set).
-/// An entry takes the token estimate its row keeps when `core` estimates with the default
-/// estimator (see [`Heuristic::ID`]).
+/// An entry takes the token estimate its row keeps (see [`kept_tokens`]).
 pub(crate) fn fill_entries(
     core: &Core,
     tx: &ReadTx,
@@ -105,7 +103,6 @@ pub(crate) fn fill_entries(
         }
     };
     let from = seqs.start;
-    let kept = core.opts.estimator.id() == Heuristic::ID;
     let Some(vals) = index::message_versions(tx, chat.0, revision, seqs, lost)? else { return Ok(()) };
     // Entries come from the index alone: no record is read until a message is.
     for (k, val) in vals.into_iter().enumerate() {
@@ -149,7 +146,7 @@ pub(crate) fn fill_entries(
             step,
             loc: Location { segment, offset, len: l },
             may_archive: head.may_archive,
-            tokens: head.tokens.filter(|_| kept).map(std::sync::OnceLock::from).unwrap_or_default(),
+            tokens: kept_tokens(core, head.tokens),
             previews: Default::default(),
             pending_json: Default::default(),
         };

@@ -44,6 +44,16 @@ pub(crate) struct Entry {
     pub pending_json: std::sync::OnceLock<Option<(usize, String)>>,
 }
 
+/// An entry's `tokens` seeded with the estimate its message's index row keeps
+/// ([`MsgHead::tokens`](crate::disk::record::MsgHead::tokens)) when `core` estimates with the
+/// default estimator (whose estimate that is, [`Heuristic::ID`]); else empty, made on first use.
+///
+/// [`Heuristic::ID`]: crate::model::estimate::Heuristic::ID
+pub(crate) fn kept_tokens(core: &Core, kept: Option<u64>) -> std::sync::OnceLock<u64> {
+    let ours = core.opts.estimator.id() == crate::model::estimate::Heuristic::ID;
+    kept.filter(|_| ours).map(std::sync::OnceLock::from).unwrap_or_default()
+}
+
 /// A message's token estimate through its history `entry` (the entry of this very message
 /// version, if it has one): with `keep` ([`Options::keep_derived`]), kept in the entry once
 /// `estimate` computed it; without, computed by `estimate` on every call. An `estimate` that
