@@ -9,6 +9,7 @@ mod convert;
 mod errors;
 mod held;
 mod import;
+mod json_dump;
 mod json_load;
 mod langchain_decode;
 mod snapshot;
@@ -49,6 +50,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(langchain_decode::fresh_items, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
     m.add_function(wrap_pyfunction!(json_load::json_loads, m)?)?;
+    m.add_function(wrap_pyfunction!(json_dump::dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(json_dump::exact, m)?)?;
     m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
@@ -60,13 +63,32 @@ fn blob_id(data: &[u8]) -> String {
     undertext::BlobId::of(data).to_string()
 }
 
-/// How many items lists `a` and `b` share at their front as the very same objects (`is`):
-/// what the LangGraph saver keeps of the list it put for a step's parent, found in one pass
-/// without a Python call per item (a step of a 600-message thread compared 600 items).
+/// How many items lists `a` and `b` share at their front as the very same objects (`is`),
+/// ending before the first whose `id()` is in `stop`: what the LangGraph saver keeps of the
+/// list it put for a step's parent (an object the step wrote may have changed in place), found
+/// in one pass without a Python call per item (a step of a 600-message thread compared 600
+/// items, and built a set of their ids to look for the step's few written objects).
+///
+/// ```python
+/// a, b, c = object(), object(), object()
+/// assert _same_prefix([a, b, c], [a, b, object()]) == 2
+/// assert _same_prefix([a, b, c], [a, b, c], {id(b)}) == 1
+/// ```
 #[pyfunction]
-#[pyo3(name = "_same_prefix")]
-fn same_prefix(a: &Bound<'_, PyList>, b: &Bound<'_, PyList>) -> usize {
-    a.iter().zip(b.iter()).take_while(|(x, y)| x.is(y)).count()
+#[pyo3(name = "_same_prefix", signature = (a, b, stop=None))]
+fn same_prefix(
+    a: &Bound<'_, PyList>,
+    b: &Bound<'_, PyList>,
+    stop: Option<&Bound<'_, PyAny>>,
+) -> PyResult<usize> {
+    let mut ids = std::collections::HashSet::new();
+    if let Some(stop) = stop {
+        for id in stop.try_iter()? {
+            ids.insert(id?.extract::<usize>()?);
+        }
+    }
+    // `id(x)` is the object's address in CPython, what `as_ptr` gives.
+    Ok(a.iter().zip(b.iter()).take_while(|(x, y)| x.is(y) && !ids.contains(&(x.as_ptr() as usize))).count())
 }
 
 /// The compaction tool's schema as JSON text, in OpenAI's chat-completions shape

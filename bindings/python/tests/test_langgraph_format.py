@@ -576,7 +576,12 @@ def test_the_kept_prefix_of_a_list_is_the_run_of_identical_objects_natively_as_i
     ]
     for a, b in cases:
         assert _same_prefix(a, b) == _same_prefix_py(a, b), (len(a), len(b))
+        # Ended before an object the step wrote (``stop``: their ids), anywhere or absent.
+        for stop in ({}, {id(objs[0]): objs[0]}, {id(objs[9]): objs[9], id(object()): None}, {id(objs[-1]): 0}):
+            assert _same_prefix(a, b, stop) == _same_prefix_py(a, b, stop), (len(a), len(b), len(stop))
     assert _same_prefix(objs, objs[:17] + [object()] + objs[18:]) == 17
+    assert _same_prefix(objs, objs, {id(objs[9]): objs[9]}) == 9
+    assert _same_prefix(objs, objs[:17] + [object()] + objs[18:], [id(objs[30])]) == 17  # after the cut
     assert _same_prefix(objs[:3] + equal_not_same, objs[:3] + [[1, 2]]) == 3  # equal is not the same
     with pytest.raises(TypeError):
         _same_prefix(tuple(objs), objs)  # type: ignore[arg-type]

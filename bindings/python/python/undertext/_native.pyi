@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import Any, Callable, Dict, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 
@@ -59,6 +59,10 @@ def json_loads(texts: List[str]) -> List[Any]:
     """``[json.loads(t) for t in texts]``, decoded in native code (the same values; a text
     it does not decode itself goes to ``json.loads``, errors included)."""
 
+def json_dumps(value: Any) -> str:
+    """``json.dumps(value, separators=(",", ":"))``, encoded in native code (the same text; a
+    value it does not encode itself goes to ``json.dumps``, errors included)."""
+
 def _decode_lc_messages(
     datas: Sequence[bytes],
     table: Sequence[Tuple[str, str, type, Sequence[str], str]],
@@ -72,9 +76,9 @@ def _decode_lc_messages(
 def _fresh_items(items: Sequence[Any], pydantic_deepcopy: Any, fallback: Callable[[Any], Any]) -> List[Any]:
     """Private (``undertext.langgraph._caches._fresh_many``): ``_fresh`` of each item."""
 
-def _same_prefix(a: List[Any], b: List[Any]) -> int:
+def _same_prefix(a: List[Any], b: List[Any], stop: Optional[Iterable[int]] = None) -> int:
     """Private (``undertext.langgraph._saver``): how many items ``a`` and ``b`` share at their
-    front as the same objects (``is``)."""
+    front as the same objects (``is``), ending before the first whose ``id()`` is in ``stop``."""
 
 class Store:
     """An open Undertext store: one directory, one process at a time."""

@@ -84,7 +84,7 @@ def _unb64(text: str) -> bytes:
     return base64.b64decode(text.encode("ascii"))
 
 
-def _json_exact(x: Any) -> bool:
+def _json_exact_py(x: Any) -> bool:
     """True when ``json.loads(json.dumps(x))`` gives back ``x`` with the same types:
     str, int, bool, None, finite floats, lists and str-keyed dicts of those. Tuples,
     subclasses (an enum over str, say) and everything else go through the serializer."""
@@ -94,9 +94,9 @@ def _json_exact(x: Any) -> bool:
     if t is float:
         return math.isfinite(x)
     if t is list:
-        return all(_json_exact(v) for v in x)
+        return all(_json_exact_py(v) for v in x)
     if t is dict:
-        return all(type(k) is str and _json_exact(v) for k, v in x.items())
+        return all(type(k) is str and _json_exact_py(v) for k, v in x.items())
     return False
 
 
@@ -113,8 +113,16 @@ def _jcopy(x: Any) -> Any:
     return x
 
 
-def _dumps(obj: Any) -> str:
+def _dumps_py(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"))
+
+
+try:  # the same answers, natively (``bindings/python/src/json_dump.rs``)
+    from undertext._native import _json_exact
+    from undertext._native import json_dumps as _dumps
+except ImportError:  # pragma: no cover - an extension built before them
+    _dumps = _dumps_py
+    _json_exact = _json_exact_py
 
 
 def _patch(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import contextlib
 import itertools
 import operator
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from .._extras import needs_extra
@@ -80,10 +80,17 @@ def _values_loaded(t: CheckpointTuple) -> CheckpointTuple:
     return t
 
 
-def _same_prefix_py(a: list[Any], b: list[Any]) -> int:
-    """How many items ``a`` and ``b`` share at their front as the same objects."""
+def _same_prefix_py(a: list[Any], b: list[Any], stop: Optional[Iterable[int]] = None) -> int:
+    """How many items ``a`` and ``b`` share at their front as the same objects, ending
+    before the first whose ``id()`` is in ``stop``."""
     same = list(map(operator.is_, a, b))
-    return same.index(False) if False in same else len(same)
+    k = same.index(False) if False in same else len(same)
+    if stop and k:
+        kept = set(map(id, a[:k]))
+        hit = {i for i in stop if i in kept}
+        if hit:
+            k = next(i for i in range(k) if id(a[i]) in hit)
+    return k
 
 
 try:  # one native pass (``bindings/python/src/lib.rs``)
@@ -681,14 +688,9 @@ class UndertextSaver(StoreHolder, BaseCheckpointSaver[str]):
                 prev_items, prev_ids = live
             else:
                 prev_ids = lane.item_ids(parent_seq, ch)
-        k = 0
-        if prev_items is not None:
-            k = _same_prefix(prev_items, value)
-            if written and k:
-                kept = set(map(id, prev_items[:k]))
-                hit = {i for i in written if i in kept}
-                if hit:
-                    k = next(i for i in range(k) if id(value[i]) in hit)
+        # The kept front: the parent's objects, up to one the step wrote (it may have changed
+        # in place).
+        k = _same_prefix(prev_items, value, written or None) if prev_items is not None else 0
         datas: list[bytes] = []
         for x in value[k:]:
             typ, data = self.serde.dumps_typed([x])

@@ -1,0 +1,106 @@
+"""_native.json_dumps and _native._json_exact: the LangGraph saver's record text and its
+check of what JSON holds exactly, native, giving what json.dumps and the Python check give
+for every value (the text, the answer, or the same error)."""
+
+from __future__ import annotations
+
+import enum
+import json
+import random
+from typing import Any
+
+import pytest
+
+from undertext._native import _json_exact, json_dumps
+from undertext.langgraph._records import _dumps_py, _json_exact_py
+
+
+class Color(str, enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def random_value(rng: random.Random, depth: int = 0) -> Any:
+    """A value of the kinds a checkpoint's fields and metadata hold, and of those they may."""
+    k = rng.randint(0, 12 if depth < 4 else 7)
+    if k == 0:
+        return None
+    if k == 1:
+        return rng.random() < 0.5
+    if k == 2:
+        return rng.choice([rng.randint(-1000, 1000), rng.randint(-(2**63), 2**63 - 1), rng.randint(-(2**80), 2**80)])
+    if k == 3:
+        return rng.choice(
+            [rng.random() * 10 ** rng.randint(-300, 300), float("nan"), float("inf"), -0.0, 1e16, 1.0, 0.1]
+        )
+    if k in (4, 5):
+        return "".join(
+            chr(rng.choice([rng.randint(0, 0x7F), rng.randint(0x80, 0xD7FF), rng.randint(0x10000, 0x10FFFF)]))
+            for _ in range(rng.randint(0, 30))
+        )
+    if k == 6:
+        return rng.choice([Color.RED, Level.HIGH, b"x", "\ud800"])  # a subclass, bytes, a lone surrogate
+    if k == 7:
+        return rng.choice([2**63, -(2**63), 2**64, True, False])
+    if k in (8, 9):
+        return [random_value(rng, depth + 1) for _ in range(rng.randint(0, 5))]
+    if k == 10:
+        return tuple(random_value(rng, depth + 1) for _ in range(rng.randint(0, 3)))
+    keys: list[Any] = [str(rng.randint(0, 5)) for _ in range(rng.randint(0, 5))]
+    if rng.random() < 0.1:
+        keys.append(rng.choice([1, 2.5, None, True, Color.RED]))
+    return {key: random_value(rng, depth + 1) for key in keys}
+
+
+def outcome(f: Any, x: Any) -> Any:
+    try:
+        return ("ok", f(x))
+    except Exception as e:  # noqa: BLE001 - the error is what is compared
+        return ("error", type(e), str(e))
+
+
+def test_json_dumps_gives_the_text_or_the_error_json_dumps_gives_for_every_value() -> None:
+    rng = random.Random(11)
+    values = [random_value(rng) for _ in range(3000)]
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    deep: Any = []
+    for _ in range(300):
+        deep = [deep]
+    values += [
+        {},
+        [],
+        "",
+        '"\\/\b\f\n\r\t\x00\x1f\x7f\x80\u2028\uffff',
+        "\U0001f600",
+        {"k": "C", "id": "1ef-…", "ch": {"messages": {"b": 3, "i": [0, 1], "d": 2}}},
+        cyclic,
+        deep,
+        {"a": object()},
+        float("-inf"),
+        2**1000,
+        [1.5e-323, 5e-324, 1.7976931348623157e308, 123456789.0, 1e22, 1e-7],
+    ]
+    for v in values:
+        native, python = outcome(json_dumps, v), outcome(_dumps_py, v)
+        assert native == python, v
+
+
+def test_json_exact_answers_as_the_python_check_and_says_what_json_gives_back() -> None:
+    rng = random.Random(12)
+    for _ in range(3000):
+        v = random_value(rng)
+        exact = _json_exact(v)
+        assert exact == _json_exact_py(v), v
+        if exact:  # what it calls exact comes back from JSON equal, types and all
+            back = json.loads(json.dumps(v))
+            assert back == v and repr(back) == repr(v), v
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    assert _json_exact(deep) is False  # too deep: the serializer stores it (the Python check recurses out)
+    with pytest.raises(RecursionError):
+        _json_exact_py(deep)
