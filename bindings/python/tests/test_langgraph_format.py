@@ -23,6 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import undertext
 from undertext.langgraph import UndertextSaver
+from undertext.langgraph._caches import PREDECODE_BATCH
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -442,16 +443,19 @@ class CountingSerde(JsonPlusSerializer):
         return super().loads_typed(data)
 
 
-def test_the_first_read_after_a_put_decodes_no_item_and_owns_what_it_gets(store: Any) -> None:
+def test_the_first_read_after_puts_decodes_at_most_one_batch_and_owns_what_it_gets(store: Any) -> None:
     saver = UndertextSaver(store, serde=CountingSerde())
-    _last, items = grow(saver, "t", [], 5)
+    CountingSerde.loads = 0
+    _last, items = grow(saver, "t", [], PREDECODE_BATCH + 5)
+    assert CountingSerde.loads == 1  # the first PREDECODE_BATCH new items, in one call, when put
     CountingSerde.loads = 0
     first = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
-    assert first == items and CountingSerde.loads == 0  # decoded when put
+    assert first == items and CountingSerde.loads == 1  # the 5 put after them, in one call
     assert all(a is not b for a, b in zip(first, items))
     first[0]["content"] = "changed by the caller"
+    first[-1]["content"] = "changed by the caller"
     again = saver.get_tuple(cfg("t")).checkpoint["channel_values"]["messages"]
-    assert again == items and CountingSerde.loads == 1  # decoded again, in one call
+    assert again == items and CountingSerde.loads == 2  # decoded again, in one call
     assert all(a is not b for a, b in zip(again, first))
 
 

@@ -131,6 +131,11 @@ class _Bytes(dict):  # type: ignore[type-arg]
 
 _MISSING: Any = object()
 
+#: New items a saver decodes in one call after putting them (``_ItemCache.stored``): from 8
+#: up the native decoder takes them (``_langchain_decode.NATIVE_MIN``), whose set-up is
+#: shared by the batch; the first read after a put decodes at most this many less one.
+PREDECODE_BATCH = 32
+
 
 class _ItemCache:
     """The items of item lists a saver decoded or stored, by blob id."""
@@ -142,10 +147,13 @@ class _ItemCache:
         # Items decoded once and handed out as they were (a first read costs one decode,
         # as with LangGraph's savers): the second read of an item caches it.
         self.read_once: _Bounded = _Bounded(65536)
-        # Items this saver put, decoded from their stored bytes when put and not handed
-        # out yet: the first read of each takes it (no decode, no copy).
+        # Items this saver put, decoded from their stored bytes after they were put and not
+        # handed out yet: the first read of each takes it (no decode, no copy).
         # (Bounded by the items' serialized bytes.)
         self.put_decoded = _Bytes(16 << 20)
+        # Items put and not decoded yet, ``(id, bytes)``: decoded ``PREDECODE_BATCH`` at a time
+        # (one call), or by the next read, before it looks for its items.
+        self.pending: list[tuple[str, bytes]] = []
         # The bytes of the item blobs this saver stored lately (what a read of the latest
         # state decodes first), so that reading them back needs no store read.
         self.item_bytes = _Bytes(32 << 20)
@@ -161,6 +169,8 @@ class _ItemCache:
         (``decode``, of the bytes ``read`` from the store when not kept here) and copied into
         the answer; ``memo`` shares the copies between the values of one call (the
         checkpoints of one ``list`` share the items of their common prefix)."""
+        if self.pending:
+            self._predecode(decode)
         decoded = self.decoded
         missing = [b for b in ids if b not in memo and b not in decoded]
         new: dict[str, Any] = {}
@@ -219,16 +229,27 @@ class _ItemCache:
         decode: Callable[[list[bytes]], list[Any]],
     ) -> None:
         """Keeps the bytes of the item blobs a ``put`` stored (``(id, bytes)`` pairs), and
-        its new items (``fresh_items``, the same pairs) decoded."""
+        its new items (``fresh_items``, the same pairs) to decode.
+
+        The new items are decoded from the bytes just stored (what a read would decode) and
+        handed out as they are by the next read of an item (which then owns it), so the
+        first read of the latest state decodes at most one batch: ``PREDECODE_BATCH`` at a
+        time, in one call, in LangGraph's background thread. (Decoding each put's one or two
+        new messages on their own cost ~40 us a put, the Python path for a few; a batch
+        goes through the native decoder.)"""
         for bid, data in blobs:
             self.item_bytes.add(bid, data)
         if fresh_items:
-            # Decoded now, from the bytes just stored (what a read would decode), and
-            # handed out as they are by the next read of an item (which then owns it):
-            # the first read of the latest state decodes nothing (one decode per item,
-            # spread over the steps, in LangGraph's background thread).
-            ready = self.put_decoded
-            datas_of = dict(fresh_items)
-            fresh_ids = [b for b in datas_of if b not in self.decoded and b not in ready]
+            self.pending.extend(fresh_items)
+            if len(self.pending) >= PREDECODE_BATCH:
+                self._predecode(decode)
+
+    def _predecode(self, decode: Callable[[list[bytes]], list[Any]]) -> None:
+        """Decodes the pending new items into ``put_decoded`` (those not decoded already)."""
+        pending, self.pending = self.pending, []
+        ready = self.put_decoded
+        datas_of = dict(pending)
+        fresh_ids = [b for b in datas_of if b not in self.decoded and b not in ready]
+        if fresh_ids:
             for bid, obj in zip(fresh_ids, decode([datas_of[b] for b in fresh_ids])):
                 ready.add(bid, obj, len(datas_of[bid]))
