@@ -34,25 +34,34 @@ impl From<PyErr> for Stop {
     }
 }
 
-/// The compact JSON text of `value`, as `json.dumps(value, separators=(",", ":"))` writes
-/// it (the same text, or the same error).
+/// The compact JSON text of `value`, as `json.dumps(value, separators=(",", ":"),
+/// ensure_ascii=ensure_ascii, allow_nan=allow_nan)` writes it (the same text, or the same
+/// error).
 ///
 /// ```python
 /// from undertext._native import json_dumps
 /// assert json_dumps({"k": "c", "ch": [1, 2.5, None, "é"]}) == '{"k":"c","ch":[1,2.5,null,"\\u00e9"]}'
+/// assert json_dumps(["é\n"], ensure_ascii=False) == '["é\\n"]'
 /// ```
 #[pyfunction]
-#[pyo3(name = "json_dumps")]
-pub(crate) fn dumps(value: &Bound<'_, PyAny>) -> PyResult<String> {
-    let mut out = String::with_capacity(256);
-    match write_value(&mut out, value, 0) {
-        Ok(()) => Ok(out),
+#[pyo3(name = "json_dumps", signature = (value, *, ensure_ascii=true, allow_nan=true))]
+pub(crate) fn dumps<'py>(
+    value: &Bound<'py, PyAny>,
+    ensure_ascii: bool,
+    allow_nan: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = value.py();
+    let mut w = Writer { out: String::with_capacity(256), ascii: ensure_ascii };
+    match w.value(value, 0) {
+        Ok(()) => Ok(PyString::new(py, &w.out).into_any()),
         Err(Stop::Py(e)) => Err(e),
         Err(Stop::Refused) => {
-            let py = value.py();
+            // (Its text may hold a lone surrogate, which has no UTF-8 form: handed on as is.)
             let kwargs = PyDict::new(py);
             kwargs.set_item("separators", (",", ":"))?;
-            py.import("json")?.getattr("dumps")?.call((value,), Some(&kwargs))?.extract()
+            kwargs.set_item("ensure_ascii", ensure_ascii)?;
+            kwargs.set_item("allow_nan", allow_nan)?;
+            py.import("json")?.getattr("dumps")?.call((value,), Some(&kwargs))
         }
     }
 }
@@ -94,88 +103,99 @@ fn is_exact(v: &Bound<'_, PyAny>, depth: usize) -> bool {
     }
 }
 
-fn write_value(out: &mut String, v: &Bound<'_, PyAny>, depth: usize) -> Result<(), Stop> {
-    if depth > MAX_DEPTH {
-        return Err(Stop::Refused);
-    }
-    if v.is_none() {
-        out.push_str("null");
-    } else if let Ok(s) = v.cast_exact::<PyString>() {
-        write_str(out, &s.to_cow().map_err(|_| Stop::Refused)?);
-    } else if let Ok(b) = v.cast_exact::<PyBool>() {
-        out.push_str(if b.is_true() { "true" } else { "false" });
-    } else if let Ok(i) = v.cast_exact::<PyInt>() {
-        let n: i64 = i.extract().map_err(|_| Stop::Refused)?;
-        let _ = write!(out, "{n}");
-    } else if let Ok(f) = v.cast_exact::<PyFloat>() {
-        if !f.value().is_finite() {
+/// The text being written, and whether non-ASCII characters are escaped.
+struct Writer {
+    out: String,
+    ascii: bool,
+}
+
+impl Writer {
+    fn value(&mut self, v: &Bound<'_, PyAny>, depth: usize) -> Result<(), Stop> {
+        if depth > MAX_DEPTH {
             return Err(Stop::Refused);
         }
-        out.push_str(&f.repr()?.to_cow()?);
-    } else if let Ok(d) = v.cast_exact::<PyDict>() {
-        out.push('{');
-        for (n, (k, x)) in d.iter().enumerate() {
-            if n > 0 {
-                out.push(',');
+        if v.is_none() {
+            self.out.push_str("null");
+        } else if let Ok(s) = v.cast_exact::<PyString>() {
+            self.str(&s.to_cow().map_err(|_| Stop::Refused)?);
+        } else if let Ok(b) = v.cast_exact::<PyBool>() {
+            self.out.push_str(if b.is_true() { "true" } else { "false" });
+        } else if let Ok(i) = v.cast_exact::<PyInt>() {
+            let n: i64 = i.extract().map_err(|_| Stop::Refused)?;
+            let _ = write!(self.out, "{n}");
+        } else if let Ok(f) = v.cast_exact::<PyFloat>() {
+            if !f.value().is_finite() {
+                return Err(Stop::Refused);
             }
-            let k = k.cast_exact::<PyString>().map_err(|_| Stop::Refused)?;
-            write_str(out, &k.to_cow().map_err(|_| Stop::Refused)?);
-            out.push(':');
-            write_value(out, &x, depth + 1)?;
+            self.out.push_str(&f.repr()?.to_cow()?);
+        } else if let Ok(d) = v.cast_exact::<PyDict>() {
+            self.out.push('{');
+            for (n, (k, x)) in d.iter().enumerate() {
+                if n > 0 {
+                    self.out.push(',');
+                }
+                let k = k.cast_exact::<PyString>().map_err(|_| Stop::Refused)?;
+                self.str(&k.to_cow().map_err(|_| Stop::Refused)?);
+                self.out.push(':');
+                self.value(&x, depth + 1)?;
+            }
+            self.out.push('}');
+        } else if let Ok(l) = v.cast_exact::<PyList>() {
+            self.items(l.iter(), depth)?;
+        } else if let Ok(t) = v.cast_exact::<PyTuple>() {
+            self.items(t.iter(), depth)?;
+        } else {
+            return Err(Stop::Refused);
         }
-        out.push('}');
-    } else if let Ok(l) = v.cast_exact::<PyList>() {
-        write_items(out, l.iter(), depth)?;
-    } else if let Ok(t) = v.cast_exact::<PyTuple>() {
-        write_items(out, t.iter(), depth)?;
-    } else {
-        return Err(Stop::Refused);
+        Ok(())
     }
-    Ok(())
-}
 
-fn write_items<'py>(
-    out: &mut String,
-    items: impl Iterator<Item = Bound<'py, PyAny>>,
-    depth: usize,
-) -> Result<(), Stop> {
-    out.push('[');
-    for (n, x) in items.enumerate() {
-        if n > 0 {
-            out.push(',');
+    fn items<'py>(
+        &mut self,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+        depth: usize,
+    ) -> Result<(), Stop> {
+        self.out.push('[');
+        for (n, x) in items.enumerate() {
+            if n > 0 {
+                self.out.push(',');
+            }
+            self.value(&x, depth + 1)?;
         }
-        write_value(out, &x, depth + 1)?;
+        self.out.push(']');
+        Ok(())
     }
-    out.push(']');
-    Ok(())
-}
 
-/// A JSON string as `json.dumps` writes it with `ensure_ascii=True`: `"` and `\` escaped,
-/// `\n \r \t \b \f` by name, every other character outside `' '..='~'` as `\uXXXX`
-/// (lowercase hex; a pair of surrogates above U+FFFF).
-fn write_str(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    let mut units = [0u16; 2];
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            _ => {
-                for u in c.encode_utf16(&mut units) {
-                    out.push_str("\\u");
-                    for shift in [12, 8, 4, 0] {
-                        out.push(char::from(HEX[usize::from((*u >> shift) & 0xf)]));
+    /// A JSON string as `json.dumps` writes it: `"` and `\` escaped, `\n \r \t \b \f` by
+    /// name, every other character below `' '` as `\u00XX`; with `ensure_ascii`, every
+    /// character above `'~'` too (lowercase hex; a pair of surrogates above U+FFFF), else
+    /// those as they are.
+    fn str(&mut self, s: &str) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let out = &mut self.out;
+        out.push('"');
+        let mut units = [0u16; 2];
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                '\u{8}' => out.push_str("\\b"),
+                '\u{c}' => out.push_str("\\f"),
+                ' '..='~' => out.push(c),
+                _ if !self.ascii && c > '~' => out.push(c),
+                _ => {
+                    for u in c.encode_utf16(&mut units) {
+                        out.push_str("\\u");
+                        for shift in [12, 8, 4, 0] {
+                            out.push(char::from(HEX[usize::from((*u >> shift) & 0xf)]));
+                        }
                     }
                 }
             }
         }
+        out.push('"');
     }
-    out.push('"');
 }

@@ -104,3 +104,34 @@ def test_json_exact_answers_as_the_python_check_and_says_what_json_gives_back() 
     assert _json_exact(deep) is False  # too deep: the serializer stores it (the Python check recurses out)
     with pytest.raises(RecursionError):
         _json_exact_py(deep)
+
+
+def test_json_dumps_without_ascii_escapes_and_without_nan_gives_what_json_dumps_gives() -> None:
+    rng = random.Random(13)
+    values = [random_value(rng) for _ in range(2000)]
+    values += ["é\x7f\x1f\u2028\U0001f600", {"é": ["\ud800"]}, float("nan"), [float("inf")]]
+    for v in values:
+        for ensure_ascii in (True, False):
+            for allow_nan in (True, False):
+
+                def python(x: Any) -> str:
+                    return json.dumps(x, separators=(",", ":"), ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+
+                def native(x: Any) -> str:
+                    return json_dumps(x, ensure_ascii=ensure_ascii, allow_nan=allow_nan)
+
+                assert outcome(native, v) == outcome(python, v), (v, ensure_ascii, allow_nan)
+
+
+def test_json_text_is_valid_utf8_compact_json_of_the_value() -> None:
+    from undertext._json_text import json_text
+
+    rng = random.Random(14)
+    for _ in range(2000):
+        v = random_value(rng)
+        try:
+            text = json_text(v)
+        except (TypeError, ValueError):
+            continue
+        text.encode("utf-8")  # a lone surrogate is kept as an escape
+        assert repr(json.loads(text)) == repr(json.loads(json.dumps(v))), v

@@ -59,9 +59,10 @@ def json_loads(texts: List[str]) -> List[Any]:
     """``[json.loads(t) for t in texts]``, decoded in native code (the same values; a text
     it does not decode itself goes to ``json.loads``, errors included)."""
 
-def json_dumps(value: Any) -> str:
-    """``json.dumps(value, separators=(",", ":"))``, encoded in native code (the same text; a
-    value it does not encode itself goes to ``json.dumps``, errors included)."""
+def json_dumps(value: Any, *, ensure_ascii: bool = True, allow_nan: bool = True) -> str:
+    """``json.dumps(value, separators=(",", ":"), ensure_ascii=ensure_ascii, allow_nan=allow_nan)``,
+    encoded in native code (the same text; a value it does not encode itself goes to
+    ``json.dumps``, errors included)."""
 
 def _decode_lc_messages(
     datas: Sequence[bytes],

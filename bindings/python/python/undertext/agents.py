@@ -41,6 +41,7 @@ from typing import Any, Callable, Optional
 import undertext
 
 from ._holder import PathLike, StoreHolder, temporary_store
+from ._json_text import json_ascii
 from ._kept_texts import KeptTexts
 from ._native import json_loads
 from ._per_owner import shared
@@ -91,7 +92,7 @@ def _role_of(item: Any) -> str:
 
 
 def _message_of(item: Any) -> dict[str, Any]:
-    return {"role": _role_of(item), "content": json.dumps(item, separators=(",", ":"))}
+    return {"role": _role_of(item), "content": json_ascii(item)}
 
 
 def _marker_of(m: Any) -> Optional[dict[str, Any]]:

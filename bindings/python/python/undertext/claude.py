@@ -308,7 +308,7 @@ class UndertextSessionStore(StoreHolder, SessionStore):
             mtime = self._now()
             summary["mtime"] = mtime
             extra = {MARK: "1", PROJECT: k[0], SUBPATH: k[2]}
-            extra.update({SUMMARY: json.dumps(summary), MTIME: str(mtime), ENTRIES: str(before + len(fresh))})
+            extra.update({SUMMARY: json_text(summary), MTIME: str(mtime), ENTRIES: str(before + len(fresh))})
             # The entries and the summary in one transaction: one log sync.
             chat.append_batch(messages, extra=extra)
             uuids |= added
