@@ -66,6 +66,13 @@ pub(crate) fn dumps<'py>(
     }
 }
 
+/// `value`'s compact JSON text (ASCII) when this module writes it itself, else `None` (a
+/// value `json.dumps` would have to decide, or an error reading it).
+pub(crate) fn native_text(value: &Bound<'_, PyAny>) -> Option<String> {
+    let mut w = Writer { out: String::with_capacity(256), ascii: true };
+    w.value(value, 0).ok().map(|()| w.out)
+}
+
 /// Whether `json.loads(json.dumps(value))` gives back `value` with the same types: `str`,
 /// `int`, `bool`, `None`, finite `float`, and `list`s and `str`-keyed `dict`s of those, each
 /// of exactly that type (no tuple, no subclass). Nesting deeper than [`MAX_DEPTH`] answers

@@ -135,3 +135,86 @@ def test_json_text_is_valid_utf8_compact_json_of_the_value() -> None:
             continue
         text.encode("utf-8")  # a lone surrogate is kept as an escape
         assert repr(json.loads(text)) == repr(json.loads(json.dumps(v))), v
+
+
+def mutated(rng: random.Random, a: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """``a`` changed as a checkpoint's fields change from a parent to its child: values
+    changed (to an equal value of another type, too), keys removed, added, reordered, nested
+    dicts changed in turn."""
+    out: dict[str, Any] = {}
+    for k, v in a.items():
+        r = rng.random()
+        if r < 0.1:
+            continue  # removed
+        if r < 0.2 and type(v) is dict and depth < 3:
+            out[k] = mutated(rng, v, depth + 1)
+        elif r < 0.3:
+            out[k] = random_value(rng, depth + 1)
+        elif r < 0.35 and type(v) in (int, bool) and abs(v) < 2**53:
+            out[k] = float(v)  # equal (1 == 1.0 == True), another text
+        else:
+            out[k] = v
+    for _ in range(rng.randint(0, 2)):
+        out[str(rng.randint(0, 9))] = random_value(rng, depth + 1)
+    if rng.random() < 0.1:  # the same keys in another order
+        keys = list(out)
+        rng.shuffle(keys)
+        out = {k: out[k] for k in keys}
+    return out
+
+
+def written_natively(x: Any) -> bool:
+    """Whether ``json_dumps`` writes ``x`` itself (else it hands it to ``json.dumps``)."""
+    t = type(x)
+    if x is None or t is bool:
+        return True
+    if t is str:
+        return not any(0xD800 <= ord(c) <= 0xDFFF for c in x)
+    if t is int:
+        return -(2**63) <= x < 2**63
+    if t is float:
+        return x == x and abs(x) != float("inf")
+    if t in (list, tuple):
+        return all(written_natively(v) for v in x)
+    if t is dict:
+        return all(type(k) is str and written_natively(k) and written_natively(v) for k, v in x.items())
+    return False
+
+
+def plain_value(rng: random.Random) -> Any:
+    """A random value the native writer writes itself (most of a checkpoint's fields)."""
+    while True:
+        v = random_value(rng, 1)
+        if written_natively(v):
+            return v
+
+
+def test_the_native_checkpoint_patch_is_the_python_one_or_none_alike() -> None:
+    from undertext._native import _json_patch
+    from undertext.langgraph._records import _patch_exact_py
+
+    rng = random.Random(15)
+    seen = {"patch": 0, "none": 0}
+    for _ in range(3000):
+        a = {str(i): plain_value(rng) for i in range(rng.randint(0, 8))}
+        if rng.random() < 0.5:
+            a["vs"] = {f"node{i}": {"x": f"{i:032}.0"} for i in range(rng.randint(0, 4))}
+        b = mutated(rng, a)
+        native = _json_patch(a, b)
+        try:
+            python = _patch_exact_py(a, b)
+        except (TypeError, ValueError):  # not JSON (bytes, a cycle): json.dumps refuses
+            assert native is None and not (written_natively(a) and written_natively(b)), (a, b)
+            continue
+        if native is None and python is not None:
+            # Only for what the native writer leaves to json.dumps (the saver then stores
+            # the fields whole); its checkpoints' fields are plain JSON.
+            assert not (written_natively(a) and written_natively(b)), (a, b)
+            continue
+        assert (native is None) == (python is None), (a, b)
+        if native is not None:
+            assert json.dumps(native) == json.dumps(python), (a, b)  # the same patch, key order too
+            seen["patch"] += 1
+        else:
+            seen["none"] += 1
+    assert seen["patch"] > 1000 and seen["none"] > 100, seen

@@ -64,6 +64,14 @@ def json_dumps(value: Any, *, ensure_ascii: bool = True, allow_nan: bool = True)
     encoded in native code (the same text; a value it does not encode itself goes to
     ``json.dumps``, errors included)."""
 
+def _json_exact(value: Any) -> bool:
+    """Private (``undertext.langgraph._records``): whether JSON gives ``value`` back with the
+    same types."""
+
+def _json_patch(a: Dict[str, Any], b: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """Private (``undertext.langgraph._records``): the patch turning ``a`` into ``b``, or None
+    when applying it does not give ``b``'s JSON text exactly."""
+
 def _decode_lc_messages(
     datas: Sequence[bytes],
     table: Sequence[Tuple[str, str, type, Sequence[str], str]],

@@ -165,6 +165,19 @@ def _apply(a: dict[str, Any], p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _patch_exact_py(a: dict[str, Any], b: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """``_patch(a, b)``, or None when ``_apply(a, patch)`` does not give ``b``'s JSON text
+    exactly (key order, 1 vs 1.0 vs true)."""
+    p = _patch(a, b)
+    return p if _dumps(_apply(a, p)) == _dumps(b) else None
+
+
+try:  # the same answer, natively (``bindings/python/src/json_patch.rs``)
+    from undertext._native import _json_patch as _patch_exact
+except ImportError:  # pragma: no cover - an extension built before it
+    _patch_exact = _patch_exact_py
+
+
 def _delta(base_seq: int, base: dict[str, Any], rec: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The ``cd`` entry storing checkpoint record ``rec``'s checkpoint and metadata as
     patches of its parent's (``base``, at seq ``base_seq``), or None to store them
@@ -175,8 +188,9 @@ def _delta(base_seq: int, base: dict[str, Any], rec: dict[str, Any]) -> Optional
     depth = base.get("_d", 0) + 1
     if depth >= PATCH_LINKS:
         return None
-    pc, pm = _patch(base["c"], rec["c"]), _patch(base["m"], rec["m"])
-    if _dumps(_apply(base["c"], pc)) != _dumps(rec["c"]) or _dumps(_apply(base["m"], pm)) != _dumps(rec["m"]):
+    pc = _patch_exact(base["c"], rec["c"])
+    pm = _patch_exact(base["m"], rec["m"]) if pc is not None else None
+    if pc is None or pm is None:
         return None
     out: dict[str, Any] = {"b": base_seq, "d": depth}
     if pc:
