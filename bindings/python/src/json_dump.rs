@@ -3,10 +3,11 @@
 //!
 //! The LangGraph saver writes each checkpoint and each task's writes as one record of
 //! compact JSON, and checks a checkpoint stored as a patch by comparing JSON texts: five
-//! small texts a superstep, ~100 µs of `json.dumps` (its encoder set-up is most of it). [`dumps`]
+//! small texts a superstep, ~100 µs of `json.dumps` (its encoder set-up is most of it); the
+//! other adapters write each item or entry as one JSON text (`_json_text`). [`dumps`]
 //! (and `_native.json_dumps`) writes the same text itself for what it can write exactly as
 //! `json.dumps` does: `dict` with `str` keys, `list`, `tuple`, `str` (escaped to ASCII, as
-//! `ensure_ascii=True` does), `int` within `i64`, finite `float` (its `repr`), `True`,
+//! `ensure_ascii=True` does, or not), `int` within `i64`, finite `float` (its `repr`), `True`,
 //! `False`, `None`, each of exactly that type. Anything else — a subclass (an enum over
 //! `str`), another key type, `NaN`, a big `int`, a `str` with a lone surrogate, nesting deeper
 //! than [`MAX_DEPTH`] (a cycle) — sends the whole value to `json.dumps`, which gives the text
