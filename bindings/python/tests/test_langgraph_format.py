@@ -9,10 +9,12 @@ import datetime
 import enum
 import json
 import os
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+from json_values import mutated, plain_value, random_value, written_natively
 
 if os.environ.get("UNDERTEXT_REQUIRE_INTEGRATIONS") != "1":  # scripts/test-python-integrations sets it
     pytest.importorskip("langgraph.checkpoint.base", reason="run scripts/test-python-integrations")
@@ -22,8 +24,10 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 import undertext
+from undertext._native import _json_exact, _json_patch
 from undertext.langgraph import UndertextSaver
 from undertext.langgraph._caches import PREDECODE_BATCH
+from undertext.langgraph._records import _json_exact_py, _patch_exact_py
 
 
 def cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
@@ -589,3 +593,51 @@ def test_the_kept_prefix_of_a_list_is_the_run_of_identical_objects_natively_as_i
     assert _same_prefix(objs[:3] + equal_not_same, objs[:3] + [[1, 2]]) == 3  # equal is not the same
     with pytest.raises(TypeError):
         _same_prefix(tuple(objs), objs)  # type: ignore[arg-type]
+
+
+# -- the native JSON checks against the Python versions (test_json_dumps.py: the text) ----
+
+
+def test_json_exact_answers_as_the_python_check_and_says_what_json_gives_back() -> None:
+    rng = random.Random(12)
+    for _ in range(3000):
+        v = random_value(rng)
+        exact = _json_exact(v)
+        assert exact == _json_exact_py(v), v
+        if exact:  # what it calls exact comes back from JSON equal, types and all
+            back = json.loads(json.dumps(v))
+            assert back == v and repr(back) == repr(v), v
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    assert _json_exact(deep) is False  # too deep: the serializer stores it (the Python check recurses out)
+    with pytest.raises(RecursionError):
+        _json_exact_py(deep)
+
+
+def test_the_native_checkpoint_patch_is_the_python_one_or_none_alike() -> None:
+    rng = random.Random(15)
+    seen = {"patch": 0, "none": 0}
+    for _ in range(3000):
+        a = {str(i): plain_value(rng) for i in range(rng.randint(0, 8))}
+        if rng.random() < 0.5:
+            a["vs"] = {f"node{i}": {"x": f"{i:032}.0"} for i in range(rng.randint(0, 4))}
+        b = mutated(rng, a)
+        native = _json_patch(a, b)
+        try:
+            python = _patch_exact_py(a, b)
+        except (TypeError, ValueError):  # not JSON (bytes, a cycle): json.dumps refuses
+            assert native is None and not (written_natively(a) and written_natively(b)), (a, b)
+            continue
+        if native is None and python is not None:
+            # Only for what the native writer leaves to json.dumps (the saver then stores
+            # the fields whole); its checkpoints' fields are plain JSON.
+            assert not (written_natively(a) and written_natively(b)), (a, b)
+            continue
+        assert (native is None) == (python is None), (a, b)
+        if native is not None:
+            assert json.dumps(native) == json.dumps(python), (a, b)  # the same patch, key order too
+            seen["patch"] += 1
+        else:
+            seen["none"] += 1
+    assert seen["patch"] > 1000 and seen["none"] > 100, seen
