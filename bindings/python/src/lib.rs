@@ -9,9 +9,7 @@ mod convert;
 mod errors;
 mod held;
 mod import;
-mod json_dump;
-mod json_load;
-mod json_patch;
+mod json;
 mod langchain_decode;
 mod snapshot;
 mod store;
@@ -50,10 +48,10 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(langchain_decode::decode_lc_messages, m)?)?;
     m.add_function(wrap_pyfunction!(langchain_decode::fresh_items, m)?)?;
     m.add_function(wrap_pyfunction!(import::import_transcript_bytes, m)?)?;
-    m.add_function(wrap_pyfunction!(json_load::json_loads, m)?)?;
-    m.add_function(wrap_pyfunction!(json_dump::dumps, m)?)?;
-    m.add_function(wrap_pyfunction!(json_dump::exact, m)?)?;
-    m.add_function(wrap_pyfunction!(json_patch::patch_exact, m)?)?;
+    m.add_function(wrap_pyfunction!(json::load::json_loads, m)?)?;
+    m.add_function(wrap_pyfunction!(json::dump::dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(json::dump::exact, m)?)?;
+    m.add_function(wrap_pyfunction!(json::patch::patch_exact, m)?)?;
     m.add_function(wrap_pyfunction!(panic_in_engine_call, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -7,7 +7,7 @@ use pyo3::types::PyList;
 use undertext::{Message, Part, Snapshot};
 
 use crate::errors::{invalid, run};
-use crate::json_load::Loader;
+use crate::json::load::Loader;
 use crate::types::{PyChatMeta, PyMessage, PyPin};
 
 /// Messages read from the engine per batch while iterating.

@@ -22,7 +22,7 @@ def _dumps_py(value: Any, *, ensure_ascii: bool = True, allow_nan: bool = True) 
     return json.dumps(value, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=allow_nan)
 
 
-try:  # the same text, encoded natively (``bindings/python/src/json_dump.rs``)
+try:  # the same text, encoded natively (``bindings/python/src/json/dump.rs``)
     from undertext._native import json_dumps as _dumps
 except ImportError:  # pragma: no cover - an extension built before it
     _dumps = _dumps_py

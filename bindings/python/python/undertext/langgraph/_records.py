@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import undertext
+from undertext._json_text import json_ascii as _dumps
 
 #: Links of an item list's chain (records naming their parent's list) after which a put
 #: stores the kept list as a manifest blob instead (its items' ids, 32 bytes each), so a
@@ -113,15 +114,9 @@ def _jcopy(x: Any) -> Any:
     return x
 
 
-def _dumps_py(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"))
-
-
-try:  # the same answers, natively (``bindings/python/src/json_dump.rs``)
+try:  # the same answer, natively (``bindings/python/src/json/dump.rs``)
     from undertext._native import _json_exact
-    from undertext._native import json_dumps as _dumps
-except ImportError:  # pragma: no cover - an extension built before them
-    _dumps = _dumps_py
+except ImportError:  # pragma: no cover - an extension built before it
     _json_exact = _json_exact_py
 
 
@@ -172,7 +167,7 @@ def _patch_exact_py(a: dict[str, Any], b: dict[str, Any]) -> Optional[dict[str, 
     return p if _dumps(_apply(a, p)) == _dumps(b) else None
 
 
-try:  # the same answer, natively (``bindings/python/src/json_patch.rs``)
+try:  # the same answer, natively (``bindings/python/src/json/patch.rs``)
     from undertext._native import _json_patch as _patch_exact
 except ImportError:  # pragma: no cover - an extension built before it
     _patch_exact = _patch_exact_py

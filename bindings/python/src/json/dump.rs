@@ -18,22 +18,7 @@ use std::fmt::Write as _;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-/// Nesting deeper than this goes to `json.dumps` (which names a cycle as one).
-const MAX_DEPTH: usize = 200;
-
-/// Why the native encoder stopped.
-enum Stop {
-    /// Not encoded here: `json.dumps` decides.
-    Refused,
-    /// Python raised while reading a value.
-    Py(PyErr),
-}
-
-impl From<PyErr> for Stop {
-    fn from(e: PyErr) -> Stop {
-        Stop::Py(e)
-    }
-}
+use super::{MAX_DEPTH, Stop};
 
 /// The compact JSON text of `value`, as `json.dumps(value, separators=(",", ":"),
 /// ensure_ascii=ensure_ascii, allow_nan=allow_nan)` writes it (the same text, or the same

@@ -17,26 +17,11 @@ use pyo3::IntoPyObjectExt;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString};
 
-/// Nesting deeper than this goes to `json.loads`.
-const MAX_DEPTH: usize = 200;
+use super::{MAX_DEPTH, Stop};
 
 /// Object keys up to this many bytes share one `str` per call (as `json.loads` memoizes
 /// keys: items repeat their field names).
 const KEY_CACHE_LEN: usize = 32;
-
-/// Why the native decoder stopped.
-enum Stop {
-    /// Not decoded here: `json.loads` decides.
-    Refused,
-    /// Python raised while building a value (`MemoryError`).
-    Py(PyErr),
-}
-
-impl From<PyErr> for Stop {
-    fn from(e: PyErr) -> Stop {
-        Stop::Py(e)
-    }
-}
 
 /// Decodes JSON texts into Python values, sharing a key cache across the texts of one call.
 pub(crate) struct Loader<'py> {

@@ -5,7 +5,7 @@
 //! [`patch_exact`] (`_native._json_patch`) is `_records._patch_exact_py` in native code, the
 //! same answer: the patch `_patch(a, b)` computes, or `None` when `_apply(a, patch)` written
 //! as compact JSON is not `b`'s text (key order, `1` against `1.0` against `true`, which `==`
-//! takes as equal) or either is not JSON this module writes itself (see [`crate::json_dump`];
+//! takes as equal) or either is not JSON this module writes itself (see [`super::dump`];
 //! the saver then stores the fields whole, always right). A patch is a dict of up to three
 //! members, each only when not empty: `s` the keys set (new or changed, in `b`'s order), `x`
 //! the keys removed (in `a`'s order), `n` the patches of keys whose values are dicts on both
@@ -14,7 +14,7 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use crate::json_dump;
+use super::dump;
 
 /// The patch turning dict `a` into dict `b`, or `None` when applying it to `a` does not give
 /// `b`'s compact JSON text exactly.
@@ -33,7 +33,7 @@ pub(crate) fn patch_exact<'py>(
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let p = patch(a, b)?;
     let applied = apply(a, &p)?;
-    match (json_dump::native_text(applied.as_any()), json_dump::native_text(b.as_any())) {
+    match (dump::native_text(applied.as_any()), dump::native_text(b.as_any())) {
         (Some(x), Some(y)) if x == y => Ok(Some(p)),
         _ => Ok(None),
     }
